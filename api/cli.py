@@ -1,0 +1,442 @@
+"""The `kraft` command: Kafka's command-line tools over the Python client.
+
+`kraft topics` (kafka-topics), `kraft console-producer`, `kraft console-consumer`,
+`kraft cluster describe`. Flags keep Kafka's names. A KraftError prints
+`Error: <ERROR_CODE>: message` on stderr and exits 1; bad usage exits 2 (click's convention).
+New tools (consumer-groups, metadata-quorum, leader-election, reassign-partitions) are further
+commands or groups of `main`.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import click
+
+from api.client import Admin, Consumer, ConsumerRecord, KraftError, Producer, TopicDescription, TopicPartition
+from api.client.transport import parse_bootstrap
+from log.batch import COMPRESSIONS
+
+# Admin calls from the CLI give up sooner than a long-running client would (Kafka: 60 s).
+CLI_API_TIMEOUT_MS = 15_000
+
+
+class KraftGroup(click.Group):
+    """Turns KraftError into click's error exit: `Error: CODE: message`, status 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KraftError as e:
+            raise click.ClickException(str(e)) from e
+
+
+def _check_bootstrap(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    try:
+        parse_bootstrap(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from e
+    return value
+
+
+bootstrap_option = click.option(
+    "--bootstrap-server",
+    default="127.0.0.1:9092",
+    show_default=True,
+    envvar="KRAFT_BOOTSTRAP_SERVER",
+    callback=_check_bootstrap,
+    help="Comma-separated host:port of brokers to connect to.",
+)
+
+
+def parse_properties(values: Iterable[str], option: str) -> dict[str, str]:
+    """KEY=VALUE pairs (Kafka's --property / --config syntax)."""
+    out = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=option)
+        out[key.strip()] = value
+    return out
+
+
+def parse_bool(value: str, name: str) -> bool:
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise click.BadParameter(f"{name} must be true or false, got {value!r}", param_hint="--property")
+    return text == "true"
+
+
+@click.group(cls=KraftGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """kraft: admin and console clients for a kraft cluster (Kafka's tools, same flags)."""
+
+
+# -- topics -----------------------------------------------------------------------------------
+
+
+def format_topic_description(d: TopicDescription) -> list[str]:
+    """kafka-topics --describe output: a topic line, then one tab-indented line per partition."""
+    configs = ",".join(f"{k}={v}" for k, v in sorted(d.configs.items()))
+    lines = [
+        f"Topic: {d.name}\tTopicId: {d.topic_id}\tPartitionCount: {len(d.partitions)}\t"
+        f"ReplicationFactor: {d.replication_factor}\tConfigs: {configs}"
+    ]
+    for p in d.partitions:
+        leader = "none" if p.leader is None else str(p.leader)
+        lines.append(
+            f"\tTopic: {d.name}\tPartition: {p.partition}\tLeader: {leader}\t"
+            f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
+        )
+    return lines
+
+
+def _ignore(codes: set[str], call: Callable[[], Any]) -> Any:
+    try:
+        return call()
+    except KraftError as e:
+        if e.error_code not in codes:
+            raise
+        return None
+
+
+@main.command()
+@bootstrap_option
+@click.option("--create", is_flag=True, help="Create a topic.")
+@click.option("--list", "list_", is_flag=True, help="List topic names.")
+@click.option("--describe", is_flag=True, help="Describe topics (all, or --topic).")
+@click.option("--delete", is_flag=True, help="Delete a topic.")
+@click.option("--alter", is_flag=True, help="Add partitions (--partitions) or change configs.")
+@click.option("--topic", help="The topic (a regular expression for --list).")
+@click.option("--partitions", type=click.IntRange(min=1), help="Partition count (create) or new total (alter).")
+@click.option("--replication-factor", type=click.IntRange(min=1), help="Replication factor (create).")
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="A topic config override; repeatable.")
+@click.option("--delete-config", multiple=True, metavar="KEY", help="Remove a config override (alter); repeatable.")
+@click.option("--if-not-exists", is_flag=True, help="Create only if the topic does not exist.")
+@click.option("--if-exists", is_flag=True, help="Alter, delete or describe only if the topic exists.")
+@click.option("--exclude-internal", is_flag=True, help="Leave internal topics out of --list/--describe.")
+def topics(
+    bootstrap_server: str,
+    create: bool,
+    list_: bool,
+    describe: bool,
+    delete: bool,
+    alter: bool,
+    topic: str | None,
+    partitions: int | None,
+    replication_factor: int | None,
+    configs: tuple[str, ...],
+    delete_config: tuple[str, ...],
+    if_not_exists: bool,
+    if_exists: bool,
+    exclude_internal: bool,
+) -> None:
+    """Create, list, describe, alter and delete topics (kafka-topics)."""
+    actions = [name for name, on in (("create", create), ("list", list_), ("describe", describe), ("delete", delete), ("alter", alter)) if on]
+    if len(actions) != 1:
+        raise click.UsageError("exactly one of --create, --list, --describe, --delete, --alter is required")
+    action = actions[0]
+    if action in ("create", "delete", "alter") and not topic:
+        raise click.UsageError(f"--{action} needs --topic")
+    if partitions is not None and action not in ("create", "alter"):
+        raise click.UsageError("--partitions applies to --create and --alter only")
+    if replication_factor is not None and action != "create":
+        raise click.UsageError("--replication-factor applies to --create only")
+    if configs and action not in ("create", "alter"):
+        raise click.UsageError("--config applies to --create and --alter only")
+    if delete_config and action != "alter":
+        raise click.UsageError("--delete-config applies to --alter only")
+    if if_not_exists and action != "create":
+        raise click.UsageError("--if-not-exists applies to --create only")
+    if if_exists and action not in ("alter", "delete", "describe"):
+        raise click.UsageError("--if-exists applies to --alter, --delete and --describe only")
+    if action == "alter" and partitions is None and not configs and not delete_config:
+        raise click.UsageError("--alter needs --partitions, --config or --delete-config")
+    config_map = parse_properties(configs, "--config")
+    if action == "list" and topic is not None:
+        try:
+            re.compile(topic)
+        except re.error as e:
+            raise click.BadParameter(f"not a regular expression: {e}", param_hint="--topic") from e
+
+    missing = {"UNKNOWN_TOPIC_OR_PARTITION"} if if_exists else set()
+    with Admin(bootstrap_server, api_timeout_ms=CLI_API_TIMEOUT_MS) as admin:
+        if action == "create":
+            assert topic is not None
+            created = _ignore(
+                {"TOPIC_ALREADY_EXISTS"} if if_not_exists else set(),
+                lambda: admin.create_topic(topic, partitions, replication_factor, config_map or None),
+            )
+            if created is not None:
+                click.echo(f"Created topic {topic}.")
+        elif action == "list":
+            for t in admin.list_topics(include_internal=not exclude_internal):
+                if topic is None or re.fullmatch(topic, t.name):
+                    click.echo(t.name)
+        elif action == "describe":
+            if topic is not None:
+                found = _ignore(missing, lambda: admin.describe_topic(topic))
+                descriptions = [found] if found is not None else []
+            else:
+                names = [t.name for t in admin.list_topics(include_internal=not exclude_internal)]
+                # A topic deleted between the list and its describe is skipped, as Kafka does.
+                descriptions = [d for d in (_ignore({"UNKNOWN_TOPIC_OR_PARTITION"}, lambda n=n: admin.describe_topic(n)) for n in names) if d]
+            for d in descriptions:
+                click.echo("\n".join(format_topic_description(d)))
+        elif action == "delete":
+            assert topic is not None
+            _ignore(missing, lambda: admin.delete_topic(topic))
+        else:
+            assert topic is not None
+            if partitions is not None:
+                _ignore(missing, lambda: admin.create_partitions(topic, partitions))
+            if config_map or delete_config:
+                changes: dict[str, str | None] = {**config_map, **{k: None for k in delete_config}}
+                _ignore(missing, lambda: admin.alter_configs(topic, changes))
+
+
+# -- console producer -------------------------------------------------------------------------
+
+# Kafka producer property -> Producer keyword (int-valued unless listed in _STR_PRODUCER_PROPS).
+PRODUCER_PROPERTIES = {
+    "acks": "acks",
+    "linger.ms": "linger_ms",
+    "batch.size": "batch_size",
+    "compression.type": "compression_type",
+    "retries": "retries",
+    "retry.backoff.ms": "retry_backoff_ms",
+    "max.request.size": "max_request_size",
+    "delivery.timeout.ms": "delivery_timeout_ms",
+    "request.timeout.ms": "request_timeout_ms",
+    "buffer.memory": "buffer_memory",
+    "max.block.ms": "max_block_ms",
+}
+_STR_PRODUCER_PROPS = {"acks", "compression.type"}
+
+
+def producer_kwargs(properties: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in properties.items():
+        if name not in PRODUCER_PROPERTIES:
+            raise click.BadParameter(f"unknown producer property {name!r}; known: {', '.join(sorted(PRODUCER_PROPERTIES))}", param_hint="--producer-property")
+        if name in _STR_PRODUCER_PROPS:
+            out[PRODUCER_PROPERTIES[name]] = value
+        else:
+            try:
+                out[PRODUCER_PROPERTIES[name]] = int(value)
+            except ValueError:
+                raise click.BadParameter(f"{name} must be an integer, got {value!r}", param_hint="--producer-property") from None
+    return out
+
+
+@dataclass(frozen=True)
+class LineReader:
+    """Turns console lines into (key, value), as Kafka's LineMessageReader does."""
+
+    parse_key: bool = False
+    key_separator: str = "\t"
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> LineReader:
+        unknown = set(props) - {"parse.key", "key.separator"}
+        if unknown:
+            raise click.BadParameter(f"unknown reader properties {sorted(unknown)}; known: parse.key, key.separator", param_hint="--property")
+        return cls(parse_bool(props.get("parse.key", "false"), "parse.key"), props.get("key.separator", "\t"))
+
+    def parse(self, line: str, line_number: int) -> tuple[str | None, str]:
+        if not self.parse_key:
+            return None, line
+        key, sep, value = line.partition(self.key_separator)
+        if not sep:
+            raise KraftError("INVALID_RECORD", f"no key separator {self.key_separator!r} found on line number {line_number}: {line!r}")
+        return key, value
+
+
+@main.command("console-producer")
+@bootstrap_option
+@click.option("--topic", required=True, help="The topic to produce to.")
+@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE", help="Line reader property: parse.key, key.separator.")
+@click.option("--producer-property", "producer_properties", multiple=True, metavar="KEY=VALUE", help="Producer config, Kafka names (acks, linger.ms, ...).")
+@click.option("--request-required-acks", help="acks: 0, 1, -1/all (default all).")
+@click.option("--compression-codec", type=click.Choice(COMPRESSIONS), help="Batch compression.")
+def console_producer(
+    bootstrap_server: str,
+    topic: str,
+    properties: tuple[str, ...],
+    producer_properties: tuple[str, ...],
+    request_required_acks: str | None,
+    compression_codec: str | None,
+) -> None:
+    """Send each line of stdin as a record (kafka-console-producer)."""
+    reader = LineReader.from_properties(parse_properties(properties, "--property"))
+    kwargs: dict[str, Any] = {"acks": "all", "max_block_ms": CLI_API_TIMEOUT_MS}
+    kwargs.update(producer_kwargs(parse_properties(producer_properties, "--producer-property")))
+    if request_required_acks is not None:
+        kwargs["acks"] = request_required_acks
+    if compression_codec is not None:
+        kwargs["compression_type"] = compression_codec
+    errors: list[KraftError] = []
+
+    def on_done(future: Any) -> None:
+        error = future.exception()
+        if error is not None:
+            errors.append(error)
+
+    with Producer(bootstrap_server, **kwargs) as producer:
+        for number, line in enumerate(click.get_text_stream("stdin"), start=1):
+            key, value = reader.parse(line.rstrip("\r\n"), number)
+            producer.send(topic, value=value, key=key).add_done_callback(on_done)
+        producer.flush()
+    if errors:
+        raise KraftError(errors[0].error_code, f"{len(errors)} record(s) not delivered: {errors[0].message}")
+
+
+# -- console consumer -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MessageFormatter:
+    """Kafka's DefaultMessageFormatter: optional timestamp, partition, offset, key, then value."""
+
+    print_timestamp: bool = False
+    print_partition: bool = False
+    print_offset: bool = False
+    print_headers: bool = False
+    print_key: bool = False
+    print_value: bool = True
+    key_separator: str = "\t"
+    line_separator: str = "\n"
+
+    _BOOLS = ("print.timestamp", "print.partition", "print.offset", "print.headers", "print.key", "print.value")
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> MessageFormatter:
+        known = set(cls._BOOLS) | {"key.separator", "line.separator"}
+        unknown = set(props) - known
+        if unknown:
+            raise click.BadParameter(f"unknown formatter properties {sorted(unknown)}; known: {', '.join(sorted(known))}", param_hint="--property")
+        flags = {name.replace(".", "_"): parse_bool(props[name], name) for name in cls._BOOLS if name in props}
+        return cls(
+            **flags,
+            key_separator=props.get("key.separator", "\t"),
+            line_separator=props.get("line.separator", "\n"),
+        )
+
+    def format(self, r: ConsumerRecord) -> str:
+        fields = []
+        if self.print_timestamp:
+            fields.append(f"CreateTime:{r.timestamp}")
+        if self.print_partition:
+            fields.append(f"Partition:{r.partition}")
+        if self.print_offset:
+            fields.append(f"Offset:{r.offset}")
+        if self.print_headers:
+            fields.append(",".join(f"{k}:{_text(v)}" for k, v in r.headers) if r.headers else "NO_HEADERS")
+        if self.print_key:
+            fields.append(_text(r.key))
+        if self.print_value:
+            fields.append(_text(r.value))
+        return self.key_separator.join(fields) + self.line_separator
+
+
+def _text(data: bytes | None) -> str:
+    return "null" if data is None else data.decode("utf-8", errors="replace")
+
+
+def parse_start_offset(value: str | None) -> str | int | None:
+    if value is None or value in ("earliest", "latest"):
+        return value
+    if value.isdigit():
+        return int(value)
+    raise click.BadParameter(f"must be earliest, latest or a non-negative offset, got {value!r}", param_hint="--offset")
+
+
+@main.command("console-consumer")
+@bootstrap_option
+@click.option("--topic", required=True, help="The topic to consume.")
+@click.option("--partition", type=click.IntRange(min=0), help="Read only this partition.")
+@click.option("--offset", help="Start offset with --partition: earliest, latest or a number (default latest).")
+@click.option("--from-beginning", is_flag=True, help="Start at the earliest offset instead of the end.")
+@click.option("--max-messages", type=click.IntRange(min=1), help="Exit after this many records.")
+@click.option("--timeout-ms", type=click.IntRange(min=0), help="Exit when no record arrives for this long.")
+@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE", help="print.key, print.offset, print.partition, print.timestamp, print.headers, print.value, key.separator, line.separator.")
+def console_consumer(
+    bootstrap_server: str,
+    topic: str,
+    partition: int | None,
+    offset: str | None,
+    from_beginning: bool,
+    max_messages: int | None,
+    timeout_ms: int | None,
+    properties: tuple[str, ...],
+) -> None:
+    """Print records of a topic to stdout (kafka-console-consumer, without groups)."""
+    start = parse_start_offset(offset)
+    if start is not None and partition is None:
+        raise click.UsageError("--offset needs --partition")
+    if start is not None and from_beginning:
+        raise click.UsageError("--from-beginning and --offset cannot be used together")
+    formatter = MessageFormatter.from_properties(parse_properties(properties, "--property"))
+    if from_beginning:
+        start = "earliest"
+    out = click.get_text_stream("stdout")
+    count = 0
+    with Consumer(bootstrap_server, auto_offset_reset="earliest" if start == "earliest" else "latest") as consumer:
+        tps = [TopicPartition(topic, partition)] if partition is not None else consumer.partitions_for_topic(topic)
+        consumer.assign(tps)
+        if isinstance(start, int):
+            consumer.seek(tps[0], start)
+        elif start == "earliest":
+            consumer.seek_to_beginning()
+        else:
+            consumer.seek_to_end()
+        last_record = time.monotonic()
+        try:
+            while max_messages is None or count < max_messages:
+                wait_ms = 1000 if timeout_ms is None else max(0, min(1000, timeout_ms - int((time.monotonic() - last_record) * 1000)))
+                got = consumer.poll(timeout_ms=wait_ms, max_records=None if max_messages is None else max_messages - count)
+                if not got:
+                    if timeout_ms is not None and (time.monotonic() - last_record) * 1000 >= timeout_ms:
+                        break
+                    continue
+                last_record = time.monotonic()
+                for records in got.values():
+                    out.write("".join(formatter.format(r) for r in records))
+                    count += len(records)
+                out.flush()
+        except KeyboardInterrupt:
+            pass
+    click.echo(f"Processed a total of {count} messages", err=True)
+
+
+# -- cluster ----------------------------------------------------------------------------------
+
+
+@main.group()
+def cluster() -> None:
+    """Cluster-wide information."""
+
+
+@cluster.command("describe")
+@bootstrap_option
+def cluster_describe(bootstrap_server: str) -> None:
+    """Cluster id, active controller and brokers."""
+    from rich.console import Console
+    from rich.table import Table
+
+    with Admin(bootstrap_server, api_timeout_ms=CLI_API_TIMEOUT_MS) as admin:
+        d = admin.describe_cluster()
+    click.echo(f"Cluster ID: {d.cluster_id}")
+    click.echo(f"Controller: {'none' if d.controller_id is None else d.controller_id}")
+    table = Table("ID", "HOST", "PORT", "RACK", title="Brokers", box=None, title_justify="left")
+    for b in d.brokers:
+        table.add_row(str(b.node_id), b.host, str(b.port), b.rack or "")
+    Console(file=click.get_text_stream("stdout"), soft_wrap=True).print(table)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""The Python client of kraft: `Producer`, `Consumer` and `Admin` over the HTTP API (msgpack).
+
+It imports no server code: only the shared batch codec (`log.batch`), the error model
+(`api.errors`) and the partitioner (`api.partitioner`).
+"""
+
+from api.client.admin import Admin, CreatedTopic, TopicConfigs
+from api.client.consumer import Consumer
+from api.client.futures import RecordFuture
+from api.client.producer import Producer
+from api.client.types import (
+    BrokerInfo,
+    ClusterDescription,
+    ConsumerRecord,
+    OffsetAndTimestamp,
+    PartitionInfo,
+    PartitionOffsets,
+    RecordMetadata,
+    TopicDescription,
+    TopicListing,
+    TopicPartition,
+)
+from api.errors import KraftError
+
+__all__ = [
+    "Admin",
+    "BrokerInfo",
+    "ClusterDescription",
+    "Consumer",
+    "ConsumerRecord",
+    "CreatedTopic",
+    "KraftError",
+    "OffsetAndTimestamp",
+    "PartitionInfo",
+    "PartitionOffsets",
+    "Producer",
+    "RecordFuture",
+    "RecordMetadata",
+    "TopicConfigs",
+    "TopicDescription",
+    "TopicListing",
+    "TopicPartition",
+]

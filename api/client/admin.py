@@ -1,0 +1,183 @@
+"""The admin client: topics, partitions, configs, cluster description and partition offsets.
+
+Calls go to any broker (the node forwards controller work); NOT_CONTROLLER answers that name the
+active controller are retried there, other retriable errors after a backoff, until
+`api_timeout_ms`. A missing topic is reported at once (UNKNOWN_TOPIC_OR_PARTITION is not retried).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+from urllib.parse import quote
+
+from api.client.cluster import ClusterSnapshot
+from api.client.consumer import offsets_path
+from api.client.retry import call_with_retries
+from api.client.transport import Address, Transport
+from api.client.types import (
+    ClusterDescription,
+    PartitionOffsets,
+    TopicDescription,
+    TopicListing,
+    TopicPartition,
+    partition_info_from_wire,
+)
+from api.errors import KraftError
+
+OffsetSpec = int | str  # "earliest", "latest", or a timestamp in ms
+
+
+@dataclass(frozen=True)
+class CreatedTopic:
+    name: str
+    topic_id: str
+    partitions: int
+    replication_factor: int
+    configs: dict[str, str]
+
+
+@dataclass(frozen=True)
+class TopicConfigs:
+    configs: dict[str, str]  # the topic's overrides
+    defaults: dict[str, str]  # the broker defaults that apply otherwise
+
+
+def topic_path(name: str, suffix: str = "") -> str:
+    return f"/v1/topics/{quote(name, safe='')}{suffix}"
+
+
+def _config_strings(configs: Mapping[str, Any]) -> dict[str, str | None]:
+    return {str(k): None if v is None else str(v) for k, v in configs.items()}
+
+
+class Admin:
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str] = "127.0.0.1:9092",
+        *,
+        request_timeout_ms: int = 30_000,
+        retry_backoff_ms: int = 100,
+        api_timeout_ms: int = 60_000,
+    ) -> None:
+        self._transport = Transport(bootstrap_servers, request_timeout_ms)
+        self._backoff_s = retry_backoff_ms / 1000
+        self._api_timeout_s = api_timeout_ms / 1000
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def _call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
+        target: list[Address | None] = [None]
+
+        def attempt() -> Any:
+            return self._transport.request(method, path, body, params=params, address=target[0])
+
+        def on_retry(e: KraftError) -> None:
+            leader = e.extra.get("leader")
+            if e.error_code == "NOT_CONTROLLER" and isinstance(leader, dict) and leader.get("host"):
+                target[0] = (str(leader["host"]), int(leader["port"]))
+            else:
+                target[0] = None
+
+        return call_with_retries(
+            attempt,
+            timeout_s=self._api_timeout_s,
+            backoff_s=self._backoff_s,
+            retriable=lambda e: e.retriable and e.error_code != "UNKNOWN_TOPIC_OR_PARTITION",
+            on_retry=on_retry,
+        )
+
+    # -- topics --------------------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        replication_factor: int | None = None,
+        configs: Mapping[str, Any] | None = None,
+    ) -> CreatedTopic:
+        body: dict[str, Any] = {"name": name}
+        if partitions is not None:
+            body["partitions"] = partitions
+        if replication_factor is not None:
+            body["replication_factor"] = replication_factor
+        if configs:
+            body["configs"] = _config_strings(configs)
+        a = self._call("POST", "/v1/topics", body)
+        return CreatedTopic(a["name"], str(a.get("topic_id", "")), int(a["partitions"]), int(a["replication_factor"]), dict(a.get("configs") or {}))
+
+    def delete_topic(self, name: str) -> None:
+        self._call("DELETE", topic_path(name))
+
+    def list_topics(self, include_internal: bool = True) -> list[TopicListing]:
+        a = self._call("GET", "/v1/topics")
+        listings = [
+            TopicListing(t["name"], str(t.get("topic_id", "")), bool(t.get("internal", False)), int(t.get("partitions", 0)))
+            for t in a.get("topics", ())
+        ]
+        return sorted((t for t in listings if include_internal or not t.internal), key=lambda t: t.name)
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        a = self._call("GET", topic_path(name))
+        return TopicDescription(
+            name=a["name"],
+            topic_id=str(a.get("topic_id", "")),
+            internal=bool(a.get("internal", False)),
+            partitions=tuple(sorted((partition_info_from_wire(p) for p in a.get("partitions", ())), key=lambda p: p.partition)),
+            configs=dict(a.get("configs") or {}),
+        )
+
+    def create_partitions(self, name: str, total_count: int) -> int:
+        """Grows `name` to `total_count` partitions (Kafka's createPartitions: a total, not a delta)."""
+        a = self._call("POST", topic_path(name, "/partitions"), {"count": total_count})
+        return int(a["partitions"])
+
+    def describe_configs(self, name: str) -> TopicConfigs:
+        a = self._call("GET", topic_path(name, "/configs"))
+        return TopicConfigs(dict(a.get("configs") or {}), dict(a.get("defaults") or {}))
+
+    def alter_configs(self, name: str, configs: Mapping[str, Any]) -> dict[str, str]:
+        """Sets overrides; a None value deletes the override. Returns the topic's overrides."""
+        a = self._call("PATCH", topic_path(name, "/configs"), {"configs": _config_strings(configs)})
+        return dict(a.get("configs") or {})
+
+    # -- cluster and offsets -------------------------------------------------------------------
+
+    def describe_cluster(self) -> ClusterDescription:
+        snapshot = ClusterSnapshot.from_wire(self.metadata() or {})
+        brokers = tuple(sorted(snapshot.brokers.values(), key=lambda b: b.node_id))
+        return ClusterDescription(snapshot.cluster_id or "", snapshot.controller_id, brokers)
+
+    def metadata(self, topics: Iterable[str] | None = None) -> dict[str, Any]:
+        """The raw `GET /v1/metadata` answer."""
+        params = {"topics": ",".join(topics)} if topics else None
+        return self._call("GET", "/v1/metadata", params=params)
+
+    def list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec]) -> dict[TopicPartition, PartitionOffsets]:
+        """Offsets per partition: spec "earliest" (log start), "latest" (high watermark), or a
+        timestamp (the first offset with a timestamp at least that late, None when none is)."""
+        out = {}
+        for tp, spec in specs.items():
+            params = None
+            if spec not in ("earliest", "latest"):
+                if not isinstance(spec, int):
+                    raise KraftError("INVALID_REQUEST", f"offset spec must be earliest, latest or a timestamp, got {spec!r}")
+                params = {"timestamp": str(spec)}
+            a = self._call("GET", offsets_path(tp), params=params)
+            start, hw = int(a["log_start_offset"]), int(a["high_watermark"])
+            leo = int(a.get("log_end_offset", hw))
+            if spec == "earliest":
+                offset, ts = start, None
+            elif spec == "latest":
+                offset, ts = hw, None
+            else:
+                offset, ts = a.get("offset"), a.get("timestamp")
+            out[tp] = PartitionOffsets(start, hw, leo, offset, ts)
+        return out

@@ -1,0 +1,298 @@
+"""The Kafka-style consumer with manual assignment: `assign`, `seek*`, `position`,
+`offsets_for_times`, `poll` and iteration.
+
+`poll` sends one `POST /v1/fetch` (long poll) per partition leader with all its assigned
+partitions, in parallel when there are several leaders, decodes the returned batches and buffers
+what `max_records` does not return yet. Positions only advance past records handed to the caller.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterable, Iterator
+from urllib.parse import quote
+
+from api.client.cluster import METADATA_ERRORS, MetadataCache
+from api.client.fetcher import fetch_body, records_from_batches
+from api.client.retry import call_with_retries
+from api.client.subscription import SubscriptionState
+from api.client.transport import Transport
+from api.client.types import ConsumerRecord, OffsetAndTimestamp, TopicPartition
+from api.errors import KraftError
+
+
+class _Buffered:
+    __slots__ = ("records", "index", "next_offset")
+
+    def __init__(self, records: list[ConsumerRecord], next_offset: int) -> None:
+        self.records = records
+        self.index = 0
+        self.next_offset = next_offset
+
+
+def offsets_path(tp: TopicPartition) -> str:
+    return f"/v1/topics/{quote(tp.topic, safe='')}/partitions/{tp.partition}/offsets"
+
+
+class Consumer:
+    """Not thread-safe (like Kafka's): use it from one thread."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str] = "127.0.0.1:9092",
+        *,
+        auto_offset_reset: str = "latest",
+        fetch_max_wait_ms: int = 500,
+        fetch_min_bytes: int = 1,
+        fetch_max_bytes: int = 52_428_800,
+        max_partition_fetch_bytes: int = 1_048_576,
+        max_poll_records: int = 500,
+        request_timeout_ms: int = 30_000,
+        retry_backoff_ms: int = 100,
+        consumer_timeout_ms: int | None = None,
+        metadata_max_age_ms: int = 300_000,
+    ) -> None:
+        if max_poll_records <= 0 or fetch_max_wait_ms < 0:
+            raise KraftError("INVALID_CONFIG", "max_poll_records must be > 0 and fetch_max_wait_ms >= 0")
+        self._subs = SubscriptionState(auto_offset_reset)
+        self._transport = Transport(bootstrap_servers, request_timeout_ms)
+        self._metadata = MetadataCache(self._transport, retry_backoff_ms, metadata_max_age_ms)
+        self._fetch_max_wait_ms = fetch_max_wait_ms
+        self._fetch_min_bytes = fetch_min_bytes
+        self._fetch_max_bytes = fetch_max_bytes
+        self._partition_max_bytes = max_partition_fetch_bytes
+        self._max_poll_records = max_poll_records
+        self._request_timeout_s = request_timeout_ms / 1000
+        self._backoff_s = retry_backoff_ms / 1000
+        self._consumer_timeout_ms = consumer_timeout_ms
+        self._buffer: dict[TopicPartition, _Buffered] = {}
+        self.high_watermarks: dict[TopicPartition, int] = {}  # from the last fetch, for lag
+        self._executor: ThreadPoolExecutor | None = None
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- assignment and positions -------------------------------------------------------------
+
+    def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
+        self._metadata.wait_for_topic(topic, self._request_timeout_s)
+        return self._metadata.snapshot.partitions_for(topic)
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self._subs.assign(partitions)
+        assigned = self._subs.assignment()
+        for tp in list(self._buffer):
+            if tp not in assigned:
+                del self._buffer[tp]
+        self._metadata.add_topics(tp.topic for tp in assigned)
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._subs.assignment()
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._subs.seek(tp, offset)
+        self._buffer.pop(tp, None)
+
+    def _reset(self, tps: tuple[TopicPartition, ...], strategy: str) -> None:
+        for tp in tps or tuple(self._subs.assignment()):
+            self._subs.request_reset(tp, strategy)
+            self._buffer.pop(tp, None)
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Seeks lazily (resolved on the next poll/position); no arguments: all assigned."""
+        self._reset(partitions, "earliest")
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        self._reset(partitions, "latest")
+
+    def position(self, tp: TopicPartition) -> int:
+        """The offset of the next record poll returns for `tp` (resolving a pending reset)."""
+        pos = self._subs.position(tp)
+        if pos is None:
+            self._resolve_resets(raise_retriable=True)
+            pos = self._subs.position(tp)
+        assert pos is not None
+        return pos
+
+    # -- offsets lookups -----------------------------------------------------------------------
+
+    def _offsets_once(self, tp: TopicPartition, timestamp: int | None = None) -> dict[str, Any]:
+        snapshot = self._metadata.snapshot
+        leader = snapshot.leader_id(tp)
+        address = None if leader is None else snapshot.broker_address(leader)
+        params = None if timestamp is None else {"timestamp": str(timestamp)}
+        return self._transport.request("GET", offsets_path(tp), params=params, address=address)
+
+    def _partition_offsets(self, tp: TopicPartition, timestamp: int | None = None) -> dict[str, Any]:
+        return call_with_retries(
+            lambda: self._offsets_once(tp, timestamp),
+            timeout_s=self._request_timeout_s,
+            backoff_s=self._backoff_s,
+            on_retry=lambda e: self._metadata.request_update() if e.error_code in METADATA_ERRORS else None,
+        )
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: int(self._partition_offsets(tp)["log_start_offset"]) for tp in partitions}
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The high watermark of each partition (the end a consumer can read to)."""
+        return {tp: int(self._partition_offsets(tp)["high_watermark"]) for tp in partitions}
+
+    def offsets_for_times(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The earliest offset whose timestamp is >= the given one, per partition (None: no such
+        record)."""
+        out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
+        for tp, ts in timestamps.items():
+            answer = self._partition_offsets(tp, ts)
+            offset = answer.get("offset")
+            out[tp] = None if offset is None else OffsetAndTimestamp(int(offset), int(answer.get("timestamp") or -1))
+        return out
+
+    def _resolve_resets(self, raise_retriable: bool = False) -> None:
+        for tp, strategy in self._subs.needs_reset().items():
+            try:
+                answer = self._partition_offsets(tp) if raise_retriable else self._offsets_once(tp)
+            except KraftError as e:
+                if raise_retriable or not e.retriable:
+                    raise
+                self._metadata.request_update()
+                continue
+            key = "log_start_offset" if strategy == "earliest" else "high_watermark"
+            self._subs.seek(tp, int(answer[key]))
+
+    # -- fetching ------------------------------------------------------------------------------
+
+    def _drain(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        left = max_records
+        for tp in list(self._buffer):
+            buf = self._buffer[tp]
+            taken = buf.records[buf.index : buf.index + left]
+            if taken:
+                out[tp] = taken
+                left -= len(taken)
+                buf.index += len(taken)
+                self._subs.set_position(tp, taken[-1].offset + 1)
+            if buf.index >= len(buf.records):
+                del self._buffer[tp]
+                self._subs.set_position(tp, buf.next_offset)
+            if left <= 0:
+                break
+        return out
+
+    def _fetch_round(self, max_wait_ms: int) -> None:
+        """One long-poll fetch from every leader of assigned partitions that have nothing buffered."""
+        if not self._subs.assignment():
+            raise KraftError("INVALID_REQUEST", "the consumer has no assigned partitions")
+        self._metadata.maybe_refresh()
+        self._resolve_resets()
+        snapshot = self._metadata.snapshot
+        by_leader: dict[int, dict[TopicPartition, int]] = {}
+        for tp, pos in self._subs.fetchable().items():
+            if tp in self._buffer:
+                continue
+            leader = snapshot.leader_id(tp)
+            if leader is None:
+                self._metadata.request_update()
+            else:
+                by_leader.setdefault(leader, {})[tp] = pos
+        if not by_leader:
+            time.sleep(min(self._backoff_s, max_wait_ms / 1000))
+            return
+        bodies = {
+            node: fetch_body(positions, max_wait_ms, self._fetch_min_bytes, self._fetch_max_bytes, self._partition_max_bytes)
+            for node, positions in by_leader.items()
+        }
+        timeout_s = max_wait_ms / 1000 + self._request_timeout_s
+
+        def fetch(node: int) -> Any:
+            address = snapshot.broker_address(node)
+            try:
+                return self._transport.request("POST", "/v1/fetch", bodies[node], address=address, timeout_s=timeout_s)
+            except KraftError as e:
+                return e
+
+        if len(bodies) == 1:
+            answers = {node: fetch(node) for node in bodies}
+        else:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kraft-consumer-fetch")
+            answers = dict(zip(bodies, self._executor.map(fetch, bodies)))
+        errors = []
+        for node, answer in answers.items():
+            if isinstance(answer, KraftError):
+                errors.append(answer)
+            else:
+                self._handle_fetch(by_leader[node], answer or {})
+        for e in errors:
+            if e.error_code not in METADATA_ERRORS:
+                raise e
+            self._metadata.request_update()
+        if errors and not self._buffer:
+            time.sleep(min(self._backoff_s, max_wait_ms / 1000))
+
+    def _handle_fetch(self, positions: dict[TopicPartition, int], answer: dict[str, Any]) -> None:
+        for p in answer.get("partitions", ()):
+            tp = TopicPartition(p["topic"], int(p["partition"]))
+            fetch_offset = positions.get(tp)
+            if fetch_offset is None or tp in self._buffer:
+                continue  # not asked for
+            code = p.get("error_code")
+            if code == "OFFSET_OUT_OF_RANGE":
+                self._subs.request_reset(tp, self._subs.default_reset)
+                continue
+            if code in METADATA_ERRORS:
+                self._metadata.request_update()
+                continue
+            if code:
+                raise KraftError(code, p.get("message") or f"fetch of {tp.topic}-{tp.partition} failed")
+            if p.get("high_watermark") is not None:
+                self.high_watermarks[tp] = int(p["high_watermark"])
+            try:
+                records, next_offset = records_from_batches(tp, p.get("records") or b"", fetch_offset)
+            except Exception as e:  # CorruptRecordError and friends carry a Kafka name
+                raise KraftError(getattr(e, "error_code", "CORRUPT_MESSAGE"), f"{tp.topic}-{tp.partition}: {e}") from e
+            if records or next_offset != fetch_offset:
+                self._buffer[tp] = _Buffered(records, next_offset)
+
+    def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records from the positions on, at most `max_records` (default max_poll_records); waits up
+        to `timeout_ms` for some to arrive."""
+        limit = max_records or self._max_poll_records
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            out = self._drain(limit)
+            if out:
+                return out
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            self._fetch_round(max(0, min(self._fetch_max_wait_ms, remaining_ms)))
+            if not self._buffer and time.monotonic() >= deadline:
+                return {}
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        return self
+
+    def __next__(self) -> ConsumerRecord:
+        """Blocks for the next record; stops after `consumer_timeout_ms` without one (if set)."""
+        deadline = None if self._consumer_timeout_ms is None else time.monotonic() + self._consumer_timeout_ms / 1000
+        while True:
+            got = self._drain(1)
+            if got:
+                return next(iter(got.values()))[0]
+            wait_ms = self._fetch_max_wait_ms
+            if deadline is not None:
+                remaining_ms = int((deadline - time.monotonic()) * 1000)
+                if remaining_ms <= 0:
+                    raise StopIteration
+                wait_ms = min(wait_ms, remaining_ms)
+            self._fetch_round(wait_ms)
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+        self._transport.close()

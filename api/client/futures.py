@@ -1,0 +1,96 @@
+"""Producer futures: one `ProduceResult` per batch, one light `RecordFuture` per record.
+
+As in Kafka's client (`ProduceRequestResult` + `FutureRecordMetadata`), the synchronisation object
+is per batch; a record's future only remembers its index in the batch, so `send()` stays cheap.
+`RecordFuture` offers the `concurrent.futures.Future` reading API (`result`, `exception`, `done`,
+`add_done_callback`) plus kafka-python's `get`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+from api.client.types import RecordMetadata, TopicPartition
+from api.errors import KraftError
+
+log = logging.getLogger(__name__)
+
+
+class ProduceResult:
+    """The outcome of one batch: its base offset, or the error that failed it."""
+
+    __slots__ = ("tp", "base_offset", "error", "_event", "_callbacks", "_lock")
+
+    def __init__(self, tp: TopicPartition) -> None:
+        self.tp = tp
+        self.base_offset = -1
+        self.error: KraftError | None = None
+        self._event = threading.Event()
+        self._callbacks: list[Callable[[ProduceResult], None]] = []
+        self._lock = threading.Lock()
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._event.wait(timeout)
+
+    def complete(self, base_offset: int, error: KraftError | None = None) -> None:
+        """Called once by the sender; runs callbacks in the calling thread (keep them short)."""
+        with self._lock:
+            if self._event.is_set():
+                raise AssertionError(f"batch of {self.tp} completed twice")
+            self.base_offset = base_offset
+            self.error = error
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for cb in callbacks:
+            try:
+                cb(self)
+            except Exception:  # a user callback must not kill the sender thread
+                log.exception("producer callback failed")
+
+    def add_done_callback(self, fn: Callable[[ProduceResult], None]) -> None:
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(fn)
+                return
+        fn(self)
+
+
+class RecordFuture:
+    """The future `Producer.send` returns; resolves to `RecordMetadata` or raises `KraftError`."""
+
+    __slots__ = ("produce_result", "index", "timestamp")
+
+    def __init__(self, produce_result: ProduceResult, index: int, timestamp: int) -> None:
+        self.produce_result = produce_result  # shared by every record of the batch
+        self.index = index
+        self.timestamp = timestamp
+
+    def done(self) -> bool:
+        return self.produce_result.done()
+
+    def _metadata(self) -> RecordMetadata:
+        r = self.produce_result
+        offset = r.base_offset + self.index if r.base_offset >= 0 else -1
+        return RecordMetadata(r.tp.topic, r.tp.partition, offset, self.timestamp)
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        if not self.produce_result.wait(timeout):
+            raise KraftError("REQUEST_TIMED_OUT", f"record not acknowledged within {timeout} s")
+        if self.produce_result.error is not None:
+            raise self.produce_result.error
+        return self._metadata()
+
+    get = result  # kafka-python's name
+
+    def exception(self, timeout: float | None = None) -> KraftError | None:
+        if not self.produce_result.wait(timeout):
+            raise KraftError("REQUEST_TIMED_OUT", f"record not acknowledged within {timeout} s")
+        return self.produce_result.error
+
+    def add_done_callback(self, fn: Callable[[RecordFuture], None]) -> None:
+        self.produce_result.add_done_callback(lambda _r: fn(self))

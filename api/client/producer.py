@@ -1,0 +1,223 @@
+"""The Kafka-style producer: `send()` appends a record to a per-partition batch and returns a
+future; a background `Sender` ships batches to partition leaders. Keyed records are placed with
+Kafka's murmur2, keyless ones with the sticky partitioner.
+
+Hot path: `send()` does type checks, one dict lookup for the partition count, and one list append
+under a lock; batches are encoded once, in the sender's I/O workers.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Iterable, Mapping
+
+from api.client.accumulator import RECORD_OVERHEAD, RecordAccumulator
+from api.client.cluster import ClusterSnapshot, MetadataCache
+from api.client.futures import RecordFuture
+from api.client.sender import Sender, SenderConfig
+from api.client.transport import Transport
+from api.client.types import Headers, TopicPartition
+from api.errors import KraftError
+from api.partitioner import StickyPartitioner, partition_for_key
+from log.batch import COMPRESSIONS
+
+HeadersIn = Mapping[str, Any] | Iterable[tuple[str, Any]] | None
+
+
+def parse_acks(acks: int | str) -> int:
+    """Kafka's acks values: 0, 1, -1 / "all"."""
+    text = str(acks).strip().lower()
+    if text == "all":
+        return -1
+    if text in ("0", "1", "-1"):
+        return int(text)
+    raise KraftError("INVALID_REQUIRED_ACKS", f"acks must be 0, 1, -1 or all, got {acks!r}")
+
+
+def to_bytes(data: Any, what: str) -> bytes | None:
+    if data is None or data.__class__ is bytes:
+        return data
+    if isinstance(data, str):
+        return data.encode()
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    raise KraftError("INVALID_RECORD", f"{what} must be bytes, str or None, not {type(data).__name__}")
+
+
+def normalize_headers(headers: HeadersIn) -> Headers:
+    if not headers:
+        return ()
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for item in items:
+        try:
+            k, v = item
+        except (TypeError, ValueError):
+            raise KraftError("INVALID_RECORD", f"a header must be a (str, bytes|str|None) pair, got {item!r}") from None
+        if not isinstance(k, str):
+            raise KraftError("INVALID_RECORD", f"header names must be str, got {k!r}")
+        out.append((k, to_bytes(v, f"header {k!r}")))
+    return tuple(out)
+
+
+class Producer:
+    """Thread-safe; one instance per process is usually enough.
+
+    Defaults follow Kafka's producer except `batch_size` (64 KiB: records here are cheaper to
+    batch than to send) and `retries` (bounded by `delivery_timeout_ms`, as in Kafka)."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str] = "127.0.0.1:9092",
+        *,
+        acks: int | str = 1,
+        linger_ms: int = 5,
+        batch_size: int = 16384 * 4,
+        compression_type: str = "none",
+        retries: int = 2_147_483_647,
+        retry_backoff_ms: int = 100,
+        max_request_size: int = 1_048_576,
+        delivery_timeout_ms: int = 120_000,
+        request_timeout_ms: int = 30_000,
+        buffer_memory: int = 32 * 1024 * 1024,
+        max_block_ms: int = 60_000,
+        metadata_max_age_ms: int = 300_000,
+    ) -> None:
+        if compression_type not in COMPRESSIONS:
+            raise KraftError("INVALID_CONFIG", f"compression_type must be one of {', '.join(COMPRESSIONS)}, got {compression_type!r}")
+        if batch_size <= 0 or linger_ms < 0 or max_request_size <= 0 or retries < 0:
+            raise KraftError("INVALID_CONFIG", "batch_size and max_request_size must be > 0, linger_ms and retries >= 0")
+        self._transport = Transport(bootstrap_servers, request_timeout_ms)
+        self._metadata = MetadataCache(self._transport, retry_backoff_ms, metadata_max_age_ms)
+        self._acc = RecordAccumulator(batch_size, linger_ms)
+        self._lock = threading.Lock()
+        self._space = threading.Condition(self._lock)
+        self._sticky = StickyPartitioner()
+        self._topics: dict[str, tuple[ClusterSnapshot, int, list[TopicPartition]]] = {}
+        self._max_request_size = max_request_size
+        self._buffer_memory = buffer_memory
+        self._max_block_s = max_block_ms / 1000
+        self._closed = False
+        self._sender = Sender(
+            self._acc, self._lock, self._space, self._metadata, self._transport,
+            SenderConfig(
+                acks=parse_acks(acks),
+                compression_type=compression_type,
+                retries=retries,
+                retry_backoff_ms=retry_backoff_ms,
+                request_timeout_ms=request_timeout_ms,
+                delivery_timeout_ms=delivery_timeout_ms,
+                max_request_size=max_request_size,
+            ),
+        )
+        self._sender.start()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return list(range(self._topic_state(topic)[1]))
+
+    def _topic_state(self, topic: str) -> tuple[ClusterSnapshot, int, list[TopicPartition]]:
+        """(snapshot, partition count, TopicPartitions) of `topic`, cached per metadata snapshot so
+        `send` does one dict lookup; waits up to max_block_ms for an unknown topic."""
+        snapshot = self._metadata.snapshot
+        count = snapshot.partition_count(topic)
+        if not count:
+            count = self._metadata.wait_for_topic(topic, self._max_block_s)
+            snapshot = self._metadata.snapshot
+        state = self._topics.get(topic)
+        tps = state[2] if state is not None and len(state[2]) == count else [TopicPartition(topic, p) for p in range(count)]
+        state = self._topics[topic] = (snapshot, count, tps)
+        return state
+
+    def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        headers: HeadersIn = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordFuture:
+        """Queues a record; the future resolves to RecordMetadata or raises KraftError."""
+        if self._closed:
+            raise KraftError("INVALID_REQUEST", "cannot send after the producer is closed")
+        if value.__class__ is not bytes:
+            value = to_bytes(value, "value")
+        if key is not None and key.__class__ is not bytes:
+            key = to_bytes(key, "key")
+        hdrs = normalize_headers(headers) if headers else ()
+        size = (len(key) if key else 0) + (len(value) if value else 0) + RECORD_OVERHEAD
+        if hdrs:
+            size += sum(len(k) + len(v or b"") + 4 for k, v in hdrs)
+        if size > self._max_request_size or size > self._buffer_memory:
+            raise KraftError("MESSAGE_TOO_LARGE", f"the record is {size} bytes, more than max_request_size/buffer_memory")
+        record = (key, value, hdrs, int(time.time() * 1000) if timestamp_ms is None else timestamp_ms)
+        state = self._topics.get(topic)
+        if state is None or state[0] is not self._metadata.snapshot:
+            state = self._topic_state(topic)
+        _, count, tps = state
+        if partition is not None:
+            if not 0 <= partition < count:
+                raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"partition {partition} of {topic!r} does not exist ({count} partitions)")
+        elif key is not None:
+            partition = partition_for_key(key, count)
+        now = time.monotonic_ns() // 1_000_000  # as sender.now_ms, inlined: this is per record
+        with self._lock:
+            if self._acc.buffered_bytes + size > self._buffer_memory:
+                self._wait_for_space(size)
+            if partition is not None:
+                appended = self._acc.append(tps[partition], record, size, now)
+            else:
+                p = self._sticky.partition(topic, count)
+                appended = self._acc.append(tps[p], record, size, now, abort_on_new_batch=True)
+                if appended is None:
+                    p = self._sticky.on_new_batch(topic, count, p)
+                    appended = self._acc.append(tps[p], record, size, now)
+        assert appended is not None
+        future, wake = appended
+        if wake:
+            self._sender.wakeup()
+        return future
+
+    def _wait_for_space(self, size: int) -> None:
+        """Blocks (lock held by the caller) until buffer memory frees up, like Kafka's max.block.ms."""
+        deadline = time.monotonic() + self._max_block_s
+        while self._acc.buffered_bytes + size > self._buffer_memory:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise KraftError("REQUEST_TIMED_OUT", f"no buffer memory freed within {self._max_block_s:g} s")
+            self._space.wait(remaining)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Sends everything queued now and waits for it; raises REQUEST_TIMED_OUT on timeout.
+        Record errors are reported through their futures, not here."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._sender.begin_flush()
+        try:
+            with self._lock:
+                pending = [b.result for b in self._acc.incomplete]
+            for result in pending:
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not result.wait(remaining):
+                    raise KraftError("REQUEST_TIMED_OUT", f"flush did not complete within {timeout} s")
+        finally:
+            self._sender.end_flush()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flushes (up to `timeout`), then stops the sender; records still queued then fail."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.flush(timeout)
+            force = False
+        except KraftError:
+            force = True
+        self._sender.close(force)
+        self._transport.close()

@@ -1,0 +1,231 @@
+"""The producer's background sender: drains ready batches from the accumulator, sends one
+`POST /v1/produce` per partition leader (all its ready partitions in one request, at most one
+request in flight per leader so a partition's batches stay in order), completes the batch futures
+with offsets, retries retriable errors after `retry_backoff_ms` within `delivery_timeout_ms`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from api.client.accumulator import ProducerBatch, RecordAccumulator
+from api.client.cluster import METADATA_ERRORS, MetadataCache
+from api.client.transport import Address, Transport
+from api.client.types import TopicPartition
+from api.errors import KraftError
+from log.batch import build_batch
+
+log = logging.getLogger(__name__)
+
+_IDLE_WAIT_S = 1.0  # upper bound of a sender wait, so metadata ages and close are noticed
+
+
+def now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class SenderConfig:
+    acks: int
+    compression_type: str
+    retries: int
+    retry_backoff_ms: int
+    request_timeout_ms: int
+    delivery_timeout_ms: int
+    max_request_size: int
+
+
+def produce_body(batches: list[ProducerBatch], config: SenderConfig) -> tuple[dict[str, Any], dict[TopicPartition, list[ProducerBatch]]]:
+    """The `POST /v1/produce` body for drained batches, and the batches grouped by partition in
+    the order they are concatenated (pure)."""
+    by_tp: dict[TopicPartition, list[ProducerBatch]] = {}
+    for batch in batches:
+        if batch.encoded is None:
+            batch.encoded = build_batch(batch.records, compression=config.compression_type)
+        by_tp.setdefault(batch.tp, []).append(batch)
+    body = {
+        "acks": config.acks,
+        "timeout_ms": config.request_timeout_ms,
+        "partitions": [
+            {"topic": tp.topic, "partition": tp.partition, "records": b"".join(b.encoded for b in bl)}  # type: ignore[misc]
+            for tp, bl in by_tp.items()
+        ],
+    }
+    return body, by_tp
+
+
+def partition_outcomes(
+    answer: Any, by_tp: dict[TopicPartition, list[ProducerBatch]], acks: int
+) -> dict[TopicPartition, int | KraftError]:
+    """Maps a produce answer to a base offset or an error per partition (pure). acks=0 has no
+    offsets: -1."""
+    entries: dict[TopicPartition, dict[str, Any]] = {}
+    for p in (answer or {}).get("partitions", ()):
+        entries[TopicPartition(p["topic"], int(p["partition"]))] = p
+    out: dict[TopicPartition, int | KraftError] = {}
+    for tp in by_tp:
+        entry = entries.get(tp)
+        if acks == 0:
+            out[tp] = -1
+        elif entry is None:
+            out[tp] = KraftError("UNKNOWN_SERVER_ERROR", f"produce answer has no entry for {tp.topic}-{tp.partition}")
+        elif entry.get("error_code"):
+            out[tp] = KraftError(entry["error_code"], entry.get("message") or "")
+        elif entry.get("base_offset") is None:
+            out[tp] = -1
+        else:
+            out[tp] = int(entry["base_offset"])
+    return out
+
+
+class Sender:
+    def __init__(
+        self,
+        accumulator: RecordAccumulator,
+        lock: threading.Lock,
+        space: threading.Condition,
+        metadata: MetadataCache,
+        transport: Transport,
+        config: SenderConfig,
+    ) -> None:
+        self._acc = accumulator
+        self._lock = lock
+        self._space = space  # notified when buffer memory is released
+        self._metadata = metadata
+        self._transport = transport
+        self._config = config
+        self._wakeup = threading.Event()
+        self._in_flight: set[int] = set()  # leaders with a request in flight (guarded by _lock)
+        self._flushes = 0
+        self._closing = False
+        self._force_close = False  # fail what is left instead of sending it
+        self._executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="kraft-producer-io")
+        self._thread = threading.Thread(target=self._run, name="kraft-producer-sender", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wakeup(self) -> None:
+        self._wakeup.set()
+
+    def begin_flush(self) -> None:
+        with self._lock:
+            self._flushes += 1
+        self._wakeup.set()
+
+    def end_flush(self) -> None:
+        with self._lock:
+            self._flushes -= 1
+
+    def close(self, force: bool) -> None:
+        """Stops after everything queued is sent (or, with `force`, failed)."""
+        with self._lock:
+            self._closing = True
+            self._force_close = force
+        self._wakeup.set()
+        self._thread.join()
+        self._executor.shutdown(wait=True)
+
+    def _run(self) -> None:
+        while True:
+            try:
+                if self._run_once():
+                    return
+            except Exception:  # the sender must survive anything; batches expire by timeout
+                log.exception("producer sender loop failed")
+                self._wakeup.wait(self._config.retry_backoff_ms / 1000)
+
+    def _run_once(self) -> bool:
+        """One round; True when closing and nothing is left to send."""
+        self._metadata.maybe_refresh()
+        snapshot = self._metadata.snapshot
+        now = now_ms()
+        with self._lock:
+            self._wakeup.clear()
+            if self._closing and not self._acc.has_queued() and not self._in_flight:
+                return True
+            expired = self._acc.expire(now, self._config.delivery_timeout_ms)
+            aborted = self._acc.abort_all() if self._force_close else []
+            check = self._acc.ready(now, snapshot.leader_id, self._in_flight, self._closing or self._flushes > 0)
+            drained = self._acc.drain(check.ready_nodes, snapshot.leader_id, self._config.max_request_size, now)
+            self._in_flight.update(drained)
+        for batch in expired:
+            self._settle(batch, -1, KraftError("REQUEST_TIMED_OUT", f"{batch.tp.topic}-{batch.tp.partition}: delivery timeout expired"))
+        for batch in aborted:
+            self._settle(batch, -1, KraftError("REQUEST_TIMED_OUT", "producer closed before the record was sent"))
+        if check.unknown_leader_topics:
+            self._metadata.add_topics(check.unknown_leader_topics)
+            self._metadata.request_update()
+        for node, batches in drained.items():
+            self._executor.submit(self._produce, node, snapshot.broker_address(node), batches)
+        wait_ms = _IDLE_WAIT_S * 1000
+        if check.next_ready_ms is not None:
+            wait_ms = min(wait_ms, check.next_ready_ms - now)
+        if check.unknown_leader_topics:
+            wait_ms = min(wait_ms, self._config.retry_backoff_ms)
+        if wait_ms > 0 and not drained:
+            self._wakeup.wait(wait_ms / 1000)
+        return False
+
+    def _produce(self, node: int, address: Address | None, batches: list[ProducerBatch]) -> None:
+        try:
+            body, by_tp = produce_body(batches, self._config)
+            try:
+                if address is None:
+                    raise KraftError("LEADER_NOT_AVAILABLE", f"broker {node} is not in the metadata")
+                answer = self._transport.request(
+                    "POST", "/v1/produce", body, address=address,
+                    timeout_s=self._config.request_timeout_ms / 1000 + 5,
+                )
+                outcomes = partition_outcomes(answer, by_tp, self._config.acks)
+            except KraftError as e:
+                outcomes = {tp: e for tp in by_tp}
+            for tp, outcome in outcomes.items():
+                self._handle(by_tp[tp], outcome)
+        except Exception as e:  # e.g. a codec error: fail these batches, keep the sender alive
+            log.exception("produce request to broker %s failed", node)
+            for batch in batches:
+                if not batch.result.done():
+                    self._settle(batch, -1, KraftError("UNKNOWN_SERVER_ERROR", f"{type(e).__name__}: {e}"))
+        finally:
+            with self._lock:
+                self._in_flight.discard(node)
+            self._wakeup.set()
+
+    def _handle(self, batches: list[ProducerBatch], outcome: int | KraftError) -> None:
+        if isinstance(outcome, int):
+            base = outcome
+            for batch in batches:
+                self._settle(batch, base, None)
+                if base >= 0:
+                    base += batch.record_count
+            return
+        if outcome.error_code in METADATA_ERRORS:
+            self._metadata.request_update()
+        now = now_ms()
+        retry = [
+            b for b in batches
+            if outcome.retriable
+            and not self._force_close
+            and b.attempts <= self._config.retries
+            and now - b.created_ms < self._config.delivery_timeout_ms
+        ]
+        retrying = set(retry)
+        if retry:
+            log.debug("retrying %d batches of %s after %s", len(retry), retry[0].tp, outcome.error_code)
+            with self._lock:
+                self._acc.reenqueue(retry, now + self._config.retry_backoff_ms)
+        for batch in batches:
+            if batch not in retrying:
+                self._settle(batch, -1, outcome)
+
+    def _settle(self, batch: ProducerBatch, base_offset: int, error: KraftError | None) -> None:
+        with self._lock:
+            self._acc.deallocate(batch)
+            self._space.notify_all()
+        batch.result.complete(base_offset, error)

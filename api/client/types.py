@@ -1,0 +1,106 @@
+"""The value types of the client API: topic-partitions, record metadata, consumed records, and the
+admin client's descriptions. NamedTuples on the hot paths (cheap to build, hashable)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+Headers = tuple[tuple[str, bytes | None], ...]
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class RecordMetadata(NamedTuple):
+    """What a producer future resolves to. offset is -1 with acks=0 (the broker does not answer)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = ()
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    partition: int
+    leader: int | None  # None when the partition has no leader (offline)
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TopicListing:
+    name: str
+    topic_id: str
+    internal: bool
+    partitions: int
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    topic_id: str
+    internal: bool
+    partitions: tuple[PartitionInfo, ...]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    cluster_id: str
+    controller_id: int | None
+    brokers: tuple[BrokerInfo, ...]
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """The answer of `Admin.list_offsets` for one partition; `offset`/`timestamp` are set for a
+    timestamp lookup (None when no record is that late) and equal the requested end otherwise."""
+
+    log_start_offset: int
+    high_watermark: int
+    log_end_offset: int
+    offset: int | None
+    timestamp: int | None
+
+
+def partition_info_from_wire(p: dict) -> PartitionInfo:
+    leader = p.get("leader")
+    return PartitionInfo(
+        partition=int(p["partition"]),
+        leader=None if leader is None or leader < 0 else int(leader),
+        leader_epoch=int(p.get("leader_epoch", -1)),
+        replicas=tuple(p.get("replicas", ())),
+        isr=tuple(p.get("isr", ())),
+    )

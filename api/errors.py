@@ -1,0 +1,138 @@
+"""The error model of the client API: Kafka's error names, an HTTP status each, and a retriable flag.
+
+Every error a client can see is a `KraftError` with `error_code` (Kafka's name, e.g.
+`UNKNOWN_TOPIC_OR_PARTITION`), a human `message`, and `retriable`. On the wire it is
+`{"error_code", "message", "retriable"}` plus any extra fields (e.g. `leader` for NOT_LEADER_OR_FOLLOWER).
+
+`log/` and `metadata/` are pure and import nothing of `api/`; they raise their own exceptions
+carrying an `error_code` attribute with a Kafka name, which `from_exception` maps here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ErrorSpec:
+    code: str
+    kafka_code: int  # Kafka's numeric error code, for operators who know them
+    http_status: int
+    retriable: bool
+
+
+_SPECS = [
+    ErrorSpec("UNKNOWN_SERVER_ERROR", -1, 500, False),
+    ErrorSpec("OFFSET_OUT_OF_RANGE", 1, 416, False),
+    ErrorSpec("CORRUPT_MESSAGE", 2, 400, False),
+    ErrorSpec("UNKNOWN_TOPIC_OR_PARTITION", 3, 404, True),
+    ErrorSpec("INVALID_FETCH_SIZE", 4, 400, False),
+    ErrorSpec("LEADER_NOT_AVAILABLE", 5, 503, True),
+    ErrorSpec("NOT_LEADER_OR_FOLLOWER", 6, 421, True),
+    ErrorSpec("REQUEST_TIMED_OUT", 7, 504, True),
+    ErrorSpec("MESSAGE_TOO_LARGE", 10, 413, False),
+    ErrorSpec("NETWORK_EXCEPTION", 13, 503, True),
+    ErrorSpec("COORDINATOR_LOAD_IN_PROGRESS", 14, 503, True),
+    ErrorSpec("COORDINATOR_NOT_AVAILABLE", 15, 503, True),
+    ErrorSpec("NOT_COORDINATOR", 16, 421, True),
+    ErrorSpec("INVALID_TOPIC_EXCEPTION", 17, 400, False),
+    ErrorSpec("RECORD_LIST_TOO_LARGE", 18, 413, False),
+    ErrorSpec("NOT_ENOUGH_REPLICAS", 19, 503, True),
+    ErrorSpec("NOT_ENOUGH_REPLICAS_AFTER_APPEND", 20, 503, True),
+    ErrorSpec("INVALID_REQUIRED_ACKS", 21, 400, False),
+    ErrorSpec("ILLEGAL_GENERATION", 22, 409, False),
+    ErrorSpec("INVALID_TIMESTAMP", 32, 400, False),
+    ErrorSpec("UNSUPPORTED_VERSION", 35, 400, False),
+    ErrorSpec("TOPIC_ALREADY_EXISTS", 36, 409, False),
+    ErrorSpec("INVALID_PARTITIONS", 37, 400, False),
+    ErrorSpec("INVALID_REPLICATION_FACTOR", 38, 400, False),
+    ErrorSpec("INVALID_REPLICA_ASSIGNMENT", 39, 400, False),
+    ErrorSpec("INVALID_CONFIG", 40, 400, False),
+    ErrorSpec("NOT_CONTROLLER", 41, 421, True),
+    ErrorSpec("INVALID_REQUEST", 42, 400, False),
+    ErrorSpec("UNSUPPORTED_FOR_MESSAGE_FORMAT", 43, 400, False),
+    ErrorSpec("POLICY_VIOLATION", 44, 403, False),
+    ErrorSpec("OUT_OF_ORDER_SEQUENCE_NUMBER", 45, 409, False),
+    ErrorSpec("DUPLICATE_SEQUENCE_NUMBER", 46, 409, False),
+    ErrorSpec("INVALID_PRODUCER_EPOCH", 47, 409, False),
+    ErrorSpec("UNKNOWN_PRODUCER_ID", 59, 409, False),
+    ErrorSpec("INVALID_PRODUCER_ID_MAPPING", 49, 409, False),
+    ErrorSpec("BROKER_NOT_AVAILABLE", 8, 503, True),
+    ErrorSpec("KAFKA_STORAGE_ERROR", 56, 503, True),
+    ErrorSpec("GROUP_ID_NOT_FOUND", 69, 404, False),
+    ErrorSpec("TOPIC_DELETION_DISABLED", 73, 403, False),
+    ErrorSpec("FENCED_LEADER_EPOCH", 74, 409, True),
+    ErrorSpec("UNKNOWN_LEADER_EPOCH", 75, 409, True),
+    ErrorSpec("OFFSET_NOT_AVAILABLE", 78, 503, True),
+    ErrorSpec("PREFERRED_LEADER_NOT_AVAILABLE", 80, 503, True),
+    ErrorSpec("ELECTION_NOT_NEEDED", 84, 400, False),
+    ErrorSpec("NO_REASSIGNMENT_IN_PROGRESS", 85, 400, False),
+    ErrorSpec("GROUP_SUBSCRIBED_TO_TOPIC", 86, 409, False),
+    ErrorSpec("UNKNOWN_MEMBER_ID", 25, 409, False),
+    ErrorSpec("FENCED_MEMBER_EPOCH", 110, 409, False),
+    ErrorSpec("NON_EMPTY_GROUP", 68, 409, False),
+    ErrorSpec("INCONSISTENT_CLUSTER_ID", 104, 409, False),
+    ErrorSpec("INVALID_RECORD", 87, 400, False),
+    ErrorSpec("THROTTLING_QUOTA_EXCEEDED", 89, 429, True),
+    ErrorSpec("STALE_BROKER_EPOCH", 77, 409, False),
+    ErrorSpec("INVALID_UPDATE_VERSION", 95, 409, True),
+    ErrorSpec("METHOD_NOT_ALLOWED", -2, 405, False),
+    ErrorSpec("NOT_FOUND", -3, 404, False),
+    ErrorSpec("UNSUPPORTED_MEDIA_TYPE", -4, 415, False),
+    ErrorSpec("NOT_ACCEPTABLE", -5, 406, False),
+]
+
+SPECS: dict[str, ErrorSpec] = {s.code: s for s in _SPECS}
+
+
+class KraftError(Exception):
+    """An error with a Kafka name. Raise it anywhere in the server; the HTTP layer renders it."""
+
+    def __init__(self, error_code: str, message: str, **extra: Any) -> None:
+        if error_code not in SPECS:
+            error_code = "UNKNOWN_SERVER_ERROR"
+        super().__init__(f"{error_code}: {message}")
+        self.error_code = error_code
+        self.message = message
+        self.extra = extra
+
+    @property
+    def spec(self) -> ErrorSpec:
+        return SPECS[self.error_code]
+
+    @property
+    def retriable(self) -> bool:
+        return self.spec.retriable
+
+    @property
+    def http_status(self) -> int:
+        return self.spec.http_status
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "error_code": self.error_code,
+            "message": self.message,
+            "retriable": self.retriable,
+        }
+        body.update(self.extra)
+        return body
+
+    @classmethod
+    def from_dict(cls, body: dict[str, Any]) -> "KraftError":
+        extra = {k: v for k, v in body.items() if k not in ("error_code", "message", "retriable")}
+        return cls(str(body.get("error_code", "UNKNOWN_SERVER_ERROR")), str(body.get("message", "")), **extra)
+
+
+def from_exception(exc: BaseException) -> KraftError:
+    """Map any exception to a KraftError. Exceptions of `log/` and `metadata/` carry `error_code`."""
+    if isinstance(exc, KraftError):
+        return exc
+    code = getattr(exc, "error_code", None)
+    if isinstance(code, str) and code in SPECS:
+        return KraftError(code, str(exc))
+    return KraftError("UNKNOWN_SERVER_ERROR", f"{type(exc).__name__}: {exc}")
+
+
+def invalid_request(message: str) -> KraftError:
+    return KraftError("INVALID_REQUEST", message)

@@ -1,0 +1,253 @@
+"""The OpenAPI 3.0 document of every public route (served at `/v1/openapi.json`).
+
+Schemas state types, ranges and required fields precisely enough for a schemathesis fuzz run, and
+every route lists the error answers it can give (the body of `api/errors.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.wire import INT32_MAX, INT64_MAX
+
+INT32 = {"type": "integer", "format": "int32"}
+INT64 = {"type": "integer", "format": "int64"}
+TOPIC_NAME = {"type": "string", "pattern": r"^[a-zA-Z0-9._-]{1,249}$", "minLength": 1,
+              "maxLength": 249}
+_MAX_TIMEOUT_MS = 300_000
+
+
+def _int(minimum: int = 0, maximum: int = INT32_MAX, **extra: Any) -> dict[str, Any]:
+    base = INT32 if maximum <= INT32_MAX else INT64
+    return {**base, "minimum": minimum, "maximum": maximum, **extra}
+
+
+def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {**schema, "nullable": True}
+
+
+ACKS = {"oneOf": [{"type": "integer", "enum": [0, 1, -1]}, {"type": "string", "enum": ["all"]}]}
+BINARY = {"type": "string", "format": "byte", "description": "base64 in JSON, bin in msgpack"}
+CONFIGS = {"type": "object", "additionalProperties": {"type": "string"}}
+
+SCHEMAS: dict[str, Any] = {
+    "Error": _obj({
+        "error_code": {"type": "string"},
+        "message": {"type": "string"},
+        "retriable": {"type": "boolean"},
+        "leader": _obj({"node_id": INT32, "host": {"type": "string"}, "port": INT32}),
+    }, ("error_code", "message", "retriable")),
+    "Partition": _obj({
+        "partition": _int(), "leader": _int(-1), "leader_epoch": _int(-1),
+        "replicas": {"type": "array", "items": INT32}, "isr": {"type": "array", "items": INT32},
+    }, ("partition", "leader", "leader_epoch", "replicas", "isr")),
+    "TopicMetadata": _obj({
+        "name": {"type": "string"}, "topic_id": {"type": "string"}, "internal": {"type": "boolean"},
+        "partitions": {"type": "array", "items": _ref("Partition")},
+    }, ("name", "topic_id", "internal", "partitions")),
+    "Header": _obj({"key": {"type": "string"}, "value": _nullable({"type": "string"}),
+                    "value_b64": {"type": "string", "format": "byte"}}, ("key", "value")),
+}
+
+_ERROR_STATUSES = {
+    "400": "Invalid request (INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, ...)",
+    "404": "Unknown topic or partition, or unknown route",
+    "405": "Method not allowed",
+    "406": "Not acceptable",
+    "409": "Conflict (TOPIC_ALREADY_EXISTS, ...)",
+    "413": "Request or batch too large",
+    "415": "Unsupported media type",
+    "416": "Offset out of range",
+    "421": "Not leader or not controller (answer names the leader)",
+    "500": "Unknown server error",
+    "503": "Temporarily unavailable (NOT_ENOUGH_REPLICAS, LEADER_NOT_AVAILABLE, ...)",
+    "504": "Request timed out",
+}
+
+
+def _content(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}, "application/msgpack": {"schema": schema}}
+
+
+def _operation(
+    summary: str, answer: dict[str, Any], status: str = "200",
+    body: dict[str, Any] | None = None, parameters: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    responses: dict[str, Any] = {status: {"description": "OK", "content": _content(answer)}}
+    for code, description in _ERROR_STATUSES.items():
+        responses[code] = {"description": description, "content": _content(_ref("Error"))}
+    op: dict[str, Any] = {"summary": summary, "responses": responses}
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": _content(body)}
+    if parameters:
+        op["parameters"] = parameters
+    return op
+
+
+def _query(name: str, schema: dict[str, Any], description: str = "") -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": schema,
+            "description": description}
+
+
+TOPIC_PARAM = {"name": "topic", "in": "path", "required": True, "schema": TOPIC_NAME}
+PARTITION_PARAM = {"name": "partition", "in": "path", "required": True, "schema": _int()}
+
+_TOPIC_DESCRIPTION = _obj({
+    "name": {"type": "string"}, "topic_id": {"type": "string"}, "internal": {"type": "boolean"},
+    "configs": CONFIGS, "partitions": {"type": "array", "items": _ref("Partition")},
+}, ("name", "topic_id", "internal", "configs", "partitions"))
+
+_RECORD_IN = _obj({
+    "key": _nullable({"type": "string"}), "value": _nullable({"type": "string"}),
+    "key_b64": {"type": "string", "format": "byte"}, "value_b64": {"type": "string", "format": "byte"},
+    "partition": _int(), "timestamp": _int(0, INT64_MAX),
+    "headers": {"oneOf": [
+        {"type": "object", "additionalProperties": _nullable({"type": "string"})},
+        {"type": "array", "items": _obj(
+            {"key": {"type": "string"}, "value": _nullable({"type": "string"})}, ("key",))},
+    ]},
+})
+
+_RECORD_OUT = _obj({
+    "partition": INT32, "offset": INT64, "timestamp": INT64,
+    "key": _nullable({"type": "string"}), "value": _nullable({"type": "string"}),
+    "key_b64": {"type": "string"}, "value_b64": {"type": "string"},
+    "headers": {"type": "array", "items": _ref("Header")},
+}, ("partition", "offset", "timestamp", "key", "value", "headers"))
+
+_OFFSET_QUERY = {"oneOf": [{"type": "string", "enum": ["earliest", "latest"]},
+                           {"type": "string", "pattern": "^[0-9]{1,18}$"}]}
+
+_PATHS: dict[str, Any] = {
+    "/v1/health": {"get": _operation("Liveness of this node", _obj({
+        "status": {"type": "string", "enum": ["ok"]}, "node_id": INT32,
+        "roles": {"type": "array", "items": {"type": "string"}},
+    }, ("status", "node_id", "roles")))},
+    "/v1/metadata": {"get": _operation("Brokers, controller and topics", _obj({
+        "cluster_id": {"type": "string"}, "controller_id": INT32,
+        "brokers": {"type": "array", "items": _obj({
+            "node_id": INT32, "host": {"type": "string"}, "port": INT32,
+            "rack": _nullable({"type": "string"}),
+        }, ("node_id", "host", "port", "rack"))},
+        "topics": {"type": "array", "items": _ref("TopicMetadata")},
+    }, ("cluster_id", "controller_id", "brokers", "topics")), parameters=[
+        _query("topics", {"type": "string"}, "comma-separated topic names"),
+    ])},
+    "/v1/topics": {
+        "post": _operation("Create a topic", _obj({
+            "name": {"type": "string"}, "topic_id": {"type": "string"}, "partitions": INT32,
+            "replication_factor": INT32, "configs": CONFIGS,
+        }, ("name", "topic_id", "partitions", "replication_factor", "configs")), "201", _obj({
+            "name": TOPIC_NAME, "partitions": _int(1, 10_000),
+            "replication_factor": _int(1, 32767), "configs": CONFIGS,
+        }, ("name",))),
+        "get": _operation("List topics", _obj({"topics": {"type": "array", "items": _obj({
+            "name": {"type": "string"}, "topic_id": {"type": "string"},
+            "internal": {"type": "boolean"}, "partitions": INT32,
+        }, ("name", "topic_id", "internal", "partitions"))}}, ("topics",))),
+    },
+    "/v1/topics/{topic}": {
+        "parameters": [TOPIC_PARAM],
+        "get": _operation("Describe a topic", _TOPIC_DESCRIPTION),
+        "delete": _operation("Delete a topic", _obj({"name": {"type": "string"}}, ("name",))),
+    },
+    "/v1/topics/{topic}/partitions": {
+        "parameters": [TOPIC_PARAM],
+        "post": _operation("Raise the partition count", _obj(
+            {"name": {"type": "string"}, "partitions": INT32}, ("name", "partitions")),
+            body=_obj({"count": _int(1, 10_000)}, ("count",))),
+    },
+    "/v1/topics/{topic}/configs": {
+        "parameters": [TOPIC_PARAM],
+        "get": _operation("Topic config overrides and broker defaults", _obj(
+            {"configs": CONFIGS, "defaults": CONFIGS}, ("configs", "defaults"))),
+        "patch": _operation("Set (or with null, delete) topic config overrides", _obj(
+            {"configs": CONFIGS}, ("configs",)), body=_obj({"configs": {
+                "type": "object", "additionalProperties": _nullable({"type": "string"})}},
+                ("configs",))),
+    },
+    "/v1/topics/{topic}/records": {
+        "parameters": [TOPIC_PARAM],
+        "post": _operation("Produce JSON records", _obj({"offsets": {"type": "array", "items": _obj({
+            "partition": INT32, "offset": _nullable(INT64),
+            "error_code": {"type": "string"}, "message": {"type": "string"},
+        }, ("partition", "offset"))}}, ("offsets",)), body=_obj({
+            "records": {"type": "array", "minItems": 1, "maxItems": 100_000, "items": _RECORD_IN},
+            "acks": ACKS,
+        }, ("records",)), parameters=[_query("acks", {"type": "string", "enum": [
+            "0", "1", "-1", "all"]})]),
+    },
+    "/v1/topics/{topic}/partitions/{partition}/records": {
+        "parameters": [TOPIC_PARAM, PARTITION_PARAM],
+        "get": _operation("Read records from an offset", _obj({
+            "records": {"type": "array", "items": _RECORD_OUT},
+            "high_watermark": INT64, "log_start_offset": INT64, "next_offset": INT64,
+        }, ("records", "high_watermark", "log_start_offset", "next_offset")), parameters=[
+            _query("offset", _OFFSET_QUERY, "an offset, earliest (default) or latest"),
+            _query("timestamp", _int(0, INT64_MAX), "start at the first record this late"),
+            _query("max_records", _int(1, 10_000)),
+            _query("max_bytes", _int(1)),
+            _query("timeout_ms", _int(0, _MAX_TIMEOUT_MS), "long-poll time when nothing is new"),
+        ]),
+    },
+    "/v1/topics/{topic}/partitions/{partition}/offsets": {
+        "parameters": [TOPIC_PARAM, PARTITION_PARAM],
+        "get": _operation("A partition's offsets, or the offset for a timestamp", _obj({
+            "partition": INT32, "log_start_offset": INT64, "high_watermark": INT64,
+            "log_end_offset": INT64, "offset": _nullable(INT64), "timestamp": _nullable(INT64),
+        }, ("partition", "log_start_offset", "high_watermark", "log_end_offset")), parameters=[
+            _query("timestamp", _int(0, INT64_MAX)),
+        ]),
+    },
+    "/v1/produce": {"post": _operation("Produce record batches to many partitions", _obj({
+        "partitions": {"type": "array", "items": _obj({
+            "topic": {"type": "string"}, "partition": INT32, "base_offset": INT64,
+            "log_start_offset": INT64, "error_code": {"type": "string"},
+            "message": {"type": "string"},
+        }, ("topic", "partition", "base_offset", "log_start_offset"))},
+    }, ("partitions",)), body=_obj({
+        "acks": ACKS, "timeout_ms": _int(0, _MAX_TIMEOUT_MS),
+        "partitions": {"type": "array", "maxItems": 10_000, "items": _obj({
+            "topic": TOPIC_NAME, "partition": _int(), "records": BINARY,
+        }, ("topic", "partition", "records"))},
+    }, ("partitions",)))},
+    "/v1/fetch": {"post": _operation("Fetch record batches from many partitions (long poll)", _obj({
+        "partitions": {"type": "array", "items": _obj({
+            "topic": {"type": "string"}, "partition": INT32, "high_watermark": INT64,
+            "log_start_offset": INT64, "records": BINARY, "error_code": {"type": "string"},
+            "message": {"type": "string"},
+        }, ("topic", "partition", "high_watermark", "log_start_offset", "records"))},
+    }, ("partitions",)), body=_obj({
+        "max_wait_ms": _int(0, _MAX_TIMEOUT_MS), "min_bytes": _int(0), "max_bytes": _int(1),
+        "partitions": {"type": "array", "maxItems": 10_000, "items": _obj({
+            "topic": TOPIC_NAME, "partition": _int(), "fetch_offset": _int(0, INT64_MAX),
+            "partition_max_bytes": _int(1),
+        }, ("topic", "partition", "fetch_offset"))},
+    }, ("partitions",)))},
+    "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {
+        "description": "OpenAPI 3 document",
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    }}}},
+}
+
+
+def openapi_document() -> dict[str, Any]:
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "kraft", "version": "1", "description": (
+            "kraft's client API. Bodies are JSON or msgpack (by Content-Type; answers follow "
+            "Accept). Errors: {error_code, message, retriable}.")},
+        "paths": _PATHS,
+        "components": {"schemas": SCHEMAS},
+    }

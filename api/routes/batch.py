@@ -1,0 +1,103 @@
+"""The batch routes for clients: `POST /v1/produce` and `POST /v1/fetch` (the hot path).
+
+Bodies are msgpack (JSON with base64 works too). Work here is per partition and per batch, never
+per record: batch framing and CRCs are checked for the whole request before anything is appended,
+and per-partition outcomes (unknown partition, not leader, not enough replicas) come back as
+`error_code`/`message` inside a 200 answer, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from api.errors import KraftError, invalid_request
+from api.routes.records import MAX_TIMEOUT_MS, topic_or_create
+from api.routes.services import REPLICAS, FetchEntry, ProduceEntry
+from api.wire import INT32_MAX, Fields, check_topic_name, parse_acks, read_body, render
+from log.batch import validate_batch
+from log.errors import LogError
+
+routes = web.RouteTableDef()
+
+MAX_PARTITIONS_PER_REQUEST = 10_000
+DEFAULT_FETCH_MAX_BYTES = 52_428_800
+DEFAULT_PARTITION_MAX_BYTES = 1_048_576
+
+
+def _check_batches(records: bytes, where: str) -> None:
+    """Every batch well framed with a valid CRC, no trailing bytes: else the request is refused."""
+    if not records:
+        raise invalid_request(f"{where} is empty: send at least one batch")
+    pos = 0
+    view = memoryview(records)
+    while pos < len(records):
+        try:
+            pos += validate_batch(view, pos).size_in_bytes
+        except LogError as e:
+            raise KraftError(e.error_code, f"{where}: {e}") from None
+
+
+def _partition_key(fields: Fields, seen: set[tuple[str, int]]) -> tuple[str, int]:
+    topic = check_topic_name(fields.raw("topic"))
+    partition = fields.get_int("partition", minimum=0, maximum=INT32_MAX)
+    if (topic, partition) in seen:
+        raise invalid_request(f"{fields.where}: {topic}-{partition} appears twice")
+    seen.add((topic, partition))
+    return topic, partition
+
+
+def _error_fields(error_code: str | None, message: str | None) -> dict[str, Any]:
+    return {} if error_code is None else {"error_code": error_code, "message": message}
+
+
+@routes.post("/v1/produce")
+async def produce(request: web.Request) -> web.Response:
+    body, is_json = await read_body(request)
+    fields = Fields(body, binary_b64=is_json)
+    acks = parse_acks(fields.raw("acks", -1))
+    timeout_ms = fields.get_int("timeout_ms", 30_000, 0, MAX_TIMEOUT_MS)
+    items = fields.get_list("partitions", MAX_PARTITIONS_PER_REQUEST)
+    seen: set[tuple[str, int]] = set()
+    entries = []
+    for i, item in enumerate(items):
+        p = fields.child(item, f"partitions[{i}]")
+        topic, partition = _partition_key(p, seen)
+        records = p.get_bytes("records")
+        _check_batches(records, f"{p.where}.records")
+        entries.append(ProduceEntry(topic, partition, records))
+    for name in {e.topic for e in entries}:
+        await topic_or_create(request, name)
+    results = await request.app[REPLICAS].produce(entries, acks, timeout_ms)
+    return render(request, {"partitions": [
+        {"topic": r.topic, "partition": r.partition, "base_offset": r.base_offset,
+         "log_start_offset": r.log_start_offset, **_error_fields(r.error_code, r.message)}
+        for r in results
+    ]})
+
+
+@routes.post("/v1/fetch")
+async def fetch(request: web.Request) -> web.Response:
+    body, is_json = await read_body(request)
+    fields = Fields(body, binary_b64=is_json)
+    max_wait_ms = fields.get_int("max_wait_ms", 500, 0, MAX_TIMEOUT_MS)
+    min_bytes = fields.get_int("min_bytes", 1, 0, INT32_MAX)
+    max_bytes = fields.get_int("max_bytes", DEFAULT_FETCH_MAX_BYTES, 1, INT32_MAX)
+    items = fields.get_list("partitions", MAX_PARTITIONS_PER_REQUEST)
+    seen: set[tuple[str, int]] = set()
+    entries = []
+    for i, item in enumerate(items):
+        p = fields.child(item, f"partitions[{i}]")
+        topic, partition = _partition_key(p, seen)
+        entries.append(FetchEntry(
+            topic, partition, p.get_int("fetch_offset"),
+            p.get_int("partition_max_bytes", DEFAULT_PARTITION_MAX_BYTES, 1, INT32_MAX),
+        ))
+    results = await request.app[REPLICAS].fetch(entries, max_wait_ms, min_bytes, max_bytes)
+    return render(request, {"partitions": [
+        {"topic": r.topic, "partition": r.partition, "high_watermark": r.high_watermark,
+         "log_start_offset": r.log_start_offset, "records": r.records,
+         **_error_fields(r.error_code, r.message)}
+        for r in results
+    ]})

@@ -1,0 +1,229 @@
+"""The JSON convenience routes for people with curl: produce records to a topic, read records
+from a partition and offset, and look up a partition's offsets.
+
+These decode and build batches (per request, not per record on the broker's side); clients use the
+batch routes (`api/routes/batch.py`) instead.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import time
+from typing import Any
+
+from aiohttp import web
+
+from api.errors import KraftError, invalid_request
+from api.partitioner import partition_for_key
+from api.routes.metadata import require_topic
+from api.routes.services import (
+    ADMIN, METADATA, NODE_INFO, REPLICAS, FetchEntry, ProduceEntry, TopicDescription,
+)
+from api.wire import INT32_MAX, Fields, check_topic_name, parse_acks, read_body, render
+from log.batch import build_batch, decode_records, iter_batches
+
+routes = web.RouteTableDef()
+
+MAX_RECORDS_PER_REQUEST = 100_000
+MAX_FETCH_RECORDS = 10_000
+MAX_TIMEOUT_MS = 300_000
+PRODUCE_TIMEOUT_MS = 30_000
+DEFAULT_FETCH_BYTES = 1024 * 1024
+
+
+async def topic_or_create(request: web.Request, name: str) -> TopicDescription:
+    """The topic, auto-created with the broker defaults when auto.create.topics.enable."""
+    topic = request.app[METADATA].topic(check_topic_name(name))
+    if topic is not None:
+        return topic
+    if not request.app[NODE_INFO].auto_create_topics:
+        raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+    try:
+        return await request.app[ADMIN].create_topic(name, None, None, {})
+    except KraftError as e:
+        if e.error_code != "TOPIC_ALREADY_EXISTS":  # lost a race with another creator: fine
+            raise
+    return require_topic(request, name)
+
+
+def _text_or_b64(fields: Fields, name: str) -> bytes | None:
+    """`name` as a UTF-8 string, or `name_b64` as base64; neither (or null) is None."""
+    if fields.has(f"{name}_b64"):
+        value = fields.raw(f"{name}_b64")
+        if not isinstance(value, str):
+            raise invalid_request(f"{fields.where}.{name}_b64 must be a base64 string")
+        return Fields({}, binary_b64=True).to_bytes(value, f"{fields.where}.{name}_b64")
+    text = fields.get_str(name, None)
+    return None if text is None else text.encode("utf-8")
+
+
+def _headers(fields: Fields) -> list[tuple[str, bytes | None]]:
+    raw = fields.raw("headers", None)
+    if raw is None:
+        return []
+    where = f"{fields.where}.headers"
+    if isinstance(raw, dict):
+        pairs = list(raw.items())
+    elif isinstance(raw, list):
+        pairs = []
+        for i, item in enumerate(raw):
+            h = Fields(item, f"{where}[{i}]")
+            pairs.append((h.get_str("key"), h.raw("value", None)))
+    else:
+        raise invalid_request(f"{where} must be an object or an array of {{key, value}}")
+    out = []
+    for key, value in pairs:
+        if not isinstance(key, str) or not (value is None or isinstance(value, str)):
+            raise invalid_request(f"{where}: header keys and values are strings (values may be null)")
+        out.append((key, None if value is None else value.encode("utf-8")))
+    return out
+
+
+def _choose_partition(topic: TopicDescription, key: bytes | None, sticky: int) -> int:
+    return sticky if key is None else partition_for_key(key, len(topic.partitions))
+
+
+@routes.post("/v1/topics/{topic}/records")
+async def produce_records(request: web.Request) -> web.Response:
+    name = check_topic_name(request.match_info["topic"])
+    body, _ = await read_body(request)
+    fields = Fields(body)
+    acks = parse_acks(fields.raw("acks", request.query.get("acks", "all")))
+    items = fields.get_list("records", MAX_RECORDS_PER_REQUEST)
+    if not items:
+        raise invalid_request("body.records must hold at least one record")
+    now_ms = int(time.time() * 1000)
+    parsed = []
+    for i, item in enumerate(items):
+        r = fields.child(item, f"records[{i}]")
+        parsed.append((
+            _text_or_b64(r, "key"), _text_or_b64(r, "value"), _headers(r),
+            r.get_int("timestamp", now_ms, 0), r.get_int("partition", None, 0, INT32_MAX), i,
+        ))
+    # Everything validated: only now may the topic be created and records appended.
+    topic = await topic_or_create(request, name)
+    count = len(topic.partitions)
+    sticky = random.randrange(count)
+    by_partition: dict[int, list[tuple[Any, ...]]] = {}
+    for key, value, headers, ts, partition, index in parsed:
+        p = _choose_partition(topic, key, sticky) if partition is None else partition
+        if p >= count:
+            raise KraftError(
+                "UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} has no partition {p} (has {count})"
+            )
+        by_partition.setdefault(p, []).append((key, value, headers, ts, index))
+    entries = [
+        ProduceEntry(name, p, build_batch([row[:4] for row in rows]))
+        for p, rows in by_partition.items()
+    ]
+    results = await request.app[REPLICAS].produce(entries, acks, PRODUCE_TIMEOUT_MS)
+    failures = [r for r in results if r.error_code]
+    if len(failures) == len(results):
+        raise KraftError(failures[0].error_code or "UNKNOWN_SERVER_ERROR", failures[0].message or "")
+    offsets: list[dict[str, Any]] = [{}] * len(items)
+    for result in results:
+        for delta, row in enumerate(by_partition[result.partition]):
+            entry: dict[str, Any] = {"partition": result.partition, "offset": None}
+            if result.error_code:
+                entry.update(error_code=result.error_code, message=result.message)
+            elif acks != 0:
+                entry["offset"] = result.base_offset + delta
+            offsets[row[4]] = entry
+    return render(request, {"offsets": offsets})
+
+
+def _partition_number(request: web.Request, topic: TopicDescription) -> int:
+    text = request.match_info["partition"]
+    if not text.isdigit() or len(text) > 10:
+        raise invalid_request(f"partition must be a non-negative integer, got {text!r}")
+    partition = int(text)
+    if partition >= len(topic.partitions):
+        raise KraftError(
+            "UNKNOWN_TOPIC_OR_PARTITION",
+            f"topic {topic.name!r} has no partition {partition} (has {len(topic.partitions)})",
+        )
+    return partition
+
+
+def _decoded(data: bytes | None, name: str) -> dict[str, Any]:
+    """A key/value back as a string when it is UTF-8, else `<name>_b64`."""
+    if data is None:
+        return {name: None}
+    try:
+        return {name: data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {name: None, f"{name}_b64": base64.b64encode(data).decode("ascii")}
+
+
+async def _start_offset(request: web.Request, query: Fields, name: str, partition: int) -> int:
+    replicas = request.app[REPLICAS]
+    if query.has("timestamp"):
+        ts = query.get_int("timestamp", minimum=0)
+        found = await replicas.offset_for_timestamp(name, partition, ts)
+        return replicas.offsets(name, partition).high_watermark if found is None else found[0]
+    text = query.get_str("offset", "earliest")
+    if text == "earliest":
+        return replicas.offsets(name, partition).log_start_offset
+    if text == "latest":
+        return replicas.offsets(name, partition).high_watermark
+    return query.get_int("offset")
+
+
+@routes.get("/v1/topics/{topic}/partitions/{partition}/records")
+async def fetch_records(request: web.Request) -> web.Response:
+    topic = require_topic(request, request.match_info["topic"])
+    partition = _partition_number(request, topic)
+    query = Fields(request.query, "query")
+    max_records = query.get_int("max_records", 100, 1, MAX_FETCH_RECORDS)
+    max_bytes = query.get_int("max_bytes", DEFAULT_FETCH_BYTES, 1, INT32_MAX)
+    timeout_ms = query.get_int("timeout_ms", 0, 0, MAX_TIMEOUT_MS)
+    offset = await _start_offset(request, query, topic.name, partition)
+    [result] = await request.app[REPLICAS].fetch(
+        [FetchEntry(topic.name, partition, offset, max_bytes)], timeout_ms, 1, max_bytes
+    )
+    if result.error_code:
+        raise KraftError(result.error_code, result.message or "")
+    records: list[dict[str, Any]] = []
+    for pos, header in iter_batches(result.records):
+        if header.last_offset < offset:
+            continue
+        for rec in decode_records(result.records, pos):
+            if rec.offset < offset or rec.offset >= result.high_watermark:
+                continue
+            records.append({
+                "partition": partition, "offset": rec.offset, "timestamp": rec.timestamp,
+                **_decoded(rec.key, "key"), **_decoded(rec.value, "value"),
+                "headers": [{"key": k, **_decoded(v, "value")} for k, v in rec.headers],
+            })
+            if len(records) == max_records:
+                break
+        if len(records) == max_records:
+            break
+    return render(request, {
+        "records": records,
+        "high_watermark": result.high_watermark,
+        "log_start_offset": result.log_start_offset,
+        "next_offset": records[-1]["offset"] + 1 if records else offset,
+    })
+
+
+@routes.get("/v1/topics/{topic}/partitions/{partition}/offsets")
+async def partition_offsets(request: web.Request) -> web.Response:
+    topic = require_topic(request, request.match_info["topic"])
+    partition = _partition_number(request, topic)
+    replicas = request.app[REPLICAS]
+    offsets = replicas.offsets(topic.name, partition)
+    body: dict[str, Any] = {
+        "partition": partition,
+        "log_start_offset": offsets.log_start_offset,
+        "high_watermark": offsets.high_watermark,
+        "log_end_offset": offsets.log_end_offset,
+    }
+    query = Fields(request.query, "query")
+    if query.has("timestamp"):
+        found = await replicas.offset_for_timestamp(
+            topic.name, partition, query.get_int("timestamp", minimum=0)
+        )
+        body["offset"], body["timestamp"] = found if found is not None else (None, None)
+    return render(request, body)

@@ -1,0 +1,75 @@
+"""The node's HTTP application: routes, the error middleware, and service injection via AppKeys.
+
+`build_app` takes the services (implemented by `kraft/`) and returns an aiohttp Application. The
+middleware turns every failure into the error body of `api/errors.py`: KraftErrors and exceptions
+carrying a Kafka `error_code` keep their name, aiohttp's own HTTP errors map to NOT_FOUND /
+METHOD_NOT_ALLOWED / MESSAGE_TOO_LARGE / INVALID_REQUEST, and anything else is a logged 500
+UNKNOWN_SERVER_ERROR: a bad request never takes the node down.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import AsyncIterator, Awaitable, Callable
+
+from aiohttp import web
+
+from api.errors import KraftError, from_exception
+from api.routes import batch, health, metadata, openapi, records, topics
+from api.routes.services import (
+    ADMIN, METADATA, NODE_INFO, REPLICAS, AdminService, MetadataView, NodeInfo, ReplicaService,
+)
+from api.wire import render_error
+
+log = logging.getLogger("kraft.api")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+_HTTP_ERRORS = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "MESSAGE_TOO_LARGE",
+                415: "UNSUPPORTED_MEDIA_TYPE"}
+
+
+def _from_http_exception(exc: web.HTTPException) -> KraftError:
+    if exc.status == 404:
+        return KraftError("NOT_FOUND", "no such route")
+    if exc.status == 405:
+        allowed = sorted(getattr(exc, "allowed_methods", ()) or ())
+        return KraftError("METHOD_NOT_ALLOWED", f"method not allowed; use {', '.join(allowed)}")
+    return KraftError(_HTTP_ERRORS.get(exc.status, "INVALID_REQUEST"), exc.text or exc.reason)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        error = _from_http_exception(exc)
+    except Exception as exc:  # the node answers every request, whatever went wrong
+        error = from_exception(exc)
+        if error.error_code == "UNKNOWN_SERVER_ERROR":
+            log.exception("unexpected error serving %s %s", request.method, request.path)
+    return render_error(request, error)
+
+
+def build_app(
+    node_info: NodeInfo,
+    metadata_view: MetadataView,
+    admin: AdminService,
+    replicas: ReplicaService,
+    cleanup: Callable[[web.Application], AsyncIterator[None]] | None = None,
+) -> web.Application:
+    """The application; `cleanup` (an aiohttp cleanup_ctx generator) ties the node's lifecycle."""
+    app = web.Application(
+        middlewares=[error_middleware], client_max_size=node_info.max_request_bytes
+    )
+    app[NODE_INFO] = node_info
+    app[METADATA] = metadata_view
+    app[ADMIN] = admin
+    app[REPLICAS] = replicas
+    for module in (health, metadata, topics, records, batch, openapi):
+        app.router.add_routes(module.routes)
+    if cleanup is not None:
+        app.cleanup_ctx.append(cleanup)
+    return app

@@ -1,0 +1,48 @@
+"""`AdminService` for the HTTP routes over this node's own `ControllerService` (the single-node
+cluster, and the active controller of a quorum).
+
+A change is answered once committed: the quorum applies the records to the metadata loader (and so
+to this broker's view) before `propose` returns, so the answer reads the view.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from api.errors import KraftError
+from api.routes.services import TopicDescription
+from kraft.broker.metadata_view import BrokerMetadataView
+from kraft.controller.service import ControllerService
+
+
+class LocalAdmin:
+    def __init__(
+        self, controller: ControllerService, view: BrokerMetadataView, delete_topic_enable: bool
+    ) -> None:
+        self.controller = controller
+        self.view = view
+        self.delete_topic_enable = delete_topic_enable
+
+    async def create_topic(
+        self, name: str, partitions: int | None, replication_factor: int | None,
+        configs: Mapping[str, str],
+    ) -> TopicDescription:
+        await self.controller.create_topics(name, partitions, replication_factor, dict(configs))
+        return self._visible(name)
+
+    async def delete_topic(self, name: str) -> None:
+        if not self.delete_topic_enable:
+            raise KraftError("TOPIC_DELETION_DISABLED", "delete.topic.enable is false on this cluster")
+        await self.controller.delete_topic(name)
+
+    async def create_partitions(self, name: str, count: int) -> None:
+        await self.controller.create_partitions(name, count)
+
+    async def alter_configs(self, name: str, changes: Mapping[str, str | None]) -> None:
+        await self.controller.alter_configs("topic", name, dict(changes))
+
+    def _visible(self, name: str) -> TopicDescription:
+        topic = self.view.topic(name)
+        if topic is None:  # deleted again between commit and answer
+            raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        return topic

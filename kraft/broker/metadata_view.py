@@ -1,0 +1,63 @@
+"""The broker's read view of the cluster for the HTTP routes: the latest `MetadataImage` this node
+applied, turned into the answer-shaped values of `api.routes.services`.
+
+It is a metadata publisher: `on_metadata_update` swaps in the new image.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from api.routes.services import (
+    BrokerDescription, ClusterDescription, PartitionDescription, TopicDescription,
+)
+from metadata.image import MetadataImage, TopicImage
+
+
+def describe_topic(topic: TopicImage, configs: Mapping[str, str]) -> TopicDescription:
+    return TopicDescription(
+        name=topic.name,
+        topic_id=topic.topic_id,
+        internal=topic.internal,
+        partitions=tuple(
+            PartitionDescription(i, p.leader, p.leader_epoch, p.replicas, p.isr)
+            for i, p in sorted(topic.partitions.items())
+        ),
+        configs=dict(configs),
+    )
+
+
+class BrokerMetadataView:
+    def __init__(self, cluster_id: str, topic_defaults: Mapping[str, str]) -> None:
+        self.cluster_id = cluster_id
+        self.image = MetadataImage.EMPTY
+        self._topic_defaults = dict(topic_defaults)
+
+    def on_metadata_update(self, delta: object, image: MetadataImage) -> None:
+        self.image = image
+
+    # -- MetadataView -------------------------------------------------------------------------
+
+    def cluster(self) -> ClusterDescription:
+        brokers = []
+        for b in self.image.live_brokers():
+            endpoint = b.endpoint()
+            if endpoint is not None:
+                brokers.append(BrokerDescription(b.broker_id, endpoint.host, endpoint.port, b.rack))
+        controller_id = self.image.controller_id
+        return ClusterDescription(
+            self.cluster_id, -1 if controller_id is None else controller_id, tuple(brokers)
+        )
+
+    def topics(self) -> list[TopicDescription]:
+        return [self._describe(t) for t in self.image.topics.by_name.values()]
+
+    def topic(self, name: str) -> TopicDescription | None:
+        t = self.image.topic_by_name(name)
+        return None if t is None else self._describe(t)
+
+    def topic_defaults(self) -> Mapping[str, str]:
+        return self._topic_defaults
+
+    def _describe(self, topic: TopicImage) -> TopicDescription:
+        return describe_topic(topic, self.image.topic_configs(topic.name))

@@ -1,0 +1,466 @@
+"""The node's configuration: every broker/controller key it accepts (Kafka's names), with type,
+default, validator and doc, and the loader that layers flags < config file < `--override k=v`.
+
+Unknown keys and bad values raise `ConfigError` naming the key and what is accepted. Topic-level
+overrides are validated by `validate_topic_configs` (the log's keys plus the replication ones).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from log.config import TOPIC_CONFIG_KEYS, LogConfig
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+class ConfigError(ValueError):
+    """A bad configuration key or value; `error_code` lets the HTTP layer render it."""
+
+    error_code = "INVALID_CONFIG"
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+# ---- value types: each parses a string (properties files, overrides) or a native TOML value ----
+
+
+def _to_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError("expected an integer, got a boolean")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        return int(value.strip())
+    raise ValueError(f"expected an integer, got {type(value).__name__}")
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError("expected true or false")
+
+
+def _to_str(value: Any) -> str:
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return str(value).strip()
+    raise ValueError(f"expected a string, got {type(value).__name__}")
+
+
+def _to_list(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, list) and all(isinstance(v, (str, int)) for v in value):
+        return [str(v).strip() for v in value]
+    raise ValueError("expected a comma-separated list")
+
+
+_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "int": _to_int,
+    "long": _to_int,
+    "boolean": _to_bool,
+    "string": _to_str,
+    "list": _to_list,
+    "password": _to_str,
+}
+
+
+# ---- validators: raise ValueError with the accepted values ----
+
+
+def at_least(minimum: int, maximum: int = LONG_MAX) -> Callable[[Any], None]:
+    def check(value: Any) -> None:
+        if value is not None and not minimum <= value <= maximum:
+            raise ValueError(f"must be in [{minimum}, {maximum}], got {value}")
+
+    return check
+
+
+def one_of(*choices: str) -> Callable[[Any], None]:
+    def check(value: Any) -> None:
+        if value is not None and value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}, got {value!r}")
+
+    return check
+
+
+def subset_of(*choices: str, non_empty: bool = True) -> Callable[[Any], None]:
+    def check(value: Any) -> None:
+        if value is None:
+            return
+        bad = [v for v in value if v not in choices]
+        if bad or (non_empty and not value):
+            raise ValueError(f"must be a non-empty list of {', '.join(choices)}, got {value!r}")
+
+    return check
+
+
+def parse_host_port(text: str) -> tuple[str, int]:
+    """`HOST:PORT`, optionally prefixed `NAME://` as Kafka's listeners are; `[v6]:PORT` allowed."""
+    if "://" in text:
+        text = text.split("://", 1)[1]
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
+    port = int(port_text)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be in [0, 65535], got {port}")
+    host = host.strip("[]") or "0.0.0.0"
+    return host, port
+
+
+def parse_voters(text: str | list[str]) -> dict[int, tuple[str, int]]:
+    """`ID@HOST:PORT,...` (Kafka's controller.quorum.voters) -> {node_id: (host, port)}."""
+    voters: dict[int, tuple[str, int]] = {}
+    for entry in _to_list(text):
+        node_text, sep, address = entry.partition("@")
+        if not sep or not node_text.strip().isdigit():
+            raise ValueError(f"expected ID@HOST:PORT, got {entry!r}")
+        node_id = int(node_text)
+        if node_id in voters:
+            raise ValueError(f"voter {node_id} listed twice")
+        voters[node_id] = parse_host_port(address)
+    return voters
+
+
+def _host_port(value: Any) -> None:
+    if value is not None:
+        parse_host_port(value)
+
+
+def _one_dir(value: Any) -> None:
+    if value is not None and len(value) != 1:
+        raise ValueError(f"exactly one directory is supported, got {len(value)}")
+
+
+def _voters(value: Any) -> None:
+    if value:
+        parse_voters(value)
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    type: str  # int, long, boolean, string, list, password
+    default: Any
+    doc: str
+    validator: Callable[[Any], None] | None = None
+
+    def parse(self, raw: Any) -> Any:
+        if raw is None:
+            return None
+        try:
+            value = _PARSERS[self.type](raw)
+            if self.validator is not None:
+                self.validator(value)
+        except ValueError as e:
+            raise ConfigError(self.name, f"invalid value {raw!r} ({self.type}): {e}") from None
+        return value
+
+
+_NON_NEG = at_least(0)
+_POSITIVE = at_least(1)
+_POS_INT = at_least(1, INT_MAX)
+
+_KEYS = [
+    ConfigKey("node.id", "int", 1, "This node's id, unique in the cluster.", at_least(0, INT_MAX)),
+    ConfigKey("process.roles", "list", ["broker", "controller"],
+              "Roles this process plays: broker, controller, or both.",
+              subset_of("broker", "controller")),
+    ConfigKey("controller.quorum.voters", "list", [],
+              "The controller quorum as ID@HOST:PORT,...; empty means this node alone.", _voters),
+    ConfigKey("controller.quorum.secret", "password", None,
+              "Shared secret of the Raft transport (required with more than one voter)."),
+    ConfigKey("log.dirs", "list", ["./kraft-data"], "The data directory (one).", _one_dir),
+    ConfigKey("listeners", "string", "127.0.0.1:9092", "The client HTTP listener, HOST:PORT.",
+              _host_port),
+    ConfigKey("advertised.listeners", "string", None,
+              "The HOST:PORT clients are told to use; defaults to listeners.", _host_port),
+    ConfigKey("controller.listeners", "string", None,
+              "The controller (Raft) listener, HOST:PORT; defaults to this node's voter entry.",
+              _host_port),
+    ConfigKey("cluster.id", "string", None,
+              "The cluster id; generated and written to meta.properties when absent."),
+    ConfigKey("metadata.mode", "string", "kraft", "kraft (Raft quorum) or zookeeper (compat mode).",
+              one_of("kraft", "zookeeper")),
+    ConfigKey("zookeeper.connect", "string", None, "ZooKeeper HOST:PORT for the compat mode."),
+    ConfigKey("num.partitions", "int", 1, "Default partition count of new topics.", _POS_INT),
+    ConfigKey("default.replication.factor", "int", 1, "Default replication factor of new topics.",
+              at_least(1, 32767)),
+    ConfigKey("min.insync.replicas", "int", 1,
+              "Minimum ISR size for acks=all produce requests to succeed.", _POS_INT),
+    ConfigKey("auto.create.topics.enable", "boolean", True, "Create unknown topics on produce."),
+    ConfigKey("delete.topic.enable", "boolean", True, "Allow deleting topics."),
+    ConfigKey("message.max.bytes", "int", 1048588, "Largest record batch accepted.",
+              at_least(0, INT_MAX)),
+    ConfigKey("socket.request.max.bytes", "int", 104857600, "Largest HTTP request body.", _POS_INT),
+    ConfigKey("fetch.max.bytes", "int", 57671680, "Largest fetch answer.", _POS_INT),
+    ConfigKey("log.segment.bytes", "int", 1073741824, "Segment file size.", at_least(14, INT_MAX)),
+    ConfigKey("log.roll.ms", "long", None, "Roll a segment after this age (overrides hours).",
+              _POSITIVE),
+    ConfigKey("log.roll.hours", "int", 168, "Roll a segment after this age.", _POS_INT),
+    ConfigKey("log.retention.ms", "long", None, "Retention time; -1 keeps forever.", at_least(-1)),
+    ConfigKey("log.retention.minutes", "int", None, "Retention time in minutes.", at_least(-1)),
+    ConfigKey("log.retention.hours", "int", 168, "Retention time in hours.", at_least(-1)),
+    ConfigKey("log.retention.bytes", "long", -1, "Retention size per partition; -1 unlimited.",
+              at_least(-1)),
+    ConfigKey("log.retention.check.interval.ms", "long", 300000,
+              "How often retention and compaction run.", _POSITIVE),
+    ConfigKey("log.index.interval.bytes", "int", 4096, "Bytes between offset index entries.",
+              at_least(0, INT_MAX)),
+    ConfigKey("log.index.size.max.bytes", "int", 10485760, "Largest index file.",
+              at_least(4, INT_MAX)),
+    ConfigKey("log.flush.interval.messages", "long", LONG_MAX,
+              "fsync after this many messages.", _POSITIVE),
+    ConfigKey("log.flush.interval.ms", "long", None, "fsync after this many ms.", _NON_NEG),
+    ConfigKey("log.cleanup.policy", "list", ["delete"], "delete, compact, or both.",
+              subset_of("delete", "compact")),
+    ConfigKey("log.cleaner.delete.retention.ms", "long", 86400000,
+              "How long tombstones stay after compaction.", _NON_NEG),
+    ConfigKey("log.cleaner.min.compaction.lag.ms", "long", 0,
+              "Minimum age before a record may be compacted.", _NON_NEG),
+    ConfigKey("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.",
+              one_of("CreateTime", "LogAppendTime")),
+    ConfigKey("unclean.leader.election.enable", "boolean", False,
+              "Elect a leader outside the ISR when no ISR member is alive."),
+    ConfigKey("broker.rack", "string", None, "Rack of this broker, for replica placement."),
+    ConfigKey("broker.heartbeat.interval.ms", "int", 2000, "Broker heartbeat period.", _POS_INT),
+    ConfigKey("broker.session.timeout.ms", "int", 9000,
+              "A broker missing heartbeats this long is fenced.", _POS_INT),
+    ConfigKey("replica.lag.time.max.ms", "long", 30000,
+              "A follower not caught up this long leaves the ISR.", _POSITIVE),
+    ConfigKey("replica.fetch.max.bytes", "int", 1048576, "Follower fetch size per partition.",
+              _POS_INT),
+    ConfigKey("replica.fetch.wait.max.ms", "int", 500, "Follower fetch long-poll time.", _NON_NEG),
+    ConfigKey("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.",
+              _POS_INT),
+    ConfigKey("offsets.topic.replication.factor", "int", 3,
+              "Replication factor of __consumer_offsets (capped at the live broker count).",
+              at_least(1, 32767)),
+    ConfigKey("group.consumer.session.timeout.ms", "int", 45000, "Consumer member session timeout.",
+              _POS_INT),
+    ConfigKey("group.consumer.heartbeat.interval.ms", "int", 5000, "Consumer heartbeat interval.",
+              _POS_INT),
+    ConfigKey("metadata.log.max.record.bytes.between.snapshots", "long", 20971520,
+              "Metadata log bytes between snapshots.", _POSITIVE),
+]
+
+CONFIG_KEYS: dict[str, ConfigKey] = {k.name: k for k in _KEYS}
+
+@dataclass(frozen=True)
+class KraftConfig:
+    """Parsed, validated values of every key in CONFIG_KEYS (None where unset and no default)."""
+
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in CONFIG_KEYS:
+            raise KeyError(key)
+        return self.values.get(key, CONFIG_KEYS[key].default)
+
+    @property
+    def node_id(self) -> int:
+        return self["node.id"]
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return tuple(sorted(set(self["process.roles"])))
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self["process.roles"]
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self["process.roles"]
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self["log.dirs"][0])
+
+    @property
+    def listener(self) -> tuple[str, int]:
+        return parse_host_port(self["listeners"])
+
+    @property
+    def advertised_listener(self) -> tuple[str, int]:
+        return parse_host_port(self["advertised.listeners"] or self["listeners"])
+
+    @property
+    def voters(self) -> dict[int, tuple[str, int]]:
+        return parse_voters(self["controller.quorum.voters"])
+
+    @property
+    def retention_ms(self) -> int:
+        """Kafka's precedence: log.retention.ms, then .minutes, then .hours."""
+        if self["log.retention.ms"] is not None:
+            return self["log.retention.ms"]
+        if self["log.retention.minutes"] is not None:
+            return self._scaled(self["log.retention.minutes"], 60_000)
+        return self._scaled(self["log.retention.hours"], 3_600_000)
+
+    @property
+    def segment_ms(self) -> int:
+        if self["log.roll.ms"] is not None:
+            return self["log.roll.ms"]
+        return self["log.roll.hours"] * 3_600_000
+
+    @staticmethod
+    def _scaled(value: int, unit_ms: int) -> int:
+        return -1 if value < 0 else value * unit_ms
+
+    def topic_defaults(self) -> dict[str, str]:
+        """The broker-level defaults of topic configs, as the topic keys name them."""
+        flush_ms = self["log.flush.interval.ms"]
+        return {
+            "cleanup.policy": ",".join(self["log.cleanup.policy"]),
+            "delete.retention.ms": str(self["log.cleaner.delete.retention.ms"]),
+            "flush.messages": str(self["log.flush.interval.messages"]),
+            "flush.ms": str(LONG_MAX if flush_ms is None else flush_ms),
+            "index.interval.bytes": str(self["log.index.interval.bytes"]),
+            "max.message.bytes": str(self["message.max.bytes"]),
+            "message.timestamp.type": self["log.message.timestamp.type"],
+            "min.compaction.lag.ms": str(self["log.cleaner.min.compaction.lag.ms"]),
+            "min.insync.replicas": str(self["min.insync.replicas"]),
+            "retention.bytes": str(self["log.retention.bytes"]),
+            "retention.ms": str(self.retention_ms),
+            "segment.bytes": str(self["log.segment.bytes"]),
+            "segment.index.bytes": str(self["log.index.size.max.bytes"]),
+            "segment.ms": str(self.segment_ms),
+            "unclean.leader.election.enable": str(self["unclean.leader.election.enable"]).lower(),
+        }
+
+    def log_config(self) -> LogConfig:
+        """The broker-wide LogConfig every topic starts from."""
+        return LogConfig.from_topic_configs(self.topic_defaults())
+
+    def check(self) -> None:
+        """Cross-key rules, checked once everything is layered."""
+        voters = self.voters
+        if self.is_controller and voters and self.node_id not in voters:
+            raise ConfigError(
+                "controller.quorum.voters",
+                f"node {self.node_id} has the controller role but is not among the voters "
+                f"{sorted(voters)}",
+            )
+        if len(voters) > 1 and not self["controller.quorum.secret"]:
+            raise ConfigError(
+                "controller.quorum.secret", "required when the quorum has more than one voter"
+            )
+        if not self.is_controller and not voters:
+            raise ConfigError(
+                "controller.quorum.voters", "a broker-only node needs the controller quorum voters"
+            )
+        if self["metadata.mode"] == "zookeeper" and not self["zookeeper.connect"]:
+            raise ConfigError("zookeeper.connect", "required with metadata.mode=zookeeper")
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """TOML may nest dotted keys (`[log] dirs = ...`); kraft keys are the dotted names."""
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Kafka's `server.properties`: `key=value` (or `key: value`) lines, `#`/`!` comments."""
+    out: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        positions = [p for p in (line.find("="), line.find(":")) if p > 0]
+        if not positions:
+            raise ConfigError(f"line {number}", f"expected key=value, got {line!r}")
+        cut = min(positions)
+        out[line[:cut].strip()] = line[cut + 1 :].strip()
+    return out
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """Reads TOML (`.toml`) or a Kafka properties file (anything else)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError("--config", f"cannot read {path}: {e.strerror}") from None
+    if path.suffix == ".toml":
+        try:
+            return _flatten(tomllib.loads(text))
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError("--config", f"{path} is not valid TOML: {e}") from None
+    return parse_properties(text)
+
+
+def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError("--override", f"expected key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def build_config(*layers: Mapping[str, Any]) -> KraftConfig:
+    """Layers raw values (later layers win), parses and validates each key, checks cross-key rules."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged.update(layer)
+    values: dict[str, Any] = {}
+    for key, raw in merged.items():
+        spec = CONFIG_KEYS.get(key)
+        if spec is None:
+            raise ConfigError(key, "unknown configuration key (see `kraft-node --help-config`)")
+        values[key] = spec.parse(raw)
+    config = KraftConfig(values)
+    config.check()
+    return config
+
+
+def load_config(
+    flags: Mapping[str, Any] | None = None,
+    config_file: str | Path | None = None,
+    overrides: Iterable[str] = (),
+) -> KraftConfig:
+    """flags < config file < --override, as design.md §2 orders them."""
+    file_values = read_config_file(config_file) if config_file else {}
+    return build_config(flags or {}, file_values, parse_overrides(overrides))
+
+
+def describe_keys() -> str:
+    """One line per key, for `kraft-node --help-config`."""
+    return "\n".join(
+        f"{k.name} ({k.type}, default {k.default!r}): {k.doc}" for k in _KEYS
+    )
+
+
+def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, str]:
+    """Checks topic-level overrides (`log.config.TOPIC_CONFIG_KEYS`): known key and valid value;
+    returns them as strings. Raises ConfigError (error_code INVALID_CONFIG) naming the key."""
+    out: dict[str, str] = {}
+    for key, raw in configs.items():
+        if key not in TOPIC_CONFIG_KEYS:
+            raise ConfigError(
+                str(key), f"unknown topic config; accepted: {', '.join(sorted(TOPIC_CONFIG_KEYS))}"
+            )
+        text = str(raw).lower() if isinstance(raw, bool) else str(raw)
+        try:
+            LogConfig.from_topic_configs({key: text})
+        except ValueError as e:
+            raise ConfigError(key, str(e)) from None
+        out[key] = text
+    return out

@@ -1,0 +1,30 @@
+"""Errors of the controller shell, each with a Kafka `error_code` (mapped by `api.errors.from_exception`).
+
+Validation errors of requests are `metadata.errors.MetadataError`; these are about the quorum.
+"""
+
+from __future__ import annotations
+
+
+class ControllerError(Exception):
+    error_code = "UNKNOWN_SERVER_ERROR"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotControllerError(ControllerError):
+    """This node is not the active controller; `leader_id` is the one we know of (or None)."""
+
+    error_code = "NOT_CONTROLLER"
+
+    def __init__(self, message: str, leader_id: int | None = None) -> None:
+        super().__init__(message)
+        self.leader_id = leader_id
+
+
+class MetadataStorageError(ControllerError):
+    """The metadata log could not be written; the quorum refuses further proposals."""
+
+    error_code = "KAFKA_STORAGE_ERROR"

@@ -1,0 +1,208 @@
+"""The on-disk metadata log of `LocalQuorum`: segments of CRC-framed msgpack records, and snapshots.
+
+Directory `<data_dir>/__cluster_metadata-0/`:
+- `<base offset, 20 digits>.log`: frames `[u32 length][u32 crc32c(payload)][payload]`, payload =
+  msgpack `[offset, record dict]`, offsets contiguous across segments;
+- `<offset, 20 digits>.snapshot`: one frame whose payload is `MetadataImage.to_snapshot()` at that
+  offset, written to a temp file, fsynced and renamed (atomic), then older segments are deleted.
+
+Blocking file I/O only: `LocalQuorum` calls every method here from a thread. On load a torn or
+corrupt tail (a crash mid-append) is truncated at the last whole frame and logged; records after a
+corrupt frame are never replayed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import crc32c
+import msgpack
+
+from metadata.image import MetadataImage
+
+log = logging.getLogger(__name__)
+
+LOG_DIR_NAME = "__cluster_metadata-0"
+_FRAME = struct.Struct(">II")
+MAX_FRAME_BYTES = 1 << 30  # a bigger length can only be garbage
+
+
+def encode_frame(payload: bytes) -> bytes:
+    assert len(payload) <= MAX_FRAME_BYTES
+    return _FRAME.pack(len(payload), crc32c.crc32c(payload)) + payload
+
+
+def encode_entries(entries: list[tuple[int, dict[str, Any]]]) -> bytes:
+    """Frames for (offset, record dict) entries; TypeError when a record is not msgpack-able."""
+    return b"".join(encode_frame(msgpack.packb([offset, record], use_bin_type=True)) for offset, record in entries)
+
+
+def decode_frames(buf: bytes) -> tuple[list[Any], int]:
+    """The payloads (unpacked) of the whole valid frames at the start of `buf`, and their length."""
+    items, pos = [], 0
+    while pos + _FRAME.size <= len(buf):
+        length, crc = _FRAME.unpack_from(buf, pos)
+        end = pos + _FRAME.size + length
+        if length > MAX_FRAME_BYTES or end > len(buf):
+            break
+        payload = buf[pos + _FRAME.size:end]
+        if crc32c.crc32c(payload) != crc:
+            break
+        try:
+            items.append(msgpack.unpackb(payload, raw=False, strict_map_key=False))
+        except (ValueError, msgpack.UnpackException):
+            break
+        pos = end
+    return items, pos
+
+
+@dataclass(frozen=True)
+class LoadedLog:
+    snapshot: MetadataImage | None
+    entries: list[tuple[int, dict[str, Any]]]  # after the snapshot, in offset order
+
+    @property
+    def last_offset(self) -> int:
+        if self.entries:
+            return self.entries[-1][0]
+        return -1 if self.snapshot is None else self.snapshot.offset
+
+
+def _name(offset: int, suffix: str) -> str:
+    return f"{offset:020d}{suffix}"
+
+
+def _offsets(directory: Path, suffix: str) -> list[int]:
+    return sorted(int(p.name[: -len(suffix)]) for p in directory.glob("*" + suffix) if p.name[: -len(suffix)].isdigit())
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class MetadataLogStore:
+    def __init__(self, data_dir: str | os.PathLike[str]) -> None:
+        self.directory = Path(data_dir) / LOG_DIR_NAME
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._active: BinaryIO | None = None
+
+    # -- loading ----------------------------------------------------------------------------------
+
+    def load(self) -> LoadedLog:
+        """The newest readable snapshot and the records after it; truncates a torn tail."""
+        snapshot = self._load_snapshot()
+        after = -1 if snapshot is None else snapshot.offset
+        entries: list[tuple[int, dict[str, Any]]] = []
+        expected = after + 1
+        segments = _offsets(self.directory, ".log")
+        for i, base in enumerate(segments):
+            path = self.directory / _name(base, ".log")
+            data = path.read_bytes()
+            items, valid = decode_frames(data)
+            good = 0
+            for item in items:
+                if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], int)
+                        and isinstance(item[1], dict)):
+                    break
+                offset, record = item
+                if offset > expected:
+                    raise RuntimeError(f"{path}: metadata log gap, expected offset {expected}, found {offset}")
+                if offset == expected:
+                    entries.append((offset, record))
+                    expected += 1
+                good += 1
+            if good < len(items) or valid < len(data):
+                cut = _frames_length(data, good)
+                log.warning("%s: truncating torn/corrupt metadata log tail at byte %d of %d", path, cut, len(data))
+                with open(path, "r+b") as f:
+                    f.truncate(cut)
+                    os.fsync(f.fileno())
+                for later in segments[i + 1:]:
+                    log.warning("removing metadata log segment %s after a corrupt one", later)
+                    (self.directory / _name(later, ".log")).unlink()
+                break
+        return LoadedLog(snapshot, entries)
+
+    def _load_snapshot(self) -> MetadataImage | None:
+        for offset in reversed(_offsets(self.directory, ".snapshot")):
+            path = self.directory / _name(offset, ".snapshot")
+            items, valid = decode_frames(path.read_bytes())
+            try:
+                if len(items) != 1 or valid != path.stat().st_size:
+                    raise ValueError("not one whole frame")
+                image = MetadataImage.from_snapshot(items[0])
+                if image.offset != offset:
+                    raise ValueError(f"holds offset {image.offset}")
+                return image
+            except ValueError as e:
+                log.error("metadata snapshot %s is unreadable (%s); trying an older one", path, e)
+        return None
+
+    # -- appending --------------------------------------------------------------------------------
+
+    def open_for_append(self, next_offset: int) -> None:
+        """Append to the newest segment, or start one at `next_offset`."""
+        segments = _offsets(self.directory, ".log")
+        base = segments[-1] if segments and segments[-1] <= next_offset else next_offset
+        self._active = open(self.directory / _name(base, ".log"), "ab")
+
+    def append(self, data: bytes) -> None:
+        """Write and fsync: the records are durable when this returns."""
+        assert self._active is not None, "open_for_append first"
+        self._active.write(data)
+        self._active.flush()
+        os.fsync(self._active.fileno())
+
+    def roll(self, next_offset: int) -> None:
+        """Start a new segment at `next_offset` (everything before it is durable already)."""
+        if self._active is not None:
+            self._active.close()
+        self._active = open(self.directory / _name(next_offset, ".log"), "ab")
+        _fsync_dir(self.directory)
+
+    def close(self) -> None:
+        if self._active is not None:
+            self._active.close()
+            self._active = None
+
+    # -- snapshots --------------------------------------------------------------------------------
+
+    def write_snapshot(self, image: MetadataImage) -> Path:
+        """Write a snapshot at `image.offset` atomically, then drop what it makes redundant: older
+        snapshots and segments whose records all precede it (segments are rolled at
+        snapshot offset + 1 by the caller, so whole segments go)."""
+        final = self.directory / _name(image.offset, ".snapshot")
+        tmp = final.with_suffix(".snapshot.tmp")
+        payload = msgpack.packb(image.to_snapshot(), use_bin_type=True)
+        with open(tmp, "wb") as f:
+            f.write(encode_frame(payload))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+        _fsync_dir(self.directory)
+        for offset in _offsets(self.directory, ".snapshot"):
+            if offset < image.offset:
+                (self.directory / _name(offset, ".snapshot")).unlink()
+        segments = _offsets(self.directory, ".log")
+        for base, next_base in zip(segments, segments[1:]):
+            if next_base <= image.offset + 1:
+                (self.directory / _name(base, ".log")).unlink()
+        return final
+
+
+def _frames_length(buf: bytes, count: int) -> int:
+    """Byte length of the first `count` frames of `buf`."""
+    pos = 0
+    for _ in range(count):
+        (length, _crc) = _FRAME.unpack_from(buf, pos)
+        pos += _FRAME.size + length
+    return pos

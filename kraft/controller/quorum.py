@@ -1,0 +1,230 @@
+"""The `Quorum` interface the controller writes through, and `LocalQuorum`, its single-node form.
+
+A quorum orders metadata records (plain dicts) into the metadata log and fences controllers
+inside it: the active controller is the node whose `ClaimController(node_id, epoch)` record was
+applied last, and records stamped with an older `controller_epoch` are ignored by replay.
+- `propose(records, request_id=None)` commits the records atomically and contiguously (the
+  records of one request are never interleaved with others), stamped with the active controller's
+  epoch and `request_id` where they carry none; it returns the offset of the last record once
+  every `on_commit` callback has seen it. Not the active controller: `NotControllerError`.
+- `on_commit(callback(offset, record))`: every committed record, in offset order.
+- `on_snapshot(callback(offset, state))`: the state was replaced wholesale (a snapshot loaded at
+  start or installed from the leader); `state` is a `MetadataImage` at `offset`.
+`RaftQuorum` (pysyncobj, `raft_quorum.py`) has the same surface; `LocalQuorum` is the one-voter
+log for the embedded single node: an fsynced file (`log_store.py`, written from a thread so the
+loop never blocks), replayed at `start()`, then the node claims the next controller epoch.
+Snapshots of the applied image (from `set_snapshot_source`) bound the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from typing import Any, Callable, Protocol
+
+from kraft.controller.errors import MetadataStorageError, NotControllerError
+from kraft.controller.log_store import MetadataLogStore, encode_entries
+from metadata.image import MetadataImage
+from metadata.records import ClaimController
+
+log = logging.getLogger(__name__)
+
+CommitCallback = Callable[[int, dict[str, Any]], None]
+SnapshotCallback = Callable[[int, Any], None]
+CLAIM_CONTROLLER = ClaimController.type
+
+
+class Quorum(Protocol):
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def propose(self, records: list[dict[str, Any]], request_id: str | None = None) -> int: ...
+
+    def on_commit(self, callback: CommitCallback) -> None: ...
+
+    def on_snapshot(self, callback: SnapshotCallback) -> None: ...
+
+    def leader(self) -> int | None: ...
+
+    def is_active_controller(self) -> bool: ...
+
+    def active_controller(self) -> tuple[int, int] | None:
+        """(node_id, controller_epoch) of the last applied claim."""
+        ...
+
+    @property
+    def metadata_offset(self) -> int: ...
+
+
+class LocalQuorum:
+    def __init__(
+        self, data_dir: str | os.PathLike[str], node_id: int, *, snapshot_interval_records: int = 20_000
+    ) -> None:
+        assert snapshot_interval_records > 0
+        self.node_id = node_id
+        self.snapshot_interval_records = snapshot_interval_records
+        self._store = MetadataLogStore(data_dir)
+        self._commit_callbacks: list[CommitCallback] = []
+        self._snapshot_callbacks: list[SnapshotCallback] = []
+        self._snapshot_source: Callable[[], MetadataImage] | None = None
+        self._lock = asyncio.Lock()
+        self._next_offset = 0
+        self._controller: tuple[int, int] | None = None
+        self._since_snapshot = 0
+        self._snapshot_task: asyncio.Task[None] | None = None
+        self._running = False
+        self._failed: BaseException | None = None
+
+    @property
+    def directory(self) -> os.PathLike[str]:
+        return self._store.directory
+
+    def on_commit(self, callback: CommitCallback) -> None:
+        self._commit_callbacks.append(callback)
+
+    def on_snapshot(self, callback: SnapshotCallback) -> None:
+        self._snapshot_callbacks.append(callback)
+
+    def set_snapshot_source(self, source: Callable[[], MetadataImage]) -> None:
+        """Where snapshots come from: the applied image (its offset must be the log's last)."""
+        self._snapshot_source = source
+
+    def leader(self) -> int | None:
+        return self.node_id if self._running else None
+
+    def active_controller(self) -> tuple[int, int] | None:
+        return self._controller
+
+    def is_active_controller(self) -> bool:
+        return self._running and self._failed is None and self._controller is not None \
+            and self._controller[0] == self.node_id
+
+    @property
+    def metadata_offset(self) -> int:
+        """Offset of the last committed record (-1: none)."""
+        return self._next_offset - 1
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Replay the snapshot and the log through the callbacks, then claim the next epoch."""
+        assert not self._running
+        loaded = await asyncio.to_thread(self._store.load)
+        if loaded.snapshot is not None:
+            snapshot = loaded.snapshot
+            if snapshot.controller_id is not None:
+                self._controller = (snapshot.controller_id, snapshot.controller_epoch)
+            for snapshot_callback in self._snapshot_callbacks:
+                snapshot_callback(snapshot.offset, snapshot)
+        self._deliver(loaded.entries)
+        self._next_offset = loaded.last_offset + 1
+        self._since_snapshot = len(loaded.entries)
+        await asyncio.to_thread(self._store.open_for_append, self._next_offset)
+        log.info("metadata log loaded: %d records after snapshot %s, next offset %d", len(loaded.entries),
+                 None if loaded.snapshot is None else loaded.snapshot.offset, self._next_offset)
+        self._running = True
+        epoch = 1 if self._controller is None else self._controller[1] + 1
+        await self._append([ClaimController(node_id=self.node_id, controller_epoch=epoch).to_dict()])
+        log.info("node %d is the active controller, epoch %d", self.node_id, epoch)
+
+    async def close(self) -> None:
+        if not self._running:
+            return
+        self._running = False
+        async with self._lock:  # let an in-flight append finish
+            if self._snapshot_task is not None:
+                await asyncio.gather(self._snapshot_task, return_exceptions=True)
+            await asyncio.to_thread(self._store.close)
+
+    # -- proposals --------------------------------------------------------------------------------
+
+    async def propose(self, records: list[dict[str, Any]], request_id: str | None = None) -> int:
+        if not records:
+            raise ValueError("propose needs at least one record")
+        if not self.is_active_controller():
+            if self._failed is not None:
+                raise MetadataStorageError(f"metadata log failed earlier: {self._failed}")
+            raise NotControllerError(f"node {self.node_id} is not the active controller", None)
+        assert self._controller is not None
+        epoch = self._controller[1]
+        request_id = request_id or uuid.uuid4().hex
+        batch = []
+        for record in records:
+            stamped = dict(record)
+            if stamped.setdefault("controller_epoch", epoch) != epoch:
+                raise NotControllerError(f"record written for controller epoch {stamped['controller_epoch']}, "
+                                         f"this controller's epoch is {epoch}", self.node_id)
+            if stamped.get("request_id") is None:
+                stamped["request_id"] = request_id
+            if stamped.get("type") == CLAIM_CONTROLLER:
+                raise ValueError("controller claims are the quorum's own business")
+            batch.append(stamped)
+        # Shielded: once the write started it must finish and be delivered, or later offsets
+        # would be reused; a cancelled caller just stops waiting.
+        return await asyncio.shield(asyncio.ensure_future(self._append(batch)))
+
+    async def _append(self, records: list[dict[str, Any]]) -> int:
+        async with self._lock:
+            if self._failed is not None:
+                raise MetadataStorageError(f"metadata log failed earlier: {self._failed}")
+            entries = [(self._next_offset + i, r) for i, r in enumerate(records)]
+            data = encode_entries(entries)  # TypeError here (nothing written) for a bad record
+            try:
+                await asyncio.to_thread(self._store.append, data)
+            except OSError as e:
+                # a partial frame may be on disk: stop here, the next start truncates it
+                self._failed = e
+                log.error("metadata log append failed: %s", e)
+                raise MetadataStorageError(f"metadata log append failed: {e}") from e
+            self._next_offset += len(entries)
+            self._since_snapshot += len(entries)
+            self._deliver(entries)
+            if self._since_snapshot >= self.snapshot_interval_records:
+                await self._start_snapshot()
+            return entries[-1][0]
+
+    def _deliver(self, entries: list[tuple[int, dict[str, Any]]]) -> None:
+        for offset, record in entries:
+            if record.get("type") == CLAIM_CONTROLLER:
+                epoch, node = record.get("controller_epoch"), record.get("node_id")
+                if isinstance(epoch, int) and isinstance(node, int) and (
+                        self._controller is None or epoch > self._controller[1]):
+                    self._controller = (node, epoch)  # the same rule replay applies
+            for callback in self._commit_callbacks:
+                try:
+                    callback(offset, record)
+                except Exception:  # one consumer's bug must not starve the others
+                    log.exception("on_commit callback failed at offset %d", offset)
+
+    # -- snapshots --------------------------------------------------------------------------------
+
+    async def snapshot(self) -> int | None:
+        """Snapshot the applied image now and wait for it; its offset (None when not possible)."""
+        async with self._lock:
+            offset = await self._start_snapshot()
+            task = self._snapshot_task
+        if offset is not None and task is not None:
+            await task
+        return offset
+
+    async def _start_snapshot(self) -> int | None:
+        """Under the lock: roll the log at the image's next offset, write the snapshot in the background."""
+        if self._snapshot_source is None or (self._snapshot_task is not None and not self._snapshot_task.done()):
+            return None
+        image = self._snapshot_source()
+        if image.offset != self._next_offset - 1 or image.offset < 0:
+            return None  # the image lags the log (or is empty): try again after the next append
+        await asyncio.to_thread(self._store.roll, self._next_offset)
+        self._since_snapshot = 0
+        self._snapshot_task = asyncio.create_task(self._write_snapshot(image))
+        return image.offset
+
+    async def _write_snapshot(self, image: MetadataImage) -> None:
+        try:
+            path = await asyncio.to_thread(self._store.write_snapshot, image)
+            log.info("metadata snapshot at offset %d written to %s", image.offset, path)
+        except OSError as e:  # the log still holds everything: a missed snapshot is only a longer replay
+            log.error("metadata snapshot at offset %d failed: %s", image.offset, e)

@@ -1,0 +1,520 @@
+"""`RaftQuorum`: the controller quorum on pysyncobj, bridged to asyncio (design.md §3).
+
+It owns the pysyncobj `SyncObj` of this voter, the single replicated `apply(batch)` (which folds
+batches into `raft_state.MetadataLogState`), the controller claim made after every Raft election,
+and the bridge that hands committed records and installed snapshots to the event loop in log
+order. It does not validate metadata requests: the controller service does, then proposes.
+
+Threads: pysyncobj ticks, applies and snapshots in its own thread; everything public here is
+called on the event loop. The Raft thread reaches the loop only via `call_soon_threadsafe`, so
+callbacks run in log order, and a proposal is answered after its records were delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj.config import FAIL_REASON
+from pysyncobj.syncobj import SyncObjException, _RAFT_STATE
+
+from kraft.config import parse_host_port
+from kraft.controller.errors import ControllerError, NotControllerError
+from kraft.controller.raft_state import (
+    CLAIM_CONTROLLER,
+    BatchOutcome,
+    MetadataImageMachine,
+    MetadataLogState,
+    StateMachine,
+    apply_batch,
+    claim_record,
+    validate_batch,
+)
+
+logger = logging.getLogger(__name__)
+
+METADATA_DIR = "__cluster_metadata-0"
+SECRET_FILE = "controller-quorum.secret"
+DEFAULT_CONTROLLER_ADDRESS = ("127.0.0.1", 9093)
+
+CommitCallback = Callable[[int, dict[str, Any]], None]
+SnapshotCallback = Callable[[int, Any], None]
+
+
+class QuorumTimeoutError(ControllerError):
+    """The outcome of a proposal is unknown (timeout, leader change); a retry with the same
+    request id is harmless: the replicated state applies a request once."""
+
+    error_code = "REQUEST_TIMED_OUT"
+
+
+class InvalidBatchError(ControllerError, ValueError):
+    error_code = "INVALID_REQUEST"
+
+
+class QuorumConfigError(ValueError):
+    error_code = "INVALID_CONFIG"
+
+
+@dataclass(frozen=True)
+class RaftQuorumConfig:
+    """One voter's settings. Timings are design.md §3's measured values."""
+
+    node_id: int
+    voters: Mapping[int, tuple[str, int]]
+    data_dir: Path
+    secret: str
+    bind_address: tuple[str, int] | None = None  # the controller listener; default: own voter entry
+    raft_min_timeout: float = 0.3
+    raft_max_timeout: float = 0.6
+    append_entries_period: float = 0.05
+    auto_tick_period: float = 0.02
+    leader_fallback_timeout: float = 1.0
+    connection_timeout: float = 10**6
+    connection_retry_time: float = 0.5
+    log_compaction_min_entries: int = 10_000
+    request_timeout: float = 5.0
+    max_inflight_proposals: int = 1_000
+
+    def __post_init__(self) -> None:
+        if self.node_id not in self.voters:
+            raise QuorumConfigError(f"node {self.node_id} is not among the voters {sorted(self.voters)}")
+        if not self.secret:
+            raise QuorumConfigError("the controller quorum needs a shared secret "
+                                    "(controller.quorum.secret)")
+
+    @classmethod
+    def from_kraft_config(cls, config: Any, secret: str, **overrides: Any) -> "RaftQuorumConfig":
+        """From a `kraft.config.KraftConfig` (its voters, data dir, controller listener)."""
+        listener = config["controller.listeners"]
+        bind = parse_host_port(listener) if listener else None
+        # A lone node without a quorum list is its own single voter.
+        voters = config.voters or {config.node_id: bind or DEFAULT_CONTROLLER_ADDRESS}
+        return cls(node_id=config.node_id, voters=voters, data_dir=config.data_dir, secret=secret,
+                   bind_address=bind, **overrides)
+
+    @property
+    def metadata_dir(self) -> Path:
+        return Path(self.data_dir) / METADATA_DIR
+
+
+def resolve_secret(configured: str | None, data_dir: Path, voter_count: int) -> str:
+    """The quorum secret: the configured one; for a lone voter without one, a random secret kept
+    in the data dir (mode 0600) so restarts reuse it. Several voters must share a configured one."""
+    if configured:
+        return configured
+    if voter_count > 1:
+        raise QuorumConfigError("controller.quorum.secret is required with more than one voter")
+    path = Path(data_dir) / SECRET_FILE
+    if path.exists():
+        secret = path.read_text(encoding="utf-8").strip()
+        if secret:
+            return secret
+    Path(data_dir).mkdir(parents=True, exist_ok=True)
+    secret = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(secret + "\n")
+    return secret
+
+
+@dataclass(frozen=True)
+class VoterStatus:
+    """One voter as the leader sees it (followers know only their own row)."""
+
+    node_id: int
+    log_end_offset: int  # Raft log index replicated to that voter (-1 when unknown)
+    lag: int  # leader's log end minus log_end_offset (-1 when unknown)
+    connected: bool
+    status: str  # "Leader" or "Follower"
+
+
+@dataclass(frozen=True)
+class QuorumStatus:
+    """What `kraft metadata-quorum describe --status/--replication` prints, in Raft log indices
+    (HighWatermark = commit index); `metadata_offset` is the last metadata offset delivered here."""
+
+    node_id: int
+    raft_state: str  # "Leader", "Candidate" or "Follower"
+    leader_id: int | None
+    leader_epoch: int  # the Raft term
+    high_watermark: int
+    last_applied_index: int
+    metadata_offset: int
+    active_controller_id: int | None
+    controller_epoch: int
+    has_quorum: bool
+    voters: tuple[VoterStatus, ...]
+
+    @property
+    def max_follower_lag(self) -> int:
+        return max((v.lag for v in self.voters if v.status == "Follower"), default=0)
+
+
+_RAFT_STATE_NAMES = {_RAFT_STATE.LEADER: "Leader", _RAFT_STATE.CANDIDATE: "Candidate",
+                     _RAFT_STATE.FOLLOWER: "Follower"}
+
+
+class _MetadataLog(SyncObjConsumer):
+    """The replicated object: one `MetadataLogState`, changed only by `apply`.
+
+    `listener` is told (in the Raft thread) about every applied batch and installed snapshot.
+    """
+
+    def __init__(self, machine: StateMachine, listener: "RaftQuorum") -> None:
+        super().__init__()
+        self._machine = machine
+        self._listener = listener
+        self._state = MetadataLogState(app_state=machine.initial_state())
+
+    @replicated
+    def apply(self, batch: Any) -> BatchOutcome:
+        outcome = apply_batch(self._state, batch, self._machine)
+        if outcome.applied:
+            self._listener._raft_applied(batch, outcome)
+        return outcome
+
+    def _serialize(self) -> dict[str, Any]:
+        return {"state": self._state}
+
+    def _deserialize(self, data: dict[str, Any]) -> None:
+        # pysyncobj installs a snapshot (from the leader or the dump file at restart) without
+        # per-record calls: consumers must rebuild from the state at its offset.
+        try:
+            self._state = data["state"]
+        except Exception:  # a dump from another version: keep running, log loudly
+            logger.exception("snapshot without a metadata log state; ignored")
+            return
+        self._listener._raft_snapshot_installed(self._state)
+
+
+class RaftQuorum:
+    """A voter of the controller quorum. See the module docstring for threads and ordering."""
+
+    def __init__(self, config: RaftQuorumConfig, machine: StateMachine | None = None) -> None:
+        """`machine` folds batches into the state snapshots carry (default: the MetadataImage)."""
+        self.config = config
+        self.node_id = config.node_id
+        self._addresses = {nid: f"{host}:{port}" for nid, (host, port) in config.voters.items()}
+        self._node_ids = {addr: nid for nid, addr in self._addresses.items()}
+        self._log = _MetadataLog(machine or MetadataImageMachine(), self)
+        self._syncobj: SyncObj | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._commit_callbacks: list[CommitCallback] = []
+        self._snapshot_callbacks: list[SnapshotCallback] = []
+        self._inflight = asyncio.Semaphore(config.max_inflight_proposals)
+        self._pending: set[asyncio.Future] = set()
+        self._claim_task: asyncio.Task | None = None
+        self._closed = False
+        # The loop's view of the log: it trails the Raft thread by the callbacks in flight.
+        self._metadata_offset = -1
+        self._controller: tuple[int, int] | None = None  # (node_id, epoch)
+        self._active_term: int | None = None  # Raft term in which our own claim was applied
+
+    # -- registration and lifecycle ---------------------------------------------------------
+
+    def on_commit(self, callback: CommitCallback) -> None:
+        """`callback(offset, record)` on the loop for every applied record, in offset order."""
+        self._commit_callbacks.append(callback)
+
+    def on_snapshot(self, callback: SnapshotCallback) -> None:
+        """`callback(offset, state)` on the loop when a snapshot replaced the state wholesale:
+        `state` is the `StateMachine` value at metadata offset `offset`; records after it follow
+        through `on_commit`. Rebuild the image from it rather than expecting the missed records."""
+        self._snapshot_callbacks.append(callback)
+
+    async def start(self) -> None:
+        """Binds the controller listener and joins the quorum. Call on the loop of the thread that
+        lives as long as the quorum (pysyncobj's tick thread stops when its creator thread ends)."""
+        assert self._syncobj is None, "already started"
+        self._loop = asyncio.get_running_loop()
+        self.config.metadata_dir.mkdir(parents=True, exist_ok=True)
+        self_address = self._addresses[self.node_id]
+        bind = self.config.bind_address
+        conf = SyncObjConf(
+            password=self.config.secret,
+            bindAddress=f"{bind[0]}:{bind[1]}" if bind else self_address,
+            raftMinTimeout=self.config.raft_min_timeout,
+            raftMaxTimeout=self.config.raft_max_timeout,
+            appendEntriesPeriod=self.config.append_entries_period,
+            autoTickPeriod=self.config.auto_tick_period,
+            leaderFallbackTimeout=self.config.leader_fallback_timeout,
+            connectionTimeout=self.config.connection_timeout,
+            connectionRetryTime=self.config.connection_retry_time,
+            appendEntriesUseBatch=True,
+            journalFile=str(self.config.metadata_dir / "raft.journal"),
+            fullDumpFile=str(self.config.metadata_dir / "raft.snapshot"),
+            logCompactionMinEntries=self.config.log_compaction_min_entries,
+            onStateChanged=self._raft_state_changed,
+            bindRetryTime=0.25,
+            maxBindRetries=40,
+        )
+        others = [addr for nid, addr in self._addresses.items() if nid != self.node_id]
+        self._syncobj = SyncObj(self_address, others, conf, consumers=[self._log])
+        try:
+            await asyncio.to_thread(self._syncobj.waitBinded)
+        except SyncObjException:
+            self._syncobj.destroy()
+            raise OSError(f"cannot bind the controller listener {conf.bindAddress}") from None
+        logger.info("controller quorum voter %d listening on %s, voters %s", self.node_id,
+                    conf.bindAddress, self._addresses)
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._claim_task is not None:
+            self._claim_task.cancel()
+        for future in list(self._pending):
+            if not future.done():
+                future.set_exception(QuorumTimeoutError("the controller quorum is closing"))
+        if self._syncobj is not None:
+            await asyncio.to_thread(self._syncobj.destroy_synchronous)
+
+    # -- who leads --------------------------------------------------------------------------
+
+    def leader(self) -> int | None:
+        """The Raft leader's node id as this voter knows it (the active controller once it
+        claimed), or None during an election."""
+        if self._syncobj is None:
+            return None
+        node = self._syncobj._getLeader()
+        return None if node is None else self._node_ids.get(node.id)
+
+    def active_controller(self) -> tuple[int, int] | None:
+        """(node_id, controller_epoch) of the last applied claim, as delivered to this loop."""
+        return self._controller
+
+    def is_active_controller(self) -> bool:
+        """Raft leader *and* our claim of this term applied: `_isLeader()` alone may be a
+        deposed leader that has not noticed yet."""
+        syncobj = self._syncobj
+        return (
+            syncobj is not None
+            and not self._closed
+            and syncobj._isLeader()
+            and self._active_term == syncobj.raftCurrentTerm
+            and self._controller is not None
+            and self._controller[0] == self.node_id
+        )
+
+    # -- proposals --------------------------------------------------------------------------
+
+    async def propose(self, records: list[dict[str, Any]], request_id: str | None = None) -> int:
+        """Commit `records` atomically; returns the metadata offset of the last one once it is
+        committed and delivered to `on_commit` here. Records get this controller's epoch, and
+        `request_id` where they carry none (default: a new one). Raises NotControllerError,
+        QuorumTimeoutError (outcome unknown, retry with the same request id) or
+        InvalidBatchError."""
+        if not self.is_active_controller():
+            raise NotControllerError(f"node {self.node_id} is not the active controller",
+                                     self._redirect_id())
+        assert self._controller is not None
+        epoch = self._controller[1]
+        request_id = request_id or uuid.uuid4().hex
+        batch = []
+        for record in records:
+            stamped = dict(record) if isinstance(record, dict) else record
+            if isinstance(stamped, dict):
+                if stamped.get("type") == CLAIM_CONTROLLER:
+                    raise InvalidBatchError("controller claims are the quorum's own business")
+                if stamped.setdefault("controller_epoch", epoch) != epoch:
+                    raise NotControllerError(
+                        f"record written for controller epoch {stamped['controller_epoch']}, "
+                        f"this controller's epoch is {epoch}", self.node_id)
+                if stamped.get("request_id") is None:
+                    stamped["request_id"] = request_id
+            batch.append(stamped)
+        reason = validate_batch(batch)
+        if reason is not None:
+            raise InvalidBatchError(reason)
+        outcome = await self.submit(batch)
+        if outcome.status in ("applied", "duplicate"):
+            return outcome.last_offset
+        if outcome.status == "fenced":
+            raise NotControllerError(outcome.reason, outcome.controller_id)
+        raise InvalidBatchError(outcome.reason)
+
+    async def submit(self, batch: list[dict[str, Any]], timeout: float | None = None) -> BatchOutcome:
+        """Low level: replicate `batch` as is (no active-controller check, no stamping) and return
+        how `apply` treated it. The log still fences it; `propose` is what controllers call."""
+        assert self._syncobj is not None and self._loop is not None, "not started"
+        loop = self._loop
+        future: asyncio.Future = loop.create_future()
+
+        def resolve(result: Any, error: int) -> None:  # Raft thread
+            loop.call_soon_threadsafe(_settle, future, result, error)
+
+        async with self._inflight:
+            self._pending.add(future)
+            try:
+                # pysyncobj honours `timeout=` only for blocking calls; with a callback the wait
+                # below enforces it (a discarded entry may never call back).
+                self._log.apply(batch, callback=resolve)
+                result, error = await asyncio.wait_for(future, timeout or self.config.request_timeout)
+            except asyncio.TimeoutError:
+                raise QuorumTimeoutError("no commit within the request timeout; outcome unknown") from None
+            finally:
+                self._pending.discard(future)
+        if error == FAIL_REASON.SUCCESS:
+            return result
+        if error in (FAIL_REASON.DISCARDED, FAIL_REASON.NOT_LEADER, FAIL_REASON.MISSING_LEADER):
+            raise NotControllerError(f"not committed: {_fail_name(error)}", self._redirect_id())
+        raise QuorumTimeoutError(f"outcome unknown: {_fail_name(error)}")
+
+    def _redirect_id(self) -> int | None:
+        leader = self.leader()
+        if leader is not None and leader != self.node_id:
+            return leader
+        if self._controller is not None and self._controller[0] != self.node_id:
+            return self._controller[0]
+        return None
+
+    # -- the controller claim ---------------------------------------------------------------
+
+    async def _claim_controller(self, term: int) -> None:
+        """Commit ClaimController(me, epoch+1) while we lead in `term`; retried on stale epochs."""
+        syncobj = self._syncobj
+        assert syncobj is not None
+        epoch = self._controller[1] if self._controller else 0
+        started = time.monotonic()
+        while not self._closed and syncobj._isLeader() and syncobj.raftCurrentTerm == term:
+            try:
+                outcome = await self.submit([claim_record(self.node_id, epoch + 1)])
+            except (NotControllerError, QuorumTimeoutError) as exc:
+                logger.info("controller claim in term %d not committed yet: %s", term, exc)
+                await asyncio.sleep(self.config.append_entries_period)
+                continue
+            if outcome.applied:
+                self._active_term = term
+                logger.info("node %d is the active controller (epoch %d, Raft term %d) after "
+                            "%.3f s", self.node_id, epoch + 1, term, time.monotonic() - started)
+                return
+            epoch = max(epoch + 1, outcome.controller_epoch)  # someone claimed first: go above
+
+    def _raft_state_changed(self, old: int, new: int) -> None:  # Raft thread
+        self._call_on_loop(self._on_raft_state, new)
+
+    def _on_raft_state(self, new: int) -> None:
+        if self._closed or self._syncobj is None:
+            return
+        logger.info("node %d is now Raft %s (term %d)", self.node_id,
+                    _RAFT_STATE_NAMES.get(new, new), self._syncobj.raftCurrentTerm)
+        if new == _RAFT_STATE.LEADER:
+            if self._claim_task is not None:
+                self._claim_task.cancel()
+            self._claim_task = asyncio.ensure_future(
+                self._claim_controller(self._syncobj.raftCurrentTerm))
+
+    # -- Raft thread -> loop ----------------------------------------------------------------
+
+    def _call_on_loop(self, fn: Callable[..., None], *args: Any) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop closed meanwhile: nobody is listening any more
+            pass
+
+    def _raft_applied(self, batch: list[dict[str, Any]], outcome: BatchOutcome) -> None:
+        controller = (None if outcome.controller_id is None
+                      else (outcome.controller_id, outcome.controller_epoch))
+        entries = list(zip(range(outcome.first_offset, outcome.last_offset + 1), batch))
+        self._call_on_loop(self._deliver, entries, controller)
+
+    def _raft_snapshot_installed(self, state: MetadataLogState) -> None:
+        controller = (None if state.controller_id is None
+                      else (state.controller_id, state.controller_epoch))
+        self._call_on_loop(self._deliver_snapshot, state.offset, controller, state.app_state)
+
+    def _deliver(self, entries: list[tuple[int, dict[str, Any]]],
+                 controller: tuple[int, int] | None) -> None:
+        self._controller = controller  # only a claim changes it, and a claim travels alone
+        for offset, record in entries:
+            self._metadata_offset = offset
+            for callback in self._commit_callbacks:
+                try:
+                    callback(offset, record)
+                except Exception:  # one consumer's bug must not starve the others
+                    logger.exception("on_commit callback failed at offset %d", offset)
+
+    def _deliver_snapshot(self, offset: int, controller: tuple[int, int] | None, state: Any) -> None:
+        logger.info("metadata snapshot installed at offset %d", offset)
+        self._metadata_offset = offset
+        self._controller = controller
+        for callback in self._snapshot_callbacks:
+            try:
+                callback(offset, state)
+            except Exception:
+                logger.exception("on_snapshot callback failed at offset %d", offset)
+
+    # -- status -----------------------------------------------------------------------------
+
+    @property
+    def metadata_offset(self) -> int:
+        """The last metadata offset delivered to this loop (-1 before any record)."""
+        return self._metadata_offset
+
+    def status(self) -> QuorumStatus:
+        assert self._syncobj is not None, "not started"
+        raw = _read_status(self._syncobj)
+        state = _RAFT_STATE_NAMES.get(raw["state"], str(raw["state"]))
+        leader_node = raw["leader"]
+        leader_id = None if leader_node is None else self._node_ids.get(leader_node.id)
+        matches = {self._node_ids[key[len("match_idx_server_"):]]: value
+                   for key, value in raw.items()
+                   if key.startswith("match_idx_server_")
+                   and key[len("match_idx_server_"):] in self._node_ids}
+        commit = raw["commit_idx"]
+        # pysyncobj does not expose the leader's log end; no follower can be past it.
+        log_end = max([commit, *matches.values()])
+        voters = []
+        for nid, address in sorted(self._addresses.items()):
+            if nid == self.node_id:
+                own_end = log_end if state == "Leader" else raw["last_applied"]
+                voters.append(VoterStatus(nid, own_end, 0 if state == "Leader" else -1, True,
+                                          "Leader" if state == "Leader" else "Follower"))
+                continue
+            connected = raw.get(f"partner_node_status_server_{address}", 0) == 2
+            if state == "Leader" and nid in matches:
+                voters.append(VoterStatus(nid, matches[nid], log_end - matches[nid], connected,
+                                          "Follower"))
+            else:
+                voters.append(VoterStatus(nid, -1, -1, connected,
+                                          "Leader" if nid == leader_id else "Follower"))
+        controller = self._controller
+        return QuorumStatus(
+            node_id=self.node_id, raft_state=state, leader_id=leader_id,
+            leader_epoch=raw["raft_term"], high_watermark=commit,
+            last_applied_index=raw["last_applied"], metadata_offset=self._metadata_offset,
+            active_controller_id=controller[0] if controller else None,
+            controller_epoch=controller[1] if controller else 0,
+            has_quorum=bool(raw["has_quorum"]), voters=tuple(voters),
+        )
+
+
+def _settle(future: asyncio.Future, result: Any, error: int) -> None:
+    if not future.done():  # it may have timed out or been failed by close()
+        future.set_result((result, error))
+
+
+def _read_status(syncobj: SyncObj, attempts: int = 5) -> dict[str, Any]:
+    """getStatus() iterates dicts the Raft thread mutates; a rare concurrent change is retried."""
+    for _ in range(attempts - 1):
+        try:
+            return syncobj.getStatus()
+        except RuntimeError:
+            continue
+    return syncobj.getStatus()
+
+
+def _fail_name(code: int) -> str:
+    names = {v: k for k, v in vars(FAIL_REASON).items() if k.isupper()}
+    return names.get(code, str(code))

@@ -1,0 +1,211 @@
+"""The replicated state machine behind `RaftQuorum`: pure, deterministic, never raises.
+
+It owns what every voter must agree on besides the application's own state: the metadata offset
+of the last applied record, the active controller and its epoch (fencing inside the log), and a
+bounded window of recent request ids (so a retried proposal is applied once). The application
+state (the metadata image) is folded in by an injected pure `StateMachine`.
+
+A log entry is one *batch*: the list of record dicts of one `propose` call, applied atomically.
+Each record is a dict of builtins with `type`, `controller_epoch` and `request_id`, as
+`metadata.records` writes them. No clock, no randomness, no I/O: every voter computes the same
+result from the same entries, and a snapshot of `MetadataLogState` is the whole truth.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from metadata.delta import apply_records
+from metadata.image import MetadataImage
+
+logger = logging.getLogger(__name__)
+
+CLAIM_CONTROLLER = "ClaimController"
+# Both limits are part of the replicated semantics: every voter must use the same values.
+MAX_RECORDS_PER_BATCH = 100_000
+MAX_REMEMBERED_REQUESTS = 10_000
+MAX_REQUEST_ID_LENGTH = 256
+
+
+class StateMachine(Protocol):
+    """The application's pure fold over committed batches (e.g. the metadata image).
+
+    `replay` gets the (offset, record) entries of one applied batch and must return a new value
+    rather than mutate `state`: the event loop reads a state handed out by a snapshot while the
+    Raft thread keeps applying. It should not raise; if it does, the batch keeps its offsets but
+    leaves the application state unchanged (on every voter alike).
+    """
+
+    def initial_state(self) -> Any: ...
+
+    def replay(self, state: Any, entries: list[tuple[int, dict[str, Any]]]) -> Any: ...
+
+
+class NoStateMachine:
+    """Keeps no application state: consumers rebuild from `on_commit` and the log alone."""
+
+    def initial_state(self) -> Any:
+        return None
+
+    def replay(self, state: Any, entries: list[tuple[int, dict[str, Any]]]) -> Any:
+        return state
+
+
+class MetadataImageMachine:
+    """The controller's state: a `MetadataImage` (what `Quorum.on_snapshot` promises)."""
+
+    def initial_state(self) -> MetadataImage:
+        return MetadataImage.EMPTY
+
+    def replay(self, state: MetadataImage, entries: list[tuple[int, dict[str, Any]]]) -> MetadataImage:
+        return apply_records(state, entries)[1]
+
+
+@dataclass
+class MetadataLogState:
+    """Everything the replicated log determines. Mutated only by `apply_batch` (Raft thread)."""
+
+    offset: int = -1  # metadata offset of the last applied record; the first record gets 0
+    controller_id: int | None = None
+    controller_epoch: int = 0
+    # request_id -> offset of the last record of its batch, oldest first, bounded.
+    request_ids: "OrderedDict[str, int]" = field(default_factory=OrderedDict)
+    app_state: Any = None
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What applying one batch did. `status`: "applied", "duplicate", "fenced" or "invalid"."""
+
+    status: str
+    reason: str = ""
+    first_offset: int = -1
+    last_offset: int = -1
+    controller_id: int | None = None
+    controller_epoch: int = 0
+
+    @property
+    def applied(self) -> bool:
+        return self.status == "applied"
+
+
+def claim_record(node_id: int, controller_epoch: int) -> dict[str, Any]:
+    """The record a new Raft leader commits before it acts as the active controller."""
+    return {"type": CLAIM_CONTROLLER, "version": 0, "controller_epoch": controller_epoch,
+            "request_id": None, "node_id": node_id}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def validate_batch(batch: Any) -> str | None:
+    """Why `batch` is malformed, or None. Shape only; fencing is `check_fencing`."""
+    if not isinstance(batch, list) or not batch:
+        return "a batch is a non-empty list of records"
+    if len(batch) > MAX_RECORDS_PER_BATCH:
+        return f"a batch holds at most {MAX_RECORDS_PER_BATCH} records, got {len(batch)}"
+    epoch = None
+    for i, record in enumerate(batch):
+        if not isinstance(record, dict):
+            return f"record {i} is a {type(record).__name__}, not a dict"
+        if not isinstance(record.get("type"), str) or not record["type"]:
+            return f"record {i} has no string `type`"
+        if not _is_int(record.get("controller_epoch")) or record["controller_epoch"] < 0:
+            return f"record {i} has no non-negative integer `controller_epoch`"
+        request_id = record.get("request_id")
+        if request_id is not None and (
+            not isinstance(request_id, str) or not 0 < len(request_id) <= MAX_REQUEST_ID_LENGTH
+        ):
+            return f"record {i} has a bad `request_id` (a string of 1-{MAX_REQUEST_ID_LENGTH} chars or null)"
+        if epoch is not None and record["controller_epoch"] != epoch:
+            return "the records of a batch carry different controller epochs"
+        epoch = record["controller_epoch"]
+    claims = [r for r in batch if r["type"] == CLAIM_CONTROLLER]
+    if claims:
+        if len(batch) != 1:
+            return f"a {CLAIM_CONTROLLER} record travels alone in its batch"
+        if not _is_int(claims[0].get("node_id")) or claims[0]["node_id"] < 0:
+            return f"{CLAIM_CONTROLLER} needs a non-negative integer `node_id`"
+    return None
+
+
+def batch_request_id(batch: list[dict[str, Any]]) -> str | None:
+    """The request a batch answers: the first request id its records carry."""
+    return next((r["request_id"] for r in batch if r.get("request_id") is not None), None)
+
+
+def check_fencing(controller_id: int | None, controller_epoch: int,
+                  batch: list[dict[str, Any]]) -> str | None:
+    """Why a well-formed batch must be ignored under the current controller, or None.
+
+    A claim must name exactly the next epoch (an older leader's late claim is stale); any other
+    batch must come from the current controller's epoch (a deposed controller's writes are stale).
+    """
+    epoch = batch[0]["controller_epoch"]
+    if batch[0]["type"] == CLAIM_CONTROLLER:
+        if epoch != controller_epoch + 1:
+            kind = "stale claim" if epoch <= controller_epoch else "claim skips epochs"
+            return (f"{kind}: epoch {epoch} by node {batch[0]['node_id']}, the current "
+                    f"epoch is {controller_epoch}")
+        return None
+    if controller_id is None:
+        return "no active controller has claimed an epoch yet"
+    if epoch != controller_epoch:
+        return (f"fenced: written in controller epoch {epoch}, the active controller is node "
+                f"{controller_id} in epoch {controller_epoch}")
+    return None
+
+
+def apply_batch(state: MetadataLogState, batch: Any, machine: StateMachine) -> BatchOutcome:
+    """Apply one committed batch to `state` in place. Deterministic; never raises.
+
+    Invalid or fenced batches change nothing. A batch whose request id was already applied
+    changes nothing and answers the offset it got the first time.
+    """
+    try:
+        return _apply(state, batch, machine)
+    except Exception as exc:  # a bug here must not stop the cluster from applying
+        logger.exception("metadata batch could not be applied; treated as a no-op")
+        return _outcome(state, "invalid", f"internal error: {type(exc).__name__}: {exc}")
+
+
+def _outcome(state: MetadataLogState, status: str, reason: str = "",
+             first_offset: int = -1, last_offset: int = -1) -> BatchOutcome:
+    return BatchOutcome(status, reason, first_offset, last_offset,
+                        state.controller_id, state.controller_epoch)
+
+
+def _apply(state: MetadataLogState, batch: Any, machine: StateMachine) -> BatchOutcome:
+    reason = validate_batch(batch)
+    if reason is not None:
+        logger.warning("ignoring invalid metadata batch: %s", reason)
+        return _outcome(state, "invalid", reason)
+    reason = check_fencing(state.controller_id, state.controller_epoch, batch)
+    if reason is not None:
+        logger.info("ignoring metadata batch: %s", reason)
+        return _outcome(state, "fenced", reason)
+    request_id = batch_request_id(batch)
+    if request_id is not None and request_id in state.request_ids:
+        last = state.request_ids[request_id]
+        return _outcome(state, "duplicate", f"request {request_id} already applied", -1, last)
+
+    first = state.offset + 1
+    entries = list(zip(range(first, first + len(batch)), batch))
+    state.offset += len(batch)
+    if batch[0]["type"] == CLAIM_CONTROLLER:
+        state.controller_id = batch[0]["node_id"]
+        state.controller_epoch = batch[0]["controller_epoch"]
+    try:
+        state.app_state = machine.replay(state.app_state, entries)
+    except Exception as exc:  # same batch, same code: every voter skips it alike
+        logger.warning("batch at offsets %d-%d left the state unchanged: %s: %s",
+                       first, state.offset, type(exc).__name__, exc)
+    if request_id is not None:
+        state.request_ids[request_id] = state.offset
+        while len(state.request_ids) > MAX_REMEMBERED_REQUESTS:
+            state.request_ids.popitem(last=False)
+    return _outcome(state, "applied", "", first, state.offset)

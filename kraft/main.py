@@ -1,0 +1,105 @@
+"""`kraft-node`: the node's command line. Flags < config file < `--override key=value`.
+
+With no flags it starts the embedded single node: node 1, controller and broker, serving
+http://127.0.0.1:9092 with data in ./kraft-data. Configuration errors print the key at fault to
+stderr and exit 2; SIGTERM/SIGINT shut down cleanly and exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from typing import Any
+
+import click
+
+from kraft.config import ConfigError, KraftConfig, describe_keys, load_config
+from kraft.logging import setup_logging
+
+log = logging.getLogger("kraft")
+
+EXIT_CONFIG_ERROR = 2
+EXIT_STARTUP_FAILED = 1
+
+
+def _flags(**given: Any) -> dict[str, Any]:
+    """CLI flags as config keys; flags not given stay out so the config file may set them."""
+    names = {
+        "node_id": "node.id", "role": "process.roles", "listen": "listeners",
+        "controller_listen": "controller.listeners", "controller_quorum": "controller.quorum.voters",
+        "data_dir": "log.dirs", "metadata_mode": "metadata.mode",
+        "zookeeper_connect": "zookeeper.connect",
+    }
+    return {names[k]: v for k, v in given.items() if v is not None}
+
+
+async def _serve(config: KraftConfig) -> int:
+    from kraft.node import Node
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        node = Node(config)
+    except ConfigError as e:
+        log.error("configuration error: %s", e)
+        return EXIT_CONFIG_ERROR
+    try:
+        await node.start()
+    except Exception:
+        log.exception("node %d failed to start", config.node_id)
+        await node.stop()
+        return EXIT_STARTUP_FAILED
+    await stop.wait()
+    log.info("shutting down")
+    await node.stop()
+    log.info("stopped")
+    return 0
+
+
+def _install_uvloop() -> None:
+    try:
+        import uvloop
+    except ImportError:
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--node-id", type=int, help="This node's id (node.id). Default 1.")
+@click.option("--role", help="controller, broker or controller,broker (process.roles).")
+@click.option("--listen", help="Client HTTP listener HOST:PORT (listeners). Default 127.0.0.1:9092.")
+@click.option("--controller-listen", help="Controller (Raft) listener HOST:PORT.")
+@click.option("--controller-quorum", help="Controller voters ID@HOST:PORT,... .")
+@click.option("--data-dir", help="Data directory (log.dirs). Default ./kraft-data.")
+@click.option("--metadata-mode", help="kraft (default) or zookeeper.")
+@click.option("--zookeeper-connect", help="ZooKeeper HOST:PORT for --metadata-mode zookeeper.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False),
+              help="A TOML or server.properties file.")
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Set any config key; repeatable; wins over the file.")
+@click.option("--help-config", is_flag=True, help="List every config key and exit.")
+def cli(config_file: str | None, overrides: tuple[str, ...], help_config: bool, **flags: Any) -> None:
+    """Run a kraft node."""
+    if help_config:
+        click.echo(describe_keys())
+        return
+    try:
+        config = load_config(_flags(**flags), config_file, overrides)
+    except ConfigError as e:
+        click.echo(f"kraft-node: configuration error: {e}", err=True)
+        sys.exit(EXIT_CONFIG_ERROR)
+    setup_logging(config.node_id)
+    _install_uvloop()
+    sys.exit(asyncio.run(_serve(config)))
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,349 @@
+"""The record batch codec: kraft's wire and disk format, shared by clients and brokers (pure).
+
+A batch is a 61-byte big-endian header modelled on Kafka's v2 header, then a payload: one msgpack
+array of records, optionally compressed. Each record is
+`[offset_delta, timestamp_delta, key, value, headers]`. The CRC-32C covers everything from
+`attributes` to the end, so a broker stamps `base_offset` and `partition_leader_epoch` without
+recomputing it. The magic byte sits where Kafka's does, with its own value, so a Kafka-v2 payload
+could coexist later. See docs/internals.md §1.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import crc32c
+import lz4.frame
+import msgpack
+import zstandard
+
+from log.errors import CorruptRecordError, InvalidRecordError
+
+MAGIC = 0x4B  # "K": kraft's msgpack batch format (Kafka's v2 is 2)
+
+# base_offset, batch_length, partition_leader_epoch, magic, crc, attributes, last_offset_delta,
+# base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, record_count
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = _HEADER.size  # 61
+LOG_OVERHEAD = 12  # base_offset + batch_length: the bytes batch_length does not count
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+_LENGTH = struct.Struct(">i")
+_OFFSET = struct.Struct(">q")
+_EPOCH = struct.Struct(">i")
+_CRC = struct.Struct(">I")
+_MAGIC_POS = 16
+_CRC_POS = 17
+ATTRIBUTES_POS = 21  # the CRC covers [ATTRIBUTES_POS, end)
+_TIMESTAMPS = struct.Struct(">hiqq")  # attributes, last_offset_delta, base/max timestamp
+_LENGTH_POS = 8
+_EPOCH_POS = 12
+
+COMPRESSION_CODES: dict[str, int] = {"none": 0, "gzip": 1, "lz4": 3, "zstd": 4}
+COMPRESSIONS: tuple[str, ...] = tuple(COMPRESSION_CODES)
+_COMPRESSION_NAMES = {code: name for name, code in COMPRESSION_CODES.items()}
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_FLAG = 0x08  # set: LogAppendTime, clear: CreateTime
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+NO_TIMESTAMP = -1
+
+# A decompressed payload larger than this is refused rather than allocated (decompression bombs).
+MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+
+_packb = msgpack.Packer(use_bin_type=True).pack
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @classmethod
+    def parse(cls, buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+        """Reads the header at `pos` without checking it (see `validate_batch`)."""
+        if len(buf) - pos < HEADER_SIZE:
+            raise CorruptRecordError(
+                f"batch header needs {HEADER_SIZE} bytes, {len(buf) - pos} left at position {pos}"
+            )
+        return cls(*_HEADER.unpack_from(buf, pos))
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def size_in_bytes(self) -> int:
+        return LOG_OVERHEAD + self.batch_length
+
+    @property
+    def compression_code(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def compression(self) -> str:
+        """The codec name; raises InvalidRecordError for a codec kraft does not support."""
+        try:
+            return _COMPRESSION_NAMES[self.compression_code]
+        except KeyError:
+            raise InvalidRecordError(
+                f"unsupported compression code {self.compression_code}"
+            ) from None
+
+    @property
+    def is_log_append_time(self) -> bool:
+        return bool(self.attributes & TIMESTAMP_TYPE_FLAG)
+
+
+def _compress(payload: bytes, compression: str) -> bytes:
+    if compression == "none":
+        return payload
+    if compression == "zstd":
+        return zstandard.compress(payload)
+    if compression == "lz4":
+        return lz4.frame.compress(payload)
+    if compression == "gzip":
+        return gzip.compress(payload, compresslevel=6)
+    raise InvalidRecordError(f"unknown compression {compression!r}; use one of {COMPRESSIONS}")
+
+
+def _decompress(payload: bytes | memoryview, code: int) -> bytes | memoryview:
+    try:
+        if code == 0:
+            return payload
+        if code == 4:
+            return zstandard.ZstdDecompressor().decompress(
+                payload, max_output_size=MAX_DECOMPRESSED_BYTES
+            )
+        if code == 3:
+            lz4_stream = lz4.frame.LZ4FrameDecompressor()
+            out = lz4_stream.decompress(payload, max_length=MAX_DECOMPRESSED_BYTES)
+            if not lz4_stream.eof:
+                raise ValueError("truncated or oversized lz4 frame")
+            return out
+        if code == 1:
+            gzip_stream = zlib.decompressobj(wbits=31)
+            out = gzip_stream.decompress(payload, MAX_DECOMPRESSED_BYTES)
+            if not gzip_stream.eof:
+                raise ValueError("truncated or oversized gzip stream")
+            return out
+    except (zstandard.ZstdError, RuntimeError, zlib.error, ValueError) as e:
+        raise CorruptRecordError(f"cannot decompress batch payload: {e}") from e
+    raise InvalidRecordError(f"unsupported compression code {code}")
+
+
+def encode_batch(
+    rows: Sequence[Sequence[Any]],
+    *,
+    base_offset: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    attributes: int = 0,
+    partition_leader_epoch: int = -1,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """Assembles a batch from already-shaped record rows `[offset_delta, ts_delta, key, value,
+    headers]`; `build_batch` is the usual entry point, the cleaner uses this to keep offsets."""
+    code = attributes & COMPRESSION_MASK
+    name = _COMPRESSION_NAMES.get(code)
+    if name is None:
+        raise InvalidRecordError(f"unsupported compression code {code}")
+    payload = _compress(_packb(rows), name)
+    buf = bytearray(HEADER_SIZE + len(payload))
+    _HEADER.pack_into(
+        buf, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload), partition_leader_epoch,
+        MAGIC, 0, attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+        producer_epoch, base_sequence, len(rows),
+    )
+    buf[HEADER_SIZE:] = payload
+    _CRC.pack_into(buf, _CRC_POS, crc32c.crc32c(memoryview(buf)[ATTRIBUTES_POS:]))
+    return bytes(buf)
+
+
+def build_batch(
+    records: Sequence[tuple[bytes | None, bytes | None, Any, int]],
+    *,
+    compression: str = "none",
+    base_offset: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """Builds one batch from `(key, value, headers, timestamp_ms)` tuples (headers: a sequence of
+    `(str, bytes | None)` pairs, or None). The client hot path: one packb, one CRC."""
+    if not records:
+        raise InvalidRecordError("a batch needs at least one record")
+    if compression not in COMPRESSION_CODES:
+        raise InvalidRecordError(f"unknown compression {compression!r}; use one of {COMPRESSIONS}")
+    base_ts = records[0][3]
+    max_ts = max(r[3] for r in records)
+    rows = [
+        [i, ts - base_ts, key, value, headers or ()]
+        for i, (key, value, headers, ts) in enumerate(records)
+    ]
+    return encode_batch(
+        rows,
+        base_offset=base_offset,
+        last_offset_delta=len(rows) - 1,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        attributes=COMPRESSION_CODES[compression],
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+    )
+
+
+def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
+    """CRC-32C of the covered range of the batch at `pos` of total size `size`."""
+    return crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_POS : pos + size])
+
+
+def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Parses and checks the framing (length, magic, CRC) of the batch at `pos`.
+
+    Raises CorruptRecordError; content rules (record counts, sizes) are `LogValidator`'s job."""
+    header = BatchHeader.parse(buf, pos)
+    if header.batch_length < _MIN_BATCH_LENGTH:
+        raise CorruptRecordError(
+            f"batch at position {pos} has batch_length {header.batch_length}, "
+            f"below the minimum {_MIN_BATCH_LENGTH}"
+        )
+    size = header.size_in_bytes
+    if pos + size > len(buf):
+        raise CorruptRecordError(
+            f"batch at position {pos} claims {size} bytes but only {len(buf) - pos} remain"
+        )
+    if header.magic != MAGIC:
+        raise CorruptRecordError(f"batch at position {pos} has magic {header.magic}, expected {MAGIC}")
+    crc = compute_crc(buf, pos, size)
+    if crc != header.crc:
+        raise CorruptRecordError(
+            f"batch at position {pos} (base offset {header.base_offset}) fails its CRC: "
+            f"stored {header.crc:#010x}, computed {crc:#010x}"
+        )
+    return header
+
+
+def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, BatchHeader]]:
+    """Yields `(position, header)` for each complete batch of concatenated batches.
+
+    Stops at an incomplete trailing batch (fetch responses may cut the last one). The CRC is not
+    checked here; a length that cannot be a batch raises CorruptRecordError."""
+    pos = 0
+    end = len(buf)
+    while end - pos >= HEADER_SIZE:
+        header = BatchHeader.parse(buf, pos)
+        if header.batch_length < _MIN_BATCH_LENGTH:
+            raise CorruptRecordError(
+                f"batch at position {pos} has batch_length {header.batch_length}"
+            )
+        size = header.size_in_bytes
+        if pos + size > end:
+            return
+        yield pos, header
+        pos += size
+
+
+def stamp(buf: bytearray, pos: int, base_offset: int, leader_epoch: int) -> None:
+    """Writes base_offset and partition_leader_epoch in place; both sit outside the CRC."""
+    _OFFSET.pack_into(buf, pos, base_offset)
+    _EPOCH.pack_into(buf, pos + _EPOCH_POS, leader_epoch)
+
+
+def set_log_append_time(buf: bytearray, pos: int, size: int, timestamp: int) -> None:
+    """Marks the batch at `pos` LogAppendTime with `timestamp` and recomputes its CRC, as Kafka's
+    broker does for topics with message.timestamp.type=LogAppendTime."""
+    attributes, last_offset_delta, _, _ = _TIMESTAMPS.unpack_from(buf, pos + ATTRIBUTES_POS)
+    _TIMESTAMPS.pack_into(
+        buf, pos + ATTRIBUTES_POS, attributes | TIMESTAMP_TYPE_FLAG, last_offset_delta,
+        timestamp, timestamp,
+    )
+    _CRC.pack_into(buf, pos + _CRC_POS, compute_crc(buf, pos, size))
+
+
+def _decode_headers(raw: Any) -> tuple[tuple[str, bytes | None], ...]:
+    if not isinstance(raw, (list, tuple)):
+        raise CorruptRecordError("record headers are not an array")
+    out = []
+    for h in raw:
+        if (
+            not isinstance(h, (list, tuple))
+            or len(h) != 2
+            or not isinstance(h[0], str)
+            or not (h[1] is None or isinstance(h[1], bytes))
+        ):
+            raise CorruptRecordError(f"malformed record header {h!r}")
+        out.append((h[0], h[1]))
+    return tuple(out)
+
+
+def decode_records(buf: bytes | bytearray | memoryview, pos: int = 0) -> list[Record]:
+    """Validates the batch at `pos` and returns its records with absolute offsets/timestamps.
+
+    Used by JSON routes, compaction and consumers only: the broker's hot path never decodes."""
+    header = validate_batch(buf, pos)
+    body = memoryview(buf)[pos + HEADER_SIZE : pos + header.size_in_bytes]
+    payload = _decompress(body, header.compression_code)
+    try:
+        rows = msgpack.unpackb(payload, raw=False, use_list=True)
+    except Exception as e:  # msgpack raises several unrelated types for malformed input
+        raise CorruptRecordError(f"batch payload is not valid msgpack: {e}") from e
+    if not isinstance(rows, list) or len(rows) != header.record_count:
+        raise CorruptRecordError(
+            f"batch at offset {header.base_offset} declares {header.record_count} records "
+            f"but its payload holds {len(rows) if isinstance(rows, list) else 'no array'}"
+        )
+    append_time = header.max_timestamp if header.is_log_append_time else None
+    records = []
+    for row in rows:
+        if not isinstance(row, list) or len(row) != 5:
+            raise CorruptRecordError(f"malformed record {row!r}")
+        offset_delta, ts_delta, key, value, headers = row
+        if (
+            not isinstance(offset_delta, int)
+            or not isinstance(ts_delta, int)
+            or not (key is None or isinstance(key, bytes))
+            or not (value is None or isinstance(value, bytes))
+        ):
+            raise CorruptRecordError(f"malformed record {row!r}")
+        records.append(
+            Record(
+                offset=header.base_offset + offset_delta,
+                timestamp=append_time if append_time is not None else header.base_timestamp + ts_delta,
+                key=key,
+                value=value,
+                headers=_decode_headers(headers),
+            )
+        )
+    return records

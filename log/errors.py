@@ -1,0 +1,46 @@
+"""Storage-layer exceptions, each carrying `error_code`: the Kafka error name the HTTP layer maps
+(see `api.errors.from_exception`). `log/` imports nothing of `api/`, so the names are plain strings."""
+
+from __future__ import annotations
+
+
+class LogError(Exception):
+    """Base of every storage error; `error_code` is a Kafka error name."""
+
+    error_code = "UNKNOWN_SERVER_ERROR"
+
+
+class CorruptRecordError(LogError):
+    """Bad batch framing: length, magic, CRC, or an undecodable payload."""
+
+    error_code = "CORRUPT_MESSAGE"
+
+
+class OffsetOutOfRangeError(LogError):
+    """A fetch offset outside [log_start_offset, log_end_offset]."""
+
+    error_code = "OFFSET_OUT_OF_RANGE"
+
+
+class RecordTooLargeError(LogError):
+    """A batch larger than max.message.bytes (or than a segment can hold)."""
+
+    error_code = "MESSAGE_TOO_LARGE"
+
+
+class InvalidRecordError(LogError):
+    """A well-framed batch whose contents break the rules (record count, offsets, compression)."""
+
+    error_code = "INVALID_RECORD"
+
+
+class InvalidTimestampError(LogError):
+    """A timestamp outside what the topic accepts."""
+
+    error_code = "INVALID_TIMESTAMP"
+
+
+class KafkaStorageError(LogError):
+    """The log directory cannot be read or written (I/O error, missing files)."""
+
+    error_code = "KAFKA_STORAGE_ERROR"

@@ -1,0 +1,422 @@
+"""PartitionLog: the log of one partition replica, after Kafka's UnifiedLog/LocalLog.
+
+Owns the ordered segments of a `<topic>-<partition>` directory, the offsets (log start, log end,
+high watermark, recovery point), the leader-epoch cache and the checkpoints. Appends are
+batch-oriented (validate all, stamp, one write); reads return whole raw batches from one segment.
+Blocking file I/O: the broker calls it from a worker thread; a lock makes calls atomic.
+See docs/internals.md §2.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+
+from log.batch import iter_batches
+from log.checkpoint import PartitionCheckpoint, fsync_dir
+from log.cleaner import CleanerStats, LogCleaner
+from log.config import LogConfig
+from log.epoch_cache import LeaderEpochFileCache
+from log.errors import OffsetOutOfRangeError
+from log.recovery import LogLoader
+from log.retention import segments_to_delete
+from log.segment import LogSegment
+from log.validator import LogValidator, ValidatedBatches
+
+logger = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2  # Kafka ListOffsets sentinels
+LATEST_TIMESTAMP = -1
+
+
+@dataclass(frozen=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    record_count: int
+    valid_bytes: int
+
+
+@dataclass(frozen=True)
+class FetchDataInfo:
+    records: bytes  # whole batches, possibly empty
+    fetch_offset: int
+    next_offset: int  # offset after the last returned batch (fetch_offset when empty)
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class PartitionLog:
+    def __init__(self, directory: Path, config: LogConfig, now_ms: int) -> None:
+        """Use `PartitionLog.open`."""
+        loaded = LogLoader(directory, config, now_ms).load()
+        self.directory = directory
+        self._config = config
+        self._validator = LogValidator(config)
+        self._segments = loaded.segments
+        self._log_start_offset = loaded.log_start_offset
+        self._log_end_offset = loaded.log_end_offset
+        self._recovery_point = loaded.recovery_point
+        self._high_watermark = loaded.high_watermark
+        self.leader_epoch_cache = loaded.leader_epoch_cache
+        self._last_flush_ms = now_ms
+        self._dir_dirty = False  # a segment file was created or removed since the last flush
+        self._lock = threading.RLock()
+        self._closed = False
+        self._check_invariants()
+
+    @classmethod
+    def open(cls, directory: Path | str, config: LogConfig, now_ms: int) -> PartitionLog:
+        """Opens or creates the partition log in `directory`, running crash recovery."""
+        return cls(Path(directory), config, now_ms)
+
+    # -- offsets --------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        """Clamped to [log_start_offset, log_end_offset], like Kafka's updateHighWatermark."""
+        with self._lock:
+            self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        """Applies altered topic configs; they take effect from the next append or roll."""
+        with self._lock:
+            self._config = config
+            self._validator = LogValidator(config)
+            self._active.index_interval_bytes = config.index_interval_bytes
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def _active(self) -> LogSegment:
+        return self._segments[-1]
+
+    def _check_invariants(self) -> None:
+        assert self._log_start_offset <= self._high_watermark <= self._log_end_offset, (
+            self._log_start_offset, self._high_watermark, self._log_end_offset,
+        )
+        assert self._recovery_point <= self._log_end_offset
+
+    # -- append ---------------------------------------------------------------------------------
+
+    def append_as_leader(self, batches: bytes, leader_epoch: int, now_ms: int) -> LogAppendInfo:
+        """Validates every batch (all or nothing), stamps offsets from the log end offset and
+        `leader_epoch`, and appends. Raises a `log.errors` error without writing anything."""
+        with self._lock:
+            validated = self._validator.validate_for_leader(batches)
+            latest = self.leader_epoch_cache.latest_epoch
+            if latest is not None and leader_epoch < latest:
+                raise ValueError(f"leader epoch {leader_epoch} is below the latest epoch {latest}")
+            validated = self._validator.assign_offsets(
+                validated, self._log_end_offset, leader_epoch, now_ms
+            )
+            if latest != leader_epoch:
+                self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
+            return self._append(validated, now_ms)
+
+    def append_as_follower(self, batches: bytes, now_ms: int | None = None) -> LogAppendInfo:
+        """Appends batches replicated from the leader, keeping their offsets and epochs."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            validated = self._validator.validate_for_follower(batches, self._log_end_offset)
+            for _, header in validated.batches:
+                if header.partition_leader_epoch >= 0:
+                    self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            return self._append(validated, now_ms)
+
+    def _append(self, validated: ValidatedBatches, now_ms: int) -> LogAppendInfo:
+        if self._active.should_roll(
+            self._config, validated.size_in_bytes, validated.max_timestamp,
+            validated.last_offset, now_ms,
+        ):
+            self.roll(now_ms)
+        self._active.append(validated.buffer, validated.batches)
+        self._log_end_offset = validated.last_offset + 1
+        info = LogAppendInfo(
+            first_offset=validated.first_offset,
+            last_offset=validated.last_offset,
+            max_timestamp=validated.max_timestamp,
+            record_count=validated.record_count,
+            valid_bytes=validated.size_in_bytes,
+        )
+        if (
+            self._log_end_offset - self._recovery_point >= self._config.flush_messages
+            or now_ms - self._last_flush_ms >= self._config.flush_ms
+        ):
+            self.flush(now_ms)
+        return info
+
+    def roll(self, now_ms: int) -> LogSegment:
+        """Starts a new active segment at the log end offset (no-op when the active one is empty)."""
+        with self._lock:
+            active = self._active
+            if active.size == 0:
+                return active
+            active.on_become_inactive()
+            segment = LogSegment(self.directory, self._log_end_offset, self._config, now_ms)
+            self._segments.append(segment)
+            self._dir_dirty = True
+            return segment
+
+    # -- read -----------------------------------------------------------------------------------
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FetchDataInfo:
+        """Whole batches from the one holding `fetch_offset`, up to `max_bytes` (at least one
+        batch when `min_one_batch`), never a batch reaching `max_offset` (the high watermark for
+        consumers). Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset]."""
+        with self._lock:
+            if not self._log_start_offset <= fetch_offset <= self._log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {fetch_offset} is outside [{self._log_start_offset}, "
+                    f"{self._log_end_offset}]"
+                )
+            limit = self._log_end_offset if max_offset is None else min(max_offset, self._log_end_offset)
+            records = self._read_batches(fetch_offset, max_bytes, limit, min_one_batch)
+            next_offset = fetch_offset
+            for _, header in iter_batches(records):
+                next_offset = header.next_offset
+            return FetchDataInfo(
+                records=records,
+                fetch_offset=fetch_offset,
+                next_offset=next_offset,
+                high_watermark=self._high_watermark,
+                log_start_offset=self._log_start_offset,
+                log_end_offset=self._log_end_offset,
+            )
+
+    def _read_batches(self, fetch_offset: int, max_bytes: int, limit: int, min_one_batch: bool) -> bytes:
+        if fetch_offset >= limit:
+            return b""
+        i = max(0, bisect_right([s.base_offset for s in self._segments], fetch_offset) - 1)
+        for segment in self._segments[i:]:
+            found = segment.find_batch(fetch_offset)
+            if found is not None:
+                break
+        else:
+            return b""
+        position, first = found
+        if first.last_offset >= limit:
+            return b""
+        if first.size_in_bytes > max_bytes and not min_one_batch:
+            return b""
+        data = segment.read(position, max(max_bytes, first.size_in_bytes))
+        end = 0
+        for pos, header in iter_batches(data):
+            if header.last_offset >= limit or (pos > 0 and pos + header.size_in_bytes > max_bytes):
+                break
+            end = pos + header.size_in_bytes
+        return data[:end]
+
+    def offset_for_timestamp(
+        self, timestamp: int, max_offset: int | None = None
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with a timestamp >= `timestamp`, or None.
+        Kafka's sentinels: EARLIEST_TIMESTAMP (-2) and LATEST_TIMESTAMP (-1) answer the log start
+        and log end offsets with timestamp -1. Results at or past `max_offset` are None."""
+        with self._lock:
+            if timestamp == EARLIEST_TIMESTAMP:
+                return self._log_start_offset, -1
+            if timestamp == LATEST_TIMESTAMP:
+                return self._log_end_offset, -1
+            for segment in self._segments:
+                if segment.next_offset <= self._log_start_offset or segment.max_timestamp < timestamp:
+                    continue
+                found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                if found is not None:
+                    if max_offset is not None and found[0] >= max_offset:
+                        return None
+                    return found
+            return None
+
+    # -- truncation -----------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Removes everything at or after `offset` (a follower's divergent suffix, KIP-101)."""
+        with self._lock:
+            if offset >= self._log_end_offset:
+                return
+            if offset < self._log_start_offset:
+                self.truncate_fully_and_start_at(offset)
+                return
+            while len(self._segments) > 1 and self._active.base_offset >= offset:
+                self._segments.pop().delete()
+                self._dir_dirty = True
+            removed = self._active.truncate_to(offset)
+            logger.info(
+                "%s: truncated to offset %d (%d bytes from the active segment)",
+                self.directory, offset, removed,
+            )
+            self._log_end_offset = offset
+            self.leader_epoch_cache.truncate_from_end(offset)
+            self._recovery_point = min(self._recovery_point, offset)
+            self._high_watermark = min(self._high_watermark, offset)
+            self._check_invariants()
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
+        """Deletes every segment and restarts the log empty at `offset`."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            for segment in self._segments:
+                segment.delete()
+            self._segments = [LogSegment(self.directory, offset, self._config, now_ms)]
+            self._dir_dirty = True
+            self.leader_epoch_cache.clear()
+            self._log_start_offset = self._log_end_offset = offset
+            self._recovery_point = self._high_watermark = offset
+            self.checkpoint()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for a follower's last epoch (KIP-101/279)."""
+        with self._lock:
+            return self.leader_epoch_cache.end_offset_for(epoch, self._log_end_offset)
+
+    # -- retention and compaction ---------------------------------------------------------------
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Advances the log start (follower catching up with its leader's, or DeleteRecords);
+        segments wholly below it go at the next `delete_old_segments`."""
+        with self._lock:
+            if offset <= self._log_start_offset:
+                return False
+            if offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot move the log start to {offset}, above the high watermark "
+                    f"{self._high_watermark}"
+                )
+            self._log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+            self.checkpoint()
+            return True
+
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Time/size retention and log-start breaches (Kafka's deleteOldSegments); returns how
+        many segments were deleted. The active segment goes only after rolling a fresh one."""
+        with self._lock:
+            count = segments_to_delete(
+                self._segments, self._config,
+                log_start_offset=self._log_start_offset,
+                high_watermark=self._high_watermark,
+                log_end_offset=self._log_end_offset,
+                now_ms=now_ms,
+            )
+            if count == 0:
+                return 0
+            if count == len(self._segments):
+                self.roll(now_ms)
+            doomed, self._segments = self._segments[:count], self._segments[count:]
+            for segment in doomed:
+                logger.info("%s: retention deletes segment %r", self.directory, segment)
+                segment.delete()
+            self._dir_dirty = True
+            self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+            self._high_watermark = max(self._high_watermark, self._log_start_offset)
+            self._recovery_point = max(self._recovery_point, self._log_start_offset)
+            self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+            self.checkpoint()
+            return count
+
+    def compact(self, now_ms: int) -> CleanerStats:
+        """Compacts the segments below the active one and the high watermark
+        (cleanup.policy=compact); a no-op for delete-only topics."""
+        with self._lock:
+            if not self._config.compact:
+                return CleanerStats()
+            cleaner = LogCleaner(self.directory, self._config)
+            self._segments, stats = cleaner.clean(self._segments, self._high_watermark, now_ms)
+            if stats.segments_removed:
+                self._dir_dirty = True
+            return stats
+
+    # -- durability and lifecycle ---------------------------------------------------------------
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsyncs every segment holding unflushed data, then moves the recovery point to the log
+        end offset and checkpoints it."""
+        with self._lock:
+            for segment in self._segments:
+                if segment.next_offset > self._recovery_point or segment is self._active:
+                    segment.flush()
+            if self._dir_dirty:
+                fsync_dir(self.directory)
+                self._dir_dirty = False
+            self._recovery_point = self._log_end_offset
+            self._last_flush_ms = _now_ms() if now_ms is None else now_ms
+            self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Writes log start offset, recovery point and high watermark (atomic file replace)."""
+        with self._lock:
+            PartitionCheckpoint(
+                log_start_offset=self._log_start_offset,
+                recovery_point=self._recovery_point,
+                high_watermark=self._high_watermark,
+            ).write(self.directory)
+
+    def close(self) -> None:
+        """Flushes everything and checkpoints, so the next open recovers nothing."""
+        with self._lock:
+            if self._closed:
+                return
+            self._active.on_become_inactive()
+            self.flush()
+            for segment in self._segments:
+                segment.close()
+            self._closed = True
+
+    def delete(self) -> None:
+        """Removes the partition directory and everything in it."""
+        with self._lock:
+            for segment in self._segments:
+                segment.close()
+            self._closed = True
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.directory.name}, log_start_offset={self._log_start_offset}, "
+            f"high_watermark={self._high_watermark}, log_end_offset={self._log_end_offset})"
+        )
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,395 @@
+"""MetadataDelta: replays records on top of an image and builds the next image (Kafka's `MetadataDelta`).
+
+`replay(record, offset)` never raises: a record that is malformed, refers to something that does
+not exist, breaks an invariant, comes from a stale controller epoch, or repeats an earlier request
+(same `request_id` not directly continuing it) is a no-op whose reason is logged and kept in
+`ignored`. The offset still advances. `apply()` builds the next `MetadataImage`, sharing what did
+not change; `local_changes(broker_id)` says which partitions a broker now leads, follows or must
+delete (Kafka's `TopicsDelta.localChanges`). `MetadataDelta.from_snapshot` gives the same view
+for a snapshot installed over an older image.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from metadata.errors import MetadataError
+from metadata.image import (
+    BrokerRegistration, ClusterImage, ConfigurationsImage, MetadataImage, PartitionRegistration,
+    ProducerIdsImage, TopicImage, TopicsImage, frozen_map,
+)
+from metadata.records import (
+    ClaimController, Config, FenceBroker, MetadataRecord, NoOp, Partition, PartitionChange, ProducerIds,
+    RegisterBroker, RemoveTopic, Topic, UnfenceBroker, UnregisterBroker, record_from_dict,
+)
+from metadata.topic_name import validate_topic_name
+
+log = logging.getLogger(__name__)
+
+MAX_REMEMBERED_REQUESTS = 5000  # request ids kept for retry dedupe (a retry window's worth)
+MAX_IGNORED = 100
+RESOURCE_TYPES = ("topic", "broker")
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class LocalReplicaChanges:
+    """What one broker must do after a delta; apply `deletes` first (a name may be re-created)."""
+
+    leaders: dict[TopicPartition, PartitionRegistration] = field(default_factory=dict)
+    followers: dict[TopicPartition, PartitionRegistration] = field(default_factory=dict)
+    deletes: set[TopicPartition] = field(default_factory=set)
+    topic_ids: dict[str, str] = field(default_factory=dict)  # name -> id, for leaders and followers
+
+
+class _Invalid(Exception):
+    pass
+
+
+@dataclass
+class _TopicChange:
+    name: str
+    created: bool  # by this delta: no partitions in the base image
+    count: int  # partitions after the delta
+    partitions: dict[int, PartitionRegistration] = field(default_factory=dict)  # new or changed
+
+
+class MetadataDelta:
+    def __init__(self, image: MetadataImage) -> None:
+        self.image = image  # the base image
+        self.offset = image.offset
+        self.ignored: list[tuple[int, str]] = []  # (offset, reason) of records replayed as no-ops
+        self._controller_epoch = image.controller_epoch
+        self._controller_id = image.controller_id
+        self._brokers: dict[int, BrokerRegistration | None] = {}
+        self._topics: dict[str, _TopicChange] = {}  # by topic id
+        self._deleted: dict[str, TopicImage] = {}  # base topics removed, by topic id
+        self._names: dict[str, str | None] = {}  # name -> topic id (None: removed) for changed names
+        self._configs: dict[tuple[str, str], dict[str, str]] = {}  # whole new maps of changed resources
+        self._next_producer_id: int | None = None
+        self._request_ids: dict[str, int] = {}
+        self._replacement: MetadataImage | None = None
+        self._handlers: dict[type, Callable[[Any, int], None]] = {
+            RegisterBroker: self._register_broker,
+            UnregisterBroker: self._unregister_broker,
+            FenceBroker: self._fence_broker,
+            UnfenceBroker: self._fence_broker,
+            Topic: self._topic,
+            RemoveTopic: self._remove_topic,
+            Partition: self._partition_record,
+            PartitionChange: self._partition_change,
+            Config: self._config,
+            ProducerIds: self._producer_ids,
+            NoOp: lambda rec, offset: None,
+            ClaimController: self._claim_controller,
+        }
+
+    @classmethod
+    def from_snapshot(cls, previous: MetadataImage, snapshot: MetadataImage) -> "MetadataDelta":
+        """The delta from `previous` to a whole new image, as a snapshot install presents it."""
+        delta = cls(previous)
+        delta._replacement = snapshot
+        delta.offset = snapshot.offset
+        for tid, t in snapshot.topics.by_id.items():
+            delta._topics[tid] = _TopicChange(t.name, tid not in previous.topics.by_id, len(t.partitions),
+                                              dict(t.partitions))
+        delta._deleted = {tid: t for tid, t in previous.topics.by_id.items() if tid not in snapshot.topics.by_id}
+        delta._brokers = {b: snapshot.cluster.brokers.get(b) for b in {*previous.cluster.brokers,
+                                                                        *snapshot.cluster.brokers}}
+        return delta
+
+    # -- what changed -----------------------------------------------------------------------------
+
+    @property
+    def changed_brokers(self) -> Mapping[int, BrokerRegistration | None]:
+        """Brokers (re)registered, fenced, unfenced (their new registration) or removed (None)."""
+        return self._brokers
+
+    @property
+    def changed_topic_ids(self) -> set[str]:
+        return set(self._topics)
+
+    @property
+    def deleted_topics(self) -> Mapping[str, TopicImage]:
+        """Topics of the base image removed by this delta, by topic id."""
+        return self._deleted
+
+    # -- replay -----------------------------------------------------------------------------------
+
+    def replay(self, record: MetadataRecord | dict[str, Any], offset: int) -> bool:
+        """Apply one record at `offset`; False (a no-op, reason in `ignored`) when it is invalid."""
+        assert self._replacement is None, "a snapshot delta takes no more records"
+        if offset <= self.offset:
+            self._ignore(offset, f"offset {offset} is not after {self.offset}")
+            return False
+        try:
+            rec = record if isinstance(record, MetadataRecord) else record_from_dict(record)
+            self._check_fencing(rec)
+            self._check_duplicate(rec)
+            # from here on the record belongs to its request, whether or not it is valid
+            self._remember_request(rec.request_id, offset)
+            self._handlers[type(rec)](rec, offset)
+            ok = True
+        except (_Invalid, ValueError, MetadataError) as e:
+            self._ignore(offset, str(e))
+            ok = False
+        except Exception as e:  # a bug: stay deterministic and alive on every voter, but shout
+            log.exception("metadata record at offset %d: unexpected error", offset)
+            self._ignore(offset, f"internal error: {type(e).__name__}: {e}")
+            ok = False
+        self.offset = offset
+        return ok
+
+    def _ignore(self, offset: int, reason: str) -> None:
+        log.warning("metadata record at offset %d ignored: %s", offset, reason)
+        self.ignored.append((offset, reason))
+        del self.ignored[:-MAX_IGNORED]
+
+    def _request_offset(self, request_id: str) -> int | None:
+        if request_id in self._request_ids:
+            return self._request_ids[request_id]
+        return self.image.request_ids.get(request_id)
+
+    def _remember_request(self, request_id: str | None, offset: int) -> None:
+        if request_id is not None:
+            self._request_ids.pop(request_id, None)  # re-insert: the dict is ordered by recency
+            self._request_ids[request_id] = offset
+
+    def _check_fencing(self, rec: MetadataRecord) -> None:
+        if isinstance(rec, ClaimController):
+            if rec.controller_epoch <= self._controller_epoch:
+                raise _Invalid(f"stale claim of controller epoch {rec.controller_epoch} "
+                               f"(current {self._controller_epoch})")
+        elif rec.controller_epoch != self._controller_epoch:
+            raise _Invalid(f"{rec.type} from controller epoch {rec.controller_epoch}, "
+                           f"current is {self._controller_epoch}")
+
+    def _check_duplicate(self, rec: MetadataRecord) -> None:
+        # The records of one request are contiguous (quorum proposals are atomic), so a known
+        # request id that does not continue the previous record is a retry of a committed request.
+        if rec.request_id is not None:
+            last = self._request_offset(rec.request_id)
+            if last is not None and last != self.offset:
+                raise _Invalid(f"duplicate of request {rec.request_id!r} committed at offset {last}")
+
+    # -- per record type --------------------------------------------------------------------------
+
+    def _broker(self, broker_id: int) -> BrokerRegistration | None:
+        if broker_id in self._brokers:
+            return self._brokers[broker_id]
+        return self.image.cluster.brokers.get(broker_id)
+
+    def _claim_controller(self, rec: ClaimController, offset: int) -> None:
+        self._controller_epoch = rec.controller_epoch
+        self._controller_id = rec.node_id
+
+    def _register_broker(self, rec: RegisterBroker, offset: int) -> None:
+        if rec.broker_id < 0:
+            raise _Invalid(f"broker id {rec.broker_id} is negative")
+        if not rec.endpoints:
+            raise _Invalid(f"broker {rec.broker_id} registers no endpoint")
+        epoch = offset if rec.broker_epoch < 0 else rec.broker_epoch
+        old = self._broker(rec.broker_id)
+        if old is not None and epoch <= old.broker_epoch:
+            raise _Invalid(f"broker {rec.broker_id} epoch {epoch} is not after {old.broker_epoch}")
+        self._brokers[rec.broker_id] = BrokerRegistration(
+            rec.broker_id, rec.incarnation_id, epoch, rec.endpoints, rec.rack, rec.fenced
+        )
+
+    def _registered(self, broker_id: int, broker_epoch: int) -> BrokerRegistration:
+        b = self._broker(broker_id)
+        if b is None:
+            raise _Invalid(f"broker {broker_id} is not registered")
+        if b.broker_epoch != broker_epoch:
+            raise _Invalid(f"broker {broker_id} epoch {broker_epoch} is stale (current {b.broker_epoch})")
+        return b
+
+    def _unregister_broker(self, rec: UnregisterBroker, offset: int) -> None:
+        self._registered(rec.broker_id, rec.broker_epoch)
+        self._brokers[rec.broker_id] = None
+
+    def _fence_broker(self, rec: FenceBroker | UnfenceBroker, offset: int) -> None:
+        b = self._registered(rec.broker_id, rec.broker_epoch)
+        self._brokers[rec.broker_id] = BrokerRegistration(
+            b.broker_id, b.incarnation_id, b.broker_epoch, b.endpoints, b.rack, isinstance(rec, FenceBroker)
+        )
+
+    def _topic_id(self, name: str) -> str | None:
+        if name in self._names:
+            return self._names[name]
+        t = self.image.topics.by_name.get(name)
+        return None if t is None else t.topic_id
+
+    def _base_topic(self, topic_id: str) -> TopicImage | None:
+        if topic_id in self._deleted:
+            return None
+        return self.image.topics.by_id.get(topic_id)
+
+    def _topic_change(self, topic_id: str) -> _TopicChange:
+        """The change record of a live topic (a fresh one, not yet kept, for an untouched base
+        topic, so an invalid record leaves no trace); _Invalid when unknown."""
+        tc = self._topics.get(topic_id)
+        if tc is None:
+            base = self._base_topic(topic_id)
+            if base is None:
+                raise _Invalid(f"unknown topic id {topic_id}")
+            tc = _TopicChange(base.name, False, len(base.partitions))
+        return tc
+
+    def _topic(self, rec: Topic, offset: int) -> None:
+        validate_topic_name(rec.name)
+        if not rec.topic_id:
+            raise _Invalid("empty topic id")
+        if self._topic_id(rec.name) is not None:
+            raise _Invalid(f"topic {rec.name!r} already exists")
+        if rec.topic_id in self._topics or rec.topic_id in self.image.topics.by_id:
+            raise _Invalid(f"topic id {rec.topic_id} is already used")
+        self._topics[rec.topic_id] = _TopicChange(rec.name, True, 0)
+        self._names[rec.name] = rec.topic_id
+
+    def _remove_topic(self, rec: RemoveTopic, offset: int) -> None:
+        tc = self._topic_change(rec.topic_id)
+        self._topics.pop(rec.topic_id, None)
+        if not tc.created:
+            self._deleted[rec.topic_id] = self.image.topics.by_id[rec.topic_id]
+        self._names[tc.name] = None
+        self._configs[("topic", tc.name)] = {}
+
+    def _partition_record(self, rec: Partition, offset: int) -> None:
+        tc = self._topic_change(rec.topic_id)
+        if rec.partition != tc.count:
+            raise _Invalid(f"partition {rec.partition} of {tc.name!r}: the next partition is {tc.count}")
+        tc.partitions[rec.partition] = PartitionRegistration(
+            rec.replicas, rec.isr, rec.leader, rec.leader_epoch, rec.partition_epoch,
+            rec.adding_replicas, rec.removing_replicas,
+        )
+        tc.count += 1
+        self._topics[rec.topic_id] = tc
+
+    def _partition_change(self, rec: PartitionChange, offset: int) -> None:
+        tc = self._topic_change(rec.topic_id)
+        reg = tc.partitions.get(rec.partition)
+        if reg is None and not tc.created:
+            reg = self.image.topics.by_id[rec.topic_id].partitions.get(rec.partition)
+        if reg is None:
+            raise _Invalid(f"unknown partition {tc.name}-{rec.partition}")
+        tc.partitions[rec.partition] = reg.merge(rec)
+        self._topics[rec.topic_id] = tc
+
+    def _config(self, rec: Config, offset: int) -> None:
+        if rec.resource_type not in RESOURCE_TYPES:
+            raise _Invalid(f"unknown config resource type {rec.resource_type!r}")
+        if not rec.name:
+            raise _Invalid("empty config name")
+        if rec.resource_type == "topic" and self._topic_id(rec.resource_name) is None:
+            raise _Invalid(f"config for unknown topic {rec.resource_name!r}")
+        key = (rec.resource_type, rec.resource_name)
+        configs = self._configs.get(key)
+        if configs is None:
+            configs = self._configs[key] = dict(self.image.configs.get(*key))
+        if rec.value is None:
+            configs.pop(rec.name, None)
+        else:
+            configs[rec.name] = rec.value
+
+    def _producer_ids(self, rec: ProducerIds, offset: int) -> None:
+        current = self.image.producer_ids.next_producer_id if self._next_producer_id is None else self._next_producer_id
+        if rec.next_producer_id <= current:
+            raise _Invalid(f"next producer id {rec.next_producer_id} is not after {current}")
+        self._next_producer_id = rec.next_producer_id
+
+    # -- results ----------------------------------------------------------------------------------
+
+    def apply(self) -> MetadataImage:
+        """The image after every replayed record."""
+        if self._replacement is not None:
+            return self._replacement
+        image = self.image
+        return MetadataImage(
+            offset=self.offset,
+            controller_epoch=self._controller_epoch,
+            controller_id=self._controller_id,
+            cluster=self._apply_cluster(image.cluster),
+            topics=self._apply_topics(image.topics),
+            configs=self._apply_configs(image.configs),
+            producer_ids=(
+                image.producer_ids if self._next_producer_id is None else ProducerIdsImage(self._next_producer_id)
+            ),
+            request_ids=self._apply_request_ids(image.request_ids),
+        )
+
+    def _apply_cluster(self, cluster: ClusterImage) -> ClusterImage:
+        if not self._brokers:
+            return cluster
+        brokers = dict(cluster.brokers)
+        for broker_id, registration in self._brokers.items():
+            if registration is None:
+                brokers.pop(broker_id, None)
+            else:
+                brokers[broker_id] = registration
+        return ClusterImage(frozen_map(brokers))
+
+    def _apply_topics(self, topics: TopicsImage) -> TopicsImage:
+        if not self._topics and not self._deleted:
+            return topics
+        by_id = dict(topics.by_id)
+        by_name = dict(topics.by_name)
+        for topic_id, t in self._deleted.items():
+            del by_id[topic_id]
+            del by_name[t.name]
+        for topic_id, tc in self._topics.items():
+            base = None if tc.created else topics.by_id[topic_id]
+            partitions = dict(base.partitions) if base is not None else {}
+            partitions.update(tc.partitions)
+            assert sorted(partitions) == list(range(len(partitions))), "partitions must be 0..n-1"
+            by_id[topic_id] = by_name[tc.name] = TopicImage(tc.name, topic_id, frozen_map(partitions))
+        return TopicsImage(frozen_map(by_id), frozen_map(by_name))
+
+    def _apply_configs(self, configs: ConfigurationsImage) -> ConfigurationsImage:
+        if not self._configs:
+            return configs
+        resources = dict(configs.resources)
+        for key, values in self._configs.items():
+            if values:
+                resources[key] = frozen_map(values)
+            else:
+                resources.pop(key, None)
+        return ConfigurationsImage(frozen_map(resources))
+
+    def _apply_request_ids(self, request_ids: Mapping[str, int]) -> Mapping[str, int]:
+        if not self._request_ids:
+            return request_ids
+        merged = {r: o for r, o in request_ids.items() if r not in self._request_ids}
+        merged.update(self._request_ids)
+        if len(merged) > MAX_REMEMBERED_REQUESTS:
+            merged = dict(list(merged.items())[-MAX_REMEMBERED_REQUESTS:])
+        return frozen_map(merged)
+
+    def local_changes(self, broker_id: int) -> LocalReplicaChanges:
+        """Partitions `broker_id` now leads or follows (changed by this delta), or must delete."""
+        changes = LocalReplicaChanges()
+        for t in self._deleted.values():
+            changes.deletes.update((t.name, p) for p, reg in t.partitions.items() if broker_id in reg.replicas)
+        for topic_id, tc in self._topics.items():
+            base = None if tc.created else self.image.topics.by_id.get(topic_id)
+            for p, reg in tc.partitions.items():
+                if broker_id in reg.replicas:
+                    target = changes.leaders if reg.leader == broker_id else changes.followers
+                    target[(tc.name, p)] = reg
+                    changes.topic_ids[tc.name] = topic_id
+                elif base is not None and p in base.partitions and broker_id in base.partitions[p].replicas:
+                    changes.deletes.add((tc.name, p))
+        return changes
+
+
+def apply_records(
+    image: MetadataImage, entries: Iterable[tuple[int, MetadataRecord | dict[str, Any]]]
+) -> tuple[MetadataDelta, MetadataImage]:
+    """Replay (offset, record) pairs on `image`: the delta and the next image."""
+    delta = MetadataDelta(image)
+    for offset, record in entries:
+        delta.replay(record, offset)
+    return delta, delta.apply()

@@ -1,0 +1,169 @@
+"""Leader election and ISR rules, after Kafka's `PartitionChangeBuilder` and KIP-841.
+
+- Election (ONLINE): keep the current leader while it is in the ISR and acceptable (unfenced);
+  otherwise the first replica in assignment order that is in the ISR and acceptable; otherwise,
+  only when unclean election is allowed, the first acceptable replica (the ISR becomes just it);
+  otherwise no leader (-1). PREFERRED tries the first replica before keeping the current leader.
+- Fencing a broker removes it from every ISR and moves its leaderships; the ISR never becomes
+  empty: its last member stays in and the partition goes leaderless (KIP-841).
+- Unfencing a broker elects leaders for leaderless partitions it can lead.
+- An ISR change requested by a leader (AlterPartition) must keep the leader, stay within the
+  replicas, and add only unfenced brokers.
+Pure: builders return `PartitionChange` records (or None when nothing changes).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Callable, Iterator, Sequence
+
+from metadata.errors import MetadataError
+from metadata.image import MetadataImage, PartitionRegistration, TopicImage
+from metadata.records import NO_LEADER, PartitionChange
+
+
+class ElectionType(enum.Enum):
+    ONLINE = "online"
+    PREFERRED = "preferred"
+
+
+class PartitionChangeBuilder:
+    def __init__(
+        self,
+        topic_id: str,
+        partition: int,
+        registration: PartitionRegistration,
+        is_acceptable_leader: Callable[[int], bool],
+        *,
+        unclean_allowed: bool = False,
+    ) -> None:
+        self.topic_id = topic_id
+        self.partition = partition
+        self.registration = registration
+        self.is_acceptable_leader = is_acceptable_leader
+        self.unclean_allowed = unclean_allowed
+        self.target_isr: tuple[int, ...] = registration.isr
+        self.election = ElectionType.ONLINE
+
+    def set_target_isr(self, isr: Sequence[int]) -> "PartitionChangeBuilder":
+        self.target_isr = tuple(isr)
+        return self
+
+    def set_election(self, election: ElectionType) -> "PartitionChangeBuilder":
+        self.election = election
+        return self
+
+    def build(self) -> PartitionChange | None:
+        isr = self.target_isr
+        leader = self._elect_clean(isr)
+        if leader == NO_LEADER and self.unclean_allowed:
+            leader = next((r for r in self.registration.replicas if self.is_acceptable_leader(r)), NO_LEADER)
+            if leader != NO_LEADER:
+                isr = (leader,)  # an unclean leader starts a new ISR of its own
+        reg = self.registration
+        if isr == reg.isr and leader == reg.leader:
+            return None
+        return PartitionChange(
+            topic_id=self.topic_id,
+            partition=self.partition,
+            isr=None if isr == reg.isr else isr,
+            leader=None if leader == reg.leader else leader,
+        )
+
+    def _elect_clean(self, isr: tuple[int, ...]) -> int:
+        def valid(b: int) -> bool:
+            return b != NO_LEADER and b in isr and self.is_acceptable_leader(b)
+
+        reg = self.registration
+        if self.election is ElectionType.PREFERRED and valid(reg.preferred_leader):
+            return reg.preferred_leader
+        if valid(reg.leader):
+            return reg.leader
+        return next((r for r in reg.replicas if valid(r)), NO_LEADER)
+
+
+def _partitions(image: MetadataImage) -> Iterator[tuple[TopicImage, int, PartitionRegistration]]:
+    for topic in image.topics.by_id.values():
+        for p, reg in topic.partitions.items():
+            yield topic, p, reg
+
+
+def fence_broker_changes(
+    image: MetadataImage, broker_id: int, unclean_allowed: Callable[[str], bool]
+) -> list[PartitionChange]:
+    """Changes that take `broker_id` out of every ISR and move its leaderships (KIP-841)."""
+
+    def acceptable(b: int) -> bool:
+        return b != broker_id and image.cluster.is_unfenced(b)
+
+    changes = []
+    for topic, p, reg in _partitions(image):
+        if broker_id not in reg.isr:
+            continue  # the leader is always in the ISR, so it is not a leader here either
+        isr = tuple(b for b in reg.isr if b != broker_id) or reg.isr
+        change = (
+            PartitionChangeBuilder(topic.topic_id, p, reg, acceptable, unclean_allowed=unclean_allowed(topic.name))
+            .set_target_isr(isr)
+            .build()
+        )
+        if change is not None:
+            changes.append(change)
+    return changes
+
+
+def unfence_broker_changes(
+    image: MetadataImage, broker_id: int, unclean_allowed: Callable[[str], bool]
+) -> list[PartitionChange]:
+    """Leader elections for leaderless partitions that `broker_id`, now unfenced, can lead."""
+
+    def acceptable(b: int) -> bool:
+        return b == broker_id or image.cluster.is_unfenced(b)
+
+    changes = []
+    for topic, p, reg in _partitions(image):
+        if reg.leader != NO_LEADER or broker_id not in reg.replicas:
+            continue
+        change = PartitionChangeBuilder(
+            topic.topic_id, p, reg, acceptable, unclean_allowed=unclean_allowed(topic.name)
+        ).build()
+        if change is not None:
+            changes.append(change)
+    return changes
+
+
+def preferred_leader_change(
+    image: MetadataImage, topic: TopicImage, partition: int
+) -> PartitionChange:
+    """Move leadership to the preferred replica; ELECTION_NOT_NEEDED / PREFERRED_LEADER_NOT_AVAILABLE."""
+    reg = topic.partitions[partition]
+    if reg.leader == reg.preferred_leader:
+        raise MetadataError("ELECTION_NOT_NEEDED", f"{topic.name}-{partition}: preferred replica already leads")
+    change = (
+        PartitionChangeBuilder(topic.topic_id, partition, reg, image.cluster.is_unfenced)
+        .set_election(ElectionType.PREFERRED)
+        .build()
+    )
+    if change is None or change.leader != reg.preferred_leader:
+        raise MetadataError(
+            "PREFERRED_LEADER_NOT_AVAILABLE",
+            f"{topic.name}-{partition}: preferred replica {reg.preferred_leader} is not in the ISR or is fenced",
+        )
+    return change
+
+
+def check_isr_change(
+    reg: PartitionRegistration, new_isr: Sequence[int], is_unfenced: Callable[[int], bool]
+) -> tuple[int, ...]:
+    """Validate the ISR a leader asks for (AlterPartition); the ISR as a tuple, or INVALID_REQUEST."""
+    isr = tuple(new_isr)
+    if len(set(isr)) != len(isr):
+        raise MetadataError("INVALID_REQUEST", f"ISR {list(isr)} has duplicates")
+    if reg.leader not in isr:
+        raise MetadataError("INVALID_REQUEST", f"ISR {list(isr)} must contain the leader {reg.leader}")
+    outside = [b for b in isr if b not in reg.replicas]
+    if outside:
+        raise MetadataError("INVALID_REQUEST", f"ISR members {outside} are not replicas {list(reg.replicas)}")
+    ineligible = [b for b in isr if b not in reg.isr and not is_unfenced(b)]
+    if ineligible:
+        raise MetadataError("INVALID_REQUEST", f"brokers {ineligible} are fenced and cannot join the ISR")
+    return isr

@@ -1,0 +1,275 @@
+"""Metadata records: the entries of the cluster metadata log, after Kafka's `metadata/*Record.json`.
+
+Each record is a frozen dataclass with a `type` name and a `version`; `to_dict()` gives builtins
+only (msgpack/JSON friendly) and `record_from_dict()` parses one back, raising `ValueError` with a
+clear reason for an unknown type or a malformed field (replay turns that into a no-op).
+
+Every record carries `controller_epoch` (the epoch of the controller that wrote it; `apply` ignores
+stale ones) and `request_id` (the client request it came from; replay skips a request seen before).
+Lists are stored as tuples so records stay immutable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar, Union
+
+NO_LEADER = -1
+
+R = TypeVar("R", bound="MetadataRecord")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A listener of a broker: `name` is the listener name (e.g. "HTTP")."""
+
+    name: str
+    host: str
+    port: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "host": self.host, "port": self.port}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "Endpoint":
+        if not isinstance(d, dict):
+            raise ValueError(f"endpoint must be a dict, got {type(d).__name__}")
+        unknown = set(d) - {"name", "host", "port"}
+        if unknown:
+            raise ValueError(f"endpoint has unknown fields {sorted(unknown)}")
+        try:
+            return cls(
+                name=_coerce(d["name"], str, "endpoint.name"),
+                host=_coerce(d["host"], str, "endpoint.host"),
+                port=_coerce(d["port"], int, "endpoint.port"),
+            )
+        except KeyError as e:
+            raise ValueError(f"endpoint lacks field {e.args[0]!r}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetadataRecord:
+    """Base of all records. Subclasses set `type` (and bump `version` when their fields change)."""
+
+    type: ClassVar[str] = ""
+    version: ClassVar[int] = 0
+    controller_epoch: int = 0
+    request_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"type": self.type, "version": self.version}
+        for f in dataclasses.fields(self):
+            d[f.name] = _to_builtin(getattr(self, f.name))
+        return d
+
+    @classmethod
+    def from_dict(cls: type[R], d: dict[str, Any]) -> R:
+        version = d.get("version", 0)
+        if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version <= cls.version:
+            raise ValueError(f"{cls.type}: unsupported version {version!r} (max {cls.version})")
+        hints = _hints(cls)
+        unknown = set(d) - set(hints) - {"type", "version"}
+        if unknown:
+            raise ValueError(f"{cls.type}: unknown fields {sorted(unknown)}")
+        kwargs: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name in d:
+                kwargs[f.name] = _coerce(d[f.name], hints[f.name], f"{cls.type}.{f.name}")
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ValueError(f"{cls.type}: missing field {f.name!r}")
+        return cls(**kwargs)
+
+    def stamped(self: R, controller_epoch: int, request_id: str | None) -> R:
+        """This record as written by the controller of `controller_epoch` for `request_id`."""
+        return dataclasses.replace(self, controller_epoch=controller_epoch, request_id=request_id)
+
+
+@dataclass(frozen=True)
+class RegisterBroker(MetadataRecord):
+    """A broker (re)registers. Its broker epoch is the offset of this record unless given (>= 0)."""
+
+    type: ClassVar[str] = "RegisterBroker"
+    broker_id: int
+    incarnation_id: str
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None = None
+    broker_epoch: int = -1
+    fenced: bool = True
+
+
+@dataclass(frozen=True)
+class UnregisterBroker(MetadataRecord):
+    type: ClassVar[str] = "UnregisterBroker"
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True)
+class FenceBroker(MetadataRecord):
+    type: ClassVar[str] = "FenceBroker"
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True)
+class UnfenceBroker(MetadataRecord):
+    type: ClassVar[str] = "UnfenceBroker"
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True)
+class Topic(MetadataRecord):
+    type: ClassVar[str] = "Topic"
+    name: str
+    topic_id: str
+
+
+@dataclass(frozen=True)
+class RemoveTopic(MetadataRecord):
+    type: ClassVar[str] = "RemoveTopic"
+    topic_id: str
+
+
+@dataclass(frozen=True)
+class Partition(MetadataRecord):
+    """A new partition of an existing topic (partitions are numbered 0..n-1 without gaps)."""
+
+    type: ClassVar[str] = "Partition"
+    topic_id: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class PartitionChange(MetadataRecord):
+    """A change of one partition; None means unchanged. Replay bumps `partition_epoch`, and
+    `leader_epoch` when the leader changes."""
+
+    type: ClassVar[str] = "PartitionChange"
+    topic_id: str
+    partition: int
+    isr: tuple[int, ...] | None = None
+    leader: int | None = None
+    replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Config(MetadataRecord):
+    """Set (or, with value None, delete) one config of a topic or broker."""
+
+    type: ClassVar[str] = "Config"
+    resource_type: str  # "topic" | "broker"
+    resource_name: str
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True)
+class ProducerIds(MetadataRecord):
+    """A block of producer ids was handed to a broker; ids below `next_producer_id` are taken."""
+
+    type: ClassVar[str] = "ProducerIds"
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+
+@dataclass(frozen=True)
+class NoOp(MetadataRecord):
+    type: ClassVar[str] = "NoOp"
+
+
+@dataclass(frozen=True)
+class ClaimController(MetadataRecord):
+    """`node_id` becomes the active controller for `controller_epoch` (which must be newer)."""
+
+    type: ClassVar[str] = "ClaimController"
+    node_id: int
+
+
+RECORD_TYPES: dict[str, type[MetadataRecord]] = {
+    cls.type: cls
+    for cls in (
+        RegisterBroker, UnregisterBroker, FenceBroker, UnfenceBroker, Topic, RemoveTopic, Partition,
+        PartitionChange, Config, ProducerIds, NoOp, ClaimController,
+    )
+}
+
+
+def record_from_dict(d: Any) -> MetadataRecord:
+    """Parse a record dict; `ValueError` (with the reason) when it is unknown or malformed."""
+    if not isinstance(d, dict):
+        raise ValueError(f"record must be a dict, got {type(d).__name__}")
+    kind = d.get("type")
+    cls = RECORD_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ValueError(f"unknown record type {kind!r}")
+    try:
+        return cls.from_dict(d)
+    except (TypeError, AttributeError) as e:  # e.g. unhashable or odd values deep inside
+        raise ValueError(f"{kind}: malformed record: {e}") from None
+
+
+# -- field conversion -------------------------------------------------------------------------
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    hints = _HINTS.get(cls)
+    if hints is None:
+        all_hints = typing.get_type_hints(cls)
+        hints = {f.name: all_hints[f.name] for f in dataclasses.fields(cls)}
+        _HINTS[cls] = hints
+    return hints
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    """Check `value` against a field type and convert lists to tuples; ValueError when it does not fit."""
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _coerce(value, inner, where)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"{where}: expected a list, got {type(value).__name__}")
+        (item,) = [a for a in typing.get_args(hint) if a is not Ellipsis]
+        return tuple(_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value))
+    if hint is Endpoint:
+        return Endpoint.from_dict(value)
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{where}: expected an int, got {value!r}")
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{where}: expected a bool, got {value!r}")
+        return value
+    if hint is str:
+        if not isinstance(value, str):
+            raise ValueError(f"{where}: expected a string, got {value!r}")
+        return value
+    raise AssertionError(f"{where}: unsupported field type {hint!r}")
+
+
+def _to_builtin(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_to_builtin(v) for v in value]
+    if isinstance(value, Endpoint):
+        return value.to_dict()
+    return value

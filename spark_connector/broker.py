@@ -1,0 +1,182 @@
+"""The connector's HTTP conversation with kraft brokers (docs/internals.md §5).
+
+`GET /v1/metadata` for partitions and leaders, `GET .../offsets` for log start / high watermark /
+timestamp lookups, and the msgpack batch routes `POST /v1/fetch` and `POST /v1/produce` sent to the
+partition leader. Retriable errors (leader moved, broker down) refresh the metadata and retry until
+a deadline. A `BrokerClient` owns a `requests.Session`: create it where it is used (inside Spark's
+`read()`/`write()` or on the driver), never pickle it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence, TypeVar
+
+import msgpack
+import requests
+
+from api.errors import KraftError
+from spark_connector.offsets import TopicPartition
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+MSGPACK = "application/msgpack"
+_RETRY_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+@dataclass(frozen=True)
+class PartitionMeta:
+    partition: int
+    leader: int | None  # None: offline
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    brokers: dict[int, str]  # node_id -> "host:port"
+    topics: dict[str, tuple[PartitionMeta, ...]]
+    internal: frozenset[str]
+
+    def partitions(self, topic: str) -> tuple[PartitionMeta, ...]:
+        return self.topics.get(topic, ())
+
+
+@dataclass(frozen=True)
+class ListedOffsets:
+    log_start_offset: int
+    high_watermark: int
+    offset: int | None = None  # the timestamp lookup's answer; None when no record is that late
+
+
+@dataclass(frozen=True)
+class FetchedPartition:
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+
+
+class BrokerClient:
+    def __init__(self, bootstrap_servers: Sequence[str], request_timeout_ms: int = 30_000) -> None:
+        self._bootstrap = list(bootstrap_servers)
+        self._timeout_s = request_timeout_ms / 1000
+        self._session = requests.Session()
+        self._view: ClusterView | None = None
+
+    def close(self) -> None:
+        self._session.close()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _call(self, server: str, method: str, path: str, body: Any = None,
+              params: dict[str, Any] | None = None, timeout_s: float | None = None) -> Any:
+        headers = {"Accept": MSGPACK}
+        data = None
+        if body is not None:
+            headers["Content-Type"] = MSGPACK
+            data = msgpack.packb(body, use_bin_type=True)
+        try:
+            response = self._session.request(method, f"http://{server}{path}", data=data, params=params,
+                                             headers=headers, timeout=timeout_s or self._timeout_s)
+        except requests.RequestException as e:
+            raise KraftError("NETWORK_EXCEPTION", f"{method} {path} to {server}: {e}") from None
+        if response.headers.get("Content-Type", "").startswith(MSGPACK):
+            answer = msgpack.unpackb(response.content, raw=False)
+        else:
+            try:
+                answer = response.json()
+            except ValueError:
+                answer = {"error_code": "UNKNOWN_SERVER_ERROR", "message": response.text[:500]}
+        if response.status_code >= 400:
+            raise KraftError.from_dict(answer if isinstance(answer, dict) else {"message": str(answer)})
+        return answer
+
+    def retrying(self, action: Callable[[], T], deadline_s: float) -> T:
+        """Runs `action`, retrying retriable errors with fresh metadata until `deadline_s`
+        (time.monotonic)."""
+        attempt = 0
+        while True:
+            try:
+                return action()
+            except KraftError as e:
+                if not e.retriable or time.monotonic() >= deadline_s:
+                    raise
+                log.info("retrying after %s", e)
+                time.sleep(_RETRY_BACKOFF_S[min(attempt, len(_RETRY_BACKOFF_S) - 1)])
+                attempt += 1
+                self._view = None
+
+    # -- metadata ---------------------------------------------------------------------------
+
+    def metadata(self, refresh: bool = False) -> ClusterView:
+        """All topics, their partitions and leaders; cached until `refresh` or a retried error."""
+        if self._view is None or refresh:
+            self._view = self._fetch_metadata()
+        return self._view
+
+    def _fetch_metadata(self) -> ClusterView:
+        errors = []
+        for server in self._servers():
+            try:
+                answer = self._call(server, "GET", "/v1/metadata")
+            except KraftError as e:
+                errors.append(str(e))
+                continue
+            brokers = {b["node_id"]: f"{b['host']}:{b['port']}" for b in answer["brokers"]}
+            topics = {
+                t["name"]: tuple(sorted(
+                    (PartitionMeta(p["partition"], p.get("leader")) for p in t["partitions"]),
+                    key=lambda p: p.partition,
+                ))
+                for t in answer["topics"]
+            }
+            internal = frozenset(t["name"] for t in answer["topics"] if t.get("internal"))
+            return ClusterView(brokers, topics, internal)
+        raise KraftError("NETWORK_EXCEPTION", f"no broker answered metadata: {'; '.join(errors)}")
+
+    def _servers(self) -> list[str]:
+        known = list(self._view.brokers.values()) if self._view else []
+        return known + [s for s in self._bootstrap if s not in known]
+
+    def leader(self, tp: TopicPartition) -> str:
+        view = self.metadata()
+        for p in view.partitions(tp[0]):
+            if p.partition == tp[1]:
+                if p.leader is None or p.leader not in view.brokers:
+                    raise KraftError("LEADER_NOT_AVAILABLE", f"{tp[0]}-{tp[1]} has no leader")
+                return view.brokers[p.leader]
+        raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"{tp[0]}-{tp[1]} does not exist")
+
+    # -- routes -----------------------------------------------------------------------------
+
+    def list_offsets(self, tp: TopicPartition, timestamp: int | None = None) -> ListedOffsets:
+        params = {"timestamp": timestamp} if timestamp is not None else None
+        answer = self._call(self.leader(tp), "GET", f"/v1/topics/{tp[0]}/partitions/{tp[1]}/offsets",
+                            params=params)
+        return ListedOffsets(answer["log_start_offset"], answer["high_watermark"], answer.get("offset"))
+
+    def fetch(self, tp: TopicPartition, fetch_offset: int, max_bytes: int, max_wait_ms: int) -> FetchedPartition:
+        body = {
+            "max_wait_ms": max_wait_ms,
+            "min_bytes": 1,
+            "max_bytes": max_bytes,
+            "partitions": [{"topic": tp[0], "partition": tp[1], "fetch_offset": fetch_offset,
+                            "partition_max_bytes": max_bytes}],
+        }
+        answer = self._call(self.leader(tp), "POST", "/v1/fetch", body,
+                            timeout_s=self._timeout_s + max_wait_ms / 1000)
+        part = answer["partitions"][0]
+        if part.get("error_code"):
+            raise KraftError(part["error_code"], part.get("message", ""), log_start_offset=part.get("log_start_offset"),
+                             high_watermark=part.get("high_watermark"))
+        return FetchedPartition(bytes(part.get("records") or b""), part["high_watermark"], part["log_start_offset"])
+
+    def produce(self, server: str, entries: list[dict[str, Any]], acks: str, timeout_ms: int) -> list[dict[str, Any]]:
+        """Sends `entries` ({"topic","partition","records", ...}) to one broker; returns the
+        per-partition answers in order (each may carry an error_code)."""
+        body = {"acks": acks, "timeout_ms": timeout_ms, "partitions": entries}
+        answer = self._call(server, "POST", "/v1/produce", body, timeout_s=self._timeout_s + timeout_ms / 1000)
+        return list(answer["partitions"])
+
+    def health(self) -> dict[str, Any]:
+        return self._call(self._servers()[0], "GET", "/v1/health")

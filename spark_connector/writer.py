@@ -1,0 +1,286 @@
+"""The sink: batch and streaming writers that produce DataFrame rows to kraft topics.
+
+Columns as in Spark's Kafka sink: `value` (required), `key`, `topic` (or the `topic` option, which
+wins), `partition`, `headers`; other columns are ignored. Keyed records go where Kafka's murmur2
+partitioner puts them (`api.partitioner`), keyless ones stick to one partition per batch, explicit
+`partition` values are honoured. Rows arrive as Arrow batches; each task builds record batches per
+topic-partition and sends them with the msgpack batch produce route to the partition leaders.
+
+Delivery is at-least-once (a retried task or micro-batch writes again), like Spark's Kafka sink.
+With `exactlyOnce=true` (streaming only) every produce entry carries a sink tag
+`{"query_id", "writer_id", "batch_id"}` (the streaming query id, the Spark task's partition id and
+the micro-batch id, from the task's local properties) and a task sends all its records of one
+topic-partition as one entry; the broker appends an entry only if it has not appended that
+(query_id, writer_id, batch_id) to that partition before. docs/spark.md has the broker contract.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
+
+from api.errors import KraftError
+from api.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
+from log.batch import build_batch
+from spark_connector.broker import BrokerClient
+from spark_connector.offsets import TopicPartition
+from spark_connector.options import SinkOptions
+from spark_connector.schema import HEADERS_TYPE
+
+log = logging.getLogger(__name__)
+
+QUERY_ID_PROPERTY = "sql.streaming.queryId"  # Spark's StreamExecution.QUERY_ID_KEY
+BATCH_ID_PROPERTY = "streaming.sql.batchId"  # Spark's MicroBatchExecution.BATCH_ID_KEY
+SINK_DEDUPE_FEATURE = "sink_dedupe"  # what a broker lists in GET /v1/health "features"
+_RECORD_OVERHEAD = 16  # msgpack framing per record, for batch sizing
+
+
+def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
+    """Rejects DataFrames the sink cannot write, naming the column and the accepted types."""
+    types = {f.name.lower(): f.dataType for f in schema.fields}
+    allowed = {
+        "value": (BinaryType(), StringType()),
+        "key": (BinaryType(), StringType()),
+        "topic": (StringType(),),
+        "partition": (IntegerType(),),
+        "headers": (HEADERS_TYPE,),
+    }
+    if "value" not in types:
+        raise KraftError("INVALID_REQUEST", f"the sink needs a value column; the DataFrame has {schema.fieldNames()}")
+    if options.topic is None and "topic" not in types:
+        raise KraftError("INVALID_REQUEST", "no topic: set the topic option or add a topic column")
+    for name, accepted in allowed.items():
+        if name in types and not any(types[name] == t for t in accepted):
+            raise KraftError(
+                "INVALID_REQUEST",
+                f"column {name} has type {types[name].simpleString()}; the sink accepts "
+                + " or ".join(t.simpleString() for t in accepted),
+            )
+
+
+@dataclass
+class WriteSummary(WriterCommitMessage):
+    records: int
+    duplicates: int  # entries the broker had already appended (exactlyOnce replays)
+
+
+@dataclass(frozen=True)
+class SinkTag:
+    query_id: str
+    writer_id: int
+    batch_id: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"query_id": self.query_id, "writer_id": self.writer_id, "batch_id": self.batch_id}
+
+
+class _Producer:
+    """Buffers rows per topic-partition and sends them to the leaders (one task's worth)."""
+
+    def __init__(self, options: SinkOptions, tag: SinkTag | None, seed: int) -> None:
+        self.options = options
+        self.tag = tag
+        self.client = BrokerClient(options.bootstrap_servers, options.request_timeout_ms)
+        self.sticky = StickyPartitioner(random.Random(seed).randrange)
+        self.pending: dict[TopicPartition, list[tuple[Any, Any, Any, int]]] = {}
+        self.pending_bytes: dict[TopicPartition, int] = {}
+        self.summary = WriteSummary(0, 0)
+        self.counts: dict[str, int] = {}  # partition counts, fixed for the task so routing is stable
+
+    def partition_count(self, topic: str) -> int:
+        count = self.counts.get(topic)
+        if count is None:
+            parts = self.client.metadata(refresh=True).partitions(topic)
+            if not parts:
+                raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} does not exist")
+            count = self.counts[topic] = len(parts)
+        return count
+
+    def add_batch(self, batch: pa.RecordBatch) -> None:
+        names = {n.lower(): i for i, n in enumerate(batch.schema.names)}
+        n = batch.num_rows
+        values = _binary_column(batch, names["value"])
+        keys = _binary_column(batch, names["key"]) if "key" in names else [None] * n
+        if self.options.topic is not None:
+            topics = [self.options.topic] * n
+        else:
+            topics = batch.column(names["topic"]).to_pylist()
+        fixed = batch.column(names["partition"]).to_pylist() if "partition" in names else [None] * n
+        headers = batch.column(names["headers"]).to_pylist() if "headers" in names else [None] * n
+        now_ms = int(time.time() * 1000)
+        for i in range(n):
+            topic = topics[i]
+            if topic is None:
+                raise KraftError("INVALID_REQUEST", "a row has a null topic and no topic option is set")
+            tp = (topic, self.route(topic, fixed[i], keys[i], values[i]))
+            hdrs = tuple((h["key"], h["value"]) for h in headers[i]) if headers[i] else ()
+            self.pending.setdefault(tp, []).append((keys[i], values[i], hdrs, now_ms))
+            size = self.pending_bytes.get(tp, 0) + len(keys[i] or b"") + len(values[i] or b"") + _RECORD_OVERHEAD
+            self.pending_bytes[tp] = size
+            if self.tag is None and size >= self.options.batch_size:
+                self.flush()
+
+    def route(self, topic: str, partition: int | None, key: bytes | None, value: bytes | None) -> int:
+        count = self.partition_count(topic)
+        if partition is not None:
+            if not 0 <= partition < count:
+                raise KraftError("UNKNOWN_TOPIC_OR_PARTITION",
+                                 f"partition {partition} of {topic!r} does not exist ({count} partitions)")
+            return partition
+        if key is not None:
+            return partition_for_key(key, count)
+        if self.tag is not None:
+            # A replayed task may see its rows in another order; a content-based choice puts
+            # every keyless record in the same partition again, so the broker can dedupe it.
+            return to_positive(murmur2(value or b"")) % count
+        return self.sticky.partition(topic, count)
+
+    def flush(self) -> None:
+        entries = []
+        for tp, rows in self.pending.items():
+            batches = []
+            start = 0
+            size = 0
+            for i, (k, v, _, _) in enumerate(rows):
+                size += len(k or b"") + len(v or b"") + _RECORD_OVERHEAD
+                if size >= self.options.batch_size or i == len(rows) - 1:
+                    batches.append(build_batch(rows[start:i + 1], compression=self.options.compression))
+                    start, size = i + 1, 0
+            entry: dict[str, Any] = {"topic": tp[0], "partition": tp[1], "records": b"".join(batches)}
+            if self.tag is not None:
+                entry["sink"] = self.tag.to_dict()
+            entries.append((entry, len(rows)))
+            if self.tag is None:
+                self.sticky.on_new_batch(tp[0], self.partition_count(tp[0]), tp[1])
+        self.pending.clear()
+        self.pending_bytes.clear()
+        if entries:
+            self.send(entries)
+
+    def send(self, entries: list[tuple[dict[str, Any], int]]) -> None:
+        deadline = time.monotonic() + self.options.request_timeout_ms / 1000
+        acks = -1 if self.options.acks == "all" else int(self.options.acks)
+        todo = entries
+        while todo:
+            by_leader: dict[str, list[tuple[dict[str, Any], int]]] = {}
+            for item in todo:
+                leader = self.client.retrying(lambda: self.client.leader((item[0]["topic"], item[0]["partition"])),
+                                              deadline)
+                by_leader.setdefault(leader, []).append(item)
+            retry: list[tuple[dict[str, Any], int]] = []
+            last_error: KraftError | None = None
+            for leader, items in by_leader.items():
+                try:
+                    answers = self.client.produce(leader, [e for e, _ in items], acks, self.options.request_timeout_ms)
+                except KraftError as e:
+                    if not e.retriable:
+                        raise
+                    retry.extend(items)
+                    last_error = e
+                    continue
+                for (entry, count), answer in zip(items, answers):
+                    error = answer.get("error_code")
+                    if error:
+                        e = KraftError(error, f"{entry['topic']}-{entry['partition']}: {answer.get('message', '')}")
+                        if not e.retriable:
+                            raise e
+                        retry.append((entry, count))
+                        last_error = e
+                        continue
+                    self._account(entry, count, answer)
+            if retry:
+                if time.monotonic() >= deadline:
+                    raise last_error or KraftError("REQUEST_TIMED_OUT", "produce did not complete in time")
+                time.sleep(0.1)
+                self.client.metadata(refresh=True)
+            todo = retry
+
+    def _account(self, entry: dict[str, Any], count: int, answer: dict[str, Any]) -> None:
+        if self.tag is not None:
+            if "duplicate" not in answer:
+                raise KraftError(
+                    "UNSUPPORTED_VERSION",
+                    f"the broker leading {entry['topic']}-{entry['partition']} ignored the exactly-once "
+                    "sink tag (no 'duplicate' in its produce answer); it does not support exactlyOnce",
+                )
+            if answer["duplicate"]:
+                self.summary.duplicates += 1
+                return
+        self.summary.records += count
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _binary_column(batch: pa.RecordBatch, index: int) -> list[bytes | None]:
+    column = batch.column(index)
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        column = column.cast(pa.binary())
+    return column.to_pylist()
+
+
+def _write(options: SinkOptions, iterator: Iterator[pa.RecordBatch], tag: SinkTag | None) -> WriteSummary:
+    context = TaskContext.get()
+    producer = _Producer(options, tag, seed=context.partitionId() if context else 0)
+    try:
+        for batch in iterator:
+            producer.add_batch(batch)
+        producer.flush()
+        return producer.summary
+    finally:
+        producer.close()
+
+
+def _sink_tag() -> SinkTag:
+    context = TaskContext.get()
+    query_id = context.getLocalProperty(QUERY_ID_PROPERTY) if context else None
+    batch_id = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
+    if context is None or query_id is None or batch_id is None:
+        raise KraftError("INVALID_REQUEST", "exactlyOnce needs a streaming query: this task has no "
+                                            f"{QUERY_ID_PROPERTY}/{BATCH_ID_PROPERTY} local properties")
+    return SinkTag(query_id, context.partitionId(), int(batch_id))
+
+
+def check_exactly_once_support(options: SinkOptions) -> None:
+    """Fails fast, on the driver, when the broker cannot dedupe tagged produce entries."""
+    client = BrokerClient(options.bootstrap_servers, options.request_timeout_ms)
+    try:
+        features = client.health().get("features") or []
+    finally:
+        client.close()
+    if SINK_DEDUPE_FEATURE not in features:
+        raise KraftError(
+            "UNSUPPORTED_VERSION",
+            f"exactlyOnce=true needs brokers with the {SINK_DEDUPE_FEATURE!r} feature (GET /v1/health "
+            f"lists {features}); see docs/spark.md, 'Exactly-once sink'. Use exactlyOnce=false for "
+            "at-least-once delivery.",
+        )
+
+
+class KraftBatchWriter(DataSourceArrowWriter):
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteSummary:  # type: ignore[override]
+        return _write(self.options, iterator, None)
+
+
+class KraftStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteSummary:  # type: ignore[override]
+        return _write(self.options, iterator, _sink_tag() if self.options.exactly_once else None)
+
+    def commit(self, messages: list[WriteSummary | None], batchId: int) -> None:  # type: ignore[override]
+        written = sum(m.records for m in messages if m)
+        skipped = sum(m.duplicates for m in messages if m)
+        log.info("micro-batch %d: %d records written, %d replayed entries skipped", batchId, written, skipped)

@@ -1,0 +1,22 @@
+"""Shared fixtures: a session-scoped single real `kraft-node` process for end-to-end tests."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from harness import NodeProcess, shutdown_all, start_node  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def node(tmp_path_factory: pytest.TempPathFactory):
+    """One combined node shared by the tests of a worker (xdist runs one per worker)."""
+    started: list[NodeProcess] = []
+    n = start_node(tmp_path_factory.mktemp("node"))
+    started.append(n)
+    yield n
+    shutdown_all(started)

@@ -1,0 +1,39 @@
+"""Fuzz every route of the OpenAPI document with schemathesis against a real node: no input may
+produce a 5xx, every 4xx carries a Kafka error name, and the node stays up."""
+
+from __future__ import annotations
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+
+from harness import shutdown_all, start_node
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    """A node of its own: the fuzzer creates and deletes topics at random."""
+    n = start_node(tmp_path_factory.mktemp("fuzz"))
+    yield n
+    shutdown_all([n])
+
+
+@pytest.fixture(scope="module")
+def api_schema(node):
+    return schemathesis.openapi.from_url(f"{node.url}/v1/openapi.json")
+
+
+schema = schemathesis.pytest.from_fixture("api_schema")
+
+
+@schema.parametrize()
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+def test_no_input_breaks_the_node(case, node):
+    response = case.call(base_url=node.url, timeout=30)
+    assert response.status_code < 500, f"{case.method} {case.formatted_path} -> {response.status_code} {response.text[:300]}"
+    if response.status_code >= 400:
+        body = response.json()
+        assert isinstance(body.get("error_code"), str) and body.get("message"), body
+    assert node.health()["status"] == "ok"

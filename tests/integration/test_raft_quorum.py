@@ -1,0 +1,343 @@
+"""RaftQuorum with real voter processes (tests/integration/raft_voter.py) on 127.0.0.1: election of
+one active controller, kill -9 failover without losing committed records, fencing of a woken
+SIGSTOPped leader, the shared secret, and a wiped voter catching up through a snapshot."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from harness import free_port, wait_for
+
+pytestmark = pytest.mark.cluster
+
+VOTER_SCRIPT = Path(__file__).with_name("raft_voter.py")
+SECRET = "test-cluster-secret"
+
+
+@dataclass
+class Voter:
+    node_id: int
+    workdir: Path
+    voters: str
+    raft_port: int
+    secret: str = SECRET
+    compaction_entries: int = 10_000
+    http_port: int = field(default_factory=free_port)
+    proc: subprocess.Popen | None = None
+
+    @property
+    def data_dir(self) -> Path:
+        return self.workdir / f"voter-{self.node_id}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / f"voter-{self.node_id}.log"
+
+    def start(self) -> "Voter":
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(VOTER_SCRIPT), "--node-id", str(self.node_id),
+                 "--voters", self.voters, "--data-dir", str(self.data_dir), "--secret", self.secret,
+                 "--http-port", str(self.http_port),
+                 "--compaction-entries", str(self.compaction_entries)],
+                stdout=log, stderr=subprocess.STDOUT)
+        wait_for(self.status, 20, what=f"voter {self.node_id} serving")
+        return self
+
+    def _check_running(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise AssertionError(f"voter {self.node_id} exited:\n{self.log_tail()}")
+
+    def get(self, path: str, timeout: float = 2.0) -> dict[str, Any]:
+        self._check_running()
+        return requests.get(f"http://127.0.0.1:{self.http_port}{path}", timeout=timeout).json()
+
+    def post(self, path: str, body: dict[str, Any], timeout: float = 8.0) -> dict[str, Any]:
+        self._check_running()
+        return requests.post(f"http://127.0.0.1:{self.http_port}{path}", json=body,
+                             timeout=timeout).json()
+
+    def status(self) -> dict[str, Any]:
+        return self.get("/status")
+
+    def records(self) -> list[list[Any]]:
+        answer = self.get("/records")
+        assert answer["violations"] == [], answer["violations"]
+        return answer["records"]
+
+    def propose(self, key: str, request_id: str | None = None) -> dict[str, Any]:
+        return self.post("/propose", {"key": key, "request_id": request_id})
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+
+class Cluster:
+    def __init__(self, workdir: Path, size: int = 3, compaction_entries: int = 10_000) -> None:
+        ports = {i: free_port() for i in range(1, size + 1)}
+        self.voters_arg = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
+        self.voters = {i: Voter(i, workdir, self.voters_arg, p, compaction_entries=compaction_entries)
+                       for i, p in ports.items()}
+
+    def start(self) -> "Cluster":
+        for voter in self.voters.values():
+            voter.start()
+        return self
+
+    def stop(self) -> None:
+        for voter in self.voters.values():
+            voter.stop()
+
+    def active(self, among: list[int] | None = None, above_epoch: int = 0) -> Voter | None:
+        """The one voter that is the active controller (epoch > above_epoch) and that every
+        other reachable voter of `among` agrees on; None while there is none or no agreement."""
+        ids = among or list(self.voters)
+        statuses = {i: self.voters[i].status() for i in ids}
+        active = [i for i, s in statuses.items() if s["is_active_controller"]]
+        if len(active) != 1:
+            return None
+        leader = statuses[active[0]]
+        claim = leader["active_controller"]
+        if claim is None or claim[1] <= above_epoch:
+            return None
+        if any(s["active_controller"] != claim for s in statuses.values()):
+            return None
+        return self.voters[active[0]]
+
+    def wait_active(self, among: list[int] | None = None, above_epoch: int = 0,
+                    timeout: float = 15.0) -> Voter:
+        return wait_for(lambda: self.active(among, above_epoch), timeout,
+                        what="one agreed active controller")
+
+
+@pytest.fixture
+def make_cluster(tmp_path: Path):
+    clusters: list[Cluster] = []
+
+    def make(**kwargs: Any) -> Cluster:
+        cluster = Cluster(tmp_path, **kwargs)
+        clusters.append(cluster)
+        return cluster.start()
+
+    yield make
+    for cluster in clusters:
+        cluster.stop()
+
+
+def commit(voter: Voter, keys: list[str]) -> dict[str, int]:
+    offsets = {}
+    for key in keys:
+        answer = voter.propose(key)
+        assert "offset" in answer, answer
+        offsets[key] = answer["offset"]
+    return offsets
+
+
+def wait_same_records(voters: list[Voter], at_least: int, timeout: float = 15.0) -> list[list[Any]]:
+    def same() -> list[list[Any]] | None:
+        logs = [v.records() for v in voters]
+        if len(logs[0]) >= at_least and all(log == logs[0] for log in logs):
+            return logs[0]
+        return None
+    return wait_for(same, timeout, what="voters applied the same records")
+
+
+def test_three_voters_elect_one_active_controller(make_cluster) -> None:
+    cluster = make_cluster()
+    active = cluster.wait_active()
+    epoch = active.status()["controller_epoch"]
+    assert epoch >= 1
+
+    offsets = commit(active, [f"k{i}" for i in range(20)])
+    assert list(offsets.values()) == sorted(offsets.values())
+    assert len(set(offsets.values())) == 20
+
+    follower = next(v for v in cluster.voters.values() if v is not active)
+    refused = follower.propose("from-a-follower")
+    assert refused["error_code"] == "NOT_CONTROLLER"
+    assert refused["leader_id"] == active.node_id
+
+    records = wait_same_records(list(cluster.voters.values()), at_least=21)
+    by_key = {key: offset for offset, key in records}
+    assert all(by_key[key] == offset for key, offset in offsets.items())
+    assert "from-a-follower" not in by_key
+
+    # A retried request (same request id) is applied once and answers the first offset.
+    first = active.propose("once", request_id="req-1")
+    again = active.propose("twice", request_id="req-1")
+    assert first == again
+    records = wait_same_records(list(cluster.voters.values()), at_least=22)
+    assert [key for _, key in records].count("once") == 1
+    assert "twice" not in [key for _, key in records]
+
+    status = active.status()
+    assert status["leader_id"] == active.node_id and status["raft_state"] == "Leader"
+    assert status["high_watermark"] >= 22
+    assert {v["node_id"] for v in status["voters"]} == set(cluster.voters)
+
+
+def test_kill_leader_elects_new_controller_without_losing_records(make_cluster) -> None:
+    cluster = make_cluster()
+    old = cluster.wait_active()
+    old_epoch = old.status()["controller_epoch"]
+    committed = commit(old, [f"before-{i}" for i in range(30)])
+
+    old.kill()
+    killed_at = time.monotonic()
+    survivors = [i for i in cluster.voters if i != old.node_id]
+    new = cluster.wait_active(survivors, above_epoch=old_epoch)
+
+    def first_write() -> dict[str, Any] | None:
+        answer = new.propose("after-failover", request_id="after-failover")
+        return answer if "offset" in answer else None
+
+    wait_for(first_write, 10, what="a write on the new controller")
+    print(f"\ncontroller failover (kill -9 -> first committed write): "
+          f"{time.monotonic() - killed_at:.3f} s")
+
+    assert new.status()["controller_epoch"] > old_epoch
+    records = {key: offset for offset, key in new.records()}
+    assert all(records.get(key) == offset for key, offset in committed.items())
+
+    old.start()  # the old leader comes back as a follower and catches up
+    wait_same_records(list(cluster.voters.values()), at_least=len(records))
+    assert cluster.wait_active().node_id == new.node_id
+
+
+def test_woken_sigstopped_leader_cannot_commit(make_cluster) -> None:
+    cluster = make_cluster()
+    old = cluster.wait_active()
+    old_epoch = old.status()["controller_epoch"]
+    commit(old, ["before-pause"])
+
+    old.signal(signal.SIGSTOP)
+    others = [i for i in cluster.voters if i != old.node_id]
+    new = cluster.wait_active(others, above_epoch=old_epoch)
+    commit(new, ["while-paused"])
+    old.signal(signal.SIGCONT)
+
+    # Right after waking, the old leader may still believe it leads: whatever it tries must not
+    # commit, through its own proposal path or as a raw batch of its old epoch.
+    stale = [{"type": "TestPut", "key": "stale-raw", "controller_epoch": old_epoch,
+              "request_id": "stale-raw"}]
+    proposed = old.propose("stale-propose")
+    raw = old.post("/submit", {"records": stale})
+    assert "offset" not in proposed, proposed
+    assert raw.get("status") != "applied", raw
+
+    # A follower forwards the same stale batch to the new leader: it is committed to the Raft log
+    # and must be fenced by apply.
+    follower = cluster.voters[next(i for i in others if i != new.node_id)]
+    forwarded = follower.post("/submit", {"records": stale})
+    assert forwarded["status"] == "fenced", forwarded
+
+    commit(new, ["after-wake"])
+    records = wait_same_records(list(cluster.voters.values()), at_least=4)
+    keys = [key for _, key in records]
+    assert "stale-raw" not in keys and "stale-propose" not in keys
+    assert {"before-pause", "while-paused", "after-wake"} <= set(keys)
+    assert not old.status()["is_active_controller"]
+
+
+def test_voter_with_wrong_secret_cannot_join_or_inject(make_cluster, tmp_path: Path) -> None:
+    cluster = make_cluster()
+    active = cluster.wait_active()
+    commit(active, ["legit"])
+
+    # An intruder that knows the addresses but not the secret.
+    intruder_port = free_port()
+    voters = f"{cluster.voters_arg},4@127.0.0.1:{intruder_port}"
+    intruder = Voter(4, tmp_path / "intruder", voters, intruder_port, secret="wrong-secret")
+    intruder.workdir.mkdir()
+    try:
+        intruder.start()
+        raw = intruder.post("/submit", {"records": [
+            {"type": "TestPut", "key": "intruder", "controller_epoch": 1, "request_id": "x"}],
+            "timeout": 2.0})
+        assert raw.get("status") != "applied", raw
+        assert intruder.status()["leader_id"] is None
+    finally:
+        intruder.stop()
+
+    # A stranger speaking raw pysyncobj framing: its pickle must never be deserialised.
+    marker = tmp_path / "unpickled"
+    payload = zlib.compress(pickle.dumps(_Marker(str(marker))))
+    with socket.create_connection(("127.0.0.1", active.raft_port), timeout=2) as sock:
+        sock.sendall(struct.pack("i", len(payload)) + payload)
+        sock.settimeout(2)
+        try:
+            assert sock.recv(1) == b""  # the voter hangs up
+        except (ConnectionResetError, socket.timeout):
+            pass
+
+    commit(active, ["still-working"])
+    records = wait_same_records(list(cluster.voters.values()), at_least=3)
+    keys = [key for _, key in records]
+    assert "intruder" not in keys and "still-working" in keys
+    assert not marker.exists()
+
+
+class _Marker:
+    """Creates a file when unpickled: proof that a stranger's bytes were deserialised."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_wiped_voter_rejoins_and_catches_up_from_a_snapshot(make_cluster) -> None:
+    cluster = make_cluster(compaction_entries=20)
+    active = cluster.wait_active()
+    commit(active, [f"early-{i}" for i in range(60)])
+
+    victim = next(v for v in cluster.voters.values() if v is not active)
+    victim.kill()
+    shutil.rmtree(victim.data_dir)
+    commit(active, [f"late-{i}" for i in range(20)])
+
+    victim.start()
+    records = wait_same_records(list(cluster.voters.values()), at_least=81, timeout=20)
+    keys = {key for _, key in records}
+    assert {f"early-{i}" for i in range(60)} <= keys and {f"late-{i}" for i in range(20)} <= keys
+    # The leader had compacted its log, so the wiped voter got a snapshot, not the whole log.
+    assert victim.get("/records")["snapshots"] >= 1
+    assert os.path.exists(victim.data_dir / "__cluster_metadata-0" / "raft.snapshot")

@@ -1,0 +1,167 @@
+"""The producer's record accumulator and the pure halves of the sender (no network)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from api.client.accumulator import RECORD_OVERHEAD, RecordAccumulator
+from api.client.sender import SenderConfig, partition_outcomes, produce_body
+from api.client.types import TopicPartition
+from api.errors import KraftError
+from log.batch import decode_records, iter_batches
+
+T0 = TopicPartition("t", 0)
+T1 = TopicPartition("t", 1)
+LEADERS = {T0: 1, T1: 2}.get
+CONFIG = SenderConfig(acks=1, compression_type="none", retries=3, retry_backoff_ms=100,
+                      request_timeout_ms=1000, delivery_timeout_ms=10_000, max_request_size=10_000)
+
+
+def rec(value: bytes = b"v" * 10, ts: int = 1000) -> tuple:
+    return (None, value, (), ts)
+
+
+def size_of(r: tuple) -> int:
+    return len(r[1]) + RECORD_OVERHEAD
+
+
+def append(acc: RecordAccumulator, tp: TopicPartition, now: int, value: bytes = b"v" * 10, abort: bool = False):
+    r = rec(value)
+    return acc.append(tp, r, size_of(r), now, abort_on_new_batch=abort)
+
+
+def test_records_share_a_batch_until_it_is_full() -> None:
+    acc = RecordAccumulator(batch_size=200, linger_ms=5)
+    futures = []
+    for _ in range(8):
+        appended = append(acc, T0, now=0)
+        assert appended is not None
+        futures.append(appended)
+    batches = acc.queued(T0)
+    # 61-byte header + 26 bytes per record: 5 records fit in 200 bytes, then a new batch opens.
+    assert [b.record_count for b in batches] == [5, 3]
+    assert [f.index for f, _ in futures] == [0, 1, 2, 3, 4, 0, 1, 2]
+    assert [wake for _, wake in futures] == [True, False, False, False, False, True, False, False]
+    assert acc.buffered_bytes == 8 * 26
+
+
+def test_abort_on_new_batch_returns_none_instead_of_opening_one() -> None:
+    acc = RecordAccumulator(batch_size=150, linger_ms=5)
+    assert append(acc, T0, 0, abort=True) is None  # nothing open yet
+    assert append(acc, T0, 0) is not None
+    assert append(acc, T0, 0, abort=True) is not None  # fits in the open batch
+    assert append(acc, T0, 0, value=b"x" * 60, abort=True) is None
+    assert len(acc.queued(T0)) == 1
+
+
+def test_ready_after_linger_or_when_full_or_forced() -> None:
+    acc = RecordAccumulator(batch_size=1000, linger_ms=5)
+    append(acc, T0, now=100)
+    check = acc.ready(102, LEADERS, busy_nodes=(), force=False)
+    assert check.ready_nodes == frozenset() and check.next_ready_ms == 105
+    assert acc.ready(102, LEADERS, (), force=True).ready_nodes == {1}
+    assert acc.ready(105, LEADERS, (), force=False).ready_nodes == {1}
+    for _ in range(40):
+        append(acc, T1, now=102)  # overflows into a second batch: the first is full
+    assert acc.ready(102, LEADERS, (), force=False).ready_nodes == {2}
+
+
+def test_busy_leaders_and_unknown_leaders_are_not_ready() -> None:
+    acc = RecordAccumulator(batch_size=1000, linger_ms=0)
+    append(acc, T0, 0)
+    append(acc, TopicPartition("orphan", 0), 0)
+    check = acc.ready(10, LEADERS, busy_nodes={1}, force=False)
+    assert check.ready_nodes == frozenset()
+    assert check.unknown_leader_topics == {"orphan"}
+
+
+def test_drain_takes_every_batch_of_the_leader_within_max_request_size() -> None:
+    acc = RecordAccumulator(batch_size=150, linger_ms=0)
+    for _ in range(12):
+        append(acc, T0, 0)  # 3 per batch: 4 batches of ~139 bytes
+    drained = acc.drain({1}, LEADERS, max_request_size=300, now_ms=0)
+    assert [b.record_count for b in drained[1]] == [3, 3]
+    assert all(b.closed and b.attempts == 1 for b in drained[1])
+    # Always at least one batch, even above max_request_size.
+    assert len(acc.drain({1}, LEADERS, max_request_size=1, now_ms=0)[1]) == 1
+    # A drained open batch is closed: the next record opens a new one.
+    append(acc, T0, 0)
+    assert acc.queued(T0)[-1].record_count == 1
+
+
+def test_reenqueued_batches_go_first_in_order_and_wait_for_backoff() -> None:
+    acc = RecordAccumulator(batch_size=150, linger_ms=0)
+    for _ in range(6):
+        append(acc, T0, 0)
+    first, second = acc.drain({1}, LEADERS, 10_000, 0)[1]
+    append(acc, T0, 0)
+    acc.reenqueue([first, second], retry_at_ms=50)
+    assert acc.queued(T0)[:2] == [first, second]
+    assert acc.ready(10, LEADERS, (), force=True).ready_nodes == frozenset()
+    assert acc.ready(10, LEADERS, (), force=True).next_ready_ms == 50
+    again = acc.drain({1}, LEADERS, 10_000, 50)[1]
+    assert again[:2] == [first, second] and first.attempts == 2
+
+
+def test_expire_and_deallocate_release_memory() -> None:
+    acc = RecordAccumulator(batch_size=150, linger_ms=0)
+    for _ in range(4):
+        append(acc, T0, 0)
+    append(acc, T1, 500)
+    expired = acc.expire(now_ms=1000, delivery_timeout_ms=1000)
+    assert [b.tp for b in expired] == [T0, T0]
+    for b in expired:
+        acc.deallocate(b)
+    assert acc.buffered_bytes == 26
+    assert acc.has_queued()
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([T0, T1]), st.integers(0, 300)), min_size=1, max_size=200),
+       st.integers(50, 2000))
+def test_drain_preserves_per_partition_order_and_loses_nothing(appends: list, batch_size: int) -> None:
+    acc = RecordAccumulator(batch_size=batch_size, linger_ms=0)
+    sent: dict[TopicPartition, list[bytes]] = {T0: [], T1: []}
+    for i, (tp, n) in enumerate(appends):
+        value = i.to_bytes(4, "big") * (n // 4 + 1)
+        r = (None, value, (), 0)
+        assert acc.append(tp, r, size_of(r), 0) is not None
+        sent[tp].append(value)
+    got: dict[TopicPartition, list[bytes]] = {T0: [], T1: []}
+    while acc.has_queued():
+        for batches in acc.drain({1, 2}, LEADERS, 1000, 0).values():
+            for b in batches:
+                got[b.tp].extend(r[1] for r in b.records)
+                acc.deallocate(b)
+    assert got == sent
+    assert acc.buffered_bytes == 0 and not acc.incomplete
+
+
+def test_produce_body_concatenates_batches_per_partition() -> None:
+    acc = RecordAccumulator(batch_size=100, linger_ms=0)
+    for i in range(5):
+        r = (b"k", f"v{i}".encode(), (("h", b"1"),), 1000 + i)
+        acc.append(T0, r, 40, 0)
+    batches = acc.drain({1}, LEADERS, 10_000, 0)[1]
+    body, by_tp = produce_body(batches, CONFIG)
+    assert list(by_tp) == [T0] and body["acks"] == 1
+    [entry] = body["partitions"]
+    assert len(list(iter_batches(entry["records"]))) == 5  # one record per 100-byte batch
+    records = [r for pos, _ in iter_batches(entry["records"]) for r in decode_records(entry["records"], pos)]
+    assert [r.value for r in records] == [b"v0", b"v1", b"v2", b"v3", b"v4"]
+    assert records[3].timestamp == 1003 and records[0].headers == (("h", b"1"),)
+
+
+def test_partition_outcomes() -> None:
+    by_tp = {T0: [], T1: [], TopicPartition("t", 2): []}
+    answer = {"partitions": [
+        {"topic": "t", "partition": 0, "base_offset": 42, "log_start_offset": 0},
+        {"topic": "t", "partition": 1, "base_offset": -1, "error_code": "NOT_LEADER_OR_FOLLOWER", "message": "moved"},
+    ]}
+    out = partition_outcomes(answer, by_tp, acks=1)
+    assert out[T0] == 42
+    assert isinstance(out[T1], KraftError) and out[T1].error_code == "NOT_LEADER_OR_FOLLOWER" and out[T1].retriable
+    missing = out[TopicPartition("t", 2)]
+    assert isinstance(missing, KraftError) and missing.error_code == "UNKNOWN_SERVER_ERROR"
+    assert partition_outcomes({}, by_tp, acks=0) == {tp: -1 for tp in by_tp}

@@ -1,0 +1,101 @@
+"""kraft-bench: the pure measurement helpers, and the commands against the fake broker."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from api.client.futures import ProduceResult, RecordFuture
+from api.client.types import TopicPartition
+from client_fake_broker import FakeBroker
+from kraft.bench import AckLatencyRecorder, BenchResult, Progress, main, percentile
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_percentile_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 1001)]
+    assert percentile(values, 50) == 500.0
+    assert percentile(values, 99) == 990.0
+    assert percentile(values, 99.9) == 999.0
+    assert percentile(values, 100) == 1000.0
+    assert percentile([7.0], 99.9) == 7.0
+    assert percentile([], 50) is None
+
+
+def test_ack_latency_interpolates_sends_within_a_batch() -> None:
+    clock = FakeClock()
+    rec = AckLatencyRecorder(clock)
+    tp = TopicPartition("t", 0)
+    a, b = ProduceResult(tp), ProduceResult(tp)
+    for i in range(5):  # sends at 0, 1, 2, 3, 4 ms into batch a
+        clock.now = i / 1000
+        rec.on_send(RecordFuture(a, i, 0))
+    clock.now = 0.005
+    rec.on_send(RecordFuture(b, 0, 0))
+    clock.now = 0.010
+    a.complete(0)  # done at 10 ms: latencies 10, 9, 8, 7, 6
+    clock.now = 0.020
+    b.complete(-1, error=None)
+    lat = rec.latencies_ms()
+    assert [round(x, 6) for x in lat] == [6.0, 7.0, 8.0, 9.0, 10.0, 15.0]
+    assert rec.failed_records == 0
+
+
+def test_failed_batches_are_counted_not_timed() -> None:
+    from api.errors import KraftError
+
+    rec = AckLatencyRecorder(FakeClock())
+    r = ProduceResult(TopicPartition("t", 0))
+    rec.on_send(RecordFuture(r, 0, 0))
+    rec.on_send(RecordFuture(r, 1, 0))
+    r.complete(-1, KraftError("NOT_ENOUGH_REPLICAS", "x"))
+    assert rec.failed_records == 2 and rec.latencies_ms() == []
+
+
+def test_summary_keys_and_progress_line() -> None:
+    s = BenchResult("produce", {"acks": "1"}, records=2000, bytes=2 * 1024 * 1024, elapsed_s=2.0,
+                    latencies_ms=[1.0, 2.0, 3.0]).summary()
+    assert s["records_per_sec"] == 1000.0 and s["mb_per_sec"] == 1.0
+    assert (s["p50_ms"], s["p99_ms"], s["p999_ms"]) == (2.0, 3.0, 3.0) and s["acks"] == "1"
+    out, clock = io.StringIO(), FakeClock()
+    progress = Progress("produce", out, clock)
+    progress.update(100, 100)
+    assert out.getvalue() == ""  # not a second yet
+    clock.now = 2.0
+    progress.update(2100, 2 * 1024 * 1024)
+    assert out.getvalue() == "produce: 2100 records, 1,050 rec/s, 1.00 MB/s\n"
+
+
+def test_produce_then_consume_commands(broker: FakeBroker, tmp_path: Path) -> None:
+    common = ["--bootstrap-server", broker.bootstrap, "--topic", "bench", "--num-records", "2000", "--record-size", "50"]
+    out = tmp_path / "produce.json"
+    produced = CliRunner().invoke(main, ["produce", *common, "--partitions", "2", "--json", str(out)], catch_exceptions=False)
+    assert produced.exit_code == 0, produced.output
+    summary = json.loads(out.read_text())
+    assert summary["records"] == 2000 and summary["partitions"] == 2 and summary["errors"] == 0
+    assert summary["records_per_sec"] > 0 and 0 < summary["p50_ms"] <= summary["p99_ms"] <= summary["p999_ms"]
+    assert broker.end_offset("bench", 0) + broker.end_offset("bench", 1) == 2000
+    out = tmp_path / "consume.json"
+    consumed = CliRunner().invoke(main, ["consume", *common, "--json", str(out)], catch_exceptions=False)
+    assert consumed.exit_code == 0, consumed.output
+    summary = json.loads(out.read_text())
+    assert summary["records"] == 2000 and summary["mb_per_sec"] > 0
+
+
+def test_e2e_command(broker: FakeBroker, tmp_path: Path) -> None:
+    out = tmp_path / "e2e.json"
+    result = CliRunner().invoke(main, ["e2e", "--bootstrap-server", broker.bootstrap, "--topic", "lat",
+                                       "--num-records", "20", "--linger-ms", "0", "--json", str(out)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(out.read_text())
+    assert summary["records"] == 20 and summary["p50_ms"] > 0

@@ -1,0 +1,68 @@
+"""Transport helpers: server addresses, error answers, metadata snapshots (no network)."""
+
+from __future__ import annotations
+
+import json
+
+import msgpack
+import pytest
+import requests
+
+from api.client.cluster import ClusterSnapshot
+from api.client.transport import Transport, error_from_response, parse_address, parse_bootstrap
+from api.client.types import TopicPartition
+from api.errors import KraftError
+
+
+def test_addresses() -> None:
+    assert parse_address("127.0.0.1:9092") == ("127.0.0.1", 9092)
+    assert parse_address(" [::1]:9093 ") == ("::1", 9093)
+    assert parse_bootstrap("a:1, b:2,") == [("a", 1), ("b", 2)]
+    assert parse_bootstrap(["a:1"]) == [("a", 1)]
+    for bad in ("nohost", "h:", ":1", "h:0", "h:70000", "h:x"):
+        with pytest.raises(ValueError):
+            parse_address(bad)
+    with pytest.raises(KraftError) as err:
+        Transport("")
+    assert err.value.error_code == "INVALID_CONFIG"
+
+
+def response(status: int, body: bytes, ctype: str) -> requests.Response:
+    r = requests.Response()
+    r.status_code = status
+    r._content = body
+    r.headers["Content-Type"] = ctype
+    return r
+
+
+def test_error_answers_become_kraft_errors() -> None:
+    body = {"error_code": "NOT_LEADER_OR_FOLLOWER", "message": "moved", "retriable": True,
+            "leader": {"node_id": 2, "host": "h", "port": 1}}
+    e = error_from_response(response(421, msgpack.packb(body), "application/msgpack"))
+    assert e.error_code == "NOT_LEADER_OR_FOLLOWER" and e.retriable and e.extra["leader"]["node_id"] == 2
+    e = error_from_response(response(409, json.dumps({"error_code": "TOPIC_ALREADY_EXISTS", "message": "TOPIC_ALREADY_EXISTS: t exists"}).encode(), "application/json"))
+    assert str(e) == "TOPIC_ALREADY_EXISTS: t exists"
+    e = error_from_response(response(404, b"<html>", "text/html"))
+    assert e.error_code == "NOT_FOUND" and "404" in e.message
+    assert error_from_response(response(502, b"bad gateway", "text/plain")).error_code == "UNKNOWN_SERVER_ERROR"
+
+
+def test_snapshot_from_metadata_answer() -> None:
+    snap = ClusterSnapshot.from_wire({
+        "cluster_id": "c", "controller_id": -1,
+        "brokers": [{"node_id": 1, "host": "h1", "port": 1}, {"node_id": 2, "host": "h2", "port": 2, "rack": "r"}],
+        "topics": [
+            {"name": "t", "topic_id": "x", "internal": False, "partitions": [
+                {"partition": 1, "leader": 3, "leader_epoch": 0, "replicas": [3], "isr": [3]},
+                {"partition": 0, "leader": 2, "leader_epoch": 5, "replicas": [2, 1], "isr": [2]},
+            ]},
+            {"name": "other", "partitions": []},
+        ],
+    }, only=["t"])
+    assert snap.controller_id is None and set(snap.topics) == {"t"}
+    assert snap.partition_count("t") == 2 and snap.partition_count("other") is None
+    assert snap.leader_id(TopicPartition("t", 0)) == 2
+    assert snap.leader_id(TopicPartition("t", 1)) is None  # leader 3 is not a known broker
+    assert snap.leader_id(TopicPartition("t", 7)) is None
+    assert snap.broker_address(2) == ("h2", 2) and snap.brokers[2].rack == "r"
+    assert snap.partitions_for("t") == [TopicPartition("t", 0), TopicPartition("t", 1)]

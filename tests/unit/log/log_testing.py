@@ -1,0 +1,24 @@
+"""Helpers shared by the storage-engine tests (imported by the test modules of this folder)."""
+
+from __future__ import annotations
+
+from log.batch import Record, build_batch, decode_records, iter_batches
+
+
+def make_batch(
+    n: int = 1,
+    *,
+    ts: int = 1_000,
+    key: bytes | None = b"k",
+    size: int = 10,
+    compression: str = "none",
+) -> bytes:
+    """A producer batch of `n` records with timestamps ts, ts+1, ..."""
+    return build_batch(
+        [(key, bytes([i % 256]) * size, None, ts + i) for i in range(n)], compression=compression
+    )
+
+
+def all_records(data: bytes) -> list[Record]:
+    """Every record of concatenated batches."""
+    return [r for pos, _ in iter_batches(data) for r in decode_records(data, pos)]

@@ -1,0 +1,86 @@
+"""LogValidator: every rule rejects the whole request; stamping; follower offset order."""
+
+from __future__ import annotations
+
+import struct
+
+import crc32c
+import pytest
+
+from log.batch import ATTRIBUTES_POS, BatchHeader, build_batch, encode_batch, stamp
+from log.config import LogConfig
+from log.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    RecordTooLargeError,
+)
+from log.validator import LogValidator
+from log_testing import make_batch
+
+
+def _with_attributes(batch: bytes, attributes: int) -> bytes:
+    buf = bytearray(batch)
+    struct.pack_into(">h", buf, ATTRIBUTES_POS, attributes)
+    struct.pack_into(">I", buf, 17, crc32c.crc32c(bytes(buf[ATTRIBUTES_POS:])))
+    return bytes(buf)
+
+
+def test_stamps_consecutive_offsets_and_epoch() -> None:
+    validator = LogValidator(LogConfig())
+    blob = make_batch(3) + make_batch(2)
+    stamped = validator.assign_offsets(validator.validate_for_leader(blob), 40, 6, now_ms=0)
+    assert [(h.base_offset, h.last_offset, h.partition_leader_epoch) for _, h in stamped.batches] == [
+        (40, 42, 6), (43, 44, 6),
+    ]
+    assert stamped.record_count == 5 and stamped.size_in_bytes == len(blob)
+
+
+def test_log_append_time_topic_overwrites_timestamps() -> None:
+    validator = LogValidator(LogConfig(message_timestamp_type="LogAppendTime"))
+    stamped = validator.assign_offsets(validator.validate_for_leader(make_batch(2)), 0, 0, now_ms=777)
+    assert stamped.max_timestamp == 777 and stamped.batches[0][1].is_log_append_time
+
+
+@pytest.mark.parametrize(
+    "blob,error",
+    [
+        (b"", InvalidRecordError),
+        (make_batch(1) + b"\x00" * 70, CorruptRecordError),  # trailing garbage
+        (make_batch(1) + make_batch(1)[:-2], CorruptRecordError),  # cut batch
+        (make_batch(1, size=2000), RecordTooLargeError),
+        (encode_batch([[0, 0, b"k", b"v", []]], base_offset=0, last_offset_delta=3,
+                      base_timestamp=0, max_timestamp=0), InvalidRecordError),
+        (encode_batch([], base_offset=0, last_offset_delta=-1, base_timestamp=0,
+                      max_timestamp=0), InvalidRecordError),
+        (_with_attributes(make_batch(1), 2), InvalidRecordError),  # snappy
+        (_with_attributes(make_batch(1), 0x10), InvalidRecordError),  # transactional
+        (make_batch(1, ts=-5), InvalidTimestampError),
+    ],
+)
+def test_bad_requests_are_rejected_whole(blob: bytes, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        LogValidator(LogConfig(max_message_bytes=1000)).validate_for_leader(make_batch(1) + blob if blob else blob)
+
+
+def test_compacted_topic_needs_keys() -> None:
+    validator = LogValidator(LogConfig(cleanup_policy="compact"))
+    validator.validate_for_leader(make_batch(2, key=b"a"))
+    with pytest.raises(InvalidRecordError, match="key"):
+        validator.validate_for_leader(make_batch(2, key=None))
+
+
+def test_follower_keeps_offsets_and_checks_order() -> None:
+    validator = LogValidator(LogConfig())
+    a, b = bytearray(make_batch(2)), bytearray(make_batch(2))
+    stamp(a, 0, 10, 3)
+    stamp(b, 0, 15, 4)  # a gap, as after compaction: allowed
+    validated = validator.validate_for_follower(bytes(a + b), log_end_offset=10)
+    assert [h.base_offset for _, h in validated.batches] == [10, 15]
+    with pytest.raises(InvalidRecordError):
+        validator.validate_for_follower(bytes(a + b), log_end_offset=11)
+    with pytest.raises(InvalidRecordError):
+        validator.validate_for_follower(bytes(b + a), log_end_offset=0)
+    compacted = encode_batch([[0, 0, b"k", b"v", []], [3, 0, b"j", b"w", []]], base_offset=20,
+                             last_offset_delta=4, base_timestamp=0, max_timestamp=0)
+    assert BatchHeader.parse(validator.validate_for_follower(compacted, 20).buffer).last_offset == 24

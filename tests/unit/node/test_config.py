@@ -1,0 +1,140 @@
+"""Config loading: defaults, layering (flags < file < overrides), file formats, validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kraft.config import (
+    CONFIG_KEYS, ConfigError, load_config, parse_host_port, parse_properties, parse_voters,
+    validate_topic_configs,
+)
+
+
+def test_defaults_are_the_embedded_single_node() -> None:
+    config = load_config()
+    assert config.node_id == 1
+    assert config.roles == ("broker", "controller")
+    assert config.listener == ("127.0.0.1", 9092)
+    assert config.data_dir == Path("./kraft-data")
+    assert config.voters == {}
+    assert config["num.partitions"] == 1
+    assert config["broker.session.timeout.ms"] == 9000
+    assert config["offsets.topic.num.partitions"] == 50
+    assert config.retention_ms == 168 * 3_600_000
+
+
+def test_every_default_passes_its_own_validator() -> None:
+    for key in CONFIG_KEYS.values():
+        assert key.parse(key.default) == key.default, key.name
+
+
+def test_layers_flags_then_file_then_overrides(tmp_path: Path) -> None:
+    props = tmp_path / "server.properties"
+    props.write_text("# a comment\nnum.partitions=3\nlisteners = PLAINTEXT://0.0.0.0:9500\n"
+                     "log.retention.hours: 1\n")
+    config = load_config(
+        {"num.partitions": "2", "node.id": 4}, props, ["num.partitions=7"]
+    )
+    assert config["num.partitions"] == 7
+    assert config.node_id == 4
+    assert config.listener == ("0.0.0.0", 9500)
+    assert config.retention_ms == 3_600_000
+
+
+def test_toml_file_with_nested_tables(tmp_path: Path) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text('"node.id" = 3\n[log]\ndirs = ["/tmp/x"]\n"retention.ms" = 5000\n'
+                    '[auto.create.topics]\nenable = false\n')
+    config = load_config(config_file=path)
+    assert config.node_id == 3
+    assert config.data_dir == Path("/tmp/x")
+    assert config.retention_ms == 5000
+    assert config["auto.create.topics.enable"] is False
+
+
+def test_retention_precedence_ms_over_minutes_over_hours() -> None:
+    assert load_config(overrides=["log.retention.minutes=2"]).retention_ms == 120_000
+    config = load_config(overrides=["log.retention.minutes=2", "log.retention.ms=5"])
+    assert config.retention_ms == 5
+    assert load_config(overrides=["log.retention.hours=-1"]).retention_ms == -1
+
+
+@pytest.mark.parametrize("override, key", [
+    ("no.such.key=1", "no.such.key"),
+    ("num.partitions=0", "num.partitions"),
+    ("num.partitions=many", "num.partitions"),
+    ("process.roles=broker,janitor", "process.roles"),
+    ("process.roles=", "process.roles"),
+    ("listeners=localhost", "listeners"),
+    ("listeners=host:70000", "listeners"),
+    ("auto.create.topics.enable=yes", "auto.create.topics.enable"),
+    ("log.cleanup.policy=shred", "log.cleanup.policy"),
+    ("controller.quorum.voters=1@h:1,1@h:2", "controller.quorum.voters"),
+    ("controller.quorum.voters=x@h:1", "controller.quorum.voters"),
+    ("log.dirs=/a,/b", "log.dirs"),
+    ("metadata.mode=etcd", "metadata.mode"),
+])
+def test_bad_keys_and_values_name_the_key(override: str, key: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=[override])
+    assert info.value.key == key
+    assert key in str(info.value)
+
+
+def test_cross_key_rules() -> None:
+    with pytest.raises(ConfigError, match="controller.quorum.voters"):
+        load_config({"process.roles": "broker"})  # a broker alone must know the quorum
+    with pytest.raises(ConfigError, match="controller.quorum.secret"):
+        load_config({"controller.quorum.voters": "1@h:1,2@h:2"})
+    with pytest.raises(ConfigError, match="not among the voters"):
+        load_config({"controller.quorum.voters": "2@h:1", "node.id": 1})
+    ok = load_config({"controller.quorum.voters": "1@h:1,2@h:2",
+                      "controller.quorum.secret": "s"})
+    assert ok.voters == {1: ("h", 1), 2: ("h", 2)}
+
+
+def test_unreadable_or_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(config_file=tmp_path / "missing.properties")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("this is = = not toml")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(config_file=bad)
+    with pytest.raises(ConfigError, match="key=value"):
+        parse_properties("just words")
+    with pytest.raises(ConfigError, match="--override"):
+        load_config(overrides=["novalue"])
+
+
+def test_topic_configs() -> None:
+    assert validate_topic_configs({"retention.ms": 5, "cleanup.policy": "compact",
+                                   "min.insync.replicas": "2",
+                                   "unclean.leader.election.enable": True}) == {
+        "retention.ms": "5", "cleanup.policy": "compact", "min.insync.replicas": "2",
+        "unclean.leader.election.enable": "true"}
+    for bad in ({"retention.ms": "soon"}, {"min.insync.replicas": "0"}, {"colour": "red"},
+                {"cleanup.policy": "shred"}):
+        with pytest.raises(ConfigError) as info:
+            validate_topic_configs(bad)
+        assert info.value.error_code == "INVALID_CONFIG"
+        assert list(bad)[0] in str(info.value)
+
+
+def test_broker_log_config_follows_the_keys() -> None:
+    config = load_config(overrides=["log.segment.bytes=1024", "log.cleanup.policy=compact,delete",
+                                    "min.insync.replicas=2", "log.roll.ms=60000"])
+    log_config = config.log_config()
+    assert log_config.segment_bytes == 1024
+    assert log_config.compact and log_config.delete
+    assert log_config.min_insync_replicas == 2
+    assert log_config.segment_ms == 60000
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(0, 65535))
+def test_voters_round_trip(node_id: int, port: int) -> None:
+    assert parse_voters(f"{node_id}@10.0.0.1:{port}") == {node_id: ("10.0.0.1", port)}
+    assert parse_host_port(f"[::1]:{port}") == ("::1", port)
