@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.wire import INT32_MAX, INT64_MAX
+from log.config import TOPIC_CONFIG_KEYS
 
 INT32 = {"type": "integer", "format": "int32"}
 INT64 = {"type": "integer", "format": "int64"}
@@ -40,6 +41,24 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
 ACKS = {"oneOf": [{"type": "integer", "enum": [0, 1, -1]}, {"type": "string", "enum": ["all"]}]}
 BINARY = {"type": "string", "format": "byte", "description": "base64 in JSON, bin in msgpack"}
 CONFIGS = {"type": "object", "additionalProperties": {"type": "string"}}
+_ENUM_CONFIGS = {
+    "cleanup.policy": ["delete", "compact", "compact,delete"],
+    "message.timestamp.type": ["CreateTime", "LogAppendTime"],
+    "unclean.leader.election.enable": ["true", "false"],
+}
+
+
+def _config_values(nullable: bool) -> dict[str, Any]:
+    """Topic config overrides: the known keys only (log.config.TOPIC_CONFIG_KEYS), string values."""
+    properties = {}
+    for key in sorted(TOPIC_CONFIG_KEYS):
+        if key in _ENUM_CONFIGS:
+            schema: dict[str, Any] = {"type": "string", "enum": _ENUM_CONFIGS[key]}
+        else:
+            schema = {"type": "string", "pattern": "^[1-9][0-9]{1,17}$"}
+        properties[key] = _nullable(schema) if nullable else schema
+    return {"type": "object", "properties": properties, "additionalProperties": False}
+
 
 SCHEMAS: dict[str, Any] = {
     "Error": _obj({
@@ -62,6 +81,7 @@ SCHEMAS: dict[str, Any] = {
 
 _ERROR_STATUSES = {
     "400": "Invalid request (INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, ...)",
+    "403": "Refused by policy (POLICY_VIOLATION, TOPIC_DELETION_DISABLED)",
     "404": "Unknown topic or partition, or unknown route",
     "405": "Method not allowed",
     "406": "Not acceptable",
@@ -142,7 +162,8 @@ _PATHS: dict[str, Any] = {
         }, ("node_id", "host", "port", "rack"))},
         "topics": {"type": "array", "items": _ref("TopicMetadata")},
     }, ("cluster_id", "controller_id", "brokers", "topics")), parameters=[
-        _query("topics", {"type": "string"}, "comma-separated topic names"),
+        _query("topics", {"type": "string", "pattern": "^[a-zA-Z0-9._,-]*$"},
+               "comma-separated topic names"),
     ])},
     "/v1/topics": {
         "post": _operation("Create a topic", _obj({
@@ -150,7 +171,7 @@ _PATHS: dict[str, Any] = {
             "replication_factor": INT32, "configs": CONFIGS,
         }, ("name", "topic_id", "partitions", "replication_factor", "configs")), "201", _obj({
             "name": TOPIC_NAME, "partitions": _int(1, 10_000),
-            "replication_factor": _int(1, 32767), "configs": CONFIGS,
+            "replication_factor": _int(1, 32767), "configs": _config_values(nullable=False),
         }, ("name",))),
         "get": _operation("List topics", _obj({"topics": {"type": "array", "items": _obj({
             "name": {"type": "string"}, "topic_id": {"type": "string"},
@@ -173,9 +194,8 @@ _PATHS: dict[str, Any] = {
         "get": _operation("Topic config overrides and broker defaults", _obj(
             {"configs": CONFIGS, "defaults": CONFIGS}, ("configs", "defaults"))),
         "patch": _operation("Set (or with null, delete) topic config overrides", _obj(
-            {"configs": CONFIGS}, ("configs",)), body=_obj({"configs": {
-                "type": "object", "additionalProperties": _nullable({"type": "string"})}},
-                ("configs",))),
+            {"configs": CONFIGS}, ("configs",)),
+            body=_obj({"configs": _config_values(nullable=True)}, ("configs",))),
     },
     "/v1/topics/{topic}/records": {
         "parameters": [TOPIC_PARAM],

@@ -10,7 +10,7 @@ UNKNOWN_SERVER_ERROR: a bad request never takes the node down.
 from __future__ import annotations
 
 import logging
-from typing import AsyncIterator, Awaitable, Callable
+from typing import AsyncIterator, Awaitable, Callable, Iterable
 
 from aiohttp import web
 
@@ -45,12 +45,15 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        error = _from_http_exception(exc)
+        response = render_error(request, _from_http_exception(exc))
+        if "Allow" in exc.headers:  # RFC 9110: a 405 lists the methods the resource has
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
     except Exception as exc:  # the node answers every request, whatever went wrong
         error = from_exception(exc)
         if error.error_code == "UNKNOWN_SERVER_ERROR":
             log.exception("unexpected error serving %s %s", request.method, request.path)
-    return render_error(request, error)
+        return render_error(request, error)
 
 
 def build_app(
@@ -59,8 +62,10 @@ def build_app(
     admin: AdminService,
     replicas: ReplicaService,
     cleanup: Callable[[web.Application], AsyncIterator[None]] | None = None,
+    extra_routes: Iterable[web.RouteTableDef] = (),
 ) -> web.Application:
-    """The application; `cleanup` (an aiohttp cleanup_ctx generator) ties the node's lifecycle."""
+    """The application; `cleanup` (an aiohttp cleanup_ctx generator) ties the node's lifecycle;
+    `extra_routes` are other components' routes (each must be in api/openapi.py)."""
     app = web.Application(
         middlewares=[error_middleware], client_max_size=node_info.max_request_bytes
     )
@@ -70,6 +75,8 @@ def build_app(
     app[REPLICAS] = replicas
     for module in (health, metadata, topics, records, batch, openapi):
         app.router.add_routes(module.routes)
+    for table in extra_routes:
+        app.router.add_routes(table)
     if cleanup is not None:
         app.cleanup_ctx.append(cleanup)
     return app

@@ -112,12 +112,15 @@ class Fields:
     def has(self, name: str) -> bool:
         return self.obj.get(name) is not None
 
-    def raw(self, name: str, default: Any = _MISSING) -> Any:
-        value = self.obj.get(name)
-        if value is None:
+    def raw(self, name: str, default: Any = _MISSING, nullable: bool = False) -> Any:
+        """The value; `default` when absent (required without one); null only when nullable."""
+        if name not in self.obj:
             if default is _MISSING:
                 raise invalid_request(f"{self._path(name)} is required")
             return default
+        value = self.obj[name]
+        if value is None and not nullable:
+            raise invalid_request(f"{self._path(name)} must not be null")
         return value
 
     def get_int(
@@ -137,9 +140,9 @@ class Fields:
             raise invalid_request(f"{self._path(name)} must be in [{minimum}, {maximum}], got {value}")
         return value
 
-    def get_str(self, name: str, default: Any = _MISSING) -> Any:
-        value = self.raw(name, default)
-        if value is default and default is not _MISSING:
+    def get_str(self, name: str, default: Any = _MISSING, nullable: bool = False) -> Any:
+        value = self.raw(name, default, nullable)
+        if value is None or (value is default and default is not _MISSING):
             return value
         if not isinstance(value, str):
             raise invalid_request(f"{self._path(name)} must be a string, got {type(value).__name__}")

@@ -49,6 +49,10 @@ async def _serve(config: KraftConfig) -> int:
         return EXIT_CONFIG_ERROR
     try:
         await node.start()
+    except OSError as e:
+        log.error("node %d cannot listen on %s: %s", config.node_id, config["listeners"], e.strerror)
+        await node.stop()
+        return EXIT_STARTUP_FAILED
     except Exception:
         log.exception("node %d failed to start", config.node_id)
         await node.stop()

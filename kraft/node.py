@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import resource
 import socket
 import uuid
 from pathlib import Path
@@ -79,6 +80,24 @@ def advertised_endpoint(config: KraftConfig, bound_port: int) -> tuple[str, int]
     return host, port or bound_port
 
 
+FILES_PER_PARTITION = 4  # .log, .index, .timeindex of the active segment, and headroom
+RESERVED_FILES = 512  # sockets, the metadata log, libraries
+
+
+def partition_budget() -> int:
+    """How many partitions this process can keep open: raises the soft open-files limit to the
+    hard one (as `ulimit -n` would) and divides it among partitions."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = 1_048_576 if hard == resource.RLIM_INFINITY else hard
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return max(100, (soft - RESERVED_FILES) // FILES_PER_PARTITION)
+
+
 class Node:
     def __init__(self, config: KraftConfig) -> None:
         if not (config.is_broker and config.is_controller) or len(config.voters) > 1:
@@ -117,7 +136,8 @@ class Node:
             max_request_bytes=config["socket.request.max.bytes"],
             auto_create_topics=config["auto.create.topics.enable"],
         )
-        admin = LocalAdmin(self.controller, self.view, config["delete.topic.enable"])
+        admin = LocalAdmin(self.controller, self.view, config["delete.topic.enable"],
+                           partition_budget())
         self.app = build_app(info, self.view, admin, self.replica_manager, cleanup=self._services)
         self._runner: web.AppRunner | None = None
         self.port = config.listener[1]

@@ -12,10 +12,11 @@ Lists are stored as tuples so records stay immutable.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar, Union
+from typing import Any, Callable, ClassVar, TypeVar, Union
 
 NO_LEADER = -1
 
@@ -61,8 +62,9 @@ class MetadataRecord:
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"type": self.type, "version": self.version}
-        for f in dataclasses.fields(self):
-            d[f.name] = _to_builtin(getattr(self, f.name))
+        for name in _fields(type(self)):
+            value = getattr(self, name)
+            d[name] = _to_builtin(value) if isinstance(value, (tuple, Endpoint)) else value
         return d
 
     @classmethod
@@ -70,16 +72,16 @@ class MetadataRecord:
         version = d.get("version", 0)
         if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version <= cls.version:
             raise ValueError(f"{cls.type}: unsupported version {version!r} (max {cls.version})")
-        hints = _hints(cls)
-        unknown = set(d) - set(hints) - {"type", "version"}
+        fields = _fields(cls)
+        unknown = d.keys() - fields.keys() - {"type", "version"}
         if unknown:
             raise ValueError(f"{cls.type}: unknown fields {sorted(unknown)}")
         kwargs: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            if f.name in d:
-                kwargs[f.name] = _coerce(d[f.name], hints[f.name], f"{cls.type}.{f.name}")
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise ValueError(f"{cls.type}: missing field {f.name!r}")
+        for name, (convert, required) in fields.items():
+            if name in d:
+                kwargs[name] = convert(d[name], f"{cls.type}.{name}")
+            elif required:
+                raise ValueError(f"{cls.type}: missing field {name!r}")
         return cls(**kwargs)
 
     def stamped(self: R, controller_epoch: int, request_id: str | None) -> R:
@@ -224,47 +226,58 @@ def record_from_dict(d: Any) -> MetadataRecord:
 
 # -- field conversion -------------------------------------------------------------------------
 
-_HINTS: dict[type, dict[str, Any]] = {}
+Converter = Callable[[Any, str], Any]
+_KIND = {int: "an int", bool: "a bool", str: "a string"}
+_FIELDS: dict[type, dict[str, tuple[Converter, bool]]] = {}
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    hints = _HINTS.get(cls)
-    if hints is None:
-        all_hints = typing.get_type_hints(cls)
-        hints = {f.name: all_hints[f.name] for f in dataclasses.fields(cls)}
-        _HINTS[cls] = hints
-    return hints
+def _fields(cls: type) -> dict[str, tuple[Converter, bool]]:
+    """Per field of a record class: its converter (built once from the type hint) and whether it is required."""
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        hints = typing.get_type_hints(cls)
+        fields = _FIELDS[cls] = {
+            f.name: (_converter(hints[f.name]),
+                     f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+            for f in dataclasses.fields(cls)
+        }
+    return fields
 
 
-def _coerce(value: Any, hint: Any, where: str) -> Any:
-    """Check `value` against a field type and convert lists to tuples; ValueError when it does not fit."""
+@functools.cache
+def _converter(hint: Any) -> Converter:
+    """A function checking a value against a field type (lists become tuples); ValueError when it does not fit."""
     origin = typing.get_origin(hint)
     if origin in (Union, types.UnionType):
         args = typing.get_args(hint)
-        if value is None and type(None) in args:
-            return None
         (inner,) = [a for a in args if a is not type(None)]
-        return _coerce(value, inner, where)
+        convert_inner = _converter(inner)
+        return lambda value, where: None if value is None else convert_inner(value, where)
     if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise ValueError(f"{where}: expected a list, got {type(value).__name__}")
         (item,) = [a for a in typing.get_args(hint) if a is not Ellipsis]
-        return tuple(_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value))
+        convert_item = _converter(item)
+
+        def convert_tuple(value: Any, where: str) -> tuple[Any, ...]:
+            if not isinstance(value, (list, tuple)):
+                raise ValueError(f"{where}: expected a list, got {type(value).__name__}")
+            return tuple(convert_item(v, f"{where}[{i}]") for i, v in enumerate(value))
+
+        return convert_tuple
     if hint is Endpoint:
-        return Endpoint.from_dict(value)
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{where}: expected an int, got {value!r}")
-        return value
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise ValueError(f"{where}: expected a bool, got {value!r}")
-        return value
-    if hint is str:
-        if not isinstance(value, str):
-            raise ValueError(f"{where}: expected a string, got {value!r}")
-        return value
-    raise AssertionError(f"{where}: unsupported field type {hint!r}")
+        return lambda value, where: Endpoint.from_dict(value)
+    if hint in (int, bool, str):
+        def convert_scalar(value: Any, where: str) -> Any:
+            # bool is an int subclass: neither may pass for the other
+            if type(value) is not hint and not (hint is int and isinstance(value, int) and not isinstance(value, bool)):
+                raise ValueError(f"{where}: expected {_KIND[hint]}, got {value!r}")
+            return value
+
+        return convert_scalar
+    raise AssertionError(f"unsupported field type {hint!r}")
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    return _converter(hint)(value, where)
 
 
 def _to_builtin(value: Any) -> Any:

@@ -23,17 +23,12 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from api.errors import KraftError
-from log.batch import decode_records, iter_batches
+from log.batch import iter_batches
 from spark_connector import positions
 from spark_connector.broker import BrokerClient
 from spark_connector.offsets import OffsetRange, PartitionOffsets, from_json, plan_ranges, rate_limit, to_json
 from spark_connector.options import SourceOptions
-from spark_connector.schema import (
-    TIMESTAMP_TYPE_CREATE_TIME,
-    TIMESTAMP_TYPE_LOG_APPEND_TIME,
-    arrow_schema,
-    records_to_arrow,
-)
+from spark_connector.schema import ColumnBuilder, arrow_schema
 
 log = logging.getLogger(__name__)
 _FETCH_WAIT_MS = 500
@@ -94,23 +89,16 @@ def read_range(r: OffsetRange, options: SourceOptions, schema: pa.Schema) -> Ite
 def _decode_page(buf: bytes, offset: int, until: int, topic: str, partition: int,
                  schema: pa.Schema) -> tuple[pa.RecordBatch | None, int]:
     """The records of a fetch answer in [offset, until) and the offset to fetch next."""
-    records = []
-    ts_types = []
+    columns = ColumnBuilder(topic, partition, schema)
     next_offset = offset
     for pos, header in iter_batches(buf):
         if header.next_offset <= offset:
             continue
         if header.base_offset >= until:
             break
-        ts_type = TIMESTAMP_TYPE_LOG_APPEND_TIME if header.is_log_append_time else TIMESTAMP_TYPE_CREATE_TIME
-        for record in decode_records(buf, pos):
-            if offset <= record.offset < until:
-                records.append(record)
-                ts_types.append(ts_type)
+        columns.add_batch(buf, pos, offset, until)
         next_offset = min(until, header.next_offset)
-    if not records:
-        return None, next_offset
-    return records_to_arrow(records, topic, partition, ts_types, schema), next_offset
+    return (columns.build() if len(columns) else None), next_offset
 
 
 class KraftBatchReader(DataSourceReader):

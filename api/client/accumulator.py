@@ -55,6 +55,7 @@ class RecordAccumulator:
         self.linger_ms = linger_ms
         self.buffered_bytes = 0
         self.incomplete: set[ProducerBatch] = set()
+        self.space_waiters = 0  # send() calls blocked on buffer memory: linger no longer applies
         self._batches: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._drain_start = 0  # rotates so a large partition cannot starve the others
 
@@ -89,7 +90,9 @@ class RecordAccumulator:
     def ready(
         self, now_ms: int, leader_of: LeaderOf, busy_nodes: Iterable[int], force: bool
     ) -> ReadyCheck:
-        """Leaders with a sendable batch; `force` (flush, close) ignores linger."""
+        """Leaders with a sendable batch; `force` (flush, close) ignores linger, as does a full
+        buffer (someone waits for memory)."""
+        force = force or self.space_waiters > 0
         busy = set(busy_nodes)
         ready: set[int] = set()
         unknown: set[str] = set()

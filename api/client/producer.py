@@ -188,11 +188,16 @@ class Producer:
     def _wait_for_space(self, size: int) -> None:
         """Blocks (lock held by the caller) until buffer memory frees up, like Kafka's max.block.ms."""
         deadline = time.monotonic() + self._max_block_s
-        while self._acc.buffered_bytes + size > self._buffer_memory:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise KraftError("REQUEST_TIMED_OUT", f"no buffer memory freed within {self._max_block_s:g} s")
-            self._space.wait(remaining)
+        self._acc.space_waiters += 1
+        self._sender.wakeup()
+        try:
+            while self._acc.buffered_bytes + size > self._buffer_memory:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise KraftError("REQUEST_TIMED_OUT", f"no buffer memory freed within {self._max_block_s:g} s")
+                self._space.wait(remaining)
+        finally:
+            self._acc.space_waiters -= 1
 
     def flush(self, timeout: float | None = None) -> None:
         """Sends everything queued now and waits for it; raises REQUEST_TIMED_OUT on timeout.

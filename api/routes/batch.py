@@ -39,13 +39,9 @@ def _check_batches(records: bytes, where: str) -> None:
             raise KraftError(e.error_code, f"{where}: {e}") from None
 
 
-def _partition_key(fields: Fields, seen: set[tuple[str, int]]) -> tuple[str, int]:
-    topic = check_topic_name(fields.raw("topic"))
-    partition = fields.get_int("partition", minimum=0, maximum=INT32_MAX)
-    if (topic, partition) in seen:
-        raise invalid_request(f"{fields.where}: {topic}-{partition} appears twice")
-    seen.add((topic, partition))
-    return topic, partition
+def _partition_key(fields: Fields) -> tuple[str, int]:
+    return (check_topic_name(fields.raw("topic")),
+            fields.get_int("partition", minimum=0, maximum=INT32_MAX))
 
 
 def _error_fields(error_code: str | None, message: str | None) -> dict[str, Any]:
@@ -59,11 +55,10 @@ async def produce(request: web.Request) -> web.Response:
     acks = parse_acks(fields.raw("acks", -1))
     timeout_ms = fields.get_int("timeout_ms", 30_000, 0, MAX_TIMEOUT_MS)
     items = fields.get_list("partitions", MAX_PARTITIONS_PER_REQUEST)
-    seen: set[tuple[str, int]] = set()
     entries = []
     for i, item in enumerate(items):
         p = fields.child(item, f"partitions[{i}]")
-        topic, partition = _partition_key(p, seen)
+        topic, partition = _partition_key(p)
         records = p.get_bytes("records")
         _check_batches(records, f"{p.where}.records")
         entries.append(ProduceEntry(topic, partition, records))
@@ -85,11 +80,10 @@ async def fetch(request: web.Request) -> web.Response:
     min_bytes = fields.get_int("min_bytes", 1, 0, INT32_MAX)
     max_bytes = fields.get_int("max_bytes", DEFAULT_FETCH_MAX_BYTES, 1, INT32_MAX)
     items = fields.get_list("partitions", MAX_PARTITIONS_PER_REQUEST)
-    seen: set[tuple[str, int]] = set()
     entries = []
     for i, item in enumerate(items):
         p = fields.child(item, f"partitions[{i}]")
-        topic, partition = _partition_key(p, seen)
+        topic, partition = _partition_key(p)
         entries.append(FetchEntry(
             topic, partition, p.get_int("fetch_offset"),
             p.get_int("partition_max_bytes", DEFAULT_PARTITION_MAX_BYTES, 1, INT32_MAX),

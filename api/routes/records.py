@@ -49,17 +49,17 @@ async def topic_or_create(request: web.Request, name: str) -> TopicDescription:
 
 def _text_or_b64(fields: Fields, name: str) -> bytes | None:
     """`name` as a UTF-8 string, or `name_b64` as base64; neither (or null) is None."""
-    if fields.has(f"{name}_b64"):
+    if f"{name}_b64" in fields.obj:
         value = fields.raw(f"{name}_b64")
         if not isinstance(value, str):
             raise invalid_request(f"{fields.where}.{name}_b64 must be a base64 string")
         return Fields({}, binary_b64=True).to_bytes(value, f"{fields.where}.{name}_b64")
-    text = fields.get_str(name, None)
+    text = fields.get_str(name, None, nullable=True)
     return None if text is None else text.encode("utf-8")
 
 
 def _headers(fields: Fields) -> list[tuple[str, bytes | None]]:
-    raw = fields.raw("headers", None)
+    raw = fields.raw("headers", None, nullable=True)
     if raw is None:
         return []
     where = f"{fields.where}.headers"
@@ -69,7 +69,7 @@ def _headers(fields: Fields) -> list[tuple[str, bytes | None]]:
         pairs = []
         for i, item in enumerate(raw):
             h = Fields(item, f"{where}[{i}]")
-            pairs.append((h.get_str("key"), h.raw("value", None)))
+            pairs.append((h.get_str("key"), h.raw("value", None, nullable=True)))
     else:
         raise invalid_request(f"{where} must be an object or an array of {{key, value}}")
     out = []
@@ -89,7 +89,8 @@ async def produce_records(request: web.Request) -> web.Response:
     name = check_topic_name(request.match_info["topic"])
     body, _ = await read_body(request)
     fields = Fields(body)
-    acks = parse_acks(fields.raw("acks", request.query.get("acks", "all")))
+    query_acks = parse_acks(request.query.get("acks", "all"))
+    acks = parse_acks(fields.raw("acks")) if "acks" in fields.obj else query_acks
     items = fields.get_list("records", MAX_RECORDS_PER_REQUEST)
     if not items:
         raise invalid_request("body.records must hold at least one record")
@@ -158,16 +159,17 @@ def _decoded(data: bytes | None, name: str) -> dict[str, Any]:
 
 async def _start_offset(request: web.Request, query: Fields, name: str, partition: int) -> int:
     replicas = request.app[REPLICAS]
+    text = query.get_str("offset", "earliest")
+    offset = None if text in ("earliest", "latest") else query.get_int("offset")
     if query.has("timestamp"):
         ts = query.get_int("timestamp", minimum=0)
         found = await replicas.offset_for_timestamp(name, partition, ts)
-        return replicas.offsets(name, partition).high_watermark if found is None else found[0]
-    text = query.get_str("offset", "earliest")
+        return (await replicas.offsets(name, partition)).high_watermark if found is None else found[0]
     if text == "earliest":
-        return replicas.offsets(name, partition).log_start_offset
+        return (await replicas.offsets(name, partition)).log_start_offset
     if text == "latest":
-        return replicas.offsets(name, partition).high_watermark
-    return query.get_int("offset")
+        return (await replicas.offsets(name, partition)).high_watermark
+    return offset
 
 
 @routes.get("/v1/topics/{topic}/partitions/{partition}/records")
@@ -213,7 +215,7 @@ async def partition_offsets(request: web.Request) -> web.Response:
     topic = require_topic(request, request.match_info["topic"])
     partition = _partition_number(request, topic)
     replicas = request.app[REPLICAS]
-    offsets = replicas.offsets(topic.name, partition)
+    offsets = await replicas.offsets(topic.name, partition)
     body: dict[str, Any] = {
         "partition": partition,
         "log_start_offset": offsets.log_start_offset,

@@ -17,16 +17,30 @@ from kraft.controller.service import ControllerService
 
 class LocalAdmin:
     def __init__(
-        self, controller: ControllerService, view: BrokerMetadataView, delete_topic_enable: bool
+        self, controller: ControllerService, view: BrokerMetadataView, delete_topic_enable: bool,
+        max_partitions: int,
     ) -> None:
         self.controller = controller
         self.view = view
         self.delete_topic_enable = delete_topic_enable
+        self.max_partitions = max_partitions
+
+    def _check_partition_budget(self, added: int) -> None:
+        """Every local partition holds open files; past the budget the node would run out of file
+        descriptors and stop accepting connections, so the request is refused instead."""
+        total = sum(len(t.partitions) for t in self.view.image.topics.by_name.values())
+        if total + added > self.max_partitions:
+            raise KraftError(
+                "POLICY_VIOLATION",
+                f"{total} partitions exist and this node can hold {self.max_partitions} "
+                f"(raise the open-files limit, ulimit -n, for more)",
+            )
 
     async def create_topic(
         self, name: str, partitions: int | None, replication_factor: int | None,
         configs: Mapping[str, str],
     ) -> TopicDescription:
+        self._check_partition_budget(partitions or self.controller.settings.num_partitions)
         await self.controller.create_topics(name, partitions, replication_factor, dict(configs))
         return self._visible(name)
 
@@ -36,6 +50,8 @@ class LocalAdmin:
         await self.controller.delete_topic(name)
 
     async def create_partitions(self, name: str, count: int) -> None:
+        topic = self.view.topic(name)
+        self._check_partition_budget(count - (len(topic.partitions) if topic else 0))
         await self.controller.create_partitions(name, count)
 
     async def alter_configs(self, name: str, changes: Mapping[str, str | None]) -> None:

@@ -29,6 +29,14 @@ from metadata.image import MetadataImage
 log = logging.getLogger("kraft.broker")
 
 TopicPartition = tuple[str, int]
+DELETED_SUFFIX = "-delete"
+MAX_FILE_NAME = 255
+
+
+def deleted_dir_name(name: str) -> str:
+    """`<dir>.<uuid>-delete`, the directory name cut so the whole stays a legal file name."""
+    tail = f".{uuid.uuid4().hex}{DELETED_SUFFIX}"
+    return name[: MAX_FILE_NAME - len(tail)] + tail
 
 
 def now_ms() -> int:
@@ -59,6 +67,9 @@ class ReplicaManager:
 
     def start(self) -> None:
         self._retention_task = asyncio.get_running_loop().create_task(self._retention_loop())
+        leftovers = [p for p in self.data_dir.glob(f"*{DELETED_SUFFIX}") if p.is_dir()]
+        for path in leftovers:  # deletions a crash interrupted
+            self._spawn(lambda p=path: asyncio.to_thread(shutil.rmtree, p, True))
 
     async def close(self) -> None:
         """Stops background work, then flushes and closes every log (checkpoints written)."""
@@ -81,7 +92,13 @@ class ReplicaManager:
                 log.exception("closing %s-%d failed", replica.topic, replica.partition)
 
     def _spawn(self, work: Callable[[], Awaitable[None]]) -> None:
-        task = asyncio.get_running_loop().create_task(work())
+        async def logged() -> None:
+            try:
+                await work()
+            except Exception:
+                log.exception("background replica work failed")
+
+        task = asyncio.get_running_loop().create_task(logged())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -153,9 +170,7 @@ class ReplicaManager:
                 await asyncio.to_thread(replica.log.close)
             replica.log = None
             if replica.directory.exists():
-                doomed = replica.directory.with_name(
-                    f"{replica.directory.name}.{uuid.uuid4().hex}-delete"
-                )
+                doomed = replica.directory.with_name(deleted_dir_name(replica.directory.name))
                 replica.directory.rename(doomed)
                 await asyncio.to_thread(shutil.rmtree, doomed, True)
         log.info("deleted replica %s-%d", replica.topic, replica.partition)
@@ -345,15 +360,8 @@ class ReplicaManager:
 
     # -- offsets ------------------------------------------------------------------------------
 
-    def offsets(self, topic: str, partition: int) -> PartitionOffsets:
-        replica = self._replicas.get((topic, partition))
-        if replica is None:
-            raise self._not_here(topic, partition)
-        if not replica.is_leader:
-            raise self._not_leader(topic, partition)
-        if replica.log is None:
-            raise KraftError("LEADER_NOT_AVAILABLE", f"log of {topic}-{partition} is opening")
-        plog = replica.log
+    async def offsets(self, topic: str, partition: int) -> PartitionOffsets:
+        plog = (await self._leader_replica(topic, partition)).log
         return PartitionOffsets(plog.log_start_offset, plog.high_watermark, plog.log_end_offset)
 
     async def offset_for_timestamp(

@@ -1,8 +1,9 @@
 """The on-disk metadata log of `LocalQuorum`: segments of CRC-framed msgpack records, and snapshots.
 
 Directory `<data_dir>/__cluster_metadata-0/`:
-- `<base offset, 20 digits>.log`: frames `[u32 length][u32 crc32c(payload)][payload]`, payload =
-  msgpack `[offset, record dict]`, offsets contiguous across segments;
+- `<base offset, 20 digits>.log`: frames `[u32 length][u32 crc32c(payload)][payload]`, one per
+  proposal so a batch is recovered whole or not at all; payload = msgpack
+  `[first offset, [record dict, ...]]`, offsets contiguous across segments;
 - `<offset, 20 digits>.snapshot`: one frame whose payload is `MetadataImage.to_snapshot()` at that
   offset, written to a temp file, fsynced and renamed (atomic), then older segments are deleted.
 
@@ -37,9 +38,9 @@ def encode_frame(payload: bytes) -> bytes:
     return _FRAME.pack(len(payload), crc32c.crc32c(payload)) + payload
 
 
-def encode_entries(entries: list[tuple[int, dict[str, Any]]]) -> bytes:
-    """Frames for (offset, record dict) entries; TypeError when a record is not msgpack-able."""
-    return b"".join(encode_frame(msgpack.packb([offset, record], use_bin_type=True)) for offset, record in entries)
+def encode_batch(first_offset: int, records: list[dict[str, Any]]) -> bytes:
+    """One frame for a proposal; TypeError when a record is not msgpack-able."""
+    return encode_frame(msgpack.packb([first_offset, records], use_bin_type=True))
 
 
 def decode_frames(buf: bytes) -> tuple[list[Any], int]:
@@ -106,19 +107,23 @@ class MetadataLogStore:
         segments = _offsets(self.directory, ".log")
         for i, base in enumerate(segments):
             path = self.directory / _name(base, ".log")
+            if base > expected:  # e.g. the snapshot that covered the deleted segments is unreadable
+                raise RuntimeError(f"{path}: metadata log gap, expected offset {expected}, segment starts at {base}")
             data = path.read_bytes()
             items, valid = decode_frames(data)
             good = 0
             for item in items:
                 if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], int)
-                        and isinstance(item[1], dict)):
+                        and isinstance(item[1], list) and item[1] and all(isinstance(r, dict) for r in item[1])):
                     break
-                offset, record = item
-                if offset > expected:
-                    raise RuntimeError(f"{path}: metadata log gap, expected offset {expected}, found {offset}")
-                if offset == expected:
-                    entries.append((offset, record))
-                    expected += 1
+                first, records = item
+                if first > expected:
+                    raise RuntimeError(f"{path}: metadata log gap, expected offset {expected}, found {first}")
+                if first != expected and first + len(records) > expected:
+                    break  # overlaps what we have: cannot be a batch of this log
+                if first == expected:
+                    entries.extend(zip(range(first, first + len(records)), records))
+                    expected += len(records)
                 good += 1
             if good < len(items) or valid < len(data):
                 cut = _frames_length(data, good)

@@ -25,7 +25,7 @@ import uuid
 from typing import Any, Callable, Protocol
 
 from kraft.controller.errors import MetadataStorageError, NotControllerError
-from kraft.controller.log_store import MetadataLogStore, encode_entries
+from kraft.controller.log_store import MetadataLogStore, encode_batch
 from metadata.image import MetadataImage
 from metadata.records import ClaimController
 
@@ -171,7 +171,7 @@ class LocalQuorum:
             if self._failed is not None:
                 raise MetadataStorageError(f"metadata log failed earlier: {self._failed}")
             entries = [(self._next_offset + i, r) for i, r in enumerate(records)]
-            data = encode_entries(entries)  # TypeError here (nothing written) for a bad record
+            data = encode_batch(self._next_offset, records)  # TypeError here (nothing written) for a bad record
             try:
                 await asyncio.to_thread(self._store.append, data)
             except OSError as e:
@@ -204,6 +204,8 @@ class LocalQuorum:
     async def snapshot(self) -> int | None:
         """Snapshot the applied image now and wait for it; its offset (None when not possible)."""
         async with self._lock:
+            if self._snapshot_task is not None:
+                await asyncio.gather(self._snapshot_task, return_exceptions=True)
             offset = await self._start_snapshot()
             task = self._snapshot_task
         if offset is not None and task is not None:

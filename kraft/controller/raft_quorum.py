@@ -26,8 +26,9 @@ from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
 from pysyncobj.config import FAIL_REASON
 from pysyncobj.syncobj import SyncObjException, _RAFT_STATE
 
-from kraft.config import parse_host_port
+from kraft.config import ConfigError, parse_host_port
 from kraft.controller.errors import ControllerError, NotControllerError
+from kraft.controller.quorum import CommitCallback, SnapshotCallback
 from kraft.controller.raft_state import (
     CLAIM_CONTROLLER,
     BatchOutcome,
@@ -45,9 +46,6 @@ METADATA_DIR = "__cluster_metadata-0"
 SECRET_FILE = "controller-quorum.secret"
 DEFAULT_CONTROLLER_ADDRESS = ("127.0.0.1", 9093)
 
-CommitCallback = Callable[[int, dict[str, Any]], None]
-SnapshotCallback = Callable[[int, Any], None]
-
 
 class QuorumTimeoutError(ControllerError):
     """The outcome of a proposal is unknown (timeout, leader change); a retry with the same
@@ -58,10 +56,6 @@ class QuorumTimeoutError(ControllerError):
 
 class InvalidBatchError(ControllerError, ValueError):
     error_code = "INVALID_REQUEST"
-
-
-class QuorumConfigError(ValueError):
-    error_code = "INVALID_CONFIG"
 
 
 @dataclass(frozen=True)
@@ -86,10 +80,11 @@ class RaftQuorumConfig:
 
     def __post_init__(self) -> None:
         if self.node_id not in self.voters:
-            raise QuorumConfigError(f"node {self.node_id} is not among the voters {sorted(self.voters)}")
+            raise ConfigError("controller.quorum.voters",
+                              f"node {self.node_id} is not among the voters {sorted(self.voters)}")
         if not self.secret:
-            raise QuorumConfigError("the controller quorum needs a shared secret "
-                                    "(controller.quorum.secret)")
+            raise ConfigError("controller.quorum.secret",
+                              "the controller quorum needs a shared secret")
 
     @classmethod
     def from_kraft_config(cls, config: Any, secret: str, **overrides: Any) -> "RaftQuorumConfig":
@@ -112,7 +107,7 @@ def resolve_secret(configured: str | None, data_dir: Path, voter_count: int) -> 
     if configured:
         return configured
     if voter_count > 1:
-        raise QuorumConfigError("controller.quorum.secret is required with more than one voter")
+        raise ConfigError("controller.quorum.secret", "required with more than one voter")
     path = Path(data_dir) / SECRET_FILE
     if path.exists():
         secret = path.read_text(encoding="utf-8").strip()
@@ -177,9 +172,14 @@ class _MetadataLog(SyncObjConsumer):
 
     @replicated
     def apply(self, batch: Any) -> BatchOutcome:
+        # Never raises: an exception here would stop this voter from applying anything more.
         outcome = apply_batch(self._state, batch, self._machine)
         if outcome.applied:
-            self._listener._raft_applied(batch, outcome)
+            try:
+                self._listener._raft_applied(batch, outcome)
+            except Exception:
+                logger.exception("could not hand offsets %d-%d to the event loop",
+                                 outcome.first_offset, outcome.last_offset)
         return outcome
 
     def _serialize(self) -> dict[str, Any]:
@@ -188,12 +188,15 @@ class _MetadataLog(SyncObjConsumer):
     def _deserialize(self, data: dict[str, Any]) -> None:
         # pysyncobj installs a snapshot (from the leader or the dump file at restart) without
         # per-record calls: consumers must rebuild from the state at its offset.
-        try:
-            self._state = data["state"]
-        except Exception:  # a dump from another version: keep running, log loudly
-            logger.exception("snapshot without a metadata log state; ignored")
+        state = data.get("state") if isinstance(data, dict) else None
+        if not isinstance(state, MetadataLogState):  # a dump from another version
+            logger.error("snapshot without a metadata log state (%s); ignored", type(state).__name__)
             return
-        self._listener._raft_snapshot_installed(self._state)
+        self._state = state
+        try:
+            self._listener._raft_snapshot_installed(state)
+        except Exception:
+            logger.exception("could not hand the snapshot at offset %d to the event loop", state.offset)
 
 
 class RaftQuorum:

@@ -20,10 +20,11 @@ from typing import Any, Protocol
 
 from metadata.delta import apply_records
 from metadata.image import MetadataImage
+from metadata.records import ClaimController
 
 logger = logging.getLogger(__name__)
 
-CLAIM_CONTROLLER = "ClaimController"
+CLAIM_CONTROLLER = ClaimController.type
 # Both limits are part of the replicated semantics: every voter must use the same values.
 MAX_RECORDS_PER_BATCH = 100_000
 MAX_REMEMBERED_REQUESTS = 10_000
@@ -94,8 +95,7 @@ class BatchOutcome:
 
 def claim_record(node_id: int, controller_epoch: int) -> dict[str, Any]:
     """The record a new Raft leader commits before it acts as the active controller."""
-    return {"type": CLAIM_CONTROLLER, "version": 0, "controller_epoch": controller_epoch,
-            "request_id": None, "node_id": node_id}
+    return ClaimController(node_id=node_id, controller_epoch=controller_epoch).to_dict()
 
 
 def _is_int(value: Any) -> bool:

@@ -236,9 +236,11 @@ def test_kill_leader_elects_new_controller_without_losing_records(make_cluster) 
     records = {key: offset for offset, key in new.records()}
     assert all(records.get(key) == offset for key, offset in committed.items())
 
-    old.start()  # the old leader comes back as a follower and catches up
+    # The old leader comes back and catches up. pysyncobj has no pre-vote, so its return may
+    # force another election: only "one agreed controller, same records" is guaranteed.
+    old.start()
     wait_same_records(list(cluster.voters.values()), at_least=len(records))
-    assert cluster.wait_active().node_id == new.node_id
+    assert cluster.wait_active().status()["controller_epoch"] > old_epoch
 
 
 def test_woken_sigstopped_leader_cannot_commit(make_cluster) -> None:

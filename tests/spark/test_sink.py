@@ -110,9 +110,9 @@ def _forget_last_commit(checkpoint: Path) -> int:
 
 
 @pytest.mark.parametrize("exactly_once", ["true", "false"])
-def test_replayed_micro_batch_is_written_once_with_exactly_once(spark, broker, tmp_path, exactly_once):
-    if exactly_once == "true" and broker.fake is None:
-        pytest.skip("the real broker has no sink_dedupe yet: see docs/spark.md, 'Exactly-once sink'")
+def test_replayed_micro_batch_is_written_once_with_exactly_once(spark, broker, dedupe_broker, tmp_path,
+                                                               exactly_once):
+    broker = dedupe_broker if exactly_once == "true" else broker
     source, sink = broker.new_topic(partitions=2), broker.new_topic(partitions=2)
     broker.produce(source, 0, [b"a%d" % i for i in range(60)], keys=[b"x%d" % i for i in range(60)])
     broker.produce(source, 1, [b"b%d" % i for i in range(30)])  # keyless: content decides the partition
@@ -129,15 +129,14 @@ def test_replayed_micro_batch_is_written_once_with_exactly_once(spark, broker, t
         assert max(counts.values()) == 2, "at-least-once: the replayed micro-batch is written again"
 
 
-def test_exactly_once_refuses_brokers_without_dedupe(spark, broker, tmp_path):
+def test_exactly_once_refuses_brokers_without_dedupe(spark, fake_broker, tmp_path):
+    broker = fake_broker
     source, sink = broker.new_topic(), broker.new_topic()
     broker.produce(source, 0, [b"v"])
-    if broker.fake is not None:
-        broker.fake.sink_dedupe = False
+    broker.fake.sink_dedupe = False
     try:
         with pytest.raises(Exception, match="UNSUPPORTED_VERSION.*sink_dedupe"):
             _stream_copy(spark, broker, source, sink, tmp_path / "cp", exactlyOnce="true")
     finally:
-        if broker.fake is not None:
-            broker.fake.sink_dedupe = True
+        broker.fake.sink_dedupe = True
     assert _all(broker, sink) == {0: []}

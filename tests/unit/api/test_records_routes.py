@@ -120,3 +120,20 @@ async def test_data_survives_restart(make_client, tmp_path) -> None:
     body = await read_all(again, "durable", 1)
     assert [r["offset"] for r in body["records"]] == [0, 1, 2]
     assert (tmp_path / "d" / "meta.properties").read_text().count(f"cluster.id={cluster_id}") == 1
+
+
+async def test_retention_deletes_old_segments(make_client) -> None:
+    client = await make_client(log_retention_check_interval_ms="50")
+    await create_topic(client, "old", configs={"segment.bytes": "1000", "retention.ms": "1"})
+    for _ in range(5):  # each ~1 KB record fills a segment, so the log rolls
+        await client.post("/v1/topics/old/records", json={"records": [{"value": "x" * 1000}]})
+    deadline = asyncio.get_running_loop().time() + 15
+    while True:
+        offsets = await (await client.get("/v1/topics/old/partitions/0/offsets")).json()
+        if offsets["log_start_offset"] > 0:
+            break
+        assert asyncio.get_running_loop().time() < deadline, offsets
+        await asyncio.sleep(0.05)
+    assert offsets["log_end_offset"] == 5
+    page = await read_all(client, "old")
+    assert page["records"] and page["records"][0]["offset"] == offsets["log_start_offset"]

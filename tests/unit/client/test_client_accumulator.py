@@ -165,3 +165,11 @@ def test_partition_outcomes() -> None:
     missing = out[TopicPartition("t", 2)]
     assert isinstance(missing, KraftError) and missing.error_code == "UNKNOWN_SERVER_ERROR"
     assert partition_outcomes({}, by_tp, acks=0) == {tp: -1 for tp in by_tp}
+
+
+def test_waiting_for_buffer_memory_makes_batches_ready() -> None:
+    acc = RecordAccumulator(batch_size=1000, linger_ms=60_000)
+    append(acc, T0, 0)
+    assert acc.ready(1, LEADERS, (), force=False).ready_nodes == frozenset()
+    acc.space_waiters = 1
+    assert acc.ready(1, LEADERS, (), force=False).ready_nodes == {1}

@@ -264,3 +264,12 @@ def test_bootstrap_falls_back_to_the_next_server(broker: FakeBroker) -> None:
         with pytest.raises(KraftError) as err:
             admin.list_topics()
         assert err.value.error_code == "NETWORK_EXCEPTION"
+
+
+def test_full_buffer_blocks_send_until_batches_drain(broker: FakeBroker) -> None:
+    broker.create_topic("m", 1)
+    # Linger is far longer than the test and no batch fills: only the full buffer makes it send.
+    with Producer(broker.bootstrap, linger_ms=600_000, buffer_memory=2000, batch_size=100_000, max_block_ms=5000) as producer:
+        futures = [producer.send("m", b"x" * 100) for _ in range(50)]
+        assert futures[0].result(timeout=10).offset == 0
+    assert broker.end_offset("m", 0) == 50

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from kraft.config import ConfigError
 from kraft.controller.raft_quorum import (
     InvalidBatchError,
     NotControllerError,
-    QuorumConfigError,
-    RaftQuorum,
+        RaftQuorum,
     RaftQuorumConfig,
     resolve_secret,
 )
@@ -108,11 +108,11 @@ async def test_lone_voter_claims_proposes_and_restarts(tmp_path: Path) -> None:
 
 
 def test_secret_is_required_and_generated_only_for_a_lone_voter(tmp_path: Path) -> None:
-    with pytest.raises(QuorumConfigError):
+    with pytest.raises(ConfigError):
         RaftQuorumConfig(node_id=1, voters={1: ("127.0.0.1", 1)}, data_dir=tmp_path, secret="")
-    with pytest.raises(QuorumConfigError):
+    with pytest.raises(ConfigError):
         RaftQuorumConfig(node_id=4, voters={1: ("127.0.0.1", 1)}, data_dir=tmp_path, secret="s")
-    with pytest.raises(QuorumConfigError):
+    with pytest.raises(ConfigError):
         resolve_secret(None, tmp_path, voter_count=3)
     assert resolve_secret("given", tmp_path, voter_count=3) == "given"
 

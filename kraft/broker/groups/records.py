@@ -1,0 +1,132 @@
+"""The records of `__consumer_offsets` (pure): msgpack keys and values, and the replay that folds a
+partition's records back into groups.
+
+Keys (the compaction key, so the last record per key wins):
+- offset commit: `[1, group_id, topic, partition]` -> `{"offset", "metadata", "commit_timestamp"}`
+- group metadata: `[2, group_id]` -> the group's membership snapshot (`group_to_value`)
+A null value is a tombstone (offset or group deleted). Every value carries `"v": 1`.
+See docs/groups.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import msgpack
+
+from kraft.broker.groups.membership import ConsumerGroup, GroupConfig, Member, OffsetAndMetadata
+
+OFFSET_COMMIT_KEY = 1
+GROUP_METADATA_KEY = 2
+VERSION = 1
+
+_packb = msgpack.Packer(use_bin_type=True).pack
+
+
+def offset_key(group_id: str, topic: str, partition: int) -> bytes:
+    return _packb([OFFSET_COMMIT_KEY, group_id, topic, partition])
+
+
+def offset_value(o: OffsetAndMetadata) -> bytes:
+    return _packb({"v": VERSION, "offset": o.offset, "metadata": o.metadata,
+                   "commit_timestamp": o.commit_timestamp_ms})
+
+
+def group_key(group_id: str) -> bytes:
+    return _packb([GROUP_METADATA_KEY, group_id])
+
+
+def _tps(tps: Iterable[tuple[str, int]]) -> list[list[Any]]:
+    return [[t, p] for t, p in sorted(tps)]
+
+
+def group_value(group: ConsumerGroup) -> bytes:
+    """The whole membership (members, epochs, current and target assignments): a new coordinator
+    must know who holds what, or it could hand a partition to a second owner."""
+    return _packb({
+        "v": VERSION,
+        "assignor": group.assignor,
+        "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "subscribed_counts": group.subscribed_counts,
+        "members": [
+            {
+                "member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+                "subscribed_topics": list(m.subscribed_topics),
+                "subscribed_topic_regex": m.subscribed_topic_regex,
+                "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                "member_epoch": m.member_epoch, "previous_member_epoch": m.previous_member_epoch,
+                "assigned": _tps(m.assigned), "pending_revocation": _tps(m.pending_revocation),
+                "target": _tps(group.target.get(m.member_id, ())),
+            }
+            for m in sorted(group.members.values(), key=lambda m: m.member_id)
+        ],
+    })
+
+
+def _tp_set(raw: Any) -> frozenset[tuple[str, int]]:
+    return frozenset((str(t), int(p)) for t, p in raw)
+
+
+def restore_group(group: ConsumerGroup, value: dict[str, Any]) -> None:
+    """Loads a group metadata value into `group` (offsets untouched)."""
+    group.assignor = str(value["assignor"])
+    group.group_epoch = int(value["group_epoch"])
+    group.assignment_epoch = int(value["assignment_epoch"])
+    group.subscribed_counts = {str(k): int(v) for k, v in value["subscribed_counts"].items()}
+    group.members = {}
+    group.target = {}
+    for m in value["members"]:
+        member = Member(
+            str(m["member_id"]), str(m["client_id"]), str(m["client_host"]),
+            tuple(m["subscribed_topics"]), m["subscribed_topic_regex"], int(m["rebalance_timeout_ms"]),
+            member_epoch=int(m["member_epoch"]), previous_member_epoch=int(m["previous_member_epoch"]),
+            assigned=_tp_set(m["assigned"]), pending_revocation=_tp_set(m["pending_revocation"]),
+        )
+        group.members[member.member_id] = member
+        group.target[member.member_id] = _tp_set(m["target"])
+
+
+class GroupsReplay:
+    """Folds the records of one `__consumer_offsets` partition, in offset order, into groups.
+    A record that does not decode is skipped and counted (it never stops a load)."""
+
+    def __init__(self, config: GroupConfig) -> None:
+        self.config = config
+        self.groups: dict[str, ConsumerGroup] = {}
+        self.skipped = 0
+
+    def group(self, group_id: str) -> ConsumerGroup:
+        g = self.groups.get(group_id)
+        if g is None:
+            g = self.groups[group_id] = ConsumerGroup(group_id, self.config)
+        return g
+
+    def replay(self, key: bytes | None, value: bytes | None) -> None:
+        try:
+            k = msgpack.unpackb(key, raw=False) if key is not None else None
+            v = msgpack.unpackb(value, raw=False) if value is not None else None
+            if not isinstance(k, list) or not k:
+                raise ValueError(f"bad key {k!r}")
+            if k[0] == OFFSET_COMMIT_KEY:
+                _, group_id, topic, partition = k
+                offsets = self.group(group_id).offsets
+                if v is None:
+                    offsets.pop((topic, int(partition)), None)
+                else:
+                    offsets[(topic, int(partition))] = OffsetAndMetadata(
+                        int(v["offset"]), str(v.get("metadata") or ""), int(v["commit_timestamp"]))
+            elif k[0] == GROUP_METADATA_KEY:
+                group = self.group(k[1])
+                if v is None:
+                    group.members, group.target = {}, {}
+                else:
+                    restore_group(group, v)
+            else:
+                raise ValueError(f"unknown key type {k[0]!r}")
+        except (ValueError, TypeError, KeyError, msgpack.UnpackException):
+            self.skipped += 1
+            return
+        group = self.groups.get(k[1])
+        if group is not None and group.is_empty():
+            del self.groups[k[1]]

@@ -1,0 +1,144 @@
+"""LocalQuorum on tmp_path: durable appends, restart replay, torn/corrupt tails, snapshots bounding the log."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from kraft.controller.errors import NotControllerError
+from kraft.controller.log_store import LOG_DIR_NAME
+from kraft.controller.metadata_loader import MetadataLoader, SnapshotNeededError
+from kraft.controller.quorum import LocalQuorum
+from metadata.records import Partition, Topic
+
+
+def topic_batch(name: str, partitions: int = 1) -> list[dict]:
+    tid = f"id-{name}"
+    return [Topic(name=name, topic_id=tid).to_dict()] + [
+        {k: v for k, v in Partition(topic_id=tid, partition=p, replicas=(1,), isr=(1,), leader=1).to_dict().items()
+         if k != "controller_epoch"}  # the quorum stamps its epoch
+        for p in range(partitions)
+    ]
+
+
+def strip_epoch(batch: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "controller_epoch"} for r in batch]
+
+
+async def open_quorum(data_dir: Path, **kwargs) -> tuple[LocalQuorum, MetadataLoader]:
+    quorum = LocalQuorum(data_dir, 1, **kwargs)
+    loader = MetadataLoader()
+    loader.attach(quorum)
+    await quorum.start()
+    return quorum, loader
+
+
+def segments(data_dir: Path, suffix: str = ".log") -> list[Path]:
+    return sorted((data_dir / LOG_DIR_NAME).glob("*" + suffix))
+
+
+async def test_propose_commits_applies_and_survives_restart(tmp_path: Path) -> None:
+    quorum, loader = await open_quorum(tmp_path)
+    assert quorum.is_active_controller() and quorum.active_controller() == (1, 1) and quorum.leader() == 1
+    offset = await quorum.propose(strip_epoch(topic_batch("a", 3)), request_id="r1")
+    assert offset == quorum.metadata_offset == loader.image.offset == 4  # claim at 0, then 4 records
+    assert len(loader.image.topic_by_name("a").partitions) == 3
+    assert loader.image.request_ids == {"r1": 4}
+    await quorum.close()
+    assert not quorum.is_active_controller()
+    with pytest.raises(NotControllerError):
+        await quorum.propose(strip_epoch(topic_batch("b")))
+
+    again, loader2 = await open_quorum(tmp_path)
+    assert again.active_controller() == (1, 2)  # a restart claims the next epoch
+    image = loader2.image
+    assert image.topic_by_name("a") == loader.image.topic_by_name("a") and image.controller_epoch == 2
+    await again.propose(strip_epoch(topic_batch("b")))
+    assert loader2.image.topic_by_name("b") is not None
+    await again.close()
+
+
+async def test_records_of_another_epoch_are_refused(tmp_path: Path) -> None:
+    quorum, _ = await open_quorum(tmp_path)
+    with pytest.raises(NotControllerError):
+        await quorum.propose([{**topic_batch("a")[0], "controller_epoch": 0}])
+    with pytest.raises(ValueError):
+        await quorum.propose([])
+    with pytest.raises(TypeError):  # not msgpack-able: nothing written
+        await quorum.propose([{"type": "NoOp", "bad": object()}])
+    assert quorum.metadata_offset == 0
+    await quorum.close()
+
+
+@pytest.mark.parametrize("damage", ["partial_frame", "garbage", "flipped_byte"])
+async def test_torn_or_corrupt_tail_is_truncated(tmp_path: Path, damage: str) -> None:
+    quorum, loader = await open_quorum(tmp_path)
+    await quorum.propose(strip_epoch(topic_batch("a")))
+    good_size = segments(tmp_path)[-1].stat().st_size
+    await quorum.propose(strip_epoch(topic_batch("b")))
+    await quorum.close()
+    path = segments(tmp_path)[-1]
+    data = bytearray(path.read_bytes())
+    if damage == "partial_frame":
+        data = data[: len(data) - 7]
+    elif damage == "garbage":
+        data = data[:good_size] + os.urandom(3)
+    else:
+        data[good_size + 20] ^= 0xFF  # inside the first record of "b"
+    path.write_bytes(bytes(data))
+
+    again, loader2 = await open_quorum(tmp_path)
+    image = loader2.image
+    assert image.topic_by_name("a") is not None and image.topic_by_name("b") is None
+    assert path.stat().st_size > good_size  # truncated at `good_size`, then the new claim appended
+    await again.propose(strip_epoch(topic_batch("c")))
+    await again.close()
+    third, loader3 = await open_quorum(tmp_path)
+    assert loader3.image.topic_by_name("c") is not None and loader3.image.topic_by_name("a") is not None
+    await third.close()
+
+
+async def test_snapshots_bound_the_log_and_restart_from_them(tmp_path: Path) -> None:
+    quorum, loader = await open_quorum(tmp_path, snapshot_interval_records=10)
+    for i in range(12):
+        await quorum.propose(strip_epoch(topic_batch(f"t{i}", 2)))
+    assert await quorum.snapshot() == loader.image.offset
+    final = loader.image
+    await quorum.close()
+    snaps = segments(tmp_path, ".snapshot")
+    assert [int(p.name.split(".")[0]) for p in snaps] == [final.offset]
+    assert [int(p.name.split(".")[0]) for p in segments(tmp_path)] == [final.offset + 1]  # older segments gone
+
+    again, loader2 = await open_quorum(tmp_path)
+    assert loader2.image.topics == final.topics and loader2.image.offset == final.offset + 1
+    # brokers asking for old offsets must load a snapshot first
+    with pytest.raises(SnapshotNeededError):
+        loader2.read(0)
+    assert [o for o, _ in loader2.read(final.offset + 1)] == [final.offset + 1]
+    await again.close()
+
+
+async def test_unreadable_newest_snapshot_falls_back_or_fails_loudly(tmp_path: Path) -> None:
+    quorum, loader = await open_quorum(tmp_path, snapshot_interval_records=1000)
+    await quorum.propose(strip_epoch(topic_batch("a")))
+    await quorum.snapshot()
+    await quorum.close()
+    (snap,) = segments(tmp_path, ".snapshot")
+    snap.write_bytes(snap.read_bytes()[:-3])  # torn snapshot, and the log before it is gone
+    with pytest.raises(RuntimeError, match="gap"):
+        await open_quorum(tmp_path)
+
+
+async def test_cancelled_proposer_does_not_lose_the_commit(tmp_path: Path) -> None:
+    quorum, loader = await open_quorum(tmp_path)
+    task = asyncio.ensure_future(quorum.propose(strip_epoch(topic_batch("a"))))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    offset = await quorum.propose(strip_epoch(topic_batch("b")))
+    assert offset == 4 and loader.image.topic_by_name("a") and loader.image.topic_by_name("b")
+    await quorum.close()

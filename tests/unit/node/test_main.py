@@ -1,0 +1,67 @@
+"""`kraft-node` as a process: starts, serves, logs in the node format, exits 0 on SIGTERM/SIGINT
+and 2 on a configuration error."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+NODE = [sys.executable, "-c", "from kraft.main import main; main()"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_health(port: int, proc: subprocess.Popen, deadline_s: float = 20) -> dict:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/health", timeout=1) as r:
+                return json.load(r)
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError("node did not answer /v1/health in time")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_starts_serves_and_stops_cleanly(tmp_path: Path, sig: signal.Signals) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        NODE + ["--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data")],
+        stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )
+    try:
+        assert wait_for_health(port, proc) == {
+            "status": "ok", "node_id": 1, "roles": ["broker", "controller"]}
+        proc.send_signal(sig)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    stderr = proc.stderr.read() if proc.stderr else ""
+    assert f"INFO node=1 node: kraft node 1 serving on http://127.0.0.1:{port}" in stderr
+    assert "node: stopped" in stderr
+    assert "cluster.id=" in (tmp_path / "data" / "meta.properties").read_text()
+
+
+def test_config_errors_exit_2_naming_the_key(tmp_path: Path) -> None:
+    result = subprocess.run(NODE + ["--override", "num.partitions=zero"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert "num.partitions" in result.stderr
+    result = subprocess.run(NODE + ["--config", str(tmp_path / "nope.toml")], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2 and "cannot read" in result.stderr
