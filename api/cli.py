@@ -1,7 +1,7 @@
 """The `kraft` command: Kafka's command-line tools over the Python client.
 
 `kraft topics` (kafka-topics), `kraft console-producer`, `kraft console-consumer`,
-`kraft cluster describe`. Flags keep Kafka's names. A KraftError prints
+`kraft consumer-groups` (kafka-consumer-groups), `kraft cluster describe`. Flags keep Kafka's names. A KraftError prints
 `Error: <ERROR_CODE>: message` on stderr and exits 1; bad usage exits 2 (click's convention).
 New tools (consumer-groups, metadata-quorum, leader-election, reassign-partitions) are further
 commands or groups of `main`.
@@ -13,6 +13,7 @@ import re
 import sys
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Callable, Iterable
 
 import click
@@ -364,6 +365,7 @@ def parse_start_offset(value: str | None) -> str | int | None:
 @click.option("--max-messages", type=click.IntRange(min=1), help="Exit after this many records.")
 @click.option("--timeout-ms", type=click.IntRange(min=0), help="Exit when no record arrives for this long.")
 @click.option("--property", "properties", multiple=True, metavar="KEY=VALUE", help="print.key, print.offset, print.partition, print.timestamp, print.headers, print.value, key.separator, line.separator.")
+@click.option("--group", help="Consume as a member of this consumer group (offsets are committed).")
 def console_consumer(
     bootstrap_server: str,
     topic: str,
@@ -373,9 +375,13 @@ def console_consumer(
     max_messages: int | None,
     timeout_ms: int | None,
     properties: tuple[str, ...],
+    group: str | None,
 ) -> None:
-    """Print records of a topic to stdout (kafka-console-consumer, without groups)."""
+    """Print records of a topic to stdout (kafka-console-consumer). With --group the consumer
+    joins the group, starts from its committed offsets and commits as it goes."""
     start = parse_start_offset(offset)
+    if group is not None and (partition is not None or start is not None):
+        raise click.UsageError("--group cannot be used with --partition or --offset")
     if start is not None and partition is None:
         raise click.UsageError("--offset needs --partition")
     if start is not None and from_beginning:
@@ -385,15 +391,20 @@ def console_consumer(
         start = "earliest"
     out = click.get_text_stream("stdout")
     count = 0
-    with Consumer(bootstrap_server, auto_offset_reset="earliest" if start == "earliest" else "latest") as consumer:
-        tps = [TopicPartition(topic, partition)] if partition is not None else consumer.partitions_for_topic(topic)
-        consumer.assign(tps)
-        if isinstance(start, int):
-            consumer.seek(tps[0], start)
-        elif start == "earliest":
-            consumer.seek_to_beginning()
+    reset = "earliest" if start == "earliest" else "latest"
+    with Consumer(bootstrap_server, auto_offset_reset=reset, group_id=group,
+                  auto_commit_interval_ms=1000) as consumer:
+        if group is not None:
+            consumer.subscribe([topic])  # from the committed offsets, else auto_offset_reset
         else:
-            consumer.seek_to_end()
+            tps = [TopicPartition(topic, partition)] if partition is not None else consumer.partitions_for_topic(topic)
+            consumer.assign(tps)
+            if isinstance(start, int):
+                consumer.seek(tps[0], start)
+            elif start == "earliest":
+                consumer.seek_to_beginning()
+            else:
+                consumer.seek_to_end()
         last_record = time.monotonic()
         try:
             while max_messages is None or count < max_messages:
@@ -411,6 +422,151 @@ def console_consumer(
         except KeyboardInterrupt:
             pass
     click.echo(f"Processed a total of {count} messages", err=True)
+
+
+# -- consumer groups --------------------------------------------------------------------------
+
+
+def format_table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+    """Left-aligned columns as kafka-consumer-groups prints them; None prints as "-"."""
+    cells = [headers] + [["-" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return [" ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+
+
+def describe_offsets_rows(d: dict[str, Any]) -> list[list[Any]]:
+    members = {m["member_id"]: m for m in d.get("members", ())}
+    rows = []
+    for o in d.get("offsets", ()):
+        m = members.get(o.get("member_id") or "")
+        rows.append([d["group_id"], o["topic"], o["partition"], o["current_offset"], o["log_end_offset"],
+                     o["lag"], m and m["member_id"], m and m["host"], m and (m["client_id"] or None)])
+    return rows
+
+
+def _assignment_text(items: list[dict[str, Any]]) -> str:
+    return ",".join(f"{a['topic']}({','.join(map(str, a['partitions']))})" for a in items) or "-"
+
+
+def describe_group_lines(d: dict[str, Any], view: str, verbose: bool) -> list[str]:
+    if view == "state":
+        c = d.get("coordinator")
+        coordinator = f"{c['host']}:{c['port']} ({c['node_id']})" if c else None
+        return format_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+                            [[d["group_id"], coordinator, d["assignor"], d["state"], len(d["members"])]])
+    if view == "members":
+        headers = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        if verbose:
+            headers[2:2] = ["EPOCH"]
+            headers.append("ASSIGNMENT")
+        rows = []
+        for m in d["members"]:
+            count = sum(len(a["partitions"]) for a in m["assignment"])
+            row = [d["group_id"], m["member_id"], m["host"], m["client_id"] or None, count]
+            if verbose:
+                row[2:2] = [m["member_epoch"]]
+                row.append(_assignment_text(m["assignment"]))
+            rows.append(row)
+        return format_table(headers, rows)
+    return format_table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                         "CONSUMER-ID", "HOST", "CLIENT-ID"], describe_offsets_rows(d))
+
+
+def parse_reset_topic(value: str) -> tuple[str, list[int] | None]:
+    """Kafka's --topic for --reset-offsets: `topic` or `topic:0,1,2`."""
+    topic, sep, parts = value.partition(":")
+    if not sep:
+        return topic, None
+    try:
+        return topic, [int(p) for p in parts.split(",") if p.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected topic or topic:0,1,... got {value!r}", param_hint="--topic") from None
+
+
+def parse_datetime_ms(value: str) -> int:
+    """--to-datetime: ISO 8601 (YYYY-MM-DDTHH:mm:SS.sss, optional zone; none means local time)."""
+    try:
+        return int(datetime.fromisoformat(value).timestamp() * 1000)
+    except ValueError:
+        raise click.BadParameter(f"expected YYYY-MM-DDTHH:mm:SS.sss, got {value!r}", param_hint="--to-datetime") from None
+
+
+@main.command("consumer-groups")
+@bootstrap_option
+@click.option("--list", "list_", is_flag=True, help="List all consumer groups.")
+@click.option("--describe", is_flag=True, help="Describe a group: offsets and lag (default), --members or --state.")
+@click.option("--delete", is_flag=True, help="Delete a group without active members.")
+@click.option("--reset-offsets", is_flag=True, help="Reset the offsets of a group without active members.")
+@click.option("--group", help="The consumer group.")
+@click.option("--members", is_flag=True, help="With --describe: the members.")
+@click.option("--verbose", is_flag=True, help="With --members: epochs and assignments too.")
+@click.option("--state", is_flag=True, help="With --describe: coordinator, strategy, state and member count.")
+@click.option("--offsets", is_flag=True, help="With --describe: committed offsets and lag (the default).")
+@click.option("--topic", "topics", multiple=True, help="With --reset-offsets: topic or topic:0,1; repeatable.")
+@click.option("--to-earliest", is_flag=True, help="Reset to the log start offset.")
+@click.option("--to-latest", is_flag=True, help="Reset to the log end offset.")
+@click.option("--to-offset", type=click.IntRange(min=0), help="Reset to this offset.")
+@click.option("--to-datetime", help="Reset to the first offset at or after this time (YYYY-MM-DDTHH:mm:SS.sss).")
+@click.option("--shift-by", type=int, help="Move the committed offsets by this many (negative: back).")
+@click.option("--dry-run", is_flag=True, help="Show the new offsets without committing them.")
+@click.option("--execute", is_flag=True, help="Commit the new offsets.")
+def consumer_groups(
+    bootstrap_server: str, list_: bool, describe: bool, delete: bool, reset_offsets: bool,
+    group: str | None, members: bool, verbose: bool, state: bool, offsets: bool,
+    topics: tuple[str, ...], to_earliest: bool, to_latest: bool, to_offset: int | None,
+    to_datetime: str | None, shift_by: int | None, dry_run: bool, execute: bool,
+) -> None:
+    """List, describe, delete consumer groups and reset their offsets (kafka-consumer-groups)."""
+    actions = [n for n, on in (("list", list_), ("describe", describe), ("delete", delete),
+                                ("reset-offsets", reset_offsets)) if on]
+    if len(actions) != 1:
+        raise click.UsageError("exactly one of --list, --describe, --delete, --reset-offsets is required")
+    action = actions[0]
+    if action != "list" and not group:
+        raise click.UsageError(f"--{action} needs --group")
+    views = [n for n, on in (("members", members), ("state", state), ("offsets", offsets)) if on]
+    if len(views) > 1 or (views and action != "describe"):
+        raise click.UsageError("--members, --state and --offsets are exclusive options of --describe")
+    if verbose and not members:
+        raise click.UsageError("--verbose applies to --describe --members only")
+    strategies = [n for n, on in (("earliest", to_earliest), ("latest", to_latest), ("offset", to_offset is not None),
+                                  ("datetime", to_datetime is not None), ("shift", shift_by is not None)) if on]
+    if action == "reset-offsets":
+        if len(strategies) != 1:
+            raise click.UsageError("--reset-offsets needs exactly one of --to-earliest, --to-latest, "
+                                   "--to-offset, --to-datetime, --shift-by")
+        if dry_run == execute:
+            raise click.UsageError("--reset-offsets needs exactly one of --dry-run, --execute")
+        if not topics:
+            raise click.UsageError("--reset-offsets needs --topic")
+    elif strategies or topics or dry_run or execute:
+        raise click.UsageError("--topic, --to-*, --shift-by, --dry-run and --execute apply to --reset-offsets only")
+
+    with Admin(bootstrap_server, api_timeout_ms=CLI_API_TIMEOUT_MS) as admin:
+        if action == "list":
+            for g in admin.list_groups():
+                click.echo(g["group_id"])
+        elif action == "describe":
+            assert group is not None
+            d = admin.describe_group(group)
+            if not d["members"] and (views or ["offsets"])[0] != "state":
+                click.echo(f"Consumer group '{group}' has no active members.")
+            click.echo("\n".join(["", *describe_group_lines(d, (views or ["offsets"])[0], verbose)]))
+        elif action == "delete":
+            assert group is not None
+            admin.delete_group(group)
+            click.echo(f"Deletion of requested consumer groups ('{group}') was successful.")
+        else:
+            assert group is not None
+            strategy = strategies[0]
+            value = {"offset": to_offset, "shift": shift_by,
+                     "datetime": to_datetime and parse_datetime_ms(to_datetime)}.get(strategy)
+            rows = []
+            for spec in topics:
+                topic, partitions = parse_reset_topic(spec)
+                for o in admin.reset_group_offsets(group, [topic], strategy, value, partitions, dry_run=dry_run):
+                    rows.append([group, o["topic"], o["partition"], o["new_offset"]])
+            click.echo("\n".join(["", *format_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows)]))
 
 
 # -- cluster ----------------------------------------------------------------------------------

@@ -55,7 +55,8 @@ def _config_values(nullable: bool) -> dict[str, Any]:
         if key in _ENUM_CONFIGS:
             schema: dict[str, Any] = {"type": "string", "enum": _ENUM_CONFIGS[key]}
         else:
-            schema = {"type": "string", "pattern": "^[1-9][0-9]{1,17}$"}
+            # 100..999999999: inside every numeric key's range (min 14, max int32 for some)
+            schema = {"type": "string", "pattern": "^[1-9][0-9]{2,8}$"}
         properties[key] = _nullable(schema) if nullable else schema
     return {"type": "object", "properties": properties, "additionalProperties": False}
 
@@ -239,7 +240,8 @@ _PATHS: dict[str, Any] = {
     }, ("partitions",)), body=_obj({
         "acks": ACKS, "timeout_ms": _int(0, _MAX_TIMEOUT_MS),
         "partitions": {"type": "array", "maxItems": 10_000, "items": _obj({
-            "topic": TOPIC_NAME, "partition": _int(), "records": BINARY,
+            "topic": TOPIC_NAME, "partition": _int(),
+            "records": {**BINARY, "minLength": 84},  # base64 of one 61-byte batch header
         }, ("topic", "partition", "records"))},
     }, ("partitions",)))},
     "/v1/fetch": {"post": _operation("Fetch record batches from many partitions (long poll)", _obj({
@@ -260,6 +262,115 @@ _PATHS: dict[str, Any] = {
         "content": {"application/json": {"schema": {"type": "object"}}},
     }}}},
 }
+
+
+GROUP_PARAM = {"name": "group", "in": "path", "required": True,
+               "schema": {"type": "string", "pattern": r"^[a-zA-Z0-9._-]{1,249}$", "minLength": 1,
+                          "maxLength": 249}}
+_NODE = _obj({"node_id": INT32, "host": {"type": "string"}, "port": INT32}, ("node_id", "host", "port"))
+_TOPIC_PARTITIONS_OUT = {"type": "array", "items": _obj({
+    "topic": {"type": "string"}, "partitions": {"type": "array", "items": INT32},
+}, ("topic", "partitions"))}
+_TOPIC_PARTITIONS_IN = {"type": "array", "maxItems": 10_000, "items": _obj({
+    "topic": TOPIC_NAME, "partitions": {"type": "array", "maxItems": 10_000, "items": _int()},
+}, ("topic", "partitions"))}
+
+_GROUP_PATHS: dict[str, Any] = {
+    "/v1/groups": {"get": _operation("Consumer groups coordinated by this broker", _obj({
+        "groups": {"type": "array", "items": _obj({
+            "group_id": {"type": "string"}, "state": {"type": "string"},
+            "protocol_type": {"type": "string"}, "members": INT32, "coordinator": INT32,
+        }, ("group_id", "state", "protocol_type", "members", "coordinator"))},
+    }, ("groups",)))},
+    "/v1/groups/{group}": {
+        "parameters": [GROUP_PARAM],
+        "get": _operation("Describe a group: state, members, assignments, offsets and lag", _obj({
+            "group_id": {"type": "string"}, "state": {"type": "string", "enum": [
+                "Empty", "Assigning", "Reconciling", "Stable"]},
+            "protocol_type": {"type": "string"}, "assignor": {"type": "string"},
+            "group_epoch": INT32, "assignment_epoch": INT32, "coordinator": _nullable(_NODE),
+            "members": {"type": "array", "items": _obj({
+                "member_id": {"type": "string"}, "member_epoch": INT32,
+                "client_id": {"type": "string"}, "host": {"type": "string"},
+                "subscribed_topics": {"type": "array", "items": {"type": "string"}},
+                "subscribed_topic_regex": _nullable({"type": "string"}),
+                "assignment": _TOPIC_PARTITIONS_OUT, "pending_revocation": _TOPIC_PARTITIONS_OUT,
+                "target_assignment": _TOPIC_PARTITIONS_OUT,
+            }, ("member_id", "member_epoch", "client_id", "host", "subscribed_topics",
+                "subscribed_topic_regex", "assignment", "pending_revocation", "target_assignment"))},
+            "offsets": {"type": "array", "items": _obj({
+                "topic": {"type": "string"}, "partition": INT32,
+                "current_offset": _nullable(INT64), "log_end_offset": _nullable(INT64),
+                "lag": _nullable(INT64), "member_id": _nullable({"type": "string"}),
+            }, ("topic", "partition", "current_offset", "log_end_offset", "lag", "member_id"))},
+        }, ("group_id", "state", "protocol_type", "assignor", "group_epoch", "assignment_epoch",
+            "coordinator", "members", "offsets"))),
+        "delete": _operation("Delete a group without members, and its committed offsets", _obj(
+            {"group_id": {"type": "string"}}, ("group_id",))),
+    },
+    "/v1/groups/{group}/coordinator": {
+        "parameters": [GROUP_PARAM],
+        "get": _operation("Find the group's coordinator (creates __consumer_offsets on first use)", _obj({
+            "group_id": {"type": "string"}, "partition": INT32, "coordinator": _NODE,
+        }, ("group_id", "partition", "coordinator"))),
+    },
+    "/v1/groups/{group}/heartbeat": {
+        "parameters": [GROUP_PARAM],
+        "post": _operation("Join (epoch 0), heartbeat, or leave (epoch -1): KIP-848", _obj({
+            "member_id": {"type": "string"}, "member_epoch": INT32, "heartbeat_interval_ms": INT32,
+            "assignment": _TOPIC_PARTITIONS_OUT,
+        }, ("member_id", "member_epoch", "heartbeat_interval_ms", "assignment")), body=_obj({
+            "member_id": {"type": "string", "maxLength": 255},
+            "member_epoch": _int(-1),
+            "client_id": {"type": "string"},
+            "subscribed_topics": {"type": "array", "maxItems": 10_000, "items": TOPIC_NAME},
+            "subscribed_topic_regex": {"type": "string", "maxLength": 1000},
+            "server_assignor": {"type": "string", "enum": ["range", "uniform"]},
+            "owned_partitions": _TOPIC_PARTITIONS_IN,
+            "rebalance_timeout_ms": _int(1),
+        }, ("member_epoch",))),
+    },
+    "/v1/groups/{group}/offsets": {
+        "parameters": [GROUP_PARAM],
+        "post": _operation("Commit offsets (members send their id and epoch; -1 for none)", _obj({
+            "offsets": {"type": "array", "items": _obj({
+                "topic": {"type": "string"}, "partition": INT32, "offset": INT64,
+            }, ("topic", "partition", "offset"))},
+        }, ("offsets",)), body=_obj({
+            "member_id": {"type": "string"}, "member_epoch": _int(-1),
+            "offsets": {"type": "array", "maxItems": 10_000, "items": _obj({
+                "topic": TOPIC_NAME, "partition": _int(), "offset": _int(0, INT64_MAX),
+                "metadata": {"type": "string", "maxLength": 4096},
+            }, ("topic", "partition", "offset"))},
+        }, ("offsets",))),
+        "get": _operation("Committed offsets of a group", _obj({
+            "group_id": {"type": "string"},
+            "offsets": {"type": "array", "items": _obj({
+                "topic": {"type": "string"}, "partition": INT32, "offset": INT64,
+                "metadata": {"type": "string"}, "commit_timestamp": INT64,
+            }, ("topic", "partition", "offset", "metadata", "commit_timestamp"))},
+        }, ("group_id", "offsets")), parameters=[
+            _query("topics", {"type": "string"}, "comma-separated topic names"),
+        ]),
+    },
+    "/v1/groups/{group}/offsets/reset": {
+        "parameters": [GROUP_PARAM],
+        "post": _operation("Reset a group's offsets (group without members only); dry_run by default", _obj({
+            "group_id": {"type": "string"}, "dry_run": {"type": "boolean"},
+            "offsets": {"type": "array", "items": _obj({
+                "topic": {"type": "string"}, "partition": INT32, "new_offset": INT64,
+                "previous_offset": _nullable(INT64),
+            }, ("topic", "partition", "new_offset", "previous_offset"))},
+        }, ("group_id", "dry_run", "offsets")), body=_obj({
+            "topics": {"type": "array", "minItems": 1, "maxItems": 1000, "items": TOPIC_NAME},
+            "partitions": {"type": "array", "maxItems": 10_000, "items": _int()},
+            "strategy": {"type": "string", "enum": ["earliest", "latest", "offset", "datetime", "shift"]},
+            "value": {**INT64, "description": "offset (offset), timestamp ms (datetime) or shift"},
+            "dry_run": {"type": "boolean", "default": True},
+        }, ("topics", "strategy"))),
+    },
+}
+_PATHS.update(_GROUP_PATHS)
 
 
 def openapi_document() -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import AsyncIterator, Awaitable, Callable, Iterable
 from aiohttp import web
 
 from api.errors import KraftError, from_exception
-from api.routes import batch, health, metadata, openapi, records, topics
+from api.routes import batch, groups, health, metadata, openapi, records, topics
 from api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, AdminService, MetadataView, NodeInfo, ReplicaService,
 )
@@ -63,9 +63,11 @@ def build_app(
     replicas: ReplicaService,
     cleanup: Callable[[web.Application], AsyncIterator[None]] | None = None,
     extra_routes: Iterable[web.RouteTableDef] = (),
+    group_service: groups.GroupService | None = None,
 ) -> web.Application:
     """The application; `cleanup` (an aiohttp cleanup_ctx generator) ties the node's lifecycle;
-    `extra_routes` are other components' routes (each must be in api/openapi.py)."""
+    `extra_routes` are other components' routes (each must be in api/openapi.py). The group
+    routes are always served; without `group_service` they answer COORDINATOR_NOT_AVAILABLE."""
     app = web.Application(
         middlewares=[error_middleware], client_max_size=node_info.max_request_bytes
     )
@@ -73,7 +75,9 @@ def build_app(
     app[METADATA] = metadata_view
     app[ADMIN] = admin
     app[REPLICAS] = replicas
-    for module in (health, metadata, topics, records, batch, openapi):
+    if group_service is not None:
+        app[groups.GROUPS] = group_service
+    for module in (health, metadata, topics, records, batch, groups, openapi):
         app.router.add_routes(module.routes)
     for table in extra_routes:
         app.router.add_routes(table)

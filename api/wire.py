@@ -70,9 +70,7 @@ async def read_body(request: web.Request) -> tuple[Any, bool]:
             return msgpack.unpackb(raw, raw=False), False
         except (ValueError, msgpack.UnpackException, TypeError) as e:
             raise invalid_request(f"body is not valid msgpack: {e}") from None
-    if content_type in (JSON, "application/octet-stream", "text/plain") or not request.headers.get(
-        "Content-Type"
-    ):
+    if content_type == JSON or "Content-Type" not in request.headers:
         try:
             return json.loads(raw), True
         except (ValueError, UnicodeDecodeError) as e:
@@ -124,8 +122,11 @@ class Fields:
         return value
 
     def get_int(
-        self, name: str, default: Any = _MISSING, minimum: int = 0, maximum: int = INT64_MAX
+        self, name: str, default: Any = _MISSING, minimum: int = 0, maximum: int = INT64_MAX,
+        range_error: str = "INVALID_REQUEST",
     ) -> Any:
+        """An integer field; a value of the wrong type is INVALID_REQUEST, one out of range is
+        `range_error` (Kafka answers INVALID_PARTITIONS for a partition count of 0, say)."""
         value = self.raw(name, default)
         if value is default and default is not _MISSING:
             return value
@@ -137,7 +138,7 @@ class Fields:
         if isinstance(value, bool) or not isinstance(value, int):
             raise invalid_request(f"{self._path(name)} must be an integer, got {value!r}")
         if not minimum <= value <= maximum:
-            raise invalid_request(f"{self._path(name)} must be in [{minimum}, {maximum}], got {value}")
+            raise KraftError(range_error, f"{self._path(name)} must be in [{minimum}, {maximum}], got {value}")
         return value
 
     def get_str(self, name: str, default: Any = _MISSING, nullable: bool = False) -> Any:

@@ -24,6 +24,8 @@ from aiohttp import web
 from api.routes.services import NodeInfo
 from api.server import build_app
 from kraft.broker.admin import LocalAdmin
+from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
+from kraft.broker.groups.membership import GroupConfig
 from kraft.broker.lifecycle import BrokerLifecycle
 from kraft.broker.metadata_view import BrokerMetadataView
 from kraft.broker.replica_manager import ReplicaManager
@@ -138,7 +140,19 @@ class Node:
         )
         admin = LocalAdmin(self.controller, self.view, config["delete.topic.enable"],
                            partition_budget())
-        self.app = build_app(info, self.view, admin, self.replica_manager, cleanup=self._services)
+        self.groups = GroupCoordinator(
+            self.node_id, self.replica_manager, admin,
+            CoordinatorSettings(
+                num_partitions=config["offsets.topic.num.partitions"],
+                replication_factor=config["offsets.topic.replication.factor"],
+                group=GroupConfig(
+                    session_timeout_ms=config["group.consumer.session.timeout.ms"],
+                    heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+                ),
+            ),
+        )
+        self.app = build_app(info, self.view, admin, self.replica_manager, cleanup=self._services,
+                             group_service=self.groups)
         self._runner: web.AppRunner | None = None
         self.port = config.listener[1]
 
@@ -158,14 +172,17 @@ class Node:
         self.view.cluster_id = cluster_id
         self.loader.install_publisher(self.view)
         self.loader.install_publisher(self.replica_manager)
+        self.loader.install_publisher(self.groups)  # after the replica manager: it reads replicas
         await self.controller.start()
         self.replica_manager.start()
+        self.groups.start()
         await self.lifecycle.start()
         log.info("node %d started: cluster %s, roles %s, data in %s", self.node_id, cluster_id,
                  ",".join(self.config.roles), self.data_dir)
 
     async def stop_services(self) -> None:
         await self.lifecycle.stop()
+        await self.groups.close()
         await self.replica_manager.close()
         await self.controller.close()
 

@@ -20,6 +20,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -41,6 +42,7 @@ QUERY_ID_PROPERTY = "sql.streaming.queryId"  # Spark's StreamExecution.QUERY_ID_
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # Spark's MicroBatchExecution.BATCH_ID_KEY
 SINK_DEDUPE_FEATURE = "sink_dedupe"  # what a broker lists in GET /v1/health "features"
 _RECORD_OVERHEAD = 16  # msgpack framing per record, for batch sizing
+_FLUSH_FACTOR = 4  # a task sends once it buffers this many kraft.batch.size worth of records
 
 
 def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
@@ -91,7 +93,7 @@ class _Producer:
         self.client = BrokerClient(options.bootstrap_servers, options.request_timeout_ms)
         self.sticky = StickyPartitioner(random.Random(seed).randrange)
         self.pending: dict[TopicPartition, list[tuple[Any, Any, Any, int]]] = {}
-        self.pending_bytes: dict[TopicPartition, int] = {}
+        self.pending_bytes = 0
         self.summary = WriteSummary(0, 0)
         self.counts: dict[str, int] = {}  # partition counts, fixed for the task so routing is stable
 
@@ -109,24 +111,33 @@ class _Producer:
         n = batch.num_rows
         values = _binary_column(batch, names["value"])
         keys = _binary_column(batch, names["key"]) if "key" in names else [None] * n
-        if self.options.topic is not None:
-            topics = [self.options.topic] * n
-        else:
-            topics = batch.column(names["topic"]).to_pylist()
-        fixed = batch.column(names["partition"]).to_pylist() if "partition" in names else [None] * n
-        headers = batch.column(names["headers"]).to_pylist() if "headers" in names else [None] * n
+        headers: list[Any] = [()] * n
+        if "headers" in names:
+            headers = [tuple((h["key"], h["value"]) for h in hs) if hs else ()
+                       for hs in batch.column(names["headers"]).to_pylist()]
         now_ms = int(time.time() * 1000)
-        for i in range(n):
-            topic = topics[i]
-            if topic is None:
-                raise KraftError("INVALID_REQUEST", "a row has a null topic and no topic option is set")
-            tp = (topic, self.route(topic, fixed[i], keys[i], values[i]))
-            hdrs = tuple((h["key"], h["value"]) for h in headers[i]) if headers[i] else ()
-            self.pending.setdefault(tp, []).append((keys[i], values[i], hdrs, now_ms))
-            size = self.pending_bytes.get(tp, 0) + len(keys[i] or b"") + len(values[i] or b"") + _RECORD_OVERHEAD
-            self.pending_bytes[tp] = size
-            if self.tag is None and size >= self.options.batch_size:
-                self.flush()
+        if self.options.topic is not None and "partition" not in names and "key" not in names:
+            # The common bulk case: one topic, keyless, so the whole Arrow batch sticks together.
+            topic = self.options.topic
+            if self.tag is not None:
+                for value, hdrs in zip(values, headers):
+                    self._add((topic, self.route(topic, None, None, value)), (None, value, hdrs, now_ms))
+            else:
+                tp = (topic, self.route(topic, None, None, None))
+                self.pending.setdefault(tp, []).extend(zip(keys, values, headers, repeat(now_ms)))
+        else:
+            topics = [self.options.topic] * n if self.options.topic else batch.column(names["topic"]).to_pylist()
+            fixed = batch.column(names["partition"]).to_pylist() if "partition" in names else [None] * n
+            for topic, partition, key, value, hdrs in zip(topics, fixed, keys, values, headers):
+                if topic is None:
+                    raise KraftError("INVALID_REQUEST", "a row has a null topic and no topic option is set")
+                self._add((topic, self.route(topic, partition, key, value)), (key, value, hdrs, now_ms))
+        self.pending_bytes += _payload_bytes(batch, names)
+        if self.tag is None and self.pending_bytes >= _FLUSH_FACTOR * self.options.batch_size:
+            self.flush()
+
+    def _add(self, tp: TopicPartition, row: tuple[Any, Any, Any, int]) -> None:
+        self.pending.setdefault(tp, []).append(row)
 
     def route(self, topic: str, partition: int | None, key: bytes | None, value: bytes | None) -> int:
         count = self.partition_count(topic)
@@ -161,7 +172,7 @@ class _Producer:
             if self.tag is None:
                 self.sticky.on_new_batch(tp[0], self.partition_count(tp[0]), tp[1])
         self.pending.clear()
-        self.pending_bytes.clear()
+        self.pending_bytes = 0
         if entries:
             self.send(entries)
 
@@ -218,6 +229,10 @@ class _Producer:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _payload_bytes(batch: pa.RecordBatch, names: dict[str, int]) -> int:
+    return sum(batch.column(names[c]).nbytes for c in ("key", "value") if c in names) + _RECORD_OVERHEAD * batch.num_rows
 
 
 def _binary_column(batch: pa.RecordBatch, index: int) -> list[bytes | None]:

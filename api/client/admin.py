@@ -1,4 +1,5 @@
-"""The admin client: topics, partitions, configs, cluster description and partition offsets.
+"""The admin client: topics, partitions, configs, cluster description, partition offsets and
+consumer groups (list, describe, committed offsets, delete, reset offsets: kafka-consumer-groups).
 
 Calls go to any broker (the node forwards controller work); NOT_CONTROLLER answers that name the
 active controller are retried there, other retriable errors after a backoff, until
@@ -13,6 +14,7 @@ from urllib.parse import quote
 
 from api.client.cluster import ClusterSnapshot
 from api.client.consumer import offsets_path
+from api.client.group import GroupCoordinatorClient
 from api.client.retry import call_with_retries
 from api.client.transport import Address, Transport
 from api.client.types import (
@@ -181,3 +183,43 @@ class Admin:
                 offset, ts = a.get("offset"), a.get("timestamp")
             out[tp] = PartitionOffsets(start, hw, leo, offset, ts)
         return out
+
+    # -- consumer groups -----------------------------------------------------------------------
+
+    def _group(self, group_id: str) -> GroupCoordinatorClient:
+        return GroupCoordinatorClient(self._transport, group_id, self._api_timeout_s, self._backoff_s)
+
+    def list_groups(self) -> list[dict[str, Any]]:
+        """Every group of the cluster: each broker lists the groups it coordinates."""
+        brokers = ClusterSnapshot.from_wire(self.metadata() or {}).brokers.values()
+        groups: dict[str, dict[str, Any]] = {}
+        for b in sorted(brokers, key=lambda b: b.node_id):
+            answer = self._transport.request("GET", "/v1/groups", address=(b.host, b.port))
+            for g in answer.get("groups", ()):
+                groups[g["group_id"]] = g
+        return [groups[name] for name in sorted(groups)]
+
+    def describe_group(self, group_id: str) -> dict[str, Any]:
+        """State, members with their assignments, and per partition the committed offset, the
+        log end offset and the lag (the `GET /v1/groups/{group}` answer)."""
+        return self._group(group_id).request("GET", retry=True)
+
+    def list_group_offsets(self, group_id: str) -> dict[TopicPartition, int]:
+        answer = self._group(group_id).request("GET", "/offsets")
+        return {TopicPartition(o["topic"], int(o["partition"])): int(o["offset"]) for o in answer.get("offsets", ())}
+
+    def delete_group(self, group_id: str) -> None:
+        self._group(group_id).request("DELETE")
+
+    def reset_group_offsets(
+        self, group_id: str, topics: Iterable[str], strategy: str, value: int | None = None,
+        partitions: Iterable[int] | None = None, dry_run: bool = True,
+    ) -> list[dict[str, Any]]:
+        """strategy: earliest, latest, offset, datetime (value: ms) or shift (value: +/- n).
+        Returns [{"topic", "partition", "previous_offset", "new_offset"}]."""
+        body: dict[str, Any] = {"topics": list(topics), "strategy": strategy, "dry_run": dry_run}
+        if value is not None:
+            body["value"] = value
+        if partitions is not None:
+            body["partitions"] = list(partitions)
+        return list(self._group(group_id).request("POST", "/offsets/reset", body).get("offsets", ()))

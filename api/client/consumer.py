@@ -1,25 +1,37 @@
-"""The Kafka-style consumer with manual assignment: `assign`, `seek*`, `position`,
-`offsets_for_times`, `poll` and iteration.
+"""The Kafka-style consumer: manual `assign` or group `subscribe`, `seek*`, `position`,
+`offsets_for_times`, `poll`, iteration, and with a `group_id` committed offsets (`commit`,
+`commit_async`, `committed`, auto commit).
 
 `poll` sends one `POST /v1/fetch` (long poll) per partition leader with all its assigned
 partitions, in parallel when there are several leaders, decodes the returned batches and buffers
 what `max_records` does not return yet. Positions only advance past records handed to the caller.
+In a group, `poll` also heartbeats (api/client/group.py): the coordinator's answer is the
+assignment, applied by revoking (on_revoke, after an auto commit) and then assigning (positions
+from the committed offsets, else auto_offset_reset; then on_assign).
 """
 
 from __future__ import annotations
 
+import logging
+import re
+import socket
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import quote
 
 from api.client.cluster import METADATA_ERRORS, MetadataCache
 from api.client.fetcher import fetch_body, records_from_batches
+from api.client.group import GroupCoordinatorClient, GroupMembership
 from api.client.retry import call_with_retries
 from api.client.subscription import SubscriptionState
 from api.client.transport import Transport
 from api.client.types import ConsumerRecord, OffsetAndTimestamp, TopicPartition
 from api.errors import KraftError
+
+log = logging.getLogger("kraft.client.consumer")
+
+PartitionsCallback = Callable[[set[TopicPartition]], None]
 
 
 class _Buffered:
@@ -52,9 +64,19 @@ class Consumer:
         retry_backoff_ms: int = 100,
         consumer_timeout_ms: int | None = None,
         metadata_max_age_ms: int = 300_000,
+        group_id: str | None = None,
+        client_id: str | None = None,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5_000,
+        group_remote_assignor: str | None = None,
+        max_poll_interval_ms: int = 300_000,
     ) -> None:
         if max_poll_records <= 0 or fetch_max_wait_ms < 0:
             raise KraftError("INVALID_CONFIG", "max_poll_records must be > 0 and fetch_max_wait_ms >= 0")
+        if group_id is not None and not group_id:
+            raise KraftError("INVALID_CONFIG", "group_id must be a non-empty string")
+        if auto_commit_interval_ms <= 0:
+            raise KraftError("INVALID_CONFIG", "auto_commit_interval_ms must be > 0")
         self._subs = SubscriptionState(auto_offset_reset)
         self._transport = Transport(bootstrap_servers, request_timeout_ms)
         self._metadata = MetadataCache(self._transport, retry_backoff_ms, metadata_max_age_ms)
@@ -69,6 +91,22 @@ class Consumer:
         self._buffer: dict[TopicPartition, _Buffered] = {}
         self.high_watermarks: dict[TopicPartition, int] = {}  # from the last fetch, for lag
         self._executor: ThreadPoolExecutor | None = None
+        self.group_id = group_id
+        self._group: GroupCoordinatorClient | None = None
+        self._membership: GroupMembership | None = None
+        if group_id is not None:
+            self._group = GroupCoordinatorClient(self._transport, group_id, self._request_timeout_s, self._backoff_s)
+            self._membership = GroupMembership(
+                self._group, client_id or f"kraft-consumer-{socket.gethostname()}", group_remote_assignor,
+                max_poll_interval_ms,
+            )
+        self._subscribed = False
+        self._on_assign: PartitionsCallback | None = None
+        self._on_revoke: PartitionsCallback | None = None
+        self._auto_commit = enable_auto_commit and group_id is not None
+        self._auto_commit_interval_s = auto_commit_interval_ms / 1000
+        self._next_auto_commit = time.monotonic() + self._auto_commit_interval_s
+        self._commit_executor: ThreadPoolExecutor | None = None
 
     def __enter__(self) -> Consumer:
         return self
@@ -83,6 +121,11 @@ class Consumer:
         return self._metadata.snapshot.partitions_for(topic)
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        if self._subscribed:
+            raise KraftError("INVALID_REQUEST", "the consumer is subscribed to a group: unsubscribe() before assign()")
+        self._assign(partitions)
+
+    def _assign(self, partitions: Iterable[TopicPartition]) -> None:
         self._subs.assign(partitions)
         assigned = self._subs.assignment()
         for tp in list(self._buffer):
@@ -117,6 +160,154 @@ class Consumer:
             pos = self._subs.position(tp)
         assert pos is not None
         return pos
+
+    # -- group membership ----------------------------------------------------------------------
+
+    def _require_group(self) -> tuple[GroupCoordinatorClient, GroupMembership]:
+        if self._group is None or self._membership is None:
+            raise KraftError("INVALID_REQUEST", "this consumer has no group_id")
+        return self._group, self._membership
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | re.Pattern[str] | None = None,
+        *,
+        pattern: str | None = None,
+        on_assign: PartitionsCallback | None = None,
+        on_revoke: PartitionsCallback | None = None,
+    ) -> None:
+        """Joins the group with a topic list or a regular expression (`pattern`, or a compiled
+        pattern as `topics`); partitions arrive with the heartbeats `poll` sends. `on_revoke` is
+        called with the partitions taken away (before they go: commit there), `on_assign` with
+        the partitions given."""
+        _, membership = self._require_group()
+        if isinstance(topics, re.Pattern):
+            topics, pattern = None, topics.pattern
+        names = tuple(dict.fromkeys(topics or ()))
+        if not names and pattern is None:
+            raise KraftError("INVALID_REQUEST", "subscribe needs topics or a pattern")
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise KraftError("INVALID_REQUEST", f"pattern {pattern!r} is not a regular expression: {e}") from None
+        if not self._subscribed and self._subs.assignment():
+            raise KraftError("INVALID_REQUEST", "the consumer has assigned partitions: assign([]) before subscribe()")
+        self._subscribed = True
+        self._on_assign, self._on_revoke = on_assign, on_revoke
+        membership.subscribe(names, pattern)
+        self._metadata.add_topics(names)
+
+    def subscription(self) -> set[str]:
+        return set(self._membership.topics) if self._subscribed and self._membership else set()
+
+    def unsubscribe(self) -> None:
+        """Gives the partitions back (on_revoke, auto commit) and leaves the group."""
+        if not self._subscribed:
+            return
+        _, membership = self._require_group()
+        self._revoke(self._subs.assignment(), commit=True)
+        membership.leave()
+        self._subscribed = False
+
+    def _group_poll(self) -> None:
+        """Heartbeats when due and applies the assignment the coordinator answers."""
+        if not self._subscribed:
+            return
+        _, membership = self._require_group()
+        if not membership.heartbeat_due():
+            return
+        result = membership.heartbeat(self._subs.assignment())
+        if result.lost:
+            # Fenced: the coordinator gave these away already; no commit, just drop them.
+            self._revoke(self._subs.assignment(), commit=False)
+            return
+        if result.assignment is None:
+            return
+        current = self._subs.assignment()
+        revoked = current - result.assignment
+        added = result.assignment - current
+        if revoked:
+            self._revoke(revoked, commit=True)
+            membership.next_heartbeat = 0.0  # tell the coordinator they are released
+        if added:
+            self._add_partitions(added)
+
+    def _revoke(self, revoked: set[TopicPartition], commit: bool) -> None:
+        if not revoked:
+            return
+        if commit and self._auto_commit:
+            self._commit_quietly({tp: pos for tp, pos in self._positions().items() if tp in revoked})
+        if self._on_revoke is not None:
+            self._on_revoke(set(revoked))
+        self._assign(self._subs.assignment() - revoked)
+
+    def _add_partitions(self, added: set[TopicPartition]) -> None:
+        group, _ = self._require_group()
+        self._assign(self._subs.assignment() | added)
+        committed = group.committed(added)
+        for tp, offset in committed.items():
+            if offset is not None:
+                self._subs.seek(tp, offset)
+        if self._on_assign is not None:
+            self._on_assign(set(added))
+
+    # -- commits --------------------------------------------------------------------------------
+
+    def _positions(self) -> dict[TopicPartition, int]:
+        return self._subs.fetchable()
+
+    def _member(self) -> tuple[str, int]:
+        """(member id, epoch) for a commit: -1 for an assign-only consumer (a simple group)."""
+        _, membership = self._require_group()
+        if self._subscribed:
+            return membership.member_id, membership.member_epoch
+        return "", -1
+
+    def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        """Commits `offsets` (the next offset to read, per partition), or the positions of every
+        assigned partition; waits for the coordinator's answer."""
+        group, _ = self._require_group()
+        to_commit = self._positions() if offsets is None else dict(offsets)
+        if not to_commit:
+            return
+        member_id, epoch = self._member()
+        group.commit(to_commit, member_id, epoch)
+
+    def commit_async(
+        self, offsets: dict[TopicPartition, int] | None = None,
+        callback: Callable[[dict[TopicPartition, int], BaseException | None], None] | None = None,
+    ) -> Future[None]:
+        """Like `commit`, in the background; the future (and `callback`) get the outcome."""
+        group, _ = self._require_group()
+        to_commit = self._positions() if offsets is None else dict(offsets)
+        member_id, epoch = self._member()
+        if self._commit_executor is None:
+            self._commit_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraft-consumer-commit")
+        future = self._commit_executor.submit(group.commit, to_commit, member_id, epoch)
+        if callback is not None:
+            future.add_done_callback(lambda f: callback(to_commit, f.exception()))
+        return future
+
+    def committed(self, tp: TopicPartition) -> int | None:
+        """The group's committed offset of `tp` (None when nothing is committed)."""
+        group, _ = self._require_group()
+        return group.committed([tp])[tp]
+
+    def _commit_quietly(self, offsets: dict[TopicPartition, int]) -> None:
+        """Auto commit: a failure is logged, not raised (the next one covers it)."""
+        if not offsets:
+            return
+        try:
+            member_id, epoch = self._member()
+            self._require_group()[0].commit(offsets, member_id, epoch)
+        except KraftError as e:
+            log.warning("auto commit of group %s failed: %s", self.group_id, e)
+
+    def _maybe_auto_commit(self) -> None:
+        if self._auto_commit and time.monotonic() >= self._next_auto_commit:
+            self._next_auto_commit = time.monotonic() + self._auto_commit_interval_s
+            self._commit_quietly(self._positions())
 
     # -- offsets lookups -----------------------------------------------------------------------
 
@@ -187,7 +378,10 @@ class Consumer:
     def _fetch_round(self, max_wait_ms: int) -> None:
         """One long-poll fetch from every leader of assigned partitions that have nothing buffered."""
         if not self._subs.assignment():
-            raise KraftError("INVALID_REQUEST", "the consumer has no assigned partitions")
+            if not self._subscribed:
+                raise KraftError("INVALID_REQUEST", "the consumer has no assigned partitions")
+            time.sleep(min(self._backoff_s, max_wait_ms / 1000))  # waiting for an assignment
+            return
         self._metadata.maybe_refresh()
         self._resolve_resets()
         snapshot = self._metadata.snapshot
@@ -264,7 +458,9 @@ class Consumer:
         to `timeout_ms` for some to arrive."""
         limit = max_records or self._max_poll_records
         deadline = time.monotonic() + timeout_ms / 1000
+        self._maybe_auto_commit()
         while True:
+            self._group_poll()
             out = self._drain(limit)
             if out:
                 return out
@@ -279,7 +475,9 @@ class Consumer:
     def __next__(self) -> ConsumerRecord:
         """Blocks for the next record; stops after `consumer_timeout_ms` without one (if set)."""
         deadline = None if self._consumer_timeout_ms is None else time.monotonic() + self._consumer_timeout_ms / 1000
+        self._maybe_auto_commit()
         while True:
+            self._group_poll()
             got = self._drain(1)
             if got:
                 return next(iter(got.values()))[0]
@@ -292,6 +490,19 @@ class Consumer:
             self._fetch_round(wait_ms)
 
     def close(self) -> None:
+        """Leaves the group cleanly (auto commit, on_revoke, leave heartbeat), then closes."""
+        try:
+            if self._subscribed:
+                self.unsubscribe()
+            elif self._auto_commit and self._subs.assignment():
+                self._commit_quietly(self._positions())
+        finally:
+            if self._commit_executor is not None:
+                self._commit_executor.shutdown(wait=True)
+                self._commit_executor = None
+            self._close_transport()
+
+    def _close_transport(self) -> None:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None

@@ -20,7 +20,7 @@ from api.routes.metadata import require_topic
 from api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, FetchEntry, ProduceEntry, TopicDescription,
 )
-from api.wire import INT32_MAX, Fields, check_topic_name, parse_acks, read_body, render
+from api.wire import INT32_MAX, Fields, check_topic_name, parse_acks, read_body, render, wants_msgpack
 from log.batch import build_batch, decode_records, iter_batches
 
 routes = web.RouteTableDef()
@@ -54,12 +54,15 @@ def _text_or_b64(fields: Fields, name: str) -> bytes | None:
         if not isinstance(value, str):
             raise invalid_request(f"{fields.where}.{name}_b64 must be a base64 string")
         return Fields({}, binary_b64=True).to_bytes(value, f"{fields.where}.{name}_b64")
+    raw = fields.raw(name, None, nullable=True)
+    if isinstance(raw, bytes):  # msgpack bodies carry binary natively
+        return raw
     text = fields.get_str(name, None, nullable=True)
     return None if text is None else text.encode("utf-8")
 
 
 def _headers(fields: Fields) -> list[tuple[str, bytes | None]]:
-    raw = fields.raw("headers", None, nullable=True)
+    raw = fields.raw("headers", None)
     if raw is None:
         return []
     where = f"{fields.where}.headers"
@@ -74,9 +77,9 @@ def _headers(fields: Fields) -> list[tuple[str, bytes | None]]:
         raise invalid_request(f"{where} must be an object or an array of {{key, value}}")
     out = []
     for key, value in pairs:
-        if not isinstance(key, str) or not (value is None or isinstance(value, str)):
-            raise invalid_request(f"{where}: header keys and values are strings (values may be null)")
-        out.append((key, None if value is None else value.encode("utf-8")))
+        if not isinstance(key, str) or not (value is None or isinstance(value, (str, bytes))):
+            raise invalid_request(f"{where}: header keys are strings, values strings or null (binary in msgpack)")
+        out.append((key, value.encode("utf-8") if isinstance(value, str) else value))
     return out
 
 
@@ -147,10 +150,11 @@ def _partition_number(request: web.Request, topic: TopicDescription) -> int:
     return partition
 
 
-def _decoded(data: bytes | None, name: str) -> dict[str, Any]:
-    """A key/value back as a string when it is UTF-8, else `<name>_b64`."""
-    if data is None:
-        return {name: None}
+def _decoded(data: bytes | None, name: str, binary: bool = False) -> dict[str, Any]:
+    """A key/value back as a string when it is UTF-8, else `<name>_b64`; msgpack answers
+    (`binary`) carry the bytes as they are."""
+    if data is None or binary:
+        return {name: data}
     try:
         return {name: data.decode("utf-8")}
     except UnicodeDecodeError:
@@ -187,6 +191,7 @@ async def fetch_records(request: web.Request) -> web.Response:
     if result.error_code:
         raise KraftError(result.error_code, result.message or "")
     records: list[dict[str, Any]] = []
+    binary = wants_msgpack(request)
     for pos, header in iter_batches(result.records):
         if header.last_offset < offset:
             continue
@@ -195,8 +200,8 @@ async def fetch_records(request: web.Request) -> web.Response:
                 continue
             records.append({
                 "partition": partition, "offset": rec.offset, "timestamp": rec.timestamp,
-                **_decoded(rec.key, "key"), **_decoded(rec.value, "value"),
-                "headers": [{"key": k, **_decoded(v, "value")} for k, v in rec.headers],
+                **_decoded(rec.key, "key", binary), **_decoded(rec.value, "value", binary),
+                "headers": [{"key": k, **_decoded(v, "value", binary)} for k, v in rec.headers],
             })
             if len(records) == max_records:
                 break

@@ -42,8 +42,8 @@ async def create_topic(request: web.Request) -> web.Response:
     body, _ = await read_body(request)
     fields = Fields(body)
     name = check_topic_name(fields.raw("name"))
-    partitions = fields.get_int("partitions", None, 1, MAX_PARTITIONS)
-    replication_factor = fields.get_int("replication_factor", None, 1, MAX_REPLICATION_FACTOR)
+    partitions = fields.get_int("partitions", None, 1, MAX_PARTITIONS, "INVALID_PARTITIONS")
+    replication_factor = fields.get_int("replication_factor", None, 1, MAX_REPLICATION_FACTOR, "INVALID_REPLICATION_FACTOR")
     configs = _config_values(fields.get_object("configs", {}), allow_null=False)
     topic = await request.app[ADMIN].create_topic(name, partitions, replication_factor, configs)
     return render(request, {
@@ -88,7 +88,7 @@ async def delete_topic(request: web.Request) -> web.Response:
 async def create_partitions(request: web.Request) -> web.Response:
     topic = require_topic(request, request.match_info["topic"])
     body, _ = await read_body(request)
-    count = Fields(body).get_int("count", minimum=1, maximum=MAX_PARTITIONS)
+    count = Fields(body).get_int("count", minimum=1, maximum=MAX_PARTITIONS, range_error="INVALID_PARTITIONS")
     await request.app[ADMIN].create_partitions(topic.name, count)
     return render(request, {"name": topic.name, "partitions": count})
 

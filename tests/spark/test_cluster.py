@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import REAL_NODE, KraftFixture
+from spark_support import REAL_NODE, KraftFixture
 from harness import NodeProcess, free_port, shutdown_all, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]

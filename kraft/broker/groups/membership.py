@@ -270,17 +270,20 @@ class ConsumerGroup:
     def expire(self, topics: Mapping[str, int], now_ms: int) -> list[str]:
         """Removes members silent for the session timeout, or that did not revoke within their
         rebalance timeout; returns their ids."""
-        expired = [
-            m.member_id for m in self.members.values()
-            if now_ms - m.last_heartbeat_ms >= self.config.session_timeout_ms
-            or (m.revocation_deadline_ms is not None and now_ms >= m.revocation_deadline_ms)
-        ]
+        expired = self.expired_members(now_ms)
         for member_id in expired:
             self.remove_member(member_id)
         if expired:
             self._update_target(topics)
         self.check_invariants()
         return expired
+
+    def expired_members(self, now_ms: int) -> list[str]:
+        return [
+            m.member_id for m in self.members.values()
+            if now_ms - m.last_heartbeat_ms >= self.config.session_timeout_ms
+            or (m.revocation_deadline_ms is not None and now_ms >= m.revocation_deadline_ms)
+        ]
 
     def refresh_sessions(self, now_ms: int) -> None:
         """A new coordinator gives every member a fresh session (it cannot know when they last

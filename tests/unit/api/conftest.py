@@ -4,6 +4,7 @@ data dir, served by aiohttp's test server."""
 from __future__ import annotations
 
 import socket
+import sys
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable
 
@@ -18,6 +19,9 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
+
+# --import-mode=importlib does not put test folders on sys.path: the helpers module needs it.
+sys.path.insert(0, str(Path(__file__).parent))
 
 ClientFactory = Callable[..., Awaitable[TestClient]]
 

@@ -1,0 +1,168 @@
+"""The consumer's side of a group (KIP-848): finding the coordinator, the heartbeat that carries
+the subscription and owned partitions and returns the target assignment, offset commit and fetch.
+
+`GroupCoordinatorClient` sends requests to the group's coordinator, finding it again after
+NOT_COORDINATOR (the answer names it), COORDINATOR_NOT_AVAILABLE or a network error.
+`GroupMembership` is the member's state (id, epoch, assignment) and reacts to what the coordinator
+answers; the consumer calls it from `poll`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+from urllib.parse import quote
+
+from api.client.retry import call_with_retries
+from api.client.transport import Address, Transport
+from api.client.types import TopicPartition
+from api.errors import KraftError
+
+REDISCOVER = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "NETWORK_EXCEPTION",
+                        "REQUEST_TIMED_OUT"})
+# The member must rejoin: the coordinator no longer knows it at this epoch.
+REJOIN = frozenset({"FENCED_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID"})
+
+
+def group_path(group_id: str, suffix: str = "") -> str:
+    return f"/v1/groups/{quote(group_id, safe='')}{suffix}"
+
+
+def tps_to_wire(tps: Iterable[TopicPartition]) -> list[dict[str, Any]]:
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(tps):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
+
+
+def tps_from_wire(items: Iterable[Mapping[str, Any]]) -> set[TopicPartition]:
+    return {TopicPartition(str(i["topic"]), int(p)) for i in items for p in i["partitions"]}
+
+
+class GroupCoordinatorClient:
+    def __init__(self, transport: Transport, group_id: str, timeout_s: float, backoff_s: float) -> None:
+        self.transport = transport
+        self.group_id = group_id
+        self.timeout_s = timeout_s
+        self.backoff_s = backoff_s
+        self.coordinator: Address | None = None
+
+    def find_coordinator(self) -> Address:
+        answer = self.transport.request("GET", group_path(self.group_id, "/coordinator"))
+        c = answer["coordinator"]
+        self.coordinator = (str(c["host"]), int(c["port"]))
+        return self.coordinator
+
+    def _once(self, method: str, suffix: str, body: Any, params: dict[str, Any] | None) -> Any:
+        address = self.coordinator or self.find_coordinator()
+        try:
+            return self.transport.request(method, group_path(self.group_id, suffix), body,
+                                          params=params, address=address)
+        except KraftError as e:
+            if e.error_code in REDISCOVER:
+                named = e.extra.get("coordinator")
+                self.coordinator = ((str(named["host"]), int(named["port"]))
+                                    if isinstance(named, dict) and named.get("host") else None)
+            raise
+
+    def request(self, method: str, suffix: str = "", body: Any = None, *,
+                params: dict[str, Any] | None = None, retry: bool = True) -> Any:
+        if not retry:
+            return self._once(method, suffix, body, params)
+        return call_with_retries(lambda: self._once(method, suffix, body, params),
+                                 timeout_s=self.timeout_s, backoff_s=self.backoff_s)
+
+    def commit(self, offsets: Mapping[TopicPartition, int], member_id: str, member_epoch: int) -> None:
+        body = {"member_id": member_id, "member_epoch": member_epoch, "offsets": [
+            {"topic": tp.topic, "partition": tp.partition, "offset": int(o)} for tp, o in sorted(offsets.items())]}
+        self.request("POST", "/offsets", body)
+
+    def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        wanted = set(tps)
+        topics = sorted({tp.topic for tp in wanted})
+        answer = self.request("GET", "/offsets", params={"topics": ",".join(topics)} if topics else None)
+        found = {TopicPartition(o["topic"], int(o["partition"])): int(o["offset"]) for o in answer.get("offsets", ())}
+        return {tp: found.get(tp) for tp in wanted}
+
+
+@dataclass
+class HeartbeatResult:
+    assignment: set[TopicPartition] | None  # None: no answer (retry later)
+    lost: bool = False  # fenced or unknown: every partition is lost, rejoin
+
+
+class GroupMembership:
+    """The member: subscription, id, epoch, and when the next heartbeat is due."""
+
+    def __init__(self, client: GroupCoordinatorClient, client_id: str, assignor: str | None,
+                 rebalance_timeout_ms: int) -> None:
+        self.client = client
+        self.client_id = client_id
+        self.assignor = assignor
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.topics: tuple[str, ...] = ()
+        self.pattern: str | None = None
+        self.member_id = ""
+        self.member_epoch = 0
+        self.heartbeat_interval_s = 1.0
+        self.next_heartbeat = 0.0
+        self._send_subscription = True
+
+    @property
+    def joined(self) -> bool:
+        return self.member_epoch > 0
+
+    def subscribe(self, topics: Iterable[str], pattern: str | None) -> None:
+        self.topics = tuple(topics)
+        self.pattern = pattern
+        self._send_subscription = True
+        self.next_heartbeat = 0.0
+
+    def heartbeat_due(self) -> bool:
+        return time.monotonic() >= self.next_heartbeat
+
+    def heartbeat(self, owned: Iterable[TopicPartition]) -> HeartbeatResult:
+        """One heartbeat; retriable failures leave the state as it is (retried after a backoff)."""
+        body: dict[str, Any] = {
+            "member_id": self.member_id, "member_epoch": self.member_epoch,
+            "client_id": self.client_id, "rebalance_timeout_ms": self.rebalance_timeout_ms,
+            "owned_partitions": tps_to_wire(owned),
+        }
+        if self._send_subscription or self.member_epoch == 0:
+            body["subscribed_topics"] = list(self.topics)
+            if self.pattern is not None:
+                body["subscribed_topic_regex"] = self.pattern
+            if self.assignor is not None:
+                body["server_assignor"] = self.assignor
+        try:
+            answer = self.client.request("POST", "/heartbeat", body, retry=False)
+        except KraftError as e:
+            if e.error_code in REJOIN:
+                if e.error_code == "UNKNOWN_MEMBER_ID":
+                    self.member_id = ""
+                self.member_epoch = 0
+                self.next_heartbeat = 0.0
+                return HeartbeatResult(set(), lost=True)
+            if not e.retriable:
+                raise
+            self.next_heartbeat = time.monotonic() + self.client.backoff_s
+            return HeartbeatResult(None)
+        self._send_subscription = False
+        self.member_id = str(answer["member_id"])
+        self.member_epoch = int(answer["member_epoch"])
+        self.heartbeat_interval_s = int(answer["heartbeat_interval_ms"]) / 1000
+        self.next_heartbeat = time.monotonic() + self.heartbeat_interval_s
+        return HeartbeatResult(tps_from_wire(answer.get("assignment", ())))
+
+    def leave(self) -> None:
+        """Best effort: the coordinator frees the partitions at once instead of after the session
+        timeout."""
+        if not self.member_id:
+            return
+        try:
+            self.client.request("POST", "/heartbeat", {"member_id": self.member_id, "member_epoch": -1},
+                                retry=False)
+        except KraftError:
+            pass
+        self.member_id, self.member_epoch = "", 0

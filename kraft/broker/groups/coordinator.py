@@ -1,0 +1,492 @@
+"""The group coordinator: the asyncio shell around `ConsumerGroup` that implements
+`api.routes.groups.GroupService`.
+
+It is a metadata publisher: for every `__consumer_offsets` partition this broker leads it loads
+the groups by replaying the partition (requests for those groups get COORDINATOR_LOAD_IN_PROGRESS
+meanwhile), and drops them when leadership moves (requests then get NOT_COORDINATOR naming the
+new leader). Every change (commit, membership) is appended to the group's partition through the
+replica manager's produce path with acks=all and answered only once appended, so a new
+coordinator rebuilds exactly what was answered. One lock per partition orders changes with their
+records. A periodic tick expires members whose session timed out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from api.errors import KraftError
+from api.routes.groups import GroupHeartbeat, OffsetCommitEntry, OffsetReset
+from api.routes.services import AdminService, ProduceEntry, ReplicaService
+from kraft.broker.groups.hashing import OFFSETS_TOPIC, coordinator_partition
+from kraft.broker.groups.membership import (
+    ConsumerGroup, GroupConfig, GroupError, HeartbeatRequest, OffsetAndMetadata,
+)
+from kraft.broker.groups.records import (
+    GroupsReplay, group_key, group_value, offset_key, offset_value,
+)
+from log.batch import build_batch, decode_records, iter_batches
+from metadata.image import MetadataImage
+
+log = logging.getLogger("kraft.groups")
+
+LOAD_CHUNK_BYTES = 1 << 20
+APPEND_TIMEOUT_MS = 30_000
+COORDINATOR_WAIT_S = 15.0  # how long a first request waits for __consumer_offsets to come up
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class CoordinatorSettings:
+    num_partitions: int = 50
+    replication_factor: int = 3
+    group: GroupConfig = GroupConfig()
+    tick_interval_ms: int = 250
+
+
+@dataclass
+class _Partition:
+    """The groups of one `__consumer_offsets` partition this broker leads."""
+
+    partition: int
+    leader_epoch: int
+    loaded: asyncio.Event = field(default_factory=asyncio.Event)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    groups: dict[str, ConsumerGroup] = field(default_factory=dict)
+    task: asyncio.Task[None] | None = None
+
+
+def _error(e: GroupError) -> KraftError:
+    return KraftError(e.error_code, e.message)
+
+
+def _tp_json(tps: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
+    by_topic: dict[str, list[int]] = {}
+    for t, p in sorted(tps):
+        by_topic.setdefault(t, []).append(p)
+    return [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        node_id: int,
+        replicas: Any,  # kraft.broker.replica_manager.ReplicaManager (ReplicaService + replica())
+        admin: AdminService,
+        settings: CoordinatorSettings,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.node_id = node_id
+        self.replicas: ReplicaService = replicas
+        self._replica_manager = replicas
+        self.admin = admin
+        self.settings = settings
+        self.clock = clock
+        self.image = MetadataImage.EMPTY
+        self._partitions: dict[int, _Partition] = {}
+        self._create_lock = asyncio.Lock()
+        self._tick_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._tick_task = asyncio.get_running_loop().create_task(self._tick_loop())
+
+    async def close(self) -> None:
+        self._closed = True
+        tasks = [p.task for p in self._partitions.values() if p.task is not None]
+        if self._tick_task is not None:
+            tasks.append(self._tick_task)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._partitions.clear()
+
+    # -- metadata publisher -------------------------------------------------------------------
+
+    def on_metadata_update(self, delta: object, image: MetadataImage) -> None:
+        """Loads the partitions this broker now leads, drops the ones it stopped leading."""
+        self.image = image
+        if self._closed:
+            return
+        topic = image.topic_by_name(OFFSETS_TOPIC)
+        led = {} if topic is None else {
+            p: reg.leader_epoch for p, reg in topic.partitions.items() if reg.leader == self.node_id
+        }
+        for p, state in list(self._partitions.items()):
+            if led.get(p) != state.leader_epoch:
+                del self._partitions[p]
+                if state.task is not None:
+                    state.task.cancel()
+                log.info("no longer coordinator of %s-%d (%d groups unloaded)", OFFSETS_TOPIC, p, len(state.groups))
+        for p, epoch in led.items():
+            if p not in self._partitions:
+                state = self._partitions[p] = _Partition(p, epoch)
+                state.task = asyncio.get_running_loop().create_task(self._load(state))
+
+    async def _load(self, state: _Partition) -> None:
+        replica = self._replica_manager.replica(OFFSETS_TOPIC, state.partition)
+        if replica is None:
+            return
+        await replica.ready.wait()
+        if replica.log is None:
+            log.error("cannot load %s-%d: its log did not open", OFFSETS_TOPIC, state.partition)
+            return
+        replay = GroupsReplay(self.settings.group)
+        started = time.monotonic()
+        offset = replica.log.log_start_offset
+        count = 0
+        # Up to the log end: as leader, everything in this log is (or will be) committed.
+        while offset < replica.log.log_end_offset:
+            info = await asyncio.to_thread(replica.log.read, offset, LOAD_CHUNK_BYTES)
+            if info.next_offset <= offset:
+                break
+            for pos, _header in iter_batches(info.records):
+                for record in decode_records(info.records, pos):
+                    if record.offset >= offset:
+                        replay.replay(record.key, record.value)
+                        count += 1
+            offset = info.next_offset
+        now = self.clock()
+        for group in replay.groups.values():
+            group.refresh_sessions(now)
+        state.groups = replay.groups
+        state.loaded.set()
+        log.info("loaded %d groups from %d records of %s-%d in %.3f s%s", len(state.groups), count,
+                 OFFSETS_TOPIC, state.partition, time.monotonic() - started,
+                 f" ({replay.skipped} undecodable skipped)" if replay.skipped else "")
+
+    # -- routing ------------------------------------------------------------------------------
+
+    def _partition_for(self, group_id: str) -> int:
+        topic = self.image.topic_by_name(OFFSETS_TOPIC)
+        count = len(topic.partitions) if topic is not None else self.settings.num_partitions
+        return coordinator_partition(group_id, count)
+
+    async def _ensure_offsets_topic(self) -> None:
+        if self.image.topic_by_name(OFFSETS_TOPIC) is not None:
+            return
+        async with self._create_lock:
+            if self.image.topic_by_name(OFFSETS_TOPIC) is not None:
+                return
+            rf = max(1, min(self.settings.replication_factor, len(self.image.live_brokers())))
+            try:
+                await self.admin.create_topic(OFFSETS_TOPIC, self.settings.num_partitions, rf,
+                                              {"cleanup.policy": "compact"})
+                log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC,
+                         self.settings.num_partitions, rf)
+            except KraftError as e:
+                if e.error_code != "TOPIC_ALREADY_EXISTS":
+                    raise
+
+    def _coordinator_json(self, partition: int) -> dict[str, Any] | None:
+        reg = self.image.partition(OFFSETS_TOPIC, partition)
+        endpoint = self.image.leader_endpoint(OFFSETS_TOPIC, partition)
+        if reg is None or endpoint is None:
+            return None
+        return {"node_id": reg.leader, "host": endpoint.host, "port": endpoint.port}
+
+    async def _state(self, group_id: str, create: bool = True) -> _Partition:
+        """The loaded partition state owning `group_id`, or NOT_COORDINATOR / COORDINATOR_* errors."""
+        if create:
+            await self._ensure_offsets_topic()
+        elif self.image.topic_by_name(OFFSETS_TOPIC) is None:
+            raise KraftError("GROUP_ID_NOT_FOUND", f"group {group_id!r} does not exist")
+        partition = self._partition_for(group_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + COORDINATOR_WAIT_S
+        while True:
+            state = self._partitions.get(partition)
+            if state is not None:
+                try:
+                    await asyncio.wait_for(state.loaded.wait(), max(0.0, deadline - loop.time()))
+                except asyncio.TimeoutError:
+                    raise KraftError("COORDINATOR_LOAD_IN_PROGRESS",
+                                     f"{OFFSETS_TOPIC}-{partition} is still loading") from None
+                if self._partitions.get(partition) is state:
+                    return state
+                continue
+            coordinator = self._coordinator_json(partition)
+            if coordinator is not None and coordinator["node_id"] != self.node_id:
+                raise KraftError("NOT_COORDINATOR", f"node {coordinator['node_id']} coordinates group "
+                                 f"{group_id!r}", coordinator=coordinator)
+            if loop.time() >= deadline:
+                raise KraftError("COORDINATOR_NOT_AVAILABLE",
+                                 f"{OFFSETS_TOPIC}-{partition} has no leader yet")
+            await asyncio.sleep(0.05)  # the metadata naming this broker leader is on its way
+
+    async def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        batch = build_batch([(k, v, (), self.clock()) for k, v in records])
+        [result] = await self.replicas.produce(
+            [ProduceEntry(OFFSETS_TOPIC, partition, batch)], acks=-1, timeout_ms=APPEND_TIMEOUT_MS)
+        if result.error_code:
+            code = "COORDINATOR_NOT_AVAILABLE" if result.error_code in (
+                "NOT_LEADER_OR_FOLLOWER", "NOT_ENOUGH_REPLICAS", "REQUEST_TIMED_OUT",
+                "KAFKA_STORAGE_ERROR", "UNKNOWN_TOPIC_OR_PARTITION") else result.error_code
+            raise KraftError(code, f"writing to {OFFSETS_TOPIC}-{partition}: {result.message}")
+
+    def _topic_counts(self) -> dict[str, int]:
+        return {t.name: len(t.partitions) for t in self.image.topics.by_name.values() if not t.internal}
+
+    async def _change_group(
+        self, state: _Partition, group_id: str, change: Callable[[ConsumerGroup], Any]
+    ) -> Any:
+        """Runs `change` on the group (created if new) under the partition lock, appends the
+        group's membership record when it changed, and keeps the old group if the append fails."""
+        async with state.lock:
+            existing = state.groups.get(group_id)
+            group = existing or ConsumerGroup(group_id, self.settings.group)
+            backup = copy.deepcopy(existing)
+            before = group_value(group)
+            try:
+                result = change(group)
+            except GroupError as e:
+                raise _error(e) from None
+            after = group_value(group)
+            state.groups[group_id] = group
+            if after != before:
+                try:
+                    await self._append(state.partition, [(group_key(group_id), after)])
+                except BaseException:
+                    if backup is None:
+                        state.groups.pop(group_id, None)
+                    else:
+                        state.groups[group_id] = backup
+                    raise
+            if group.is_empty():
+                state.groups.pop(group_id, None)
+            return result
+
+    # -- GroupService -------------------------------------------------------------------------
+
+    async def find_coordinator(self, group_id: str) -> dict[str, Any]:
+        await self._ensure_offsets_topic()
+        partition = self._partition_for(group_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + COORDINATOR_WAIT_S
+        while (coordinator := self._coordinator_json(partition)) is None:
+            if loop.time() >= deadline:
+                raise KraftError("COORDINATOR_NOT_AVAILABLE", f"{OFFSETS_TOPIC}-{partition} has no leader")
+            await asyncio.sleep(0.05)
+        return {"group_id": group_id, "partition": partition, "coordinator": coordinator}
+
+    async def heartbeat(self, group_id: str, request: GroupHeartbeat) -> dict[str, Any]:
+        state = await self._state(group_id)
+        req = HeartbeatRequest(
+            request.member_id, request.member_epoch, request.client_id, request.client_host,
+            request.subscribed_topics, request.subscribed_topic_regex, request.server_assignor,
+            request.owned, request.rebalance_timeout_ms,
+        )
+        topics = self._topic_counts()
+        response = await self._change_group(
+            state, group_id, lambda g: g.heartbeat(req, topics, self.clock(), uuid.uuid4().hex))
+        return {
+            "member_id": response.member_id,
+            "member_epoch": response.member_epoch,
+            "heartbeat_interval_ms": response.heartbeat_interval_ms,
+            "assignment": _tp_json(response.assignment),
+        }
+
+    def _check_partitions(self, tps: Iterable[tuple[str, int]]) -> None:
+        for topic, partition in tps:
+            if self.image.partition(topic, partition) is None:
+                raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"{topic}-{partition} does not exist")
+
+    async def commit_offsets(
+        self, group_id: str, member_id: str, member_epoch: int, offsets: list[OffsetCommitEntry]
+    ) -> dict[str, Any]:
+        self._check_partitions((e.topic, e.partition) for e in offsets)
+        state = await self._state(group_id)
+        async with state.lock:
+            group = state.groups.get(group_id) or ConsumerGroup(group_id, self.settings.group)
+            try:
+                group.validate_offset_commit(member_id, member_epoch)
+            except GroupError as e:
+                raise _error(e) from None
+            await self._commit(state, group, {(e.topic, e.partition): (e.offset, e.metadata) for e in offsets})
+        return {"offsets": [{"topic": e.topic, "partition": e.partition, "offset": e.offset} for e in offsets]}
+
+    async def _commit(
+        self, state: _Partition, group: ConsumerGroup, offsets: dict[tuple[str, int], tuple[int, str]]
+    ) -> None:
+        """Appends the commits, then applies them (caller holds the partition lock)."""
+        now = self.clock()
+        values = {tp: OffsetAndMetadata(o, m, now) for tp, (o, m) in offsets.items()}
+        if values:
+            await self._append(state.partition, [
+                (offset_key(group.group_id, t, p), offset_value(v)) for (t, p), v in sorted(values.items())])
+        group.offsets.update(values)
+        if not group.is_empty():
+            state.groups.setdefault(group.group_id, group)
+
+    async def fetch_offsets(self, group_id: str, topics: list[str] | None) -> dict[str, Any]:
+        state = await self._state(group_id)
+        group = state.groups.get(group_id)
+        items = [] if group is None else sorted(group.offsets.items())
+        return {"group_id": group_id, "offsets": [
+            {"topic": t, "partition": p, "offset": o.offset, "metadata": o.metadata,
+             "commit_timestamp": o.commit_timestamp_ms}
+            for (t, p), o in items if topics is None or t in topics
+        ]}
+
+    async def list_groups(self) -> dict[str, Any]:
+        groups = []
+        for state in list(self._partitions.values()):
+            if state.loaded.is_set():
+                for g in state.groups.values():
+                    groups.append({"group_id": g.group_id, "state": g.state, "protocol_type": "consumer",
+                                   "members": len(g.members), "coordinator": self.node_id})
+        return {"groups": sorted(groups, key=lambda g: g["group_id"])}
+
+    async def _log_end_offset(self, topic: str, partition: int) -> int | None:
+        """The high watermark (what a consumer can read to) when this broker leads the partition."""
+        try:
+            return (await self.replicas.offsets(topic, partition)).high_watermark
+        except Exception:  # led elsewhere or not open: lag unknown here
+            return None
+
+    async def describe_group(self, group_id: str) -> dict[str, Any]:
+        state = await self._state(group_id, create=False)
+        group = state.groups.get(group_id)
+        if group is None:
+            raise KraftError("GROUP_ID_NOT_FOUND", f"group {group_id!r} does not exist")
+        members = [{
+            "member_id": m.member_id, "member_epoch": m.member_epoch, "client_id": m.client_id,
+            "host": m.client_host, "subscribed_topics": list(m.subscribed_topics),
+            "subscribed_topic_regex": m.subscribed_topic_regex,
+            "assignment": _tp_json(m.assigned), "pending_revocation": _tp_json(m.pending_revocation),
+            "target_assignment": _tp_json(group.target.get(m.member_id, ())),
+        } for m in sorted(group.members.values(), key=lambda m: m.member_id)]
+        partitions = set(group.offsets)
+        for m in group.members.values():
+            partitions |= m.assigned
+        offsets = []
+        for tp in sorted(partitions):
+            committed = group.offsets.get(tp)
+            leo = await self._log_end_offset(*tp)
+            current = None if committed is None else committed.offset
+            offsets.append({
+                "topic": tp[0], "partition": tp[1], "current_offset": current, "log_end_offset": leo,
+                "lag": None if current is None or leo is None else max(0, leo - current),
+                "member_id": group.owner_of(tp),
+            })
+        return {
+            "group_id": group_id, "state": group.state, "protocol_type": "consumer",
+            "assignor": group.assignor, "group_epoch": group.group_epoch,
+            "assignment_epoch": group.assignment_epoch,
+            "coordinator": self._coordinator_json(state.partition), "members": members, "offsets": offsets,
+        }
+
+    async def delete_group(self, group_id: str) -> dict[str, Any]:
+        state = await self._state(group_id, create=False)
+        async with state.lock:
+            group = state.groups.get(group_id)
+            if group is None:
+                raise KraftError("GROUP_ID_NOT_FOUND", f"group {group_id!r} does not exist")
+            if group.members:
+                raise KraftError("NON_EMPTY_GROUP", f"group {group_id!r} has {len(group.members)} active members")
+            tombstones: list[tuple[bytes, bytes | None]] = [
+                (offset_key(group_id, t, p), None) for t, p in sorted(group.offsets)]
+            await self._append(state.partition, tombstones + [(group_key(group_id), None)])
+            del state.groups[group_id]
+        return {"group_id": group_id}
+
+    async def reset_offsets(self, group_id: str, reset: OffsetReset) -> dict[str, Any]:
+        """kafka-consumer-groups --reset-offsets: computes each partition's new offset (clamped to
+        [log start, high watermark], as Kafka does) and commits it unless `dry_run`. Only a group
+        without active members can be reset."""
+        tps = []
+        for topic in reset.topics:
+            t = self.image.topic_by_name(topic)
+            if t is None:
+                raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} does not exist")
+            for p in (reset.partitions if reset.partitions is not None else sorted(t.partitions)):
+                tps.append((topic, p))
+        self._check_partitions(tps)
+        state = await self._state(group_id)
+        async with state.lock:
+            group = state.groups.get(group_id) or ConsumerGroup(group_id, self.settings.group)
+            if group.members:
+                raise KraftError("NON_EMPTY_GROUP", f"assignments can only be reset if group {group_id!r} is "
+                                 f"inactive, but the current state is {group.state}")
+            new_offsets = {tp: await self._reset_target(group, tp, reset) for tp in tps}
+            previous = {tp: group.offsets.get(tp) for tp in tps}
+            if not reset.dry_run:
+                await self._commit(state, group, {tp: (o, "") for tp, o in new_offsets.items()})
+        return {"group_id": group_id, "dry_run": reset.dry_run, "offsets": [
+            {"topic": t, "partition": p, "new_offset": new_offsets[(t, p)],
+             "previous_offset": None if previous[(t, p)] is None else previous[(t, p)].offset}
+            for t, p in tps
+        ]}
+
+    async def _reset_target(self, group: ConsumerGroup, tp: tuple[str, int], reset: OffsetReset) -> int:
+        offsets = await self.replicas.offsets(*tp)
+        start, end = offsets.log_start_offset, offsets.high_watermark
+        if reset.strategy == "earliest":
+            return start
+        if reset.strategy == "latest":
+            return end
+        assert reset.value is not None
+        if reset.strategy == "offset":
+            target = reset.value
+        elif reset.strategy == "datetime":
+            found = await self.replicas.offset_for_timestamp(tp[0], tp[1], reset.value)
+            target = end if found is None else found[0]
+        else:
+            committed = group.offsets.get(tp)
+            if committed is None:
+                raise KraftError("INVALID_REQUEST", f"cannot shift the offset of {tp[0]}-{tp[1]}: "
+                                 "the group has no committed offset for it")
+            target = committed.offset + reset.value
+        return min(max(target, start), end)
+
+    # -- session timeouts ---------------------------------------------------------------------
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.tick_interval_ms / 1000)
+            try:
+                await self.tick()
+            except Exception:
+                log.exception("group tick failed")
+
+    async def tick(self) -> None:
+        """Expires members whose session timed out and records the new membership."""
+        now = self.clock()
+        topics = self._topic_counts()
+        for state in list(self._partitions.values()):
+            if not state.loaded.is_set():
+                continue
+            for group_id, group in list(state.groups.items()):
+                if not group.expired_members(now):
+                    continue
+                try:
+                    expired = await self._change_group(state, group_id, lambda g: g.expire(topics, now))
+                except KraftError as e:
+                    log.warning("expiring members of group %s: %s", group_id, e)
+                    continue
+                if expired:
+                    log.info("group %s: removed %s after session timeout", group_id, ", ".join(expired))
+
+    # -- lag for metrics ----------------------------------------------------------------------
+
+    async def lag(self) -> list[tuple[str, str, int, int]]:
+        """(group, topic, partition, lag) for every committed offset of a partition this broker
+        leads: the consumer group lag metric (design §10)."""
+        out = []
+        for state in list(self._partitions.values()):
+            for g in list(state.groups.values()):
+                for (t, p), o in list(g.offsets.items()):
+                    leo = await self._log_end_offset(t, p)
+                    if leo is not None:
+                        out.append((g.group_id, t, p, max(0, leo - o.offset)))
+        return out
