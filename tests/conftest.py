@@ -20,3 +20,10 @@ def node(tmp_path_factory: pytest.TempPathFactory):
     started.append(n)
     yield n
     shutdown_all(started)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """All Spark tests share one worker (`--dist loadgroup`), so the suite starts one JVM."""
+    for item in items:
+        if item.get_closest_marker("spark"):
+            item.add_marker(pytest.mark.xdist_group("spark"))

@@ -105,28 +105,35 @@ class GroupsReplay:
     def replay(self, key: bytes | None, value: bytes | None) -> None:
         try:
             k = msgpack.unpackb(key, raw=False) if key is not None else None
-            v = msgpack.unpackb(value, raw=False) if value is not None else None
-            if not isinstance(k, list) or not k:
+            if not isinstance(k, list) or len(k) < 2 or not isinstance(k[1], str):
                 raise ValueError(f"bad key {k!r}")
-            if k[0] == OFFSET_COMMIT_KEY:
-                _, group_id, topic, partition = k
-                offsets = self.group(group_id).offsets
-                if v is None:
-                    offsets.pop((topic, int(partition)), None)
-                else:
-                    offsets[(topic, int(partition))] = OffsetAndMetadata(
-                        int(v["offset"]), str(v.get("metadata") or ""), int(v["commit_timestamp"]))
-            elif k[0] == GROUP_METADATA_KEY:
-                group = self.group(k[1])
-                if v is None:
-                    group.members, group.target = {}, {}
-                else:
-                    restore_group(group, v)
-            else:
-                raise ValueError(f"unknown key type {k[0]!r}")
-        except (ValueError, TypeError, KeyError, msgpack.UnpackException):
+        except (ValueError, TypeError, msgpack.UnpackException):
             self.skipped += 1
             return
-        group = self.groups.get(k[1])
+        group_id = k[1]
+        try:
+            self._apply(k, msgpack.unpackb(value, raw=False) if value is not None else None)
+        except (ValueError, TypeError, KeyError, msgpack.UnpackException):
+            self.skipped += 1
+        group = self.groups.get(group_id)
         if group is not None and group.is_empty():
-            del self.groups[k[1]]
+            del self.groups[group_id]
+
+    def _apply(self, k: list[Any], v: Any) -> None:
+        if k[0] == OFFSET_COMMIT_KEY:
+            _, group_id, topic, partition = k
+            offsets = self.group(group_id).offsets
+            if v is None:
+                offsets.pop((topic, int(partition)), None)
+            else:
+                offsets[(topic, int(partition))] = OffsetAndMetadata(
+                    int(v["offset"]), str(v.get("metadata") or ""), int(v["commit_timestamp"]))
+        elif k[0] == GROUP_METADATA_KEY:
+            # Restored into a fresh group so a malformed value leaves the old one intact.
+            fresh = ConsumerGroup(k[1], self.config)
+            if v is not None:
+                restore_group(fresh, v)
+            fresh.offsets = self.group(k[1]).offsets
+            self.groups[k[1]] = fresh
+        else:
+            raise ValueError(f"unknown key type {k[0]!r}")
