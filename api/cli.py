@@ -1,7 +1,8 @@
 """The `kraft` command: Kafka's command-line tools over the Python client.
 
 `kraft topics` (kafka-topics), `kraft console-producer`, `kraft console-consumer`,
-`kraft consumer-groups` (kafka-consumer-groups), `kraft cluster describe`. Flags keep Kafka's names. A KraftError prints
+`kraft consumer-groups` (kafka-consumer-groups), `kraft cluster describe`, `kraft metadata-quorum`
+(kafka-metadata-quorum), `kraft leader-election` (kafka-leader-election). Flags keep Kafka's names. A KraftError prints
 `Error: <ERROR_CODE>: message` on stderr and exits 1; bad usage exits 2 (click's convention).
 New tools (consumer-groups, metadata-quorum, leader-election, reassign-partitions) are further
 commands or groups of `main`.
@@ -395,6 +396,7 @@ def console_consumer(
     with Consumer(bootstrap_server, auto_offset_reset=reset, group_id=group,
                   auto_commit_interval_ms=1000) as consumer:
         if group is not None:
+            consumer.partitions_for_topic(topic)  # fails fast on an unknown topic or no cluster
             consumer.subscribe([topic])  # from the committed offsets, else auto_offset_reset
         else:
             tps = [TopicPartition(topic, partition)] if partition is not None else consumer.partitions_for_topic(topic)
@@ -592,6 +594,95 @@ def cluster_describe(bootstrap_server: str) -> None:
     for b in d.brokers:
         table.add_row(str(b.node_id), b.host, str(b.port), b.rack or "")
     Console(file=click.get_text_stream("stdout"), soft_wrap=True).print(table)
+
+
+# -- metadata-quorum and leader-election (the active controller's API) ---------------------------
+
+
+def controller_request(bootstrap: str, method: str, path: str, body: Any = None) -> Any:
+    """A call to the active controller's `/v1/controller` API through any node; the Admin client
+    follows NOT_CONTROLLER answers to the controller they name."""
+    with Admin(bootstrap, api_timeout_ms=CLI_API_TIMEOUT_MS) as admin:
+        return admin._call(method, path, body)  # noqa: SLF001 - the client has no controller calls yet
+
+
+def quorum_status_lines(q: dict[str, Any]) -> list[str]:
+    """kafka-metadata-quorum describe --status."""
+    fields = [
+        ("ClusterId", q["cluster_id"]), ("LeaderId", q["leader_id"]), ("LeaderEpoch", q["leader_epoch"]),
+        ("HighWatermark", q["high_watermark"]), ("MaxFollowerLag", q["max_follower_lag"]),
+        ("MaxFollowerLagTimeMs", q["max_follower_lag_time_ms"]),
+        ("CurrentVoters", "[" + ",".join(map(str, q["current_voters"])) + "]"),
+        ("CurrentObservers", "[" + ",".join(map(str, q["current_observers"])) + "]"),
+    ]
+    return [f"{name + ':':<24}{value}" for name, value in fields]
+
+
+def quorum_replication_lines(q: dict[str, Any]) -> list[str]:
+    """kafka-metadata-quorum describe --replication."""
+    rows = [[r["node_id"], r["log_end_offset"], r["lag"], r["last_fetch_timestamp"],
+             r["last_caught_up_timestamp"], r["status"]] for r in q["replication"]]
+    return format_table(["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp",
+                         "Status"], rows)
+
+
+@main.group("metadata-quorum")
+@bootstrap_option
+@click.pass_context
+def metadata_quorum(ctx: click.Context, bootstrap_server: str) -> None:
+    """The controller quorum (kafka-metadata-quorum)."""
+    ctx.obj = bootstrap_server
+
+
+@metadata_quorum.command("describe")
+@click.option("--status", is_flag=True, help="Leader, epoch, high watermark, lag, voters and observers.")
+@click.option("--replication", is_flag=True, help="Per node: log end offset, lag, fetch times, status.")
+@click.pass_obj
+def metadata_quorum_describe(bootstrap_server: str, status: bool, replication: bool) -> None:
+    """Describe the metadata quorum: --status or --replication."""
+    if status == replication:
+        raise click.UsageError("give exactly one of --status and --replication")
+    q = controller_request(bootstrap_server, "GET", "/v1/controller/quorum")
+    click.echo("\n".join(quorum_status_lines(q) if status else quorum_replication_lines(q)))
+
+
+def election_lines(partitions: list[dict[str, Any]]) -> tuple[list[str], bool]:
+    """kafka-leader-election's report, and whether any partition failed."""
+    done = [f"{p['topic']}-{p['partition']}" for p in partitions if not p.get("error_code")]
+    not_needed = [f"{p['topic']}-{p['partition']}" for p in partitions if p.get("error_code") == "ELECTION_NOT_NEEDED"]
+    failed = [p for p in partitions if p.get("error_code") not in (None, "ELECTION_NOT_NEEDED")]
+    lines = []
+    if done:
+        lines.append(f"Successfully completed leader election (PREFERRED) for partitions {', '.join(done)}")
+    if not_needed:
+        lines.append(f"Valid replica already elected for partitions {', '.join(not_needed)}")
+    if failed:
+        lines.append("Error completing leader election (PREFERRED) for partitions: " + ", ".join(
+            f"{p['topic']}-{p['partition']}: {p['error_code']}: {p.get('message', '')}" for p in failed))
+    if not partitions:
+        lines.append("No partitions needed a leader election")
+    return lines, bool(failed)
+
+
+@main.command("leader-election")
+@bootstrap_option
+@click.option("--election-type", type=click.Choice(["preferred", "PREFERRED"]), required=True,
+              help="Only preferred: the first replica in the assignment becomes leader again.")
+@click.option("--topic", help="The topic (with --partition).")
+@click.option("--partition", type=click.IntRange(min=0), help="The partition (with --topic).")
+@click.option("--all-topic-partitions", is_flag=True, help="Every partition whose leader is not the preferred one.")
+def leader_election(bootstrap_server: str, election_type: str, topic: str | None, partition: int | None,
+                    all_topic_partitions: bool) -> None:
+    """Elect preferred leaders (kafka-leader-election)."""
+    if all_topic_partitions == (topic is not None) or (topic is None) != (partition is None):
+        raise click.UsageError("give either --topic with --partition, or --all-topic-partitions")
+    wanted = None if all_topic_partitions else [[topic, partition]]
+    answer = controller_request(bootstrap_server, "POST", "/v1/controller/elect-leaders",
+                                {"election_type": election_type.lower(), "partitions": wanted})
+    lines, failed = election_lines(answer["partitions"])
+    click.echo("\n".join(lines))
+    if failed:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

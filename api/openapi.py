@@ -151,9 +151,14 @@ _OFFSET_QUERY = {"oneOf": [{"type": "string", "enum": ["earliest", "latest"]},
                            {"type": "string", "pattern": "^[0-9]{1,18}$"}]}
 
 _PATHS: dict[str, Any] = {
-    "/v1/health": {"get": _operation("Liveness of this node", _obj({
+    "/v1/health": {"get": _operation("Liveness of this node, its roles, controller and broker state", _obj({
         "status": {"type": "string", "enum": ["ok"]}, "node_id": INT32,
         "roles": {"type": "array", "items": {"type": "string"}},
+        "cluster_id": {"type": "string"},
+        "active_controller": {"type": "boolean", "description": "this node is the active controller"},
+        "controller_id": {**INT32, "description": "the active controller as this node knows it (-1: unknown)"},
+        "metadata_offset": {**INT64, "description": "last metadata offset applied here"},
+        "broker_state": _nullable({"type": "string", "enum": ["STARTING", "FENCED", "RUNNING"]}),
     }, ("status", "node_id", "roles")))},
     "/v1/metadata": {"get": _operation("Brokers, controller and topics", _obj({
         "cluster_id": {"type": "string"}, "controller_id": INT32,
@@ -371,6 +376,129 @@ _GROUP_PATHS: dict[str, Any] = {
     },
 }
 _PATHS.update(_GROUP_PATHS)
+
+# -- the controller API (api/routes/controller.py): answered by the active controller only -------
+
+_REQUEST_ID = {"type": "string", "minLength": 1, "maxLength": 256,
+               "description": "retries with the same id are applied once"}
+_COMMITTED = {"metadata_offset": {**INT64, "description": "offset the change was committed at"}}
+_BROKER_ID = _int()
+_BROKER_EPOCH = _int(-1, INT64_MAX)
+_REPLICA_ROW = _obj({
+    "node_id": INT32, "log_end_offset": INT64, "lag": INT64, "last_fetch_timestamp": INT64,
+    "last_caught_up_timestamp": INT64, "status": {"type": "string", "enum": ["Leader", "Follower", "Observer"]},
+}, ("node_id", "log_end_offset", "lag", "last_fetch_timestamp", "last_caught_up_timestamp", "status"))
+_PARTITION_STATE = _obj({
+    "topic": {"type": "string"}, "topic_id": {"type": "string"}, "partition": INT32, "leader": INT32,
+    "leader_epoch": INT32, "isr": {"type": "array", "items": INT32}, "partition_epoch": INT32, **_COMMITTED,
+}, ("topic", "partition", "leader", "leader_epoch", "isr", "partition_epoch"))
+_ANY_OBJECT = {"type": "object", "additionalProperties": True}
+
+_CONTROLLER_PATHS: dict[str, Any] = {
+    "/v1/controller/quorum": {"get": _operation(
+        "Metadata quorum status and replication (kafka-metadata-quorum describe)", _obj({
+            "cluster_id": {"type": "string"}, "leader_id": INT32, "leader_epoch": INT64,
+            "controller_epoch": INT64, "high_watermark": INT64, "max_follower_lag": INT64,
+            "max_follower_lag_time_ms": INT64, "current_voters": {"type": "array", "items": INT32},
+            "current_observers": {"type": "array", "items": INT32},
+            "replication": {"type": "array", "items": _REPLICA_ROW},
+        }, ("cluster_id", "leader_id", "leader_epoch", "high_watermark", "max_follower_lag",
+            "max_follower_lag_time_ms", "current_voters", "current_observers", "replication")))},
+    "/v1/controller/quorum/local": {"get": _operation("This node's own view of the quorum (any node answers)", _obj({
+        "node_id": INT32, "metadata_offset": INT64, "active": {"type": "boolean"}, "controller_id": INT32,
+        "controller_epoch": INT64, "raft": _nullable(_ANY_OBJECT),
+    }, ("node_id", "metadata_offset", "active", "controller_id")))},
+    "/v1/controller/metadata": {"get": _operation(
+        "Committed metadata records from an offset (long poll), or snapshot_needed", _obj({
+            "cluster_id": {"type": "string"}, "leader": _nullable(_NODE),
+            "controllers": {"type": "array", "items": _NODE}, "snapshot_needed": {"type": "boolean"},
+            "first_available": INT64, "high_watermark": INT64,
+            "records": {"type": "array", "items": {"type": "array", "description": "[offset, record]"}},
+        }, ("snapshot_needed", "records", "high_watermark")), parameters=[
+            _query("broker_id", _int(), "the fetching broker (an observer)"),
+            _query("from_offset", _int(0, INT64_MAX)),
+            _query("max_records", _int(1, 10_000)),
+            _query("max_wait_ms", _int(0, 1_000)),
+        ])},
+    "/v1/controller/snapshot": {"get": {
+        "summary": "The metadata image at the last applied offset (always msgpack)",
+        "responses": {"200": {"description": "OK", "content": {"application/msgpack": {"schema": _ANY_OBJECT}}},
+                      **{code: {"description": d, "content": _content(_ref("Error"))}
+                         for code, d in _ERROR_STATUSES.items()}},
+    }},
+    "/v1/controller/brokers/register": {"post": _operation("Register a broker (fenced until caught up)", _obj({
+        "broker_id": INT32, "broker_epoch": INT64, **_COMMITTED}, ("broker_id", "broker_epoch")), body=_obj({
+            "broker_id": _BROKER_ID, "incarnation_id": {"type": "string", "minLength": 1, "maxLength": 64},
+            "endpoints": {"type": "array", "minItems": 1, "maxItems": 16, "items": _obj({
+                "name": {"type": "string", "maxLength": 64}, "host": {"type": "string", "minLength": 1,
+                                                                      "maxLength": 255},
+                "port": _int(1, 65535)}, ("host", "port"))},
+            "rack": _nullable({"type": "string", "maxLength": 255}),
+            "cluster_id": _nullable({"type": "string"}), "request_id": _REQUEST_ID,
+        }, ("broker_id", "incarnation_id", "endpoints")))},
+    "/v1/controller/brokers/heartbeat": {"post": _operation("Broker heartbeat: renews the session", _obj({
+        "broker_id": INT32, "broker_epoch": INT64, "is_caught_up": {"type": "boolean"},
+        "is_fenced": {"type": "boolean"}, "should_shutdown": {"type": "boolean"}, **_COMMITTED,
+    }, ("broker_id", "broker_epoch", "is_caught_up", "is_fenced", "should_shutdown")), body=_obj({
+        "broker_id": _BROKER_ID, "broker_epoch": _BROKER_EPOCH, "current_metadata_offset": _int(-1, INT64_MAX),
+        "want_fence": {"type": "boolean"}, "want_shutdown": {"type": "boolean"},
+    }, ("broker_id", "broker_epoch", "current_metadata_offset")))},
+    "/v1/controller/brokers/unregister": {"post": _operation("Unregister a broker", _obj({
+        "broker_id": INT32, **_COMMITTED}, ("broker_id",)), body=_obj({
+            "broker_id": _BROKER_ID, "request_id": _REQUEST_ID}, ("broker_id",)))},
+    "/v1/controller/producer-ids": {"post": _operation("Allocate a block of producer ids", _obj({
+        "producer_id_start": INT64, "producer_id_len": INT32, **_COMMITTED},
+        ("producer_id_start", "producer_id_len")), body=_obj({
+            "broker_id": _BROKER_ID, "broker_epoch": _BROKER_EPOCH, "request_id": _REQUEST_ID},
+            ("broker_id", "broker_epoch")))},
+    "/v1/controller/alter-partition": {"post": _operation(
+        "AlterPartition: an ISR change from the partition leader", _PARTITION_STATE, body=_obj({
+            "broker_id": _BROKER_ID, "broker_epoch": _BROKER_EPOCH, "topic": TOPIC_NAME, "partition": _int(),
+            "leader_epoch": _int(), "partition_epoch": _int(),
+            "new_isr": {"type": "array", "maxItems": 1000, "items": _int()}, "request_id": _REQUEST_ID,
+        }, ("broker_id", "broker_epoch", "topic", "partition", "leader_epoch", "partition_epoch", "new_isr")))},
+    "/v1/controller/topics": {"post": _operation("Create a topic (what other nodes forward)", _obj({
+        "name": {"type": "string"}, "topic_id": {"type": "string"}, "partitions": INT32,
+        "replication_factor": INT32, "configs": CONFIGS, **_COMMITTED},
+        ("name", "topic_id", "partitions", "replication_factor", "configs")), body=_obj({
+            "name": TOPIC_NAME, "partitions": _nullable(_int(1, 10_000)),
+            "replication_factor": _nullable(_int(1, 32767)), "configs": _config_values(False),
+            "validate_only": {"type": "boolean"}, "request_id": _REQUEST_ID,
+        }, ("name",)))},
+    "/v1/controller/topics/delete": {"post": _operation("Delete a topic", _obj({
+        "name": {"type": "string"}, "topic_id": {"type": "string"}, **_COMMITTED}, ("name", "topic_id")), body=_obj({
+            "name": TOPIC_NAME, "request_id": _REQUEST_ID}, ("name",)))},
+    "/v1/controller/topics/partitions": {"post": _operation("Grow a topic to `count` partitions", _obj({
+        "name": {"type": "string"}, "partitions": INT32, **_COMMITTED}, ("name", "partitions")), body=_obj({
+            "name": TOPIC_NAME, "count": _int(1, 10_000), "validate_only": {"type": "boolean"},
+            "request_id": _REQUEST_ID}, ("name", "count")))},
+    "/v1/controller/configs": {"post": _operation("Set (value) or delete (null) topic config overrides", _obj({
+        "configs": CONFIGS, **_COMMITTED}, ("configs",)), body=_obj({
+            "resource_type": {"type": "string", "enum": ["topic"]}, "resource_name": TOPIC_NAME,
+            "configs": _config_values(True), "validate_only": {"type": "boolean"}, "request_id": _REQUEST_ID,
+        }, ("resource_name", "configs")))},
+    "/v1/controller/elect-leaders": {"post": _operation(
+        "Preferred leader election (kafka-leader-election --election-type preferred)", _obj({
+            "partitions": {"type": "array", "items": _obj({
+                "topic": {"type": "string"}, "partition": INT32, "leader": _nullable(INT32),
+                "error_code": {"type": "string"}, "message": {"type": "string"}}, ("topic", "partition"))},
+            **_COMMITTED}, ("partitions",)), body=_obj({
+                "election_type": {"type": "string", "enum": ["preferred"]},
+                "partitions": _nullable({"type": "array", "maxItems": 10_000, "items": {
+                    "type": "array", "minItems": 2, "maxItems": 2,
+                    "items": {"oneOf": [TOPIC_NAME, _int()]}, "description": "[topic, partition]"}}),
+                "request_id": _REQUEST_ID,
+            }))},
+}
+_PATHS.update(_CONTROLLER_PATHS)
+_PATHS["/metrics"] = {"get": {
+    "summary": "Prometheus metrics of this node, named like Kafka's (docs/operations.md)",
+    "description": "Text format 0.0.4; OpenMetrics 1.0 when Accept names application/openmetrics-text.",
+    "responses": {"200": {"description": "OK", "content": {
+        "text/plain": {"schema": {"type": "string"}},
+        "application/openmetrics-text": {"schema": {"type": "string"}},
+    }}},
+}}
 
 
 def openapi_document() -> dict[str, Any]:

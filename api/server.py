@@ -4,18 +4,20 @@
 middleware turns every failure into the error body of `api/errors.py`: KraftErrors and exceptions
 carrying a Kafka `error_code` keep their name, aiohttp's own HTTP errors map to NOT_FOUND /
 METHOD_NOT_ALLOWED / MESSAGE_TOO_LARGE / INVALID_REQUEST, and anything else is a logged 500
-UNKNOWN_SERVER_ERROR: a bad request never takes the node down.
+UNKNOWN_SERVER_ERROR: a bad request never takes the node down. With a metrics service, the
+request-metrics middleware (inside the error one, so it sees the error) counts every answer.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import AsyncIterator, Awaitable, Callable, Iterable
 
 from aiohttp import web
 
 from api.errors import KraftError, from_exception
-from api.routes import batch, groups, health, metadata, openapi, records, topics
+from api.routes import batch, controller, groups, health, metadata, metrics, openapi, records, topics
 from api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, AdminService, MetadataView, NodeInfo, ReplicaService,
 )
@@ -56,6 +58,27 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return render_error(request, error)
 
 
+@web.middleware
+async def request_metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    name = metrics.request_name(request)
+    if name is None:
+        return await handler(request)
+    started = time.monotonic()
+    error = "NONE"
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status >= 400:
+            error = _from_http_exception(exc).error_code
+        raise
+    except Exception as exc:
+        error = from_exception(exc).error_code
+        raise
+    finally:
+        name = metrics.request_name(request) or name  # the handler may have named it precisely
+        request.app[metrics.METRICS].observe_request(name, error, time.monotonic() - started)
+
+
 def build_app(
     node_info: NodeInfo,
     metadata_view: MetadataView,
@@ -64,20 +87,26 @@ def build_app(
     cleanup: Callable[[web.Application], AsyncIterator[None]] | None = None,
     extra_routes: Iterable[web.RouteTableDef] = (),
     group_service: groups.GroupService | None = None,
+    metrics_service: metrics.MetricsService | None = None,
 ) -> web.Application:
     """The application; `cleanup` (an aiohttp cleanup_ctx generator) ties the node's lifecycle;
     `extra_routes` are other components' routes (each must be in api/openapi.py). The group
-    routes are always served; without `group_service` they answer COORDINATOR_NOT_AVAILABLE."""
-    app = web.Application(
-        middlewares=[error_middleware], client_max_size=node_info.max_request_bytes
-    )
+    routes are always served; without `group_service` they answer COORDINATOR_NOT_AVAILABLE.
+    With `metrics_service`, `GET /metrics` is served and every request is counted."""
+    middlewares = [error_middleware]
+    if metrics_service is not None:
+        middlewares.append(request_metrics_middleware)
+    app = web.Application(middlewares=middlewares, client_max_size=node_info.max_request_bytes)
     app[NODE_INFO] = node_info
     app[METADATA] = metadata_view
     app[ADMIN] = admin
     app[REPLICAS] = replicas
     if group_service is not None:
         app[groups.GROUPS] = group_service
-    for module in (health, metadata, topics, records, batch, groups, openapi):
+    if metrics_service is not None:
+        app[metrics.METRICS] = metrics_service
+        app.router.add_routes(metrics.routes)
+    for module in (health, metadata, topics, records, batch, groups, controller, openapi):
         app.router.add_routes(module.routes)
     for table in extra_routes:
         app.router.add_routes(table)

@@ -4,8 +4,9 @@ kafka-consumer-perf-test, EndToEndLatency).
 Every subcommand returns a `BenchResult` and goes through `report()`: a progress line on stderr
 about every second while it runs, then a rich table on stdout and, with `--json FILE`, one JSON
 object (`records_per_sec`, `mb_per_sec`, `p50_ms`, `p99_ms`, `p999_ms` and the parameters) so
-runs can be compared between commits. Later measurements (failover, metadata scale, chaos) are new
-subcommands of `main` built the same way.
+runs can be compared between commits. `failover` (controller or broker kill -9 to the first
+successful write) and `metadata` (partition creation rate, propagation delay to every broker, image
+size) start a throwaway local cluster (`kraft/bench_cluster.py`) since they kill its processes.
 """
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ import string
 import struct
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, TextIO
 
 import click
+import requests
 
 from api.client import Admin, Consumer, KraftError, Producer, RecordFuture
 from api.client.futures import ProduceResult
+from kraft.bench_cluster import LocalCluster, poll
 from log.batch import COMPRESSIONS
 
 PROGRESS_INTERVAL_S = 1.0
@@ -343,6 +347,178 @@ def e2e(
         ),
         json_path,
     )
+
+
+# -- failover and metadata scale (a throwaway local cluster the bench owns) ----------------------
+
+
+def _write_topic(nodes: list[Any], name: str) -> bool:
+    """One metadata write through any of `nodes` (forwarded to the active controller)."""
+    for node in nodes:
+        try:
+            r = requests.post(f"{node.url}/v1/topics", json={"name": name, "replication_factor": 1}, timeout=2)
+        except requests.RequestException:
+            continue
+        if r.status_code == 201 or r.json().get("error_code") == "TOPIC_ALREADY_EXISTS":
+            return True
+    return False
+
+
+def _partition(node: Any, topic: str, partition: int) -> dict[str, Any]:
+    topics = requests.get(f"{node.url}/v1/metadata", params={"topics": topic}, timeout=2).json()["topics"]
+    return topics[0]["partitions"][partition]
+
+
+def _produce_one(node: Any, topic: str, partition: int) -> bool:
+    r = requests.post(f"{node.url}/v1/topics/{topic}/records", params={"acks": "1"},
+                      json={"records": [{"value": "failover", "partition": partition}]}, timeout=2)
+    return r.status_code == 200
+
+
+def _controller_failover(cluster: LocalCluster, run: int) -> dict[str, float]:
+    victim = cluster.active_controller()
+    survivors = [n for n in cluster.running() if n is not victim]
+    killed = time.monotonic()
+    victim.kill()
+    poll(lambda: _write_topic(survivors, f"failover-{run}"), 60, 0.005, "a metadata write")
+    written = time.monotonic()
+    victim.start()
+    cluster.wait_ready()
+    return {"failover_ms": (written - killed) * 1000}
+
+
+def _broker_failover(cluster: LocalCluster, run: int) -> dict[str, float]:
+    controller = cluster.active_controller()
+    victim = next(n for n in cluster.brokers() if n is not controller)
+    survivors = [n for n in cluster.running() if n is not victim]
+    topic = f"broker-failover-{run}"
+    assert requests.post(f"{controller.url}/v1/topics", json={"name": topic, "partitions": 6, "replication_factor": 2},
+                         timeout=10).status_code == 201
+    led = poll(lambda: [p for p in range(6) if _partition(controller, topic, p)["leader"] == victim.node_id],
+               30, 0.05, "a partition led by the victim")[0]
+    poll(lambda: len(_partition(controller, topic, led)["isr"]) == 2, 30, 0.05, "a full ISR")
+    killed = time.monotonic()
+    victim.kill()
+
+    def new_leader() -> int | None:
+        leader = _partition(survivors[0], topic, led)["leader"]
+        return None if leader in (-1, victim.node_id) else leader
+    leader = poll(new_leader, 120, 0.005, "a new leader")
+    moved = time.monotonic()
+    poll(lambda: _produce_one(cluster.nodes[leader], topic, led), 60, 0.005, "a produce to the moved partition")
+    produced = time.monotonic()
+    victim.start()
+    cluster.wait_ready()
+    return {"failover_ms": (produced - killed) * 1000, "leader_change_ms": (moved - killed) * 1000}
+
+
+@main.command()
+@click.option("--target", type=click.Choice(["controller", "broker"]), required=True)
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--session-timeout-ms", type=click.IntRange(min=100), default=9000, show_default=True,
+              help="broker.session.timeout.ms of the cluster (Kafka's default).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), help="Write the summary as JSON here.")
+def failover(target: str, runs: int, session_timeout_ms: int, json_path: str | None) -> None:
+    """Kill -9 the active controller (time to the first successful metadata write) or a broker
+    (time to the first successful produce to a partition it led) on a local 3-node cluster."""
+    overrides = {"broker.session.timeout.ms": session_timeout_ms,
+                 "broker.heartbeat.interval.ms": max(50, min(2000, session_timeout_ms // 4))}
+    measures: list[dict[str, float]] = []
+    with LocalCluster(3, combined=True, overrides=overrides) as cluster:
+        start = time.monotonic()
+        for run in range(runs):
+            measures.append((_controller_failover if target == "controller" else _broker_failover)(cluster, run))
+            click.echo(f"run {run + 1}/{runs}: " + ", ".join(f"{k} {v:.0f}" for k, v in measures[-1].items()),
+                       err=True)
+        elapsed = time.monotonic() - start
+    params: dict[str, Any] = {"target": target, "runs": runs, "session_timeout_ms": session_timeout_ms}
+    if target == "broker":
+        changes = sorted(m["leader_change_ms"] for m in measures)
+        params["leader_change_p50_ms"] = round(percentile(changes, 50) or 0, 1)
+    report(BenchResult(f"failover-{target}", params, runs, 0, elapsed,
+                       sorted(m["failover_ms"] for m in measures)), json_path)
+
+
+def _wait_offsets(nodes: list[Any], offset: int, started: float, timeout_s: float = 30.0) -> list[float]:
+    """Per node, the ms from `started` until its applied metadata offset reaches `offset`."""
+    delays: list[float] = []
+    sessions = {n.node_id: requests.Session() for n in nodes}
+    pending = {n.node_id: n for n in nodes}
+    deadline = time.monotonic() + timeout_s
+    while pending and time.monotonic() < deadline:
+        for node_id, node in list(pending.items()):
+            try:
+                local = sessions[node_id].get(f"{node.url}/v1/controller/quorum/local", timeout=10).json()
+            except requests.RequestException:
+                continue  # a broker busy opening thousands of new partitions answers late
+            if local["metadata_offset"] >= offset:
+                delays.append((time.monotonic() - started) * 1000)
+                del pending[node_id]
+    if pending:
+        raise click.ClickException(f"nodes {sorted(pending)} did not reach metadata offset {offset}")
+    return delays
+
+
+def _controller_post(http: requests.Session, cluster: LocalCluster, path: str, body: dict[str, Any],
+                     timeout_s: float = 120.0) -> dict[str, Any]:
+    """POST to the active controller's API, following NOT_CONTROLLER (an election under load) with
+    the same request id, so a retry is applied once."""
+    body = {**body, "request_id": uuid.uuid4().hex}
+    deadline = time.monotonic() + timeout_s
+    url = cluster.active_controller().url
+    while True:
+        r = http.post(f"{url}{path}", json=body, timeout=timeout_s)
+        if r.status_code == 200:
+            return r.json()
+        answer = r.json()
+        if not answer.get("retriable") or time.monotonic() > deadline:
+            raise click.ClickException(f"{path}: {r.text}")
+        leader = answer.get("leader")
+        url = f"http://{leader['host']}:{leader['port']}" if leader else cluster.active_controller().url
+        time.sleep(0.05)
+
+
+@main.command()
+@click.option("--partitions", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Partitions to create in total.")
+@click.option("--partitions-per-topic", type=click.IntRange(min=1, max=10_000), default=1000, show_default=True)
+@click.option("--brokers", type=click.IntRange(min=1), default=2, show_default=True, help="Broker-only nodes.")
+@click.option("--samples", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Single-partition topics created afterwards to time propagation to every broker.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), help="Write the summary as JSON here.")
+def metadata(partitions: int, partitions_per_topic: int, brokers: int, samples: int, json_path: str | None) -> None:
+    """Metadata scale on a local 3-controller cluster with broker-only nodes: partition creation
+    rate, propagation delay from commit to every broker (p50/p99), image size and memory."""
+    with LocalCluster(3, brokers, combined=False) as cluster:
+        controller = cluster.active_controller()
+        http = requests.Session()
+        rss_before = {n.node_id: n.rss_bytes() for n in cluster.running()}
+        progress = Progress("metadata", sys.stderr)
+        created, topic = 0, 0
+        start = time.monotonic()
+        while created < partitions:
+            count = min(partitions_per_topic, partitions - created)
+            answer = _controller_post(http, cluster, "/v1/controller/topics",
+                                      {"name": f"scale-{topic}", "partitions": count, "replication_factor": 1})
+            created, topic = created + count, topic + 1
+            progress.update(created, 0)
+        _wait_offsets(cluster.brokers(), answer["metadata_offset"], start, 300)
+        elapsed = time.monotonic() - start
+        delays: list[float] = []
+        for i in range(samples):
+            answer = _controller_post(http, cluster, "/v1/controller/topics",
+                                      {"name": f"probe-{i}", "partitions": 1, "replication_factor": 1})
+            delays += _wait_offsets(cluster.brokers(), answer["metadata_offset"], time.monotonic())
+        controller = cluster.active_controller()
+        snapshot_bytes = len(http.get(f"{controller.url}/v1/controller/snapshot", timeout=120).content)
+        growth_mb = {n.node_id: (n.rss_bytes() - rss_before[n.node_id]) / 2**20 for n in cluster.running()}
+        broker_ids = [n.node_id for n in cluster.brokers()]
+    delays.sort()
+    params = {"partitions": partitions, "partitions_per_topic": partitions_per_topic, "brokers": brokers,
+              "propagation_samples": len(delays), "snapshot_bytes": snapshot_bytes,
+              "controller_rss_growth_mb": round(growth_mb[controller.node_id], 1),
+              "broker_rss_growth_mb": round(max(growth_mb[b] for b in broker_ids), 1)}
+    report(BenchResult("metadata", params, partitions, 0, elapsed, delays), json_path)
 
 
 if __name__ == "__main__":

@@ -136,6 +136,11 @@ def _host_port(value: Any) -> None:
         parse_host_port(value)
 
 
+def _host_ports(value: Any) -> None:
+    for entry in value or ():
+        parse_host_port(entry)
+
+
 def _one_dir(value: Any) -> None:
     if value is not None and len(value) != 1:
         raise ValueError(f"exactly one directory is supported, got {len(value)}")
@@ -179,6 +184,11 @@ _KEYS = [
               "The controller quorum as ID@HOST:PORT,...; empty means this node alone.", _voters),
     ConfigKey("controller.quorum.secret", "password", None,
               "Shared secret of the Raft transport (required with more than one voter)."),
+    ConfigKey("controller.quorum.secret.file", "string", None,
+              "A file holding the Raft transport's shared secret (instead of the secret itself)."),
+    ConfigKey("controller.quorum.bootstrap.servers", "list", [],
+              "Client listeners (HOST:PORT,...) of nodes to reach the active controller through; "
+              "required on a broker-only node.", _host_ports),
     ConfigKey("log.dirs", "list", ["./kraft-data"], "The data directory (one).", _one_dir),
     ConfigKey("listeners", "string", "127.0.0.1:9092", "The client HTTP listener, HOST:PORT.",
               _host_port),
@@ -251,6 +261,8 @@ _KEYS = [
               _POS_INT),
     ConfigKey("metadata.log.max.record.bytes.between.snapshots", "long", 20971520,
               "Metadata log bytes between snapshots.", _POSITIVE),
+    ConfigKey("metrics.topic.labels.enable", "boolean", True,
+              "Label broker and log metrics by topic and partition; turn off for large clusters."),
 ]
 
 CONFIG_KEYS: dict[str, ConfigKey] = {k.name: k for k in _KEYS}
@@ -351,13 +363,19 @@ class KraftConfig:
                 f"node {self.node_id} has the controller role but is not among the voters "
                 f"{sorted(voters)}",
             )
-        if len(voters) > 1 and not self["controller.quorum.secret"]:
+        if self.is_controller and len(voters) > 1 and not (self["controller.quorum.secret"]
+                                    or self["controller.quorum.secret.file"]):
             raise ConfigError(
                 "controller.quorum.secret", "required when the quorum has more than one voter"
             )
         if not self.is_controller and not voters:
             raise ConfigError(
                 "controller.quorum.voters", "a broker-only node needs the controller quorum voters"
+            )
+        if not self.is_controller and not self["controller.quorum.bootstrap.servers"]:
+            raise ConfigError(
+                "controller.quorum.bootstrap.servers",
+                "a broker-only node needs the client listener of at least one controller",
             )
         if self["metadata.mode"] == "zookeeper" and not self["zookeeper.connect"]:
             raise ConfigError("zookeeper.connect", "required with metadata.mode=zookeeper")

@@ -1,9 +1,15 @@
 """One kraft node: its roles wired together and its lifecycle.
 
-Controller role: the metadata quorum (`LocalQuorum` for a one-voter cluster) with the
-`ControllerService`. Broker role: the `ReplicaManager` and the HTTP routes' metadata view, both
-metadata publishers of the `MetadataLoader`, and the broker's registration and heartbeats. The
-HTTP application owns the lifecycle through its cleanup_ctx: services start before the listener
+Controller role: the metadata quorum (`RaftQuorum` on pysyncobj when `controller.quorum.voters`
+is configured, `LocalQuorum` for the embedded single node without one) with the
+`ControllerService`, and the controller API (`ControllerEndpoint`, `/v1/controller/...`). Broker
+role: the `ReplicaManager`, the group coordinator and the HTTP routes' metadata view, all metadata
+publishers of the `MetadataLoader`, and the broker's registration and heartbeats
+(`BrokerLifecycle`). A controller's loader follows its quorum; a broker-only node's loader follows
+the active controller over HTTP (`MetadataFollower`). Every node reaches the active controller
+through its `ControllerChannel` and so accepts every admin request (design §7).
+
+The HTTP application owns the lifecycle through its cleanup_ctx: services start before the listener
 accepts requests and stop after it stopped accepting them (logs flushed, checkpoints written).
 `<data>/meta.properties` records the cluster id and node id, like Kafka's.
 """
@@ -12,28 +18,38 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import logging
 import resource
 import socket
 import uuid
 from pathlib import Path
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from aiohttp import web
 
+from api.routes.controller import CONTROLLER
+from api.routes.health import NODE_STATUS
 from api.routes.services import NodeInfo
 from api.server import build_app
 from kraft.broker.admin import LocalAdmin
 from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from kraft.broker.groups.membership import GroupConfig
 from kraft.broker.lifecycle import BrokerLifecycle
+from kraft.broker.metadata_follower import BrokerSnapshotStore, MetadataFollower
 from kraft.broker.metadata_view import BrokerMetadataView
-from kraft.broker.replica_manager import ReplicaManager
-from kraft.config import ConfigError, KraftConfig, validate_topic_configs
+from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
+from kraft.broker.replication.alter_partition import ControllerAlterPartition
+from kraft.config import ConfigError, KraftConfig, parse_host_port, validate_topic_configs
+from kraft.controller.channel import ControllerChannel
+from kraft.controller.client import ControllerClient, ControllerDirectory
+from kraft.controller.endpoint import ControllerEndpoint
 from kraft.controller.handlers import ControllerSettings
 from kraft.controller.metadata_loader import MetadataLoader
-from kraft.controller.quorum import LocalQuorum
+from kraft.controller.quorum import LocalQuorum, Quorum
+from kraft.controller.raft_quorum import METADATA_DIR, RaftQuorum, RaftQuorumConfig, resolve_secret
 from kraft.controller.service import ControllerService
+from kraft.metrics import NodeMetrics
 from log.config import TOPIC_CONFIG_KEYS
 
 log = logging.getLogger("kraft.node")
@@ -44,6 +60,29 @@ META_PROPERTIES = "meta.properties"
 def new_cluster_id() -> str:
     """Kafka's form: a random UUID as 22 characters of URL-safe base64."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+
+
+def quorum_cluster_id(voters: dict[int, tuple[str, int]]) -> str:
+    """The cluster id of a quorum whose nodes were given none: derived from the voter set, so
+    every node (controllers and brokers alike) computes the same one without a formatting step."""
+    canonical = ",".join(f"{n}@{h}:{p}" for n, (h, p) in sorted(voters.items()))
+    digest = hashlib.sha256(canonical.encode("utf-8")).digest()[:16]
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def read_quorum_secret(config: KraftConfig) -> str:
+    """controller.quorum.secret, else the first line of controller.quorum.secret.file, else (a
+    lone voter) one generated and kept in the data dir."""
+    path = config["controller.quorum.secret.file"]
+    if not config["controller.quorum.secret"] and path:
+        try:
+            secret = Path(path).read_text(encoding="utf-8").strip()
+        except OSError as e:
+            raise ConfigError("controller.quorum.secret.file", f"cannot read {path}: {e.strerror}") from None
+        if not secret:
+            raise ConfigError("controller.quorum.secret.file", f"{path} is empty")
+        return secret
+    return resolve_secret(config["controller.quorum.secret"], config.data_dir, len(config.voters))
 
 
 def ensure_meta_properties(data_dir: Path, node_id: int, configured_cluster_id: str | None) -> str:
@@ -100,46 +139,59 @@ def partition_budget() -> int:
     return max(100, (soft - RESERVED_FILES) // FILES_PER_PARTITION)
 
 
+LOCAL_REGISTRATION_TIMEOUT_S = 30.0
+
+
 class Node:
     def __init__(self, config: KraftConfig) -> None:
-        if not (config.is_broker and config.is_controller) or len(config.voters) > 1:
-            raise ConfigError(
-                "process.roles",
-                "only the single combined node (controller,broker with at most one voter) can run "
-                "until the Raft quorum is wired in",
-            )
         self.config = config
         self.node_id = config.node_id
         self.data_dir = config.data_dir
+        self.cluster_id = ""
+        self.endpoint = advertised_endpoint(config, config.listener[1])
         self.loader = MetadataLoader()
-        self.quorum = LocalQuorum(self.data_dir, self.node_id)
-        self.controller = ControllerService(
-            self.node_id, self.quorum, self.loader,
-            ControllerSettings(
-                num_partitions=config["num.partitions"],
-                default_replication_factor=config["default.replication.factor"],
-                unclean_leader_election_enable=config["unclean.leader.election.enable"],
-                broker_session_timeout_ms=config["broker.session.timeout.ms"],
-                topic_config_keys=TOPIC_CONFIG_KEYS,
-            ),
-            config_validator=validate_topic_configs,
+        self.directory = ControllerDirectory(
+            bootstrap=[parse_host_port(a) for a in config["controller.quorum.bootstrap.servers"]])
+        self.client = ControllerClient(self.directory)
+        settings = ControllerSettings(
+            num_partitions=config["num.partitions"],
+            default_replication_factor=config["default.replication.factor"],
+            unclean_leader_election_enable=config["unclean.leader.election.enable"],
+            broker_session_timeout_ms=config["broker.session.timeout.ms"],
+            topic_config_keys=TOPIC_CONFIG_KEYS,
+        )
+        self.quorum: Quorum | None = None
+        self.controller: ControllerService | None = None
+        if config.is_controller:
+            self.quorum = (RaftQuorum(RaftQuorumConfig.from_kraft_config(config, read_quorum_secret(config)))
+                           if config.voters else LocalQuorum(self.data_dir, self.node_id))
+            self.controller = ControllerService(self.node_id, self.quorum, self.loader, settings,
+                                                config_validator=validate_topic_configs)
+        self.channel = ControllerChannel(self.controller, self.client, self.loader, settings)
+        self.controller_api = ControllerEndpoint(self.node_id, self.controller, self.quorum, self.loader,
+                                                 self.directory, self.client, lambda: self.cluster_id)
+        self.directory.refresh = self.controller_api.refresh_directory
+        self.follower = None if config.is_controller else MetadataFollower(
+            self.node_id, self.loader, self.client, BrokerSnapshotStore(self.data_dir / METADATA_DIR))
+        self.lifecycle = None if not config.is_broker else BrokerLifecycle(
+            self.channel, self.node_id, self.endpoint, config["broker.rack"],
+            config["broker.heartbeat.interval.ms"], lambda: self.loader.offset, lambda: self.cluster_id,
         )
         self.view = BrokerMetadataView("", config.topic_defaults())
+        broker_epoch = (lambda: self.lifecycle.broker_epoch) if self.lifecycle is not None else (lambda: -1)
         self.replica_manager = ReplicaManager(
             self.node_id, self.data_dir, config.log_config(),
             config["log.retention.check.interval.ms"], config["fetch.max.bytes"],
-        )
-        self.lifecycle = BrokerLifecycle(
-            self.controller, self.node_id, config.advertised_listener, config["broker.rack"],
-            config["broker.heartbeat.interval.ms"], lambda: self.loader.image.offset,
+            replication=ReplicationSettings.from_config(config),
+            alter_partition=ControllerAlterPartition(self.channel, self.node_id, broker_epoch),
+            broker_epoch=broker_epoch,
         )
         info = NodeInfo(
             node_id=self.node_id, roles=config.roles,
             max_request_bytes=config["socket.request.max.bytes"],
             auto_create_topics=config["auto.create.topics.enable"],
         )
-        admin = LocalAdmin(self.controller, self.view, config["delete.topic.enable"],
-                           partition_budget())
+        admin = LocalAdmin(self.channel, self.view, config["delete.topic.enable"], partition_budget())
         self.groups = GroupCoordinator(
             self.node_id, self.replica_manager, admin,
             CoordinatorSettings(
@@ -151,10 +203,28 @@ class Node:
                 ),
             ),
         )
+        self.metrics = NodeMetrics(self.node_id, topic_labels=config["metrics.topic.labels.enable"])
+        self.metrics.watch_broker(self.replica_manager, self.loader)
+        if self.controller is not None:
+            self.metrics.watch_controller(self.controller, self.quorum)
+        self.metrics.watch_groups(self.groups)
         self.app = build_app(info, self.view, admin, self.replica_manager, cleanup=self._services,
-                             group_service=self.groups)
+                             group_service=self.groups, metrics_service=self.metrics)
+        self.app[CONTROLLER] = self.controller_api
+        self.app[NODE_STATUS] = self.status
         self._runner: web.AppRunner | None = None
         self.port = config.listener[1]
+
+    def status(self) -> dict[str, Any]:
+        """The controller and broker state `/v1/health` reports."""
+        leader = self.controller_api.leader_id()
+        return {
+            "cluster_id": self.cluster_id,
+            "active_controller": self.controller_api.is_active(),
+            "controller_id": -1 if leader is None else leader,
+            "metadata_offset": self.loader.offset,
+            "broker_state": None if self.lifecycle is None else self.lifecycle.state,
+        }
 
     # -- services (the app's cleanup_ctx) -----------------------------------------------------
 
@@ -166,25 +236,42 @@ class Node:
             await self.stop_services()
 
     async def start_services(self) -> None:
-        cluster_id = await asyncio.to_thread(
-            ensure_meta_properties, self.data_dir, self.node_id, self.config["cluster.id"]
-        )
-        self.view.cluster_id = cluster_id
+        configured = self.config["cluster.id"] or (quorum_cluster_id(self.config.voters)
+                                                   if self.config.voters else None)
+        self.cluster_id = await asyncio.to_thread(ensure_meta_properties, self.data_dir, self.node_id, configured)
+        self.view.cluster_id = self.cluster_id
         self.loader.install_publisher(self.view)
         self.loader.install_publisher(self.replica_manager)
         self.loader.install_publisher(self.groups)  # after the replica manager: it reads replicas
-        await self.controller.start()
+        if self.controller is not None:
+            self.directory.learn(self.node_id, *self.endpoint)
+            if isinstance(self.quorum, RaftQuorum):
+                self.quorum.announce_endpoint(*self.endpoint)
+            await self.controller.start()
         self.replica_manager.start()
         self.groups.start()
-        await self.lifecycle.start()
-        log.info("node %d started: cluster %s, roles %s, data in %s", self.node_id, cluster_id,
+        if self.follower is not None:
+            await self.follower.start()
+        if self.lifecycle is not None:
+            await self.lifecycle.start()
+            if isinstance(self.quorum, LocalQuorum):
+                # the embedded node serves requests only once its broker is up: it is the cluster
+                await self.lifecycle.wait_unfenced(LOCAL_REGISTRATION_TIMEOUT_S)
+        log.info("node %d started: cluster %s, roles %s, data in %s", self.node_id, self.cluster_id,
                  ",".join(self.config.roles), self.data_dir)
 
     async def stop_services(self) -> None:
-        await self.lifecycle.stop()
+        if self.lifecycle is not None:
+            # a controlled shutdown moves our leaderships now, when there is anyone to take them
+            others = [b for b in self.loader.image.live_brokers() if b.broker_id != self.node_id]
+            await self.lifecycle.stop(controlled=bool(others))
+        if self.follower is not None:
+            await self.follower.stop()
         await self.groups.close()
         await self.replica_manager.close()
-        await self.controller.close()
+        if self.controller is not None:
+            await self.controller.close()
+        await self.client.close()
 
     # -- HTTP ---------------------------------------------------------------------------------
 
@@ -194,7 +281,9 @@ class Node:
         host, port = self.config.listener
         sock = socket.create_server((host, port), backlog=1024)
         self.port = sock.getsockname()[1]
-        self.lifecycle.endpoint = advertised_endpoint(self.config, self.port)
+        self.endpoint = advertised_endpoint(self.config, self.port)
+        if self.lifecycle is not None:
+            self.lifecycle.endpoint = self.endpoint
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         try:
             await self._runner.setup()
@@ -202,7 +291,8 @@ class Node:
             sock.close()
             raise
         await web.SockSite(self._runner, sock).start()
-        log.info("kraft node %d serving on http://%s:%d", self.node_id, host, self.port)
+        log.info("kraft node %d serving on http://%s:%d (metrics at http://%s:%d/metrics)",
+                 self.node_id, host, self.port, host, self.port)
 
     async def stop(self) -> None:
         """Stops accepting, lets in-flight requests finish, then stops the services."""

@@ -1,11 +1,14 @@
 """Real-process test harness: start `kraft-node` processes on 127.0.0.1 with free ports and temp
 data dirs, and kill -9, SIGSTOP/SIGCONT, stop and restart them (design §11).
 
+`Cluster` starts a multi-node cluster (controllers, brokers or combined nodes sharing a quorum and
+its secret) with helpers to find the active controller and wait for metadata on every node.
 Tests wait on conditions with deadlines (`wait_for`), never on fixed sleeps.
 """
 
 from __future__ import annotations
 
+import shutil
 import signal
 import socket
 import subprocess
@@ -176,3 +179,145 @@ def shutdown_all(nodes: list[NodeProcess]) -> None:
             except Exception:  # noqa: BLE001 - teardown must reach every node
                 node.kill()
 
+
+
+CLUSTER_SECRET = "kraft-test-cluster-secret"
+
+
+class Cluster:
+    """N `kraft-node` processes forming one cluster: `controllers` voters (ids 1..controllers,
+    also brokers when `combined`) and `brokers` broker-only nodes after them, sharing `secret`.
+
+    Every node gets `overrides` (e.g. short session timeouts); broker-only nodes reach the
+    controllers through `controller.quorum.bootstrap.servers`."""
+
+    def __init__(self, root: Path, controllers: int = 3, brokers: int = 0, *, combined: bool = False,
+                 secret: str = CLUSTER_SECRET, overrides: dict[str, Any] | None = None) -> None:
+        self.root = Path(root)
+        self.secret = secret
+        self.overrides = dict(overrides or {})
+        raft_ports = {i: free_port() for i in range(1, controllers + 1)}
+        self.quorum = ",".join(f"{i}@127.0.0.1:{p}" for i, p in raft_ports.items())
+        self.nodes: dict[int, NodeProcess] = {}
+        for i, raft_port in raft_ports.items():
+            self.nodes[i] = NodeProcess(
+                node_id=i, data_dir=self.root / f"data-{i}", controller_port=raft_port,
+                roles="controller,broker" if combined else "controller", quorum=self.quorum,
+                overrides={"controller.quorum.secret": secret, **self.overrides})
+        bootstrap = ",".join(n.bootstrap for n in self.nodes.values())
+        for i in range(controllers + 1, controllers + brokers + 1):
+            self.nodes[i] = NodeProcess(
+                node_id=i, data_dir=self.root / f"data-{i}", roles="broker", quorum=self.quorum,
+                overrides={"controller.quorum.bootstrap.servers": bootstrap, **self.overrides})
+
+    # -- membership -------------------------------------------------------------------------------
+
+    def node(self, node_id: int) -> NodeProcess:
+        return self.nodes[node_id]
+
+    @property
+    def voter_ids(self) -> list[int]:
+        return [i for i, n in self.nodes.items() if "controller" in n.roles]
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return [i for i, n in self.nodes.items() if "broker" in n.roles]
+
+    def running(self) -> list[NodeProcess]:
+        return [n for n in self.nodes.values() if n.running]
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def start(self, timeout: float = 60.0) -> "Cluster":
+        for n in self.nodes.values():
+            n.start(wait=False)
+        for n in self.nodes.values():
+            n.wait_healthy(timeout)
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = 60.0) -> int:
+        """One active controller that every running node knows, and every running broker live in
+        the metadata of every running node. Returns the active controller's id."""
+        active = self.active_controller(timeout)
+        brokers = sorted(i for i in self.broker_ids if self.nodes[i].running)
+        self.wait_for_metadata(lambda m: sorted(b["node_id"] for b in m["brokers"]) == brokers, timeout=timeout,
+                               what=f"brokers {brokers} live everywhere")
+        return active
+
+    def stop(self) -> None:
+        shutdown_all(list(self.nodes.values()))
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def kill(self, node_id: int) -> None:
+        self.nodes[node_id].kill()
+
+    def pause(self, node_id: int) -> None:
+        self.nodes[node_id].pause()
+
+    def resume(self, node_id: int) -> None:
+        self.nodes[node_id].resume()
+
+    def restart(self, node_id: int, wait: bool = True) -> NodeProcess:
+        return self.nodes[node_id].restart(wait=wait)
+
+    def wipe(self, node_id: int) -> None:
+        """Delete a stopped node's data dir (a replaced disk)."""
+        node = self.nodes[node_id]
+        assert not node.running, "stop or kill the node before wiping it"
+        shutil.rmtree(node.data_dir, ignore_errors=True)
+
+    # -- observation ------------------------------------------------------------------------------
+
+    def healths(self, nodes: list[NodeProcess] | None = None) -> dict[int, dict[str, Any]]:
+        return {n.node_id: n.health() for n in (nodes if nodes is not None else self.running())}
+
+    def active_controller(self, timeout: float = 30.0, exclude: tuple[int, ...] = ()) -> int:
+        """The id of the one node that says it is the active controller, once every running node
+        (but `exclude`d ones, e.g. a paused node) names it as the controller."""
+        def agreed() -> int | None:
+            healths = self.healths([n for n in self.running() if n.node_id not in exclude])
+            active = [i for i, h in healths.items() if h.get("active_controller")]
+            if len(active) == 1 and all(h.get("controller_id") == active[0] for h in healths.values()):
+                return active[0]
+            return None
+        return wait_for(agreed, timeout, what="one active controller agreed by every node")
+
+    def metadata(self, node_id: int, topics: str | None = None) -> dict[str, Any]:
+        params = {"topics": topics} if topics else None
+        response = requests.get(f"{self.nodes[node_id].url}/v1/metadata", params=params, timeout=5)
+        response.raise_for_status()
+        return response.json()
+
+    def wait_for_metadata(self, predicate: Callable[[dict[str, Any]], Any], nodes: list[int] | None = None,
+                          timeout: float = 30.0, what: str = "metadata") -> dict[int, dict[str, Any]]:
+        """Wait until `predicate(GET /v1/metadata)` holds on each node (default: every running
+        one); returns the metadata each served."""
+        ids = nodes if nodes is not None else [n.node_id for n in self.running()]
+
+        def check() -> dict[int, dict[str, Any]] | None:
+            seen = {i: self.metadata(i) for i in ids}
+            return seen if all(predicate(m) for m in seen.values()) else None
+        return wait_for(check, timeout, what=what)
+
+    def wait_for_same_metadata(self, predicate: Callable[[dict[str, Any]], Any] = bool, timeout: float = 30.0,
+                               ) -> dict[str, Any]:
+        """Wait until every running node serves the same `/v1/metadata` (changes in flight settle)
+        and it satisfies `predicate`; returns it."""
+        def agreed() -> dict[str, Any] | None:
+            seen = [self.metadata(n.node_id) for n in self.running()]
+            return seen[0] if all(m == seen[0] for m in seen) and predicate(seen[0]) else None
+        return wait_for(agreed, timeout, what="the same metadata on every node")
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1, via: int | None = None,
+                     timeout: float = 30.0) -> dict[str, Any]:
+        node = self.nodes[via] if via is not None else self.running()[0]
+        response = requests.post(f"{node.url}/v1/topics", json={
+            "name": name, "partitions": partitions, "replication_factor": replication_factor}, timeout=timeout)
+        assert response.status_code == 201, response.text
+        return response.json()

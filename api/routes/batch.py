@@ -13,9 +13,13 @@ from typing import Any
 from aiohttp import web
 
 from api.errors import KraftError, invalid_request
+from api.routes.metrics import FETCH_CONSUMER, FETCH_FOLLOWER, count_as
 from api.routes.records import MAX_TIMEOUT_MS, topic_or_create
+from api.routes.replication import (
+    NO_EPOCH, NO_REPLICA, ReplicaFetchEntry, as_replica_fetch_service, render_result,
+)
 from api.routes.services import REPLICAS, FetchEntry, ProduceEntry
-from api.wire import INT32_MAX, Fields, check_topic_name, parse_acks, read_body, render
+from api.wire import INT32_MAX, INT64_MAX, Fields, check_topic_name, parse_acks, read_body, render
 from log.batch import validate_batch
 from log.errors import LogError
 
@@ -72,23 +76,43 @@ async def produce(request: web.Request) -> web.Response:
     ]})
 
 
+EPOCH_FIELDS = ("current_leader_epoch", "last_fetched_epoch")
+
+
 @routes.post("/v1/fetch")
 async def fetch(request: web.Request) -> web.Response:
+    """Consumers and followers alike (Kafka's one Fetch API). A fetch naming a `replica_id` or a
+    partition's leader epochs goes to the replica side (api/routes/replication.py)."""
     body, is_json = await read_body(request)
     fields = Fields(body, binary_b64=is_json)
     max_wait_ms = fields.get_int("max_wait_ms", 500, 0, MAX_TIMEOUT_MS)
     min_bytes = fields.get_int("min_bytes", 1, 0, INT32_MAX)
     max_bytes = fields.get_int("max_bytes", DEFAULT_FETCH_MAX_BYTES, 1, INT32_MAX)
+    replica_id = fields.get_int("replica_id", NO_REPLICA, NO_REPLICA, INT32_MAX)
+    replica_epoch = fields.get_int("replica_epoch", -1, -1, INT64_MAX)
     items = fields.get_list("partitions", MAX_PARTITIONS_PER_REQUEST)
     entries = []
     for i, item in enumerate(items):
         p = fields.child(item, f"partitions[{i}]")
         topic, partition = _partition_key(p)
-        entries.append(FetchEntry(
+        entries.append(ReplicaFetchEntry(
             topic, partition, p.get_int("fetch_offset"),
             p.get_int("partition_max_bytes", DEFAULT_PARTITION_MAX_BYTES, 1, INT32_MAX),
+            *(p.get_int(name, NO_EPOCH, NO_EPOCH, INT32_MAX) for name in EPOCH_FIELDS),
+            p.get_int("high_watermark", -1, -1, INT64_MAX),
         ))
-    results = await request.app[REPLICAS].fetch(entries, max_wait_ms, min_bytes, max_bytes)
+    service = request.app[REPLICAS]
+    if replica_id != NO_REPLICA or any(
+        e.current_leader_epoch != NO_EPOCH or e.last_fetched_epoch != NO_EPOCH for e in entries
+    ):
+        count_as(request, FETCH_FOLLOWER if replica_id != NO_REPLICA else FETCH_CONSUMER)
+        replica_results = await as_replica_fetch_service(service).replica_fetch(
+            replica_id, replica_epoch, entries, max_wait_ms, min_bytes, max_bytes
+        )
+        return render(request, {"partitions": [render_result(r) for r in replica_results]})
+    results = await service.fetch([
+        FetchEntry(e.topic, e.partition, e.fetch_offset, e.partition_max_bytes) for e in entries
+    ], max_wait_ms, min_bytes, max_bytes)
     return render(request, {"partitions": [
         {"topic": r.topic, "partition": r.partition, "high_watermark": r.high_watermark,
          "log_start_offset": r.log_start_offset, "records": r.records,

@@ -1,6 +1,9 @@
-"""`GET /v1/health`: liveness of this node and the roles it plays."""
+"""`GET /v1/health`: liveness of this node, the roles it plays, and (when the node provides it
+through `NODE_STATUS`) its controller and broker state."""
 
 from __future__ import annotations
+
+from typing import Any, Callable
 
 from aiohttp import web
 
@@ -9,8 +12,12 @@ from api.wire import render
 
 routes = web.RouteTableDef()
 
+NODE_STATUS = web.AppKey("node_status", Callable[[], dict[str, Any]])
+
 
 @routes.get("/v1/health")
 async def health(request: web.Request) -> web.Response:
     info = request.app[NODE_INFO]
-    return render(request, {"status": "ok", "node_id": info.node_id, "roles": list(info.roles)})
+    status = request.app.get(NODE_STATUS)
+    extra = status() if status is not None else {}
+    return render(request, {"status": "ok", "node_id": info.node_id, "roles": list(info.roles), **extra})

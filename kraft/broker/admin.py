@@ -1,8 +1,9 @@
-"""`AdminService` for the HTTP routes over this node's own `ControllerService` (the single-node
-cluster, and the active controller of a quorum).
+"""`AdminService` for the HTTP routes: every node accepts admin requests and sends them to the
+active controller through its `ControllerChannel` (its own controller when that is the active
+one, otherwise forwarded over HTTP; design §7).
 
-A change is answered once committed: the quorum applies the records to the metadata loader (and so
-to this broker's view) before `propose` returns, so the answer reads the view.
+A change is answered once committed and visible here: the channel returns only after this node's
+metadata loader (and so its view) reached the offset the change was committed at.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from typing import Mapping
 from api.errors import KraftError
 from api.routes.services import TopicDescription
 from kraft.broker.metadata_view import BrokerMetadataView
-from kraft.controller.service import ControllerService
+from kraft.controller.channel import ControllerChannel
 
 
 class LocalAdmin:
     def __init__(
-        self, controller: ControllerService, view: BrokerMetadataView, delete_topic_enable: bool,
+        self, controller: ControllerChannel, view: BrokerMetadataView, delete_topic_enable: bool,
         max_partitions: int,
     ) -> None:
         self.controller = controller

@@ -1,10 +1,13 @@
-"""One local replica of a partition: its PartitionLog, its role (leader or follower) with the
-leader epoch and ISR from the metadata, the append lock, and the high-watermark waiters.
+"""One local replica of a partition: its PartitionLog, what the metadata says about it (leader,
+leader epoch, ISR), the role this broker plays for it, the append lock, and the waiters.
 
-The lock serialises everything that mutates the log (appends inline, retention/compaction/flush
-in a thread), so offsets stay ordered and no thread touches the segments under an append.
-High watermark (Kafka's rule): the smallest log end offset among the ISR members, the leader's own
-included; followers' LEOs are recorded by the replication fetch path.
+The lock serialises everything that mutates the log (appends and truncations inline, retention /
+compaction / flush in a thread), so offsets stay ordered and no thread touches the segments under
+an append. The role is applied from the metadata (`leader_state` is set only while this broker
+leads the partition at the registration's leader epoch), so a broker in the middle of a
+leadership change answers as the metadata it has applied says, never from a stale role.
+Two kinds of waiters: high-watermark waiters (consumer long polls, acks=all produces) and append
+waiters (follower long polls, woken by new data or a new high watermark).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kraft.broker.replication.leader import LeaderState
 from log.config import LogConfig
 
 
@@ -27,6 +31,7 @@ class ReplicaState:
     partition_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass
@@ -41,40 +46,62 @@ class Replica:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     open_error: BaseException | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    follower_leos: dict[int, int] = field(default_factory=dict)
-    _waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    leader_state: LeaderState | None = None  # set while this broker leads at state.leader_epoch
+    _hw_waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    _append_waiters: list[asyncio.Future[None]] = field(default_factory=list)
 
     @property
     def is_leader(self) -> bool:
-        return self.state.leader == self.node_id
+        return self.leader_state is not None
+
+    @property
+    def follower_leos(self) -> dict[int, int]:
+        """As leader: each follower's last known log end offset (those that fetched)."""
+        if self.leader_state is None:
+            return {}
+        return {r: f.log_end_offset for r, f in self.leader_state.followers.items()
+                if f.log_end_offset >= 0}
 
     def wait_for_data(self, future: asyncio.Future[None]) -> None:
-        """Resolves `future` at the next high-watermark advance (fetch long poll)."""
-        self._waiters.append(future)
+        """Resolves `future` at the next high-watermark advance or role change."""
+        self._hw_waiters.append(future)
+
+    def wait_for_append(self, future: asyncio.Future[None]) -> None:
+        """Resolves `future` at the next append, high-watermark advance or role change."""
+        self._append_waiters.append(future)
 
     def forget_waiter(self, future: asyncio.Future[None]) -> None:
-        try:
-            self._waiters.remove(future)
-        except ValueError:
-            pass
+        for waiters in (self._hw_waiters, self._append_waiters):
+            try:
+                waiters.remove(future)
+            except ValueError:
+                pass
 
-    def maybe_advance_high_watermark(self) -> bool:
-        """Sets the HW to the smallest LEO in the ISR; wakes waiters when it moved."""
-        log = self.log
-        leo = log.log_end_offset
-        candidates = [leo]
-        for member in self.state.isr:
-            if member != self.node_id:
-                candidates.append(min(self.follower_leos.get(member, 0), leo))
-        new_hw = min(candidates)
+    def maybe_advance_high_watermark(self, now_ms: int | None = None) -> bool:
+        """As leader: the HW by LeaderState's rule (never backwards); wakes waiters when it moved."""
+        state, log = self.leader_state, self.log
+        if state is None or log is None:
+            return False
+        new_hw = state.high_watermark(
+            log.log_end_offset, log.high_watermark, self.config.min_insync_replicas
+        )
         if new_hw <= log.high_watermark:
             return False
         log.high_watermark = new_hw
-        self._wake()
+        self.wake_all()
         return True
 
-    def _wake(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for future in waiters:
-            if not future.done():
-                future.set_result(None)
+    def wake_appended(self) -> None:
+        _resolve(self._append_waiters)
+        self._append_waiters = []
+
+    def wake_all(self) -> None:
+        _resolve(self._hw_waiters)
+        _resolve(self._append_waiters)
+        self._hw_waiters, self._append_waiters = [], []
+
+
+def _resolve(futures: list[asyncio.Future[None]]) -> None:
+    for future in futures:
+        if not future.done():
+            future.set_result(None)

@@ -1,10 +1,20 @@
 """The broker's replica manager: the local partition logs and produce / fetch / offsets on them.
 
 It is a metadata publisher: every image update is reconciled against the local replicas (create
-the log of a partition this broker now leads or follows, update leader epoch and ISR, delete the
-log of a removed topic). Blocking file work (open with recovery, flush, retention, compaction,
-delete, close) runs in a thread under the partition's lock; appends and reads are small and run
-inline. It implements `api.routes.services.ReplicaService`.
+the log of a partition this broker now leads or follows, delete the log of a removed topic) and
+each replica's role is applied from the registration: leader at a leader epoch (a `LeaderState`,
+the epoch's start offset in the epoch cache, Kafka's makeLeader) or follower of a leader at an
+epoch (a partition of that leader's fetcher, Kafka's makeFollower). Blocking file work (open with
+recovery, flush, retention, compaction, delete, close) runs in a thread under the partition's
+lock; appends, truncations and reads are small and run inline.
+
+Replication (design §6, `kraft/broker/replication/`): followers fetch through `/v1/fetch` with a
+`replica_id` (`replica_fetch` here); the leader checks the leader epoch the request carries
+(FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH), answers a diverging epoch when the follower's log
+went its own way, records the follower's position, advances the high watermark and proposes ISR
+changes to the controller (AlterPartition). acks=all produces wait until the high watermark passes
+their batch in the leader epoch they were appended in. It implements
+`api.routes.services.ReplicaService` and `api.routes.replication.ReplicaFetchService`.
 """
 
 from __future__ import annotations
@@ -14,17 +24,27 @@ import logging
 import shutil
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from api.errors import KraftError, from_exception
+from api.routes.replication import NO_EPOCH, NO_REPLICA, ReplicaFetchEntry, ReplicaFetchResult
 from api.routes.services import (
     FetchEntry, FetchResult, PartitionOffsets, ProduceEntry, ProduceResult,
 )
 from kraft.broker.replica import Replica, ReplicaState
+from kraft.broker.replication.alter_partition import AlterPartitionChannel
+from kraft.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
+from kraft.broker.replication.follower import (
+    Append, Backoff, PartitionFetchResponse, Truncate, TruncateFully, on_fetch_response,
+)
+from kraft.broker.replication.leader import IsrProposal, LeaderState, diverging_epoch
+from kraft.metrics import NULL_METRICS, MetricsSink
 from log.config import LogConfig
 from log.partition_log import PartitionLog
 from metadata.image import MetadataImage
+from metadata.records import NO_LEADER
 
 log = logging.getLogger("kraft.broker")
 
@@ -43,6 +63,33 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class ReplicationSettings:
+    replica_lag_time_max_ms: int = 30_000
+    fetcher: FetcherSettings = field(default_factory=FetcherSettings)
+    # an AlterPartition neither refused nor visible in the metadata after this long is re-sent
+    alter_partition_retry_ms: int = 5_000
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> ReplicationSettings:
+        """From the broker's Kafka-named keys (`replica.lag.time.max.ms`, `replica.fetch.*`)."""
+        return cls(
+            replica_lag_time_max_ms=int(config["replica.lag.time.max.ms"]),
+            fetcher=FetcherSettings(
+                max_wait_ms=int(config["replica.fetch.wait.max.ms"]),
+                partition_max_bytes=int(config["replica.fetch.max.bytes"]),
+            ),
+        )
+
+    @property
+    def isr_check_interval_ms(self) -> int:
+        return max(50, self.replica_lag_time_max_ms // 2)  # Kafka: half the lag time
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -51,22 +98,40 @@ class ReplicaManager:
         base_config: LogConfig,
         retention_check_interval_ms: int,
         fetch_max_bytes: int,
+        *,
+        replication: ReplicationSettings = ReplicationSettings(),
+        alter_partition: AlterPartitionChannel | None = None,
+        broker_epoch: Callable[[], int] = lambda: -1,
+        clock_ms: Callable[[], int] = monotonic_ms,
     ) -> None:
+        """`alter_partition` reaches the active controller (None: ISRs never change, enough for
+        single-replica partitions); `broker_epoch` is this broker's registration epoch, sent with
+        follower fetches; `clock_ms` times follower lag (monotonic)."""
         self.node_id = node_id
         self.data_dir = data_dir
         self.base_config = base_config
         self.retention_check_interval_ms = retention_check_interval_ms
         self.fetch_max_bytes = fetch_max_bytes
+        self.replication = replication
+        self.alter_partition = alter_partition
+        self.clock_ms = clock_ms
         self.image = MetadataImage.EMPTY
         self._replicas: dict[TopicPartition, Replica] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._retention_task: asyncio.Task[None] | None = None
+        self._isr_task: asyncio.Task[None] | None = None
         self._closed = False
+        self.fetchers = ReplicaFetcherManager(
+            node_id, self, self._broker_endpoint, broker_epoch, replication.fetcher
+        )
+        self.metrics: MetricsSink = NULL_METRICS
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._retention_task = asyncio.get_running_loop().create_task(self._retention_loop())
+        loop = asyncio.get_running_loop()
+        self._retention_task = loop.create_task(self._retention_loop())
+        self._isr_task = loop.create_task(self._isr_loop())
         leftovers = [p for p in self.data_dir.glob(f"*{DELETED_SUFFIX}") if p.is_dir()]
         for path in leftovers:  # deletions a crash interrupted
             self._spawn(lambda p=path: asyncio.to_thread(shutil.rmtree, p, True))
@@ -74,9 +139,11 @@ class ReplicaManager:
     async def close(self) -> None:
         """Stops background work, then flushes and closes every log (checkpoints written)."""
         self._closed = True
-        if self._retention_task is not None:
-            self._retention_task.cancel()
-            await asyncio.gather(self._retention_task, return_exceptions=True)
+        await self.fetchers.close()
+        background = [t for t in (self._retention_task, self._isr_task) if t is not None]
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         await asyncio.gather(*self._tasks, return_exceptions=True)
         replicas, self._replicas = list(self._replicas.values()), {}
         await asyncio.gather(*(self._close_replica(r) for r in replicas))
@@ -105,7 +172,7 @@ class ReplicaManager:
     # -- metadata publisher -------------------------------------------------------------------
 
     def on_metadata_update(self, delta: object, image: MetadataImage) -> None:
-        """Reconciles local replicas with the image: create, update role, delete."""
+        """Reconciles local replicas with the image: create, apply the role, delete."""
         self.image = image
         if self._closed:
             return
@@ -114,12 +181,16 @@ class ReplicaManager:
             for index, p in topic.partitions.items():
                 if self.node_id in p.replicas:
                     wanted[(topic.name, index)] = ReplicaState(
-                        topic.topic_id, p.leader, p.leader_epoch, p.partition_epoch, p.replicas, p.isr
+                        topic.topic_id, p.leader, p.leader_epoch, p.partition_epoch, p.replicas,
+                        p.isr, p.removing_replicas,
                     )
         for key, replica in list(self._replicas.items()):
             state = wanted.get(key)
             if state is None or state.topic_id != replica.state.topic_id:
                 del self._replicas[key]
+                self.fetchers.remove(key)
+                replica.leader_state = None
+                replica.wake_all()
                 self._spawn(lambda r=replica: self._delete_replica(r))
         for key, state in wanted.items():
             config = self._log_config(image, key[0])
@@ -135,8 +206,47 @@ class ReplicaManager:
                 replica.config = config
                 if replica.log is not None:
                     replica.log.config = config
-            if replica.log is not None and replica.is_leader:
-                replica.maybe_advance_high_watermark()  # the ISR may have shrunk
+                    self._apply_role(replica)
+
+    def _apply_role(self, replica: Replica) -> None:
+        """Makes this broker the partition's leader or follower as its registration says (Kafka's
+        makeLeader / makeFollower). Runs inline on the loop, so no request sees half a change."""
+        state, plog, key = replica.state, replica.log, (replica.topic, replica.partition)
+        if state.leader == self.node_id:
+            current = replica.leader_state
+            if current is None or current.leader_epoch != state.leader_epoch:
+                self.fetchers.remove(key)
+                cache = plog.leader_epoch_cache
+                if cache.latest_epoch is None or cache.latest_epoch < state.leader_epoch:
+                    # Kafka's makeLeader: "maybeAssignEpochStartOffset(leaderEpoch, logEndOffset)",
+                    # so followers of older epochs learn where their epoch ends on this leader.
+                    cache.assign(state.leader_epoch, plog.log_end_offset)
+                replica.leader_state = LeaderState.become_leader(
+                    self.node_id, state.leader_epoch, plog.log_end_offset, state.partition_epoch,
+                    state.replicas, state.isr, self.clock_ms(),
+                )
+                replica.wake_all()  # acks=all waiters of an older epoch fail now
+                log.info("%s-%d: leader at epoch %d from offset %d, isr %s", replica.topic,
+                         replica.partition, state.leader_epoch, plog.log_end_offset, list(state.isr))
+            else:
+                current.on_metadata(state.partition_epoch, state.replicas, state.isr)
+            replica.maybe_advance_high_watermark()  # the ISR may have changed
+            self._maybe_propose_isr(replica)
+            return
+        if replica.leader_state is not None:
+            replica.leader_state = None
+            replica.wake_all()
+            log.info("%s-%d: no longer leader (epoch %d, leader %d)", replica.topic,
+                     replica.partition, state.leader_epoch, state.leader)
+        if state.leader == NO_LEADER:
+            self.fetchers.remove(key)
+        else:
+            self.fetchers.assign(key, state.leader, state.leader_epoch)
+
+    def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        broker = self.image.cluster.broker(broker_id)
+        endpoint = None if broker is None else broker.endpoint()
+        return None if endpoint is None else (endpoint.host, endpoint.port)
 
     def _log_config(self, image: MetadataImage, topic: str) -> LogConfig:
         overrides = image.topic_configs(topic)
@@ -153,8 +263,8 @@ class ReplicaManager:
             replica.log = await asyncio.to_thread(
                 PartitionLog.open, replica.directory, replica.config, now_ms()
             )
-            if replica.is_leader:
-                replica.maybe_advance_high_watermark()
+            if self._replicas.get((replica.topic, replica.partition)) is replica:
+                self._apply_role(replica)
         except Exception as e:
             replica.open_error = e
             log.exception("cannot open log %s", replica.directory)
@@ -185,26 +295,47 @@ class ReplicaManager:
             )
         return self._not_leader(topic, partition)
 
-    def _not_leader(self, topic: str, partition: int) -> KraftError:
-        extra = {}
+    def _leader_info(self, topic: str, partition: int) -> dict[str, Any] | None:
         registration = self.image.partition(topic, partition)
         endpoint = self.image.leader_endpoint(topic, partition)
-        if registration is not None and endpoint is not None:
-            extra["leader"] = {
-                "node_id": registration.leader, "host": endpoint.host, "port": endpoint.port
-            }
+        if registration is None or endpoint is None:
+            return None
+        return {"node_id": registration.leader, "host": endpoint.host, "port": endpoint.port}
+
+    def _not_leader(self, topic: str, partition: int) -> KraftError:
+        leader = self._leader_info(topic, partition)
         return KraftError(
             "NOT_LEADER_OR_FOLLOWER", f"node {self.node_id} is not the leader of {topic}-{partition}",
-            **extra,
+            **({} if leader is None else {"leader": leader}),
         )
 
-    async def _leader_replica(self, topic: str, partition: int) -> Replica:
+    async def _ready_replica(self, topic: str, partition: int) -> Replica:
         replica = self._replicas.get((topic, partition))
         if replica is None:
             raise self._not_here(topic, partition)
         await replica.ready.wait()
         if replica.open_error is not None or replica.log is None:
             raise KraftError("KAFKA_STORAGE_ERROR", f"log of {topic}-{partition} is unavailable")
+        return replica
+
+    async def _leader_replica(
+        self, topic: str, partition: int, current_leader_epoch: int = NO_EPOCH
+    ) -> Replica:
+        """The replica, when this broker leads it at `current_leader_epoch` (if given); Kafka's
+        checkCurrentLeaderEpoch first, then the leadership check."""
+        replica = await self._ready_replica(topic, partition)
+        if current_leader_epoch != NO_EPOCH:
+            local = replica.state.leader_epoch
+            if current_leader_epoch < local:
+                raise KraftError(
+                    "FENCED_LEADER_EPOCH",
+                    f"{topic}-{partition}: leader epoch {current_leader_epoch} is older than {local}",
+                )
+            if current_leader_epoch > local:
+                raise KraftError(
+                    "UNKNOWN_LEADER_EPOCH",
+                    f"{topic}-{partition}: leader epoch {current_leader_epoch} is newer than {local}",
+                )
         if not replica.is_leader:
             raise self._not_leader(topic, partition)
         return replica
@@ -214,42 +345,47 @@ class ReplicaManager:
     async def produce(
         self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int
     ) -> list[ProduceResult]:
-        appended: list[tuple[ProduceEntry, Replica | None, int, int, KraftError | None]] = []
+        appended: list[tuple[ProduceEntry, Replica | None, int, int, int, KraftError | None]] = []
         for entry in entries:
             try:
-                replica, first_offset, next_offset = await self._append(entry, acks)
-                appended.append((entry, replica, first_offset, next_offset, None))
+                replica, epoch, first_offset, next_offset = await self._append(entry, acks)
+                appended.append((entry, replica, epoch, first_offset, next_offset, None))
+                self.metrics.messages_in(entry.topic, next_offset - first_offset, len(entry.records))
             except Exception as e:
-                appended.append((entry, None, -1, -1, _as_kraft_error(e)))
+                self.metrics.failed_produce(entry.topic)
+                appended.append((entry, None, -1, -1, -1, _as_kraft_error(e)))
         deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
         return list(await asyncio.gather(*(
-            self._produce_result(entry, replica, first_offset, next_offset, error, acks, deadline)
-            for entry, replica, first_offset, next_offset, error in appended
+            self._produce_result(entry, replica, epoch, first, next_offset, error, acks, deadline)
+            for entry, replica, epoch, first, next_offset, error in appended
         )))
 
-    async def _append(self, entry: ProduceEntry, acks: int) -> tuple[Replica, int, int]:
-        """Appends as leader; returns the replica, the first and the next offset."""
+    async def _append(self, entry: ProduceEntry, acks: int) -> tuple[Replica, int, int, int]:
+        """Appends as leader; returns the replica, the leader epoch, the first and next offset."""
         replica = await self._leader_replica(entry.topic, entry.partition)
         min_isr = replica.config.min_insync_replicas
         if acks == -1 and len(replica.state.isr) < min_isr:
+            # Kafka checks before appending: "inSyncSize < minIsr && requiredAcks == -1"
             raise KraftError(
                 "NOT_ENOUGH_REPLICAS",
                 f"{entry.topic}-{entry.partition} has {len(replica.state.isr)} in-sync replicas, "
                 f"min.insync.replicas is {min_isr}",
             )
         async with replica.lock:
-            if replica.log is None:  # deleted while we waited
+            leader_state = replica.leader_state
+            if replica.log is None or leader_state is None:  # deleted or deposed while we waited
                 raise self._not_here(entry.topic, entry.partition)
-            info = replica.log.append_as_leader(entry.records, replica.state.leader_epoch, now_ms())
+            info = replica.log.append_as_leader(entry.records, leader_state.leader_epoch, now_ms())
+            replica.wake_appended()
             replica.maybe_advance_high_watermark()
-        return replica, info.first_offset, info.last_offset + 1
+        return replica, leader_state.leader_epoch, info.first_offset, info.last_offset + 1
 
     async def _produce_result(
-        self, entry: ProduceEntry, replica: Replica | None, first_offset: int, next_offset: int,
-        error: KraftError | None, acks: int, deadline: float,
+        self, entry: ProduceEntry, replica: Replica | None, leader_epoch: int, first_offset: int,
+        next_offset: int, error: KraftError | None, acks: int, deadline: float,
     ) -> ProduceResult:
         if error is None and replica is not None and acks == -1:
-            error = await self._await_high_watermark(replica, next_offset, deadline)
+            error = await self._await_high_watermark(replica, leader_epoch, next_offset, deadline)
         if error is not None or replica is None:
             assert error is not None
             return ProduceResult(entry.topic, entry.partition, -1, -1, error.error_code, error.message)
@@ -258,12 +394,25 @@ class ReplicaManager:
         return ProduceResult(entry.topic, entry.partition, base_offset, log_start_offset)
 
     async def _await_high_watermark(
-        self, replica: Replica, target: int, deadline: float
+        self, replica: Replica, leader_epoch: int, target: int, deadline: float
     ) -> KraftError | None:
+        """None once the HW reaches `target` while this broker still leads at `leader_epoch`
+        (after a leader change the offsets may hold other records: the write is not acked)."""
         loop = asyncio.get_running_loop()
-        while replica.log is not None and replica.log.high_watermark < target:
+        while True:
+            state, plog = replica.leader_state, replica.log
+            if plog is None or state is None or state.leader_epoch != leader_epoch:
+                return self._not_leader(replica.topic, replica.partition)
+            if plog.high_watermark >= target:
+                return None
             remaining = deadline - loop.time()
             if remaining <= 0:
+                if state.under_min_isr(replica.config.min_insync_replicas):
+                    return KraftError(
+                        "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+                        f"{replica.topic}-{replica.partition}: appended, but the ISR "
+                        f"{list(state.isr)} fell below min.insync.replicas",
+                    )
                 return KraftError(
                     "REQUEST_TIMED_OUT",
                     f"{replica.topic}-{replica.partition}: not replicated to the ISR in time",
@@ -276,27 +425,51 @@ class ReplicaManager:
                 pass
             finally:
                 replica.forget_waiter(future)
-        if replica.log is None:
-            return self._not_here(replica.topic, replica.partition)
-        return None
 
     # -- fetch --------------------------------------------------------------------------------
 
     async def fetch(
         self, entries: Sequence[FetchEntry], max_wait_ms: int, min_bytes: int, max_bytes: int
     ) -> list[FetchResult]:
+        """A consumer fetch: records below the high watermark."""
+        results = await self.replica_fetch(NO_REPLICA, -1, [
+            ReplicaFetchEntry(e.topic, e.partition, e.fetch_offset, e.partition_max_bytes)
+            for e in entries
+        ], max_wait_ms, min_bytes, max_bytes)
+        return [FetchResult(r.topic, r.partition, r.high_watermark, r.log_start_offset, r.records,
+                            r.error_code, r.message) for r in results]
+
+    async def replica_fetch(
+        self, replica_id: int, replica_epoch: int, entries: Sequence[ReplicaFetchEntry],
+        max_wait_ms: int, min_bytes: int, max_bytes: int,
+    ) -> list[ReplicaFetchResult]:
+        """A fetch from a consumer (`replica_id` -1: below the HW) or a follower (up to the log
+        end, recording its position). Long poll: answers when `min_bytes` are there, on an
+        error or a diverging epoch, when a follower has a high watermark to learn, or at
+        `max_wait_ms`."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
         max_bytes = min(max_bytes, self.fetch_max_bytes)
+        stale = self._stale_replica_epoch(replica_id, replica_epoch)
+        if stale is not None:
+            return [_error_result(e.topic, e.partition, stale) for e in entries]
+        first_pass = True
         while True:
-            results, replicas = await self._read_all(entries, max_bytes)
+            results, replicas, news = await self._read_all(
+                replica_id, entries, max_bytes, record_positions=first_pass
+            )
+            first_pass = False
             total = sum(len(r.records) for r in results)
             remaining = deadline - loop.time()
-            if total >= min_bytes or remaining <= 0 or any(r.error_code for r in results):
+            if total >= min_bytes or remaining <= 0 or news:
+                self.metrics.fetched(results, replication=replica_id != NO_REPLICA)
                 return results
             future = loop.create_future()
             for replica in replicas:
-                replica.wait_for_data(future)
+                if replica_id == NO_REPLICA:
+                    replica.wait_for_data(future)
+                else:
+                    replica.wait_for_append(future)
             try:
                 await asyncio.wait_for(future, remaining)
             except asyncio.TimeoutError:
@@ -305,58 +478,242 @@ class ReplicaManager:
                 for replica in replicas:
                     replica.forget_waiter(future)
 
+    def _stale_replica_epoch(self, replica_id: int, replica_epoch: int) -> KraftError | None:
+        """A follower naming a broker epoch other than its registration's is an old incarnation
+        (KIP-903's ReplicaEpoch): it must not move the high watermark."""
+        if replica_id == NO_REPLICA or replica_epoch < 0:
+            return None
+        broker = self.image.cluster.broker(replica_id)
+        if broker is None or broker.broker_epoch == replica_epoch:
+            return None
+        return KraftError("STALE_BROKER_EPOCH", f"broker {replica_id} epoch {replica_epoch} is "
+                                                f"not its registered epoch {broker.broker_epoch}")
+
     async def _read_all(
-        self, entries: Sequence[FetchEntry], max_bytes: int
-    ) -> tuple[list[FetchResult], list[Replica]]:
-        results: list[FetchResult] = []
+        self, replica_id: int, entries: Sequence[ReplicaFetchEntry], max_bytes: int,
+        record_positions: bool,
+    ) -> tuple[list[ReplicaFetchResult], list[Replica], bool]:
+        """One pass over the partitions: results, the replicas to wait on, and whether to answer
+        now regardless of size (an error, a diverging epoch, a high watermark to pass on)."""
+        results: list[ReplicaFetchResult] = []
         replicas: list[Replica] = []
+        news = False
         budget = max_bytes
         for entry in entries:
             try:
-                replica = await self._leader_replica(entry.topic, entry.partition)
+                replica = await self._leader_replica(
+                    entry.topic, entry.partition, entry.current_leader_epoch
+                )
             except Exception as e:
                 error = _as_kraft_error(e)
-                results.append(FetchResult(
-                    entry.topic, entry.partition, -1, -1, b"", error.error_code, error.message
-                ))
+                leader = (self._leader_info(entry.topic, entry.partition)
+                          if error.error_code == "NOT_LEADER_OR_FOLLOWER" else None)
+                results.append(_error_result(entry.topic, entry.partition, error, leader))
+                news = True
                 continue
             replicas.append(replica)
             async with replica.lock:
-                results.append(self._read_one(replica, entry, max_bytes, budget))
-            budget -= len(results[-1].records)
-        return results, replicas
+                if replica_id == NO_REPLICA:
+                    result = self._read_for_consumer(replica, entry, max_bytes, budget)
+                else:
+                    result = self._read_for_follower(
+                        replica, replica_id, entry, max_bytes, budget, record_positions
+                    )
+            results.append(result)
+            news = news or result.error_code is not None or result.diverging_epoch is not None
+            if replica_id != NO_REPLICA and result.error_code is None:
+                news = news or min(result.high_watermark, entry.fetch_offset) > entry.high_watermark
+            budget -= len(result.records)
+        return results, replicas, news
 
-    def _read_one(
-        self, replica: Replica, entry: FetchEntry, max_bytes: int, budget: int
-    ) -> FetchResult:
+    def _read_for_consumer(
+        self, replica: Replica, entry: ReplicaFetchEntry, max_bytes: int, budget: int
+    ) -> ReplicaFetchResult:
         plog = replica.log
         if plog is None:
-            error = self._not_here(entry.topic, entry.partition)
-            return FetchResult(entry.topic, entry.partition, -1, -1, b"", error.error_code,
-                               error.message)
-        data = b""
-        error = None
+            return _error_result(entry.topic, entry.partition,
+                                 self._not_here(entry.topic, entry.partition))
         try:
-            if not plog.log_start_offset <= entry.fetch_offset <= plog.log_end_offset:
-                raise KraftError(
-                    "OFFSET_OUT_OF_RANGE",
-                    f"offset {entry.fetch_offset} is outside [{plog.log_start_offset}, "
-                    f"{plog.log_end_offset}] of {entry.topic}-{entry.partition}",
-                )
-            if entry.fetch_offset < plog.high_watermark and budget > 0:
-                # The first partition of a request always gets a batch (Kafka's rule, so a batch
-                # larger than max_bytes cannot stall a consumer); later ones only within budget.
-                info = plog.read(
-                    entry.fetch_offset, min(entry.partition_max_bytes, budget),
-                    max_offset=plog.high_watermark, min_one_batch=budget == max_bytes,
-                )
-                data = info.records
+            self._check_in_range(replica, entry)
+            data = self._read(plog, entry, max_bytes, budget, plog.high_watermark)
         except Exception as e:
-            error = _as_kraft_error(e)
-        return FetchResult(
-            entry.topic, entry.partition, plog.high_watermark, plog.log_start_offset, data,
+            return self._result(replica, entry, b"", error=_as_kraft_error(e))
+        return self._result(replica, entry, data)
+
+    def _read_for_follower(
+        self, replica: Replica, replica_id: int, entry: ReplicaFetchEntry, max_bytes: int,
+        budget: int, record_position: bool,
+    ) -> ReplicaFetchResult:
+        plog, leader_state = replica.log, replica.leader_state
+        if plog is None or leader_state is None:
+            return _error_result(entry.topic, entry.partition,
+                                 self._not_leader(entry.topic, entry.partition))
+        if replica_id not in leader_state.followers:
+            return self._result(replica, entry, b"", error=KraftError(
+                "NOT_LEADER_OR_FOLLOWER",
+                f"broker {replica_id} is not a replica of {entry.topic}-{entry.partition}",
+            ))
+        divergence = diverging_epoch(plog.end_offset_for_epoch, entry.last_fetched_epoch,
+                                     entry.fetch_offset)
+        if divergence is not None:
+            return self._result(replica, entry, b"",
+                                diverging=(divergence.epoch, divergence.end_offset))
+        try:
+            self._check_in_range(replica, entry)
+            if record_position:
+                leader_state.on_follower_fetch(replica_id, entry.fetch_offset,
+                                               plog.log_end_offset, self.clock_ms())
+                replica.maybe_advance_high_watermark()
+                self._maybe_propose_isr(replica)
+            data = self._read(plog, entry, max_bytes, budget, None)
+        except Exception as e:
+            return self._result(replica, entry, b"", error=_as_kraft_error(e))
+        return self._result(replica, entry, data)
+
+    @staticmethod
+    def _check_in_range(replica: Replica, entry: ReplicaFetchEntry) -> None:
+        plog = replica.log
+        if not plog.log_start_offset <= entry.fetch_offset <= plog.log_end_offset:
+            raise KraftError(
+                "OFFSET_OUT_OF_RANGE",
+                f"offset {entry.fetch_offset} is outside [{plog.log_start_offset}, "
+                f"{plog.log_end_offset}] of {entry.topic}-{entry.partition}",
+            )
+
+    @staticmethod
+    def _read(plog: PartitionLog, entry: ReplicaFetchEntry, max_bytes: int, budget: int,
+              max_offset: int | None) -> bytes:
+        limit = plog.log_end_offset if max_offset is None else max_offset
+        if entry.fetch_offset >= limit or budget <= 0:
+            return b""
+        # The first partition of a request always gets a batch (Kafka's rule, so a batch larger
+        # than max_bytes cannot stall a fetcher); later ones only within budget.
+        return plog.read(
+            entry.fetch_offset, min(entry.partition_max_bytes, budget),
+            max_offset=max_offset, min_one_batch=budget == max_bytes,
+        ).records
+
+    @staticmethod
+    def _result(replica: Replica, entry: ReplicaFetchEntry, records: bytes,
+                error: KraftError | None = None,
+                diverging: tuple[int, int] | None = None) -> ReplicaFetchResult:
+        plog = replica.log
+        return ReplicaFetchResult(
+            entry.topic, entry.partition, plog.high_watermark, plog.log_start_offset,
+            plog.log_end_offset, records, diverging,
             error.error_code if error else None, error.message if error else None,
         )
+
+    # -- follower side (the fetchers call these) ----------------------------------------------
+
+    def _following(self, tp: TopicPartition, leader_epoch: int) -> Replica | None:
+        replica = self._replicas.get(tp)
+        if (replica is None or replica.log is None or replica.is_leader
+                or replica.state.leader_epoch != leader_epoch):
+            return None
+        return replica
+
+    def fetch_position(self, tp: TopicPartition, leader_epoch: int) -> dict[str, Any] | None:
+        replica = self._following(tp, leader_epoch)
+        if replica is None:
+            return None
+        plog = replica.log
+        latest = plog.leader_epoch_cache.latest_epoch
+        return {"fetch_offset": plog.log_end_offset,
+                "last_fetched_epoch": NO_EPOCH if latest is None else latest,
+                "high_watermark": plog.high_watermark}
+
+    async def on_fetch_response(
+        self, tp: TopicPartition, leader_epoch: int, response: PartitionFetchResponse
+    ) -> bool:
+        replica = self._following(tp, leader_epoch)
+        if replica is None:
+            return True  # no longer following at this epoch: the answer is moot
+        async with replica.lock:
+            if self._following(tp, leader_epoch) is not replica:
+                return True
+            try:
+                return self._apply_fetched(replica, response)
+            except Exception as e:
+                log.warning("%s-%d: cannot apply the leader's answer: %s", tp[0], tp[1], e)
+                return False
+
+    def _apply_fetched(self, replica: Replica, response: PartitionFetchResponse) -> bool:
+        plog = replica.log
+        cache = plog.leader_epoch_cache
+        latest = cache.latest_entry
+        action = on_fetch_response(
+            response, plog.log_end_offset,
+            lambda epoch: cache.end_offset_for(epoch, plog.log_end_offset),
+            None if latest is None else latest.start_offset,
+        )
+        if isinstance(action, Append):
+            if action.records:
+                plog.append_as_follower(action.records, now_ms())
+                self.metrics.replication_bytes_in(replica.topic, len(action.records))
+            high_watermark = min(action.leader_high_watermark, plog.log_end_offset)
+            if high_watermark > plog.high_watermark:
+                plog.high_watermark = high_watermark
+            if action.leader_log_start_offset > plog.log_start_offset:
+                plog.maybe_increment_log_start_offset(
+                    min(action.leader_log_start_offset, plog.high_watermark))
+            return True
+        if isinstance(action, Truncate):
+            log.info("%s-%d: truncating to %d (log end %d) to match the leader", replica.topic,
+                     replica.partition, action.offset, plog.log_end_offset)
+            plog.truncate_to(action.offset)
+            # As Kafka's truncateTo: the cache may hold an epoch that starts at the log end
+            # (this broker led it without appending), which truncate_to leaves when nothing moved.
+            cache.truncate_from_end(action.offset)
+            return True
+        if isinstance(action, TruncateFully):
+            log.info("%s-%d: restarting the log at the leader's log start %d", replica.topic,
+                     replica.partition, action.offset)
+            plog.truncate_fully_and_start_at(action.offset)
+            return True
+        assert isinstance(action, Backoff)
+        return False
+
+    # -- ISR changes --------------------------------------------------------------------------
+
+    def _maybe_propose_isr(self, replica: Replica) -> None:
+        """As leader: send an AlterPartition when a follower fell out of or caught up into sync."""
+        state, plog = replica.leader_state, replica.log
+        if state is None or plog is None or self.alter_partition is None or self._closed:
+            return
+        removing = replica.state.removing_replicas
+        proposal = state.propose_isr_change(
+            plog.log_end_offset, plog.high_watermark, self.clock_ms(),
+            self.replication.replica_lag_time_max_ms,
+            lambda r: self.image.cluster.is_unfenced(r) and r not in removing,
+            self.replication.alter_partition_retry_ms,
+        )
+        if proposal is not None:
+            self._spawn(lambda: self._send_alter_partition(replica, state, proposal))
+
+    async def _send_alter_partition(
+        self, replica: Replica, state: LeaderState, proposal: IsrProposal
+    ) -> None:
+        assert self.alter_partition is not None
+        log.info("%s-%d: asking the controller to change the ISR %s -> %s", replica.topic,
+                 replica.partition, list(state.isr), list(proposal.new_isr))
+        try:
+            await self.alter_partition.alter_partition(replica.topic, replica.partition, proposal)
+        except Exception as e:
+            log.warning("%s-%d: AlterPartition %s refused: %s", replica.topic, replica.partition,
+                        list(proposal.new_isr), e)
+            state.on_alter_failed(proposal)
+
+    async def _isr_loop(self) -> None:
+        """Kafka's isr-expiration task: shrink out followers that stopped catching up."""
+        while True:
+            await asyncio.sleep(self.replication.isr_check_interval_ms / 1000)
+            for replica in list(self._replicas.values()):
+                try:
+                    replica.maybe_advance_high_watermark()
+                    self._maybe_propose_isr(replica)
+                except Exception:
+                    log.exception("ISR check of %s-%d failed", replica.topic, replica.partition)
 
     # -- offsets ------------------------------------------------------------------------------
 
@@ -407,6 +764,12 @@ class ReplicaManager:
 
     def replica(self, topic: str, partition: int) -> Replica | None:
         return self._replicas.get((topic, partition))
+
+
+def _error_result(topic: str, partition: int, error: KraftError,
+                  leader: dict[str, Any] | None = None) -> ReplicaFetchResult:
+    return ReplicaFetchResult(topic, partition, -1, -1, -1, b"", None, error.error_code,
+                              error.message, leader)
 
 
 def _as_kraft_error(exc: BaseException) -> KraftError:

@@ -36,9 +36,11 @@ from kraft.controller.raft_state import (
     MetadataLogState,
     StateMachine,
     apply_batch,
+    apply_endpoint,
     claim_record,
     validate_batch,
 )
+from kraft.metrics import NULL_METRICS, MetricsSink
 
 logger = logging.getLogger(__name__)
 
@@ -182,6 +184,17 @@ class _MetadataLog(SyncObjConsumer):
                                  outcome.first_offset, outcome.last_offset)
         return outcome
 
+    @replicated
+    def announce(self, node_id: Any, host: Any, port: Any) -> bool:
+        """A voter's client endpoint (not a metadata record: no offset, no controller epoch)."""
+        changed = apply_endpoint(self._state, node_id, host, port)
+        if changed:
+            try:
+                self._listener._raft_endpoints(dict(self._state.controller_endpoints))
+            except Exception:
+                logger.exception("could not hand the controller endpoints to the event loop")
+        return changed
+
     def _serialize(self) -> dict[str, Any]:
         return {"state": self._state}
 
@@ -217,9 +230,13 @@ class RaftQuorum:
         self._pending: set[asyncio.Future] = set()
         self._claim_task: asyncio.Task | None = None
         self._closed = False
+        self.metrics: MetricsSink = NULL_METRICS  # commit and election latency
         # The loop's view of the log: it trails the Raft thread by the callbacks in flight.
         self._metadata_offset = -1
         self._controller: tuple[int, int] | None = None  # (node_id, epoch)
+        self._endpoints: dict[int, tuple[str, int]] = {}  # voters' client endpoints, loop copy
+        self._client_endpoint: tuple[str, int] | None = None
+        self._announce_task: asyncio.Task | None = None
         self._active_term: int | None = None  # Raft term in which our own claim was applied
 
     # -- registration and lifecycle ---------------------------------------------------------
@@ -269,11 +286,13 @@ class RaftQuorum:
             raise OSError(f"cannot bind the controller listener {conf.bindAddress}") from None
         logger.info("controller quorum voter %d listening on %s, voters %s", self.node_id,
                     conf.bindAddress, self._addresses)
+        self._start_announcing()
 
     async def close(self) -> None:
         self._closed = True
-        if self._claim_task is not None:
-            self._claim_task.cancel()
+        for task in (self._claim_task, self._announce_task):
+            if task is not None:
+                task.cancel()
         for future in list(self._pending):
             if not future.done():
                 future.set_exception(QuorumTimeoutError("the controller quorum is closing"))
@@ -337,7 +356,9 @@ class RaftQuorum:
         reason = validate_batch(batch)
         if reason is not None:
             raise InvalidBatchError(reason)
+        started = time.monotonic()
         outcome = await self.submit(batch)
+        self.metrics.raft_commit(time.monotonic() - started)
         if outcome.status in ("applied", "duplicate"):
             return outcome.last_offset
         if outcome.status == "fenced":
@@ -347,6 +368,11 @@ class RaftQuorum:
     async def submit(self, batch: list[dict[str, Any]], timeout: float | None = None) -> BatchOutcome:
         """Low level: replicate `batch` as is (no active-controller check, no stamping) and return
         how `apply` treated it. The log still fences it; `propose` is what controllers call."""
+        return await self._replicate(self._log.apply, batch, timeout=timeout)
+
+    async def _replicate(self, method: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
+        """Call a @replicated method of the log and wait for its result (any voter may call: a
+        follower's pysyncobj forwards the command to the leader)."""
         assert self._syncobj is not None and self._loop is not None, "not started"
         loop = self._loop
         future: asyncio.Future = loop.create_future()
@@ -359,7 +385,7 @@ class RaftQuorum:
             try:
                 # pysyncobj honours `timeout=` only for blocking calls; with a callback the wait
                 # below enforces it (a discarded entry may never call back).
-                self._log.apply(batch, callback=resolve)
+                method(*args, callback=resolve)
                 result, error = await asyncio.wait_for(future, timeout or self.config.request_timeout)
             except asyncio.TimeoutError:
                 raise QuorumTimeoutError("no commit within the request timeout; outcome unknown") from None
@@ -378,6 +404,40 @@ class RaftQuorum:
         if self._controller is not None and self._controller[0] != self.node_id:
             return self._controller[0]
         return None
+
+    # -- client endpoints -------------------------------------------------------------------
+
+    def announce_endpoint(self, host: str, port: int) -> None:
+        """Publish this voter's client listener to every node of the quorum (replicated state,
+        so snapshots carry it): how others find the active controller's API."""
+        self._client_endpoint = (host, port)
+        self._start_announcing()
+
+    def controller_endpoints(self) -> dict[int, tuple[str, int]]:
+        """node_id -> (host, port) of the voters' client listeners known so far."""
+        return dict(self._endpoints)
+
+    def _start_announcing(self) -> None:
+        if (self._syncobj is None or self._client_endpoint is None or self._closed
+                or (self._announce_task is not None and not self._announce_task.done())):
+            return
+        self._announce_task = asyncio.ensure_future(self._announce())
+
+    async def _announce(self) -> None:
+        """Replicate our endpoint until the applied state holds it (no leader yet: retry)."""
+        while not self._closed and self._endpoints.get(self.node_id) != self._client_endpoint:
+            endpoint = self._client_endpoint
+            assert endpoint is not None
+            try:
+                accepted = await self._replicate(self._log.announce, self.node_id, *endpoint)
+            except (NotControllerError, QuorumTimeoutError) as exc:
+                logger.debug("endpoint announcement not committed yet: %s", exc)
+                await asyncio.sleep(self.config.raft_min_timeout)
+                continue
+            if not accepted:
+                logger.error("the quorum refused our client endpoint %s", endpoint)
+                return
+            await asyncio.sleep(0)  # the delivery was queued before the answer; let it land
 
     # -- the controller claim ---------------------------------------------------------------
 
@@ -409,6 +469,7 @@ class RaftQuorum:
             return
         logger.info("node %d is now Raft %s (term %d)", self.node_id,
                     _RAFT_STATE_NAMES.get(new, new), self._syncobj.raftCurrentTerm)
+        self.metrics.raft_state_changed(_RAFT_STATE_NAMES.get(new, str(new)))
         if new == _RAFT_STATE.LEADER:
             if self._claim_task is not None:
                 self._claim_task.cancel()
@@ -436,6 +497,13 @@ class RaftQuorum:
         controller = (None if state.controller_id is None
                       else (state.controller_id, state.controller_epoch))
         self._call_on_loop(self._deliver_snapshot, state.offset, controller, state.app_state)
+        self._raft_endpoints(dict(getattr(state, "controller_endpoints", None) or {}))
+
+    def _raft_endpoints(self, endpoints: dict[int, tuple[str, int]]) -> None:
+        self._call_on_loop(self._deliver_endpoints, endpoints)
+
+    def _deliver_endpoints(self, endpoints: dict[int, tuple[str, int]]) -> None:
+        self._endpoints = endpoints
 
     def _deliver(self, entries: list[tuple[int, dict[str, Any]]],
                  controller: tuple[int, int] | None) -> None:

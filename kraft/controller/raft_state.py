@@ -75,6 +75,9 @@ class MetadataLogState:
     # request_id -> offset of the last record of its batch, oldest first, bounded.
     request_ids: "OrderedDict[str, int]" = field(default_factory=OrderedDict)
     app_state: Any = None
+    # node_id -> (host, port) of each voter's client listener, where brokers and other nodes reach
+    # its controller API; announced by the voters themselves, outside the metadata offsets.
+    controller_endpoints: dict[int, tuple[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -209,3 +212,20 @@ def _apply(state: MetadataLogState, batch: Any, machine: StateMachine) -> BatchO
         while len(state.request_ids) > MAX_REMEMBERED_REQUESTS:
             state.request_ids.popitem(last=False)
     return _outcome(state, "applied", "", first, state.offset)
+
+
+MAX_HOST_LENGTH = 255
+
+
+def apply_endpoint(state: MetadataLogState, node_id: Any, host: Any, port: Any) -> bool:
+    """Record a voter's announced client endpoint; False (nothing changed) when malformed.
+    Deterministic and never raises, like `apply_batch`."""
+    if not (_is_int(node_id) and node_id >= 0 and isinstance(host, str)
+            and 0 < len(host) <= MAX_HOST_LENGTH and _is_int(port) and 0 < port < 65536):
+        logger.warning("ignoring a malformed controller endpoint: %r %r %r", node_id, host, port)
+        return False
+    endpoints = getattr(state, "controller_endpoints", None)
+    if endpoints is None:  # a state pickled before endpoints existed
+        endpoints = state.controller_endpoints = {}
+    endpoints[node_id] = (host, port)
+    return True

@@ -7,7 +7,8 @@ meanwhile), and drops them when leadership moves (requests then get NOT_COORDINA
 new leader). Every change (commit, membership) is appended to the group's partition through the
 replica manager's produce path with acks=all and answered only once appended, so a new
 coordinator rebuilds exactly what was answered. One lock per partition orders changes with their
-records. A periodic tick expires members whose session timed out.
+records. A periodic tick expires members whose session timed out. The lag metrics (kraft/metrics.py)
+read `list_groups` and `describe_group`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, Callable, Iterable
 
 from api.errors import KraftError
 from api.routes.groups import GroupHeartbeat, OffsetCommitEntry, OffsetReset
-from api.routes.services import AdminService, ProduceEntry, ReplicaService
+from api.routes.services import AdminService, ProduceEntry
 from kraft.broker.groups.hashing import OFFSETS_TOPIC, coordinator_partition
 from kraft.broker.groups.membership import (
     ConsumerGroup, GroupConfig, GroupError, HeartbeatRequest, OffsetAndMetadata,
@@ -30,6 +31,7 @@ from kraft.broker.groups.membership import (
 from kraft.broker.groups.records import (
     GroupsReplay, group_key, group_value, offset_key, offset_value,
 )
+from kraft.broker.replica_manager import ReplicaManager
 from log.batch import build_batch, decode_records, iter_batches
 from metadata.image import MetadataImage
 
@@ -79,14 +81,13 @@ class GroupCoordinator:
     def __init__(
         self,
         node_id: int,
-        replicas: Any,  # kraft.broker.replica_manager.ReplicaManager (ReplicaService + replica())
+        replicas: ReplicaManager,
         admin: AdminService,
         settings: CoordinatorSettings,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self.node_id = node_id
-        self.replicas: ReplicaService = replicas
-        self._replica_manager = replicas
+        self.replicas = replicas
         self.admin = admin
         self.settings = settings
         self.clock = clock
@@ -134,7 +135,15 @@ class GroupCoordinator:
                 state.task = asyncio.get_running_loop().create_task(self._load(state))
 
     async def _load(self, state: _Partition) -> None:
-        replica = self._replica_manager.replica(OFFSETS_TOPIC, state.partition)
+        try:
+            await self._replay(state)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the partition stays unloaded: its groups answer LOAD_IN_PROGRESS
+            log.exception("loading %s-%d failed", OFFSETS_TOPIC, state.partition)
+
+    async def _replay(self, state: _Partition) -> None:
+        replica = self.replicas.replica(OFFSETS_TOPIC, state.partition)
         if replica is None:
             return
         await replica.ready.wait()
@@ -476,17 +485,3 @@ class GroupCoordinator:
                     continue
                 if expired:
                     log.info("group %s: removed %s after session timeout", group_id, ", ".join(expired))
-
-    # -- lag for metrics ----------------------------------------------------------------------
-
-    async def lag(self) -> list[tuple[str, str, int, int]]:
-        """(group, topic, partition, lag) for every committed offset of a partition this broker
-        leads: the consumer group lag metric (design §10)."""
-        out = []
-        for state in list(self._partitions.values()):
-            for g in list(state.groups.values()):
-                for (t, p), o in list(g.offsets.items()):
-                    leo = await self._log_end_offset(t, p)
-                    if leo is not None:
-                        out.append((g.group_id, t, p, max(0, leo - o.offset)))
-        return out

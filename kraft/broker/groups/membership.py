@@ -15,7 +15,7 @@ Kafka's `ConsumerGroup.validateOffsetCommit` does.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from kraft.broker.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, TopicPartition

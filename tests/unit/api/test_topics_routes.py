@@ -9,7 +9,10 @@ from routes_testing import create_topic, expect_error
 
 async def test_health(client: TestClient) -> None:
     resp = await client.get("/v1/health")
-    assert await resp.json() == {"status": "ok", "node_id": 1, "roles": ["broker", "controller"]}
+    body = await resp.json()
+    assert {k: body[k] for k in ("status", "node_id", "roles")} == {
+        "status": "ok", "node_id": 1, "roles": ["broker", "controller"]}
+    assert (body["active_controller"], body["controller_id"], body["broker_state"]) == (True, 1, "RUNNING")
 
 
 async def test_metadata_lists_this_broker_and_topics(client: TestClient) -> None:
@@ -66,9 +69,9 @@ async def test_create_errors_change_nothing(client: TestClient) -> None:
         ({"name": "x" * 250}, 400, "INVALID_TOPIC_EXCEPTION"),
         ({"name": 7}, 400, "INVALID_TOPIC_EXCEPTION"),
         ({}, 400, "INVALID_REQUEST"),
-        ({"name": "a", "partitions": 0}, 400, "INVALID_REQUEST"),
-        ({"name": "a", "partitions": -1}, 400, "INVALID_REQUEST"),
-        ({"name": "a", "partitions": 10**12}, 400, "INVALID_REQUEST"),
+        ({"name": "a", "partitions": 0}, 400, "INVALID_PARTITIONS"),
+        ({"name": "a", "partitions": -1}, 400, "INVALID_PARTITIONS"),
+        ({"name": "a", "partitions": 10**12}, 400, "INVALID_PARTITIONS"),
         ({"name": "a", "partitions": 1.5}, 400, "INVALID_REQUEST"),
         ({"name": "a", "partitions": "2"}, 400, "INVALID_REQUEST"),
         ({"name": "a", "partitions": True}, 400, "INVALID_REQUEST"),

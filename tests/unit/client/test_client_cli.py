@@ -38,7 +38,7 @@ def run(*args: str, input: str | None = None):
     (["console-consumer", "--topic", "t", "--partition", "0", "--offset", "5", "--from-beginning"], "cannot be used together"),
     (["console-consumer", "--topic", "t", "--partition", "0", "--offset", "-3"], "non-negative"),
     (["console-consumer", "--topic", "t", "--property", "print.colour=true"], "unknown formatter"),
-    (["console-consumer", "--topic", "t", "--group", "g"], "No such option"),
+    (["console-consumer", "--topic", "t", "--group", "g", "--partition", "0"], "--group cannot be used with"),
     (["cluster", "explode"], "No such command"),
 ])
 def test_usage_errors_exit_2(args: list[str], fragment: str) -> None:

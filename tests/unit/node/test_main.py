@@ -43,8 +43,10 @@ def test_starts_serves_and_stops_cleanly(tmp_path: Path, sig: signal.Signals) ->
         stderr=subprocess.PIPE, text=True, cwd=tmp_path,
     )
     try:
-        assert wait_for_health(port, proc) == {
-            "status": "ok", "node_id": 1, "roles": ["broker", "controller"]}
+        health = wait_for_health(port, proc)
+        assert {k: health[k] for k in ("status", "node_id", "roles", "active_controller", "broker_state")} == {
+            "status": "ok", "node_id": 1, "roles": ["broker", "controller"], "active_controller": True,
+            "broker_state": "RUNNING"}
         proc.send_signal(sig)
         assert proc.wait(timeout=20) == 0
     finally:

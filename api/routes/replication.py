@@ -1,0 +1,76 @@
+"""The follower side of `POST /v1/fetch`: the values and the service the batch route calls when a
+fetch comes from a replica (`replica_id` >= 0) or carries leader epochs (KIP-320).
+
+Kafka has one Fetch API for consumers and followers; so does kraft. A replica fetch names the
+fetching broker (`replica_id`, `replica_epoch`: its broker epoch, KIP-903), and per partition the
+leader epoch it believes current (`current_leader_epoch`: FENCED_LEADER_EPOCH when older than the
+broker's, UNKNOWN_LEADER_EPOCH when newer), the epoch of its last batch (`last_fetched_epoch`: the
+answer carries `diverging_epoch` {epoch, end_offset} when the follower's log diverged), and its
+own high watermark (the leader answers at once when it has a newer one). Replica fetches read up to
+the log end offset; consumer fetches only below the high watermark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+from api.errors import KraftError
+
+NO_REPLICA = -1  # a consumer
+NO_EPOCH = -1
+
+
+@dataclass(frozen=True)
+class ReplicaFetchEntry:
+    topic: str
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = NO_EPOCH
+    last_fetched_epoch: int = NO_EPOCH
+    high_watermark: int = -1  # the follower's own
+
+
+@dataclass(frozen=True)
+class ReplicaFetchResult:
+    topic: str
+    partition: int
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    records: bytes
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end_offset)
+    error_code: str | None = None
+    message: str | None = None
+    leader: dict[str, Any] | None = None  # {node_id, host, port} with NOT_LEADER_OR_FOLLOWER
+
+
+class ReplicaFetchService(Protocol):
+    async def replica_fetch(
+        self, replica_id: int, replica_epoch: int, entries: Sequence[ReplicaFetchEntry],
+        max_wait_ms: int, min_bytes: int, max_bytes: int,
+    ) -> list[ReplicaFetchResult]: ...
+
+
+def render_result(r: ReplicaFetchResult) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "topic": r.topic, "partition": r.partition, "high_watermark": r.high_watermark,
+        "log_start_offset": r.log_start_offset, "log_end_offset": r.log_end_offset,
+        "records": r.records,
+    }
+    if r.diverging_epoch is not None:
+        out["diverging_epoch"] = {"epoch": r.diverging_epoch[0], "end_offset": r.diverging_epoch[1]}
+    if r.error_code is not None:
+        out["error_code"] = r.error_code
+        out["message"] = r.message
+    if r.leader is not None:
+        out["leader"] = r.leader
+    return out
+
+
+def as_replica_fetch_service(service: object) -> ReplicaFetchService:
+    """The node's replica service, when it serves replica fetches (a plain ReplicaService does not)."""
+    if not callable(getattr(service, "replica_fetch", None)):
+        raise KraftError("UNSUPPORTED_VERSION", "this node does not serve replica fetches")
+    return service  # type: ignore[return-value]

@@ -1,0 +1,142 @@
+"""A throwaway local cluster for `kraft-bench failover` and `kraft-bench metadata`: `kraft-node`
+processes on 127.0.0.1 with free ports and data dirs under one temporary directory, that the
+benchmark can kill -9 and restart (the measurements need to own the processes they kill).
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import requests
+
+T = TypeVar("T")
+NODE_COMMAND = [sys.executable, "-c", "from kraft.main import main; main()"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def poll(condition: Callable[[], T], timeout_s: float, interval_s: float = 0.01, what: str = "condition") -> T:
+    """`condition()` until truthy (exceptions count as "not yet"), or TimeoutError."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            result = condition()
+            if result:
+                return result
+        except (requests.RequestException, KeyError, IndexError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(interval_s)
+
+
+@dataclass
+class LocalNode:
+    node_id: int
+    roles: str
+    data_dir: Path
+    args: list[str]
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        log = open(self.data_dir.parent / f"node-{self.node_id}.log", "ab")
+        self.proc = subprocess.Popen(NODE_COMMAND + ["--node-id", str(self.node_id), "--role", self.roles,
+                                                     "--listen", f"127.0.0.1:{self.port}",
+                                                     "--data-dir", str(self.data_dir), *self.args],
+                                     stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+
+    def health(self) -> dict[str, Any]:
+        return requests.get(f"{self.url}/v1/health", timeout=2).json()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the process (Linux /proc)."""
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+
+class LocalCluster:
+    """`controllers` voters (combined with the broker role when `combined`) and `brokers`
+    broker-only nodes, all with `overrides`."""
+
+    def __init__(self, controllers: int = 3, brokers: int = 0, *, combined: bool = True,
+                 overrides: dict[str, Any] | None = None) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="kraft-bench-"))
+        quorum = ",".join(f"{i}@127.0.0.1:{free_port()}" for i in range(1, controllers + 1))
+        extra = [a for k, v in (overrides or {}).items() for a in ("--override", f"{k}={v}")]
+        self.nodes: dict[int, LocalNode] = {}
+        for i in range(1, controllers + 1):
+            raft = quorum.split(",")[i - 1].split("@")[1]
+            self.nodes[i] = LocalNode(i, "controller,broker" if combined else "controller", self.root / f"data-{i}",
+                                      ["--controller-quorum", quorum, "--controller-listen", raft,
+                                       "--override", "controller.quorum.secret=kraft-bench", *extra])
+        bootstrap = ",".join(f"127.0.0.1:{n.port}" for n in self.nodes.values())
+        for i in range(controllers + 1, controllers + brokers + 1):
+            self.nodes[i] = LocalNode(i, "broker", self.root / f"data-{i}",
+                                      ["--controller-quorum", quorum, "--override",
+                                       f"controller.quorum.bootstrap.servers={bootstrap}", *extra])
+
+    def __enter__(self) -> "LocalCluster":
+        for node in self.nodes.values():
+            node.start()
+        self.wait_ready()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for node in self.nodes.values():
+            node.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def running(self) -> list[LocalNode]:
+        return [n for n in self.nodes.values() if n.proc is not None and n.proc.poll() is None]
+
+    def brokers(self) -> list[LocalNode]:
+        return [n for n in self.running() if "broker" in n.roles]
+
+    def active_controller(self, timeout_s: float = 60.0) -> LocalNode:
+        def agreed() -> LocalNode | None:
+            healths = {n.node_id: n.health() for n in self.running()}
+            active = [i for i, h in healths.items() if h.get("active_controller")]
+            if len(active) == 1 and all(h.get("controller_id") == active[0] for h in healths.values()):
+                return self.nodes[active[0]]
+            return None
+        return poll(agreed, timeout_s, 0.05, "one active controller")
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        self.active_controller(timeout_s)
+        poll(lambda: all(n.health().get("broker_state") == "RUNNING" for n in self.brokers()), timeout_s, 0.05,
+             "every broker running")

@@ -1,0 +1,158 @@
+"""The client side of a replication chaos run: an acks=all producer that remembers what was
+acknowledged, a consumer that remembers every offset it was shown, and the audit comparing both
+with the partition's final log. Used by `kraft-bench chaos` and the cluster tests; the faults
+themselves (kill -9, SIGSTOP, restarts) are the caller's.
+
+The audit (pure): an acknowledged record is *lost* when its value is not at the offset it was
+acknowledged with; a value present at more than one offset is *duplicated* (a producer retry of a
+write whose answer was lost: allowed without idempotence, but counted); a consumer offset whose
+value differs from the final log's was *truncated after being served* (must never happen).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from api.client import Consumer, KraftError, Producer, TopicPartition
+
+
+@dataclass(frozen=True)
+class ChaosReport:
+    acked: int
+    lost: int
+    duplicated: int
+    truncated_seen: int  # offsets a consumer saw whose record later changed
+    log_records: int
+    lost_examples: tuple[tuple[bytes, int], ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.lost == 0 and self.truncated_seen == 0
+
+
+def audit(acked: dict[bytes, int], log: Iterable[tuple[int, bytes]],
+          seen: dict[int, bytes]) -> ChaosReport:
+    """`acked`: value -> acknowledged offset; `log`: the final (offset, value) records;
+    `seen`: offset -> value as consumers read them during the run."""
+    at = dict(log)
+    counts = Counter(at.values())
+    lost = [(v, o) for v, o in acked.items() if at.get(o) != v]
+    truncated = [o for o, v in seen.items() if at.get(o) != v]
+    return ChaosReport(
+        acked=len(acked), lost=len(lost), duplicated=sum(c - 1 for c in counts.values() if c > 1),
+        truncated_seen=len(truncated), log_records=len(at), lost_examples=tuple(lost[:5]),
+    )
+
+
+@dataclass
+class AckedProducer:
+    """Sends unique values to one partition with acks=all and unlimited retries until stopped."""
+
+    bootstrap: str
+    topic: str
+    partition: int = 0
+    acked: dict[bytes, int] = field(default_factory=dict)
+    failed: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> "AckedProducer":
+        self._thread = threading.Thread(target=self._run, name="chaos-producer", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        producer = Producer(self.bootstrap, acks="all", linger_ms=2, retry_backoff_ms=50,
+                            request_timeout_ms=5_000, delivery_timeout_ms=120_000)
+        n = 0
+        try:
+            while not self._stop.is_set():
+                value = b"chaos-%08d" % n
+                n += 1
+                future = producer.send(self.topic, value=value, partition=self.partition)
+                future.produce_result.add_done_callback(
+                    lambda r, f=future, v=value: self._done(f, v))
+                if n % 50 == 0:
+                    producer.flush(130)
+        finally:
+            producer.close(130)
+
+    def _done(self, future: object, value: bytes) -> None:
+        try:
+            offset = future.get(0).offset  # type: ignore[attr-defined]
+        except KraftError:
+            with self._lock:
+                self.failed += 1
+            return
+        with self._lock:
+            self.acked[value] = offset
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(180)
+
+
+@dataclass
+class WatchingConsumer:
+    """Reads the partition from the beginning for the whole run, remembering offset -> value."""
+
+    bootstrap: str
+    topic: str
+    partition: int = 0
+    seen: dict[int, bytes] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> "WatchingConsumer":
+        self._thread = threading.Thread(target=self._run, name="chaos-consumer", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        consumer = Consumer(self.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=200,
+                            request_timeout_ms=5_000)
+        consumer.assign([TopicPartition(self.topic, self.partition)])
+        try:
+            while not self._stop.is_set():
+                try:
+                    for records in consumer.poll(200).values():
+                        for r in records:
+                            self.seen[r.offset] = r.value
+                except KraftError:
+                    continue  # leader moving: the consumer refreshes its metadata and retries
+        finally:
+            consumer.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+
+
+def read_partition(bootstrap: str, topic: str, partition: int, end: int,
+                   timeout_s: float = 60.0) -> list[tuple[int, bytes]]:
+    """Every record below offset `end` (the high watermark), read through the leader."""
+    consumer = Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100,
+                        consumer_timeout_ms=int(timeout_s * 1000))
+    tp = TopicPartition(topic, partition)
+    consumer.assign([tp])
+    out: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while consumer.position(tp) < end:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"read {len(out)} records of {topic}-{partition}, not up to {end}")
+            try:
+                polled = consumer.poll(500)
+            except KraftError:
+                continue  # the leader is moving
+            out += [(r.offset, r.value) for rs in polled.values() for r in rs if r.offset < end]
+    finally:
+        consumer.close()
+    return out

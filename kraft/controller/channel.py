@@ -1,0 +1,144 @@
+"""`ControllerChannel`: the active controller as every component of a node sees it.
+
+When this node's own `ControllerService` is the active controller, calls go to it directly;
+otherwise they go to the active controller's HTTP API (`ControllerClient`, which follows
+NOT_CONTROLLER). One request id per call makes a retry after an unknown outcome harmless.
+A change is answered only once this node's metadata reached the offset the controller committed
+it at (read-your-writes on every node). The method names and answers are `ControllerService`'s,
+so the admin service, the broker lifecycle and the replica manager use either alike.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Awaitable, Callable, Iterable, Mapping
+
+from api.errors import KraftError
+from kraft.controller.client import ControllerClient
+from kraft.controller.errors import NotControllerError
+from kraft.controller.handlers import ControllerSettings
+from kraft.controller.metadata_loader import MetadataLoader
+from kraft.controller.service import ControllerService
+
+LocalCall = Callable[[ControllerService, str], Awaitable[dict[str, Any]]]
+REMOTE_SLICE_S = 2.0  # re-check between remote attempts whether this node became the controller
+
+
+class ControllerChannel:
+    def __init__(self, local: ControllerService | None, client: ControllerClient, loader: MetadataLoader,
+                 settings: ControllerSettings, *, timeout_s: float = 30.0) -> None:
+        self.local = local
+        self.client = client
+        self.loader = loader
+        self.settings = settings
+        self.timeout_s = timeout_s
+
+    async def _call(self, local: LocalCall, method: str, path: str, body: dict[str, Any],
+                    timeout_s: float | None = None, request_id: str | None = None) -> dict[str, Any]:
+        request_id = request_id or uuid.uuid4().hex
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        while True:
+            if self.local is not None and self.local.is_active:
+                try:
+                    return await local(self.local, request_id)
+                except NotControllerError:
+                    pass  # deposed meanwhile: the new controller is elsewhere
+            remaining = deadline - time.monotonic()
+            try:
+                # absent and null mean the same to the controller API ("the default")
+                wire = {k: v for k, v in body.items() if v is not None}
+                answer = await self.client.call(method, path, {**wire, "request_id": request_id},
+                                                timeout_s=min(remaining, REMOTE_SLICE_S)
+                                                if self.local is not None else remaining)
+            except KraftError as e:
+                if e.error_code in ("NOT_CONTROLLER", "NETWORK_EXCEPTION") and time.monotonic() < deadline:
+                    continue
+                raise
+            offset = answer.get("metadata_offset") if isinstance(answer, dict) else None
+            if isinstance(offset, int):
+                await self.loader.wait_for_offset(offset, max(0.0, deadline - time.monotonic()))
+            return answer
+
+    # -- topics -----------------------------------------------------------------------------------
+
+    async def create_topics(self, name: str, partitions: int | None = None, replication_factor: int | None = None,
+                            configs: Mapping[str, Any] | None = None, validate_only: bool = False) -> dict[str, Any]:
+        return await self._call(
+            lambda c, rid: c.create_topics(name, partitions, replication_factor, configs, validate_only,
+                                           request_id=rid),
+            "POST", "/v1/controller/topics",
+            {"name": name, "partitions": partitions, "replication_factor": replication_factor,
+             "configs": dict(configs or {}), "validate_only": validate_only})
+
+    async def delete_topic(self, name: str) -> dict[str, Any]:
+        return await self._call(lambda c, rid: c.delete_topic(name, request_id=rid),
+                                "POST", "/v1/controller/topics/delete", {"name": name})
+
+    async def create_partitions(self, name: str, count: int, validate_only: bool = False) -> dict[str, Any]:
+        return await self._call(
+            lambda c, rid: c.create_partitions(name, count, validate_only, request_id=rid),
+            "POST", "/v1/controller/topics/partitions",
+            {"name": name, "count": count, "validate_only": validate_only})
+
+    async def alter_configs(self, resource_type: str, resource_name: str, configs: Mapping[str, Any],
+                            validate_only: bool = False) -> dict[str, Any]:
+        return await self._call(
+            lambda c, rid: c.alter_configs(resource_type, resource_name, configs, validate_only, request_id=rid),
+            "POST", "/v1/controller/configs",
+            {"resource_type": resource_type, "resource_name": resource_name, "configs": dict(configs),
+             "validate_only": validate_only})
+
+    async def elect_leaders(self, partitions: Iterable[tuple[str, int]] | None = None) -> dict[str, Any]:
+        wanted = None if partitions is None else [list(p) for p in partitions]
+        return await self._call(lambda c, rid: c.elect_leaders(wanted, request_id=rid),
+                                "POST", "/v1/controller/elect-leaders",
+                                {"election_type": "preferred", "partitions": wanted})
+
+    # -- brokers ----------------------------------------------------------------------------------
+
+    async def register_broker(self, broker_id: int, incarnation_id: str, endpoints: list[dict[str, Any]],
+                              rack: str | None = None, *, cluster_id: str | None = None,
+                              timeout_s: float | None = None) -> dict[str, Any]:
+        return await self._call(
+            lambda c, rid: c.register_broker(broker_id, incarnation_id, endpoints, rack, request_id=rid),
+            "POST", "/v1/controller/brokers/register",
+            {"broker_id": broker_id, "incarnation_id": incarnation_id, "endpoints": endpoints, "rack": rack,
+             "cluster_id": cluster_id}, timeout_s)
+
+    async def broker_heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int, *,
+                               want_fence: bool = False, want_shutdown: bool = False,
+                               timeout_s: float | None = None) -> dict[str, Any]:
+        return await self._call(
+            lambda c, rid: c.broker_heartbeat(broker_id, broker_epoch, current_metadata_offset,
+                                              want_fence=want_fence, want_shutdown=want_shutdown),
+            "POST", "/v1/controller/brokers/heartbeat",
+            {"broker_id": broker_id, "broker_epoch": broker_epoch,
+             "current_metadata_offset": current_metadata_offset, "want_fence": want_fence,
+             "want_shutdown": want_shutdown}, timeout_s)
+
+    async def unregister_broker(self, broker_id: int) -> dict[str, Any]:
+        return await self._call(lambda c, rid: c.unregister_broker(broker_id, request_id=rid),
+                                "POST", "/v1/controller/brokers/unregister", {"broker_id": broker_id})
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> dict[str, Any]:
+        return await self._call(lambda c, rid: c.allocate_producer_ids(broker_id, broker_epoch, request_id=rid),
+                                "POST", "/v1/controller/producer-ids",
+                                {"broker_id": broker_id, "broker_epoch": broker_epoch})
+
+    # -- partitions -------------------------------------------------------------------------------
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int, topic: str, partition: int,
+                              leader_epoch: int, partition_epoch: int, new_isr: list[int], *,
+                              request_id: str | None = None) -> dict[str, Any]:
+        """AlterPartition (ISR change) from a partition leader: the answer is the partition's state
+        after the change, `{"topic","topic_id","partition","leader","leader_epoch","isr",
+        "partition_epoch"}`; errors as KraftError/MetadataError (FENCED_LEADER_EPOCH,
+        INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH, ...)."""
+        return await self._call(
+            lambda c, rid: c.alter_partition(broker_id, broker_epoch, topic, partition, leader_epoch,
+                                             partition_epoch, list(new_isr), request_id=rid),
+            "POST", "/v1/controller/alter-partition",
+            {"broker_id": broker_id, "broker_epoch": broker_epoch, "topic": topic, "partition": partition,
+             "leader_epoch": leader_epoch, "partition_epoch": partition_epoch, "new_isr": list(new_isr)},
+            request_id=request_id)

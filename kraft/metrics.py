@@ -1,0 +1,557 @@
+"""The node's Prometheus metrics (design §10): every metric definition, named like Kafka's JMX
+metrics in the jmx_exporter spelling (and kafka_exporter's for consumer groups), so existing
+queries, dashboards and alerts carry over.
+
+Two kinds:
+- *pull*: collectors that read the node's state at scrape time (partition and leader counts,
+  under-replicated / under-min-ISR / offline partitions, log sizes and offsets, controller and
+  Raft state, consumer group lag), so they are never stale and cost nothing between scrapes.
+- *push*: counters of events where Kafka counts them (messages and bytes in on the leader's
+  append path, bytes out on fetch, failed produce/fetch, requests per API, Raft commit and
+  election latency, ISR shrinks and expands from metadata changes).
+
+`MetricsSink` is the push side with no-op methods: components hold `NULL_METRICS` by default, so
+code paths without metrics work unchanged; `NodeMetrics` overrides them. Each node has its own
+`CollectorRegistry` (never the global default), so several nodes in one process do not collide.
+`metrics.topic.labels.enable=false` drops the topic and partition labels (large clusters).
+
+Collectors run on the event loop (the scrape handler), like every writer of the state they read;
+the consumer-group snapshot needs awaits and is refreshed by `refresh()` just before a scrape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
+
+from metadata.image import MetadataImage
+from metadata.records import NO_LEADER
+
+log = logging.getLogger("kraft.metrics")
+
+# Request and Raft latencies in ms (Kafka's unit), from sub-ms metadata calls to long polls.
+LATENCY_BUCKETS_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+RAFT_STATES = ("leader", "candidate", "follower")
+GROUP_REFRESH_TIMEOUT_S = 5.0
+# Failures name topics from client input: ones this broker does not know share one label value,
+# so bad requests cannot create series without bound.
+UNKNOWN_TOPIC = "(unknown)"
+
+
+class MetricsSink:
+    """The push side of the metrics. Every method is a no-op here: the default of components
+    built without metrics (`NULL_METRICS`); `NodeMetrics` counts."""
+
+    def messages_in(self, topic: str, count: int, nbytes: int) -> None:
+        """A produce request's batches appended on the leader (replication excluded)."""
+
+    def fetched(self, results: Iterable[Any], replication: bool = False) -> None:
+        """The answer of a fetch (results with `topic`, `records`, `error_code`): bytes out to
+        consumers, or to followers when `replication`; failed partitions either way."""
+
+    def replication_bytes_in(self, topic: str, nbytes: int) -> None:
+        """Record bytes a follower appended from its leader."""
+
+    def failed_produce(self, topic: str) -> None:
+        """A produce to one partition failed."""
+
+    def observe_request(self, request: str, error: str, seconds: float) -> None:
+        """One HTTP request of Kafka API `request` (Produce, FetchConsumer, ...) answered with
+        `error` (a Kafka error name, NONE on success) after `seconds`."""
+
+    def raft_commit(self, seconds: float) -> None:
+        """A proposal to the metadata quorum committed after `seconds`."""
+
+    def raft_state_changed(self, state: str) -> None:
+        """This voter's Raft state is now `state` (Leader, Candidate or Follower)."""
+
+
+NULL_METRICS = MetricsSink()
+
+
+class _Guarded(Collector):
+    """A pull collector whose failure costs its own metrics, never the whole scrape. `describe`
+    is empty so registering never runs `collect` against a component that has not started."""
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        try:
+            return list(self._collect())
+        except Exception:
+            log.exception("%s failed; its metrics are left out of this scrape", type(self).__name__)
+            return []
+
+    def _collect(self) -> Iterator[Metric]:
+        raise NotImplementedError
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+class ReplicaManagerCollector(_Guarded):
+    """kafka.server:type=ReplicaManager, kafka.log:type=Log and the broker's metadata offset,
+    from the broker's image and its local replicas (`replica_manager.replica(topic, p)`)."""
+
+    def __init__(self, node_id: int, replica_manager: Any, topic_labels: bool) -> None:
+        self.node_id = node_id
+        self.replica_manager = replica_manager
+        self.topic_labels = topic_labels
+
+    def _collect(self) -> Iterator[Metric]:
+        rm = self.replica_manager
+        image: MetadataImage = rm.image
+        prefix = "kafka_server_replicamanager_"
+        counts = dict.fromkeys(("partitioncount", "leadercount", "underreplicatedpartitions",
+                                "underminisrpartitioncount", "atminisrpartitioncount",
+                                "offlinereplicacount"), 0)
+        max_lag = 0
+        labels = ["topic", "partition"] if self.topic_labels else []
+        size = GaugeMetricFamily("kafka_log_log_size", "Bytes of the partition's log.", labels=labels)
+        segments = GaugeMetricFamily("kafka_log_log_numlogsegments", "Segments of the partition's log.",
+                                     labels=labels)
+        start = GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start offset.", labels=labels)
+        end = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset.", labels=labels)
+        under = GaugeMetricFamily("kafka_cluster_partition_underreplicated",
+                                  "1 when this leader's partition has fewer in-sync replicas than "
+                                  "replicas.", labels=labels)
+        total_size = total_segments = 0
+        for topic in image.topics.by_name.values():
+            for index, reg in topic.partitions.items():
+                if self.node_id not in reg.replicas:
+                    continue
+                replica = rm.replica(topic.name, index)
+                if replica is None:
+                    continue
+                counts["partitioncount"] += 1
+                if replica.open_error is not None:
+                    counts["offlinereplicacount"] += 1
+                plog = replica.log
+                if plog is not None:
+                    total_size += plog.size_in_bytes
+                    total_segments += len(plog.segments)
+                    if self.topic_labels:
+                        tp = [topic.name, str(index)]
+                        size.add_metric(tp, plog.size_in_bytes)
+                        segments.add_metric(tp, len(plog.segments))
+                        start.add_metric(tp, plog.log_start_offset)
+                        end.add_metric(tp, plog.log_end_offset)
+                if reg.leader != self.node_id:
+                    continue
+                counts["leadercount"] += 1
+                lacking = len(reg.isr) < len(reg.replicas)
+                counts["underreplicatedpartitions"] += lacking
+                min_isr = replica.config.min_insync_replicas
+                counts["underminisrpartitioncount"] += len(reg.isr) < min_isr
+                counts["atminisrpartitioncount"] += len(reg.isr) == min_isr
+                if self.topic_labels:
+                    under.add_metric([topic.name, str(index)], int(lacking))
+                if plog is not None:
+                    max_lag = max(max_lag, _max_follower_lag(replica, reg.replicas, self.node_id))
+        docs = {
+            "partitioncount": "Partitions with a replica on this broker.",
+            "leadercount": "Partitions this broker leads.",
+            "underreplicatedpartitions": "Partitions led here whose ISR is smaller than the replica set.",
+            "underminisrpartitioncount": "Partitions led here whose ISR is below min.insync.replicas.",
+            "atminisrpartitioncount": "Partitions led here whose ISR is exactly min.insync.replicas.",
+            "offlinereplicacount": "Local replicas whose log could not be opened.",
+        }
+        for name, value in counts.items():
+            yield _gauge(prefix + name, docs[name], value)
+        fetcher_lag = GaugeMetricFamily(
+            "kafka_server_replicafetchermanager_maxlag",
+            "Largest follower lag in messages (leader's log end minus follower's) over the "
+            "partitions this broker leads.", labels=["clientid"])
+        fetcher_lag.add_metric(["Replica"], max_lag)
+        yield fetcher_lag
+        if self.topic_labels:
+            yield from (size, segments, start, end, under)
+        else:
+            yield _gauge("kafka_log_log_size", "Bytes of this broker's logs.", total_size)
+            yield _gauge("kafka_log_log_numlogsegments", "Segments of this broker's logs.",
+                         total_segments)
+        yield _gauge("kafka_server_brokermetadatametrics_last_applied_record_offset",
+                     "Offset of the last metadata record this broker applied.", image.offset)
+
+
+def _max_follower_lag(replica: Any, replicas: Iterable[int], node_id: int) -> int:
+    leo = replica.log.log_end_offset
+    follower_leos = replica.follower_leos  # the followers that fetched at least once
+    lags = [leo - follower_leos[m] for m in replicas if m != node_id and m in follower_leos]
+    return max(lags, default=0)
+
+
+class ControllerCollector(_Guarded):
+    """kafka.controller:type=KafkaController. The cluster-wide counts are reported by the active
+    controller only (0 on standbys), so a sum over the cluster is the truth, as in Kafka."""
+
+    def __init__(self, controller: Any, quorum: Any) -> None:
+        self.controller = controller
+        self.quorum = quorum
+
+    def _collect(self) -> Iterator[Metric]:
+        image: MetadataImage = self.controller.image
+        active = bool(self.controller.is_active)
+        prefix = "kafka_controller_kafkacontroller_"
+        yield _gauge(prefix + "activecontrollercount",
+                     "1 on the active controller, 0 elsewhere: summed over the cluster it is 1.",
+                     int(active))
+        values = dict.fromkeys(("offlinepartitionscount", "globaltopiccount", "globalpartitioncount",
+                                "activebrokercount", "fencedbrokercount",
+                                "preferredreplicaimbalancecount"), 0)
+        if active:
+            values.update(_cluster_counts(image))
+        docs = {
+            "offlinepartitionscount": "Partitions without a leader",
+            "globaltopiccount": "Topics in the cluster",
+            "globalpartitioncount": "Partitions in the cluster",
+            "activebrokercount": "Registered, unfenced brokers",
+            "fencedbrokercount": "Registered, fenced brokers",
+            "preferredreplicaimbalancecount": "Partitions not led by their preferred replica",
+        }
+        for name, value in values.items():
+            yield _gauge(prefix + name, docs[name] + " (on the active controller; 0 elsewhere).", value)
+        yield _gauge(prefix + "lastappliedrecordoffset",
+                     "Offset of the last metadata record applied to this controller's image.",
+                     image.offset)
+        yield _gauge(prefix + "lastcommittedrecordoffset",
+                     "Offset of the last committed metadata record this controller knows.",
+                     self.quorum.metadata_offset)
+
+
+def _cluster_counts(image: MetadataImage) -> dict[str, int]:
+    partitions = offline = imbalance = 0
+    for topic in image.topics.by_name.values():
+        for reg in topic.partitions.values():
+            partitions += 1
+            offline += reg.leader == NO_LEADER
+            imbalance += reg.leader != NO_LEADER and reg.leader != reg.preferred_leader
+    fenced = sum(1 for b in image.cluster.brokers.values() if b.fenced)
+    return {
+        "offlinepartitionscount": offline,
+        "globaltopiccount": len(image.topics.by_name),
+        "globalpartitioncount": partitions,
+        "activebrokercount": len(image.cluster.brokers) - fenced,
+        "fencedbrokercount": fenced,
+        "preferredreplicaimbalancecount": imbalance,
+    }
+
+
+@dataclass(frozen=True)
+class RaftView:
+    """What the Raft gauges show, from `RaftQuorum.status()` or a one-voter `LocalQuorum`."""
+
+    state: str  # leader, candidate or follower
+    leader_id: int  # -1 when unknown
+    epoch: int
+    high_watermark: int
+    log_end_offset: int
+    unknown_voter_connections: int
+
+
+def raft_view(quorum: Any, node_id: int) -> RaftView:
+    """The Raft gauges of `quorum` (a started one: `status()` needs the Raft thread)."""
+    status = getattr(quorum, "status", None)
+    if status is None:  # the single voter's local log: it leads whenever it runs
+        leader = quorum.leader()
+        claim = quorum.active_controller()
+        offset = quorum.metadata_offset
+        return RaftView("leader" if leader == node_id else "follower",
+                        -1 if leader is None else leader, claim[1] if claim else 0, offset, offset, 0)
+    s = status()
+    own = next((v for v in s.voters if v.node_id == node_id), None)
+    return RaftView(
+        s.raft_state.lower(), -1 if s.leader_id is None else s.leader_id, s.leader_epoch,
+        s.high_watermark, own.log_end_offset if own is not None else s.last_applied_index,
+        sum(1 for v in s.voters if v.node_id != node_id and not v.connected),
+    )
+
+
+class RaftCollector(_Guarded):
+    """kafka.server:type=raft-metrics gauges (the latencies and record rates are pushed)."""
+
+    def __init__(self, node_id: int, quorum: Any) -> None:
+        self.node_id = node_id
+        self.quorum = quorum
+
+    def _collect(self) -> Iterator[Metric]:
+        view = raft_view(self.quorum, self.node_id)
+        prefix = "kafka_server_raftmetrics_"
+        state = GaugeMetricFamily(prefix + "current_state",
+                                  "1 for this voter's current Raft state.", labels=["state"])
+        for name in RAFT_STATES:
+            state.add_metric([name], int(view.state == name))
+        yield state
+        yield _gauge(prefix + "current_leader", "Node id of the Raft leader (-1: unknown).",
+                     view.leader_id)
+        yield _gauge(prefix + "current_epoch", "The Raft epoch (term).", view.epoch)
+        yield _gauge(prefix + "high_watermark", "The Raft commit index.", view.high_watermark)
+        yield _gauge(prefix + "log_end_offset", "This voter's Raft log end.", view.log_end_offset)
+        yield _gauge(prefix + "number_unknown_voter_connections",
+                     "Other voters this one is not connected to.", view.unknown_voter_connections)
+
+
+@dataclass(frozen=True)
+class GroupPartitionLag:
+    group: str
+    topic: str
+    partition: int
+    current_offset: int
+    lag: int | None  # None when no local replica knows the partition's high watermark
+
+
+@dataclass(frozen=True)
+class GroupsSnapshot:
+    members: dict[str, int]
+    partitions: tuple[GroupPartitionLag, ...]
+
+
+class GroupCollector(_Guarded):
+    """kafka_exporter's consumer group metrics for the groups this broker coordinates, from the
+    snapshot `refresh` takes through the coordinator's public API before each scrape."""
+
+    def __init__(self, groups: Any, high_watermark: Callable[[str, int], int | None],
+                 topic_labels: bool) -> None:
+        self.groups = groups
+        self.high_watermark = high_watermark
+        self.topic_labels = topic_labels
+        self.snapshot = GroupsSnapshot({}, ())
+
+    async def refresh(self) -> None:
+        members: dict[str, int] = {}
+        partitions: list[GroupPartitionLag] = []
+        for listed in (await self.groups.list_groups())["groups"]:
+            group_id = listed["group_id"]
+            try:
+                described = await self.groups.describe_group(group_id)
+            except Exception:  # moved or deleted since the listing: not ours to report
+                continue
+            members[group_id] = len(described["members"])
+            for o in described["offsets"]:
+                if o["current_offset"] is None:
+                    continue
+                leo = o["log_end_offset"]
+                if leo is None:
+                    leo = self.high_watermark(o["topic"], o["partition"])
+                lag = None if leo is None else max(0, leo - o["current_offset"])
+                partitions.append(GroupPartitionLag(group_id, o["topic"], o["partition"],
+                                                    o["current_offset"], lag))
+        self.snapshot = GroupsSnapshot(members, tuple(partitions))
+
+    def _collect(self) -> Iterator[Metric]:
+        snap = self.snapshot
+        member_family = GaugeMetricFamily("kafka_consumergroup_members", "Members of the group.",
+                                          labels=["consumergroup"])
+        for group_id, count in sorted(snap.members.items()):
+            member_family.add_metric([group_id], count)
+        yield member_family
+        labels = ["consumergroup", "topic", "partition"] if self.topic_labels else ["consumergroup"]
+        current = GaugeMetricFamily("kafka_consumergroup_current_offset",
+                                    "The group's committed offset.", labels=labels)
+        lag = GaugeMetricFamily("kafka_consumergroup_lag",
+                                "High watermark minus the group's committed offset.", labels=labels)
+        if self.topic_labels:
+            for p in snap.partitions:
+                key = [p.group, p.topic, str(p.partition)]
+                current.add_metric(key, p.current_offset)
+                if p.lag is not None:
+                    lag.add_metric(key, p.lag)
+        else:  # one series per group: the sums over its partitions
+            for group_id in sorted({p.group for p in snap.partitions}):
+                mine = [p for p in snap.partitions if p.group == group_id]
+                current.add_metric([group_id], sum(p.current_offset for p in mine))
+                lag.add_metric([group_id], sum(p.lag or 0 for p in mine))
+        yield current
+        yield lag
+
+
+class IsrChangeCounter:
+    """A metadata publisher counting ISR shrinks and expands of the partitions this broker leads
+    (before and after the change), Kafka's IsrShrinksPerSec / IsrExpandsPerSec."""
+
+    def __init__(self, node_id: int, shrinks: Counter, expands: Counter) -> None:
+        self.node_id = node_id
+        self.shrinks = shrinks
+        self.expands = expands
+        self.image = MetadataImage.EMPTY
+
+    def on_metadata_update(self, delta: object, image: MetadataImage) -> None:
+        previous, self.image = self.image, image
+        for name, topic in image.topics.by_name.items():
+            before = previous.topics.by_name.get(name)
+            if before is None or before is topic or before.topic_id != topic.topic_id:
+                continue  # images share unchanged topics: only changed ones are compared
+            for index, reg in topic.partitions.items():
+                old = before.partitions.get(index)
+                if old is None or old is reg or not reg.leader == old.leader == self.node_id:
+                    continue
+                if set(reg.isr) < set(old.isr):
+                    self.shrinks.inc()
+                elif set(reg.isr) > set(old.isr):
+                    self.expands.inc()
+
+
+class NodeMetrics(MetricsSink):
+    """All metrics of one node, in its own registry. `watch_*` register the pull collectors of a
+    component and make this the component's push sink (its `metrics` attribute, when it has one)."""
+
+    def __init__(self, node_id: int, *, topic_labels: bool = True) -> None:
+        self.node_id = node_id
+        self.topic_labels = topic_labels
+        self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        self._refreshers: list[Callable[[], Any]] = []
+        self._replica_manager: Any = None
+        self._candidate_since: float | None = None
+
+        by_topic = ("topic",) if topic_labels else ()
+
+        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+            return Counter(name, doc, labels, registry=self.registry)
+
+        topic_metrics = "kafka_server_brokertopicmetrics_"
+        self._messages_in = counter(topic_metrics + "messagesin",
+                                    "Messages appended by produce requests on the leader.", by_topic)
+        self._bytes_in = counter(topic_metrics + "bytesin",
+                                 "Record bytes appended by produce requests on the leader.", by_topic)
+        self._bytes_out = counter(topic_metrics + "bytesout", "Record bytes sent to consumers.",
+                                  by_topic)
+        self._replication_bytes_in = counter(topic_metrics + "replicationbytesin",
+                                             "Record bytes fetched from leaders.", by_topic)
+        self._replication_bytes_out = counter(topic_metrics + "replicationbytesout",
+                                              "Record bytes sent to followers.", by_topic)
+        self._failed_produce = counter(topic_metrics + "failedproducerequests",
+                                       "Failed produce requests (per partition).", by_topic)
+        self._failed_fetch = counter(topic_metrics + "failedfetchrequests",
+                                     "Failed fetch requests (per partition).", by_topic)
+        self._isr_shrinks = counter("kafka_server_replicamanager_isrshrinks",
+                                    "ISR shrinks of partitions led here.")
+        self._isr_expands = counter("kafka_server_replicamanager_isrexpands",
+                                    "ISR expands of partitions led here.")
+        self._requests = counter("kafka_network_requestmetrics_requests",
+                                 "Requests per Kafka API.", ("request",))
+        self._errors = counter("kafka_network_requestmetrics_errors",
+                               "Answers per Kafka API and error name (NONE: success).",
+                               ("request", "error"))
+        self._total_time = Histogram("kafka_network_requestmetrics_totaltimems",
+                                     "Total time of a request in ms.", ("request",),
+                                     buckets=LATENCY_BUCKETS_MS, registry=self.registry)
+        raft = "kafka_server_raftmetrics_"
+        self._commit_latency = Histogram(raft + "commit_latency_ms",
+                                         "Time from proposing to the metadata quorum to commit, ms.",
+                                         buckets=LATENCY_BUCKETS_MS, registry=self.registry)
+        self._election_latency = Histogram(raft + "election_latency_ms",
+                                           "Time this voter spent as a candidate before a leader "
+                                           "was known, ms.",
+                                           buckets=LATENCY_BUCKETS_MS, registry=self.registry)
+        self._append_records = counter(raft + "append_records",
+                                       "Metadata records committed while this voter led.")
+        self._fetch_records = counter(raft + "fetch_records",
+                                      "Metadata records committed while this voter followed.")
+
+    def _topic(self, metric: Counter, topic: str) -> Counter:
+        return metric.labels(topic) if self.topic_labels else metric
+
+    def _failed(self, metric: Counter, topic: str) -> None:
+        rm = self._replica_manager
+        known = rm is not None and rm.image.topic_by_name(topic) is not None
+        self._topic(metric, topic if known else UNKNOWN_TOPIC).inc()
+
+    # -- wiring -------------------------------------------------------------------------------
+
+    def watch_broker(self, replica_manager: Any, loader: Any) -> None:
+        """Replica manager gauges, log gauges, ISR change counts (a publisher of `loader`)."""
+        self._replica_manager = replica_manager
+        self.registry.register(ReplicaManagerCollector(self.node_id, replica_manager,
+                                                       self.topic_labels))
+        loader.install_publisher(IsrChangeCounter(self.node_id, self._isr_shrinks, self._isr_expands))
+        _become_sink(replica_manager, self)
+
+    def watch_controller(self, controller: Any, quorum: Any) -> None:
+        """Controller and Raft gauges; counts committed metadata records."""
+        self.registry.register(ControllerCollector(controller, quorum))
+        self.registry.register(RaftCollector(self.node_id, quorum))
+        quorum.on_commit(lambda offset, record: self._count_metadata_record(quorum))
+        _become_sink(quorum, self)
+
+    def watch_groups(self, groups: Any) -> None:
+        """Consumer group offsets, lag and members of the groups coordinated here."""
+        collector = GroupCollector(groups, self._local_high_watermark, self.topic_labels)
+        self.registry.register(collector)
+        self._refreshers.append(collector.refresh)
+
+    async def refresh(self) -> None:
+        """Updates the snapshots that need awaits; called by the scrape handler. A slow source
+        keeps its previous snapshot rather than stalling the scrape."""
+        for refresh in self._refreshers:
+            try:
+                await asyncio.wait_for(refresh(), GROUP_REFRESH_TIMEOUT_S)
+            except Exception:
+                log.exception("metrics refresh failed; serving the previous snapshot")
+
+    def _local_high_watermark(self, topic: str, partition: int) -> int | None:
+        rm = self._replica_manager
+        replica = None if rm is None else rm.replica(topic, partition)
+        plog = None if replica is None else replica.log
+        return None if plog is None else plog.high_watermark
+
+    def _count_metadata_record(self, quorum: Any) -> None:
+        leads = quorum.leader() == self.node_id
+        (self._append_records if leads else self._fetch_records).inc()
+
+    # -- push ---------------------------------------------------------------------------------
+
+    def messages_in(self, topic: str, count: int, nbytes: int) -> None:
+        self._topic(self._messages_in, topic).inc(count)
+        self._topic(self._bytes_in, topic).inc(nbytes)
+
+    def fetched(self, results: Iterable[Any], replication: bool = False) -> None:
+        bytes_out = self._replication_bytes_out if replication else self._bytes_out
+        for result in results:
+            if result.error_code:
+                self._failed(self._failed_fetch, result.topic)
+            elif result.records:
+                self._topic(bytes_out, result.topic).inc(len(result.records))
+
+    def replication_bytes_in(self, topic: str, nbytes: int) -> None:
+        self._topic(self._replication_bytes_in, topic).inc(nbytes)
+
+    def failed_produce(self, topic: str) -> None:
+        self._failed(self._failed_produce, topic)
+
+    def observe_request(self, request: str, error: str, seconds: float) -> None:
+        self._requests.labels(request).inc()
+        self._errors.labels(request, error).inc()
+        self._total_time.labels(request).observe(seconds * 1000)
+
+    def raft_commit(self, seconds: float) -> None:
+        self._commit_latency.observe(seconds * 1000)
+
+    def raft_state_changed(self, state: str, now: float | None = None) -> None:
+        """Election latency (Kafka's): from becoming a candidate to leading or following."""
+        now = time.monotonic() if now is None else now
+        state = state.lower()
+        if state == "candidate":
+            if self._candidate_since is None:  # a split vote starts another round: same election
+                self._candidate_since = now
+        elif self._candidate_since is not None:
+            self._election_latency.observe((now - self._candidate_since) * 1000)
+            self._candidate_since = None
+
+
+def _become_sink(component: Any, metrics: NodeMetrics) -> None:
+    """Components that push declare `metrics = NULL_METRICS`; others keep no attribute."""
+    if isinstance(getattr(component, "metrics", None), MetricsSink):
+        component.metrics = metrics

@@ -1,0 +1,145 @@
+"""Replication with real `kraft-node` processes (RF 3, min.insync.replicas 2, acks=all producers
+with retries): kill -9 the leader, SIGSTOP a leader past the session timeout and wake it, kill and
+restart another node. Afterwards every acknowledged record is at its offset, no consumer saw an
+offset that was later truncated, and the replicas' logs are identical byte for byte up to the high
+watermark. The short round runs in the normal suite (`cluster`); `slow` loops rounds."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from kraft.broker.replication.chaos import AckedProducer, WatchingConsumer, audit, read_partition
+from log.config import LogConfig
+from log.partition_log import PartitionLog
+from tests.harness import Cluster, wait_for
+
+TOPIC = "chaos"
+OVERRIDES = {
+    "min.insync.replicas": 2,
+    "replica.lag.time.max.ms": 3000,
+    "replica.fetch.wait.max.ms": 200,
+    "broker.session.timeout.ms": 3000,
+    "broker.heartbeat.interval.ms": 300,
+}
+
+
+def partition_state(cluster: Cluster, via: int) -> dict[str, Any]:
+    [topic] = cluster.metadata(via, TOPIC)["topics"]
+    return topic["partitions"][0]
+
+
+def running_ids(cluster: Cluster) -> list[int]:
+    return [n.node_id for n in cluster.running()]
+
+
+def wait_leader(cluster: Cluster, not_in: tuple[int, ...] = (), timeout: float = 30) -> int:
+    """The leader every running node agrees on, once it is none of `not_in`."""
+    def agreed() -> int | None:
+        leaders = {partition_state(cluster, i)["leader"] for i in running_ids(cluster)
+                   if i not in not_in}
+        leader = leaders.pop() if len(leaders) == 1 else -1
+        return leader if leader > 0 and leader not in not_in else None
+    return wait_for(agreed, timeout, what=f"a partition leader other than {not_in}")
+
+
+def wait_full_isr(cluster: Cluster, timeout: float = 60) -> None:
+    wait_for(lambda: all(sorted(partition_state(cluster, i)["isr"]) == [1, 2, 3]
+                         for i in running_ids(cluster)), timeout, what="ISR back to [1, 2, 3]")
+
+
+def wait_acked_more(producer: AckedProducer, count: int, timeout: float = 60) -> None:
+    target = len(producer.acked) + count
+    wait_for(lambda: len(producer.acked) >= target, timeout, what=f"{count} more acked records")
+
+
+def leader_offsets(cluster: Cluster, leader: int) -> dict[str, int]:
+    url = f"{cluster.node(leader).url}/v1/topics/{TOPIC}/partitions/0/offsets"
+    return requests.get(url, timeout=5).json()
+
+
+def chaos_round(cluster: Cluster, producer: AckedProducer) -> None:
+    leader = wait_leader(cluster)
+    wait_acked_more(producer, 100)
+    cluster.kill(leader)  # kill -9 the leader
+    second = wait_leader(cluster, not_in=(leader,))
+    wait_acked_more(producer, 100)
+    cluster.restart(leader)
+    wait_full_isr(cluster)
+    cluster.pause(second)  # SIGSTOP past the session timeout: fenced, leadership moves
+    third = wait_leader(cluster, not_in=(second,))
+    wait_acked_more(producer, 100)
+    cluster.resume(second)
+    wait_full_isr(cluster)
+    other = next(i for i in (1, 2, 3) if i != third)
+    cluster.kill(other)  # a follower this time
+    wait_acked_more(producer, 100)
+    cluster.restart(other)
+    wait_full_isr(cluster)
+
+
+def run_chaos(tmp_path: Path, rounds: int) -> None:
+    cluster = Cluster(tmp_path, controllers=3, combined=True, overrides=OVERRIDES)
+    with cluster:
+        cluster.start()
+        cluster.create_topic(TOPIC, 1, 3)
+        wait_full_isr(cluster)
+        bootstrap = ",".join(n.bootstrap for n in cluster.nodes.values())
+        producer = AckedProducer(bootstrap, TOPIC).start()
+        consumer = WatchingConsumer(bootstrap, TOPIC).start()
+        try:
+            for _ in range(rounds):
+                chaos_round(cluster, producer)
+        finally:
+            producer.stop()
+            consumer.stop()
+        wait_full_isr(cluster)
+        leader = wait_leader(cluster)
+        high_watermark = wait_for(
+            lambda: (o := leader_offsets(cluster, leader))["high_watermark"] == o["log_end_offset"]
+            and o["high_watermark"], 30, what="the high watermark at the log end")
+        report = audit(producer.acked, read_partition(bootstrap, TOPIC, 0, high_watermark),
+                       consumer.seen)
+        assert report.acked >= 400 * rounds, report
+        assert report.lost == 0, report
+        assert report.truncated_seen == 0, report
+        assert report.log_records == high_watermark  # one record per offset, no gaps
+        assert len(consumer.seen) > 0
+        cluster.stop()  # clean shutdown: checkpoints written, logs comparable on disk
+    logs = [PartitionLog.open(cluster.node(i).data_dir / f"{TOPIC}-0", LogConfig(), 0)
+            for i in (1, 2, 3)]
+    try:
+        assert min(plog.log_end_offset for plog in logs) >= high_watermark
+        raw = [_raw(plog, high_watermark) for plog in logs]
+        assert raw[0] == raw[1] == raw[2]
+    finally:
+        for plog in logs:
+            plog.close()
+
+
+def _raw(plog: PartitionLog, end: int) -> bytes:
+    out, offset = b"", plog.log_start_offset
+    while offset < end:
+        info = plog.read(offset, 1 << 20, max_offset=end)
+        if not info.records:
+            break
+        out += info.records
+        offset = info.next_offset
+    return out
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(180)
+def test_no_acknowledged_write_lost_across_leader_failures(tmp_path: Path) -> None:
+    run_chaos(tmp_path, rounds=1)
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.timeout(1800)
+def test_no_acknowledged_write_lost_looped(tmp_path: Path) -> None:
+    run_chaos(tmp_path, rounds=int(os.environ.get("KRAFT_CHAOS_ROUNDS", "5")))

@@ -1,0 +1,472 @@
+"""The pull collectors and push counters of `kraft/metrics.py` against fakes of the components
+they read (replica manager, controller, quorum, group coordinator) and real metadata images."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client import generate_latest
+
+from kraft.controller.raft_quorum import QuorumStatus, VoterStatus
+from kraft.metrics import NULL_METRICS, UNKNOWN_TOPIC, IsrChangeCounter, NodeMetrics, RaftCollector
+from log.config import LogConfig
+from metadata.delta import apply_records
+from metadata.image import MetadataImage
+from metadata.records import (
+    ClaimController, Endpoint, FenceBroker, Partition, PartitionChange, RegisterBroker, Topic,
+    UnfenceBroker,
+)
+
+NODE = 1
+
+
+def build(records: Iterable[Any], image: MetadataImage = MetadataImage.EMPTY) -> MetadataImage:
+    return apply_records(image, ((image.offset + 1 + i, r) for i, r in enumerate(records)))[1]
+
+
+def cluster(brokers: Iterable[int] = (1, 2, 3), fenced: Iterable[int] = ()) -> list[Any]:
+    records: list[Any] = [ClaimController(node_id=NODE, controller_epoch=1)]
+    epochs = {}
+    for b in brokers:
+        epochs[b] = len(records)  # a broker's epoch is the offset of its registration
+        records.append(RegisterBroker(broker_id=b, incarnation_id=f"i{b}", controller_epoch=1,
+                                      endpoints=(Endpoint("HTTP", "127.0.0.1", 9000 + b),)))
+        records.append(UnfenceBroker(broker_id=b, broker_epoch=epochs[b], controller_epoch=1))
+    for b in fenced:
+        records.append(FenceBroker(broker_id=b, broker_epoch=epochs[b], controller_epoch=1))
+    return records
+
+
+def partition(topic_id: str, p: int, replicas: tuple[int, ...], isr: tuple[int, ...], leader: int) -> Partition:
+    return Partition(topic_id=topic_id, partition=p, replicas=replicas, isr=isr, leader=leader,
+                     controller_epoch=1)
+
+
+def scrape(metrics: NodeMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a text-format scrape: (name, sorted labels) -> value."""
+    text = generate_latest(metrics.registry).decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text) for s in family.samples
+    }
+
+
+def value(samples: dict, name: str, **labels: str) -> float:
+    return samples[(name, tuple(sorted(labels.items())))]
+
+
+# -- fakes of the components the collectors read ---------------------------------------------
+
+
+@dataclass
+class FakeLog:
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    high_watermark: int = 0
+    size_in_bytes: int = 0
+    segments: tuple = (object(),)
+
+
+@dataclass
+class FakeReplica:
+    config: LogConfig = field(default_factory=LogConfig)
+    log: FakeLog | None = field(default_factory=FakeLog)
+    open_error: BaseException | None = None
+    follower_leos: dict[int, int] = field(default_factory=dict)
+
+
+class FakeReplicaManager:
+    def __init__(self, image: MetadataImage, replicas: dict[tuple[str, int], FakeReplica]) -> None:
+        self.image = image
+        self.replicas = replicas
+        self.metrics = NULL_METRICS
+
+    def replica(self, topic: str, p: int) -> FakeReplica | None:
+        return self.replicas.get((topic, p))
+
+
+class FakeLoader:
+    def __init__(self) -> None:
+        self.publishers: list[Any] = []
+
+    def install_publisher(self, publisher: Any) -> None:
+        self.publishers.append(publisher)
+
+    def publish(self, image: MetadataImage) -> None:
+        for p in self.publishers:
+            p.on_metadata_update(None, image)
+
+
+@dataclass
+class FakeController:
+    image: MetadataImage
+    is_active: bool
+
+
+class FakeLocalQuorum:
+    """The LocalQuorum surface (no `status()`)."""
+
+    def __init__(self, leader: int | None, epoch: int, offset: int) -> None:
+        self._leader, self._epoch, self.metadata_offset = leader, epoch, offset
+        self.callbacks: list[Any] = []
+
+    def leader(self) -> int | None:
+        return self._leader
+
+    def active_controller(self) -> tuple[int, int] | None:
+        return None if self._leader is None else (self._leader, self._epoch)
+
+    def on_commit(self, callback: Any) -> None:
+        self.callbacks.append(callback)
+
+
+class FakeRaftQuorum(FakeLocalQuorum):
+    def __init__(self, status: QuorumStatus) -> None:
+        super().__init__(status.leader_id, status.controller_epoch, status.metadata_offset)
+        self._status = status
+        self.metrics = NULL_METRICS
+
+    def status(self) -> QuorumStatus:
+        return self._status
+
+
+def with_broker(image: MetadataImage, replicas: dict, **kwargs: Any) -> tuple[NodeMetrics, FakeReplicaManager, FakeLoader]:
+    metrics = NodeMetrics(NODE, **kwargs)
+    rm = FakeReplicaManager(image, replicas)
+    loader = FakeLoader()
+    metrics.watch_broker(rm, loader)
+    return metrics, rm, loader
+
+
+# -- replica manager and log ---------------------------------------------------------------
+
+
+def test_replica_manager_counts_follow_the_image_and_local_replicas() -> None:
+    image = build(cluster() + [
+        Topic(name="a", topic_id="A", controller_epoch=1),
+        partition("A", 0, (1, 2, 3), (1, 2, 3), 1),  # led here, fully replicated
+        partition("A", 1, (1, 2, 3), (1,), 1),  # led here, ISR shrunk below min ISR 2
+        partition("A", 2, (2, 1, 3), (2, 1), 2),  # followed here
+        partition("A", 3, (2, 3), (2, 3), 2),  # not on this broker
+        Topic(name="b", topic_id="B", controller_epoch=1),
+        partition("B", 0, (1, 2), (1, 2), 1),  # its log failed to open
+    ])
+    min_isr_2 = LogConfig(min_insync_replicas=2)
+    replicas = {
+        ("a", 0): FakeReplica(min_isr_2, FakeLog(3, 120, 120, 4096, (1, 2)), follower_leos={2: 120, 3: 100}),
+        ("a", 1): FakeReplica(min_isr_2, FakeLog(0, 50, 50, 1000), follower_leos={2: 45}),
+        ("a", 2): FakeReplica(min_isr_2, FakeLog(0, 7, 7, 10)),
+        ("b", 0): FakeReplica(log=None, open_error=OSError("disk")),
+    }
+    metrics, _, _ = with_broker(image, replicas)
+    s = scrape(metrics)
+    rm = "kafka_server_replicamanager_"
+    assert value(s, rm + "partitioncount") == 4
+    assert value(s, rm + "leadercount") == 3
+    assert value(s, rm + "underreplicatedpartitions") == 1
+    assert value(s, rm + "underminisrpartitioncount") == 1
+    assert value(s, rm + "atminisrpartitioncount") == 0
+    assert value(s, rm + "offlinereplicacount") == 1
+    assert value(s, "kafka_server_replicafetchermanager_maxlag", clientid="Replica") == 20
+    assert value(s, "kafka_log_log_size", topic="a", partition="0") == 4096
+    assert value(s, "kafka_log_log_numlogsegments", topic="a", partition="0") == 2
+    assert value(s, "kafka_log_log_logstartoffset", topic="a", partition="0") == 3
+    assert value(s, "kafka_log_log_logendoffset", topic="a", partition="2") == 7
+    assert value(s, "kafka_cluster_partition_underreplicated", topic="a", partition="1") == 1
+    assert value(s, "kafka_cluster_partition_underreplicated", topic="a", partition="0") == 0
+    assert ("kafka_log_log_size", (("partition", "3"), ("topic", "a"))) not in s
+    assert value(s, "kafka_server_brokermetadatametrics_last_applied_record_offset") == image.offset
+
+
+def test_topic_labels_off_aggregates_per_broker() -> None:
+    image = build(cluster((1,)) + [Topic(name="a", topic_id="A", controller_epoch=1),
+                                   partition("A", 0, (1,), (1,), 1), partition("A", 1, (1,), (1,), 1)])
+    replicas = {("a", 0): FakeReplica(log=FakeLog(size_in_bytes=100, segments=(1, 2))),
+                ("a", 1): FakeReplica(log=FakeLog(size_in_bytes=50))}
+    metrics, _, _ = with_broker(image, replicas, topic_labels=False)
+    metrics.messages_in("a", 3, 300)
+    s = scrape(metrics)
+    assert value(s, "kafka_log_log_size") == 150
+    assert value(s, "kafka_log_log_numlogsegments") == 3
+    assert value(s, "kafka_server_brokertopicmetrics_messagesin_total") == 3
+    assert not any("topic" in dict(labels) for _, labels in s)
+    assert not any(name == "kafka_log_log_logendoffset" for name, _ in s)
+
+
+# -- push counters ----------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    topic: str
+    records: bytes = b""
+    error_code: str | None = None
+
+
+def test_push_counters_count_per_topic_and_bound_unknown_topics() -> None:
+    image = build(cluster((1,)) + [Topic(name="a", topic_id="A", controller_epoch=1),
+                                   partition("A", 0, (1,), (1,), 1)])
+    metrics, _, _ = with_broker(image, {})
+    metrics.messages_in("a", 5, 500)
+    metrics.messages_in("a", 2, 20)
+    metrics.fetched([Result("a", b"x" * 70), Result("a", error_code="OFFSET_OUT_OF_RANGE"),
+                     Result("nope", error_code="UNKNOWN_TOPIC_OR_PARTITION"), Result("a")])
+    for name in ("bogus-1", "bogus-2", "a"):
+        metrics.failed_produce(name)
+    metrics.replication_bytes_in("a", 9)
+    metrics.fetched([Result("a", b"y" * 11), Result("a", error_code="NOT_LEADER_OR_FOLLOWER")],
+                    replication=True)
+    s = scrape(metrics)
+    t = "kafka_server_brokertopicmetrics_"
+    assert value(s, t + "messagesin_total", topic="a") == 7
+    assert value(s, t + "bytesin_total", topic="a") == 520
+    assert value(s, t + "bytesout_total", topic="a") == 70
+    assert value(s, t + "failedfetchrequests_total", topic="a") == 2
+    assert value(s, t + "failedfetchrequests_total", topic=UNKNOWN_TOPIC) == 1
+    assert value(s, t + "failedproducerequests_total", topic=UNKNOWN_TOPIC) == 2
+    assert value(s, t + "failedproducerequests_total", topic="a") == 1
+    assert value(s, t + "replicationbytesin_total", topic="a") == 9
+    assert value(s, t + "replicationbytesout_total", topic="a") == 11
+
+
+def test_request_metrics_count_errors_and_latency_in_ms() -> None:
+    metrics = NodeMetrics(NODE)
+    metrics.observe_request("Produce", "NONE", 0.004)
+    metrics.observe_request("Produce", "NOT_LEADER_OR_FOLLOWER", 0.2)
+    s = scrape(metrics)
+    assert value(s, "kafka_network_requestmetrics_requests_total", request="Produce") == 2
+    assert value(s, "kafka_network_requestmetrics_errors_total", request="Produce", error="NONE") == 1
+    assert value(s, "kafka_network_requestmetrics_errors_total", request="Produce",
+                 error="NOT_LEADER_OR_FOLLOWER") == 1
+    assert value(s, "kafka_network_requestmetrics_totaltimems_sum", request="Produce") == pytest.approx(204)
+    assert value(s, "kafka_network_requestmetrics_totaltimems_bucket", request="Produce", le="5.0") == 1
+
+
+def test_nodes_in_one_process_have_separate_registries() -> None:
+    first, second = NodeMetrics(1), NodeMetrics(2)
+    first.observe_request("Metadata", "NONE", 0.001)
+    assert value(scrape(first), "kafka_network_requestmetrics_requests_total", request="Metadata") == 1
+    assert ("kafka_network_requestmetrics_requests_total", (("request", "Metadata"),)) not in scrape(second)
+    assert any(name == "process_cpu_seconds_total" for name, _ in scrape(second))
+
+
+def test_null_metrics_accept_every_push() -> None:
+    NULL_METRICS.messages_in("t", 1, 1)
+    NULL_METRICS.fetched([Result("t", b"x")])
+    NULL_METRICS.failed_produce("t")
+    NULL_METRICS.observe_request("Produce", "NONE", 0.1)
+    NULL_METRICS.raft_commit(0.1)
+    NULL_METRICS.raft_state_changed("Leader")
+
+
+# -- ISR changes -------------------------------------------------------------------------------
+
+
+def test_isr_shrinks_and_expands_counted_for_partitions_led_here() -> None:
+    metrics, _, loader = with_broker(MetadataImage.EMPTY, {})
+    image = build(cluster() + [Topic(name="a", topic_id="A", controller_epoch=1),
+                               partition("A", 0, (1, 2, 3), (1, 2, 3), 1),
+                               partition("A", 1, (2, 1, 3), (2, 1, 3), 2)])
+    loader.publish(image)
+    steps = [
+        PartitionChange(topic_id="A", partition=0, isr=(1, 2), controller_epoch=1),  # shrink
+        PartitionChange(topic_id="A", partition=1, isr=(2, 1), controller_epoch=1),  # led elsewhere
+        PartitionChange(topic_id="A", partition=0, isr=(1,), controller_epoch=1),  # shrink
+        PartitionChange(topic_id="A", partition=0, isr=(1, 3), controller_epoch=1),  # expand
+        PartitionChange(topic_id="A", partition=0, isr=(2,), leader=2, controller_epoch=1),  # moved
+    ]
+    for record in steps:
+        image = build([record], image)
+        loader.publish(image)
+    s = scrape(metrics)
+    assert value(s, "kafka_server_replicamanager_isrshrinks_total") == 2
+    assert value(s, "kafka_server_replicamanager_isrexpands_total") == 1
+
+
+@given(st.lists(st.sets(st.sampled_from([2, 3, 4])), max_size=12))
+def test_isr_counter_counts_every_strict_change(isrs: list[set[int]]) -> None:
+    """Leader 1 keeps leading while followers leave and join: each step that only removes
+    members is one shrink, each that only adds is one expand, a swap is neither."""
+    metrics = NodeMetrics(NODE)
+    counter = IsrChangeCounter(NODE, metrics._isr_shrinks, metrics._isr_expands)
+    image = build(cluster((1, 2, 3, 4)) + [Topic(name="a", topic_id="A", controller_epoch=1),
+                                           partition("A", 0, (1, 2, 3, 4), (1, 2, 3, 4), 1)])
+    counter.on_metadata_update(None, image)
+    previous, shrinks, expands = {1, 2, 3, 4}, 0, 0
+    for followers in isrs:
+        isr = {1} | followers
+        shrinks += isr < previous
+        expands += isr > previous
+        image = build([PartitionChange(topic_id="A", partition=0, isr=tuple(sorted(isr)),
+                                       controller_epoch=1)], image)
+        counter.on_metadata_update(None, image)
+        previous = isr
+    s = scrape(metrics)
+    assert value(s, "kafka_server_replicamanager_isrshrinks_total") == shrinks
+    assert value(s, "kafka_server_replicamanager_isrexpands_total") == expands
+
+
+# -- controller and Raft -------------------------------------------------------------------------
+
+
+def test_controller_counts_on_the_active_controller_only() -> None:
+    image = build(cluster((1, 2, 3), fenced=(3,)) + [
+        Topic(name="a", topic_id="A", controller_epoch=1),
+        partition("A", 0, (1, 2), (1, 2), 1),
+        partition("A", 1, (2, 1), (1,), 1),  # not on its preferred leader
+        Topic(name="b", topic_id="B", controller_epoch=1),
+        partition("B", 0, (3,), (3,), -1),  # offline
+    ])
+    quorum = FakeLocalQuorum(NODE, 4, image.offset)
+    active = NodeMetrics(NODE)
+    active.watch_controller(FakeController(image, True), quorum)
+    s = scrape(active)
+    c = "kafka_controller_kafkacontroller_"
+    assert value(s, c + "activecontrollercount") == 1
+    assert value(s, c + "globaltopiccount") == 2
+    assert value(s, c + "globalpartitioncount") == 3
+    assert value(s, c + "offlinepartitionscount") == 1
+    assert value(s, c + "activebrokercount") == 2
+    assert value(s, c + "fencedbrokercount") == 1
+    assert value(s, c + "preferredreplicaimbalancecount") == 1
+    assert value(s, c + "lastappliedrecordoffset") == image.offset
+    assert value(s, c + "lastcommittedrecordoffset") == image.offset
+
+    standby = NodeMetrics(2)
+    standby.watch_controller(FakeController(image, False), FakeLocalQuorum(NODE, 4, image.offset))
+    s = scrape(standby)
+    assert value(s, c + "activecontrollercount") == 0
+    assert value(s, c + "globalpartitioncount") == 0
+    assert value(s, c + "lastappliedrecordoffset") == image.offset
+
+
+def test_raft_gauges_of_a_local_quorum() -> None:
+    metrics = NodeMetrics(NODE)
+    quorum = FakeLocalQuorum(NODE, 3, 41)
+    metrics.watch_controller(FakeController(MetadataImage.EMPTY, True), quorum)
+    for offset in range(3):
+        quorum.callbacks[0](offset, {})
+    s = scrape(metrics)
+    r = "kafka_server_raftmetrics_"
+    assert value(s, r + "current_state", state="leader") == 1
+    assert value(s, r + "current_state", state="follower") == 0
+    assert value(s, r + "current_leader") == NODE
+    assert value(s, r + "current_epoch") == 3
+    assert value(s, r + "high_watermark") == 41
+    assert value(s, r + "append_records_total") == 3
+    assert value(s, r + "fetch_records_total") == 0
+
+
+def test_raft_gauges_of_a_raft_follower_and_its_push_sink() -> None:
+    status = QuorumStatus(
+        node_id=2, raft_state="Follower", leader_id=1, leader_epoch=7, high_watermark=90,
+        last_applied_index=88, metadata_offset=60, active_controller_id=1, controller_epoch=3,
+        has_quorum=True, voters=(VoterStatus(1, -1, -1, True, "Leader"),
+                                 VoterStatus(2, 88, -1, True, "Follower"),
+                                 VoterStatus(3, -1, -1, False, "Follower")))
+    quorum = FakeRaftQuorum(status)
+    metrics = NodeMetrics(2)
+    metrics.watch_controller(FakeController(MetadataImage.EMPTY, False), quorum)
+    assert quorum.metrics is metrics
+    quorum.callbacks[0](0, {})
+    s = scrape(metrics)
+    r = "kafka_server_raftmetrics_"
+    assert value(s, r + "current_state", state="follower") == 1
+    assert value(s, r + "current_leader") == 1
+    assert value(s, r + "current_epoch") == 7
+    assert value(s, r + "high_watermark") == 90
+    assert value(s, r + "log_end_offset") == 88
+    assert value(s, r + "number_unknown_voter_connections") == 1
+    assert value(s, r + "fetch_records_total") == 1
+
+
+def test_election_latency_runs_from_candidate_to_a_known_leader() -> None:
+    metrics = NodeMetrics(NODE)
+    metrics.raft_state_changed("Follower", now=0.0)
+    metrics.raft_state_changed("Candidate", now=10.0)
+    metrics.raft_state_changed("Candidate", now=10.4)  # split vote: a new round, same election
+    metrics.raft_state_changed("Leader", now=10.75)
+    metrics.raft_state_changed("Follower", now=20.0)
+    metrics.raft_commit(0.012)
+    s = scrape(metrics)
+    r = "kafka_server_raftmetrics_"
+    assert value(s, r + "election_latency_ms_count") == 1
+    assert value(s, r + "election_latency_ms_sum") == pytest.approx(750)
+    assert value(s, r + "commit_latency_ms_sum") == pytest.approx(12)
+
+
+def test_a_failing_collector_costs_only_its_own_metrics(caplog: pytest.LogCaptureFixture) -> None:
+    class Broken(FakeRaftQuorum):
+        def status(self) -> QuorumStatus:
+            raise AssertionError("not started")
+
+    metrics = NodeMetrics(NODE)
+    quorum = Broken(QuorumStatus(1, "Leader", 1, 1, 0, 0, 0, 1, 1, True, ()))
+    metrics.registry.register(RaftCollector(NODE, quorum))
+    with caplog.at_level(logging.ERROR, logger="kraft.metrics"):
+        s = scrape(metrics)
+    assert not any(name.startswith("kafka_server_raftmetrics_current") for name, _ in s)
+    assert any(name == "process_cpu_seconds_total" for name, _ in s)
+    assert "RaftCollector failed" in caplog.text
+
+
+# -- consumer groups ---------------------------------------------------------------------------
+
+
+class FakeGroups:
+    def __init__(self, groups: dict[str, dict[str, Any]]) -> None:
+        self.groups = groups
+
+    async def list_groups(self) -> dict[str, Any]:
+        return {"groups": [{"group_id": g} for g in self.groups] + [{"group_id": "vanished"}]}
+
+    async def describe_group(self, group_id: str) -> dict[str, Any]:
+        if group_id not in self.groups:
+            raise LookupError(group_id)
+        return self.groups[group_id]
+
+
+def offsets(topic: str, p: int, current: int | None, leo: int | None) -> dict[str, Any]:
+    return {"topic": topic, "partition": p, "current_offset": current, "log_end_offset": leo}
+
+
+async def test_group_lag_from_the_coordinator_and_local_high_watermarks() -> None:
+    groups = FakeGroups({
+        "g1": {"members": [{}, {}], "offsets": [offsets("a", 0, 10, 25), offsets("a", 1, 4, None),
+                                                 offsets("a", 2, None, 9)]},
+        "g2": {"members": [], "offsets": [offsets("a", 0, 30, 25), offsets("b", 0, 1, None)]},
+    })
+    image = build(cluster((1,)) + [Topic(name="a", topic_id="A", controller_epoch=1),
+                                   partition("A", 1, (1,), (1,), 1)])
+    metrics, _, _ = with_broker(image, {("a", 1): FakeReplica(log=FakeLog(high_watermark=6))})
+    metrics.watch_groups(groups)
+    assert not any(name == "kafka_consumergroup_lag" for name, _ in scrape(metrics))
+    await metrics.refresh()
+    s = scrape(metrics)
+    assert value(s, "kafka_consumergroup_members", consumergroup="g1") == 2
+    assert value(s, "kafka_consumergroup_members", consumergroup="g2") == 0
+    lag = {(dict(l)["consumergroup"], dict(l)["topic"], dict(l)["partition"]): v
+           for (n, l), v in s.items() if n == "kafka_consumergroup_lag"}
+    # a committed offset past the high watermark is no lag; b-0's high watermark is unknown here
+    assert lag == {("g1", "a", "0"): 15, ("g1", "a", "1"): 2, ("g2", "a", "0"): 0}
+    assert value(s, "kafka_consumergroup_current_offset", consumergroup="g2", topic="b", partition="0") == 1
+
+    groups.groups["g1"]["offsets"][0]["current_offset"] = 25
+    await metrics.refresh()
+    assert value(scrape(metrics), "kafka_consumergroup_lag", consumergroup="g1", topic="a", partition="0") == 0
+
+
+async def test_group_metrics_without_topic_labels_sum_per_group() -> None:
+    groups = FakeGroups({"g": {"members": [{}], "offsets": [offsets("a", 0, 1, 5), offsets("a", 1, 2, 4)]}})
+    metrics = NodeMetrics(NODE, topic_labels=False)
+    metrics.watch_groups(groups)
+    await metrics.refresh()
+    s = scrape(metrics)
+    assert value(s, "kafka_consumergroup_lag", consumergroup="g") == 6
+    assert value(s, "kafka_consumergroup_current_offset", consumergroup="g") == 3

@@ -1,0 +1,138 @@
+"""The replica manager replicating over real HTTP between three in-process brokers: acks=all, the
+high watermark, ISR shrink and expand through AlterPartition, leader epochs and truncation of a
+deposed leader's unacknowledged suffix, and the epoch / leadership errors of fetches."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Awaitable, Callable
+
+import pytest
+
+from api.routes.replication import ReplicaFetchEntry
+from tests.unit.replication.replication_cluster import TOPIC, Cluster, values_of
+
+
+async def until(condition: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def cluster(tmp_path) -> Any:
+    c = Cluster(tmp_path)
+    await c.start()
+    yield c
+    await c.close()
+
+
+def isr(cluster: Cluster) -> tuple[int, ...]:
+    return cluster.controller.partition().isr
+
+
+async def test_acks_all_waits_for_the_isr_and_replicas_match(cluster: Cluster) -> None:
+    for i in range(20):
+        result = await cluster.produce(1, b"a%d" % i, b"b%d" % i)
+        assert result.error_code is None and result.base_offset == 2 * i
+    leader = cluster.log(1)
+    assert leader.high_watermark == leader.log_end_offset == 40
+    # followers learn the high watermark from later fetch answers
+    await until(lambda: all(cluster.log(b).high_watermark == 40 for b in (2, 3)), what="follower HW")
+    assert cluster.raw(2, 40) == cluster.raw(3, 40) == cluster.raw(1, 40)
+    assert values_of(cluster.raw(2, 40))[:4] == [b"a0", b"b0", b"a1", b"b1"]
+    assert [e.epoch for e in cluster.log(2).leader_epoch_cache.entries] == [0]
+
+
+async def test_consumer_reads_only_below_the_high_watermark(cluster: Cluster) -> None:
+    await cluster.stop_node(2)
+    await cluster.stop_node(3)
+    result = await cluster.produce(1, b"x", acks=1)
+    assert result.error_code is None
+    leader = cluster.nodes[1]
+    assert leader.replica(TOPIC, 0).log.log_end_offset == 1
+    [fetched] = await leader.fetch([_entry(0)], 0, 1, 1 << 20)
+    assert (fetched.high_watermark, fetched.records) == (0, b"")
+
+
+async def test_acks_all_times_out_then_isr_shrinks_and_expands(cluster: Cluster) -> None:
+    await cluster.stop_node(3)
+    await cluster.stop_node(2)
+    result = await cluster.produce(1, b"lost-follower", timeout_ms=100)
+    assert result.error_code == "REQUEST_TIMED_OUT"
+    await until(lambda: isr(cluster) == (1,), what="ISR shrink to the leader")
+    # ISR 1 < min.insync.replicas 2: refused before appending
+    leo = cluster.log(1).log_end_offset
+    result = await cluster.produce(1, b"refused")
+    assert result.error_code == "NOT_ENOUGH_REPLICAS"
+    assert cluster.log(1).log_end_offset == leo
+    await cluster.start_node(2)
+    await until(lambda: isr(cluster) == (1, 2), what="ISR expand with broker 2")
+    assert (await cluster.produce(1, b"ok")).error_code is None
+    await cluster.start_node(3)
+    await until(lambda: isr(cluster) == (1, 2, 3), what="ISR expand with broker 3")
+    end = cluster.log(1).high_watermark
+    await until(lambda: cluster.log(3).high_watermark == end, what="broker 3 caught up")
+    assert cluster.raw(3, end) == cluster.raw(1, end)
+    assert cluster.controller.partition().partition_epoch >= 4
+
+
+async def test_deposed_leader_truncates_its_unacknowledged_suffix(cluster: Cluster) -> None:
+    assert (await cluster.produce(1, b"committed")).error_code is None
+    await until(lambda: all(cluster.log(b).log_end_offset == 1 for b in (2, 3)), what="replicated")
+    await cluster.stop_node(2)
+    await cluster.stop_node(3)
+    for i in range(3):  # acks=1: on the leader only, never acknowledged by the ISR
+        assert (await cluster.produce(1, b"doomed%d" % i, acks=1)).error_code is None
+    await cluster.stop_node(1)
+    cluster.controller.fence(1)
+    assert cluster.controller.partition().leader == 2
+    await cluster.start_node(2)
+    await cluster.start_node(3)
+    assert (await cluster.produce(2, b"new-leader")).error_code is None
+    await cluster.start_node(1)
+    cluster.controller.unfence(1)
+    end = cluster.log(2).log_end_offset
+    await until(lambda: cluster.log(1).log_end_offset == end
+                and cluster.raw(1, end) == cluster.raw(2, end), what="broker 1 truncated and caught up")
+    assert values_of(cluster.raw(1, end)) == [b"committed", b"new-leader"]
+    assert [e.epoch for e in cluster.log(1).leader_epoch_cache.entries] == [0, 1]
+
+
+async def test_leader_change_fails_pending_acks_all(cluster: Cluster) -> None:
+    await cluster.stop_node(3)
+    await cluster.stop_node(2)
+    pending = asyncio.ensure_future(cluster.produce(1, b"in-doubt", timeout_ms=5000))
+    await until(lambda: cluster.log(1).log_end_offset == 1, what="appended")
+    cluster.controller.fence(1)  # broker 1 learns it no longer leads
+    result = await pending
+    assert result.error_code == "NOT_LEADER_OR_FOLLOWER"
+
+
+async def test_fetch_epoch_checks(cluster: Cluster) -> None:
+    leader, follower = cluster.nodes[1], cluster.nodes[2]
+    [fenced] = await leader.replica_fetch(-1, -1, [_entry(0, current_leader_epoch=-1 + 0)], 0, 0, 1 << 20)
+    assert fenced.error_code is None
+    cluster.controller.fence(3)  # partition epoch moves, leader epoch stays 0
+    [ok] = await leader.replica_fetch(-1, -1, [_entry(0, current_leader_epoch=0)], 0, 0, 1 << 20)
+    assert ok.error_code is None
+    [newer] = await leader.replica_fetch(-1, -1, [_entry(0, current_leader_epoch=1)], 0, 0, 1 << 20)
+    assert newer.error_code == "UNKNOWN_LEADER_EPOCH"
+    cluster.controller.fence(1)  # broker 2 leads at epoch 1
+    [older] = await follower.replica_fetch(-1, -1, [_entry(0, current_leader_epoch=0)], 0, 0, 1 << 20)
+    assert older.error_code == "FENCED_LEADER_EPOCH"
+    [not_leader] = await leader.replica_fetch(3, 103, [_entry(0, current_leader_epoch=1)], 0, 0, 1 << 20)
+    assert not_leader.error_code == "NOT_LEADER_OR_FOLLOWER"
+    assert not_leader.leader == {"node_id": 2, "host": "127.0.0.1", "port": cluster.ports[2]}
+    [stale] = await follower.replica_fetch(3, 999, [_entry(0, current_leader_epoch=1)], 0, 0, 1 << 20)
+    assert stale.error_code == "STALE_BROKER_EPOCH"
+
+
+def _entry(fetch_offset: int, **kw: Any) -> ReplicaFetchEntry:
+    return ReplicaFetchEntry(TOPIC, 0, fetch_offset, 1 << 20, **kw)
