@@ -10,6 +10,7 @@ commands or groups of `main`.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 import time
@@ -97,6 +98,21 @@ def format_topic_description(d: TopicDescription) -> list[str]:
     return lines
 
 
+def _lacking_partitions(
+    admin: Admin, d: TopicDescription, under_replicated: bool, under_min_isr: bool
+) -> TopicDescription:
+    """`d` with only its under-replicated (ISR < replicas) and/or under-min-ISR partitions."""
+    min_isr = 1
+    if under_min_isr:
+        configs = admin.describe_configs(d.name)
+        min_isr = int({**configs.defaults, **configs.configs}.get("min.insync.replicas", "1"))
+    return dataclasses.replace(d, partitions=tuple(
+        p for p in d.partitions
+        if (under_replicated and len(p.isr) < len(p.replicas))
+        or (under_min_isr and len(p.isr) < min_isr)
+    ))
+
+
 def _ignore(codes: set[str], call: Callable[[], Any]) -> Any:
     try:
         return call()
@@ -121,6 +137,10 @@ def _ignore(codes: set[str], call: Callable[[], Any]) -> Any:
 @click.option("--if-not-exists", is_flag=True, help="Create only if the topic does not exist.")
 @click.option("--if-exists", is_flag=True, help="Alter, delete or describe only if the topic exists.")
 @click.option("--exclude-internal", is_flag=True, help="Leave internal topics out of --list/--describe.")
+@click.option("--under-replicated-partitions", is_flag=True,
+              help="Describe only partitions whose ISR is smaller than their replica set.")
+@click.option("--under-min-isr-partitions", is_flag=True,
+              help="Describe only partitions whose ISR is smaller than min.insync.replicas.")
 def topics(
     bootstrap_server: str,
     create: bool,
@@ -136,6 +156,8 @@ def topics(
     if_not_exists: bool,
     if_exists: bool,
     exclude_internal: bool,
+    under_replicated_partitions: bool,
+    under_min_isr_partitions: bool,
 ) -> None:
     """Create, list, describe, alter and delete topics (kafka-topics)."""
     actions = [name for name, on in (("create", create), ("list", list_), ("describe", describe), ("delete", delete), ("alter", alter)) if on]
@@ -156,6 +178,9 @@ def topics(
         raise click.UsageError("--if-not-exists applies to --create only")
     if if_exists and action not in ("alter", "delete", "describe"):
         raise click.UsageError("--if-exists applies to --alter, --delete and --describe only")
+    if (under_replicated_partitions or under_min_isr_partitions) and action != "describe":
+        raise click.UsageError("--under-replicated-partitions and --under-min-isr-partitions apply to "
+                               "--describe only")
     if action == "alter" and partitions is None and not configs and not delete_config:
         raise click.UsageError("--alter needs --partitions, --config or --delete-config")
     config_map = parse_properties(configs, "--config")
@@ -187,8 +212,15 @@ def topics(
                 names = [t.name for t in admin.list_topics(include_internal=not exclude_internal)]
                 # A topic deleted between the list and its describe is skipped, as Kafka does.
                 descriptions = [d for d in (_ignore({"UNKNOWN_TOPIC_OR_PARTITION"}, lambda n=n: admin.describe_topic(n)) for n in names) if d]
-            for d in descriptions:
-                click.echo("\n".join(format_topic_description(d)))
+            if under_replicated_partitions or under_min_isr_partitions:
+                for d in descriptions:
+                    lines = format_topic_description(_lacking_partitions(
+                        admin, d, under_replicated_partitions, under_min_isr_partitions))
+                    for line in lines[1:]:  # kafka-topics prints only the partition lines
+                        click.echo(line)
+            else:
+                for d in descriptions:
+                    click.echo("\n".join(format_topic_description(d)))
         elif action == "delete":
             assert topic is not None
             _ignore(missing, lambda: admin.delete_topic(topic))

@@ -154,6 +154,8 @@ _PATHS: dict[str, Any] = {
     "/v1/health": {"get": _operation("Liveness of this node, its roles, controller and broker state", _obj({
         "status": {"type": "string", "enum": ["ok"]}, "node_id": INT32,
         "roles": {"type": "array", "items": {"type": "string"}},
+        "features": {"type": "array", "items": {"type": "string", "enum": ["idempotence"]},
+                     "description": "optional features this node supports"},
         "cluster_id": {"type": "string"},
         "active_controller": {"type": "boolean", "description": "this node is the active controller"},
         "controller_id": {**INT32, "description": "the active controller as this node knows it (-1: unknown)"},
@@ -262,6 +264,13 @@ _PATHS: dict[str, Any] = {
             "partition_max_bytes": _int(1),
         }, ("topic", "partition", "fetch_offset"))},
     }, ("partitions",)))},
+    "/v1/producers/init": {"post": _operation(
+        "A producer id and epoch for an idempotent producer (Kafka's InitProducerId)", _obj({
+            "producer_id": INT64, "producer_epoch": _int(0, 32767),
+        }, ("producer_id", "producer_epoch")), body=_obj({
+            "transactional_id": {**_nullable({"type": "string", "maxLength": 1024}), "description":
+                                 "derive the id from this name (stateless, the same on every broker)"},
+        }))},
     "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {
         "description": "OpenAPI 3 document",
         "content": {"application/json": {"schema": {"type": "object"}}},

@@ -17,7 +17,9 @@ from typing import AsyncIterator, Awaitable, Callable, Iterable
 from aiohttp import web
 
 from api.errors import KraftError, from_exception
-from api.routes import batch, controller, groups, health, metadata, metrics, openapi, records, topics
+from api.routes import (
+    batch, controller, groups, health, metadata, metrics, openapi, producers, records, topics,
+)
 from api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, AdminService, MetadataView, NodeInfo, ReplicaService,
 )
@@ -88,11 +90,13 @@ def build_app(
     extra_routes: Iterable[web.RouteTableDef] = (),
     group_service: groups.GroupService | None = None,
     metrics_service: metrics.MetricsService | None = None,
+    producer_id_service: producers.ProducerIdService | None = None,
 ) -> web.Application:
     """The application; `cleanup` (an aiohttp cleanup_ctx generator) ties the node's lifecycle;
     `extra_routes` are other components' routes (each must be in api/openapi.py). The group
     routes are always served; without `group_service` they answer COORDINATOR_NOT_AVAILABLE.
-    With `metrics_service`, `GET /metrics` is served and every request is counted."""
+    With `metrics_service`, `GET /metrics` is served and every request is counted. Without
+    `producer_id_service`, `POST /v1/producers/init` serves transactional ids only."""
     middlewares = [error_middleware]
     if metrics_service is not None:
         middlewares.append(request_metrics_middleware)
@@ -106,7 +110,9 @@ def build_app(
     if metrics_service is not None:
         app[metrics.METRICS] = metrics_service
         app.router.add_routes(metrics.routes)
-    for module in (health, metadata, topics, records, batch, groups, controller, openapi):
+    if producer_id_service is not None:
+        app[producers.PRODUCER_IDS] = producer_id_service
+    for module in (health, metadata, topics, records, batch, groups, producers, controller, openapi):
         app.router.add_routes(module.routes)
     for table in extra_routes:
         app.router.add_routes(table)

@@ -12,7 +12,9 @@ size) start a throwaway local cluster (`kraft/bench_cluster.py`) since they kill
 from __future__ import annotations
 
 import json
+import operator
 import random
+import signal
 import string
 import struct
 import sys
@@ -24,12 +26,15 @@ from typing import Any, Callable, TextIO
 import click
 import requests
 
-from api.client import Admin, Consumer, KraftError, Producer, RecordFuture
+from api.client import Admin, Consumer, ConsumerRecord, KraftError, Producer, RecordFuture
 from api.client.futures import ProduceResult
-from kraft.bench_cluster import LocalCluster, poll
+from kraft.bench_cluster import LocalCluster, LocalNode, poll
+from kraft.broker.replication.chaos import AckedProducer, WatchingConsumer, audit, read_partition
 from log.batch import COMPRESSIONS
 
 PROGRESS_INTERVAL_S = 1.0
+_KEY = operator.attrgetter("key")
+_VALUE = operator.attrgetter("value")
 
 
 # -- measurements (pure) ----------------------------------------------------------------------
@@ -48,35 +53,43 @@ class _Run:
     """Consecutive sends into one producer batch: they share one completion time."""
 
     first_s: float
-    last_s: float
+    end_s: float | None = None  # when the next run started (or the sends paused)
     count: int = 0
     done_s: float | None = None
     failed: bool = False
 
 
 class AckLatencyRecorder:
-    """Ack latency per record (send to future completion) at the cost of one clock read and one
-    identity check per record: records of one batch complete together, so a single callback per
-    batch timestamps them all, and each record's send time is interpolated over the batch's run of
-    sends."""
+    """Ack latency per record (send to future completion) at the cost of one identity check per
+    record: records of one batch complete together, so a single callback per batch timestamps them
+    all. The clock is read when a run of sends into one batch starts; a record's send time is
+    interpolated over its run, which ends where the next run starts or at `pause()` (call it
+    before the sending loop sleeps or stops)."""
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         self._clock = clock
         self._runs: list[_Run] = []
         self._current: ProduceResult | None = None
-        self._run: _Run | None = None
+        self._run = _Run(0.0)
+        self._count = 0  # sends in the current run (kept here: on_send runs per record)
 
     def on_send(self, future: RecordFuture) -> None:
-        now = self._clock()
-        result = future.produce_result
-        run = self._run
-        if result is not self._current or run is None:
-            run = self._run = _Run(now, now)
-            self._current = result
-            self._runs.append(run)
-            result.add_done_callback(lambda r, run=run: self._on_done(run, r))
-        run.last_s = now
-        run.count += 1
+        if future.produce_result is self._current:
+            self._count += 1
+            return
+        self.pause()
+        result = self._current = future.produce_result
+        run = self._run = _Run(self._clock())
+        self._count = 1
+        self._runs.append(run)
+        result.add_done_callback(lambda r, run=run: self._on_done(run, r))
+
+    def pause(self) -> None:
+        """Ends the current run now: the next send starts a new one."""
+        if self._current is not None:
+            self._run.end_s = self._clock()
+            self._run.count = self._count
+            self._current = None
 
     def _on_done(self, run: _Run, result: ProduceResult) -> None:
         run.done_s = self._clock()
@@ -84,17 +97,19 @@ class AckLatencyRecorder:
 
     @property
     def failed_records(self) -> int:
+        self.pause()
         return sum(r.count for r in self._runs if r.failed)
 
     def latencies_ms(self) -> list[float]:
         """Sorted per-record latencies of the acknowledged records."""
+        self.pause()
         out: list[float] = []
         for run in self._runs:
             if run.done_s is None or run.failed:
                 continue
-            step = (run.last_s - run.first_s) / (run.count - 1) if run.count > 1 else 0.0
+            end = min(run.done_s, run.end_s if run.end_s is not None else run.first_s)
+            step_ms = (end - run.first_s) * 1000 / run.count
             base = (run.done_s - run.first_s) * 1000
-            step_ms = step * 1000
             out.extend(base - i * step_ms for i in range(run.count))
         out.sort()
         return out
@@ -163,6 +178,11 @@ def report(result: BenchResult, json_path: str | None) -> dict[str, Any]:
             json.dump(summary, f, indent=2, sort_keys=True)
             f.write("\n")
     return summary
+
+
+def record_bytes(records: list[ConsumerRecord]) -> int:
+    """Key and value bytes of consumed records, summed at C speed (this runs per record)."""
+    return sum(map(len, filter(None, map(_KEY, records)))) + sum(map(len, filter(None, map(_VALUE, records))))
 
 
 def make_payload(size: int, rng: random.Random) -> bytes:
@@ -247,7 +267,9 @@ def produce(
                 if throughput > 0:
                     ahead = i / throughput - (time.monotonic() - start)
                     if ahead > 0:
+                        latencies.pause()
                         time.sleep(ahead)
+        latencies.pause()
         producer.flush()
         elapsed = time.monotonic() - start
     failed = latencies.failed_records
@@ -291,7 +313,7 @@ def consume(
             last = now
             for batch in got.values():
                 records += len(batch)
-                nbytes += sum(len(r.value or b"") + len(r.key or b"") for r in batch)
+                nbytes += record_bytes(batch)
             progress.update(records, nbytes)
         elapsed = last - start
     report(BenchResult("consume", dict(topic=topic, num_records=num_records, partitions=partitions), records, nbytes, elapsed), json_path)
@@ -502,8 +524,9 @@ def metadata(partitions: int, partitions_per_topic: int, brokers: int, samples: 
                                       {"name": f"scale-{topic}", "partitions": count, "replication_factor": 1})
             created, topic = created + count, topic + 1
             progress.update(created, 0)
+        committed_s = time.monotonic() - start
         _wait_offsets(cluster.brokers(), answer["metadata_offset"], start, 300)
-        elapsed = time.monotonic() - start
+        elapsed = time.monotonic() - start  # until every broker applied them (and opened the logs)
         delays: list[float] = []
         for i in range(samples):
             answer = _controller_post(http, cluster, "/v1/controller/topics",
@@ -515,10 +538,98 @@ def metadata(partitions: int, partitions_per_topic: int, brokers: int, samples: 
         broker_ids = [n.node_id for n in cluster.brokers()]
     delays.sort()
     params = {"partitions": partitions, "partitions_per_topic": partitions_per_topic, "brokers": brokers,
+              "committed_partitions_per_sec": round(partitions / max(committed_s, 1e-9), 1),
               "propagation_samples": len(delays), "snapshot_bytes": snapshot_bytes,
               "controller_rss_growth_mb": round(growth_mb[controller.node_id], 1),
               "broker_rss_growth_mb": round(max(growth_mb[b] for b in broker_ids), 1)}
     report(BenchResult("metadata", params, partitions, 0, elapsed, delays), json_path)
+
+
+def _chaos_leader(cluster: LocalCluster, topic: str, not_in: tuple[int, ...] = ()) -> LocalNode:
+    """The partition's leader as the running nodes outside `not_in` agree on it."""
+    def agreed() -> LocalNode | None:
+        leaders = {_partition(n, topic, 0)["leader"] for n in cluster.running()
+                   if n.node_id not in not_in}
+        leader = leaders.pop() if len(leaders) == 1 else -1
+        return cluster.nodes[leader] if leader > 0 and leader not in not_in else None
+    return poll(agreed, 60, 0.05, "an agreed partition leader")
+
+
+def _chaos_full_isr(cluster: LocalCluster, topic: str) -> None:
+    size = len(cluster.nodes)
+    poll(lambda: all(len(_partition(n, topic, 0)["isr"]) == size for n in cluster.running()),
+         120, 0.05, "a full ISR")
+
+
+def _chaos_round(cluster: LocalCluster, topic: str, wait_acked: Callable[[], None]) -> None:
+    """kill -9 the leader and restart it; SIGSTOP the next leader past the session timeout and
+    wake it; kill -9 a follower and restart it."""
+    leader = _chaos_leader(cluster, topic)
+    wait_acked()
+    leader.kill()
+    paused = _chaos_leader(cluster, topic, not_in=(leader.node_id,))
+    wait_acked()
+    leader.start()
+    _chaos_full_isr(cluster, topic)
+    assert paused.proc is not None
+    paused.proc.send_signal(signal.SIGSTOP)
+    try:
+        current = _chaos_leader(cluster, topic, not_in=(paused.node_id,))
+        wait_acked()
+    finally:
+        paused.proc.send_signal(signal.SIGCONT)
+    _chaos_full_isr(cluster, topic)
+    follower = next(n for n in cluster.running() if n is not current)
+    follower.kill()
+    wait_acked()
+    follower.start()
+    _chaos_full_isr(cluster, topic)
+
+
+@main.command()
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--session-timeout-ms", type=click.IntRange(min=100), default=3000, show_default=True,
+              help="broker.session.timeout.ms of the cluster.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), help="Write the summary as JSON here.")
+def chaos(rounds: int, session_timeout_ms: int, json_path: str | None) -> None:
+    """Replication under faults on a local 3-node cluster (RF 3, min.insync.replicas 2): an
+    acks=all producer with retries and a consumer run while leaders are killed, paused and
+    restarted; then prints how many records were acknowledged, lost and duplicated."""
+    topic = "chaos"
+    overrides = {"broker.session.timeout.ms": session_timeout_ms,
+                 "broker.heartbeat.interval.ms": max(50, min(2000, session_timeout_ms // 6)),
+                 "min.insync.replicas": 2, "replica.lag.time.max.ms": session_timeout_ms}
+    with LocalCluster(3, combined=True, overrides=overrides) as cluster:
+        bootstrap = ",".join(f"127.0.0.1:{n.port}" for n in cluster.running())
+        ensure_topic(bootstrap, topic, 1, 3)
+        _chaos_full_isr(cluster, topic)
+        producer = AckedProducer(bootstrap, topic).start()
+        consumer = WatchingConsumer(bootstrap, topic).start()
+
+        def wait_acked() -> None:
+            target = len(producer.acked) + 200
+            poll(lambda: len(producer.acked) >= target, 120, 0.05, "200 more acknowledged records")
+
+        start = time.monotonic()
+        try:
+            for r in range(rounds):
+                _chaos_round(cluster, topic, wait_acked)
+                click.echo(f"round {r + 1}/{rounds}: {len(producer.acked)} acknowledged", err=True)
+        finally:
+            producer.stop()
+            consumer.stop()
+        elapsed = time.monotonic() - start
+        leader = _chaos_leader(cluster, topic)
+        offsets = requests.get(f"{leader.url}/v1/topics/{topic}/partitions/0/offsets", timeout=10).json()
+        result = audit(producer.acked,
+                       read_partition(bootstrap, topic, 0, offsets["high_watermark"]), consumer.seen)
+    params = {"rounds": rounds, "acked": result.acked, "lost": result.lost,
+              "duplicated": result.duplicated, "truncated_seen": result.truncated_seen,
+              "failed_sends": producer.failed}
+    report(BenchResult("chaos", params, result.acked, 0, elapsed), json_path)
+    click.echo(f"acked {result.acked} / lost {result.lost} / duplicated {result.duplicated}")
+    if not result.ok:
+        raise click.ClickException(f"acknowledged records lost or served then truncated: {result}")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from kraft.broker.groups.membership import GroupConfig
 from kraft.broker.lifecycle import BrokerLifecycle
 from kraft.broker.metadata_follower import BrokerSnapshotStore, MetadataFollower
 from kraft.broker.metadata_view import BrokerMetadataView
+from kraft.broker.producer_ids import ProducerIdManager
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraft.broker.replication.alter_partition import ControllerAlterPartition
 from kraft.config import ConfigError, KraftConfig, parse_host_port, validate_topic_configs
@@ -209,7 +210,8 @@ class Node:
             self.metrics.watch_controller(self.controller, self.quorum)
         self.metrics.watch_groups(self.groups)
         self.app = build_app(info, self.view, admin, self.replica_manager, cleanup=self._services,
-                             group_service=self.groups, metrics_service=self.metrics)
+                             group_service=self.groups, metrics_service=self.metrics,
+                             producer_id_service=ProducerIdManager(self.channel, self.node_id, broker_epoch))
         self.app[CONTROLLER] = self.controller_api
         self.app[NODE_STATUS] = self.status
         self._runner: web.AppRunner | None = None

@@ -15,6 +15,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 from itertools import repeat
+from operator import add
 from typing import Any, Iterator, NamedTuple, Sequence
 
 import crc32c
@@ -392,23 +393,28 @@ def decompress_payload(
     return _decompress(body, header.compression_code)
 
 
+def _only(types: frozenset[type], column: tuple[Any, ...]) -> bool:
+    return set(map(type, column)) <= types
+
+
 def _check_headers(all_headers: tuple[Any, ...]) -> None:
-    if not set(map(type, all_headers)) <= _TUPLE:
+    if not _only(_TUPLE, all_headers):
         raise CorruptRecordError("record headers are not an array")
-    for headers in filter(None, all_headers):  # most records have none
+    for headers in filter(None, all_headers):
         if (
-            not set(map(type, headers)) <= _TUPLE
+            not _only(_TUPLE, headers)
             or set(map(len, headers)) != {2}
-            or not set(map(type, (h[0] for h in headers))) <= _STR
-            or not set(map(type, (h[1] for h in headers))) <= _BYTES_OR_NONE
+            or not _only(_STR, tuple(h[0] for h in headers))
+            or not _only(_BYTES_OR_NONE, tuple(h[1] for h in headers))
         ):
             raise CorruptRecordError(f"malformed record headers {headers!r}")
 
 
 def decode_columns(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchColumns:
     """Validates the batch at `pos` and decodes it column-wise with absolute offsets and
-    timestamps. Every type is checked (at C speed, through sets of types). Raises
-    CorruptRecordError; decompression is bounded by MAX_DECOMPRESSED_BYTES."""
+    timestamps. Every field's type is checked, at C speed (sets of types; counts for the common
+    all-None keys and header-less records). Raises CorruptRecordError; decompression is bounded
+    by MAX_DECOMPRESSED_BYTES."""
     header = validate_batch(buf, pos)
     payload = decompress_payload(buf, pos, header)
     try:
@@ -423,28 +429,30 @@ def decode_columns(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchCo
         )
     if not rows:
         return BatchColumns(header, (), (), (), (), ())
-    if not set(map(type, rows)) <= _TUPLE or set(map(len, rows)) != {5}:
+    if not _only(_TUPLE, rows) or set(map(len, rows)) != {5}:
         raise CorruptRecordError(f"batch at offset {header.base_offset} has a malformed record")
     deltas, ts_deltas, keys, values, headers = zip(*rows)
-    if not (
-        set(map(type, deltas)) <= _INT
-        and set(map(type, ts_deltas)) <= _INT
-        and set(map(type, keys)) <= _BYTES_OR_NONE
-        and set(map(type, values)) <= _BYTES_OR_NONE
-    ):
-        raise CorruptRecordError(f"batch at offset {header.base_offset} has a malformed record")
-    _check_headers(headers)
     base = header.base_offset
     offsets: Sequence[int]
     if deltas[0] == 0 and deltas[-1] == count - 1 and deltas == tuple(range(count)):
-        offsets = range(base, base + count)
+        offsets = range(base, base + count)  # no gaps: the usual, uncompacted batch
+    elif _only(_INT, deltas):
+        offsets = tuple(map(add, repeat(base), deltas))
     else:
-        offsets = tuple(map(base.__add__, deltas))
+        raise CorruptRecordError(f"batch at offset {base} has a malformed offset delta")
+    if not (
+        _only(_INT, ts_deltas)
+        and (keys.count(None) == count or _only(_BYTES_OR_NONE, keys))
+        and _only(_BYTES_OR_NONE, values)
+    ):
+        raise CorruptRecordError(f"batch at offset {base} has a malformed record")
+    if headers.count(()) != count:
+        _check_headers(headers)
     timestamps: Sequence[int]
     if header.is_log_append_time:
         timestamps = tuple(repeat(header.max_timestamp, count))
     else:
-        timestamps = tuple(map(header.base_timestamp.__add__, ts_deltas))
+        timestamps = tuple(map(add, repeat(header.base_timestamp), ts_deltas))
     return BatchColumns(header, offsets, timestamps, keys, values, headers)
 
 

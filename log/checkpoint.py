@@ -5,6 +5,8 @@ directory fsynced, so a crash leaves either the old or the new file, never a tor
 `partition.checkpoint` (JSON) holds the partition's `log_start_offset`, `recovery_point` and
 `high_watermark` (Kafka keeps these in three per-log-dir files; one file per partition is simpler
 here). The leader-epoch cache has its own Kafka-format file (`log/epoch_cache.py`).
+`producer_state.snapshot` (msgpack) holds the idempotent-producer state as of an offset (Kafka's
+`<offset>.snapshot`), so a partition starts by replaying only the batch headers after it.
 """
 
 from __future__ import annotations
@@ -13,8 +15,12 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
+
+import msgpack
 
 PARTITION_CHECKPOINT = "partition.checkpoint"
+PRODUCER_STATE_SNAPSHOT = "producer_state.snapshot"
 _VERSION = 1
 
 
@@ -64,3 +70,30 @@ class PartitionCheckpoint:
     def write(self, directory: Path) -> None:
         body = {"version": _VERSION, **asdict(self)}
         write_atomic(directory / PARTITION_CHECKPOINT, json.dumps(body).encode())
+
+
+@dataclass(frozen=True)
+class ProducerStateSnapshot:
+    """The producer state (`ProducerStateManager.snapshot()`) covering the log below `offset`."""
+
+    offset: int
+    producers: list[list[Any]]
+
+    @classmethod
+    def read(cls, directory: Path) -> ProducerStateSnapshot | None:
+        """The stored snapshot, or None when missing or unreadable (the state is then rebuilt)."""
+        try:
+            raw = msgpack.unpackb((directory / PRODUCER_STATE_SNAPSHOT).read_bytes(), raw=False)
+            if raw.get("version") != _VERSION:
+                return None
+            return cls(offset=int(raw["offset"]), producers=list(raw["producers"]))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, msgpack.UnpackException):
+            return None
+
+    def write(self, directory: Path) -> None:
+        body = {"version": _VERSION, "offset": self.offset, "producers": self.producers}
+        write_atomic(directory / PRODUCER_STATE_SNAPSHOT, msgpack.packb(body, use_bin_type=True))
+
+    @staticmethod
+    def delete(directory: Path) -> None:
+        (directory / PRODUCER_STATE_SNAPSHOT).unlink(missing_ok=True)

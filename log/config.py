@@ -35,6 +35,8 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
+    # broker-wide, not a topic key: Kafka's producer.id.expiration.ms (idle idempotent producers)
+    producer_id_expiration_ms: int = 86400000
 
     @property
     def compact(self) -> bool:

@@ -44,3 +44,21 @@ class KafkaStorageError(LogError):
     """The log directory cannot be read or written (I/O error, missing files)."""
 
     error_code = "KAFKA_STORAGE_ERROR"
+
+
+class OutOfOrderSequenceError(LogError):
+    """An idempotent producer's batch does not continue its sequence (a batch was lost)."""
+
+    error_code = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(LogError):
+    """A batch from an older epoch of a producer id: a fenced (zombie) writer."""
+
+    error_code = "INVALID_PRODUCER_EPOCH"
+
+
+class UnknownProducerIdError(LogError):
+    """A producer the partition has no state for sent a batch not starting at sequence 0."""
+
+    error_code = "UNKNOWN_PRODUCER_ID"

@@ -1,8 +1,10 @@
 """PartitionLog: the log of one partition replica, after Kafka's UnifiedLog/LocalLog.
 
 Owns the ordered segments of a `<topic>-<partition>` directory, the offsets (log start, log end,
-high watermark, recovery point), the leader-epoch cache and the checkpoints. Appends are
-batch-oriented (validate all, stamp, one write); reads return whole raw batches from one segment.
+high watermark, recovery point), the leader-epoch cache, the idempotent-producer state
+(`log/producer_state.py`, snapshotted with the checkpoints and rebuilt from batch headers) and the
+checkpoints. Appends are batch-oriented (validate all, stamp, one write); reads return whole raw
+batches from one segment.
 Blocking file I/O: the broker calls it from a worker thread; a lock makes calls atomic.
 See docs/internals.md §2.
 """
@@ -14,15 +16,18 @@ import shutil
 import threading
 import time
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from log.batch import iter_batches
-from log.checkpoint import PartitionCheckpoint, fsync_dir
+from typing import Iterator
+
+from log.batch import BatchHeader, iter_batches
+from log.checkpoint import PartitionCheckpoint, ProducerStateSnapshot, fsync_dir
 from log.cleaner import CleanerStats, LogCleaner
 from log.config import LogConfig
 from log.epoch_cache import LeaderEpochFileCache
 from log.errors import OffsetOutOfRangeError
+from log.producer_state import Duplicate, ProducerStateManager
 from log.recovery import LogLoader
 from log.retention import segments_to_delete
 from log.segment import LogSegment
@@ -36,11 +41,15 @@ LATEST_TIMESTAMP = -1
 
 @dataclass(frozen=True)
 class LogAppendInfo:
+    """`first_offset`/`last_offset` span the request's batches in order, a duplicate batch at the
+    offsets it was first appended at; `record_count`/`valid_bytes` count what was written."""
+
     first_offset: int
     last_offset: int
     max_timestamp: int
     record_count: int
     valid_bytes: int
+    duplicate: bool = False  # every batch was a retry of an appended one: nothing was written
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,7 @@ class PartitionLog:
         self._dir_dirty = False  # a segment file was created or removed since the last flush
         self._lock = threading.RLock()
         self._closed = False
+        self._producer_state = self._load_producer_state()
         self._check_invariants()
 
     @classmethod
@@ -112,6 +122,7 @@ class PartitionLog:
             self._config = config
             self._validator = LogValidator(config)
             self._active.index_interval_bytes = config.index_interval_bytes
+            self._producer_state.producer_id_expiration_ms = config.producer_id_expiration_ms
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -134,19 +145,36 @@ class PartitionLog:
     # -- append ---------------------------------------------------------------------------------
 
     def append_as_leader(self, batches: bytes, leader_epoch: int, now_ms: int) -> LogAppendInfo:
-        """Validates every batch (all or nothing), stamps offsets from the log end offset and
-        `leader_epoch`, and appends. Raises a `log.errors` error without writing anything."""
+        """Validates every batch (all or nothing, producer sequences included), stamps offsets
+        from the log end offset and `leader_epoch`, and appends. A batch an idempotent producer
+        retried is not appended again: it keeps its original offsets. Raises a `log.errors` error
+        without writing anything."""
         with self._lock:
             validated = self._validator.validate_for_leader(batches)
             latest = self.leader_epoch_cache.latest_epoch
             if latest is not None and leader_epoch < latest:
                 raise ValueError(f"leader epoch {leader_epoch} is below the latest epoch {latest}")
-            validated = self._validator.assign_offsets(
-                validated, self._log_end_offset, leader_epoch, now_ms
-            )
-            if latest != leader_epoch:
-                self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
-            return self._append(validated, now_ms)
+            verdicts = self._producer_state.check_batches([h for _, h in validated.batches])
+            fresh = [not isinstance(v, Duplicate) for v in verdicts]
+            if not all(fresh):
+                validated = validated.subset(fresh)
+            if validated.batches:
+                validated = self._validator.assign_offsets(
+                    validated, self._log_end_offset, leader_epoch, now_ms
+                )
+                if latest != leader_epoch:
+                    self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
+                info = self._append(validated, now_ms)
+                if all(fresh):
+                    return info
+            else:
+                info = LogAppendInfo(-1, -1, -1, 0, 0, duplicate=True)
+            stamped = iter(validated.batches)
+            spans = [(v.first_offset, v.last_offset) if isinstance(v, Duplicate)
+                     else _span(next(stamped)[1]) for v in verdicts]
+            known = [span for span in spans if span[0] >= 0]  # old duplicates' offsets are unknown
+            return replace(info, first_offset=known[0][0] if known else -1,
+                           last_offset=known[-1][1] if known else -1)
 
     def append_as_follower(self, batches: bytes, now_ms: int | None = None) -> LogAppendInfo:
         """Appends batches replicated from the leader, keeping their offsets and epochs."""
@@ -166,6 +194,7 @@ class PartitionLog:
             self.roll(now_ms)
         self._active.append(validated.buffer, validated.batches)
         self._log_end_offset = validated.last_offset + 1
+        self._producer_state.update_all(header for _, header in validated.batches)
         info = LogAppendInfo(
             first_offset=validated.first_offset,
             last_offset=validated.last_offset,
@@ -268,6 +297,38 @@ class PartitionLog:
                     return found
             return None
 
+    # -- producer state -------------------------------------------------------------------------
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._producer_state
+
+    def _load_producer_state(self) -> ProducerStateManager:
+        """The snapshot (when it does not reach past the log end) plus the batch headers after
+        it; without a usable snapshot, every batch header of the log."""
+        expiration_ms = self._config.producer_id_expiration_ms
+        snapshot = ProducerStateSnapshot.read(self.directory)
+        state, start = ProducerStateManager(expiration_ms), self._log_start_offset
+        if snapshot is not None and snapshot.offset <= self._log_end_offset:
+            try:
+                state = ProducerStateManager.from_snapshot(snapshot.producers, expiration_ms)
+                start = max(start, snapshot.offset)
+            except (ValueError, TypeError) as e:
+                logger.warning("%s: ignoring a bad producer state snapshot: %s", self.directory, e)
+        state.update_all(self._headers_from(start))
+        return state
+
+    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        """Headers of the batches holding offsets >= `offset`, in log order."""
+        for segment in self._segments:
+            if segment.next_offset <= offset:
+                continue
+            found = segment.find_batch(offset)
+            if found is None:
+                continue
+            for _, header in segment.batches(found[0]):
+                yield header
+
     # -- truncation -----------------------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:
@@ -290,6 +351,10 @@ class PartitionLog:
             self.leader_epoch_cache.truncate_from_end(offset)
             self._recovery_point = min(self._recovery_point, offset)
             self._high_watermark = min(self._high_watermark, offset)
+            snapshot = ProducerStateSnapshot.read(self.directory)
+            if snapshot is not None and snapshot.offset > offset:
+                ProducerStateSnapshot.delete(self.directory)
+            self._producer_state = self._load_producer_state()
             self._check_invariants()
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
@@ -301,6 +366,7 @@ class PartitionLog:
             self._segments = [LogSegment(self.directory, offset, self._config, now_ms)]
             self._dir_dirty = True
             self.leader_epoch_cache.clear()
+            self._producer_state.clear()
             self._log_start_offset = self._log_end_offset = offset
             self._recovery_point = self._high_watermark = offset
             self.checkpoint()
@@ -330,8 +396,10 @@ class PartitionLog:
 
     def delete_old_segments(self, now_ms: int) -> int:
         """Time/size retention and log-start breaches (Kafka's deleteOldSegments); returns how
-        many segments were deleted. The active segment goes only after rolling a fresh one."""
+        many segments were deleted. The active segment goes only after rolling a fresh one.
+        Also forgets producers idle for producer.id.expiration.ms (this is the periodic task)."""
         with self._lock:
+            self._producer_state.remove_expired(now_ms)
             count = segments_to_delete(
                 self._segments, self._config,
                 log_start_offset=self._log_start_offset,
@@ -384,13 +452,17 @@ class PartitionLog:
             self.checkpoint()
 
     def checkpoint(self) -> None:
-        """Writes log start offset, recovery point and high watermark (atomic file replace)."""
+        """Writes log start offset, recovery point and high watermark, and the producer state
+        as of the log end offset (atomic file replaces)."""
         with self._lock:
             PartitionCheckpoint(
                 log_start_offset=self._log_start_offset,
                 recovery_point=self._recovery_point,
                 high_watermark=self._high_watermark,
             ).write(self.directory)
+            ProducerStateSnapshot(self._log_end_offset, self._producer_state.snapshot()).write(
+                self.directory
+            )
 
     def close(self) -> None:
         """Flushes everything and checkpoints, so the next open recovers nothing."""
@@ -416,6 +488,10 @@ class PartitionLog:
             f"PartitionLog({self.directory.name}, log_start_offset={self._log_start_offset}, "
             f"high_watermark={self._high_watermark}, log_end_offset={self._log_end_offset})"
         )
+
+
+def _span(header: BatchHeader) -> tuple[int, int]:
+    return header.base_offset, header.last_offset
 
 
 def _now_ms() -> int:

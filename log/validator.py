@@ -11,6 +11,7 @@ Nothing here decodes records except the key check on compacted topics.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from log.batch import (
     COMPRESSION_CODES,
@@ -55,6 +56,20 @@ class ValidatedBatches:
     @property
     def last_offset(self) -> int:
         return self.batches[-1][1].last_offset
+
+    def subset(self, keep: Sequence[bool]) -> ValidatedBatches:
+        """The batches whose `keep` flag is set, copied into a buffer of their own."""
+        buffer = bytearray()
+        batches = []
+        record_count = 0
+        max_timestamp = -1
+        for (pos, header), kept in zip(self.batches, keep, strict=True):
+            if kept:
+                batches.append((len(buffer), header))
+                buffer += self.buffer[pos:pos + header.size_in_bytes]
+                record_count += header.record_count
+                max_timestamp = max(max_timestamp, header.max_timestamp)
+        return ValidatedBatches(buffer, tuple(batches), record_count, max_timestamp)
 
 
 class LogValidator:

@@ -7,11 +7,14 @@ partitioner puts them (`api.partitioner`), keyless ones stick to one partition p
 topic-partition and sends them with the msgpack batch produce route to the partition leaders.
 
 Delivery is at-least-once (a retried task or micro-batch writes again), like Spark's Kafka sink.
-With `exactlyOnce=true` (streaming only) every produce entry carries a sink tag
-`{"query_id", "writer_id", "batch_id"}` (the streaming query id, the Spark task's partition id and
-the micro-batch id, from the task's local properties) and a task sends all its records of one
-topic-partition as one entry; the broker appends an entry only if it has not appended that
-(query_id, writer_id, batch_id) to that partition before. docs/spark.md has the broker contract.
+With `exactlyOnce=true` (streaming only) each task writes as an idempotent producer
+(docs/idempotence.md): the writer of Spark partition `w` in query `q` has the producer id derived
+from the transactional id `f"{q}-{w}"`, micro-batch `b` is written with producer epoch
+`b % 32767` (a new derived id, of `f"{q}-{w}-{b // 32767}"`, every 32767 micro-batches), and the
+task sends all its records of one topic-partition as one produce entry with sequences from 0. A
+replayed micro-batch sends the same sequences in the same epoch, which the broker answers as
+duplicates without writing them again; a late task of an older micro-batch is fenced
+(INVALID_PRODUCER_EPOCH).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from api.errors import KraftError
 from api.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
+from api.producer_ids import MAX_PRODUCER_EPOCH, derived_producer_id
 from log.batch import build_batch
 from spark_connector.broker import BrokerClient
 from spark_connector.offsets import TopicPartition
@@ -40,7 +44,7 @@ log = logging.getLogger(__name__)
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"  # Spark's StreamExecution.QUERY_ID_KEY
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # Spark's MicroBatchExecution.BATCH_ID_KEY
-SINK_DEDUPE_FEATURE = "sink_dedupe"  # what a broker lists in GET /v1/health "features"
+IDEMPOTENCE_FEATURE = "idempotence"  # what a broker lists in GET /v1/health "features"
 _RECORD_OVERHEAD = 16  # msgpack framing per record, for batch sizing
 _FLUSH_FACTOR = 4  # a task sends once it buffers this many kraft.batch.size worth of records
 
@@ -70,31 +74,35 @@ def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
 
 @dataclass
 class WriteSummary(WriterCommitMessage):
-    records: int
-    duplicates: int  # entries the broker had already appended (exactlyOnce replays)
+    records: int  # sent and acknowledged (a replay's duplicates included: the broker skips them)
 
 
 @dataclass(frozen=True)
-class SinkTag:
-    query_id: str
-    writer_id: int
-    batch_id: int
+class SinkProducer:
+    """The idempotent producer one exactly-once write task is: the same for every attempt of
+    the task in the same micro-batch, a higher epoch in each later micro-batch."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"query_id": self.query_id, "writer_id": self.writer_id, "batch_id": self.batch_id}
+    producer_id: int
+    producer_epoch: int
+
+    @classmethod
+    def for_task(cls, query_id: str, writer_id: int, batch_id: int) -> SinkProducer:
+        generation, epoch = divmod(batch_id, MAX_PRODUCER_EPOCH)
+        transactional_id = f"{query_id}-{writer_id}" + (f"-{generation}" if generation else "")
+        return cls(derived_producer_id(transactional_id), epoch)
 
 
 class _Producer:
     """Buffers rows per topic-partition and sends them to the leaders (one task's worth)."""
 
-    def __init__(self, options: SinkOptions, tag: SinkTag | None, seed: int) -> None:
+    def __init__(self, options: SinkOptions, idempotent: SinkProducer | None, seed: int) -> None:
         self.options = options
-        self.tag = tag
+        self.idempotent = idempotent
         self.client = BrokerClient(options.bootstrap_servers, options.request_timeout_ms)
         self.sticky = StickyPartitioner(random.Random(seed).randrange)
         self.pending: dict[TopicPartition, list[tuple[Any, Any, Any, int]]] = {}
         self.pending_bytes = 0
-        self.summary = WriteSummary(0, 0)
+        self.summary = WriteSummary(0)
         self.counts: dict[str, int] = {}  # partition counts, fixed for the task so routing is stable
 
     def partition_count(self, topic: str) -> int:
@@ -119,7 +127,7 @@ class _Producer:
         if self.options.topic is not None and "partition" not in names and "key" not in names:
             # The common bulk case: one topic, keyless, so the whole Arrow batch sticks together.
             topic = self.options.topic
-            if self.tag is not None:
+            if self.idempotent is not None:
                 for value, hdrs in zip(values, headers):
                     self._add((topic, self.route(topic, None, None, value)), (None, value, hdrs, now_ms))
             else:
@@ -133,7 +141,7 @@ class _Producer:
                     raise KraftError("INVALID_REQUEST", "a row has a null topic and no topic option is set")
                 self._add((topic, self.route(topic, partition, key, value)), (key, value, hdrs, now_ms))
         self.pending_bytes += _payload_bytes(batch, names)
-        if self.tag is None and self.pending_bytes >= _FLUSH_FACTOR * self.options.batch_size:
+        if self.idempotent is None and self.pending_bytes >= _FLUSH_FACTOR * self.options.batch_size:
             self.flush()
 
     def _add(self, tp: TopicPartition, row: tuple[Any, Any, Any, int]) -> None:
@@ -148,13 +156,17 @@ class _Producer:
             return partition
         if key is not None:
             return partition_for_key(key, count)
-        if self.tag is not None:
+        if self.idempotent is not None:
             # A replayed task may see its rows in another order; a content-based choice puts
             # every keyless record in the same partition again, so the broker can dedupe it.
             return to_positive(murmur2(value or b"")) % count
         return self.sticky.partition(topic, count)
 
     def flush(self) -> None:
+        """Sends the buffered rows. Exactly-once tasks flush once, at the end, so that each
+        topic-partition gets one entry with sequences 0.. (atomic on the broker)."""
+        pid, epoch = (-1, -1) if True else (
+            self.idempotent.producer_id, self.idempotent.producer_epoch)
         entries = []
         for tp, rows in self.pending.items():
             batches = []
@@ -163,13 +175,14 @@ class _Producer:
             for i, (k, v, _, _) in enumerate(rows):
                 size += len(k or b"") + len(v or b"") + _RECORD_OVERHEAD
                 if size >= self.options.batch_size or i == len(rows) - 1:
-                    batches.append(build_batch(rows[start:i + 1], compression=self.options.compression))
+                    batches.append(build_batch(
+                        rows[start:i + 1], compression=self.options.compression, producer_id=pid,
+                        producer_epoch=epoch, base_sequence=start if pid >= 0 else -1,
+                    ))
                     start, size = i + 1, 0
             entry: dict[str, Any] = {"topic": tp[0], "partition": tp[1], "records": b"".join(batches)}
-            if self.tag is not None:
-                entry["sink"] = self.tag.to_dict()
             entries.append((entry, len(rows)))
-            if self.tag is None:
+            if self.idempotent is None:
                 self.sticky.on_new_batch(tp[0], self.partition_count(tp[0]), tp[1])
         self.pending.clear()
         self.pending_bytes = 0
@@ -206,26 +219,13 @@ class _Producer:
                         retry.append((entry, count))
                         last_error = e
                         continue
-                    self._account(entry, count, answer)
+                    self.summary.records += count
             if retry:
                 if time.monotonic() >= deadline:
                     raise last_error or KraftError("REQUEST_TIMED_OUT", "produce did not complete in time")
                 time.sleep(0.1)
                 self.client.metadata(refresh=True)
             todo = retry
-
-    def _account(self, entry: dict[str, Any], count: int, answer: dict[str, Any]) -> None:
-        if self.tag is not None:
-            if "duplicate" not in answer:
-                raise KraftError(
-                    "UNSUPPORTED_VERSION",
-                    f"the broker leading {entry['topic']}-{entry['partition']} ignored the exactly-once "
-                    "sink tag (no 'duplicate' in its produce answer); it does not support exactlyOnce",
-                )
-            if answer["duplicate"]:
-                self.summary.duplicates += 1
-                return
-        self.summary.records += count
 
     def close(self) -> None:
         self.client.close()
@@ -242,9 +242,10 @@ def _binary_column(batch: pa.RecordBatch, index: int) -> list[bytes | None]:
     return column.to_pylist()
 
 
-def _write(options: SinkOptions, iterator: Iterator[pa.RecordBatch], tag: SinkTag | None) -> WriteSummary:
+def _write(options: SinkOptions, iterator: Iterator[pa.RecordBatch],
+           idempotent: SinkProducer | None) -> WriteSummary:
     context = TaskContext.get()
-    producer = _Producer(options, tag, seed=context.partitionId() if context else 0)
+    producer = _Producer(options, idempotent, seed=context.partitionId() if context else 0)
     try:
         for batch in iterator:
             producer.add_batch(batch)
@@ -254,27 +255,27 @@ def _write(options: SinkOptions, iterator: Iterator[pa.RecordBatch], tag: SinkTa
         producer.close()
 
 
-def _sink_tag() -> SinkTag:
+def _sink_producer() -> SinkProducer:
     context = TaskContext.get()
     query_id = context.getLocalProperty(QUERY_ID_PROPERTY) if context else None
     batch_id = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
     if context is None or query_id is None or batch_id is None:
         raise KraftError("INVALID_REQUEST", "exactlyOnce needs a streaming query: this task has no "
                                             f"{QUERY_ID_PROPERTY}/{BATCH_ID_PROPERTY} local properties")
-    return SinkTag(query_id, context.partitionId(), int(batch_id))
+    return SinkProducer.for_task(query_id, context.partitionId(), int(batch_id))
 
 
 def check_exactly_once_support(options: SinkOptions) -> None:
-    """Fails fast, on the driver, when the broker cannot dedupe tagged produce entries."""
+    """Fails fast, on the driver, when the broker has no idempotent produce."""
     client = BrokerClient(options.bootstrap_servers, options.request_timeout_ms)
     try:
         features = client.health().get("features") or []
     finally:
         client.close()
-    if SINK_DEDUPE_FEATURE not in features:
+    if IDEMPOTENCE_FEATURE not in features:
         raise KraftError(
             "UNSUPPORTED_VERSION",
-            f"exactlyOnce=true needs brokers with the {SINK_DEDUPE_FEATURE!r} feature (GET /v1/health "
+            f"exactlyOnce=true needs brokers with the {IDEMPOTENCE_FEATURE!r} feature (GET /v1/health "
             f"lists {features}); see docs/spark.md, 'Exactly-once sink'. Use exactlyOnce=false for "
             "at-least-once delivery.",
         )
@@ -293,9 +294,8 @@ class KraftStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteSummary:  # type: ignore[override]
-        return _write(self.options, iterator, _sink_tag() if self.options.exactly_once else None)
+        return _write(self.options, iterator, _sink_producer() if self.options.exactly_once else None)
 
     def commit(self, messages: list[WriteSummary | None], batchId: int) -> None:  # type: ignore[override]
         written = sum(m.records for m in messages if m)
-        skipped = sum(m.duplicates for m in messages if m)
-        log.info("micro-batch %d: %d records written, %d replayed entries skipped", batchId, written, skipped)
+        log.info("micro-batch %d: %d records acknowledged", batchId, written)

@@ -1,43 +1,67 @@
 """The producer's record accumulator (pure: no threads, no I/O, time passed in as `now_ms`).
 
 Records are appended to per-partition batches (a deque each: the open batch last, retried batches
-at the front). `ready` says which leaders have something to send (a full batch, an expired linger,
-or a flush), `drain` takes all sendable batches of those leaders, bounded by `max_request_size`,
-and closes them, so the next record for that partition opens a new batch (which is when the
-sticky partitioner moves on). The caller serialises access with its own lock.
+at the front). Each record is packed into its batch's msgpack buffer as it is appended (one C
+call, see `log.batch.new_row_packer`): nothing per record is kept but the bytes, so a batch is
+framed with one copy and the cyclic GC has nothing to scan. `ready` says which leaders have
+something to send (a full batch, an expired linger, or a flush), `drain` takes all sendable
+batches of those leaders, bounded by `max_request_size`, and closes them, so the next record for
+that partition opens a new batch (which is when the sticky partitioner moves on). The caller
+serialises access with its own lock.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
+
+import msgpack
 
 from api.client.futures import ProduceResult, RecordFuture
-from api.client.types import TopicPartition
-from log.batch import HEADER_SIZE
+from api.client.types import Headers, TopicPartition
+from log.batch import HEADER_SIZE, frame_rows, new_row_packer
 
 # Per-record bytes beyond key and value in the msgpack payload (array header, deltas, headers).
 RECORD_OVERHEAD = 16
+# A batch's packer starts with room for this much (it grows for an oversized record).
+_MAX_PACKER_HINT = 1024 * 1024
 
 LeaderOf = Callable[[TopicPartition], "int | None"]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class ProducerBatch:
     tp: TopicPartition
     created_ms: int
     result: ProduceResult
-    records: list[tuple] = field(default_factory=list)  # (key, value, headers, timestamp_ms)
+    base_timestamp: int
+    packer: msgpack.Packer | None  # the packed rows; None once encoded
+    pack: Callable[[Any], Any]  # packer.pack, bound once
+    max_timestamp: int = 0
+    record_count: int = 0
     size: int = HEADER_SIZE  # estimated encoded size
     closed: bool = False  # drained once: never appended to again
     attempts: int = 0
     retry_at_ms: int = 0
     encoded: bytes | None = None  # built once, reused by retries
 
-    @property
-    def record_count(self) -> int:
-        return len(self.records)
+    def encode(self, compression: str) -> bytes:
+        """The batch's bytes (framed once, on first call; the packer is released then)."""
+        if self.encoded is None:
+            assert self.packer is not None and self.record_count > 0
+            with self.packer.getbuffer() as rows:
+                self.encoded = frame_rows(
+                    rows, self.record_count, base_timestamp=self.base_timestamp,
+                    max_timestamp=self.max_timestamp, compression=compression,
+                )
+            self.packer = None
+            self.pack = _released
+        return self.encoded
+
+
+def _released(_row: Any) -> None:
+    raise AssertionError("append to an encoded batch")
 
 
 @dataclass(frozen=True)
@@ -57,35 +81,62 @@ class RecordAccumulator:
         self.incomplete: set[ProducerBatch] = set()
         self.space_waiters = 0  # send() calls blocked on buffer memory: linger no longer applies
         self._batches: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._open: dict[TopicPartition, ProducerBatch] = {}  # the batch appends go to, per partition
         self._drain_start = 0  # rotates so a large partition cannot starve the others
+        self._packer_hint = min(batch_size + batch_size // 4, _MAX_PACKER_HINT)
+
+    def try_append(
+        self, tp: TopicPartition, key: bytes | None, value: bytes | None, headers: Headers,
+        timestamp: int, size: int,
+    ) -> RecordFuture | None:
+        """Appends to the open batch of `tp` when the record fits in it; None when a new batch is
+        needed (then `append_new_batch`). The producer's per-record path: keep it lean."""
+        batch = self._open.get(tp)
+        if batch is None or batch.size + size > self.batch_size:
+            return None
+        index = batch.record_count
+        batch.pack((index, timestamp - batch.base_timestamp, key, value, headers))
+        if timestamp > batch.max_timestamp:
+            batch.max_timestamp = timestamp
+        batch.record_count = index + 1
+        batch.size += size
+        self.buffered_bytes += size
+        return RecordFuture(batch.result, index, timestamp)
+
+    def append_new_batch(
+        self, tp: TopicPartition, key: bytes | None, value: bytes | None, headers: Headers,
+        timestamp: int, size: int, now_ms: int,
+    ) -> RecordFuture:
+        """Opens a new batch of `tp` (the previous open one takes no more records) holding the
+        record; the sender should be woken (a linger timer starts, or a full batch waits)."""
+        packer = new_row_packer(self._packer_hint)
+        batch = ProducerBatch(tp, now_ms, ProduceResult(tp), timestamp, packer, packer.pack, timestamp)
+        self._batches.setdefault(tp, deque()).append(batch)
+        self._open[tp] = batch
+        self.incomplete.add(batch)
+        batch.pack((0, 0, key, value, headers))
+        batch.record_count = 1
+        batch.size += size
+        self.buffered_bytes += size
+        return RecordFuture(batch.result, 0, timestamp)
 
     def append(
         self,
         tp: TopicPartition,
-        record: tuple,
+        record: tuple[bytes | None, bytes | None, Headers, int],
         size: int,
         now_ms: int,
         abort_on_new_batch: bool = False,
     ) -> tuple[RecordFuture, bool] | None:
-        """Adds a record; returns (future, wake_sender) or None when a new batch would be needed
-        and `abort_on_new_batch` is set (the sticky partitioner then picks another partition)."""
-        dq = self._batches.get(tp)
-        if dq is None:
-            dq = self._batches[tp] = deque()
-        batch = dq[-1] if dq else None
-        new_batch = batch is None or batch.closed or batch.size + size > self.batch_size
-        if new_batch:
-            if abort_on_new_batch:
-                return None
-            batch = ProducerBatch(tp, now_ms, ProduceResult(tp))
-            dq.append(batch)
-            self.incomplete.add(batch)
-        records = batch.records
-        future = RecordFuture(batch.result, len(records), record[3])
-        records.append(record)
-        batch.size += size
-        self.buffered_bytes += size
-        return future, new_batch or batch.size >= self.batch_size
+        """Adds a `(key, value, headers, timestamp)` record; returns (future, new batch opened:
+        wake the sender) or None when a new batch would be needed and `abort_on_new_batch` is
+        set (the sticky partitioner then picks another partition)."""
+        future = self.try_append(tp, *record, size)
+        if future is not None:
+            return future, False
+        if abort_on_new_batch:
+            return None
+        return self.append_new_batch(tp, *record, size, now_ms), True
 
     def ready(
         self, now_ms: int, leader_of: LeaderOf, busy_nodes: Iterable[int], force: bool
@@ -148,11 +199,16 @@ class RecordAccumulator:
                 if taken and sizes[leader] + batch.size > max_request_size:
                     break
                 dq.popleft()
-                batch.closed = True
+                self._close(batch)
                 batch.attempts += 1
                 taken.append(batch)
                 sizes[leader] = sizes.get(leader, 0) + batch.size
         return {node: batches for node, batches in out.items() if batches}
+
+    def _close(self, batch: ProducerBatch) -> None:
+        batch.closed = True
+        if self._open.get(batch.tp) is batch:
+            del self._open[batch.tp]
 
     def reenqueue(self, batches: list[ProducerBatch], retry_at_ms: int) -> None:
         """Puts batches of one partition back at the front, oldest first, for a retry."""
@@ -166,6 +222,7 @@ class RecordAccumulator:
         for dq in self._batches.values():
             while dq and now_ms - dq[0].created_ms >= delivery_timeout_ms:
                 expired.append(dq.popleft())
+                self._close(expired[-1])
         return expired
 
     def abort_all(self) -> list[ProducerBatch]:
@@ -173,6 +230,8 @@ class RecordAccumulator:
         out = [b for dq in self._batches.values() for b in dq]
         for dq in self._batches.values():
             dq.clear()
+        for batch in out:
+            self._close(batch)
         return out
 
     def deallocate(self, batch: ProducerBatch) -> None:

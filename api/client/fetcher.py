@@ -8,6 +8,7 @@ code run per record.
 
 from __future__ import annotations
 
+import gc
 from bisect import bisect_left
 from functools import partial
 from itertools import islice, repeat
@@ -41,7 +42,22 @@ def fetch_body(
 def records_from_batches(tp: TopicPartition, data: bytes, fetch_offset: int) -> tuple[list[ConsumerRecord], int]:
     """Decodes the complete batches of `data` (CRC checked), drops records below `fetch_offset`
     (a fetch starts at the batch containing it), and returns them with the next fetch offset
-    (after the last complete batch, so compacted gaps are skipped). Raises CorruptRecordError."""
+    (after the last complete batch, so compacted gaps are skipped). Raises CorruptRecordError.
+
+    The cyclic garbage collector is paused meanwhile, as msgpack's documentation advises for
+    large unpacks: thousands of new long-lived records would otherwise trigger collections that
+    scan the whole heap (ConsumerRecords, being tuple subclasses, are never untracked)."""
+    collecting = gc.isenabled()
+    if collecting:
+        gc.disable()
+    try:
+        return _decode(tp, data, fetch_offset)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _decode(tp: TopicPartition, data: bytes, fetch_offset: int) -> tuple[list[ConsumerRecord], int]:
     records: list[ConsumerRecord] = []
     next_offset = fetch_offset
     topic, partition = tp

@@ -2,8 +2,9 @@
 future; a background `Sender` ships batches to partition leaders. Keyed records are placed with
 Kafka's murmur2, keyless ones with the sticky partitioner.
 
-Hot path: `send()` does type checks, one dict lookup for the partition count, and one list append
-under a lock; batches are encoded once, in the sender's I/O workers.
+Hot path: `send()` does type checks, one dict lookup for the topic's partitions, and, under a
+lock, one msgpack `pack` of the record into its batch's buffer (`RecordAccumulator.try_append`);
+batches are framed once, in the sender's I/O workers (docs/benchmarks.md has the profile).
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from typing import Any, Iterable, Mapping
 from api.client.accumulator import RECORD_OVERHEAD, RecordAccumulator
 from api.client.cluster import ClusterSnapshot, MetadataCache
 from api.client.futures import RecordFuture
-from api.client.sender import Sender, SenderConfig
+from api.client.sender import Sender, SenderConfig, now_ms
 from api.client.transport import Transport
 from api.client.types import Headers, TopicPartition
 from api.errors import KraftError
 from api.partitioner import StickyPartitioner, partition_for_key
 from log.batch import COMPRESSIONS
+
+MAX_TIMESTAMP = 2**63  # timestamps are int64 milliseconds, and never negative (as in Kafka)
 
 HeadersIn = Mapping[str, Any] | Iterable[tuple[str, Any]] | None
 
@@ -94,8 +97,10 @@ class Producer:
         self._lock = threading.Lock()
         self._space = threading.Condition(self._lock)
         self._sticky = StickyPartitioner()
+        self._sticky_tps: dict[str, TopicPartition] = {}  # the sticky partition per topic (lock held)
+        self._wake = False  # a new batch opened: wake the sender once the lock is released
         self._topics: dict[str, tuple[ClusterSnapshot, int, list[TopicPartition]]] = {}
-        self._max_request_size = max_request_size
+        self._max_record_size = min(max_request_size, buffer_memory)
         self._buffer_memory = buffer_memory
         self._max_block_s = max_block_ms / 1000
         self._closed = False
@@ -133,6 +138,7 @@ class Producer:
         state = self._topics.get(topic)
         tps = state[2] if state is not None and len(state[2]) == count else [TopicPartition(topic, p) for p in range(count)]
         state = self._topics[topic] = (snapshot, count, tps)
+        self._sticky_tps.pop(topic, None)
         return state
 
     def send(
@@ -151,38 +157,70 @@ class Producer:
             value = to_bytes(value, "value")
         if key is not None and key.__class__ is not bytes:
             key = to_bytes(key, "key")
-        hdrs = normalize_headers(headers) if headers else ()
         size = (len(key) if key else 0) + (len(value) if value else 0) + RECORD_OVERHEAD
-        if hdrs:
+        if headers:
+            hdrs = normalize_headers(headers)
             size += sum(len(k) + len(v or b"") + 4 for k, v in hdrs)
-        if size > self._max_request_size or size > self._buffer_memory:
+        else:
+            hdrs = ()
+        if size > self._max_record_size:
             raise KraftError("MESSAGE_TOO_LARGE", f"the record is {size} bytes, more than max_request_size/buffer_memory")
-        record = (key, value, hdrs, int(time.time() * 1000) if timestamp_ms is None else timestamp_ms)
+        if timestamp_ms is None:
+            timestamp_ms = time.time_ns() // 1_000_000
+        elif timestamp_ms.__class__ is not int or not 0 <= timestamp_ms < MAX_TIMESTAMP:
+            raise KraftError("INVALID_TIMESTAMP", f"timestamp_ms must be an int in [0, 2**63), got {timestamp_ms!r}")
         state = self._topics.get(topic)
         if state is None or state[0] is not self._metadata.snapshot:
             state = self._topic_state(topic)
         _, count, tps = state
         if partition is not None:
-            if not 0 <= partition < count:
-                raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"partition {partition} of {topic!r} does not exist ({count} partitions)")
+            if partition.__class__ is not int or not 0 <= partition < count:
+                raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"partition {partition!r} of {topic!r} does not exist ({count} partitions)")
+            tp = tps[partition]
         elif key is not None:
-            partition = partition_for_key(key, count)
-        now = time.monotonic_ns() // 1_000_000  # as sender.now_ms, inlined: this is per record
+            tp = tps[partition_for_key(key, count)]
+        else:
+            tp = None
         with self._lock:
-            if self._acc.buffered_bytes + size > self._buffer_memory:
+            acc = self._acc
+            if acc.buffered_bytes + size > self._buffer_memory:
                 self._wait_for_space(size)
-            if partition is not None:
-                appended = self._acc.append(tps[partition], record, size, now)
+            if tp is None:
+                tp = self._sticky_tps.get(topic)
+                future = None if tp is None else acc.try_append(tp, key, value, hdrs, timestamp_ms, size)
+                if future is None:
+                    future = self._append_sticky(topic, count, tps, key, value, hdrs, timestamp_ms, size)
             else:
-                p = self._sticky.partition(topic, count)
-                appended = self._acc.append(tps[p], record, size, now, abort_on_new_batch=True)
-                if appended is None:
-                    p = self._sticky.on_new_batch(topic, count, p)
-                    appended = self._acc.append(tps[p], record, size, now)
-        assert appended is not None
-        future, wake = appended
-        if wake:
-            self._sender.wakeup()
+                future = acc.try_append(tp, key, value, hdrs, timestamp_ms, size)
+                if future is None:
+                    future = acc.append_new_batch(tp, key, value, hdrs, timestamp_ms, size, now_ms())
+                    self._wake = True
+            if not self._wake:
+                return future
+            self._wake = False
+        self._sender.wakeup()
+        # A new batch means the previous one is complete: yield the GIL so the sender's threads
+        # run now, not after the 5 ms switch interval of a caller that sends in a tight loop
+        # (without this the buffer fills up and acks=1 latency is ~0.5 s at full speed).
+        time.sleep(0)
+        return future
+
+    def _append_sticky(
+        self, topic: str, count: int, tps: list[TopicPartition], key: bytes | None, value: bytes | None,
+        headers: Headers, timestamp_ms: int, size: int,
+    ) -> RecordFuture:
+        """A keyless record whose sticky partition has no room (lock held): KIP-480 moves on to
+        another partition when the sticky one needs a new batch."""
+        acc = self._acc
+        p = self._sticky.partition(topic, count)
+        future = acc.try_append(tps[p], key, value, headers, timestamp_ms, size)
+        if future is None:
+            p = self._sticky.on_new_batch(topic, count, p)
+            future = acc.try_append(tps[p], key, value, headers, timestamp_ms, size)
+            if future is None:
+                future = acc.append_new_batch(tps[p], key, value, headers, timestamp_ms, size, now_ms())
+                self._wake = True
+        self._sticky_tps[topic] = tps[p]
         return future
 
     def _wait_for_space(self, size: int) -> None:

@@ -1,7 +1,12 @@
 """The producer's background sender: drains ready batches from the accumulator, sends one
-`POST /v1/produce` per partition leader (all its ready partitions in one request, at most one
-request in flight per leader so a partition's batches stay in order), completes the batch futures
-with offsets, retries retriable errors after `retry_backoff_ms` within `delivery_timeout_ms`.
+`POST /v1/produce` per partition leader (all its ready partitions in one request), completes the
+batch futures with offsets, retries retriable errors after `retry_backoff_ms` within
+`delivery_timeout_ms`.
+
+At most one request is in flight per leader (Kafka's max.in.flight.requests.per.connection=1):
+a partition's batches, retries included, reach the log in order without idempotence. The I/O
+worker that got an answer drains and sends that leader's next batches itself, so a busy leader
+costs no thread hand-off per request (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ from api.client.cluster import METADATA_ERRORS, MetadataCache
 from api.client.transport import Address, Transport
 from api.client.types import TopicPartition
 from api.errors import KraftError
-from log.batch import build_batch
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +49,12 @@ def produce_body(batches: list[ProducerBatch], config: SenderConfig) -> tuple[di
     the order they are concatenated (pure)."""
     by_tp: dict[TopicPartition, list[ProducerBatch]] = {}
     for batch in batches:
-        if batch.encoded is None:
-            batch.encoded = build_batch(batch.records, compression=config.compression_type)
         by_tp.setdefault(batch.tp, []).append(batch)
     body = {
         "acks": config.acks,
         "timeout_ms": config.request_timeout_ms,
         "partitions": [
-            {"topic": tp.topic, "partition": tp.partition, "records": b"".join(b.encoded for b in bl)}  # type: ignore[misc]
+            {"topic": tp.topic, "partition": tp.partition, "records": b"".join([b.encode(config.compression_type) for b in bl])}
             for tp, bl in by_tp.items()
         ],
     }
@@ -173,6 +175,33 @@ class Sender:
         return False
 
     def _produce(self, node: int, address: Address | None, batches: list[ProducerBatch]) -> None:
+        """Runs in an I/O worker: sends `batches`, then, while `node` has more sendable batches,
+        drains and sends those too before giving the node back to the sender thread. Each
+        thread hand-off costs a wait for the GIL (up to the 5 ms switch interval while the
+        application's thread is busy in send()), so a busy leader is served without one."""
+        try:
+            while batches:
+                self._produce_once(node, address, batches)
+                batches, address = self._drain_node(node)
+        finally:
+            with self._lock:
+                self._in_flight.discard(node)
+            self._wakeup.set()
+
+    def _drain_node(self, node: int) -> tuple[list[ProducerBatch], Address | None]:
+        """The sendable batches led by `node` now (none when closing by force)."""
+        snapshot = self._metadata.snapshot
+        now = now_ms()
+        with self._lock:
+            if self._force_close:
+                return [], None
+            check = self._acc.ready(now, snapshot.leader_id, (), self._closing or self._flushes > 0)
+            if node not in check.ready_nodes:
+                return [], None
+            drained = self._acc.drain((node,), snapshot.leader_id, self._config.max_request_size, now)
+        return drained.get(node, []), snapshot.broker_address(node)
+
+    def _produce_once(self, node: int, address: Address | None, batches: list[ProducerBatch]) -> None:
         try:
             body, by_tp = produce_body(batches, self._config)
             try:
@@ -192,10 +221,6 @@ class Sender:
             for batch in batches:
                 if not batch.result.done():
                     self._settle(batch, -1, KraftError("UNKNOWN_SERVER_ERROR", f"{type(e).__name__}: {e}"))
-        finally:
-            with self._lock:
-                self._in_flight.discard(node)
-            self._wakeup.set()
 
     def _handle(self, batches: list[ProducerBatch], outcome: int | KraftError) -> None:
         if isinstance(outcome, int):

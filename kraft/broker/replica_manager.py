@@ -120,6 +120,7 @@ class ReplicaManager:
         self._tasks: set[asyncio.Task[None]] = set()
         self._retention_task: asyncio.Task[None] | None = None
         self._isr_task: asyncio.Task[None] | None = None
+        self._fetch_errors: dict[TopicPartition, str] = {}  # the last error each partition backs off on
         self._closed = False
         self.fetchers = ReplicaFetcherManager(
             node_id, self, self._broker_endpoint, broker_epoch, replication.fetcher
@@ -647,6 +648,7 @@ class ReplicaManager:
             lambda epoch: cache.end_offset_for(epoch, plog.log_end_offset),
             None if latest is None else latest.start_offset,
         )
+        self._fetch_errors.pop((replica.topic, replica.partition), None)
         if isinstance(action, Append):
             if action.records:
                 plog.append_as_follower(action.records, now_ms())
@@ -672,6 +674,11 @@ class ReplicaManager:
             plog.truncate_fully_and_start_at(action.offset)
             return True
         assert isinstance(action, Backoff)
+        key = (replica.topic, replica.partition)
+        if self._fetch_errors.get(key) != action.error_code:  # log transitions, not every retry
+            self._fetch_errors[key] = action.error_code
+            log.info("%s-%d: the leader answers %s; backing off", replica.topic, replica.partition,
+                     action.error_code)
         return False
 
     # -- ISR changes --------------------------------------------------------------------------

@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 import requests
+from click.testing import CliRunner
 
+from api.cli import main as cli_main
 from kraft.broker.replication.chaos import AckedProducer, WatchingConsumer, audit, read_partition
 from log.config import LogConfig
 from log.partition_log import PartitionLog
@@ -143,3 +145,31 @@ def test_no_acknowledged_write_lost_across_leader_failures(tmp_path: Path) -> No
 @pytest.mark.timeout(1800)
 def test_no_acknowledged_write_lost_looped(tmp_path: Path) -> None:
     run_chaos(tmp_path, rounds=int(os.environ.get("KRAFT_CHAOS_ROUNDS", "5")))
+
+
+def describe(cluster: Cluster, *flags: str) -> list[str]:
+    result = CliRunner().invoke(cli_main, ["topics", "--describe", "--topic", TOPIC, *flags,
+                                           "--bootstrap-server", cluster.running()[0].bootstrap])
+    assert result.exit_code == 0, result.output
+    return result.output.splitlines()
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(120)
+def test_isr_shrink_and_expand_show_in_describe(tmp_path: Path) -> None:
+    with Cluster(tmp_path, controllers=3, combined=True, overrides=OVERRIDES) as cluster:
+        cluster.start()
+        cluster.create_topic(TOPIC, 1, 3)
+        wait_full_isr(cluster)
+        leader = wait_leader(cluster)
+        assert describe(cluster, "--under-replicated-partitions") == []
+        follower = next(i for i in (1, 2, 3) if i != leader)
+        cluster.pause(follower)  # alive to the controller for a while: the leader shrinks the ISR
+        wait_for(lambda: follower not in partition_state(cluster, leader)["isr"], 30,
+                 what=f"broker {follower} out of the ISR")
+        [line] = describe(cluster, "--under-replicated-partitions")
+        assert f"Leader: {leader}" in line and "Replicas: 1,2,3" in line
+        assert describe(cluster, "--under-min-isr-partitions") == []  # 2 in sync, min 2
+        cluster.resume(follower)
+        wait_full_isr(cluster)
+        assert describe(cluster, "--under-replicated-partitions") == []

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-import requests
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent))
@@ -23,13 +22,13 @@ from spark_support import REAL_NODE, KraftFixture  # noqa: E402
 
 def pytest_report_header(config: pytest.Config) -> str:
     backend = "real kraft-node" if REAL_NODE else "FakeBroker (kraft.node not present)"
-    return f"spark connector broker: {backend}; exactly-once sink tests: the broker if it lists sink_dedupe, else FakeBroker"
+    return f"spark connector broker: {backend}"
 
 
 @pytest.fixture(scope="session")
 def fake_broker() -> Iterator[KraftFixture]:
     """Always the fake: for what a real broker cannot be made to do on demand (retention now) or
-    does not do yet (the exactly-once sink contract)."""
+    a broker without a feature (no idempotence, for the exactly-once sink's refusal)."""
     fake = FakeBroker()
     try:
         yield KraftFixture(fake.bootstrap, fake)
@@ -49,14 +48,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory, fake_broker: KraftFixture) 
         yield KraftFixture(node.bootstrap, None)
     finally:
         shutdown_all([node])
-
-
-@pytest.fixture(scope="session")
-def dedupe_broker(broker: KraftFixture, fake_broker: KraftFixture) -> KraftFixture:
-    """The broker if it advertises the exactly-once sink feature, else the fake that implements
-    the contract of docs/spark.md."""
-    features = requests.get(f"{broker.url}/v1/health", timeout=10).json().get("features") or []
-    return broker if "sink_dedupe" in features else fake_broker
 
 
 @pytest.fixture(scope="session")

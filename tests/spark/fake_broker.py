@@ -2,8 +2,7 @@
 connector uses (health, metadata, topics, offsets, msgpack fetch/produce), over real HTTP.
 
 The Spark tests run against a real `kraft-node` whenever the node code is present; this fake lets
-them run when it is not, and implements the exactly-once sink contract of docs/spark.md (the `sink`
-tag on produce entries) so the connector's side of it can be tested before the broker has it.
+them run when it is not. It has no idempotent produce (no "idempotence" feature in its health).
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ class _Partition:
     log: bytearray = field(default_factory=bytearray)
     batches: list[tuple[int, int, int, int]] = field(default_factory=list)  # base, next, pos, max_ts
     log_start_offset: int = 0
-    sink_batches: dict[tuple[str, int], int] = field(default_factory=dict)  # (query, writer) -> batch
 
     @property
     def high_watermark(self) -> int:
@@ -56,9 +54,8 @@ class _Partition:
 
 
 class FakeBroker:
-    def __init__(self, sink_dedupe: bool = True) -> None:
+    def __init__(self) -> None:
         self.topics: dict[str, list[_Partition]] = {}
-        self.sink_dedupe = sink_dedupe
         self.lock = threading.Condition()
         broker = self
 
@@ -125,8 +122,7 @@ class FakeBroker:
     def handle(self, method: str, path: str, query: dict[str, str], body: Any, port: int) -> tuple[int, Any]:
         with self.lock:
             if path == "/v1/health":
-                return 200, {"status": "ok", "node_id": 1, "roles": ["broker", "controller"],
-                             "features": ["sink_dedupe"] if self.sink_dedupe else []}
+                return 200, {"status": "ok", "node_id": 1, "roles": ["broker", "controller"], "features": []}
             if path == "/v1/metadata":
                 return 200, {"cluster_id": "fake", "controller_id": 1,
                              "brokers": [{"node_id": 1, "host": "127.0.0.1", "port": port, "rack": None}],
@@ -164,13 +160,6 @@ class FakeBroker:
     def _produce(self, entry: dict[str, Any]) -> dict[str, Any]:
         p = self.topics[entry["topic"]][entry["partition"]]
         answer = {"topic": entry["topic"], "partition": entry["partition"], "log_start_offset": p.log_start_offset}
-        sink = entry.get("sink") if self.sink_dedupe else None
-        if sink is not None:
-            key = (sink["query_id"], sink["writer_id"])
-            if p.sink_batches.get(key, -1) >= sink["batch_id"]:
-                return {**answer, "base_offset": -1, "duplicate": True}
-            p.sink_batches[key] = sink["batch_id"]
-            answer["duplicate"] = False
         return {**answer, "base_offset": p.append(entry["records"])}
 
     def _fetch(self, entry: dict[str, Any]) -> dict[str, Any]:

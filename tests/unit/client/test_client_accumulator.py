@@ -9,7 +9,7 @@ from api.client.accumulator import RECORD_OVERHEAD, RecordAccumulator
 from api.client.sender import SenderConfig, partition_outcomes, produce_body
 from api.client.types import TopicPartition
 from api.errors import KraftError
-from log.batch import decode_records, iter_batches
+from log.batch import HEADER_SIZE, build_batch, decode_records, iter_batches
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -132,7 +132,7 @@ def test_drain_preserves_per_partition_order_and_loses_nothing(appends: list, ba
     while acc.has_queued():
         for batches in acc.drain({1, 2}, LEADERS, 1000, 0).values():
             for b in batches:
-                got[b.tp].extend(r[1] for r in b.records)
+                got[b.tp].extend(r.value for r in decode_records(b.encode("none")))
                 acc.deallocate(b)
     assert got == sent
     assert acc.buffered_bytes == 0 and not acc.incomplete
@@ -173,3 +173,31 @@ def test_waiting_for_buffer_memory_makes_batches_ready() -> None:
     assert acc.ready(1, LEADERS, (), force=False).ready_nodes == frozenset()
     acc.space_waiters = 1
     assert acc.ready(1, LEADERS, (), force=False).ready_nodes == {1}
+
+
+def test_try_append_fills_the_open_batch_and_encodes_what_build_batch_would() -> None:
+    acc = RecordAccumulator(batch_size=1000, linger_ms=5)
+    assert acc.try_append(T0, None, b"a", (), 50, 20) is None  # no open batch yet
+    first = acc.append_new_batch(T0, b"k", b"a", (("h", b"1"),), 50, 20, now_ms=7)
+    second = acc.try_append(T0, None, b"b", (), 40, 20)
+    assert second is not None and (first.index, second.index) == (0, 1)
+    assert first.produce_result is second.produce_result and second.timestamp == 40
+    assert acc.try_append(T0, None, b"x" * 900, (), 60, 916) is None  # would overflow the batch
+    [batch] = acc.queued(T0)
+    assert (batch.record_count, batch.size, batch.created_ms, acc.buffered_bytes) == (2, HEADER_SIZE + 40, 7, 40)
+    encoded = batch.encode("zstd")
+    assert encoded == build_batch([(b"k", b"a", [("h", b"1")], 50), (None, b"b", None, 40)], compression="zstd")
+    assert batch.encode("none") is encoded  # framed once
+
+
+def test_drained_batch_is_closed_and_the_next_record_opens_a_new_one() -> None:
+    acc = RecordAccumulator(batch_size=1000, linger_ms=0)
+    acc.append_new_batch(T0, None, b"a", (), 1, 20, now_ms=0)
+    [drained] = acc.drain({1}, LEADERS, 10_000, 0)[1]
+    assert drained.closed and acc.try_append(T0, None, b"b", (), 1, 20) is None
+    future, opened = acc.append(T0, (None, b"b", (), 1), 20, 0)
+    assert opened and future.produce_result is not drained.result
+    for batches in (acc.expire(10**9, 1), acc.abort_all()):
+        for b in batches:
+            assert b.closed
+    assert acc.try_append(T0, None, b"c", (), 1, 20) is None

@@ -109,6 +109,9 @@ def test_send_validates_input(broker: FakeBroker) -> None:
             (dict(value=b"x", partition=2), "UNKNOWN_TOPIC_OR_PARTITION"),
             (dict(value=b"x" * 2000), "MESSAGE_TOO_LARGE"),
             (dict(value=b"x", headers=[("h",)]), "INVALID_RECORD"),
+            (dict(value=b"x", timestamp_ms=-1), "INVALID_TIMESTAMP"),
+            (dict(value=b"x", timestamp_ms=1.5), "INVALID_TIMESTAMP"),
+            (dict(value=b"x", timestamp_ms=2**63), "INVALID_TIMESTAMP"),
         ]:
             with pytest.raises(KraftError) as err:
                 producer.send("v", **kwargs)

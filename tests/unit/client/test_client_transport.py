@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import select
+import socket
+import time
 
 import msgpack
 import pytest
@@ -12,6 +15,7 @@ from api.client.cluster import ClusterSnapshot
 from api.client.transport import Transport, error_from_response, parse_address, parse_bootstrap
 from api.client.types import TopicPartition
 from api.errors import KraftError
+from client_fake_broker import FakeBroker
 
 
 def test_addresses() -> None:
@@ -66,3 +70,27 @@ def test_snapshot_from_metadata_answer() -> None:
     assert snap.leader_id(TopicPartition("t", 7)) is None
     assert snap.broker_address(2) == ("h2", 2) and snap.brokers[2].rack == "r"
     assert snap.partitions_for("t") == [TopicPartition("t", 0), TopicPartition("t", 1)]
+
+
+def test_keep_alive_connection_closed_by_the_server_is_replaced() -> None:
+    """The server drops idle keep-alive connections; the next request must not fail on one."""
+    with FakeBroker() as broker:
+        transport = Transport(broker.bootstrap)
+        assert transport.request("GET", "/v1/metadata")["brokers"][0]["node_id"] == 1
+        [conn] = transport._local.pool.values()
+        conn.sock.shutdown(socket.SHUT_WR)  # as a server closing: the socket turns readable
+        deadline = time.monotonic() + 5
+        while not select.select([conn.sock], [], [], 0.05)[0]:
+            assert time.monotonic() < deadline
+        assert transport.request("GET", "/v1/metadata")["brokers"][0]["node_id"] == 1
+        transport.close()
+
+
+def test_network_failures_are_retriable_kraft_errors() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+    transport = Transport(f"127.0.0.1:{port}", request_timeout_ms=2000)
+    with pytest.raises(KraftError) as err:
+        transport.request("GET", "/v1/metadata")
+    assert err.value.error_code == "NETWORK_EXCEPTION" and err.value.retriable

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from api.routes import batch
 from api.routes.services import REPLICAS, ProduceEntry
+from api.server import error_middleware
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraft.broker.replication.alter_partition import ControllerAlterPartition
 from kraft.broker.replication.fetcher import FetcherSettings
@@ -119,7 +120,7 @@ class Cluster:
             broker_epoch=lambda b=b: 100 + b,
         )
         (self.tmp / f"data-{b}").mkdir(parents=True, exist_ok=True)
-        app = web.Application()
+        app = web.Application(middlewares=[error_middleware])
         app[REPLICAS] = node
         app.router.add_routes(batch.routes)
         runner = web.AppRunner(app, access_log=None)

@@ -8,6 +8,7 @@ import asyncio
 import time
 from typing import Any, Awaitable, Callable
 
+import aiohttp
 import pytest
 
 from api.routes.replication import ReplicaFetchEntry
@@ -136,3 +137,20 @@ async def test_fetch_epoch_checks(cluster: Cluster) -> None:
 
 def _entry(fetch_offset: int, **kw: Any) -> ReplicaFetchEntry:
     return ReplicaFetchEntry(TOPIC, 0, fetch_offset, 1 << 20, **kw)
+
+
+async def test_fetch_route_replica_fields_over_http(cluster: Cluster) -> None:
+    assert (await cluster.produce(1, b"one")).error_code is None
+    url = f"http://127.0.0.1:{cluster.ports[1]}/v1/fetch"
+    async with aiohttp.ClientSession() as http:
+        body = {"max_wait_ms": 0, "replica_id": 2, "replica_epoch": 102, "partitions": [
+            {"topic": TOPIC, "partition": 0, "fetch_offset": 5, "current_leader_epoch": 0,
+             "last_fetched_epoch": 0}]}
+        async with http.post(url, json=body) as resp:
+            [answer] = (await resp.json())["partitions"]
+        # offsets 1-4 in epoch 0 exist only on this "follower": diverging at the leader's end of 0
+        assert answer["diverging_epoch"] == {"epoch": 0, "end_offset": 1}
+        assert answer["log_end_offset"] == 1
+        assert answer["records"] == ""
+        async with http.post(url, json={**body, "replica_id": -5}) as resp:
+            assert resp.status == 400 and (await resp.json())["error_code"] == "INVALID_REQUEST"
