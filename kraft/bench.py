@@ -575,9 +575,9 @@ def _chaos_round(cluster: LocalCluster, topic: str, wait_acked: Callable[[], Non
     paused.proc.send_signal(signal.SIGSTOP)
     try:
         current = _chaos_leader(cluster, topic, not_in=(paused.node_id,))
-        wait_acked()
     finally:
-        paused.proc.send_signal(signal.SIGCONT)
+        paused.proc.send_signal(signal.SIGCONT)  # wakes believing it leads
+    wait_acked()
     _chaos_full_isr(cluster, topic)
     follower = next(n for n in cluster.running() if n is not current)
     follower.kill()

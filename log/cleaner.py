@@ -142,8 +142,10 @@ def _decoded_batches(segment: LogSegment) -> Iterator[tuple[int, BatchHeader, li
 
 
 def _rebuild_batch(header: BatchHeader, kept: list[Record]) -> bytes:
-    """Re-encodes the surviving records of a batch, keeping every offset and the last offset."""
-    base_offset = kept[0].offset
+    """Re-encodes the surviving records of a batch, keeping every offset and the batch's base and
+    last offsets (as Kafka's v2 cleaner: the producer state derives the last sequence from
+    base_sequence + last_offset_delta, so both must survive)."""
+    base_offset = header.base_offset
     if header.attributes & TIMESTAMP_TYPE_FLAG:
         base_timestamp = max_timestamp = header.max_timestamp  # LogAppendTime: one batch time
     else:

@@ -18,7 +18,6 @@ import time
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 from pathlib import Path
-
 from typing import Iterator
 
 from log.batch import BatchHeader, iter_batches

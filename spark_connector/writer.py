@@ -165,7 +165,7 @@ class _Producer:
     def flush(self) -> None:
         """Sends the buffered rows. Exactly-once tasks flush once, at the end, so that each
         topic-partition gets one entry with sequences 0.. (atomic on the broker)."""
-        pid, epoch = (-1, -1) if True else (
+        pid, epoch = (-1, -1) if self.idempotent is None else (
             self.idempotent.producer_id, self.idempotent.producer_epoch)
         entries = []
         for tp, rows in self.pending.items():

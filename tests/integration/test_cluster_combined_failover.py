@@ -11,7 +11,7 @@ import time
 import pytest
 import requests
 
-from harness import Cluster, NodeProcess, wait_for
+from harness import Cluster, wait_for
 
 pytestmark = pytest.mark.cluster
 

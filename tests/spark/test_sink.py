@@ -138,3 +138,15 @@ def test_exactly_once_refuses_brokers_without_idempotence(spark, fake_broker, tm
     with pytest.raises(Exception, match="UNSUPPORTED_VERSION.*idempotence"):
         _stream_copy(spark, broker, source, sink, tmp_path / "cp", exactlyOnce="true")
     assert _all(broker, sink) == {0: []}
+
+
+def test_exactly_once_producer_epochs_follow_the_micro_batch_id():
+    from api.producer_ids import TRANSACTIONAL_ID_BASE, derived_producer_id
+    from spark_connector.writer import SinkProducer
+
+    first, later = SinkProducer.for_task("q", 3, 0), SinkProducer.for_task("q", 3, 32766)
+    assert first.producer_id == later.producer_id == derived_producer_id("q-3") >= TRANSACTIONAL_ID_BASE
+    assert (first.producer_epoch, later.producer_epoch) == (0, 32766)
+    rolled = SinkProducer.for_task("q", 3, 32767 * 2 + 5)
+    assert rolled == SinkProducer(derived_producer_id("q-3-2"), 5)
+    assert SinkProducer.for_task("q", 4, 0).producer_id != first.producer_id

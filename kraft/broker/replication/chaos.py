@@ -145,14 +145,18 @@ def read_partition(bootstrap: str, topic: str, partition: int, end: int,
     consumer.assign([tp])
     out: list[tuple[int, bytes]] = []
     deadline = time.monotonic() + timeout_s
+    position = 0
     try:
-        while consumer.position(tp) < end:
+        while position < end:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"read {len(out)} records of {topic}-{partition}, not up to {end}")
             try:
                 polled = consumer.poll(500)
-            except KraftError:
-                continue  # the leader is moving
+                position = consumer.position(tp)
+            except KraftError as e:
+                if not e.retriable:
+                    raise
+                continue  # the leader is moving: the consumer refreshes its metadata
             out += [(r.offset, r.value) for rs in polled.values() for r in rs if r.offset < end]
     finally:
         consumer.close()

@@ -141,3 +141,22 @@ def test_idle_producers_expire_with_retention(open_log) -> None:
     log.delete_old_segments(now_ms=6_601)
     with pytest.raises(UnknownProducerIdError):
         log.append_as_leader(batch(4), 0, 0)
+
+
+def test_compaction_keeps_the_sequences_derivable_from_headers(open_log, tmp_path) -> None:
+    log = open_log(cleanup_policy="compact")
+
+    def keyed(seq: int, *keys: bytes, pid: int = PID) -> bytes:
+        return build_batch([(k, b"x", None, 1_000) for k in keys], producer_id=pid,
+                           producer_epoch=0 if pid >= 0 else -1, base_sequence=seq if pid >= 0 else -1)
+
+    log.append_as_leader(keyed(0, b"a", b"b"), 0, 0)
+    log.append_as_leader(keyed(2, b"c", b"a"), 0, 0)  # sequences 2-3, offsets 2-3
+    log.roll(0)
+    log.append_as_leader(keyed(0, b"c", pid=-1), 0, 0)  # supersedes offset 2, the batch's first
+    log.roll(0)
+    log.high_watermark = log.log_end_offset
+    assert log.compact(10_000).records_removed == 2  # a (offset 0) and c (offset 2)
+    log.close()
+    (tmp_path / "t-0" / PRODUCER_STATE_SNAPSHOT).unlink()
+    assert open_log(cleanup_policy="compact").append_as_leader(keyed(4, b"d"), 0, 0).first_offset == 5

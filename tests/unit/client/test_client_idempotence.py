@@ -1,0 +1,47 @@
+"""The client's idempotence state (pure): sequences per partition, epoch bumps after sequence
+errors (once per burst), a new producer id when the epoch is exhausted."""
+
+from __future__ import annotations
+
+from api.client.idempotence import BatchSequence, IdempotenceState, ProducerIdAndEpoch
+from api.client.types import TopicPartition
+from api.producer_ids import MAX_PRODUCER_EPOCH
+
+T0 = TopicPartition("t", 0)
+T1 = TopicPartition("t", 1)
+
+
+def test_sequences_count_records_per_partition_and_wrap() -> None:
+    state = IdempotenceState()
+    state.set_producer(7, 0)
+    assert state.assign(T0, 3) == BatchSequence(7, 0, 0)
+    assert state.assign(T0, 2) == BatchSequence(7, 0, 3)
+    assert state.assign(T1, 1) == BatchSequence(7, 0, 0)
+    state._next_sequence[T1] = 2**31 - 2
+    assert state.assign(T1, 4).base_sequence == 2**31 - 2
+    assert state.assign(T1, 1).base_sequence == 2
+
+
+def test_a_sequence_error_bumps_the_epoch_once_and_restarts_every_partition() -> None:
+    state = IdempotenceState()
+    state.set_producer(7, 0)
+    first = state.assign(T0, 1)
+    second = state.assign(T0, 1)
+    state.assign(T1, 5)
+    state.on_error("OUT_OF_ORDER_SEQUENCE_NUMBER", first)
+    state.on_error("OUT_OF_ORDER_SEQUENCE_NUMBER", second)  # same burst: no second bump
+    assert state.producer == ProducerIdAndEpoch(7, 1)
+    assert state.assign(T1, 1) == BatchSequence(7, 1, 0)
+    state.on_error("NOT_LEADER_OR_FOLLOWER", state.assign(T0, 1))  # not a sequence error
+    assert state.producer == ProducerIdAndEpoch(7, 1)
+    state.on_error("UNKNOWN_PRODUCER_ID", state.assign(T0, 1))
+    assert state.producer == ProducerIdAndEpoch(7, 2)
+
+
+def test_an_exhausted_epoch_needs_a_new_producer_id() -> None:
+    state = IdempotenceState()
+    state.set_producer(7, MAX_PRODUCER_EPOCH)
+    state.on_error("UNKNOWN_PRODUCER_ID", state.assign(T0, 1))
+    assert state.producer is None
+    state.set_producer(8, 0)
+    assert state.assign(T0, 1) == BatchSequence(8, 0, 0)
