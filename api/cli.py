@@ -631,13 +631,6 @@ def cluster_describe(bootstrap_server: str) -> None:
 # -- metadata-quorum and leader-election (the active controller's API) ---------------------------
 
 
-def controller_request(bootstrap: str, method: str, path: str, body: Any = None) -> Any:
-    """A call to the active controller's `/v1/controller` API through any node; the Admin client
-    follows NOT_CONTROLLER answers to the controller they name."""
-    with Admin(bootstrap, api_timeout_ms=CLI_API_TIMEOUT_MS) as admin:
-        return admin._call(method, path, body)  # noqa: SLF001 - the client has no controller calls yet
-
-
 def quorum_status_lines(q: dict[str, Any]) -> list[str]:
     """kafka-metadata-quorum describe --status."""
     fields = [
@@ -674,7 +667,8 @@ def metadata_quorum_describe(bootstrap_server: str, status: bool, replication: b
     """Describe the metadata quorum: --status or --replication."""
     if status == replication:
         raise click.UsageError("give exactly one of --status and --replication")
-    q = controller_request(bootstrap_server, "GET", "/v1/controller/quorum")
+    with Admin(bootstrap_server, api_timeout_ms=CLI_API_TIMEOUT_MS) as admin:
+        q = admin.describe_quorum()
     click.echo("\n".join(quorum_status_lines(q) if status else quorum_replication_lines(q)))
 
 
@@ -708,10 +702,10 @@ def leader_election(bootstrap_server: str, election_type: str, topic: str | None
     """Elect preferred leaders (kafka-leader-election)."""
     if all_topic_partitions == (topic is not None) or (topic is None) != (partition is None):
         raise click.UsageError("give either --topic with --partition, or --all-topic-partitions")
-    wanted = None if all_topic_partitions else [[topic, partition]]
-    answer = controller_request(bootstrap_server, "POST", "/v1/controller/elect-leaders",
-                                {"election_type": election_type.lower(), "partitions": wanted})
-    lines, failed = election_lines(answer["partitions"])
+    wanted = None if all_topic_partitions else [TopicPartition(topic, partition)]
+    with Admin(bootstrap_server, api_timeout_ms=CLI_API_TIMEOUT_MS) as admin:
+        results = admin.elect_leaders(election_type.lower(), wanted)
+    lines, failed = election_lines(results)
     click.echo("\n".join(lines))
     if failed:
         sys.exit(1)

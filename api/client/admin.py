@@ -162,6 +162,20 @@ class Admin:
         params = {"topics": ",".join(topics)} if topics else None
         return self._call("GET", "/v1/metadata", params=params)
 
+    def describe_quorum(self) -> dict[str, Any]:
+        """The controller quorum as kafka-metadata-quorum shows it (`GET /v1/controller/quorum`):
+        cluster_id, leader_id, leader_epoch, high_watermark, max_follower_lag, voters, observers."""
+        return self._call("GET", "/v1/controller/quorum")
+
+    def elect_leaders(self, election_type: str = "preferred",
+                      partitions: Iterable[TopicPartition] | None = None) -> list[dict[str, Any]]:
+        """Preferred (or unclean) leader election for `partitions`, or every partition whose
+        leader is not its preferred replica when None; one result per partition with any error_code."""
+        wanted = None if partitions is None else [[tp.topic, tp.partition] for tp in partitions]
+        answer = self._call("POST", "/v1/controller/elect-leaders",
+                            {"election_type": election_type, "partitions": wanted})
+        return list(answer["partitions"])
+
     def list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec]) -> dict[TopicPartition, PartitionOffsets]:
         """Offsets per partition: spec "earliest" (log start), "latest" (high watermark), or a
         timestamp (the first offset with a timestamp at least that late, None when none is)."""
