@@ -38,6 +38,7 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     return {**schema, "nullable": True}
 
 
+_NODE = _obj({"node_id": INT32, "host": {"type": "string"}, "port": INT32}, ("node_id", "host", "port"))
 ACKS = {"oneOf": [{"type": "integer", "enum": [0, 1, -1]}, {"type": "string", "enum": ["all"]}]}
 BINARY = {"type": "string", "format": "byte", "description": "base64 in JSON, bin in msgpack"}
 CONFIGS = {"type": "object", "additionalProperties": {"type": "string"}}
@@ -256,12 +257,30 @@ _PATHS: dict[str, Any] = {
             "topic": {"type": "string"}, "partition": INT32, "high_watermark": INT64,
             "log_start_offset": INT64, "records": BINARY, "error_code": {"type": "string"},
             "message": {"type": "string"},
+            "log_end_offset": {**INT64, "description": "replica fetches only: the leader's log end offset"},
+            "diverging_epoch": {**_obj({"epoch": INT32, "end_offset": INT64}, ("epoch", "end_offset")),
+                                "description": "replica fetches only, instead of records: the follower's "
+                                "log diverged; the leader's end offset of the largest epoch <= "
+                                "last_fetched_epoch (KIP-320/595); truncate there"},
+            "leader": {**_NODE, "description": "with NOT_LEADER_OR_FOLLOWER: the partition's leader as "
+                                               "this broker knows it"},
         }, ("topic", "partition", "high_watermark", "log_start_offset", "records"))},
     }, ("partitions",)), body=_obj({
         "max_wait_ms": _int(0, _MAX_TIMEOUT_MS), "min_bytes": _int(0), "max_bytes": _int(1),
+        "replica_id": _int(-1, description="the fetching broker's id (a follower); -1 or absent: a consumer, "
+                           "which reads below the high watermark only"),
+        "replica_epoch": _int(-1, INT64_MAX, description="the follower's broker epoch (KIP-903): an older "
+                              "incarnation gets STALE_BROKER_EPOCH; -1: unchecked"),
         "partitions": {"type": "array", "maxItems": 10_000, "items": _obj({
             "topic": TOPIC_NAME, "partition": _int(), "fetch_offset": _int(0, INT64_MAX),
             "partition_max_bytes": _int(1),
+            "current_leader_epoch": _int(-1, description="the leader epoch the fetcher believes current "
+                                         "(KIP-320): older than the broker's -> FENCED_LEADER_EPOCH, newer "
+                                         "-> UNKNOWN_LEADER_EPOCH; -1: unchecked"),
+            "last_fetched_epoch": _int(-1, description="the epoch of the follower's last batch: the "
+                                       "leader answers diverging_epoch when its log differs; -1: none"),
+            "high_watermark": _int(-1, INT64_MAX, description="the follower's own high watermark: the "
+                                   "leader answers at once when its own is newer; -1: unknown"),
         }, ("topic", "partition", "fetch_offset"))},
     }, ("partitions",)))},
     "/v1/producers/init": {"post": _operation(
@@ -281,7 +300,6 @@ _PATHS: dict[str, Any] = {
 GROUP_PARAM = {"name": "group", "in": "path", "required": True,
                "schema": {"type": "string", "pattern": r"^[a-zA-Z0-9._-]{1,249}$", "minLength": 1,
                           "maxLength": 249}}
-_NODE = _obj({"node_id": INT32, "host": {"type": "string"}, "port": INT32}, ("node_id", "host", "port"))
 _TOPIC_PARTITIONS_OUT = {"type": "array", "items": _obj({
     "topic": {"type": "string"}, "partitions": {"type": "array", "items": INT32},
 }, ("topic", "partitions"))}
@@ -402,6 +420,12 @@ _PARTITION_STATE = _obj({
     "leader_epoch": INT32, "isr": {"type": "array", "items": INT32}, "partition_epoch": INT32, **_COMMITTED,
 }, ("topic", "partition", "leader", "leader_epoch", "isr", "partition_epoch"))
 _ANY_OBJECT = {"type": "object", "additionalProperties": True}
+_BROKER_IDS = {"type": "array", "items": INT32}
+_REASSIGNMENTS = _obj({"partitions": {"type": "array", "items": _obj({
+    "topic": {"type": "string"}, "partition": INT32,
+    "replicas": {**_BROKER_IDS, "description": "the target, then the replicas still leaving"},
+    "adding_replicas": _BROKER_IDS, "removing_replicas": _BROKER_IDS,
+}, ("topic", "partition", "replicas", "adding_replicas", "removing_replicas"))}}, ("partitions",))
 
 _CONTROLLER_PATHS: dict[str, Any] = {
     "/v1/controller/quorum": {"get": _operation(
@@ -498,6 +522,20 @@ _CONTROLLER_PATHS: dict[str, Any] = {
                     "items": {"oneOf": [TOPIC_NAME, _int()]}, "description": "[topic, partition]"}}),
                 "request_id": _REQUEST_ID,
             }))},
+    "/v1/controller/reassignments": {
+        "get": _operation("Partition reassignments in progress (kafka-reassign-partitions --verify)",
+                          _REASSIGNMENTS),
+        "post": _operation(
+            "Start (replicas: the target) or cancel (replicas: null) partition reassignments, all or none "
+            "(KIP-455): UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS "
+            "reject the whole plan", {**_REASSIGNMENTS, "properties": {**_REASSIGNMENTS["properties"], **_COMMITTED}},
+            body=_obj({
+                "partitions": {"type": "array", "maxItems": 10_000, "items": _obj({
+                    "topic": TOPIC_NAME, "partition": _int(),
+                    "replicas": _nullable({"type": "array", "maxItems": 1000, "items": _int()}),
+                }, ("topic", "partition", "replicas"))},
+                "request_id": _REQUEST_ID,
+            }, ("partitions",)))},
 }
 _PATHS.update(_CONTROLLER_PATHS)
 _PATHS["/metrics"] = {"get": {

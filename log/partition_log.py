@@ -334,6 +334,9 @@ class PartitionLog:
         """Removes everything at or after `offset` (a follower's divergent suffix, KIP-101)."""
         with self._lock:
             if offset >= self._log_end_offset:
+                # As Kafka's truncateTo: this broker may have led an epoch without appending to
+                # it, leaving an entry that starts at the log end and conflicts with the leader's.
+                self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
                 return
             if offset < self._log_start_offset:
                 self.truncate_fully_and_start_at(offset)
@@ -369,6 +372,13 @@ class PartitionLog:
             self._log_start_offset = self._log_end_offset = offset
             self._recovery_point = self._high_watermark = offset
             self.checkpoint()
+
+    def assign_epoch_start(self, epoch: int, start_offset: int) -> bool:
+        """Records in the epoch cache that `epoch` starts at `start_offset` (a new leader's
+        epoch, at its log end), under the log's lock: appends and truncations in other threads
+        change the cache too. Returns whether the cache changed."""
+        with self._lock:
+            return self.leader_epoch_cache.assign(epoch, start_offset)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for a follower's last epoch (KIP-101/279)."""

@@ -9,6 +9,10 @@
 - Unfencing a broker elects leaders for leaderless partitions it can lead.
 - An ISR change requested by a leader (AlterPartition) must keep the leader, stay within the
   replicas, and add only unfenced brokers.
+- Reassignment (KIP-455): a target assignment makes the replicas target + the old ones leaving
+  (`adding_replicas` = target - old, `removing_replicas` = old - target); every build completes a
+  reassignment once the ISR holds all adding replicas and some target replica: replicas = target,
+  ISR ∩ target, a new leader when the old one left. Cancelling reverts to the original replicas.
 Pure: builders return `PartitionChange` records (or None when nothing changes).
 """
 
@@ -43,6 +47,9 @@ class PartitionChangeBuilder:
         self.is_acceptable_leader = is_acceptable_leader
         self.unclean_allowed = unclean_allowed
         self.target_isr: tuple[int, ...] = registration.isr
+        self.target_replicas: tuple[int, ...] = registration.replicas
+        self.adding_replicas: tuple[int, ...] = registration.adding_replicas
+        self.removing_replicas: tuple[int, ...] = registration.removing_replicas
         self.election = ElectionType.ONLINE
 
     def set_target_isr(self, isr: Sequence[int]) -> "PartitionChangeBuilder":
@@ -53,24 +60,50 @@ class PartitionChangeBuilder:
         self.election = election
         return self
 
+    def set_reassignment(self, target: Sequence[int]) -> "PartitionChangeBuilder":
+        """Start moving to the `target` replicas (distinct, non-empty) from the current ones."""
+        target, current = tuple(target), self.registration.replicas
+        self.target_replicas = target + tuple(r for r in current if r not in target)
+        self.adding_replicas = tuple(r for r in target if r not in current)
+        self.removing_replicas = tuple(r for r in current if r not in target)
+        return self
+
+    def cancel_reassignment(self) -> "PartitionChangeBuilder":
+        """Revert to the replicas before the reassignment; the ISR keeps only those."""
+        reg = self.registration
+        self.target_replicas = tuple(r for r in reg.replicas if r not in reg.adding_replicas)
+        self.target_isr = tuple(r for r in self.target_isr if r in self.target_replicas)
+        self.adding_replicas = self.removing_replicas = ()
+        return self
+
     def build(self) -> PartitionChange | None:
-        isr = self.target_isr
-        leader = self._elect_clean(isr)
+        replicas, isr = self.target_replicas, self.target_isr
+        adding, removing = self.adding_replicas, self.removing_replicas
+        if (adding or removing) and set(adding) <= set(isr):
+            remaining_isr = tuple(b for b in isr if b not in removing)
+            if remaining_isr:  # complete: the new replicas are in sync (KIP-455)
+                replicas = tuple(r for r in replicas if r not in removing)
+                isr, adding, removing = remaining_isr, (), ()
+        leader = self._elect_clean(replicas, isr)
         if leader == NO_LEADER and self.unclean_allowed:
-            leader = next((r for r in self.registration.replicas if self.is_acceptable_leader(r)), NO_LEADER)
+            leader = next((r for r in replicas if self.is_acceptable_leader(r)), NO_LEADER)
             if leader != NO_LEADER:
                 isr = (leader,)  # an unclean leader starts a new ISR of its own
         reg = self.registration
-        if isr == reg.isr and leader == reg.leader:
+        if (isr, leader, replicas, adding, removing) == (
+                reg.isr, reg.leader, reg.replicas, reg.adding_replicas, reg.removing_replicas):
             return None
         return PartitionChange(
             topic_id=self.topic_id,
             partition=self.partition,
             isr=None if isr == reg.isr else isr,
             leader=None if leader == reg.leader else leader,
+            replicas=None if replicas == reg.replicas else replicas,
+            adding_replicas=None if adding == reg.adding_replicas else adding,
+            removing_replicas=None if removing == reg.removing_replicas else removing,
         )
 
-    def _elect_clean(self, isr: tuple[int, ...]) -> int:
+    def _elect_clean(self, replicas: tuple[int, ...], isr: tuple[int, ...]) -> int:
         def valid(b: int) -> bool:
             return b != NO_LEADER and b in isr and self.is_acceptable_leader(b)
 
@@ -79,7 +112,7 @@ class PartitionChangeBuilder:
             return reg.preferred_leader
         if valid(reg.leader):
             return reg.leader
-        return next((r for r in reg.replicas if valid(r)), NO_LEADER)
+        return next((r for r in replicas if valid(r)), NO_LEADER)
 
 
 def _partitions(image: MetadataImage) -> Iterator[tuple[TopicImage, int, PartitionRegistration]]:
@@ -167,3 +200,30 @@ def check_isr_change(
     if ineligible:
         raise MetadataError("INVALID_REQUEST", f"brokers {ineligible} are fenced and cannot join the ISR")
     return isr
+
+
+def reassignment_change(
+    image: MetadataImage, topic: TopicImage, partition: int, target: Sequence[int] | None
+) -> PartitionChange | None:
+    """Start (target replicas) or cancel (None) the reassignment of one partition (KIP-455);
+    None when nothing changes. INVALID_REPLICA_ASSIGNMENT for an empty, duplicated or unregistered
+    target or a cancel that would empty the ISR; NO_REASSIGNMENT_IN_PROGRESS for a needless cancel."""
+    reg = topic.partitions[partition]
+    name = f"{topic.name}-{partition}"
+    builder = PartitionChangeBuilder(topic.topic_id, partition, reg, image.cluster.is_unfenced)
+    if target is None:
+        if not reg.adding_replicas and not reg.removing_replicas:
+            raise MetadataError("NO_REASSIGNMENT_IN_PROGRESS", f"{name} is not being reassigned")
+        if not any(b in reg.isr for b in reg.replicas if b not in reg.adding_replicas):
+            raise MetadataError("INVALID_REPLICA_ASSIGNMENT",
+                                f"{name}: no original replica is in the ISR {list(reg.isr)}; "
+                                "cancelling would lose data")
+        return builder.cancel_reassignment().build()
+    replicas = tuple(target)
+    if not replicas or len(set(replicas)) != len(replicas):
+        raise MetadataError("INVALID_REPLICA_ASSIGNMENT",
+                            f"{name}: replicas {list(replicas)} must be distinct, at least one")
+    unknown = [b for b in replicas if image.cluster.broker(b) is None]
+    if unknown:
+        raise MetadataError("INVALID_REPLICA_ASSIGNMENT", f"{name}: brokers {unknown} are not registered")
+    return builder.set_reassignment(replicas).build()

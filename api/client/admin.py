@@ -1,5 +1,6 @@
-"""The admin client: topics, partitions, configs, cluster description, partition offsets and
-consumer groups (list, describe, committed offsets, delete, reset offsets: kafka-consumer-groups).
+"""The admin client: topics, partitions, configs, cluster description, partition offsets,
+partition reassignments (kafka-reassign-partitions) and consumer groups (list, describe,
+committed offsets, delete, reset offsets: kafka-consumer-groups).
 
 Calls go to any broker (the node forwards controller work); NOT_CONTROLLER answers that name the
 active controller are retried there, other retriable errors after a backoff, until
@@ -9,7 +10,7 @@ active controller are retried there, other retriable errors after a backoff, unt
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import quote
 
 from api.client.cluster import ClusterSnapshot
@@ -43,6 +44,24 @@ class CreatedTopic:
 class TopicConfigs:
     configs: dict[str, str]  # the topic's overrides
     defaults: dict[str, str]  # the broker defaults that apply otherwise
+
+
+@dataclass(frozen=True)
+class PartitionReassignment:
+    """A partition's replicas during (or after) a reassignment: `replicas` holds the target and
+    the replicas still leaving; empty adding/removing means none is in progress."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+
+def _reassignments(answer: Mapping[str, Any]) -> dict[TopicPartition, PartitionReassignment]:
+    return {
+        TopicPartition(p["topic"], int(p["partition"])): PartitionReassignment(
+            tuple(p["replicas"]), tuple(p["adding_replicas"]), tuple(p["removing_replicas"]))
+        for p in answer.get("partitions", ())
+    }
 
 
 def topic_path(name: str, suffix: str = "") -> str:
@@ -175,6 +194,22 @@ class Admin:
         answer = self._call("POST", "/v1/controller/elect-leaders",
                             {"election_type": election_type, "partitions": wanted})
         return list(answer["partitions"])
+
+    def alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, Sequence[int] | None]
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """Move each partition to its target replicas, or cancel its reassignment (None), all or
+        none (INVALID_REPLICA_ASSIGNMENT, UNKNOWN_TOPIC_OR_PARTITION, NO_REASSIGNMENT_IN_PROGRESS
+        reject the plan); each partition's state once the change is committed."""
+        body = {"partitions": [
+            {"topic": tp.topic, "partition": tp.partition, "replicas": None if r is None else list(r)}
+            for tp, r in reassignments.items()
+        ]}
+        return _reassignments(self._call("POST", "/v1/controller/reassignments", body))
+
+    def list_partition_reassignments(self) -> dict[TopicPartition, PartitionReassignment]:
+        """The partitions being reassigned."""
+        return _reassignments(self._call("GET", "/v1/controller/reassignments"))
 
     def list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec]) -> dict[TopicPartition, PartitionOffsets]:
         """Offsets per partition: spec "earliest" (log start), "latest" (high watermark), or a

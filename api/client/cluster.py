@@ -1,6 +1,10 @@
 """The client's view of the cluster: an immutable snapshot of `GET /v1/metadata` and a cache that
 refreshes it on demand (after NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, network errors)
-or when older than `metadata_max_age_ms`. Readers take `cache.snapshot` without locking."""
+or when older than `metadata_max_age_ms`. Readers take `cache.snapshot` without locking.
+
+A metadata request has a shorter timeout than a produce request, and a server that does not answer
+is left for the next one (`Transport.request`): a refresh must find the new leaders while the old
+leader is paused (accepts connections, never answers), or every retry waits for it to wake."""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ from typing import Any, Iterable
 from api.client.transport import Address, Transport
 from api.client.types import BrokerInfo, PartitionInfo, TopicPartition, partition_info_from_wire
 from api.errors import KraftError
+
+METADATA_REQUEST_TIMEOUT_MS = 5000  # at most; never more than half the client's request timeout
 
 # Errors after which the client's idea of leaders or topics may be stale.
 METADATA_ERRORS = frozenset(
@@ -84,9 +90,13 @@ class MetadataCache:
     """Refreshes the snapshot for the topics the client uses; one refresh at a time."""
 
     def __init__(
-        self, transport: Transport, retry_backoff_ms: int = 100, metadata_max_age_ms: int = 300_000
+        self, transport: Transport, retry_backoff_ms: int = 100, metadata_max_age_ms: int = 300_000,
+        metadata_request_timeout_ms: int | None = None,
     ) -> None:
         self._transport = transport
+        if metadata_request_timeout_ms is None:
+            metadata_request_timeout_ms = min(METADATA_REQUEST_TIMEOUT_MS, int(transport.request_timeout_s * 500))
+        self._timeout_s = max(metadata_request_timeout_ms, 1) / 1000
         self._retry_backoff_s = retry_backoff_ms / 1000
         self._max_age_s = metadata_max_age_ms / 1000
         self._topics: set[str] = set()
@@ -123,13 +133,13 @@ class MetadataCache:
             topics = None if all_topics or not self._topics else sorted(self._topics)
             try:
                 params = {"topics": ",".join(topics)} if topics else None
-                body = self._transport.request("GET", "/v1/metadata", params=params)
+                body = self._transport.request("GET", "/v1/metadata", params=params, timeout_s=self._timeout_s)
             except KraftError as e:
                 if e.error_code != "UNKNOWN_TOPIC_OR_PARTITION" or topics is None:
                     self._update_requested = True
                     raise
                 # Some tracked topic does not exist: ask for everything, keep what we track.
-                body = self._transport.request("GET", "/v1/metadata")
+                body = self._transport.request("GET", "/v1/metadata", timeout_s=self._timeout_s)
             snapshot = ClusterSnapshot.from_wire(body or {}, only=topics)
             self._transport.set_known_brokers((b.host, b.port) for b in snapshot.brokers.values())
             self.snapshot = snapshot

@@ -5,9 +5,11 @@
 `poll` sends one `POST /v1/fetch` (long poll) per partition leader with all its assigned
 partitions, in parallel when there are several leaders, decodes the returned batches and buffers
 what `max_records` does not return yet. Positions only advance past records handed to the caller.
-In a group, `poll` also heartbeats (api/client/group.py): the coordinator's answer is the
-assignment, applied by revoking (on_revoke, after an auto commit) and then assigning (positions
-from the committed offsets, else auto_offset_reset; then on_assign).
+In a group, a background thread heartbeats between polls (api/client/group.py) and `poll` applies
+the assignment the coordinator answered by revoking (on_revoke, after an auto commit) and then
+assigning (positions from the committed offsets, else auto_offset_reset; then on_assign). A
+consumer that does not call `poll` for `max_poll_interval_ms` leaves the group; the next `poll`
+rejoins.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from urllib.parse import quote
 
 from api.client.cluster import METADATA_ERRORS, MetadataCache
 from api.client.fetcher import fetch_body, records_from_batches
-from api.client.group import GroupCoordinatorClient, GroupMembership
+from api.client.group import GroupCoordinatorClient, GroupMembership, HeartbeatThread
 from api.client.retry import call_with_retries
 from api.client.subscription import SubscriptionState
 from api.client.transport import Transport
@@ -48,7 +50,7 @@ def offsets_path(tp: TopicPartition) -> str:
 
 
 class Consumer:
-    """Not thread-safe (like Kafka's): use it from one thread."""
+    """Not thread-safe (like Kafka's): use it from one thread (its heartbeat thread is internal)."""
 
     def __init__(
         self,
@@ -94,6 +96,7 @@ class Consumer:
         self.group_id = group_id
         self._group: GroupCoordinatorClient | None = None
         self._membership: GroupMembership | None = None
+        self._heartbeats: HeartbeatThread | None = None
         if group_id is not None:
             self._group = GroupCoordinatorClient(self._transport, group_id, self._request_timeout_s, self._backoff_s)
             self._membership = GroupMembership(
@@ -128,6 +131,8 @@ class Consumer:
     def _assign(self, partitions: Iterable[TopicPartition]) -> None:
         self._subs.assign(partitions)
         assigned = self._subs.assignment()
+        if self._membership is not None:
+            self._membership.owned = frozenset(assigned)  # what the heartbeat thread reports
         for tp in list(self._buffer):
             if tp not in assigned:
                 del self._buffer[tp]
@@ -197,6 +202,9 @@ class Consumer:
         self._on_assign, self._on_revoke = on_assign, on_revoke
         membership.subscribe(names, pattern)
         self._metadata.add_topics(names)
+        if self._heartbeats is None:
+            self._heartbeats = HeartbeatThread(membership)
+            self._heartbeats.start()
 
     def subscription(self) -> set[str]:
         return set(self._membership.topics) if self._subscribed and self._membership else set()
@@ -206,18 +214,28 @@ class Consumer:
         if not self._subscribed:
             return
         _, membership = self._require_group()
+        self._stop_heartbeats()
         self._revoke(self._subs.assignment(), commit=True)
         membership.leave()
         self._subscribed = False
 
+    def _stop_heartbeats(self) -> None:
+        if self._heartbeats is not None:
+            self._heartbeats.stop()
+            self._heartbeats = None
+
     def _group_poll(self) -> None:
-        """Heartbeats when due and applies the assignment the coordinator answers."""
+        """Applies the heartbeat thread's latest answer, else heartbeats when due and applies
+        that answer."""
         if not self._subscribed:
             return
         _, membership = self._require_group()
-        if not membership.heartbeat_due():
-            return
-        result = membership.heartbeat(self._subs.assignment())
+        membership.last_poll = time.monotonic()
+        result = membership.take_pending()
+        if result is None:
+            if not membership.heartbeat_due():
+                return
+            result = membership.heartbeat(self._subs.assignment())
         if result.lost:
             # Fenced: the coordinator gave these away already; no commit, just drop them.
             self._revoke(self._subs.assignment(), commit=False)
@@ -229,7 +247,7 @@ class Consumer:
         added = result.assignment - current
         if revoked:
             self._revoke(revoked, commit=True)
-            membership.next_heartbeat = 0.0  # tell the coordinator they are released
+            membership.request_heartbeat()  # tell the coordinator they are released
         if added:
             self._add_partitions(added)
 
@@ -257,34 +275,34 @@ class Consumer:
     def _positions(self) -> dict[TopicPartition, int]:
         return self._subs.fetchable()
 
-    def _member(self) -> tuple[str, int]:
-        """(member id, epoch) for a commit: -1 for an assign-only consumer (a simple group)."""
-        _, membership = self._require_group()
+    def _commit_offsets(self, offsets: dict[TopicPartition, int]) -> None:
+        """Commits as the member (its current epoch), or with epoch -1 for an assign-only consumer
+        (a simple group)."""
+        group, membership = self._require_group()
         if self._subscribed:
-            return membership.member_id, membership.member_epoch
-        return "", -1
+            membership.commit(offsets)
+        else:
+            group.commit(offsets, "", -1)
 
     def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
         """Commits `offsets` (the next offset to read, per partition), or the positions of every
         assigned partition; waits for the coordinator's answer."""
-        group, _ = self._require_group()
+        self._require_group()
         to_commit = self._positions() if offsets is None else dict(offsets)
         if not to_commit:
             return
-        member_id, epoch = self._member()
-        group.commit(to_commit, member_id, epoch)
+        self._commit_offsets(to_commit)
 
     def commit_async(
         self, offsets: dict[TopicPartition, int] | None = None,
         callback: Callable[[dict[TopicPartition, int], BaseException | None], None] | None = None,
     ) -> Future[None]:
         """Like `commit`, in the background; the future (and `callback`) get the outcome."""
-        group, _ = self._require_group()
+        self._require_group()
         to_commit = self._positions() if offsets is None else dict(offsets)
-        member_id, epoch = self._member()
         if self._commit_executor is None:
             self._commit_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraft-consumer-commit")
-        future = self._commit_executor.submit(group.commit, to_commit, member_id, epoch)
+        future = self._commit_executor.submit(self._commit_offsets, to_commit)
         if callback is not None:
             future.add_done_callback(lambda f: callback(to_commit, f.exception()))
         return future
@@ -299,12 +317,13 @@ class Consumer:
         if not offsets:
             return
         try:
-            member_id, epoch = self._member()
-            self._require_group()[0].commit(offsets, member_id, epoch)
+            self._commit_offsets(offsets)
         except KraftError as e:
             log.warning("auto commit of group %s failed: %s", self.group_id, e)
 
     def _maybe_auto_commit(self) -> None:
+        if self._subscribed and not self._require_group()[1].joined:
+            return  # out of the group (joining, fenced, left): these positions are not ours to commit
         if self._auto_commit and time.monotonic() >= self._next_auto_commit:
             self._next_auto_commit = time.monotonic() + self._auto_commit_interval_s
             self._commit_quietly(self._positions())
@@ -497,6 +516,7 @@ class Consumer:
             elif self._auto_commit and self._subs.assignment():
                 self._commit_quietly(self._positions())
         finally:
+            self._stop_heartbeats()
             if self._commit_executor is not None:
                 self._commit_executor.shutdown(wait=True)
                 self._commit_executor = None

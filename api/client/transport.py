@@ -4,8 +4,10 @@ One `http.client` connection per (thread, broker): the producer's sender workers
 consumer's fetchers run requests concurrently. `http.client` rather than `requests`: on a 1 MiB
 fetch answer requests spends ~2 ms of CPU (urllib3 reads in small chunks), http.client ~0.3 ms,
 and a small request costs ~0.8 ms against ~0.2 ms (docs/benchmarks.md). A request goes to an
-explicit broker address (partition leaders), or to the bootstrap list, falling back to the next
-server when one cannot be reached.
+explicit broker address (partition leaders), or to any server we know (bootstrap list, then the
+brokers of the last metadata), falling back to the next one when a server cannot be reached or, for
+a GET, does not answer in time: a paused node accepts connections but never answers, and Kafka's
+client likewise treats a timed-out node as disconnected and asks another one.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ MSGPACK = "application/msgpack"
 _HEADERS = {"Accept": MSGPACK, "Content-Type": MSGPACK}
 
 _packb = msgpack.Packer(use_bin_type=True).pack
+_UNREACHABLE = frozenset({"NETWORK_EXCEPTION", "REQUEST_TIMED_OUT"})
 
 
 def parse_address(text: str) -> Address:
@@ -125,7 +128,8 @@ class Transport:
         except ValueError as e:
             raise KraftError("INVALID_CONFIG", str(e)) from None
         self._known: list[Address] = []  # brokers learnt from metadata, tried after bootstrap
-        self._preferred = 0
+        self._preferred: Address = self._bootstrap[0]  # the server that answered last
+        self._unreachable: set[Address] = set()  # failed lately (any thread): tried last
         self.request_timeout_s = request_timeout_ms / 1000
         self._local = threading.local()
         self._connections: list[http.client.HTTPConnection] = []  # every thread's, for close()
@@ -164,24 +168,33 @@ class Transport:
         address: Address | None = None,
         timeout_s: float | None = None,
     ) -> Any:
-        """Sends to `address`, or to the bootstrap servers (then known brokers) in turn."""
+        """Sends to `address`, or to the servers we know in turn: the one that answered last
+        first, the ones that failed lately last. Moves on when a server cannot be reached, and on a
+        timeout too for GETs (safe to repeat; a POST that timed out may have been applied)."""
         if address is not None:
             return self._send(address, method, path, body, params, timeout_s)
-        candidates = self._bootstrap + self._known
+        failover = _UNREACHABLE if method == "GET" else frozenset({"NETWORK_EXCEPTION"})
         last_error: KraftError | None = None
-        for i in range(len(candidates)):
-            idx = (self._preferred + i) % len(candidates)
+        for candidate in self.candidates():
             try:
-                result = self._send(candidates[idx], method, path, body, params, timeout_s)
+                result = self._send(candidate, method, path, body, params, timeout_s)
             except KraftError as e:
-                if e.error_code != "NETWORK_EXCEPTION":
+                if e.error_code not in failover:
                     raise
                 last_error = e
                 continue
-            self._preferred = idx
+            self._preferred = candidate
             return result
         assert last_error is not None
         raise last_error
+
+    def candidates(self) -> list[Address]:
+        """Every known server in the order `request` tries them."""
+        servers = self._bootstrap + self._known
+        start = servers.index(self._preferred) if self._preferred in servers else 0
+        rotated = servers[start:] + servers[:start]
+        unreachable = self._unreachable
+        return sorted(rotated, key=lambda a: a in unreachable)  # stable: keeps the rotation
 
     def _send(
         self,
@@ -202,10 +215,13 @@ class Transport:
             answer = Answer(response.status, response.read(), response.headers)
         except TimeoutError as e:
             conn.close()
+            self._unreachable.add(address)
             raise KraftError("REQUEST_TIMED_OUT", f"{method} {base_url(address)}{path}: {e or 'timed out'}") from e
         except (OSError, http.client.HTTPException) as e:
             conn.close()
+            self._unreachable.add(address)
             raise KraftError("NETWORK_EXCEPTION", f"{method} {base_url(address)}{path}: {type(e).__name__}: {e}") from e
+        self._unreachable.discard(address)
         if answer.status_code >= 400:
             raise error_from_response(answer)
         try:

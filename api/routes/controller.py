@@ -2,7 +2,8 @@
 
 Broker registration, heartbeats and unregistration, the metadata log for observers (long poll
 from an offset, or "snapshot needed" and the image snapshot in msgpack), quorum status,
-AlterPartition, producer-id blocks, and the topic changes other nodes forward. Only the active
+AlterPartition, producer-id blocks, partition reassignments (KIP-455), and the topic changes
+other nodes forward. Only the active
 controller answers; any other node answers NOT_CONTROLLER with `leader: {node_id, host, port}`
 when it knows the active controller. Writes take an optional `request_id`: a retry with the same
 id after an unknown outcome is applied once. Every write answer carries `metadata_offset`, the
@@ -24,6 +25,7 @@ routes = web.RouteTableDef()
 MAX_FETCH_RECORDS = 10_000
 MAX_FETCH_WAIT_MS = 1_000
 MAX_ELECTION_PARTITIONS = 100_000
+MAX_REASSIGNMENTS = 100_000
 
 
 class ControllerApi(Protocol):
@@ -65,6 +67,11 @@ class ControllerApi(Protocol):
 
     async def elect_leaders(self, partitions: Iterable[tuple[str, int]] | None,
                             request_id: str | None) -> dict[str, Any]: ...
+
+    async def alter_partition_reassignments(self, reassignments: list[dict[str, Any]],
+                                            request_id: str | None) -> dict[str, Any]: ...
+
+    async def list_partition_reassignments(self) -> dict[str, Any]: ...
 
 
 CONTROLLER = web.AppKey("controller_api", ControllerApi)
@@ -248,3 +255,26 @@ async def elect_leaders(request: web.Request) -> web.Response:
                 raise invalid_request(f"body.partitions[{i}] must be [topic, partition]")
             partitions.append((check_topic_name(entry[0]), entry[1]))
     return render(request, await _api(request).elect_leaders(partitions, _request_id(f)))
+
+
+# -- reassignments (kafka-reassign-partitions) ----------------------------------------------------
+
+
+@routes.get("/v1/controller/reassignments")
+async def list_partition_reassignments(request: web.Request) -> web.Response:
+    return render(request, await _api(request).list_partition_reassignments())
+
+
+@routes.post("/v1/controller/reassignments")
+async def alter_partition_reassignments(request: web.Request) -> web.Response:
+    """Start (`replicas`: the target) or cancel (`replicas`: null) reassignments, all or none."""
+    f = await _body(request)
+    reassignments = []
+    for i, raw in enumerate(f.get_list("partitions", MAX_REASSIGNMENTS)):
+        entry = f.child(raw, f"partitions[{i}]")
+        replicas = entry.raw("replicas", nullable=True)
+        if replicas is not None:
+            replicas = _int_list(entry, "replicas")
+        reassignments.append({"topic": check_topic_name(entry.raw("topic")),
+                              "partition": entry.get_int("partition", maximum=INT32_MAX), "replicas": replicas})
+    return render(request, await _api(request).alter_partition_reassignments(reassignments, _request_id(f)))

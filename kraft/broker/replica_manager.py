@@ -217,11 +217,11 @@ class ReplicaManager:
             current = replica.leader_state
             if current is None or current.leader_epoch != state.leader_epoch:
                 self.fetchers.remove(key)
-                cache = plog.leader_epoch_cache
-                if cache.latest_epoch is None or cache.latest_epoch < state.leader_epoch:
+                latest = plog.leader_epoch_cache.latest_epoch
+                if latest is None or latest < state.leader_epoch:
                     # Kafka's makeLeader: "maybeAssignEpochStartOffset(leaderEpoch, logEndOffset)",
                     # so followers of older epochs learn where their epoch ends on this leader.
-                    cache.assign(state.leader_epoch, plog.log_end_offset)
+                    plog.assign_epoch_start(state.leader_epoch, plog.log_end_offset)
                 replica.leader_state = LeaderState.become_leader(
                     self.node_id, state.leader_epoch, plog.log_end_offset, state.partition_epoch,
                     state.replicas, state.isr, self.clock_ms(),
@@ -664,9 +664,6 @@ class ReplicaManager:
             log.info("%s-%d: truncating to %d (log end %d) to match the leader", replica.topic,
                      replica.partition, action.offset, plog.log_end_offset)
             plog.truncate_to(action.offset)
-            # As Kafka's truncateTo: the cache may hold an epoch that starts at the log end
-            # (this broker led it without appending), which truncate_to leaves when nothing moved.
-            cache.truncate_from_end(action.offset)
             return True
         if isinstance(action, TruncateFully):
             log.info("%s-%d: restarting the log at the leader's log start %d", replica.topic,

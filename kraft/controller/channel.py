@@ -95,6 +95,15 @@ class ControllerChannel:
                                 "POST", "/v1/controller/elect-leaders",
                                 {"election_type": "preferred", "partitions": wanted})
 
+    async def alter_partition_reassignments(self, reassignments: list[dict[str, Any]]) -> dict[str, Any]:
+        """Start ({"topic","partition","replicas"}) or cancel ("replicas": None) reassignments, all or none."""
+        return await self._call(lambda c, rid: c.alter_partition_reassignments(reassignments, request_id=rid),
+                                "POST", "/v1/controller/reassignments", {"partitions": reassignments})
+
+    async def list_partition_reassignments(self) -> dict[str, Any]:
+        return await self._call(lambda c, rid: c.list_partition_reassignments(),
+                                "GET", "/v1/controller/reassignments", {})
+
     # -- brokers ----------------------------------------------------------------------------------
 
     async def register_broker(self, broker_id: int, incarnation_id: str, endpoints: list[dict[str, Any]],

@@ -168,6 +168,14 @@ class ControllerEndpoint:
                             request_id: str | None) -> dict[str, Any]:
         return self._committed(await self._active().elect_leaders(partitions, request_id=request_id))
 
+    async def alter_partition_reassignments(self, reassignments: list[dict[str, Any]],
+                                            request_id: str | None) -> dict[str, Any]:
+        return self._committed(await self._active().alter_partition_reassignments(
+            reassignments, request_id=request_id))
+
+    async def list_partition_reassignments(self) -> dict[str, Any]:
+        return await self._active().list_partition_reassignments()
+
     # -- the metadata log for observers -----------------------------------------------------------
 
     async def fetch_metadata(self, broker_id: int | None, from_offset: int, max_records: int,

@@ -17,7 +17,7 @@ from metadata.errors import MetadataError
 from metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from metadata.partition_change import (
     PartitionChangeBuilder, check_isr_change, fence_broker_changes, preferred_leader_change,
-    unfence_broker_changes,
+    reassignment_change, unfence_broker_changes,
 )
 from metadata.placement import BrokerPlacement, place_replicas
 from metadata.records import (
@@ -444,3 +444,64 @@ def elect_leaders(image: MetadataImage, partitions: Iterable[tuple[str, int]] | 
             results.append({"topic": name, "partition": p, "leader": None if current is None else current.leader,
                             "error_code": e.error_code, "message": e.message})
     return ControllerResult(tuple(records), {"partitions": results})
+
+
+# -- reassignments (KIP-455) --------------------------------------------------------------------
+
+
+def _reassignment_state(name: str, partition: int, reg: PartitionRegistration) -> dict[str, Any]:
+    return {"topic": name, "partition": partition, "replicas": list(reg.replicas),
+            "adding_replicas": list(reg.adding_replicas), "removing_replicas": list(reg.removing_replicas)}
+
+
+def _plan_entry(entry: Any) -> tuple[str, int, tuple[int, ...] | None]:
+    def broker_id(b: Any) -> bool:
+        return isinstance(b, int) and not isinstance(b, bool) and b >= 0
+
+    if not (isinstance(entry, Mapping) and isinstance(entry.get("topic"), str) and "replicas" in entry
+            and isinstance(entry.get("partition"), int) and not isinstance(entry.get("partition"), bool)):
+        raise MetadataError("INVALID_REQUEST", f"a reassignment is {{topic, partition, replicas}}, got {entry!r}")
+    replicas = entry.get("replicas")
+    if replicas is not None and not (isinstance(replicas, (list, tuple)) and all(broker_id(b) for b in replicas)):
+        raise MetadataError("INVALID_REPLICA_ASSIGNMENT",
+                            f"{entry['topic']}-{entry['partition']}: replicas must be broker ids, got {replicas!r}")
+    return entry["topic"], entry["partition"], None if replicas is None else tuple(replicas)
+
+
+def alter_partition_reassignments(image: MetadataImage, reassignments: Sequence[Any]) -> ControllerResult:
+    """Start (`replicas`: the target) or cancel (`replicas`: None) reassignments, all or none:
+    the first invalid entry rejects the whole plan. Answers each partition's state after commit
+    (a reassignment whose new replicas are already in sync completes at once)."""
+    if not isinstance(reassignments, (list, tuple)):
+        raise MetadataError("INVALID_REQUEST", "reassignments must be a list")
+    records: list[PartitionChange] = []
+    seen: set[tuple[str, int]] = set()
+    for entry in reassignments:
+        name, p, target = _plan_entry(entry)
+        if (name, p) in seen:
+            raise MetadataError("INVALID_REPLICA_ASSIGNMENT", f"{name}-{p} appears twice in the plan")
+        seen.add((name, p))
+        t, _ = _partition(image, name, p)
+        change = reassignment_change(image, t, p, target)
+        if change is not None:
+            records.append(change)
+
+    def response(after: MetadataImage) -> dict[str, Any]:
+        results = []
+        for name, p in seen:
+            reg = after.partition(name, p)
+            if reg is not None:
+                results.append(_reassignment_state(name, p, reg))
+        return {"partitions": sorted(results, key=lambda r: (r["topic"], r["partition"]))}
+
+    return ControllerResult(tuple(records), response_from_image=response)
+
+
+def list_partition_reassignments(image: MetadataImage) -> ControllerResult:
+    """Every partition being reassigned: {"partitions": [{topic, partition, replicas,
+    adding_replicas, removing_replicas}]}."""
+    return ControllerResult((), {"partitions": [
+        _reassignment_state(name, p, reg)
+        for name, t in sorted(image.topics.by_name.items()) for p, reg in sorted(t.partitions.items())
+        if reg.adding_replicas or reg.removing_replicas
+    ]})

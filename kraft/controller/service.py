@@ -285,3 +285,14 @@ class ControllerService:
         """Preferred leader election: {"partitions":[{"topic","partition","leader","error_code"?,"message"?}]}"""
         wanted = None if partitions is None else list(partitions)
         return await self._run(request_id, lambda image: handlers.elect_leaders(image, wanted))
+
+    async def alter_partition_reassignments(
+        self, reassignments: list[dict[str, Any]], *, request_id: str | None = None
+    ) -> dict[str, Any]:
+        """Start ({"topic","partition","replicas"}) or cancel ("replicas": None) reassignments, all or
+        none: {"partitions":[{"topic","partition","replicas","adding_replicas","removing_replicas"}]}."""
+        return await self._run(request_id, lambda image: handlers.alter_partition_reassignments(image, reassignments))
+
+    async def list_partition_reassignments(self) -> dict[str, Any]:
+        """The reassignments in progress, in the same shape."""
+        return await self._run(None, handlers.list_partition_reassignments)

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
 import requests
 
 from api.client import Admin, Consumer, Producer, TopicPartition
+from api.errors import KraftError
 from harness import shutdown_all, start_node, wait_for
 
 KRAFT = [sys.executable, "-c", "from api.cli import main; main()"]
@@ -85,8 +87,43 @@ def test_partitions_split_and_move_without_two_owners(gnode):
     active.remove(b)
     wait_for(lambda: balanced(2), 20, what="rebalance after a clean leave")
     active.remove(c)  # c "crashes": it never heartbeats again; its session times out
+    c._stop_heartbeats()
     wait_for(lambda: poll_all()[0] == all_tps, SESSION_MS / 1000 + 15, what="a takes over after the session timeout")
     a.close()
+
+
+def test_background_heartbeats_keep_partitions_until_max_poll_interval(gnode):
+    topic = new_topic(gnode, 2, records=4)
+    group = f"slow-{uuid.uuid4().hex[:6]}"
+    max_poll_interval_ms = 3 * SESSION_MS
+    slow = consumer(gnode, group, max_poll_interval_ms=max_poll_interval_ms)
+    slow.subscribe([topic])
+    try:
+        wait_for(lambda: slow.poll(20) is not None and len(slow.assignment()) == 2, 20, what="assignment")
+        last_poll = time.monotonic()
+        member = slow._membership.member_id
+
+        def holds_both() -> bool:
+            d = admin.describe_group(group)
+            assert [m["member_id"] for m in d["members"]] == [member], "the member lost its session"
+            assert sum(len(a["partitions"]) for a in d["members"][0]["assignment"]) == 2
+            return time.monotonic() - last_poll > 2 * SESSION_MS / 1000
+        with Admin(gnode.bootstrap) as admin:
+            # "processing" without polling for two session timeouts: the heartbeat thread keeps it in
+            wait_for(holds_both, 4 * SESSION_MS / 1000, what="two session timeouts without poll")
+            # past max_poll_interval_ms it leaves, so the partitions can go to live members
+            def left() -> bool:
+                try:
+                    return admin.describe_group(group)["members"] == []
+                except KraftError as e:  # nothing committed: the empty group is gone
+                    return e.error_code == "GROUP_ID_NOT_FOUND"
+            wait_for(left, max_poll_interval_ms / 1000 + 10, what="the member leaves after max_poll_interval_ms")
+            assert time.monotonic() - last_poll >= max_poll_interval_ms / 1000
+        # the next poll drops the lost partitions and rejoins
+        wait_for(lambda: slow.poll(20) is not None and len(slow.assignment()) == 2 and slow._membership.member_id
+                 != member, 20, what="rejoined")
+    finally:
+        slow.close()
 
 
 def test_commits_survive_kill_and_consumption_resumes_without_gap(tmp_path):
@@ -107,7 +144,8 @@ def test_commits_survive_kill_and_consumption_resumes_without_gap(tmp_path):
                  and sum(o or 0 for o in committed().values()) >= 20, 20, what="first consumer reads and commits")
         committed_before = committed()
         read_by_first = {p: len([o for q, o in seen if q == p]) for p in range(3)}
-        # first crashes (no close, no leave) and the node is killed -9 and restarted
+        # first crashes (no close, no leave, no more heartbeats) and the node is killed -9 and restarted
+        first._stop_heartbeats()
         node.kill()
         node.start()
         with Admin(node.bootstrap) as admin:

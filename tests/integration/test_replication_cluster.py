@@ -1,6 +1,6 @@
 """Replication with real `kraft-node` processes (RF 3, min.insync.replicas 2, acks=all producers
-with retries): kill -9 the leader, SIGSTOP a leader past the session timeout and wake it, kill and
-restart another node. Afterwards every acknowledged record is at its offset, no consumer saw an
+with retries): kill -9 the leader, SIGSTOP a leader past the session timeout (acks must go on
+while it is paused) and wake it, kill and restart another node. Afterwards every acknowledged record is at its offset, no consumer saw an
 offset that was later truncated, and the replicas' logs are identical byte for byte up to the high
 watermark. The short round runs in the normal suite (`cluster`); `slow` loops rounds."""
 
@@ -54,34 +54,45 @@ def wait_full_isr(cluster: Cluster, timeout: float = 60) -> None:
                          for i in running_ids(cluster)), timeout, what="ISR back to [1, 2, 3]")
 
 
-def wait_acked_more(producer: AckedProducer, count: int, timeout: float = 60) -> None:
-    target = len(producer.acked) + count
-    wait_for(lambda: len(producer.acked) >= target, timeout, what=f"{count} more acked records")
-
-
 def leader_offsets(cluster: Cluster, leader: int) -> dict[str, int]:
     url = f"{cluster.node(leader).url}/v1/topics/{TOPIC}/partitions/0/offsets"
     return requests.get(url, timeout=5).json()
 
 
-def chaos_round(cluster: Cluster, producer: AckedProducer) -> None:
+def chaos_round(cluster: Cluster, producer: AckedProducer, round_no: int) -> dict[bytes, int]:
+    """One round of faults; returns what a second producer, pinned to the node paused in the
+    round, got acknowledged (for the audit)."""
     leader = wait_leader(cluster)
-    wait_acked_more(producer, 100)
+    producer.wait_acked_more(100, 60)
     cluster.kill(leader)  # kill -9 the leader
     second = wait_leader(cluster, not_in=(leader,))
-    wait_acked_more(producer, 100)
+    producer.wait_acked_more(100, 60)
     cluster.restart(leader)
     wait_full_isr(cluster)
-    cluster.pause(second)  # SIGSTOP past the session timeout: fenced, leadership moves
-    third = wait_leader(cluster, not_in=(second,))
-    cluster.resume(second)  # wakes up believing it leads: it must not serve or ack stale data
-    wait_acked_more(producer, 100)
+    # A producer whose preferred server is the node about to be paused: its requests there time
+    # out, and its metadata refreshes must move to a live node to find the new leader without
+    # waiting for the old one to wake.
+    first = [cluster.node(second).bootstrap] + [cluster.node(i).bootstrap for i in (1, 2, 3) if i != second]
+    pinned = AckedProducer(",".join(first), TOPIC, prefix=b"pinned-%d" % round_no).start()
+    try:
+        pinned.wait_acked_more(10, 60)
+        cluster.pause(second)  # SIGSTOP past the session timeout: fenced, leadership moves
+        try:
+            third = wait_leader(cluster, not_in=(second,))
+            producer.wait_acked_more(100, 45)
+            pinned.wait_acked_more(100, 45)
+        finally:
+            cluster.resume(second)  # wakes up believing it leads: must not serve or ack stale data
+    finally:
+        pinned.stop()
+    producer.wait_acked_more(100, 60)
     wait_full_isr(cluster)
     other = next(i for i in (1, 2, 3) if i != third)
     cluster.kill(other)  # a follower this time
-    wait_acked_more(producer, 100)
+    producer.wait_acked_more(100, 60)
     cluster.restart(other)
     wait_full_isr(cluster)
+    return pinned.acked
 
 
 def run_chaos(tmp_path: Path, rounds: int) -> None:
@@ -93,9 +104,10 @@ def run_chaos(tmp_path: Path, rounds: int) -> None:
         bootstrap = ",".join(n.bootstrap for n in cluster.nodes.values())
         producer = AckedProducer(bootstrap, TOPIC).start()
         consumer = WatchingConsumer(bootstrap, TOPIC).start()
+        pinned_acked: dict[bytes, int] = {}
         try:
-            for _ in range(rounds):
-                chaos_round(cluster, producer)
+            for round_no in range(rounds):
+                pinned_acked |= chaos_round(cluster, producer, round_no)
         finally:
             producer.stop()
             consumer.stop()
@@ -104,9 +116,9 @@ def run_chaos(tmp_path: Path, rounds: int) -> None:
         high_watermark = wait_for(
             lambda: (o := leader_offsets(cluster, leader))["high_watermark"] == o["log_end_offset"]
             and o["high_watermark"], 30, what="the high watermark at the log end")
-        report = audit(producer.acked, read_partition(bootstrap, TOPIC, 0, high_watermark),
+        report = audit(producer.acked | pinned_acked, read_partition(bootstrap, TOPIC, 0, high_watermark),
                        consumer.seen)
-        assert report.acked >= 400 * rounds, report
+        assert report.acked >= 500 * rounds, report
         assert report.lost == 0, report
         assert report.truncated_seen == 0, report
         assert report.log_records == high_watermark  # one record per offset, no gaps

@@ -7,8 +7,9 @@ meanwhile), and drops them when leadership moves (requests then get NOT_COORDINA
 new leader). Every change (commit, membership) is appended to the group's partition through the
 replica manager's produce path with acks=all and answered only once appended, so a new
 coordinator rebuilds exactly what was answered. One lock per partition orders changes with their
-records. A periodic tick expires members whose session timed out. The lag metrics (kraft/metrics.py)
-read `list_groups` and `describe_group`.
+records. A periodic tick expires members whose session timed out. Lag and offset resets read the
+high watermark and log start of each partition from its leader (`leader_offsets.py`). The lag
+metrics (kraft/metrics.py) read `list_groups` and `describe_group`.
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from api.errors import KraftError
 from api.routes.groups import GroupHeartbeat, OffsetCommitEntry, OffsetReset
 from api.routes.services import AdminService, ProduceEntry
 from kraft.broker.groups.hashing import OFFSETS_TOPIC, coordinator_partition
+from kraft.broker.groups.leader_offsets import LeaderOffsets
 from kraft.broker.groups.membership import (
     ConsumerGroup, GroupConfig, GroupError, HeartbeatRequest, OffsetAndMetadata,
 )
 from kraft.broker.groups.records import (
     GroupsReplay, group_key, group_value, offset_key, offset_value,
 )
+from kraft.broker.replica import Replica
 from kraft.broker.replica_manager import ReplicaManager
 from log.batch import build_batch, decode_records, iter_batches
 from metadata.image import MetadataImage
@@ -66,6 +69,16 @@ class _Partition:
     task: asyncio.Task[None] | None = None
 
 
+async def _high_watermark_advance(replica: Replica) -> None:
+    """Returns at the replica's next high-watermark advance or role change."""
+    future = asyncio.get_running_loop().create_future()
+    replica.wait_for_data(future)
+    try:
+        await future
+    finally:
+        replica.forget_waiter(future)
+
+
 def _error(e: GroupError) -> KraftError:
     return KraftError(e.error_code, e.message)
 
@@ -92,6 +105,7 @@ class GroupCoordinator:
         self.settings = settings
         self.clock = clock
         self.image = MetadataImage.EMPTY
+        self.leader_offsets = LeaderOffsets(node_id, replicas, lambda: self.image)
         self._partitions: dict[int, _Partition] = {}
         self._create_lock = asyncio.Lock()
         self._tick_task: asyncio.Task[None] | None = None
@@ -111,6 +125,7 @@ class GroupCoordinator:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._partitions.clear()
+        await self.leader_offsets.close()
 
     # -- metadata publisher -------------------------------------------------------------------
 
@@ -154,14 +169,20 @@ class GroupCoordinator:
         started = time.monotonic()
         offset = replica.log.log_start_offset
         count = 0
-        # Up to the log end: as leader, everything in this log is (or will be) committed.
-        while offset < replica.log.log_end_offset:
-            info = await asyncio.to_thread(replica.log.read, offset, LOAD_CHUNK_BYTES)
+        # Up to the log end as we took over, trusting only records below the high watermark: the
+        # tail the previous leader wrote counts once the ISR has it (Kafka's loader waits on the HW).
+        target = replica.log.log_end_offset
+        while offset < target:
+            high_watermark = replica.log.high_watermark
+            if offset >= high_watermark:
+                await _high_watermark_advance(replica)
+                continue
+            info = await asyncio.to_thread(replica.log.read, offset, LOAD_CHUNK_BYTES, high_watermark)
             if info.next_offset <= offset:
                 break
             for pos, _header in iter_batches(info.records):
                 for record in decode_records(info.records, pos):
-                    if record.offset >= offset:
+                    if offset <= record.offset < high_watermark:
                         replay.replay(record.key, record.value)
                         count += 1
             offset = info.next_offset
@@ -356,13 +377,6 @@ class GroupCoordinator:
                                    "members": len(g.members), "coordinator": self.node_id})
         return {"groups": sorted(groups, key=lambda g: g["group_id"])}
 
-    async def _log_end_offset(self, topic: str, partition: int) -> int | None:
-        """The high watermark (what a consumer can read to) when this broker leads the partition."""
-        try:
-            return (await self.replicas.offsets(topic, partition)).high_watermark
-        except Exception:  # led elsewhere or not open: lag unknown here
-            return None
-
     async def describe_group(self, group_id: str) -> dict[str, Any]:
         state = await self._state(group_id, create=False)
         group = state.groups.get(group_id)
@@ -378,10 +392,13 @@ class GroupCoordinator:
         partitions = set(group.offsets)
         for m in group.members.values():
             partitions |= m.assigned
+        # The leaders' high watermarks (what a consumer can read to), asked in parallel.
+        ends = await self.leader_offsets.offsets_or_none(sorted(partitions))
         offsets = []
         for tp in sorted(partitions):
             committed = group.offsets.get(tp)
-            leo = await self._log_end_offset(*tp)
+            end = ends[tp]
+            leo = None if end is None else end.high_watermark
             current = None if committed is None else committed.offset
             offsets.append({
                 "topic": tp[0], "partition": tp[1], "current_offset": current, "log_end_offset": leo,
@@ -427,7 +444,8 @@ class GroupCoordinator:
             if group.members:
                 raise KraftError("NON_EMPTY_GROUP", f"assignments can only be reset if group {group_id!r} is "
                                  f"inactive, but the current state is {group.state}")
-            new_offsets = {tp: await self._reset_target(group, tp, reset) for tp in tps}
+            targets = await asyncio.gather(*(self._reset_target(group, tp, reset) for tp in tps))
+            new_offsets = dict(zip(tps, targets))
             previous = {tp: group.offsets.get(tp) for tp in tps}
             if not reset.dry_run:
                 await self._commit(state, group, {tp: (o, "") for tp, o in new_offsets.items()})
@@ -438,7 +456,7 @@ class GroupCoordinator:
         ]}
 
     async def _reset_target(self, group: ConsumerGroup, tp: tuple[str, int], reset: OffsetReset) -> int:
-        offsets = await self.replicas.offsets(*tp)
+        offsets = await self.leader_offsets.offsets(tp)
         start, end = offsets.log_start_offset, offsets.high_watermark
         if reset.strategy == "earliest":
             return start
@@ -448,7 +466,7 @@ class GroupCoordinator:
         if reset.strategy == "offset":
             target = reset.value
         elif reset.strategy == "datetime":
-            found = await self.replicas.offset_for_timestamp(tp[0], tp[1], reset.value)
+            found = await self.leader_offsets.offset_for_timestamp(tp, reset.value)
             target = end if found is None else found[0]
         else:
             committed = group.offsets.get(tp)

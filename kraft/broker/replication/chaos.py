@@ -55,11 +55,12 @@ class AckedProducer:
     bootstrap: str
     topic: str
     partition: int = 0
+    prefix: bytes = b"chaos"  # values are prefix-NNNNNNNN: unique across concurrent producers
     acked: dict[bytes, int] = field(default_factory=dict)
     failed: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _acked_changed: threading.Condition = field(default_factory=threading.Condition)
 
     def start(self) -> "AckedProducer":
         self._thread = threading.Thread(target=self._run, name="chaos-producer", daemon=True)
@@ -72,7 +73,7 @@ class AckedProducer:
         n = 0
         try:
             while not self._stop.is_set():
-                value = b"chaos-%08d" % n
+                value = b"%s-%08d" % (self.prefix, n)
                 n += 1
                 future = producer.send(self.topic, value=value, partition=self.partition)
                 future.produce_result.add_done_callback(
@@ -87,11 +88,21 @@ class AckedProducer:
         try:
             offset = future.get(0).offset  # type: ignore[attr-defined]
         except KraftError:
-            with self._lock:
+            with self._acked_changed:
                 self.failed += 1
             return
-        with self._lock:
+        with self._acked_changed:
             self.acked[value] = offset
+            self._acked_changed.notify_all()
+
+    def wait_acked_more(self, count: int, timeout_s: float) -> None:
+        """Returns once `count` more records are acknowledged; TimeoutError after `timeout_s`
+        (e.g. while a paused old leader holds the producer: acks must go on without it)."""
+        with self._acked_changed:
+            target = len(self.acked) + count
+            if not self._acked_changed.wait_for(lambda: len(self.acked) >= target, timeout_s):
+                raise TimeoutError(f"{len(self.acked) - target + count} of {count} more records "
+                                   f"acknowledged in {timeout_s:g} s ({self.failed} failed)")
 
     def stop(self) -> None:
         self._stop.set()

@@ -1,17 +1,19 @@
-"""Transport helpers: server addresses, error answers, metadata snapshots (no network)."""
+"""Transport helpers: server addresses, error answers, metadata snapshots; failover away from
+servers that cannot be reached or never answer (local sockets)."""
 
 from __future__ import annotations
 
 import json
 import select
 import socket
+import threading
 import time
 
 import msgpack
 import pytest
 import requests
 
-from api.client.cluster import ClusterSnapshot
+from api.client.cluster import ClusterSnapshot, MetadataCache
 from api.client.transport import Transport, error_from_response, parse_address, parse_bootstrap
 from api.client.types import TopicPartition
 from api.errors import KraftError
@@ -94,3 +96,76 @@ def test_network_failures_are_retriable_kraft_errors() -> None:
     with pytest.raises(KraftError) as err:
         transport.request("GET", "/v1/metadata")
     assert err.value.error_code == "NETWORK_EXCEPTION" and err.value.retriable
+
+
+class SilentServer:
+    """Accepts connections and never answers: a SIGSTOPped node as a client sees it."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._held: list[socket.socket] = []
+        self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self._held.append(self._listener.accept()[0])
+            except OSError:
+                return
+
+    def __enter__(self) -> SilentServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._listener.close()
+        for conn in self._held:
+            conn.close()
+
+
+def test_metadata_fails_over_from_a_server_that_never_answers() -> None:
+    with SilentServer() as silent, FakeBroker() as broker:
+        transport = Transport(f"{silent.address},{broker.bootstrap}", request_timeout_ms=30_000)
+        cache = MetadataCache(transport, metadata_request_timeout_ms=300)
+        started = time.monotonic()
+        assert list(cache.refresh().brokers) == [1]
+        assert time.monotonic() - started < 5  # one metadata timeout, not the request timeout
+        assert transport.candidates()[0] == parse_address(broker.bootstrap)
+        started = time.monotonic()
+        cache.refresh()  # straight to the server that answered
+        assert time.monotonic() - started < 0.3
+        transport.close()
+
+
+def test_failover_reaches_brokers_known_from_metadata_only() -> None:
+    with SilentServer() as silent, FakeBroker() as broker:
+        transport = Transport(silent.address)
+        transport.set_known_brokers([parse_address(broker.bootstrap)])
+        assert transport.request("GET", "/v1/metadata", timeout_s=0.3)["brokers"][0]["node_id"] == 1
+        transport.close()
+
+
+def test_a_node_that_timed_out_is_asked_last() -> None:
+    """A produce to a paused leader times out; the refresh that follows must not wait on it."""
+    with SilentServer() as silent, FakeBroker() as broker:
+        transport = Transport(f"{silent.address},{broker.bootstrap}")
+        with pytest.raises(KraftError) as err:
+            transport.request("POST", "/v1/produce", {}, address=parse_address(silent.address), timeout_s=0.3)
+        assert err.value.error_code == "REQUEST_TIMED_OUT"
+        assert transport.candidates() == [parse_address(broker.bootstrap), parse_address(silent.address)]
+        started = time.monotonic()
+        assert transport.request("GET", "/v1/metadata", timeout_s=5)["brokers"][0]["node_id"] == 1
+        assert time.monotonic() - started < 1
+        transport.close()
+
+
+def test_a_post_that_timed_out_is_not_sent_elsewhere() -> None:
+    """It may have been applied by the silent server: repeating it is the caller's decision."""
+    with SilentServer() as silent, FakeBroker() as broker:
+        transport = Transport(f"{silent.address},{broker.bootstrap}")
+        with pytest.raises(KraftError) as err:
+            transport.request("POST", "/v1/topics", {"name": "t"}, timeout_s=0.3)
+        assert err.value.error_code == "REQUEST_TIMED_OUT"
+        assert broker.requests == []
+        transport.close()

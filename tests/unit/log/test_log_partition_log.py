@@ -82,6 +82,32 @@ def test_epochs_truncation_and_divergence(open_log) -> None:
     assert [r.offset for r in all_records(log.read(0, 10**6).records)] == list(range(10))
 
 
+def test_new_leader_epoch_starts_at_the_log_end(open_log) -> None:
+    log = open_log()
+    log.append_as_leader(make_batch(5), 1, 0)
+    log.append_as_leader(make_batch(5), 3, 0)
+    assert log.assign_epoch_start(5, log.log_end_offset)
+    assert not log.assign_epoch_start(5, log.log_end_offset)  # already there
+    assert [(e.epoch, e.start_offset) for e in log.leader_epoch_cache.entries] == [(1, 0), (3, 5), (5, 10)]
+    assert log.end_offset_for_epoch(3) == (3, 10)  # a follower of epoch 3 learns where it ends
+
+
+@pytest.mark.parametrize("offset_past_end", [0, 1, 7])
+def test_truncate_at_or_past_the_log_end_drops_an_epoch_without_records(open_log, offset_past_end) -> None:
+    """As Kafka's truncateTo: a broker that led epoch 5 without appending, then follows the
+    leader of epoch 6, must not keep (5, LEO) in its cache: a later epoch-5 batch from the new
+    leader would be placed in it, and the divergence check would answer from a phantom epoch."""
+    log = open_log()
+    log.append_as_leader(make_batch(5), 1, 0)
+    log.append_as_leader(make_batch(5), 3, 0)
+    log.assign_epoch_start(5, log.log_end_offset)
+    log.truncate_to(log.log_end_offset + offset_past_end)
+    assert log.log_end_offset == 10
+    assert [(e.epoch, e.start_offset) for e in log.leader_epoch_cache.entries] == [(1, 0), (3, 5)]
+    log.truncate_to(log.log_end_offset)  # nothing at the end to drop: the records' epochs stay
+    assert log.leader_epoch_cache.latest_epoch == 3
+
+
 def test_follower_append_keeps_leader_offsets_and_epochs(open_log, tmp_path) -> None:
     leader = open_log()
     for epoch in (1, 1, 2):

@@ -1,0 +1,105 @@
+"""Partition offsets (log start, high watermark, log end) and timestamp lookups asked of each
+partition's *leader*, as kafka-consumer-groups does (ListOffsets to the leaders): the coordinator
+needs them for lag and offset resets of partitions that other brokers lead.
+
+Partitions this broker leads are read from its own replica manager; the others go to their
+leader's `GET /v1/topics/{t}/partitions/{p}/offsets`, all in parallel, each bounded by
+`timeout_s`, so one dead or paused broker costs at most that long and only its partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Iterable
+from urllib.parse import quote
+
+import aiohttp
+import msgpack
+
+from api.errors import KraftError
+from api.routes.services import PartitionOffsets
+from kraft.broker.replica_manager import ReplicaManager
+from metadata.image import MetadataImage
+
+MSGPACK = "application/msgpack"
+DEFAULT_TIMEOUT_S = 3.0
+
+TopicPartition = tuple[str, int]
+
+
+class LeaderOffsets:
+    def __init__(self, node_id: int, replicas: ReplicaManager, image: Callable[[], MetadataImage],
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.node_id = node_id
+        self.replicas = replicas
+        self.image = image
+        self.timeout_s = timeout_s
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def offsets(self, tp: TopicPartition) -> PartitionOffsets:
+        """The leader's offsets of `tp`; raises KraftError (NOT_LEADER_OR_FOLLOWER,
+        LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT, NETWORK_EXCEPTION, ...) when it cannot tell."""
+        if self._is_local(tp):
+            return await self.replicas.offsets(*tp)
+        answer = await self._ask_leader(tp, None)
+        return PartitionOffsets(int(answer["log_start_offset"]), int(answer["high_watermark"]),
+                                int(answer["log_end_offset"]))
+
+    async def offsets_or_none(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, PartitionOffsets | None]:
+        """Every partition's offsets, asked in parallel; None where the leader could not answer
+        (lag unknown, as Kafka's describe prints "-")."""
+        wanted = list(dict.fromkeys(tps))
+
+        async def one(tp: TopicPartition) -> PartitionOffsets | None:
+            try:
+                return await self.offsets(tp)
+            except Exception:  # noqa: BLE001 - any failure of one partition only hides its lag
+                return None
+        return dict(zip(wanted, await asyncio.gather(*(one(tp) for tp in wanted))))
+
+    async def offset_for_timestamp(self, tp: TopicPartition, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after `timestamp` below the high
+        watermark, or None."""
+        if self._is_local(tp):
+            return await self.replicas.offset_for_timestamp(tp[0], tp[1], timestamp)
+        answer = await self._ask_leader(tp, timestamp)
+        if answer.get("offset") is None:
+            return None
+        return int(answer["offset"]), int(answer["timestamp"])
+
+    def _is_local(self, tp: TopicPartition) -> bool:
+        reg = self.image().partition(*tp)
+        return reg is None or reg.leader == self.node_id  # unknown: the replica manager says why
+
+    async def _ask_leader(self, tp: TopicPartition, timestamp: int | None) -> dict[str, Any]:
+        endpoint = self.image().leader_endpoint(*tp)
+        if endpoint is None:
+            raise KraftError("LEADER_NOT_AVAILABLE", f"{tp[0]}-{tp[1]} has no leader")
+        url = (f"http://{endpoint.host}:{endpoint.port}/v1/topics/{quote(tp[0], safe='')}"
+               f"/partitions/{tp[1]}/offsets")
+        params = None if timestamp is None else {"timestamp": str(timestamp)}
+        try:
+            async with self._http().get(url, params=params, headers={"Accept": MSGPACK},
+                                        timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as response:
+                payload = await response.read()
+                body = msgpack.unpackb(payload, raw=False) if payload else None
+                status = response.status
+        except asyncio.TimeoutError:
+            raise KraftError("REQUEST_TIMED_OUT", f"offsets of {tp[0]}-{tp[1]} from {url}: timed out") from None
+        except (aiohttp.ClientError, OSError, ValueError) as e:
+            raise KraftError("NETWORK_EXCEPTION", f"offsets of {tp[0]}-{tp[1]} from {url}: {e}") from None
+        if status != 200 or not isinstance(body, dict):
+            if isinstance(body, dict) and "error_code" in body:
+                raise KraftError(str(body["error_code"]), str(body.get("message", "")))
+            raise KraftError("UNKNOWN_SERVER_ERROR", f"offsets of {tp[0]}-{tp[1]} from {url}: HTTP {status}")
+        return body
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64, keepalive_timeout=30))
+        return self._session
