@@ -583,8 +583,12 @@ def consumer_groups(
 
     with Admin(bootstrap_server, api_timeout_ms=CLI_API_TIMEOUT_MS) as admin:
         if action == "list":
-            for g in admin.list_groups():
+            listed, unreachable = admin.list_groups_with_errors()
+            for g in listed:
                 click.echo(g["group_id"])
+            for node_id, e in sorted(unreachable.items()):
+                click.echo(f"Warning: broker {node_id} did not answer ({e.error_code}); its groups are missing",
+                           err=True)
         elif action == "describe":
             assert group is not None
             d = admin.describe_group(group)

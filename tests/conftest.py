@@ -23,7 +23,12 @@ def node(tmp_path_factory: pytest.TempPathFactory):
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """All Spark tests share one worker (`--dist loadgroup`), so the suite starts one JVM."""
+    """Under `--dist loadgroup`: all Spark tests share one worker (one JVM), and the tests of a
+    module that starts real processes stay together, so its module-scoped cluster starts once."""
     for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
         if item.get_closest_marker("spark"):
             item.add_marker(pytest.mark.xdist_group("spark"))
+        elif "unit" not in Path(str(item.fspath)).parts:
+            item.add_marker(pytest.mark.xdist_group(Path(str(item.fspath)).stem))

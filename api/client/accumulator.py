@@ -6,7 +6,9 @@ call, see `log.batch.new_row_packer`): nothing per record is kept but the bytes,
 framed with one copy and the cyclic GC has nothing to scan. `ready` says which leaders have
 something to send (a full batch, an expired linger, or a flush), `drain` takes all sendable
 batches of those leaders, bounded by `max_request_size`, and closes them, so the next record for
-that partition opens a new batch (which is when the sticky partitioner moves on). The caller
+that partition opens a new batch (which is when the sticky partitioner moves on). With
+`isolate_retries` (idempotent producers) a retried batch is drained alone for its partition, so the
+broker's answer (the original offsets, for a duplicate) is that batch's alone. The caller
 serialises access with its own lock.
 """
 
@@ -19,6 +21,7 @@ from typing import Any, Callable, Iterable
 import msgpack
 
 from api.client.futures import ProduceResult, RecordFuture
+from api.client.idempotence import BatchSequence
 from api.client.types import Headers, TopicPartition
 from log.batch import HEADER_SIZE, frame_rows, new_row_packer
 
@@ -45,15 +48,20 @@ class ProducerBatch:
     attempts: int = 0
     retry_at_ms: int = 0
     encoded: bytes | None = None  # built once, reused by retries
+    sequence: BatchSequence | None = None  # idempotent producers: set on the first drain
 
     def encode(self, compression: str) -> bytes:
         """The batch's bytes (framed once, on first call; the packer is released then)."""
         if self.encoded is None:
             assert self.packer is not None and self.record_count > 0
+            seq = self.sequence
             with self.packer.getbuffer() as rows:
                 self.encoded = frame_rows(
                     rows, self.record_count, base_timestamp=self.base_timestamp,
                     max_timestamp=self.max_timestamp, compression=compression,
+                    producer_id=-1 if seq is None else seq.producer_id,
+                    producer_epoch=-1 if seq is None else seq.producer_epoch,
+                    base_sequence=-1 if seq is None else seq.base_sequence,
                 )
             self.packer = None
             self.pack = _released
@@ -72,11 +80,12 @@ class ReadyCheck:
 
 
 class RecordAccumulator:
-    def __init__(self, batch_size: int, linger_ms: int) -> None:
+    def __init__(self, batch_size: int, linger_ms: int, isolate_retries: bool = False) -> None:
         if batch_size <= 0 or linger_ms < 0:
             raise ValueError(f"batch_size must be > 0 and linger_ms >= 0, got {batch_size}, {linger_ms}")
         self.batch_size = batch_size
         self.linger_ms = linger_ms
+        self.isolate_retries = isolate_retries
         self.buffered_bytes = 0
         self.incomplete: set[ProducerBatch] = set()
         self.space_waiters = 0  # send() calls blocked on buffer memory: linger no longer applies
@@ -203,6 +212,8 @@ class RecordAccumulator:
                 batch.attempts += 1
                 taken.append(batch)
                 sizes[leader] = sizes.get(leader, 0) + batch.size
+                if batch.attempts > 1 and self.isolate_retries:
+                    break  # retries sit at the front: nothing of this partition was taken before
         return {node: batches for node, batches in out.items() if batches}
 
     def _close(self, batch: ProducerBatch) -> None:

@@ -9,6 +9,7 @@ active controller are retried there, other retriable errors after a backoff, unt
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import quote
@@ -27,6 +28,8 @@ from api.client.types import (
     partition_info_from_wire,
 )
 from api.errors import KraftError
+
+LIST_GROUPS_TIMEOUT_S = 5.0  # per broker: a paused broker must not stall the whole listing
 
 OffsetSpec = int | str  # "earliest", "latest", or a timestamp in ms
 
@@ -82,6 +85,7 @@ class Admin:
         api_timeout_ms: int = 60_000,
     ) -> None:
         self._transport = Transport(bootstrap_servers, request_timeout_ms)
+        self._request_timeout_ms = request_timeout_ms
         self._backoff_s = retry_backoff_ms / 1000
         self._api_timeout_s = api_timeout_ms / 1000
 
@@ -239,14 +243,32 @@ class Admin:
         return GroupCoordinatorClient(self._transport, group_id, self._api_timeout_s, self._backoff_s)
 
     def list_groups(self) -> list[dict[str, Any]]:
-        """Every group of the cluster: each broker lists the groups it coordinates."""
-        brokers = ClusterSnapshot.from_wire(self.metadata() or {}).brokers.values()
+        """Every group of the cluster that the reachable brokers coordinate (see
+        `list_groups_with_errors` for which brokers did not answer)."""
+        return self.list_groups_with_errors()[0]
+
+    def list_groups_with_errors(self) -> tuple[list[dict[str, Any]], dict[int, KraftError]]:
+        """Asks every broker for the groups it coordinates, in parallel and each bounded by a
+        short timeout; a broker that is down or paused is reported in the errors (by node id) and
+        the others' groups are still listed, as Kafka's ListConsumerGroups result does."""
+        brokers = sorted(ClusterSnapshot.from_wire(self.metadata() or {}).brokers.values(), key=lambda b: b.node_id)
+        timeout_s = min(LIST_GROUPS_TIMEOUT_S, self._request_timeout_ms / 1000)
+
+        def ask(b: Any) -> list[dict[str, Any]]:
+            return self._transport.request("GET", "/v1/groups", address=(b.host, b.port), timeout_s=timeout_s)["groups"]
+
         groups: dict[str, dict[str, Any]] = {}
-        for b in sorted(brokers, key=lambda b: b.node_id):
-            answer = self._transport.request("GET", "/v1/groups", address=(b.host, b.port))
-            for g in answer.get("groups", ()):
-                groups[g["group_id"]] = g
-        return [groups[name] for name in sorted(groups)]
+        errors: dict[int, KraftError] = {}
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(brokers)))) as pool:
+            for b, future in [(b, pool.submit(ask, b)) for b in brokers]:
+                try:
+                    for g in future.result():
+                        groups[g["group_id"]] = g
+                except KraftError as e:
+                    if not e.retriable:
+                        raise
+                    errors[b.node_id] = e
+        return [groups[name] for name in sorted(groups)], errors
 
     def describe_group(self, group_id: str) -> dict[str, Any]:
         """State, members with their assignments, and per partition the committed offset, the

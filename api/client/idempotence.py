@@ -4,11 +4,14 @@ the epoch bump after a sequence error.
 
 A batch gets its (producer id, epoch, base sequence) when it is first drained for sending and
 keeps them (and its encoded bytes) for every retry, so the broker recognises a retry as a
-duplicate. After OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID (the broker lost or never had
-the producer's state) the failed batch is reported to the application and the epoch is bumped
-locally, as Kafka's idempotent producer does since KIP-360: every partition restarts at sequence 0
-under the new epoch (a broker accepts a higher epoch starting at 0). When the epoch would pass
-32767 a new producer id is needed (`producer` is None until the sender got one).
+duplicate. A sequence error (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID) on a batch that is
+not the next one after the last acknowledged of its partition means an earlier batch is still on
+its way (e.g. it went to a deposed leader): the batch is retried, as Kafka's client does. On the
+next expected batch it means the broker lost or never had the producer's state: the batch fails
+and the epoch is bumped locally, as Kafka's idempotent producer does since KIP-360, and so it is
+when a batch holding sequences expires unsent. Every partition restarts at sequence 0 under the
+new epoch (a broker accepts a higher epoch starting at 0). When the epoch would pass 32767 a new
+producer id is needed (`producer` is None until the sender got one).
 """
 
 from __future__ import annotations
@@ -39,12 +42,14 @@ class IdempotenceState:
     def __init__(self) -> None:
         self.producer: ProducerIdAndEpoch | None = None
         self._next_sequence: dict[TopicPartition, int] = {}
+        self._next_acked: dict[TopicPartition, int] = {}  # the sequence after the last acked
 
     def set_producer(self, producer_id: int, producer_epoch: int) -> None:
         """A producer id from `POST /v1/producers/init`; sequences restart at 0."""
         assert producer_id >= 0 and 0 <= producer_epoch <= MAX_PRODUCER_EPOCH
         self.producer = ProducerIdAndEpoch(producer_id, producer_epoch)
         self._next_sequence.clear()
+        self._next_acked.clear()
 
     def assign(self, tp: TopicPartition, record_count: int) -> BatchSequence:
         """The identity of `tp`'s next batch of `record_count` records (needs a producer id)."""
@@ -53,17 +58,36 @@ class IdempotenceState:
         self._next_sequence[tp] = _increment(base, record_count)
         return BatchSequence(self.producer.producer_id, self.producer.producer_epoch, base)
 
-    def on_error(self, error_code: str, batch: BatchSequence) -> None:
-        """Bumps the epoch after a sequence error of a batch sent under the current epoch (so a
-        burst of failures of older batches bumps once)."""
+    def _is_current(self, batch: BatchSequence) -> bool:
         current = self.producer
-        if (
-            error_code not in EPOCH_BUMP_ERRORS
-            or current is None
-            or (batch.producer_id, batch.producer_epoch) != (current.producer_id, current.producer_epoch)
-        ):
+        return current is not None and (batch.producer_id, batch.producer_epoch) == (
+            current.producer_id, current.producer_epoch)
+
+    def on_acked(self, tp: TopicPartition, batch: BatchSequence, record_count: int) -> None:
+        if self._is_current(batch):
+            self._next_acked[tp] = _increment(batch.base_sequence, record_count)
+
+    def should_retry(self, error_code: str, tp: TopicPartition, batch: BatchSequence) -> bool:
+        """A sequence error of a batch whose predecessor is not acknowledged yet: retry it."""
+        return (
+            error_code in EPOCH_BUMP_ERRORS
+            and self._is_current(batch)
+            and batch.base_sequence != self._next_acked.get(tp, 0)
+        )
+
+    def on_error(self, error_code: str, batch: BatchSequence) -> None:
+        """A batch failed for good: a sequence error bumps the epoch."""
+        if error_code in EPOCH_BUMP_ERRORS:
+            self.bump_epoch(batch)
+
+    def bump_epoch(self, batch: BatchSequence) -> None:
+        """A new epoch, unless `batch` was sent under an older one (so a burst of failures bumps
+        once); sequences restart at 0."""
+        current = self.producer
+        if current is None or not self._is_current(batch):
             return
         self._next_sequence.clear()
+        self._next_acked.clear()
         if current.producer_epoch >= MAX_PRODUCER_EPOCH:
             self.producer = None  # exhausted: the sender fetches a new producer id
         else:

@@ -89,21 +89,6 @@ class ControllerChannel:
             {"resource_type": resource_type, "resource_name": resource_name, "configs": dict(configs),
              "validate_only": validate_only})
 
-    async def elect_leaders(self, partitions: Iterable[tuple[str, int]] | None = None) -> dict[str, Any]:
-        wanted = None if partitions is None else [list(p) for p in partitions]
-        return await self._call(lambda c, rid: c.elect_leaders(wanted, request_id=rid),
-                                "POST", "/v1/controller/elect-leaders",
-                                {"election_type": "preferred", "partitions": wanted})
-
-    async def alter_partition_reassignments(self, reassignments: list[dict[str, Any]]) -> dict[str, Any]:
-        """Start ({"topic","partition","replicas"}) or cancel ("replicas": None) reassignments, all or none."""
-        return await self._call(lambda c, rid: c.alter_partition_reassignments(reassignments, request_id=rid),
-                                "POST", "/v1/controller/reassignments", {"partitions": reassignments})
-
-    async def list_partition_reassignments(self) -> dict[str, Any]:
-        return await self._call(lambda c, rid: c.list_partition_reassignments(),
-                                "GET", "/v1/controller/reassignments", {})
-
     # -- brokers ----------------------------------------------------------------------------------
 
     async def register_broker(self, broker_id: int, incarnation_id: str, endpoints: list[dict[str, Any]],

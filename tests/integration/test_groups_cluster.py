@@ -191,3 +191,28 @@ def test_kill_coordinator_keeps_commits_and_consumption_resumes_without_gap(clus
             assert seen[p] == list(range(committed[p], counts[p]))  # no gap, no duplicate
     finally:
         second.close()
+
+
+def test_list_groups_reports_a_paused_broker_and_lists_the_rest(cluster):
+    """kafka-consumer-groups --list with a broker that accepts connections but never answers:
+    the listing comes back within the per-broker timeout, names that broker, and still has the
+    groups the others coordinate."""
+    running = cluster.running()
+    group = f"listed-{uuid.uuid4().hex[:6]}"
+    topic = new_topic(cluster, 1, [1])
+    c = consumer(cluster, group)
+    c.subscribe([topic])
+    wait_for(lambda: c.poll(20) is not None and c.assignment(), 30, what="the member joins")
+    coordinator = coordinator_of(cluster, group)
+    paused = next(n for n in running if n.node_id != coordinator)
+    with Admin(running[0].bootstrap if running[0] is not paused else running[1].bootstrap) as admin:
+        admin.metadata()  # bootstrap from a node that will answer
+        paused.pause()
+        try:
+            groups, unreachable = admin.list_groups_with_errors()
+        finally:
+            paused.resume()
+    c.close()
+    assert group in [g["group_id"] for g in groups]
+    assert list(unreachable) == [paused.node_id]
+    assert unreachable[paused.node_id].retriable

@@ -45,3 +45,18 @@ def test_an_exhausted_epoch_needs_a_new_producer_id() -> None:
     assert state.producer is None
     state.set_producer(8, 0)
     assert state.assign(T0, 1) == BatchSequence(8, 0, 0)
+
+
+def test_a_sequence_error_behind_an_unacknowledged_batch_is_retried() -> None:
+    state = IdempotenceState()
+    state.set_producer(7, 0)
+    first, second = state.assign(T0, 2), state.assign(T0, 1)
+    # `first` is still on its way (to a deposed leader, say): `second` arrived too early
+    assert state.should_retry("OUT_OF_ORDER_SEQUENCE_NUMBER", T0, second)
+    assert not state.should_retry("OUT_OF_ORDER_SEQUENCE_NUMBER", T0, first)  # the next expected
+    assert not state.should_retry("NOT_LEADER_OR_FOLLOWER", T0, second)
+    state.on_acked(T0, first, 2)
+    assert not state.should_retry("UNKNOWN_PRODUCER_ID", T0, second)
+    state.bump_epoch(second)  # e.g. it expired unsent
+    assert state.producer == ProducerIdAndEpoch(7, 1)
+    assert not state.should_retry("OUT_OF_ORDER_SEQUENCE_NUMBER", T0, second)  # an older epoch
