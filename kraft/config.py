@@ -377,8 +377,10 @@ class KraftConfig:
                 "controller.quorum.bootstrap.servers",
                 "a broker-only node needs the client listener of at least one controller",
             )
-        if self["metadata.mode"] == "zookeeper" and not self["zookeeper.connect"]:
-            raise ConfigError("zookeeper.connect", "required with metadata.mode=zookeeper")
+        if self["metadata.mode"] == "zookeeper":
+            # Accepted as a name so configs written for the compat mode fail loudly, not silently
+            # run KRaft: the ZooKeeper mode (design §9) is not built yet.
+            raise ConfigError("metadata.mode", "the ZooKeeper compat mode is not available in this version; use kraft")
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -68,7 +68,15 @@ class Producer:
     """Thread-safe; one instance per process is usually enough.
 
     Defaults follow Kafka's producer except `batch_size` (64 KiB: records here are cheaper to
-    batch than to send) and `retries` (bounded by `delivery_timeout_ms`, as in Kafka)."""
+    batch than to send), `retries` (bounded by `delivery_timeout_ms`, as in Kafka), and
+    `enable_idempotence`, off because it needs `acks="all"` and the default here is acks=1.
+
+    `enable_idempotence=True` (Kafka's enable.idempotence; docs/idempotence.md): a retried batch
+    whose first answer was lost is written once, in order. The producer gets a producer id from
+    the cluster, numbers each partition's batches, keeps at most one request in flight per leader
+    (stricter than Kafka's limit of 5 per partition) and sends a retried batch alone for its
+    partition. A duplicate is a success with the original offsets (-1 when the broker no longer
+    has them); sequence errors are retried or bump the epoch as Kafka's client does."""
 
     def __init__(
         self,
@@ -86,14 +94,17 @@ class Producer:
         buffer_memory: int = 32 * 1024 * 1024,
         max_block_ms: int = 60_000,
         metadata_max_age_ms: int = 300_000,
+        enable_idempotence: bool = False,
     ) -> None:
         if compression_type not in COMPRESSIONS:
             raise KraftError("INVALID_CONFIG", f"compression_type must be one of {', '.join(COMPRESSIONS)}, got {compression_type!r}")
         if batch_size <= 0 or linger_ms < 0 or max_request_size <= 0 or retries < 0:
             raise KraftError("INVALID_CONFIG", "batch_size and max_request_size must be > 0, linger_ms and retries >= 0")
+        if enable_idempotence and (parse_acks(acks) != -1 or retries == 0):
+            raise KraftError("INVALID_CONFIG", "enable_idempotence needs acks='all' and retries > 0, as in Kafka")
         self._transport = Transport(bootstrap_servers, request_timeout_ms)
         self._metadata = MetadataCache(self._transport, retry_backoff_ms, metadata_max_age_ms)
-        self._acc = RecordAccumulator(batch_size, linger_ms)
+        self._acc = RecordAccumulator(batch_size, linger_ms, isolate_retries=enable_idempotence)
         self._lock = threading.Lock()
         self._space = threading.Condition(self._lock)
         self._sticky = StickyPartitioner()
@@ -114,6 +125,7 @@ class Producer:
                 request_timeout_ms=request_timeout_ms,
                 delivery_timeout_ms=delivery_timeout_ms,
                 max_request_size=max_request_size,
+                idempotence=enable_idempotence,
             ),
         )
         self._sender.start()

@@ -4,7 +4,10 @@ batch futures with offsets, retries retriable errors after `retry_backoff_ms` wi
 `delivery_timeout_ms`.
 
 At most one request is in flight per leader (Kafka's max.in.flight.requests.per.connection=1):
-a partition's batches, retries included, reach the log in order without idempotence. The I/O
+a partition's batches, retries included, reach the log in order without idempotence. With
+`idempotence`, the sender first gets a producer id (`POST /v1/producers/init`), gives each batch
+its sequence when first drained, and follows `api/client/idempotence.py` on sequence errors; a
+duplicate answer is a success with the original offsets (-1 when the broker no longer knows them). The I/O
 worker that got an answer drains and sends that leader's next batches itself, so a busy leader
 costs no thread hand-off per request (docs/benchmarks.md).
 """
@@ -20,6 +23,7 @@ from typing import Any
 
 from api.client.accumulator import ProducerBatch, RecordAccumulator
 from api.client.cluster import METADATA_ERRORS, MetadataCache
+from api.client.idempotence import IdempotenceState
 from api.client.transport import Address, Transport
 from api.client.types import TopicPartition
 from api.errors import KraftError
@@ -42,6 +46,7 @@ class SenderConfig:
     request_timeout_ms: int
     delivery_timeout_ms: int
     max_request_size: int
+    idempotence: bool = False
 
 
 def produce_body(batches: list[ProducerBatch], config: SenderConfig) -> tuple[dict[str, Any], dict[TopicPartition, list[ProducerBatch]]]:
@@ -101,6 +106,7 @@ class Sender:
         self._metadata = metadata
         self._transport = transport
         self._config = config
+        self._idempotence = IdempotenceState() if config.idempotence else None  # guarded by _lock
         self._wakeup = threading.Event()
         self._in_flight: set[int] = set()  # leaders with a request in flight (guarded by _lock)
         self._flushes = 0
@@ -145,6 +151,7 @@ class Sender:
     def _run_once(self) -> bool:
         """One round; True when closing and nothing is left to send."""
         self._metadata.maybe_refresh()
+        have_producer_id = self._ensure_producer_id()
         snapshot = self._metadata.snapshot
         now = now_ms()
         with self._lock:
@@ -153,8 +160,13 @@ class Sender:
                 return True
             expired = self._acc.expire(now, self._config.delivery_timeout_ms)
             aborted = self._acc.abort_all() if self._force_close else []
+            for batch in expired:
+                if self._idempotence is not None and batch.sequence is not None:
+                    self._idempotence.bump_epoch(batch.sequence)  # its sequences never arrive
             check = self._acc.ready(now, snapshot.leader_id, self._in_flight, self._closing or self._flushes > 0)
-            drained = self._acc.drain(check.ready_nodes, snapshot.leader_id, self._config.max_request_size, now)
+            nodes = check.ready_nodes if have_producer_id else frozenset()
+            drained = self._acc.drain(nodes, snapshot.leader_id, self._config.max_request_size, now)
+            self._assign_sequences(drained)
             self._in_flight.update(drained)
         for batch in expired:
             self._settle(batch, -1, KraftError("REQUEST_TIMED_OUT", f"{batch.tp.topic}-{batch.tp.partition}: delivery timeout expired"))
@@ -168,11 +180,36 @@ class Sender:
         wait_ms = _IDLE_WAIT_S * 1000
         if check.next_ready_ms is not None:
             wait_ms = min(wait_ms, check.next_ready_ms - now)
-        if check.unknown_leader_topics:
+        if check.unknown_leader_topics or not have_producer_id:
             wait_ms = min(wait_ms, self._config.retry_backoff_ms)
         if wait_ms > 0 and not drained:
             self._wakeup.wait(wait_ms / 1000)
         return False
+
+    def _ensure_producer_id(self) -> bool:
+        """Whether batches may be drained: always without idempotence; otherwise once a
+        producer id is known (fetched here, retried next round on failure)."""
+        if self._idempotence is None or self._idempotence.producer is not None:
+            return True
+        try:
+            answer = self._transport.request("POST", "/v1/producers/init", {},
+                                             timeout_s=self._config.request_timeout_ms / 1000)
+        except KraftError as e:
+            log.debug("no producer id yet: %s", e)
+            return False
+        with self._lock:
+            if self._idempotence.producer is None:
+                self._idempotence.set_producer(int(answer["producer_id"]), int(answer["producer_epoch"]))
+        return True
+
+    def _assign_sequences(self, drained: dict[int, list[ProducerBatch]]) -> None:
+        """Sequences for batches drained for the first time, in drain order (lock held)."""
+        if self._idempotence is None:
+            return
+        for batches in drained.values():
+            for batch in batches:
+                if batch.sequence is None:
+                    batch.sequence = self._idempotence.assign(batch.tp, batch.record_count)
 
     def _produce(self, node: int, address: Address | None, batches: list[ProducerBatch]) -> None:
         """Runs in an I/O worker: sends `batches`, then, while `node` has more sendable batches,
@@ -199,6 +236,7 @@ class Sender:
             if node not in check.ready_nodes:
                 return [], None
             drained = self._acc.drain((node,), snapshot.leader_id, self._config.max_request_size, now)
+            self._assign_sequences(drained)
         return drained.get(node, []), snapshot.broker_address(node)
 
     def _produce_once(self, node: int, address: Address | None, batches: list[ProducerBatch]) -> None:
@@ -223,9 +261,13 @@ class Sender:
                     self._settle(batch, -1, KraftError("UNKNOWN_SERVER_ERROR", f"{type(e).__name__}: {e}"))
 
     def _handle(self, batches: list[ProducerBatch], outcome: int | KraftError) -> None:
+        idempotence = self._idempotence
         if isinstance(outcome, int):
             base = outcome
             for batch in batches:
+                if idempotence is not None and batch.sequence is not None:
+                    with self._lock:
+                        idempotence.on_acked(batch.tp, batch.sequence, batch.record_count)
                 self._settle(batch, base, None)
                 if base >= 0:
                     base += batch.record_count
@@ -233,13 +275,20 @@ class Sender:
         if outcome.error_code in METADATA_ERRORS:
             self._metadata.request_update()
         now = now_ms()
-        retry = [
-            b for b in batches
-            if outcome.retriable
-            and not self._force_close
-            and b.attempts <= self._config.retries
-            and now - b.created_ms < self._config.delivery_timeout_ms
-        ]
+        with self._lock:
+            retry = [
+                b for b in batches
+                if (outcome.retriable or (
+                    idempotence is not None and b.sequence is not None
+                    and idempotence.should_retry(outcome.error_code, b.tp, b.sequence)))
+                and not self._force_close
+                and b.attempts <= self._config.retries
+                and now - b.created_ms < self._config.delivery_timeout_ms
+            ]
+            if idempotence is not None:
+                for b in batches:
+                    if b not in retry and b.sequence is not None:
+                        idempotence.on_error(outcome.error_code, b.sequence)
         retrying = set(retry)
         if retry:
             log.debug("retrying %d batches of %s after %s", len(retry), retry[0].tp, outcome.error_code)

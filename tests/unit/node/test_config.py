@@ -95,6 +95,8 @@ def test_cross_key_rules() -> None:
     ok = load_config({"controller.quorum.voters": "1@h:1,2@h:2",
                       "controller.quorum.secret": "s"})
     assert ok.voters == {1: ("h", 1), 2: ("h", 2)}
+    with pytest.raises(ConfigError, match="metadata.mode.*not available"):
+        load_config({"metadata.mode": "zookeeper", "zookeeper.connect": "127.0.0.1:2181"})
 
 
 def test_unreadable_or_malformed_files(tmp_path: Path) -> None:
