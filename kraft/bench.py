@@ -575,6 +575,7 @@ def _chaos_round(cluster: LocalCluster, topic: str, wait_acked: Callable[[], Non
     paused.proc.send_signal(signal.SIGSTOP)
     try:
         current = _chaos_leader(cluster, topic, not_in=(paused.node_id,))
+        wait_acked()  # acknowledgements go on while the old leader is still paused
     finally:
         paused.proc.send_signal(signal.SIGCONT)  # wakes believing it leads
     wait_acked()
@@ -607,8 +608,7 @@ def chaos(rounds: int, session_timeout_ms: int, json_path: str | None) -> None:
         consumer = WatchingConsumer(bootstrap, topic).start()
 
         def wait_acked() -> None:
-            target = len(producer.acked) + 200
-            poll(lambda: len(producer.acked) >= target, 120, 0.05, "200 more acknowledged records")
+            producer.wait_acked_more(200, 120)
 
         start = time.monotonic()
         try:

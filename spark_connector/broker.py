@@ -150,10 +150,15 @@ class BrokerClient:
     # -- routes -----------------------------------------------------------------------------
 
     def list_offsets(self, tp: TopicPartition, timestamp: int | None = None) -> ListedOffsets:
+        """Asks the partition's leader; retriable errors (a dead leader, an election under way)
+        are retried with fresh metadata for up to the request timeout."""
         params = {"timestamp": timestamp} if timestamp is not None else None
-        answer = self._call(self.leader(tp), "GET", f"/v1/topics/{tp[0]}/partitions/{tp[1]}/offsets",
-                            params=params)
-        return ListedOffsets(answer["log_start_offset"], answer["high_watermark"], answer.get("offset"))
+
+        def ask() -> ListedOffsets:
+            answer = self._call(self.leader(tp), "GET", f"/v1/topics/{tp[0]}/partitions/{tp[1]}/offsets",
+                                params=params)
+            return ListedOffsets(answer["log_start_offset"], answer["high_watermark"], answer.get("offset"))
+        return self.retrying(ask, time.monotonic() + self._timeout_s)
 
     def fetch(self, tp: TopicPartition, fetch_offset: int, max_bytes: int, max_wait_ms: int) -> FetchedPartition:
         body = {

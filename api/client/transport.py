@@ -15,7 +15,6 @@ from __future__ import annotations
 import http.client
 import json
 import select
-import socket
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Protocol, Sequence

@@ -1,16 +1,20 @@
 """Idempotent produce against a real node: producer ids from `POST /v1/producers/init`, a batch
 whose answer was lost and is sent again is written once (also after a restart), out-of-order and
-fenced batches are refused with Kafka's error names."""
+fenced batches are refused with Kafka's error names; the Python producer with
+`enable_idempotence=True` writes every record once when answers are lost (and without it, twice)."""
 
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from typing import Any
 
 import msgpack
 import pytest
 import requests
 
+from api.client import Admin, Consumer, Producer, TopicPartition
+from api.errors import KraftError
 from api.producer_ids import TRANSACTIONAL_ID_BASE, derived_producer_id
 from harness import shutdown_all, start_node
 from log.batch import build_batch
@@ -82,3 +86,61 @@ def test_a_resent_batch_is_written_once_even_after_a_restart(own_node) -> None:
     own_node.restart()
     assert produce(own_node, topic, batch(pid, 1, 0, "d"))["base_offset"] == 3
     assert values(own_node, topic) == ["a", "b", "c", "d"]
+
+
+class LosingTransport:
+    """Wraps a producer's transport: every `lose`-th produce request reaches the broker, but
+    its answer is replaced by a network error (the broker appended; the client cannot know)."""
+
+    def __init__(self, transport: Any, lose: int) -> None:
+        self.transport, self.lose, self.count, self.lost = transport, lose, 0, 0
+        self.real_request = transport.request
+
+    def request(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
+        answer = self.real_request(method, path, body, **kwargs)
+        if path == "/v1/produce":
+            self.count += 1
+            if self.count % self.lose == 1:
+                self.lost += 1
+                raise KraftError("NETWORK_EXCEPTION", "answer lost (test)")
+        return answer
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_python_producer_with_lost_answers_writes_each_record_once(own_node, idempotent) -> None:
+    topic = f"idem-py-{uuid.uuid4().hex[:8]}"
+    Admin(own_node.bootstrap).create_topic(topic, partitions=2)
+    producer = Producer(own_node.bootstrap, acks="all", linger_ms=1, batch_size=2_000,
+                        retry_backoff_ms=20, enable_idempotence=idempotent)
+    losing = LosingTransport(producer._transport, lose=2)
+    producer._transport.request = losing.request
+    with producer:
+        futures = []
+        for wave in range(12):  # flushed waves: many requests, every other answer lost
+            futures += [producer.send(topic, value=b"v%04d" % i, key=b"k%d" % (i % 7))
+                        for i in range(wave * 50, wave * 50 + 50)]
+            producer.flush(60)
+        metas = [f.result(timeout=30) for f in futures]
+    assert losing.lost >= 3
+    counts = Counter(r.value for p in (0, 1) for r in _read_all(own_node, topic, p))
+    assert set(counts) == {b"v%04d" % i for i in range(600)}
+    if not idempotent:
+        assert max(counts.values()) >= 2, "without idempotence a lost answer means a duplicate"
+        return
+    assert set(counts.values()) == {1}
+    stored = {(r.partition, r.offset): r.value for p in (0, 1) for r in _read_all(own_node, topic, p)}
+    for i, meta in enumerate(metas):  # the futures carry the offsets the records are stored at
+        assert stored[(meta.partition, meta.offset)] == b"v%04d" % i
+
+
+def _read_all(node, topic: str, partition: int) -> list:
+    consumer = Consumer(node.bootstrap)
+    tp = TopicPartition(topic, partition)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    end = consumer.end_offsets([tp])[tp]
+    out: list = []
+    while consumer.position(tp) < end:
+        out.extend(consumer.poll(timeout_ms=2000).get(tp, []))
+    consumer.close()
+    return out

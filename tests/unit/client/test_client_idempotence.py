@@ -60,3 +60,20 @@ def test_a_sequence_error_behind_an_unacknowledged_batch_is_retried() -> None:
     state.bump_epoch(second)  # e.g. it expired unsent
     assert state.producer == ProducerIdAndEpoch(7, 1)
     assert not state.should_retry("OUT_OF_ORDER_SEQUENCE_NUMBER", T0, second)  # an older epoch
+
+
+def test_a_retried_batch_is_drained_alone_for_its_partition() -> None:
+    from api.client.accumulator import RecordAccumulator
+
+    leaders = {T0: 1, T1: 1}.get
+    for isolate, expected in ((True, [[T0, T1], [T0], [T0]]), (False, [[T0, T1], [T0, T0]])):
+        acc = RecordAccumulator(batch_size=100, linger_ms=0, isolate_retries=isolate)
+        for tp in (T0, T1):
+            acc.append_new_batch(tp, None, b"x", (), 0, 10, now_ms=0)
+        [sent] = acc.drain([1], leaders, 10_000, now_ms=0).values()
+        acc.reenqueue([b for b in sent if b.tp == T0], retry_at_ms=0)  # T0's answer was lost
+        acc.append_new_batch(T0, None, b"y", (), 0, 10, now_ms=0)
+        rounds = [[b.tp for b in sent]]
+        while acc.has_queued():
+            rounds.append([b.tp for b in acc.drain([1], leaders, 10_000, now_ms=0)[1]])
+        assert rounds == expected
