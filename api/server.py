@@ -18,7 +18,7 @@ from aiohttp import web
 
 from api.errors import KraftError, from_exception
 from api.routes import (
-    batch, controller, groups, health, metadata, metrics, openapi, producers, records, topics,
+    batch, controller, forward, groups, health, metadata, metrics, openapi, producers, records, topics,
 )
 from api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, AdminService, MetadataView, NodeInfo, ReplicaService,
@@ -116,6 +116,7 @@ def build_app(
         app.router.add_routes(module.routes)
     for table in extra_routes:
         app.router.add_routes(table)
+    app.cleanup_ctx.append(forward.session_ctx)
     if cleanup is not None:
         app.cleanup_ctx.append(cleanup)
     return app

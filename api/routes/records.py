@@ -7,6 +7,7 @@ batch routes (`api/routes/batch.py`) instead.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import random
 import time
@@ -16,9 +17,10 @@ from aiohttp import web
 
 from api.errors import KraftError, invalid_request
 from api.partitioner import partition_for_key
+from api.routes.forward import not_leader, produce_remote, proxy, remote_leader
 from api.routes.metadata import require_topic
 from api.routes.services import (
-    ADMIN, METADATA, NODE_INFO, REPLICAS, FetchEntry, ProduceEntry, TopicDescription,
+    ADMIN, METADATA, NODE_INFO, REPLICAS, FetchEntry, ProduceEntry, ProduceResult, TopicDescription,
 )
 from api.wire import INT32_MAX, Fields, check_topic_name, parse_acks, read_body, render, wants_msgpack
 from log.batch import build_batch, decode_records, iter_batches
@@ -121,7 +123,7 @@ async def produce_records(request: web.Request) -> web.Response:
         ProduceEntry(name, p, build_batch([row[:4] for row in rows]))
         for p, rows in by_partition.items()
     ]
-    results = await request.app[REPLICAS].produce(entries, acks, PRODUCE_TIMEOUT_MS)
+    results = await _produce_anywhere(request, entries, acks)
     failures = [r for r in results if r.error_code]
     if len(failures) == len(results):
         raise KraftError(failures[0].error_code or "UNKNOWN_SERVER_ERROR", failures[0].message or "")
@@ -135,6 +137,21 @@ async def produce_records(request: web.Request) -> web.Response:
                 entry["offset"] = result.base_offset + delta
             offsets[row[4]] = entry
     return render(request, {"offsets": offsets})
+
+
+async def _produce_anywhere(request: web.Request, entries: list[ProduceEntry], acks: int) -> list[ProduceResult]:
+    """Appends here what this node leads and forwards the rest to the partitions' leaders."""
+    local: list[ProduceEntry] = []
+    remote: dict[tuple[str, int], list[ProduceEntry]] = {}
+    for entry in entries:
+        address = remote_leader(request, entry.topic, entry.partition)
+        if address is None:
+            local.append(entry)
+        else:
+            remote.setdefault(address, []).append(entry)
+    calls = [request.app[REPLICAS].produce(local, acks, PRODUCE_TIMEOUT_MS)] if local else []
+    calls += [produce_remote(request, address, group, acks, PRODUCE_TIMEOUT_MS) for address, group in remote.items()]
+    return [result for results in await asyncio.gather(*calls) for result in results]
 
 
 def _partition_number(request: web.Request, topic: TopicDescription) -> int:
@@ -180,6 +197,8 @@ async def _start_offset(request: web.Request, query: Fields, name: str, partitio
 async def fetch_records(request: web.Request) -> web.Response:
     topic = require_topic(request, request.match_info["topic"])
     partition = _partition_number(request, topic)
+    if (leader := remote_leader(request, topic.name, partition)) is not None:
+        return await proxy(request, leader)
     query = Fields(request.query, "query")
     max_records = query.get_int("max_records", 100, 1, MAX_FETCH_RECORDS)
     max_bytes = query.get_int("max_bytes", DEFAULT_FETCH_BYTES, 1, INT32_MAX)
@@ -188,6 +207,8 @@ async def fetch_records(request: web.Request) -> web.Response:
     [result] = await request.app[REPLICAS].fetch(
         [FetchEntry(topic.name, partition, offset, max_bytes)], timeout_ms, 1, max_bytes
     )
+    if result.error_code == "NOT_LEADER_OR_FOLLOWER":
+        raise not_leader(request, topic.name, partition, result.message or "")
     if result.error_code:
         raise KraftError(result.error_code, result.message or "")
     records: list[dict[str, Any]] = []
@@ -219,6 +240,8 @@ async def fetch_records(request: web.Request) -> web.Response:
 async def partition_offsets(request: web.Request) -> web.Response:
     topic = require_topic(request, request.match_info["topic"])
     partition = _partition_number(request, topic)
+    if (leader := remote_leader(request, topic.name, partition)) is not None:
+        return await proxy(request, leader)
     replicas = request.app[REPLICAS]
     offsets = await replicas.offsets(topic.name, partition)
     body: dict[str, Any] = {

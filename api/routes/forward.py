@@ -1,0 +1,103 @@
+"""Any broker accepts any convenience request (design §7): a partition led by another broker is
+served by forwarding the work to that leader, one hop.
+
+People with curl do not know which broker leads a partition; the Python client does and never
+needs this. The JSON produce route sends its already-built batches for remote partitions to each
+leader's `POST /v1/produce` (which never forwards), and the single-partition read routes proxy the
+whole request. A forwarded request carries `X-Kraft-Forwarded`, and a node never forwards such a
+request again, so a stale view of leadership cannot make requests bounce between brokers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+import aiohttp
+import msgpack
+from aiohttp import web
+
+from api.errors import KraftError
+from api.routes.services import METADATA, NODE_INFO, ProduceEntry, ProduceResult
+
+FORWARDED_HEADER = "X-Kraft-Forwarded"
+FORWARD_TIMEOUT_S = 330.0  # above the longest long poll a read route accepts (300 s)
+SESSION = web.AppKey("forward_session", aiohttp.ClientSession)
+MSGPACK = "application/msgpack"
+
+
+async def session_ctx(app: web.Application) -> AsyncIterator[None]:
+    app[SESSION] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=FORWARD_TIMEOUT_S))
+    yield
+    await app[SESSION].close()
+
+
+def leader_of(request: web.Request, topic: str, partition: int) -> dict[str, object] | None:
+    """`{node_id, host, port}` of the partition's leader as this node's metadata has it."""
+    description = request.app[METADATA].topic(topic)
+    if description is None or partition >= len(description.partitions):
+        return None
+    leader = description.partitions[partition].leader
+    for broker in request.app[METADATA].cluster().brokers:
+        if broker.node_id == leader:
+            return {"node_id": broker.node_id, "host": broker.host, "port": broker.port}
+    return None
+
+
+def remote_leader(request: web.Request, topic: str, partition: int) -> tuple[str, int] | None:
+    """The address of the partition's leader when it is another broker this request may be
+    forwarded to; None when this node leads it, nobody does, or the request was forwarded already."""
+    if FORWARDED_HEADER in request.headers or SESSION not in request.app:
+        return None
+    leader = leader_of(request, topic, partition)
+    if leader is None or leader["node_id"] == request.app[NODE_INFO].node_id:
+        return None
+    return str(leader["host"]), int(leader["port"])  # type: ignore[call-overload]
+
+
+def not_leader(request: web.Request, topic: str, partition: int, message: str) -> KraftError:
+    """NOT_LEADER_OR_FOLLOWER naming the leader, so a client can go there itself."""
+    leader = leader_of(request, topic, partition)
+    return KraftError("NOT_LEADER_OR_FOLLOWER", message, **({"leader": leader} if leader else {}))
+
+
+def _unreachable(address: tuple[str, int], exc: BaseException) -> KraftError:
+    return KraftError("NETWORK_EXCEPTION", f"the partition leader at {address[0]}:{address[1]} did not answer "
+                      f"({type(exc).__name__}); retry, or send to the leader directly")
+
+
+async def proxy(request: web.Request, address: tuple[str, int]) -> web.Response:
+    """The same request, answered by the broker at `address`."""
+    headers = {FORWARDED_HEADER: str(request.app[NODE_INFO].node_id)}
+    for name in ("Accept", "Content-Type"):
+        if name in request.headers:
+            headers[name] = request.headers[name]
+    body = await request.read() if request.can_read_body else None
+    url = f"http://{address[0]}:{address[1]}{request.rel_url}"
+    try:
+        async with request.app[SESSION].request(request.method, url, data=body, headers=headers) as answer:
+            payload = await answer.read()
+            return web.Response(body=payload, status=answer.status,
+                                headers={"Content-Type": answer.headers.get("Content-Type", "application/json")})
+    except (aiohttp.ClientError, TimeoutError) as e:
+        raise _unreachable(address, e) from None
+
+
+async def produce_remote(request: web.Request, address: tuple[str, int], entries: Sequence[ProduceEntry],
+                         acks: int, timeout_ms: int) -> list[ProduceResult]:
+    """Appends `entries` on their leader through its batch route; one result per entry."""
+    body = {"acks": acks, "timeout_ms": timeout_ms,
+            "partitions": [{"topic": e.topic, "partition": e.partition, "records": e.records} for e in entries]}
+    headers = {FORWARDED_HEADER: str(request.app[NODE_INFO].node_id), "Content-Type": MSGPACK, "Accept": MSGPACK}
+    url = f"http://{address[0]}:{address[1]}/v1/produce"
+    try:
+        async with request.app[SESSION].post(url, data=msgpack.packb(body), headers=headers) as answer:
+            reply = msgpack.unpackb(await answer.read())
+    except (aiohttp.ClientError, TimeoutError, ValueError) as e:
+        raise _unreachable(address, e) from None
+    if answer.status >= 400:
+        raise KraftError.from_dict(reply if isinstance(reply, dict) else {"message": str(reply)})
+    return [
+        ProduceResult(p["topic"], p["partition"], p.get("base_offset", -1), p.get("log_start_offset", -1),
+                      p.get("error_code"), p.get("message"))
+        for p in reply["partitions"]
+    ]
