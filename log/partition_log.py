@@ -24,7 +24,6 @@ from log.batch import BatchHeader, iter_batches
 from log.checkpoint import PartitionCheckpoint, ProducerStateSnapshot, fsync_dir
 from log.cleaner import CleanerStats, LogCleaner
 from log.config import LogConfig
-from log.epoch_cache import LeaderEpochFileCache
 from log.errors import OffsetOutOfRangeError
 from log.producer_state import Duplicate, ProducerStateManager
 from log.recovery import LogLoader

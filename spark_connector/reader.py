@@ -12,8 +12,10 @@ source.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -91,14 +93,28 @@ def _decode_page(buf: bytes, offset: int, until: int, topic: str, partition: int
     """The records of a fetch answer in [offset, until) and the offset to fetch next."""
     columns = ColumnBuilder(topic, partition, schema)
     next_offset = offset
-    for pos, header in iter_batches(buf):
-        if header.next_offset <= offset:
-            continue
-        if header.base_offset >= until:
-            break
-        columns.add_batch(buf, pos, offset, until)
-        next_offset = min(until, header.next_offset)
-    return (columns.build() if len(columns) else None), next_offset
+    with _gc_paused():
+        for pos, header in iter_batches(buf):
+            if header.next_offset <= offset:
+                continue
+            if header.base_offset >= until:
+                break
+            columns.add_batch(buf, pos, offset, until)
+            next_offset = min(until, header.next_offset)
+        return (columns.build() if len(columns) else None), next_offset
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Holds off the cyclic collector: a page decodes to ~10^5 tuples and bytes, which hold no
+    cycles, yet the collector's passes over them as they pile up cost several times the decoding."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class KraftBatchReader(DataSourceReader):

@@ -321,3 +321,42 @@ class Cluster:
             "name": name, "partitions": partitions, "replication_factor": replication_factor}, timeout=timeout)
         assert response.status_code == 201, response.text
         return response.json()
+
+
+# Replication tests want failures noticed in seconds: short sessions and lag, min ISR 2 (RF 3).
+REPLICATION_OVERRIDES = {
+    "min.insync.replicas": 2,
+    "replica.lag.time.max.ms": 3000,
+    "replica.fetch.wait.max.ms": 200,
+    "broker.session.timeout.ms": 3000,
+    "broker.heartbeat.interval.ms": 300,
+}
+
+
+def partition_state(cluster: Cluster, via: int, topic: str, partition: int = 0) -> dict[str, Any]:
+    """One partition (leader, leader_epoch, replicas, isr) as node `via`'s metadata has it."""
+    [found] = cluster.metadata(via, topic)["topics"]
+    return found["partitions"][partition]
+
+
+def partition_offsets(node: NodeProcess, topic: str, partition: int = 0) -> dict[str, int]:
+    return requests.get(f"{node.url}/v1/topics/{topic}/partitions/{partition}/offsets", timeout=5).json()
+
+
+def raw_log(directory: Path, end: int) -> bytes:
+    """The raw batches of a stopped node's partition log below `end`, to compare replicas byte
+    for byte."""
+    from log.config import LogConfig
+    from log.partition_log import PartitionLog
+
+    plog = PartitionLog.open(directory, LogConfig(), 0)
+    try:
+        out, offset = b"", plog.log_start_offset
+        while offset < end:
+            info = plog.read(offset, 1 << 20, max_offset=end)
+            if not info.records:
+                break
+            out, offset = out + info.records, info.next_offset
+        return out
+    finally:
+        plog.close()

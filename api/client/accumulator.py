@@ -15,7 +15,7 @@ serialises access with its own lock.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import msgpack

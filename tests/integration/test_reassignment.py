@@ -14,28 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 from click.testing import CliRunner, Result
 
 from api.cli import main as cli_main
 from kraft.broker.replication.chaos import AckedProducer, audit, read_partition
-from log.config import LogConfig
-from log.partition_log import PartitionLog
-from tests.harness import Cluster, wait_for
+from tests.harness import (
+    REPLICATION_OVERRIDES, Cluster, partition_offsets, partition_state, raw_log, wait_for,
+)
 
 TOPIC = "moving"
-OVERRIDES = {
-    "min.insync.replicas": 2,
-    "replica.lag.time.max.ms": 3000,
-    "replica.fetch.wait.max.ms": 200,
-    "broker.session.timeout.ms": 3000,
-    "broker.heartbeat.interval.ms": 300,
-}
-
-
-def partition_state(cluster: Cluster, via: int) -> dict[str, Any]:
-    [topic] = cluster.metadata(via, TOPIC)["topics"]
-    return topic["partitions"][0]
+OVERRIDES = REPLICATION_OVERRIDES
 
 
 def reassign(cluster: Cluster, tmp_path: Path, plan: Any, *flags: str) -> Result:
@@ -49,27 +37,13 @@ def plan(replicas: list[int], topic: str = TOPIC, partition: int = 0) -> dict[st
     return {"version": 1, "partitions": [{"topic": topic, "partition": partition, "replicas": replicas}]}
 
 
-def raw_log(directory: Path, end: int) -> bytes:
-    plog = PartitionLog.open(directory, LogConfig(), 0)
-    try:
-        out, offset = b"", plog.log_start_offset
-        while offset < end:
-            info = plog.read(offset, 1 << 20, max_offset=end)
-            if not info.records:
-                break
-            out, offset = out + info.records, info.next_offset
-        return out
-    finally:
-        plog.close()
-
-
 @pytest.mark.cluster
 @pytest.mark.timeout(180)
 def test_move_replicas_while_producing(tmp_path: Path) -> None:
     with Cluster(tmp_path, controllers=3, combined=True, overrides=OVERRIDES) as cluster:
         cluster.start()
         cluster.create_topic(TOPIC, 1, 2)
-        state = wait_for(lambda: (s := partition_state(cluster, 1))["leader"] > 0 and len(s["isr"]) == 2 and s,
+        state = wait_for(lambda: (s := partition_state(cluster, 1, TOPIC))["leader"] > 0 and len(s["isr"]) == 2 and s,
                          30, what="the topic in sync")
         old_leader = state["leader"]
         kept = next(b for b in state["replicas"] if b != old_leader)
@@ -82,12 +56,12 @@ def test_move_replicas_while_producing(tmp_path: Path) -> None:
             assert result.exit_code == 0, result.output
             assert "Successfully started partition reassignments for moving-0" in result.output
             assert json.dumps(state["replicas"]).replace(" ", "") in result.output  # the rollback plan
-            wait_for(lambda: all(partition_state(cluster, n)["replicas"] == [kept, added] for n in (1, 2, 3)),
+            wait_for(lambda: all(partition_state(cluster, n, TOPIC)["replicas"] == [kept, added] for n in (1, 2, 3)),
                      60, what=f"replicas [{kept}, {added}] on every node")
             producer.wait_acked_more(200, 60)  # acks=all goes on under the new leader
         finally:
             producer.stop()
-        final = partition_state(cluster, 1)
+        final = partition_state(cluster, 1, TOPIC)
         assert final["leader"] == kept and sorted(final["isr"]) == sorted([kept, added])
         verify = reassign(cluster, tmp_path, plan([kept, added]), "--verify")
         assert verify.exit_code == 0, verify.output
@@ -99,7 +73,7 @@ def test_move_replicas_while_producing(tmp_path: Path) -> None:
         wait_for(lambda: not old_dir.exists() and not any(
             p.name.startswith(f"{TOPIC}-0") for p in old_dir.parent.iterdir()), 30, what="the old replica deleted")
 
-        offsets = wait_for(lambda: (o := _offsets(cluster, kept))["high_watermark"] == o["log_end_offset"] and o,
+        offsets = wait_for(lambda: (o := partition_offsets(cluster.node(kept), TOPIC))["high_watermark"] == o["log_end_offset"] and o,
                            30, what="the high watermark at the log end")
         high_watermark = offsets["high_watermark"]
         report = audit(producer.acked, read_partition(bootstrap, TOPIC, 0, high_watermark), {})
@@ -110,17 +84,13 @@ def test_move_replicas_while_producing(tmp_path: Path) -> None:
     assert logs[0] == logs[1] and logs[0]
 
 
-def _offsets(cluster: Cluster, node: int) -> dict[str, int]:
-    return requests.get(f"{cluster.node(node).url}/v1/topics/{TOPIC}/partitions/0/offsets", timeout=5).json()
-
-
 @pytest.mark.cluster
 @pytest.mark.timeout(120)
 def test_bad_plans_change_nothing(tmp_path: Path) -> None:
     with Cluster(tmp_path, controllers=3, combined=True, overrides=OVERRIDES) as cluster:
         cluster.start()
         cluster.create_topic(TOPIC, 2, 2)
-        before = wait_for(lambda: (s := partition_state(cluster, 1))["leader"] > 0 and s, 30, what="a leader")
+        before = wait_for(lambda: (s := partition_state(cluster, 1, TOPIC))["leader"] > 0 and s, 30, what="a leader")
         for bad, error in [
             (plan([1, 2], topic="missing"), "UNKNOWN_TOPIC_OR_PARTITION"),
             (plan([1, 2], partition=5), "UNKNOWN_TOPIC_OR_PARTITION"),
@@ -136,7 +106,7 @@ def test_bad_plans_change_nothing(tmp_path: Path) -> None:
         assert cancel.exit_code == 1 and "NO_REASSIGNMENT_IN_PROGRESS" in cancel.output, cancel.output
         malformed = reassign(cluster, tmp_path, {"version": 1, "partitions": [{"topic": TOPIC}]}, "--execute")
         assert malformed.exit_code == 2, malformed.output
-        after = partition_state(cluster, 1)
+        after = partition_state(cluster, 1, TOPIC)
         assert (after["replicas"], after["isr"], after["leader_epoch"]) == (
             before["replicas"], before["isr"], before["leader_epoch"])
         verify = reassign(cluster, tmp_path, plan(before["replicas"][::-1]), "--verify")

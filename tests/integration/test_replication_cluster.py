@@ -8,31 +8,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
-import requests
 from click.testing import CliRunner
 
 from api.cli import main as cli_main
 from kraft.broker.replication.chaos import AckedProducer, WatchingConsumer, audit, read_partition
-from log.config import LogConfig
-from log.partition_log import PartitionLog
-from tests.harness import Cluster, wait_for
+from tests.harness import (
+    REPLICATION_OVERRIDES, Cluster, partition_offsets, partition_state, raw_log, wait_for,
+)
 
 TOPIC = "chaos"
-OVERRIDES = {
-    "min.insync.replicas": 2,
-    "replica.lag.time.max.ms": 3000,
-    "replica.fetch.wait.max.ms": 200,
-    "broker.session.timeout.ms": 3000,
-    "broker.heartbeat.interval.ms": 300,
-}
-
-
-def partition_state(cluster: Cluster, via: int) -> dict[str, Any]:
-    [topic] = cluster.metadata(via, TOPIC)["topics"]
-    return topic["partitions"][0]
+OVERRIDES = REPLICATION_OVERRIDES
 
 
 def running_ids(cluster: Cluster) -> list[int]:
@@ -42,7 +29,7 @@ def running_ids(cluster: Cluster) -> list[int]:
 def wait_leader(cluster: Cluster, not_in: tuple[int, ...] = (), timeout: float = 30) -> int:
     """The leader every running node agrees on, once it is none of `not_in`."""
     def agreed() -> int | None:
-        leaders = {partition_state(cluster, i)["leader"] for i in running_ids(cluster)
+        leaders = {partition_state(cluster, i, TOPIC)["leader"] for i in running_ids(cluster)
                    if i not in not_in}
         leader = leaders.pop() if len(leaders) == 1 else -1
         return leader if leader > 0 and leader not in not_in else None
@@ -50,13 +37,8 @@ def wait_leader(cluster: Cluster, not_in: tuple[int, ...] = (), timeout: float =
 
 
 def wait_full_isr(cluster: Cluster, timeout: float = 60) -> None:
-    wait_for(lambda: all(sorted(partition_state(cluster, i)["isr"]) == [1, 2, 3]
+    wait_for(lambda: all(sorted(partition_state(cluster, i, TOPIC)["isr"]) == [1, 2, 3]
                          for i in running_ids(cluster)), timeout, what="ISR back to [1, 2, 3]")
-
-
-def leader_offsets(cluster: Cluster, leader: int) -> dict[str, int]:
-    url = f"{cluster.node(leader).url}/v1/topics/{TOPIC}/partitions/0/offsets"
-    return requests.get(url, timeout=5).json()
 
 
 def chaos_round(cluster: Cluster, producer: AckedProducer, round_no: int) -> dict[bytes, int]:
@@ -114,7 +96,7 @@ def run_chaos(tmp_path: Path, rounds: int) -> None:
         wait_full_isr(cluster)
         leader = wait_leader(cluster)
         high_watermark = wait_for(
-            lambda: (o := leader_offsets(cluster, leader))["high_watermark"] == o["log_end_offset"]
+            lambda: (o := partition_offsets(cluster.node(leader), TOPIC))["high_watermark"] == o["log_end_offset"]
             and o["high_watermark"], 30, what="the high watermark at the log end")
         report = audit(producer.acked | pinned_acked, read_partition(bootstrap, TOPIC, 0, high_watermark),
                        consumer.seen)
@@ -124,26 +106,8 @@ def run_chaos(tmp_path: Path, rounds: int) -> None:
         assert report.log_records == high_watermark  # one record per offset, no gaps
         assert len(consumer.seen) > 0
         cluster.stop()  # clean shutdown: checkpoints written, logs comparable on disk
-    logs = [PartitionLog.open(cluster.node(i).data_dir / f"{TOPIC}-0", LogConfig(), 0)
-            for i in (1, 2, 3)]
-    try:
-        assert min(plog.log_end_offset for plog in logs) >= high_watermark
-        raw = [_raw(plog, high_watermark) for plog in logs]
-        assert raw[0] == raw[1] == raw[2]
-    finally:
-        for plog in logs:
-            plog.close()
-
-
-def _raw(plog: PartitionLog, end: int) -> bytes:
-    out, offset = b"", plog.log_start_offset
-    while offset < end:
-        info = plog.read(offset, 1 << 20, max_offset=end)
-        if not info.records:
-            break
-        out += info.records
-        offset = info.next_offset
-    return out
+    raw = [raw_log(cluster.node(i).data_dir / f"{TOPIC}-0", high_watermark) for i in (1, 2, 3)]
+    assert raw[0] == raw[1] == raw[2] and raw[0]
 
 
 @pytest.mark.cluster
@@ -177,7 +141,7 @@ def test_isr_shrink_and_expand_show_in_describe(tmp_path: Path) -> None:
         assert describe(cluster, leader, "--under-replicated-partitions") == []
         follower = next(i for i in (1, 2, 3) if i != leader)
         cluster.pause(follower)  # alive to the controller for a while: the leader shrinks the ISR
-        wait_for(lambda: follower not in partition_state(cluster, leader)["isr"], 30,
+        wait_for(lambda: follower not in partition_state(cluster, leader, TOPIC)["isr"], 30,
                  what=f"broker {follower} out of the ISR")
         [line] = describe(cluster, leader, "--under-replicated-partitions")
         assert f"Leader: {leader}\t" in line
