@@ -24,9 +24,11 @@ import random
 import time
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any, Iterator
+from operator import add
+from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
@@ -34,7 +36,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 from api.errors import KraftError
 from api.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
 from api.producer_ids import MAX_PRODUCER_EPOCH, derived_producer_id
-from log.batch import build_batch
+from spark_connector.batches import RECORD_OVERHEAD, PartitionBatches, row_ends
 from spark_connector.broker import BrokerClient
 from spark_connector.offsets import TopicPartition
 from spark_connector.options import SinkOptions
@@ -45,7 +47,6 @@ log = logging.getLogger(__name__)
 QUERY_ID_PROPERTY = "sql.streaming.queryId"  # Spark's StreamExecution.QUERY_ID_KEY
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # Spark's MicroBatchExecution.BATCH_ID_KEY
 IDEMPOTENCE_FEATURE = "idempotence"  # what a broker lists in GET /v1/health "features"
-_RECORD_OVERHEAD = 16  # msgpack framing per record, for batch sizing
 _FLUSH_FACTOR = 4  # a task sends once it buffers this many kraft.batch.size worth of records
 
 
@@ -100,7 +101,7 @@ class _Producer:
         self.idempotent = idempotent
         self.client = BrokerClient(options.bootstrap_servers, options.request_timeout_ms)
         self.sticky = StickyPartitioner(random.Random(seed).randrange)
-        self.pending: dict[TopicPartition, list[tuple[Any, Any, Any, int]]] = {}
+        self.pending: dict[TopicPartition, PartitionBatches] = {}
         self.pending_bytes = 0
         self.summary = WriteSummary(0)
         self.counts: dict[str, int] = {}  # partition counts, fixed for the task so routing is stable
@@ -117,35 +118,45 @@ class _Producer:
     def add_batch(self, batch: pa.RecordBatch) -> None:
         names = {n.lower(): i for i, n in enumerate(batch.schema.names)}
         n = batch.num_rows
-        values = _binary_column(batch, names["value"])
-        keys = _binary_column(batch, names["key"]) if "key" in names else [None] * n
-        headers: list[Any] = [()] * n
+        value_column = _binary_column(batch, names["value"])
+        values = value_column.to_pylist()
+        keys = _binary_column(batch, names["key"]).to_pylist() if "key" in names else None
+        headers = None
         if "headers" in names:
             headers = [tuple((h["key"], h["value"]) for h in hs) if hs else ()
                        for hs in batch.column(names["headers"]).to_pylist()]
         now_ms = int(time.time() * 1000)
-        if self.options.topic is not None and "partition" not in names and "key" not in names:
+        topic = self.options.topic
+        if topic is not None and "partition" not in names and keys is None and self.idempotent is None:
             # The common bulk case: one topic, keyless, so the whole Arrow batch sticks together.
-            topic = self.options.topic
-            if self.idempotent is not None:
-                for value, hdrs in zip(values, headers):
-                    self._add((topic, self.route(topic, None, None, value)), (None, value, hdrs, now_ms))
-            else:
-                tp = (topic, self.route(topic, None, None, None))
-                self.pending.setdefault(tp, []).extend(zip(keys, values, headers, repeat(now_ms)))
+            tp = (topic, self.route(topic, None, None, None))
+            self._batches(tp).add(values, _row_ends(value_column), now_ms, None, headers)
         else:
-            topics = [self.options.topic] * n if self.options.topic else batch.column(names["topic"]).to_pylist()
-            fixed = batch.column(names["partition"]).to_pylist() if "partition" in names else [None] * n
-            for topic, partition, key, value, hdrs in zip(topics, fixed, keys, values, headers):
-                if topic is None:
+            topics = repeat(topic, n) if topic else batch.column(names["topic"]).to_pylist()
+            fixed = batch.column(names["partition"]).to_pylist() if "partition" in names else repeat(None, n)
+            groups: dict[TopicPartition, list[int]] = {}
+            for i, (t, partition, key, value) in enumerate(zip(topics, fixed, keys or repeat(None, n), values)):
+                if t is None:
                     raise KraftError("INVALID_REQUEST", "a row has a null topic and no topic option is set")
-                self._add((topic, self.route(topic, partition, key, value)), (key, value, hdrs, now_ms))
+                groups.setdefault((t, self.route(t, partition, key, value)), []).append(i)
+            for tp, rows in groups.items():
+                group_keys = None if keys is None else [keys[i] for i in rows]
+                group_values = [values[i] for i in rows]
+                sizes = map(add, map(len, map(_or_empty, group_values)),
+                            repeat(0) if group_keys is None else map(len, map(_or_empty, group_keys)))
+                self._batches(tp).add(group_values, row_ends(sizes), now_ms, group_keys,
+                                      None if headers is None else [headers[i] for i in rows])
         self.pending_bytes += _payload_bytes(batch, names)
         if self.idempotent is None and self.pending_bytes >= _FLUSH_FACTOR * self.options.batch_size:
             self.flush()
 
-    def _add(self, tp: TopicPartition, row: tuple[Any, Any, Any, int]) -> None:
-        self.pending.setdefault(tp, []).append(row)
+    def _batches(self, tp: TopicPartition) -> PartitionBatches:
+        batches = self.pending.get(tp)
+        if batches is None:
+            pid, epoch = (-1, -1) if self.idempotent is None else (
+                self.idempotent.producer_id, self.idempotent.producer_epoch)
+            batches = self.pending[tp] = PartitionBatches(self.options.batch_size, self.options.compression, pid, epoch)
+        return batches
 
     def route(self, topic: str, partition: int | None, key: bytes | None, value: bytes | None) -> int:
         count = self.partition_count(topic)
@@ -165,23 +176,12 @@ class _Producer:
     def flush(self) -> None:
         """Sends the buffered rows. Exactly-once tasks flush once, at the end, so that each
         topic-partition gets one entry with sequences 0.. (atomic on the broker)."""
-        pid, epoch = (-1, -1) if self.idempotent is None else (
-            self.idempotent.producer_id, self.idempotent.producer_epoch)
         entries = []
-        for tp, rows in self.pending.items():
-            batches = []
-            start = 0
-            size = 0
-            for i, (k, v, _, _) in enumerate(rows):
-                size += len(k or b"") + len(v or b"") + _RECORD_OVERHEAD
-                if size >= self.options.batch_size or i == len(rows) - 1:
-                    batches.append(build_batch(
-                        rows[start:i + 1], compression=self.options.compression, producer_id=pid,
-                        producer_epoch=epoch, base_sequence=start if pid >= 0 else -1,
-                    ))
-                    start, size = i + 1, 0
-            entry: dict[str, Any] = {"topic": tp[0], "partition": tp[1], "records": b"".join(batches)}
-            entries.append((entry, len(rows)))
+        for tp, batches in self.pending.items():
+            records, count = batches.take()
+            if not count:
+                continue
+            entries.append(({"topic": tp[0], "partition": tp[1], "records": records}, count))
             if self.idempotent is None:
                 self.sticky.on_new_batch(tp[0], self.partition_count(tp[0]), tp[1])
         self.pending.clear()
@@ -232,14 +232,24 @@ class _Producer:
 
 
 def _payload_bytes(batch: pa.RecordBatch, names: dict[str, int]) -> int:
-    return sum(batch.column(names[c]).nbytes for c in ("key", "value") if c in names) + _RECORD_OVERHEAD * batch.num_rows
+    return sum(batch.column(names[c]).nbytes for c in ("key", "value") if c in names) + RECORD_OVERHEAD * batch.num_rows
 
 
-def _binary_column(batch: pa.RecordBatch, index: int) -> list[bytes | None]:
+def _binary_column(batch: pa.RecordBatch, index: int) -> pa.Array:
     column = batch.column(index)
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         column = column.cast(pa.binary())
-    return column.to_pylist()
+    return column
+
+
+def _row_ends(values: pa.Array) -> Sequence[int]:
+    """`row_ends` of keyless rows, computed by Arrow."""
+    sizes = pc.add(pc.fill_null(pc.binary_length(values), 0).cast(pa.int64()), RECORD_OVERHEAD)
+    return pc.cumulative_sum(sizes).to_numpy()
+
+
+def _or_empty(data: bytes | None) -> bytes:
+    return data or b""
 
 
 def _write(options: SinkOptions, iterator: Iterator[pa.RecordBatch],

@@ -25,10 +25,19 @@ T = TypeVar("T")
 NODE_COMMAND = [sys.executable, "-c", "from kraft.main import main; main()"]
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free right now and never handed out before in this process: a test that asks for
+    several ports before binding any must not get the same one twice."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def wait_for(condition: Callable[[], T], timeout: float = 30.0, interval: float = 0.05,
@@ -104,8 +113,8 @@ class NodeProcess:
             self.wait_healthy(timeout)
         return self
 
-    def health(self) -> dict[str, Any]:
-        response = requests.get(f"{self.url}/v1/health", timeout=2)
+    def health(self, timeout: float = 2.0) -> dict[str, Any]:
+        response = requests.get(f"{self.url}/v1/health", timeout=timeout)
         response.raise_for_status()
         return response.json()
 
@@ -243,6 +252,9 @@ class Cluster:
         brokers = sorted(i for i in self.broker_ids if self.nodes[i].running)
         self.wait_for_metadata(lambda m: sorted(b["node_id"] for b in m["brokers"]) == brokers, timeout=timeout,
                                what=f"brokers {brokers} live everywhere")
+        # registered is not enough: a restarted broker stays fenced until it has caught up
+        wait_for(lambda: all(self.nodes[i].health().get("broker_state", "RUNNING") == "RUNNING" for i in brokers),
+                 timeout, what=f"brokers {brokers} unfenced")
         return active
 
     def stop(self) -> None:

@@ -36,4 +36,5 @@ def test_no_input_breaks_the_node(case, node):
     if response.status_code >= 400:
         body = response.json()
         assert isinstance(body.get("error_code"), str) and body.get("message"), body
-    assert node.health()["status"] == "ok"
+    # "stays up", not "answers fast": a fuzzed topic of thousands of partitions may busy it a while
+    assert node.health(timeout=30)["status"] == "ok"

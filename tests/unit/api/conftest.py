@@ -3,7 +3,6 @@ data dir, served by aiohttp's test server."""
 
 from __future__ import annotations
 
-import socket
 import sys
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable
@@ -13,12 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from kraft.config import load_config
 from kraft.node import Node
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
+from harness import free_port
 
 # --import-mode=importlib does not put test folders on sys.path: the helpers module needs it.
 sys.path.insert(0, str(Path(__file__).parent))

@@ -3,7 +3,6 @@ formats, Kafka API names per route, error names, and messages in equal to the re
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable
 
@@ -15,14 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from api.openapi import openapi_document
 from kraft.config import load_config
 from kraft.node import Node
+from harness import free_port
 
 ClientFactory = Callable[..., Awaitable[TestClient]]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

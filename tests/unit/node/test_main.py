@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,14 +12,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from harness import free_port
 
 NODE = [sys.executable, "-c", "from kraft.main import main; main()"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_health(port: int, proc: subprocess.Popen, deadline_s: float = 20) -> dict:
