@@ -1,0 +1,81 @@
+"""The sink's per-partition batch builder (spark_connector/batches.py), without Spark: its batches
+decode to the rows added, in order, cut at kraft.batch.size, with consecutive sequences; and the
+source's ColumnBuilder reads them back column-wise."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from log.batch import decode_columns, iter_batches
+from spark_connector.batches import RECORD_OVERHEAD, PartitionBatches, row_ends
+from spark_connector.schema import ColumnBuilder, arrow_schema, source_schema
+
+_ROW = st.tuples(
+    st.one_of(st.none(), st.binary(max_size=40)),
+    st.one_of(st.none(), st.binary(max_size=200)),
+    st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=5))), max_size=2).map(tuple),
+)
+
+
+def _size(row: tuple) -> int:
+    return len(row[0] or b"") + len(row[1] or b"")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    chunks=st.lists(st.lists(_ROW, max_size=30), min_size=1, max_size=5),
+    batch_size=st.integers(min_value=1, max_value=600),
+    compression=st.sampled_from(["none", "zstd"]),
+    idempotent=st.booleans(),
+)
+def test_batches_hold_the_rows_in_order_cut_at_batch_size(chunks, batch_size, compression, idempotent):
+    pid, epoch = (7, 3) if idempotent else (-1, -1)
+    batches = PartitionBatches(batch_size, compression, pid, epoch)
+    for i, rows in enumerate(chunks):
+        if rows:
+            keys, values, headers = (list(c) for c in zip(*rows))
+            batches.add(values, row_ends(map(_size, rows)), 1_000 + i, keys, headers)
+    records, count = batches.take()
+    expected = [row for rows in chunks for row in rows]
+    assert count == len(expected)
+    decoded = []
+    sequence = 0
+    for pos, header in iter_batches(records):
+        columns = decode_columns(records, pos)
+        assert list(columns.offsets) == list(range(len(columns.offsets)))
+        assert header.base_sequence == (sequence if idempotent else -1)
+        assert header.producer_id == pid
+        sizes = [len(k or b"") + len(v or b"") + RECORD_OVERHEAD for k, v in zip(columns.keys, columns.values)]
+        assert sum(sizes[:-1]) < batch_size  # only the last row of a batch may cross batch.size
+        sequence += len(sizes)
+        decoded.extend(zip(columns.keys, columns.values, columns.headers))
+    assert decoded == expected
+
+    if not expected:
+        return
+    one = PartitionBatches(1 << 30, compression)  # one batch: the broker would give them offsets
+    one.add([v for _, v, _ in expected], row_ends(map(_size, expected)), 5, [k for k, _, _ in expected],
+            [h for _, _, h in expected])
+    records, _ = one.take()
+    builder = ColumnBuilder("t", 2, arrow_schema(source_schema(True)))
+    builder.add_batch(records, 0, 1, len(expected))  # the range cuts the first record off
+    table = builder.build().to_pydict()
+    assert table["value"] == [v for _, v, _ in expected[1:]]
+    assert table["key"] == [k for k, _, _ in expected[1:]]
+    assert table["headers"] == [[{"key": k, "value": v} for k, v in h] for _, _, h in expected[1:]]
+    assert table["offset"] == list(range(1, len(expected)))
+    assert set(table["partition"]) <= {2} and set(table["topic"]) <= {"t"}
+
+
+def test_take_leaves_the_builder_empty_and_sequences_go_on():
+    batches = PartitionBatches(1 << 20, "none", 5, 0)
+    batches.add([b"a", b"b"], row_ends([1, 1]), 1)
+    first, count = batches.take()
+    assert count == 2
+    assert batches.take() == (b"", 0)
+    batches.add([b"c"], row_ends([1]), 2)
+    second, count = batches.take()
+    assert count == 1
+    [(pos, header)] = list(iter_batches(second))
+    assert header.base_sequence == 2
