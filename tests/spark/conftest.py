@@ -17,12 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from fake_broker import FakeBroker  # noqa: E402
-from spark_support import REAL_NODE, KraftFixture  # noqa: E402
-
-
-def pytest_report_header(config: pytest.Config) -> str:
-    backend = "real kraft-node" if REAL_NODE else "FakeBroker (kraft.node not present)"
-    return f"spark connector broker: {backend}"
+from spark_support import KraftFixture  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -37,10 +32,8 @@ def fake_broker() -> Iterator[KraftFixture]:
 
 
 @pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory, fake_broker: KraftFixture) -> Iterator[KraftFixture]:
-    if not REAL_NODE:
-        yield fake_broker
-        return
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KraftFixture]:
+    """A real kraft-node for the connector's tests."""
     from harness import shutdown_all, start_node
 
     node = start_node(tmp_path_factory.mktemp("spark-node"))

@@ -1,17 +1,18 @@
-"""Helpers of the Spark connector tests: which broker runs, and admin/data calls over its HTTP routes."""
+"""Helpers of the Spark connector tests: admin and data calls over a broker's HTTP routes (the real
+node, or the FakeBroker for what a real broker cannot be made to do on demand)."""
 
 from __future__ import annotations
 
-import importlib.util
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 import requests
 
 from log.batch import build_batch, decode_records, iter_batches
 
-REAL_NODE = importlib.util.find_spec("kraft.node") is not None
+if TYPE_CHECKING:
+    from fake_broker import FakeBroker
 
 
 class KraftFixture:

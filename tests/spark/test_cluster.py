@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from spark_support import REAL_NODE, KraftFixture
+from spark_support import KraftFixture
 from harness import NodeProcess, free_port, shutdown_all, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
@@ -19,8 +19,6 @@ RECORDS = 3000  # 60 micro-batches of 50: the leader dies while the query is sti
 
 @pytest.fixture
 def cluster(tmp_path: Path):
-    if not REAL_NODE:
-        pytest.skip("needs the real kraft-node (kraft.node is not present)")
     controller_ports = {i: free_port() for i in (1, 2, 3)}
     quorum = ",".join(f"{i}@127.0.0.1:{port}" for i, port in controller_ports.items())
     nodes = [NodeProcess(node_id=i, data_dir=tmp_path / f"data-{i}", controller_port=controller_ports[i],
@@ -30,12 +28,7 @@ def cluster(tmp_path: Path):
         for node in nodes:
             node.start(wait=False)
         for node in nodes:
-            try:
-                node.wait_healthy(60)
-            except (RuntimeError, TimeoutError) as e:
-                if "until the Raft quorum is wired in" in str(e):
-                    pytest.skip(f"kraft-node cannot run a 3-voter cluster yet: {node.log_tail(1)}")
-                raise
+            node.wait_healthy(60)
         yield nodes
     finally:
         shutdown_all(nodes)

@@ -113,8 +113,6 @@ def _forget_last_commit(checkpoint: Path) -> int:
 def test_replayed_micro_batch_is_written_once_with_exactly_once(spark, broker, tmp_path, exactly_once):
     """On the real node: the exactly-once sink's idempotent producers make the broker skip the
     replayed micro-batch; at-least-once writes it again (so the check can fail)."""
-    if broker.fake is not None:
-        pytest.skip("needs a real kraft-node: the FakeBroker has no idempotent produce")
     source, sink = broker.new_topic(partitions=2), broker.new_topic(partitions=2)
     broker.produce(source, 0, [b"a%d" % i for i in range(60)], keys=[b"x%d" % i for i in range(60)])
     broker.produce(source, 1, [b"b%d" % i for i in range(30)])  # keyless: content decides the partition
