@@ -50,7 +50,15 @@ def bootstrap(cluster: Cluster) -> str:
 def new_topic(cluster: Cluster, partitions: int, per_partition: list[int]) -> str:
     """A topic with replication factor 3 and `per_partition[p]` records in partition p."""
     topic = f"gc-{uuid.uuid4().hex[:8]}"
-    cluster.create_topic(topic, partitions, 3)
+    node = cluster.running()[0]
+
+    def created() -> bool:
+        # INVALID_REPLICATION_FACTOR is transient while a restarted broker is still fenced
+        r = requests.post(f"{node.url}/v1/topics", json={"name": topic, "partitions": partitions,
+                                                          "replication_factor": 3}, timeout=30)
+        assert r.status_code == 201 or r.json()["error_code"] == "INVALID_REPLICATION_FACTOR", r.text
+        return r.status_code == 201
+    wait_for(created, 60, what=f"{topic} created with replication factor 3")
     cluster.wait_for_metadata(lambda m: any(t["name"] == topic and all(p["leader"] > 0 for p in t["partitions"])
                                             for t in m["topics"]), what=f"{topic} has leaders everywhere")
     with Producer(bootstrap(cluster), acks="all") as producer:
@@ -192,27 +200,3 @@ def test_kill_coordinator_keeps_commits_and_consumption_resumes_without_gap(clus
     finally:
         second.close()
 
-
-def test_list_groups_reports_a_paused_broker_and_lists_the_rest(cluster):
-    """kafka-consumer-groups --list with a broker that accepts connections but never answers:
-    the listing comes back within the per-broker timeout, names that broker, and still has the
-    groups the others coordinate."""
-    running = cluster.running()
-    group = f"listed-{uuid.uuid4().hex[:6]}"
-    topic = new_topic(cluster, 1, [1])
-    c = consumer(cluster, group)
-    c.subscribe([topic])
-    wait_for(lambda: c.poll(20) is not None and c.assignment(), 30, what="the member joins")
-    coordinator = coordinator_of(cluster, group)
-    paused = next(n for n in running if n.node_id != coordinator)
-    with Admin(running[0].bootstrap if running[0] is not paused else running[1].bootstrap) as admin:
-        admin.metadata()  # bootstrap from a node that will answer
-        paused.pause()
-        try:
-            groups, unreachable = admin.list_groups_with_errors()
-        finally:
-            paused.resume()
-    c.close()
-    assert group in [g["group_id"] for g in groups]
-    assert list(unreachable) == [paused.node_id]
-    assert unreachable[paused.node_id].retriable
