@@ -372,3 +372,17 @@ def raw_log(directory: Path, end: int) -> bytes:
         return out
     finally:
         plog.close()
+
+
+def poll_assignments(consumers: list[Any]) -> list[set[Any]]:
+    """Each group consumer's own view of what it owns, read right after its poll; fails at once if
+    two of them own the same partition (the groups' central invariant)."""
+    owned = []
+    for consumer in consumers:
+        consumer.poll(timeout_ms=20)
+        owned.append(consumer.assignment())
+    seen: set[Any] = set()
+    for assignment in owned:
+        assert not (seen & assignment), f"{sorted(seen & assignment)} owned by two consumers"
+        seen |= assignment
+    return owned

@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from api.client import Admin, Consumer, Producer, TopicPartition
-from tests.harness import Cluster, wait_for
+from tests.harness import Cluster, poll_assignments, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -92,15 +92,7 @@ def test_rebalance_never_gives_a_partition_two_owners(cluster):
     active: list[Consumer] = []
 
     def poll_all() -> list[set[TopicPartition]]:
-        owned = []
-        for c in active:  # each consumer's own view of what it owns, after each of its polls
-            c.poll(timeout_ms=20)
-            owned.append(c.assignment())
-        seen: set[TopicPartition] = set()
-        for a in owned:
-            assert not (seen & a), f"{sorted(seen & a)} owned by two consumers"
-            seen |= a
-        return owned
+        return poll_assignments(active)
 
     def balanced(n: int) -> bool:
         owned = poll_all()

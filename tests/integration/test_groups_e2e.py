@@ -14,7 +14,7 @@ import requests
 
 from api.client import Admin, Consumer, Producer, TopicPartition
 from api.errors import KraftError
-from harness import shutdown_all, start_node, wait_for
+from harness import poll_assignments, shutdown_all, start_node, wait_for
 
 KRAFT = [sys.executable, "-c", "from api.cli import main; main()"]
 SESSION_MS = 2500
@@ -61,14 +61,7 @@ def test_partitions_split_and_move_without_two_owners(gnode):
     active: list[Consumer] = []
 
     def poll_all() -> list[set[TopicPartition]]:
-        for c in active:
-            c.poll(timeout_ms=20)
-        owned = [c.assignment() for c in active]
-        seen: set[TopicPartition] = set()
-        for a in owned:
-            assert not (seen & a), f"{sorted(seen & a)} owned by two consumers"
-            seen |= a
-        return owned
+        return poll_assignments(active)
 
     def balanced(n: int) -> bool:
         owned = poll_all()
