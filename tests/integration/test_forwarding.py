@@ -18,13 +18,19 @@ def cluster(tmp_path_factory):
         yield c
 
 
-def test_convenience_routes_work_from_every_broker(cluster):
-    nodes = cluster.running()
-    r = requests.post(f"{nodes[0].url}/v1/topics", json={"name": "fwd", "partitions": 3, "replication_factor": 1},
-                      timeout=30)
+@pytest.fixture(scope="module")
+def fwd(cluster):
+    """Topic `fwd`: 3 partitions of one replica each, leaders spread over the brokers."""
+    r = requests.post(f"{cluster.running()[0].url}/v1/topics",
+                      json={"name": "fwd", "partitions": 3, "replication_factor": 1}, timeout=30)
     assert r.status_code == 201, r.text
     cluster.wait_for_metadata(lambda m: any(t["name"] == "fwd" and all(p["leader"] >= 0 for p in t["partitions"])
                                             for t in m["topics"]), what="fwd has leaders everywhere")
+    return "fwd"
+
+
+def test_convenience_routes_work_from_every_broker(cluster, fwd):
+    nodes = cluster.running()
     leaders = {p["partition"]: p["leader"] for p in cluster.metadata(nodes[0].node_id, "fwd")["topics"][0]["partitions"]}
     assert len(set(leaders.values())) > 1  # placement spreads leaders, so some partition is remote for every node
     for node in nodes:
@@ -42,7 +48,7 @@ def test_convenience_routes_work_from_every_broker(cluster):
             assert offsets["high_watermark"] == 3
 
 
-def test_forwarded_requests_are_not_forwarded_again(cluster):
+def test_forwarded_requests_are_not_forwarded_again(cluster, fwd):
     """A request that already took its hop is answered where it lands, with the leader's address."""
     node = cluster.running()[0]
     md = cluster.metadata(node.node_id, "fwd")["topics"][0]["partitions"]
