@@ -386,3 +386,11 @@ def poll_assignments(consumers: list[Any]) -> list[set[Any]]:
         assert not (seen & assignment), f"{sorted(seen & assignment)} owned by two consumers"
         seen |= assignment
     return owned
+
+
+def evenly_assigned(consumers: list[Any], partitions: set[Any]) -> bool:
+    """After one poll each (checked for double ownership), every partition is owned and each
+    consumer holds an equal share."""
+    owned = poll_assignments(consumers)
+    share = len(partitions) // len(consumers)
+    return set().union(*owned) == partitions and all(len(a) == share for a in owned)

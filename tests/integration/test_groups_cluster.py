@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from api.client import Admin, Consumer, Producer, TopicPartition
-from tests.harness import Cluster, poll_assignments, wait_for
+from tests.harness import Cluster, evenly_assigned, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -91,23 +91,16 @@ def test_rebalance_never_gives_a_partition_two_owners(cluster):
     all_tps = {TopicPartition(topic, p) for p in range(6)}
     active: list[Consumer] = []
 
-    def poll_all() -> list[set[TopicPartition]]:
-        return poll_assignments(active)
-
-    def balanced(n: int) -> bool:
-        owned = poll_all()
-        return set().union(*owned) == all_tps and all(len(a) == 6 // n for a in owned)
-
     a, b = consumer(cluster, group), consumer(cluster, group)
     active += [a, b]
     try:
         a.subscribe([topic])
         b.subscribe([topic])
-        wait_for(lambda: balanced(2), 30, what="two consumers split 6 partitions")
+        wait_for(lambda: evenly_assigned(active, all_tps), 30, what="two consumers split 6 partitions")
         c = consumer(cluster, group)
         active.append(c)
         c.subscribe([topic])
-        wait_for(lambda: balanced(3), 30, what="a third consumer gets its share")
+        wait_for(lambda: evenly_assigned(active, all_tps), 30, what="a third consumer gets its share")
     finally:
         for x in active:
             x.close()

@@ -14,7 +14,7 @@ import requests
 
 from api.client import Admin, Consumer, Producer, TopicPartition
 from api.errors import KraftError
-from harness import poll_assignments, shutdown_all, start_node, wait_for
+from harness import evenly_assigned, poll_assignments, shutdown_all, start_node, wait_for
 
 KRAFT = [sys.executable, "-c", "from api.cli import main; main()"]
 SESSION_MS = 2500
@@ -60,28 +60,21 @@ def test_partitions_split_and_move_without_two_owners(gnode):
     all_tps = {TopicPartition(topic, p) for p in range(6)}
     active: list[Consumer] = []
 
-    def poll_all() -> list[set[TopicPartition]]:
-        return poll_assignments(active)
-
-    def balanced(n: int) -> bool:
-        owned = poll_all()
-        return set().union(*owned) == all_tps and all(len(a) == 6 // n for a in owned)
-
     a, b = consumer(gnode, group), consumer(gnode, group)
     active += [a, b]
     a.subscribe([topic])
     b.subscribe([topic])
-    wait_for(lambda: balanced(2), 20, what="two consumers split 6 partitions")
+    wait_for(lambda: evenly_assigned(active, all_tps), 20, what="two consumers split 6 partitions")
     c = consumer(gnode, group)
     c.subscribe([topic])
     active.append(c)
-    wait_for(lambda: balanced(3), 20, what="a third consumer gets its share")
+    wait_for(lambda: evenly_assigned(active, all_tps), 20, what="a third consumer gets its share")
     b.close()  # clean leave: partitions move at once
     active.remove(b)
-    wait_for(lambda: balanced(2), 20, what="rebalance after a clean leave")
+    wait_for(lambda: evenly_assigned(active, all_tps), 20, what="rebalance after a clean leave")
     active.remove(c)  # c "crashes": it never heartbeats again; its session times out
     c._stop_heartbeats()
-    wait_for(lambda: poll_all()[0] == all_tps, SESSION_MS / 1000 + 15, what="a takes over after the session timeout")
+    wait_for(lambda: poll_assignments(active)[0] == all_tps, SESSION_MS / 1000 + 15, what="a takes over after the session timeout")
     a.close()
 
 
