@@ -9,20 +9,20 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import re
 from typing import Any, Mapping
 
 import msgpack
 from aiohttp import web
 
 from api.errors import KraftError, invalid_request
+from metadata.errors import MetadataError
+from metadata.topic_name import check_client_topic, validate_topic_name
 
 JSON = "application/json"
 MSGPACK = "application/msgpack"
 _MSGPACK_TYPES = (MSGPACK, "application/x-msgpack")
 
 _packb = msgpack.Packer(use_bin_type=True).pack
-_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
 
@@ -80,14 +80,13 @@ async def read_body(request: web.Request) -> tuple[Any, bool]:
     )
 
 
-def check_topic_name(name: Any) -> str:
-    """Kafka's legal topic names: 1-249 of [a-zA-Z0-9._-], not '.' or '..'."""
-    if not isinstance(name, str) or not _TOPIC_NAME.match(name) or name in (".", ".."):
-        raise KraftError(
-            "INVALID_TOPIC_EXCEPTION",
-            f"invalid topic name {name!r}: use 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'",
-        )
-    return name
+def check_topic_name(name: Any, action: str | None = None) -> str:
+    """Kafka's legal topic names (`metadata.topic_name`); with `action` ("create", "produce to",
+    "delete", ...), also a name a client may do that to (not an internal topic)."""
+    try:
+        return validate_topic_name(name) if action is None else check_client_topic(name, action)
+    except MetadataError as e:
+        raise KraftError(e.error_code, e.message) from None
 
 
 _MISSING = object()

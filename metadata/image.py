@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Iterable, Mapping
 
 from metadata.records import NO_LEADER, Endpoint, PartitionChange
+from metadata.topic_name import is_internal
 
 SNAPSHOT_FORMAT = 1
 
@@ -124,7 +125,7 @@ class TopicImage:
 
     @property
     def internal(self) -> bool:
-        return self.name.startswith("__")
+        return is_internal(self.name)
 
     def to_dict(self) -> dict[str, Any]:
         return {

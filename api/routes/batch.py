@@ -63,6 +63,7 @@ async def produce(request: web.Request) -> web.Response:
     for i, item in enumerate(items):
         p = fields.child(item, f"partitions[{i}]")
         topic, partition = _partition_key(p)
+        check_topic_name(topic, "produce to")
         records = p.get_bytes("records")
         _check_batches(records, f"{p.where}.records")
         entries.append(ProduceEntry(topic, partition, records))

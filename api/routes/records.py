@@ -91,7 +91,7 @@ def _choose_partition(topic: TopicDescription, key: bytes | None, sticky: int) -
 
 @routes.post("/v1/topics/{topic}/records")
 async def produce_records(request: web.Request) -> web.Response:
-    name = check_topic_name(request.match_info["topic"])
+    name = check_topic_name(request.match_info["topic"], "produce to")
     body, _ = await read_body(request)
     fields = Fields(body)
     query_acks = parse_acks(request.query.get("acks", "all"))

@@ -41,7 +41,7 @@ def _config_values(configs: Mapping[str, Any], allow_null: bool) -> dict[str, An
 async def create_topic(request: web.Request) -> web.Response:
     body, _ = await read_body(request)
     fields = Fields(body)
-    name = check_topic_name(fields.raw("name"))
+    name = check_topic_name(fields.raw("name"), "create")
     partitions = fields.get_int("partitions", None, 1, MAX_PARTITIONS, "INVALID_PARTITIONS")
     replication_factor = fields.get_int("replication_factor", None, 1, MAX_REPLICATION_FACTOR, "INVALID_REPLICATION_FACTOR")
     configs = _config_values(fields.get_object("configs", {}), allow_null=False)
@@ -79,14 +79,15 @@ async def describe_topic(request: web.Request) -> web.Response:
 
 @routes.delete("/v1/topics/{topic}")
 async def delete_topic(request: web.Request) -> web.Response:
-    topic = require_topic(request, request.match_info["topic"])
+    topic = require_topic(request, check_topic_name(request.match_info["topic"], "delete"))
     await request.app[ADMIN].delete_topic(topic.name)
     return render(request, {"name": topic.name})
 
 
 @routes.post("/v1/topics/{topic}/partitions")
 async def create_partitions(request: web.Request) -> web.Response:
-    topic = require_topic(request, request.match_info["topic"])
+    # The group coordinator's hashing fixes __consumer_offsets' partition count for good.
+    topic = require_topic(request, check_topic_name(request.match_info["topic"], "add partitions to"))
     body, _ = await read_body(request)
     count = Fields(body).get_int("count", minimum=1, maximum=MAX_PARTITIONS, range_error="INVALID_PARTITIONS")
     await request.app[ADMIN].create_partitions(topic.name, count)

@@ -19,6 +19,7 @@ from typing import Any
 
 from kraft.broker.replication.leader import LeaderState
 from log.config import LogConfig
+from metadata.topic_name import validate_topic_name
 
 
 @dataclass
@@ -49,6 +50,11 @@ class Replica:
     leader_state: LeaderState | None = None  # set while this broker leads at state.leader_epoch
     _hw_waiters: list[asyncio.Future[None]] = field(default_factory=list)
     _append_waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # Replay keeps reserved names out of the image; checked again here because a partition
+        # named after the node's own state would share its directory (`__cluster_metadata-0`).
+        validate_topic_name(self.topic)
 
     @property
     def is_leader(self) -> bool:

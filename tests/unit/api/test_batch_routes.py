@@ -99,3 +99,12 @@ async def test_fetch_long_poll_and_limits(client: TestClient) -> None:
     _, body = await post_msgpack(client, "/v1/fetch", {"max_wait_ms": 0, "partitions": [
         {"topic": "f", "partition": 0, "fetch_offset": 0, "partition_max_bytes": 2500}]})
     assert len(values(body["partitions"][0]["records"])) == 2
+
+
+async def test_batch_produce_to_reserved_and_internal_topics_is_refused(client: TestClient) -> None:
+    for topic, code in (("__cluster_metadata", "INVALID_REQUEST"), ("__consumer_offsets", "INVALID_TOPIC_EXCEPTION")):
+        status, body = await post_msgpack(client, "/v1/produce", {"acks": 1, "partitions": [
+            {"topic": topic, "partition": 0, "records": batch(b"x")}]})
+        assert (status, body["error_code"]) == (400, code), body
+    topics = await (await client.get("/v1/topics")).json()
+    assert topics["topics"] == []  # nothing auto-created

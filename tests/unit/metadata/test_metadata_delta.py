@@ -185,3 +185,11 @@ def test_snapshot_round_trip_and_snapshot_delta(image: MetadataImage) -> None:
 def test_malformed_snapshot_raises_value_error(bad) -> None:
     with pytest.raises(ValueError):
         MetadataImage.from_snapshot(bad)
+
+
+def test_a_topic_record_named_after_the_metadata_log_is_ignored() -> None:
+    # Written by an older node that let clients create it: replay must not make it a partition.
+    image = build(cluster_records([1]) + topic_records("__cluster_metadata", "cm", [[1]])
+                  + topic_records("t", "tid", [[1]]))
+    assert image.topic_by_name("__cluster_metadata") is None and image.topic_by_id("cm") is None
+    assert image.partition("t", 0) is not None
