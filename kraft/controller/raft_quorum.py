@@ -29,6 +29,7 @@ from pysyncobj.syncobj import SyncObjException, _RAFT_STATE
 from kraft.config import ConfigError, parse_host_port
 from kraft.controller.errors import ControllerError, NotControllerError
 from kraft.controller.quorum import CommitCallback, SnapshotCallback
+from kraft.controller.raft_journal import JournalSyncingTransport, RaftJournal
 from kraft.controller.raft_state import (
     CLAIM_CONTROLLER,
     BatchOutcome,
@@ -47,6 +48,9 @@ logger = logging.getLogger(__name__)
 METADATA_DIR = "__cluster_metadata-0"
 SECRET_FILE = "controller-quorum.secret"
 DEFAULT_CONTROLLER_ADDRESS = ("127.0.0.1", 9093)
+JOURNAL_FILE = "raft-journal.log"
+DUMP_FILE = "raft.snapshot"
+LEGACY_JOURNAL_FILE = "raft.journal"  # pysyncobj's FileJournal, imported once
 
 
 class QuorumTimeoutError(ControllerError):
@@ -256,7 +260,11 @@ class RaftQuorum:
         lives as long as the quorum (pysyncobj's tick thread stops when its creator thread ends)."""
         assert self._syncobj is None, "already started"
         self._loop = asyncio.get_running_loop()
-        self.config.metadata_dir.mkdir(parents=True, exist_ok=True)
+        metadata_dir = self.config.metadata_dir
+        metadata_dir.mkdir(parents=True, exist_ok=True)
+        journal = await asyncio.to_thread(
+            RaftJournal, metadata_dir / JOURNAL_FILE, dump_file=metadata_dir / DUMP_FILE,
+            legacy_file=metadata_dir / LEGACY_JOURNAL_FILE)
         self_address = self._addresses[self.node_id]
         bind = self.config.bind_address
         conf = SyncObjConf(
@@ -270,15 +278,20 @@ class RaftQuorum:
             connectionTimeout=self.config.connection_timeout,
             connectionRetryTime=self.config.connection_retry_time,
             appendEntriesUseBatch=True,
-            journalFile=str(self.config.metadata_dir / "raft.journal"),
-            fullDumpFile=str(self.config.metadata_dir / "raft.snapshot"),
+            journalFile=journal,  # handed to SyncObj as is (raft_journal's createJournal)
+            fullDumpFile=str(metadata_dir / DUMP_FILE),
             logCompactionMinEntries=self.config.log_compaction_min_entries,
             onStateChanged=self._raft_state_changed,
             bindRetryTime=0.25,
             maxBindRetries=40,
         )
         others = [addr for nid, addr in self._addresses.items() if nid != self.node_id]
-        self._syncobj = SyncObj(self_address, others, conf, consumers=[self._log])
+        try:
+            self._syncobj = SyncObj(self_address, others, conf, consumers=[self._log],
+                                    transportClass=JournalSyncingTransport)
+        except BaseException:
+            journal._destroy()
+            raise
         try:
             await asyncio.to_thread(self._syncobj.waitBinded)
         except SyncObjException:

@@ -1,0 +1,360 @@
+"""The controller quorum's Raft journal: pysyncobj's `Journal` on storage of this project.
+
+pysyncobj 0.3.17's own `FileJournal` is an mmap that is never fsynced, and `SyncObj` clears it
+whenever its first two entries differ from the dump it loads, which a crash (or a close) between
+writing a dump and trimming the journal makes them do: acknowledged records were lost. Here:
+
+- `RaftJournal`: one append-only file of entries framed with length + CRC32C. An entry is
+  fsynced before this voter acknowledges it to anyone (`JournalSyncingTransport`) or counts it
+  committed (`setRaftCommitIndex`): one fsync per batch, not per entry. A torn or corrupt tail
+  is cut at the last whole entry on load. Prefix deletion (log compaction) rewrites the kept tail
+  into a new file renamed over the old one; suffix deletion (a Raft conflict) and `clear`
+  truncate; both fsync before returning. currentTerm, votedFor and the commit index live in a
+  small meta file replaced atomically.
+- At open, the journal is reconciled with the dump: pysyncobj installs a dump (fsynced, see
+  `durable_replace`) before it trims the journal, so a journal that still starts before the
+  dump's last two entries is trimmed to them here, and pysyncobj never clears it.
+
+docs/internals.md, "The controller quorum's journal", has the format and the recovery rules.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+import crc32c
+import pysyncobj.journal
+import pysyncobj.serializer
+import pysyncobj.syncobj
+from pysyncobj import pickle as syncobj_pickle
+from pysyncobj.transport import TCPTransport
+
+logger = logging.getLogger(__name__)
+
+MAGIC = b"KRJRNL\x00\x01"  # file type and format version
+_FRAME = struct.Struct("<II")  # payload length, CRC32C of the payload
+_ENTRY = struct.Struct("<QQ")  # payload: Raft index, term, then the command bytes
+MAX_ENTRY_BYTES = 256 * 1024 * 1024  # a length above this is corruption, not an entry
+
+Entry = tuple[bytes, int, int]  # (command, index, term), as pysyncobj passes and compares them
+
+
+class JournalFormatError(RuntimeError):
+    """The journal file is not one of ours (wrong magic): refuse rather than overwrite it."""
+
+
+class RaftJournal(pysyncobj.journal.Journal):
+    """pysyncobj's `Journal` interface; used only by the Raft thread after `__init__`.
+
+    `dump_file`: pysyncobj's full dump, to reconcile the journal's start with (see the module
+    docstring). `legacy_file`: a pysyncobj `FileJournal` to import once, then delete.
+    """
+
+    def __init__(self, path: Path, dump_file: Path | None = None,
+                 legacy_file: Path | None = None) -> None:
+        self.path = Path(path)
+        self._meta_path = self.path.with_name(self.path.name + ".meta")
+        self._entries: list[Entry] = []
+        self._starts: list[int] = []  # byte offset of each entry's frame
+        self._size = len(MAGIC)
+        self._dirty = False  # written entries not fsynced yet
+        self._meta: dict[str, Any] = {"current_term": 0, "voted_for": None, "commit_index": 1}
+        self._meta_saved = True
+        self._fd = -1
+        if legacy_file is not None and Path(legacy_file).exists() and not self.path.exists():
+            self._import_legacy(Path(legacy_file))
+        self._meta.update(self._read_meta())
+        self._load()
+        if dump_file is not None and Path(dump_file).exists():
+            self._reconcile_with_dump(Path(dump_file))
+        if self._entries and self._meta["commit_index"] > self._entries[-1][1]:
+            logger.warning("raft journal %s: stored commit index %d is past the journal end %d; "
+                           "using the journal end", self.path, self._meta["commit_index"],
+                           self._entries[-1][1])
+            self._meta["commit_index"] = self._entries[-1][1]
+            self._meta_saved = False
+        if legacy_file is not None and self.path.exists():
+            for stale in (Path(legacy_file), Path(f"{legacy_file}.meta")):
+                stale.unlink(missing_ok=True)
+
+    # -- pysyncobj's Journal interface ------------------------------------------------------
+
+    def add(self, command: Any, idx: int, term: int) -> None:
+        command = pysyncobj.journal.to_bytes(command)
+        payload = _ENTRY.pack(idx, term) + command
+        try:
+            _write_all(self._fd, _FRAME.pack(len(payload), crc32c.crc32c(payload)) + payload)
+        except OSError:
+            # A half-written frame would hide every later entry from the next load.
+            os.ftruncate(self._fd, self._size)
+            raise
+        self._entries.append((command, idx, term))
+        self._starts.append(self._size)
+        self._size += _FRAME.size + len(payload)
+        self._dirty = True
+
+    def clear(self) -> None:
+        self._truncate(0)
+
+    def deleteEntriesFrom(self, entryFrom: int) -> None:
+        """Drop entries from position `entryFrom` on (a Raft conflict), durably."""
+        if entryFrom < len(self._entries):
+            self._truncate(max(entryFrom, 0))
+
+    def deleteEntriesTo(self, entryTo: int) -> None:
+        """Drop the entries before position `entryTo` (log compaction, after the dump is
+        durable): the kept tail goes to a new file renamed over this one."""
+        if entryTo <= 0:
+            return
+        self._rewrite(self._entries[entryTo:])
+
+    def __getitem__(self, item: Any) -> Any:
+        return self._entries[item]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _destroy(self) -> None:
+        if self._fd < 0:
+            return
+        self.flush()
+        self._save_meta()
+        os.close(self._fd)
+        self._fd = -1
+
+    def flush(self) -> None:
+        """fsync what `add` wrote; cheap when nothing did."""
+        if self._dirty:
+            os.fdatasync(self._fd)
+            self._dirty = False
+
+    def setRaftCommitIndex(self, raftCommitIndex: int) -> None:
+        # pysyncobj applies (and answers proposals) right after raising the commit index: the
+        # entries must be durable first. The index itself is saved once a second.
+        self.flush()
+        if raftCommitIndex != self._meta["commit_index"]:
+            self._meta["commit_index"] = raftCommitIndex
+            self._meta_saved = False
+
+    def getRaftCommitIndex(self) -> int:
+        return self._meta["commit_index"]
+
+    def setCurrentTerm(self, term: int, votedForNodeId: Any) -> None:
+        # Raft: durable before any message reflecting them (vote request or grant) is sent.
+        self._meta["current_term"] = term
+        self._meta["voted_for"] = votedForNodeId
+        self._meta_saved = False
+        self._save_meta()
+
+    def getCurrentTerm(self) -> int:
+        return self._meta["current_term"]
+
+    def getVotedForNodeId(self) -> Any:
+        return self._meta["voted_for"]
+
+    def onOneSecondTimer(self) -> None:
+        self._save_meta()
+
+    # -- storage ----------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        if not self.path.exists():
+            self._rewrite([])
+            return
+        data = self.path.read_bytes()
+        if data[:len(MAGIC)] != MAGIC:
+            raise JournalFormatError(f"{self.path} is not a kraft Raft journal")
+        entries, starts, end, problem = _parse(data)
+        self._entries, self._starts, self._size = entries, starts, end
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        if problem is not None:
+            last = entries[-1][1] if entries else None
+            logger.warning("raft journal %s: %s at byte %d; truncating the %d bytes from there "
+                           "(the journal now ends at index %s)", self.path, problem, end,
+                           len(data) - end, last)
+            os.ftruncate(self._fd, end)
+            os.fsync(self._fd)
+
+    def _truncate(self, position: int) -> None:
+        size = self._starts[position] if position < len(self._entries) else self._size
+        os.ftruncate(self._fd, size)
+        os.fsync(self._fd)
+        del self._entries[position:], self._starts[position:]
+        self._size = size
+        self._dirty = False
+
+    def _rewrite(self, entries: list[Entry]) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        chunks, starts, size = [MAGIC], [], len(MAGIC)
+        for command, idx, term in entries:
+            payload = _ENTRY.pack(idx, term) + command
+            chunks.append(_FRAME.pack(len(payload), crc32c.crc32c(payload)) + payload)
+            starts.append(size)
+            size += _FRAME.size + len(payload)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, b"".join(chunks))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        fsync_dir(self.path.parent)
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        self._entries, self._starts, self._size = list(entries), starts, size
+        self._dirty = False
+
+    def _read_meta(self) -> dict[str, Any]:
+        try:
+            meta = json.loads(self._meta_path.read_bytes())
+        except FileNotFoundError:
+            return {}
+        except ValueError as exc:  # replaced atomically, so only outside damage gets here
+            logger.error("raft journal meta %s unreadable (%s); starting from term 0 without a "
+                         "vote", self._meta_path, exc)
+            return {}
+        return {key: meta[key] for key in ("current_term", "voted_for", "commit_index")
+                if key in meta}
+
+    def _save_meta(self) -> None:
+        if self._meta_saved:
+            return
+        tmp = self._meta_path.with_name(self._meta_path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, json.dumps(self._meta).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self._meta_path)
+        fsync_dir(self._meta_path.parent)
+        self._meta_saved = True
+
+    def _reconcile_with_dump(self, dump_file: Path) -> None:
+        try:
+            with open(dump_file, "rb") as f, gzip.GzipFile(fileobj=f) as g:
+                dump = syncobj_pickle.load(g)
+            last, before_last = dump[1], dump[2]
+        except Exception:
+            logger.exception("raft journal %s: cannot read the dump %s to line the journal up "
+                             "with it", self.path, dump_file)
+            return
+        first = self._entries[0][1] if self._entries else None
+        position = before_last[1] - first if first is not None else -1
+        if (0 <= position < len(self._entries) - 1 and self._entries[position] == before_last
+                and self._entries[position + 1] == last):
+            if position > 0:
+                logger.info("raft journal %s starts at index %d, before the dump's index %d "
+                            "(log compaction was interrupted); dropping the %d entries the dump "
+                            "covers", self.path, first, before_last[1], position)
+                self.deleteEntriesTo(position)
+            return
+        logger.warning("raft journal %s (indices %s-%s) does not hold the dump's last entries "
+                       "(index %d, term %d): the Raft log restarts from the dump", self.path,
+                       first, self._entries[-1][1] if self._entries else None, last[1], last[2])
+
+    def _import_legacy(self, legacy_file: Path) -> None:
+        """Entries, term, vote and commit index of a pysyncobj `FileJournal` (kraft before its
+        own journal), written to this journal before the old files are deleted."""
+        legacy = pysyncobj.journal.FileJournal(str(legacy_file))
+        try:
+            entries = [(pysyncobj.journal.to_bytes(c), i, t) for c, i, t in
+                       (legacy[n] for n in range(len(legacy)))]
+            self._meta.update(current_term=legacy.getCurrentTerm(),
+                              voted_for=legacy.getVotedForNodeId(),
+                              commit_index=legacy.getRaftCommitIndex())
+        finally:
+            legacy._destroy()
+        self._meta_saved = False
+        self._save_meta()
+        self._rewrite(entries)
+        os.close(self._fd)
+        self._fd = -1
+        logger.info("raft journal %s: imported %d entries from pysyncobj's journal %s",
+                    self.path, len(entries), legacy_file)
+
+
+def _parse(data: bytes) -> tuple[list[Entry], list[int], int, str | None]:
+    """The whole entries of a journal file, where they end, and why parsing stopped early."""
+    entries: list[Entry] = []
+    starts: list[int] = []
+    pos = len(MAGIC)
+    while pos < len(data):
+        if len(data) - pos < _FRAME.size:
+            return entries, starts, pos, "torn entry header"
+        length, crc = _FRAME.unpack_from(data, pos)
+        if not _ENTRY.size <= length <= MAX_ENTRY_BYTES:
+            return entries, starts, pos, f"impossible entry length {length}"
+        payload = data[pos + _FRAME.size:pos + _FRAME.size + length]
+        if len(payload) < length:
+            return entries, starts, pos, "torn entry"
+        if crc32c.crc32c(payload) != crc:
+            return entries, starts, pos, "CRC mismatch"
+        idx, term = _ENTRY.unpack_from(payload)
+        if entries and idx != entries[-1][1] + 1:
+            return entries, starts, pos, f"index {idx} after index {entries[-1][1]}"
+        entries.append((bytes(payload[_ENTRY.size:]), idx, term))
+        starts.append(pos)
+        pos += _FRAME.size + length
+    return entries, starts, pos, None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def durable_replace(source: str, target: str) -> None:
+    """pysyncobj's dump install (its own dump, or one received from the leader): fsync the
+    temporary file, rename it, fsync the directory, so a dump is whole and durable before
+    pysyncobj trims the journal after it."""
+    fd = os.open(source, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(source, target)
+    fsync_dir(Path(target).parent)
+
+
+class JournalSyncingTransport(TCPTransport):
+    """Raft: an entry is on stable storage before this voter acknowledges it, and the leader's
+    entries before it sends them on, so every message goes out after the journal's fsync."""
+
+    def send(self, node: Any, message: Any) -> bool:
+        self._syncObj.conf.journalFile.flush()
+        return super().send(node, message)
+
+
+_pysyncobj_create_journal = pysyncobj.journal.createJournal
+
+
+def _create_journal(journalFile: Any = None) -> Any:
+    if isinstance(journalFile, RaftJournal):
+        return journalFile
+    return _pysyncobj_create_journal(journalFile)
+
+
+# The one place pysyncobj is patched. `SyncObj.__init__` builds its journal with the module-level
+# `createJournal(conf.journalFile)` (a subclass cannot override a global lookup), so an opened
+# `RaftJournal` passed as `journalFile` is handed over as is; any other value still gets
+# pysyncobj's journal. The serializer installs dumps with a bare rename: `durable_replace` makes
+# that rename durable.
+pysyncobj.syncobj.createJournal = _create_journal
+pysyncobj.serializer.atomicReplace = durable_replace
