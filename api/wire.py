@@ -1,5 +1,6 @@
-"""The HTTP wire: content negotiation (JSON or msgpack), body parsing under a size limit, error
-rendering, and typed field access that turns bad input into INVALID_REQUEST naming the field.
+"""The HTTP wire: content negotiation (JSON or msgpack), body parsing under a size and a nesting
+limit, error rendering, and typed field access that turns bad input into INVALID_REQUEST naming
+the field.
 
 In JSON, binary fields are base64 strings; in msgpack they are bin (docs/internals.md §5).
 """
@@ -25,6 +26,9 @@ _MSGPACK_TYPES = (MSGPACK, "application/x-msgpack")
 _packb = msgpack.Packer(use_bin_type=True).pack
 INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
+# No route takes a body deeper than a handful of levels; deeper ones would reach the interpreter's
+# recursion limit in the decoder or in later reprs and encoders (a 500 instead of a 400).
+MAX_BODY_DEPTH = 64
 
 
 def wants_msgpack(request: web.Request) -> bool:
@@ -60,24 +64,68 @@ async def read_body(request: web.Request) -> tuple[Any, bool]:
     """Returns the decoded body and whether it came as JSON (binary fields then are base64).
 
     The size limit is the application's `client_max_size` (aiohttp answers 413 beyond it). An
-    empty body is `{}`."""
+    empty body is `{}`. A body nested deeper than `MAX_BODY_DEPTH`, or JSON with a string that is
+    not Unicode (a lone UTF-16 surrogate such as `"\\ud800"`, which no route could encode to
+    UTF-8 for storage), is INVALID_REQUEST before any route sees it."""
     raw = await request.read()
     content_type = request.content_type
     if not raw:
         return {}, content_type not in _MSGPACK_TYPES
     if content_type in _MSGPACK_TYPES:
         try:
-            return msgpack.unpackb(raw, raw=False), False
+            body = msgpack.unpackb(raw, raw=False)
+        except msgpack.StackError:
+            raise invalid_request(f"msgpack nested too deeply (limit {MAX_BODY_DEPTH})") from None
         except (ValueError, msgpack.UnpackException, TypeError) as e:
             raise invalid_request(f"body is not valid msgpack: {e}") from None
+        check_body(body, "msgpack")  # its strings are valid UTF-8 already: msgpack decodes strictly
+        return body, False
     if content_type == JSON or "Content-Type" not in request.headers:
         try:
-            return json.loads(raw), True
+            body = json.loads(raw)
+        except RecursionError:
+            raise invalid_request(f"JSON nested too deeply (limit {MAX_BODY_DEPTH})") from None
         except (ValueError, UnicodeDecodeError) as e:
             raise invalid_request(f"body is not valid JSON: {e}") from None
+        check_body(body, "JSON")
+        return body, True
     raise KraftError(
         "UNSUPPORTED_MEDIA_TYPE", f"Content-Type {content_type!r}: use {JSON} or {MSGPACK}"
     )
+
+
+def check_body(body: Any, form: str) -> None:
+    """INVALID_REQUEST when `body` nests deeper than MAX_BODY_DEPTH or holds a key or string value
+    that does not encode to UTF-8. One pass, level by level, without recursion."""
+    level, depth = [body], 0
+    while level:
+        nested = []
+        for container in level:
+            if isinstance(container, dict):
+                for key, value in container.items():
+                    _check_text(key, "key")
+                    _check_text(value, "value")
+                    if isinstance(value, (dict, list)):
+                        nested.append(value)
+            elif isinstance(container, list):
+                for value in container:
+                    _check_text(value, "value")
+                    if isinstance(value, (dict, list)):
+                        nested.append(value)
+        if nested:
+            depth += 1
+            if depth >= MAX_BODY_DEPTH:
+                raise invalid_request(f"{form} nested too deeply (limit {MAX_BODY_DEPTH})")
+        level = nested
+
+
+def _check_text(value: Any, what: str) -> None:
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise invalid_request(f"invalid UTF-16 surrogate in {what} {ascii(value)[:80]}: "
+                                  "strings must be Unicode text (a pair of surrogates, or base64)") from None
 
 
 def check_topic_name(name: Any, action: str | None = None) -> str:
