@@ -226,6 +226,8 @@ class Node:
             "controller_id": -1 if leader is None else leader,
             "metadata_offset": self.loader.offset,
             "broker_state": None if self.lifecycle is None else self.lifecycle.state,
+            # why the metadata log cannot be written now (a full disk); None while it can
+            "metadata_log_error": self.quorum.storage_error if isinstance(self.quorum, LocalQuorum) else None,
         }
 
     # -- services (the app's cleanup_ctx) -----------------------------------------------------

@@ -25,6 +25,7 @@ class NotControllerError(ControllerError):
 
 
 class MetadataStorageError(ControllerError):
-    """The metadata log could not be written; the quorum refuses further proposals."""
+    """The metadata log could not be written (e.g. a full disk): nothing was committed. Retriable:
+    the next proposal tries the disk again."""
 
     error_code = "KAFKA_STORAGE_ERROR"

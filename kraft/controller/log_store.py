@@ -9,17 +9,19 @@ Directory `<data_dir>/__cluster_metadata-0/`:
 
 Blocking file I/O only: `LocalQuorum` calls every method here from a thread. On load a torn or
 corrupt tail (a crash mid-append) is truncated at the last whole frame and logged; records after a
-corrupt frame are never replayed.
+corrupt frame are never replayed. A failed append (a full disk: ENOSPC) cuts the segment back to
+its size before the write, so the store stays appendable and the append can be tried again.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import crc32c
 import msgpack
@@ -94,7 +96,8 @@ class MetadataLogStore:
     def __init__(self, data_dir: str | os.PathLike[str]) -> None:
         self.directory = Path(data_dir) / LOG_DIR_NAME
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._active: BinaryIO | None = None
+        self._active: io.FileIO | None = None
+        self._size = 0  # bytes of whole frames in the active segment
 
     # -- loading ----------------------------------------------------------------------------------
 
@@ -158,20 +161,37 @@ class MetadataLogStore:
         """Append to the newest segment, or start one at `next_offset`."""
         segments = _offsets(self.directory, ".log")
         base = segments[-1] if segments and segments[-1] <= next_offset else next_offset
-        self._active = open(self.directory / _name(base, ".log"), "ab")
+        self._active = _open_segment(self.directory / _name(base, ".log"))
+        self._size = os.fstat(self._active.fileno()).st_size
 
     def append(self, data: bytes) -> None:
-        """Write and fsync: the records are durable when this returns."""
+        """Write and fsync: the records are durable when this returns. On an OSError (ENOSPC, EIO)
+        nothing of `data` stays in the log: the segment is cut back to its size before the write
+        (a partial frame would hide every later frame from `load`), now or before the next append."""
         assert self._active is not None, "open_for_append first"
-        self._active.write(data)
-        self._active.flush()
-        os.fsync(self._active.fileno())
+        fd = self._active.fileno()
+        if os.fstat(fd).st_size != self._size:  # an earlier failed append could not cut its tail
+            os.ftruncate(fd, self._size)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[self._active.write(view) or 0:]
+            os.fsync(fd)
+        except OSError:
+            try:
+                os.ftruncate(fd, self._size)  # frees space: works on a full disk
+            except OSError:
+                pass  # cut before the next append (above), or by `load` after a restart
+            raise
+        self._size += len(data)
 
     def roll(self, next_offset: int) -> None:
-        """Start a new segment at `next_offset` (everything before it is durable already)."""
+        """Start a new segment at `next_offset` (everything before it is durable already). On an
+        OSError the current segment stays the active one."""
+        segment = _open_segment(self.directory / _name(next_offset, ".log"))
         if self._active is not None:
             self._active.close()
-        self._active = open(self.directory / _name(next_offset, ".log"), "ab")
+        self._active, self._size = segment, 0
         _fsync_dir(self.directory)
 
     def close(self) -> None:
@@ -188,11 +208,15 @@ class MetadataLogStore:
         final = self.directory / _name(image.offset, ".snapshot")
         tmp = final.with_suffix(".snapshot.tmp")
         payload = msgpack.packb(image.to_snapshot(), use_bin_type=True)
-        with open(tmp, "wb") as f:
-            f.write(encode_frame(payload))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(encode_frame(payload))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a partial snapshot would only hold the space a full disk needs
+            raise
         _fsync_dir(self.directory)
         for offset in _offsets(self.directory, ".snapshot"):
             if offset < image.offset:
@@ -202,6 +226,11 @@ class MetadataLogStore:
             if next_base <= image.offset + 1:
                 (self.directory / _name(base, ".log")).unlink()
         return final
+
+
+def _open_segment(path: Path) -> io.FileIO:
+    # unbuffered: a write that failed must not leave bytes in a buffer for a later flush to write
+    return io.FileIO(path, "ab")
 
 
 def _frames_length(buf: bytes, count: int) -> int:

@@ -14,6 +14,11 @@ applied last, and records stamped with an older `controller_epoch` are ignored b
 log for the embedded single node: an fsynced file (`log_store.py`, written from a thread so the
 loop never blocks), replayed at `start()`, then the node claims the next controller epoch.
 Snapshots of the applied image (from `set_snapshot_source`) bound the log.
+
+A failed append (a full disk) commits nothing: the store cuts its partial frame away, the proposal
+fails with `MetadataStorageError` (KAFKA_STORAGE_ERROR) and `storage_error` says why. The node
+stays the controller and every later proposal tries the disk again, so the first one that can be
+written ends the failure: no restart needed.
 """
 
 from __future__ import annotations
@@ -76,7 +81,7 @@ class LocalQuorum:
         self._since_snapshot = 0
         self._snapshot_task: asyncio.Task[None] | None = None
         self._running = False
-        self._failed: BaseException | None = None
+        self._storage_error: OSError | None = None  # the last append failed with this
 
     @property
     def directory(self) -> os.PathLike[str]:
@@ -99,8 +104,12 @@ class LocalQuorum:
         return self._controller
 
     def is_active_controller(self) -> bool:
-        return self._running and self._failed is None and self._controller is not None \
-            and self._controller[0] == self.node_id
+        return self._running and self._controller is not None and self._controller[0] == self.node_id
+
+    @property
+    def storage_error(self) -> str | None:
+        """Why the metadata log cannot be written now (None: the last append succeeded)."""
+        return None if self._storage_error is None else str(self._storage_error)
 
     @property
     def metadata_offset(self) -> int:
@@ -145,8 +154,6 @@ class LocalQuorum:
         if not records:
             raise ValueError("propose needs at least one record")
         if not self.is_active_controller():
-            if self._failed is not None:
-                raise MetadataStorageError(f"metadata log failed earlier: {self._failed}")
             raise NotControllerError(f"node {self.node_id} is not the active controller", None)
         assert self._controller is not None
         epoch = self._controller[1]
@@ -168,17 +175,20 @@ class LocalQuorum:
 
     async def _append(self, records: list[dict[str, Any]]) -> int:
         async with self._lock:
-            if self._failed is not None:
-                raise MetadataStorageError(f"metadata log failed earlier: {self._failed}")
             entries = [(self._next_offset + i, r) for i, r in enumerate(records)]
             data = encode_batch(self._next_offset, records)  # TypeError here (nothing written) for a bad record
             try:
                 await asyncio.to_thread(self._store.append, data)
             except OSError as e:
-                # a partial frame may be on disk: stop here, the next start truncates it
-                self._failed = e
-                log.error("metadata log append failed: %s", e)
+                # nothing was committed (the store cut the partial frame): the offsets stay free
+                if self._storage_error is None:  # log the transition, not every refused proposal
+                    log.error("metadata log append failed: %s; metadata changes fail with "
+                              "KAFKA_STORAGE_ERROR until a write succeeds", e)
+                self._storage_error = e
                 raise MetadataStorageError(f"metadata log append failed: {e}") from e
+            if self._storage_error is not None:
+                log.warning("metadata log is writable again (it failed with: %s)", self._storage_error)
+                self._storage_error = None
             self._next_offset += len(entries)
             self._since_snapshot += len(entries)
             self._deliver(entries)
@@ -219,7 +229,11 @@ class LocalQuorum:
         image = self._snapshot_source()
         if image.offset != self._next_offset - 1 or image.offset < 0:
             return None  # the image lags the log (or is empty): try again after the next append
-        await asyncio.to_thread(self._store.roll, self._next_offset)
+        try:
+            await asyncio.to_thread(self._store.roll, self._next_offset)
+        except OSError as e:  # the records are committed; the snapshot waits for the next append
+            log.error("metadata log roll at offset %d failed: %s", self._next_offset, e)
+            return None
         self._since_snapshot = 0
         self._snapshot_task = asyncio.create_task(self._write_snapshot(image))
         return image.offset

@@ -1,4 +1,5 @@
-"""LocalQuorum on tmp_path: durable appends, restart replay, torn/corrupt tails, snapshots bounding the log."""
+"""LocalQuorum on tmp_path: durable appends, restart replay, torn/corrupt tails, snapshots bounding the log,
+a full disk (KAFKA_STORAGE_ERROR meanwhile, writable again without a restart)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kraft.controller.errors import NotControllerError
+from full_disk import BudgetedFile, DiskBudget, fill, tiny_tmpfs
+from kraft.controller import log_store
+from kraft.controller.errors import MetadataStorageError, NotControllerError
 from kraft.controller.log_store import LOG_DIR_NAME
 from kraft.controller.metadata_loader import MetadataLoader, SnapshotNeededError
 from kraft.controller.quorum import LocalQuorum
@@ -142,3 +145,72 @@ async def test_cancelled_proposer_does_not_lose_the_commit(tmp_path: Path) -> No
     offset = await quorum.propose(strip_epoch(topic_batch("b")))
     assert offset == 4 and loader.image.topic_by_name("a") and loader.image.topic_by_name("b")
     await quorum.close()
+
+
+# -- a full disk -----------------------------------------------------------------------------------
+
+
+async def check_full_disk_then_recovery(data_dir: Path, fill_disk, free_disk) -> None:
+    """A proposal on a full disk fails with KAFKA_STORAGE_ERROR and commits nothing; the node
+    stays the controller, and the first proposal after space returns commits (no restart)."""
+    quorum, loader = await open_quorum(data_dir)
+    await quorum.propose(strip_epoch(topic_batch("before")))
+    size = segments(data_dir)[-1].stat().st_size
+    offset = quorum.metadata_offset
+    fill_disk()
+    for name in ("refused", "refused-again"):  # every proposal tries the disk again, none hangs
+        with pytest.raises(MetadataStorageError) as failed:
+            await quorum.propose(strip_epoch(topic_batch(name, 200)))
+        assert failed.value.error_code == "KAFKA_STORAGE_ERROR"
+        assert "No space left" in (quorum.storage_error or "")
+        assert quorum.metadata_offset == loader.image.offset == offset
+        assert segments(data_dir)[-1].stat().st_size == size  # the partial frame was cut away
+        assert quorum.is_active_controller()
+    free_disk()
+    assert await quorum.propose(strip_epoch(topic_batch("after"))) == offset + 2
+    assert quorum.storage_error is None
+    await quorum.close()
+
+    again, loader2 = await open_quorum(data_dir)
+    image = loader2.image
+    assert image.topic_by_name("before") is not None and image.topic_by_name("after") is not None
+    assert image.topic_by_name("refused") is None and image.topic_by_name("refused-again") is None
+    await again.close()
+
+
+async def test_full_disk_injected_at_the_file_layer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    budget = DiskBudget()
+    opened = log_store._open_segment
+    monkeypatch.setattr(log_store, "_open_segment", lambda path: BudgetedFile(opened(path), budget))
+
+    def fill_disk() -> None:
+        budget.free = 100  # part of the next frame fits, then ENOSPC
+
+    def free_disk() -> None:
+        budget.free = None
+
+    await check_full_disk_then_recovery(tmp_path, fill_disk, free_disk)
+
+
+async def test_full_tmpfs(tmp_path: Path) -> None:
+    with tiny_tmpfs(tmp_path / "disk", size="1m") as disk:
+        fillers: list[Path] = []
+        await check_full_disk_then_recovery(disk, lambda: fillers.append(fill(disk)),
+                                            lambda: fillers.pop().unlink())
+
+
+async def test_snapshot_on_a_full_disk_leaves_no_partial_file(tmp_path: Path) -> None:
+    with tiny_tmpfs(tmp_path / "disk", size="1m") as disk:
+        quorum, loader = await open_quorum(disk, snapshot_interval_records=1000)
+        for i in range(20):
+            await quorum.propose(strip_epoch(topic_batch(f"t{i}", 50)))
+        filler = fill(disk)
+        assert await quorum.snapshot() in (None, loader.image.offset)  # roll or write fails
+        assert not list((disk / LOG_DIR_NAME).glob("*.tmp"))
+        filler.unlink()
+        offset = await quorum.propose(strip_epoch(topic_batch("after")))
+        assert await quorum.snapshot() == offset
+        await quorum.close()
+        again, loader2 = await open_quorum(disk)
+        assert loader2.image.topic_by_name("after") is not None and loader2.image.topic_by_name("t19") is not None
+        await again.close()
