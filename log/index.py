@@ -3,7 +3,8 @@
 `.index` entries are (relative offset int32, file position int32): the base offset of a batch and
 where it starts. `.timeindex` entries are (timestamp int64, relative offset int32): the segment's
 max timestamp so far and the base offset of the batch that first reached it. Both are append-only
-files mirrored in memory; lookups are binary searches for the last entry at or below the target.
+files mirrored in memory; lookups are binary searches for the last entry at or below the target,
+and need no descriptor: the file's is lent by `log/file_cache.py` for writes only.
 Entries are a hint: a missing tail only makes lookups scan further, so the files need no fsync,
 and a file that fails `sanity_check` is rebuilt from the `.log` by the segment.
 """
@@ -16,6 +17,7 @@ from bisect import bisect_right
 from pathlib import Path
 
 from log.errors import CorruptRecordError
+from log.file_cache import OPEN_FILES
 
 
 class _SparseIndex:
@@ -29,8 +31,12 @@ class _SparseIndex:
         self.max_entries = max(1, max_index_bytes // self._entry.size)
         self._keys: list[int] = []
         self._values: list[int] = []
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._load()
+        self._file = OPEN_FILES.open(path)  # lent per call: a closed segment's may be evicted
+        try:
+            self._load()
+        except BaseException:
+            self._file.close()
+            raise
 
     def _decode(self, a: int, b: int) -> tuple[int, int]:
         raise NotImplementedError
@@ -39,7 +45,8 @@ class _SparseIndex:
         raise NotImplementedError
 
     def _load(self) -> None:
-        data = _read_all(self._fd)
+        with self._file as fd:
+            data = _read_all(fd)
         size = self._entry.size
         usable = len(data) - len(data) % size
         for a, b in self._entry.iter_unpack(data[:usable]):
@@ -76,7 +83,8 @@ class _SparseIndex:
             raise ValueError(f"{self.path}: key {key} not above last key {self._keys[-1]}")
         if self.is_full:
             raise ValueError(f"{self.path}: index is full ({self.max_entries} entries)")
-        os.pwrite(self._fd, self._encode(key, value), len(self._keys) * self._entry.size)
+        with self._file as fd:
+            os.pwrite(fd, self._encode(key, value), len(self._keys) * self._entry.size)
         self._keys.append(key)
         self._values.append(value)
 
@@ -87,19 +95,25 @@ class _SparseIndex:
     def _truncate_entries(self, count: int) -> None:
         del self._keys[count:]
         del self._values[count:]
-        os.ftruncate(self._fd, count * self._entry.size)
+        with self._file as fd:
+            os.ftruncate(fd, count * self._entry.size)
         self._corrupt = False
 
     def reset(self) -> None:
         self._truncate_entries(0)
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        with self._file as fd:
+            os.fsync(fd)
+
+    def pin(self) -> None:
+        self._file.pin()
+
+    def unpin(self) -> None:
+        self._file.unpin()
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._file.close()
 
     def delete(self) -> None:
         self.close()

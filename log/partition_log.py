@@ -68,6 +68,8 @@ class PartitionLog:
         self._config = config
         self._validator = LogValidator(config)
         self._segments = loaded.segments
+        self._pinned: LogSegment | None = None
+        self._pin_active()
         self._log_start_offset = loaded.log_start_offset
         self._log_end_offset = loaded.log_end_offset
         self._recovery_point = loaded.recovery_point
@@ -133,6 +135,16 @@ class PartitionLog:
     @property
     def _active(self) -> LogSegment:
         return self._segments[-1]
+
+    def _pin_active(self) -> None:
+        """The active segment keeps its files open (every append writes them); closed segments'
+        files go back to the bounded cache (`log/file_cache.py`). Called when the active changes."""
+        active = self._segments[-1]
+        if self._pinned is not active:
+            if self._pinned is not None:
+                self._pinned.unpin_files()
+            active.pin_files()
+            self._pinned = active
 
     def _check_invariants(self) -> None:
         assert self._log_start_offset <= self._high_watermark <= self._log_end_offset, (
@@ -216,6 +228,7 @@ class PartitionLog:
             active.on_become_inactive()
             segment = LogSegment(self.directory, self._log_end_offset, self._config, now_ms)
             self._segments.append(segment)
+            self._pin_active()
             self._dir_dirty = True
             return segment
 
@@ -343,6 +356,7 @@ class PartitionLog:
             while len(self._segments) > 1 and self._active.base_offset >= offset:
                 self._segments.pop().delete()
                 self._dir_dirty = True
+            self._pin_active()
             removed = self._active.truncate_to(offset)
             logger.info(
                 "%s: truncated to offset %d (%d bytes from the active segment)",
@@ -365,6 +379,7 @@ class PartitionLog:
             for segment in self._segments:
                 segment.delete()
             self._segments = [LogSegment(self.directory, offset, self._config, now_ms)]
+            self._pin_active()
             self._dir_dirty = True
             self.leader_epoch_cache.clear()
             self._producer_state.clear()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 from log.batch import HEADER_SIZE, BatchHeader, Record, decode_records, validate_batch
 from log.config import INT_MAX, LogConfig
 from log.errors import CorruptRecordError
+from log.file_cache import OPEN_FILES, CachedFile
 from log.index import OffsetIndex, TimeIndex
 
 if TYPE_CHECKING:
@@ -50,18 +51,26 @@ class LogSegment:
         self.index_interval_bytes = config.index_interval_bytes
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         self.created_ms = now_ms
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size = os.fstat(self._fd).st_size
-        self.offset_index = OffsetIndex(
-            directory / segment_file_name(base_offset, INDEX_SUFFIX),
-            base_offset,
-            config.segment_index_bytes,
-        )
-        self.time_index = TimeIndex(
-            directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
-            base_offset,
-            config.segment_index_bytes,
-        )
+        # a CachedFile, not a descriptor: lent per call, so a closed segment holds none
+        self._fd = OPEN_FILES.open(self.log_path)
+        opened: list[CachedFile | OffsetIndex] = [self._fd]
+        try:
+            self.size = self.log_path.stat().st_size
+            self.offset_index = OffsetIndex(
+                directory / segment_file_name(base_offset, INDEX_SUFFIX),
+                base_offset,
+                config.segment_index_bytes,
+            )
+            opened.append(self.offset_index)
+            self.time_index = TimeIndex(
+                directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
+                base_offset,
+                config.segment_index_bytes,
+            )
+        except BaseException:  # out of descriptors, say: leave nothing open
+            for cached in opened:
+                cached.close()
+            raise
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
         self.next_offset = base_offset  # offset after the last batch's last offset
@@ -194,7 +203,7 @@ class LogSegment:
         """Max record timestamp, or the file's modification time when no batch has one (Kafka)."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return int(os.fstat(self._fd).st_mtime * 1000)
+        return int(self.log_path.stat().st_mtime * 1000)
 
     # -- truncation and recovery ----------------------------------------------------------------
 
@@ -205,7 +214,8 @@ class LogSegment:
             return 0
         position, header = found
         removed = self.size - position
-        os.ftruncate(self._fd, position)
+        with self._fd as fd:
+            os.ftruncate(fd, position)
         self.size = position
         self.offset_index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)
@@ -245,7 +255,8 @@ class LogSegment:
             pos += header.size_in_bytes
         truncated = self.size - pos
         if truncated:
-            os.ftruncate(self._fd, pos)
+            with self._fd as fd:
+                os.ftruncate(fd, pos)
             self.size = pos
         return SegmentRecovery(valid_bytes=pos, truncated_bytes=truncated, error=error)
 
@@ -301,16 +312,25 @@ class LogSegment:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        with self._fd as fd:
+            os.fsync(fd)
         self.offset_index.flush()
         self.time_index.flush()
+
+    def pin_files(self) -> None:
+        """Keeps the files open outside the cache's bound while this is the active segment."""
+        for cached in (self._fd, self.offset_index, self.time_index):
+            cached.pin()
+
+    def unpin_files(self) -> None:
+        """Hands the files back to the cache, which may close them (a closed segment)."""
+        for cached in (self._fd, self.offset_index, self.time_index):
+            cached.unpin()
 
     def close(self) -> None:
         self.offset_index.close()
         self.time_index.close()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._fd.close()
 
     def delete(self) -> None:
         self.close()
@@ -322,24 +342,26 @@ class LogSegment:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self.next_offset})"
 
 
-def _pwrite_all(fd: int, data: bytes | bytearray, position: int) -> None:
+def _pwrite_all(file: CachedFile, data: bytes | bytearray, position: int) -> None:
     view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, position)
-        view = view[written:]
-        position += written
+    with file as fd:
+        while view:
+            written = os.pwrite(fd, view, position)
+            view = view[written:]
+            position += written
 
 
-def _pread_all(fd: int, size: int, position: int) -> bytes:
-    data = os.pread(fd, size, position)
-    if len(data) == size:
-        return data
-    parts = [data]
-    got = len(data)
-    while got < size:
-        more = os.pread(fd, size - got, position + got)
-        if not more:
-            break
-        parts.append(more)
-        got += len(more)
+def _pread_all(file: CachedFile, size: int, position: int) -> bytes:
+    with file as fd:
+        data = os.pread(fd, size, position)
+        if len(data) == size:
+            return data
+        parts = [data]
+        got = len(data)
+        while got < size:
+            more = os.pread(fd, size - got, position + got)
+            if not more:
+                break
+            parts.append(more)
+            got += len(more)
     return b"".join(parts)
