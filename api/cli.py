@@ -326,8 +326,14 @@ def console_producer(
             errors.append(error)
 
     with Producer(bootstrap_server, **kwargs) as producer:
-        for number, line in enumerate(click.get_text_stream("stdin"), start=1):
-            key, value = reader.parse(line.rstrip("\r\n"), number)
+        # Lines are decoded one by one: bytes that are not UTF-8 name their line, not a traceback.
+        for number, raw in enumerate(click.get_binary_stream("stdin"), start=1):
+            try:
+                line = raw.rstrip(b"\r\n").decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise KraftError("INVALID_RECORD", f"line number {number} is not UTF-8 text ({e.reason} at byte "
+                                                   f"{e.start}); send binary data with a client") from None
+            key, value = reader.parse(line, number)
             producer.send(topic, value=value, key=key).add_done_callback(on_done)
         producer.flush()
     if errors:
