@@ -228,6 +228,9 @@ _KEYS = [
               at_least(0, INT_MAX)),
     ConfigKey("log.index.size.max.bytes", "int", 10485760, "Largest index file.",
               at_least(4, INT_MAX)),
+    ConfigKey("log.open.files.max", "int", None,
+              "Files of closed segments kept open at once, least recently used closed first; "
+              "default an eighth of the open-files limit (16 to 10000).", _POS_INT),
     ConfigKey("log.flush.interval.messages", "long", LONG_MAX,
               "fsync after this many messages.", _POSITIVE),
     ConfigKey("log.flush.interval.ms", "long", None, "fsync after this many ms.", _NON_NEG),

@@ -52,6 +52,7 @@ from kraft.controller.raft_quorum import METADATA_DIR, RaftQuorum, RaftQuorumCon
 from kraft.controller.service import ControllerService
 from kraft.metrics import NodeMetrics
 from log.config import TOPIC_CONFIG_KEYS
+from log.file_cache import NO_LIMIT_FILES, OPEN_FILES, default_open_files_max
 
 log = logging.getLogger("kraft.node")
 
@@ -123,21 +124,33 @@ def advertised_endpoint(config: KraftConfig, bound_port: int) -> tuple[str, int]
 
 
 FILES_PER_PARTITION = 4  # .log, .index, .timeindex of the active segment, and headroom
-RESERVED_FILES = 512  # sockets, the metadata log, libraries
+RESERVED_FILES = 512  # sockets, the metadata log, libraries (a quarter of a lower limit)
 
 
-def partition_budget() -> int:
-    """How many partitions this process can keep open: raises the soft open-files limit to the
-    hard one (as `ulimit -n` would) and divides it among partitions."""
+def raise_open_files_limit() -> int:
+    """Raises the soft open-files limit (RLIMIT_NOFILE) to the hard one, as `ulimit -n` would;
+    returns the soft limit now in force."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or soft < hard:
-        target = 1_048_576 if hard == resource.RLIM_INFINITY else hard
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
-        except (ValueError, OSError):
-            pass
-    return max(100, (soft - RESERVED_FILES) // FILES_PER_PARTITION)
+    target = NO_LIMIT_FILES if hard == resource.RLIM_INFINITY else hard
+    if soft == resource.RLIM_INFINITY or soft >= target:
+        log.info("open-files limit (RLIMIT_NOFILE) is %d", target)
+        return target
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError) as e:
+        log.warning("open-files limit (RLIMIT_NOFILE) stays %d, raising it to %d failed: %s",
+                    soft, target, e)
+        return soft
+    log.info("open-files limit (RLIMIT_NOFILE) raised from %d to %d", soft, target)
+    return target
+
+
+def partition_budget(open_files_limit: int, open_files_max: int) -> int:
+    """How many partitions this node can hold: each keeps its active segment's files open, the
+    closed segments of all of them share `open_files_max` (log.open.files.max), and sockets,
+    the metadata log and libraries keep the rest."""
+    reserved = min(RESERVED_FILES, open_files_limit // 4)
+    return max(1, (open_files_limit - reserved - open_files_max) // FILES_PER_PARTITION)
 
 
 LOCAL_REGISTRATION_TIMEOUT_S = 30.0
@@ -192,7 +205,12 @@ class Node:
             max_request_bytes=config["socket.request.max.bytes"],
             auto_create_topics=config["auto.create.topics.enable"],
         )
-        admin = LocalAdmin(self.channel, self.view, config["delete.topic.enable"], partition_budget())
+        open_files_limit = raise_open_files_limit()
+        OPEN_FILES.capacity = config["log.open.files.max"] or default_open_files_max(open_files_limit)
+        max_partitions = partition_budget(open_files_limit, OPEN_FILES.capacity)
+        log.info("open files: %d for closed segments (log.open.files.max), room for %d partitions",
+                 OPEN_FILES.capacity, max_partitions)
+        admin = LocalAdmin(self.channel, self.view, config["delete.topic.enable"], max_partitions)
         self.groups = GroupCoordinator(
             self.node_id, self.replica_manager, admin,
             CoordinatorSettings(
