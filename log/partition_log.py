@@ -216,7 +216,10 @@ class PartitionLog:
             self._log_end_offset - self._recovery_point >= self._config.flush_messages
             or now_ms - self._last_flush_ms >= self._config.flush_ms
         ):
-            self.flush(now_ms)
+            try:
+                self.flush(now_ms)
+            except OSError as e:  # the batches are in the log and must be answered: the next flush retries
+                logger.error("%s: flush failed: %s", self.directory.name, e)
         return info
 
     def roll(self, now_ms: int) -> LogSegment:

@@ -101,7 +101,14 @@ class LogSegment:
     def append(self, data: bytes | bytearray, batches: Sequence[tuple[int, BatchHeader]]) -> None:
         """Appends validated batches; `batches` holds each batch's position within `data`."""
         position = self.size
-        _pwrite_all(self._fd, data, position)
+        try:
+            _pwrite_all(self._fd, data, position)
+        except OSError:  # a full disk: a torn batch must not stay after the data
+            try:
+                os.truncate(self.log_path, position)
+            except OSError:
+                pass  # the next append overwrites it; recovery cuts what is left
+            raise
         self.size += len(data)
         for pos, header in batches:
             self._track_batch(position + pos, header)
@@ -114,9 +121,12 @@ class LogSegment:
             self.max_timestamp = header.max_timestamp
             self.offset_of_max_timestamp = header.base_offset
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(header.base_offset, position)
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-            self._bytes_since_last_index_entry = 0
+            try:
+                self.offset_index.append(header.base_offset, position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self._bytes_since_last_index_entry = 0
+            except OSError:
+                pass  # a full disk: entries are hints, lookups scan further; the next batch retries
         self._bytes_since_last_index_entry += header.size_in_bytes
         self.next_offset = header.next_offset
 
