@@ -32,6 +32,7 @@ _SPECS = [
     ErrorSpec("NOT_LEADER_OR_FOLLOWER", 6, 421, True),
     ErrorSpec("REQUEST_TIMED_OUT", 7, 504, True),
     ErrorSpec("MESSAGE_TOO_LARGE", 10, 413, False),
+    ErrorSpec("STALE_CONTROLLER_EPOCH", 11, 409, False),
     ErrorSpec("NETWORK_EXCEPTION", 13, 503, True),
     ErrorSpec("COORDINATOR_LOAD_IN_PROGRESS", 14, 503, True),
     ErrorSpec("COORDINATOR_NOT_AVAILABLE", 15, 503, True),

@@ -68,6 +68,8 @@ SCHEMAS: dict[str, Any] = {
         "message": {"type": "string"},
         "retriable": {"type": "boolean"},
         "leader": _obj({"node_id": INT32, "host": {"type": "string"}, "port": INT32}),
+        "partitions": {"type": "array", "items": {"type": "object"},
+                       "description": "JSON produce: every partition's error"},
     }, ("error_code", "message", "retriable")),
     "Partition": _obj({
         "partition": _int(), "leader": _int(-1), "leader_epoch": _int(-1),
@@ -148,6 +150,21 @@ _RECORD_OUT = _obj({
     "headers": {"type": "array", "items": _ref("Header")},
 }, ("partition", "offset", "timestamp", "key", "value", "headers"))
 
+_PRODUCED_PARTITION = _obj({
+    "partition": INT32, "base_offset": _nullable(INT64), "record_count": INT32,
+    "error_code": {"type": "string"}, "message": {"type": "string"}, "retriable": {"type": "boolean"},
+}, ("partition", "base_offset", "record_count"))
+_PRODUCE_ANSWER = (
+    "Records go to their partitions (each partition's leader, forwarded when another broker leads "
+    "it), and every partition is answered on its own, as Kafka's ProduceResponse: `partitions` holds "
+    "one entry per partition written to, with `base_offset` when its records were stored or "
+    "`error_code`, `message` and `retriable` when they were not; `offsets` says the same per record, "
+    "in request order. 200 when at least one partition stored its records: check every entry, and "
+    "retry only the failed partitions (a retry of the stored ones would duplicate them). When no "
+    "partition stored anything, the answer is the first partition's error with its status (e.g. 503 "
+    "KAFKA_STORAGE_ERROR), carrying the same `partitions` list. Invalid input is refused before "
+    "anything is written (400).")
+
 _OFFSET_QUERY = {"oneOf": [{"type": "string", "enum": ["earliest", "latest"]},
                            {"type": "string", "pattern": "^[0-9]{1,18}$"}]}
 
@@ -162,6 +179,8 @@ _PATHS: dict[str, Any] = {
         "controller_id": {**INT32, "description": "the active controller as this node knows it (-1: unknown)"},
         "metadata_offset": {**INT64, "description": "last metadata offset applied here"},
         "broker_state": _nullable({"type": "string", "enum": ["STARTING", "FENCED", "RUNNING"]}),
+        "metadata_log_error": _nullable({"type": "string", "description": "why this node's metadata log "
+                                         "cannot be written now (e.g. a full disk); null while it can"}),
     }, ("status", "node_id", "roles")))},
     "/v1/metadata": {"get": _operation("Brokers, controller and topics", _obj({
         "cluster_id": {"type": "string"}, "controller_id": INT32,
@@ -208,14 +227,15 @@ _PATHS: dict[str, Any] = {
     },
     "/v1/topics/{topic}/records": {
         "parameters": [TOPIC_PARAM],
-        "post": _operation("Produce JSON records", _obj({"offsets": {"type": "array", "items": _obj({
+        "post": {**_operation("Produce JSON records", _obj({"offsets": {"type": "array", "items": _obj({
             "partition": INT32, "offset": _nullable(INT64),
-            "error_code": {"type": "string"}, "message": {"type": "string"},
-        }, ("partition", "offset"))}}, ("offsets",)), body=_obj({
+            "error_code": {"type": "string"}, "message": {"type": "string"}, "retriable": {"type": "boolean"},
+        }, ("partition", "offset"))}, "partitions": {"type": "array", "items": _PRODUCED_PARTITION}},
+            ("offsets", "partitions")), body=_obj({
             "records": {"type": "array", "minItems": 1, "maxItems": 100_000, "items": _RECORD_IN},
             "acks": ACKS,
         }, ("records",)), parameters=[_query("acks", {"type": "string", "enum": [
-            "0", "1", "-1", "all"]})]),
+            "0", "1", "-1", "all"]})]), "description": _PRODUCE_ANSWER},
     },
     "/v1/topics/{topic}/partitions/{partition}/records": {
         "parameters": [TOPIC_PARAM, PARTITION_PARAM],

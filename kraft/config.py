@@ -146,6 +146,13 @@ def _one_dir(value: Any) -> None:
         raise ValueError(f"exactly one directory is supported, got {len(value)}")
 
 
+def _zk_connect(value: Any) -> None:
+    if value is not None:
+        from kraft.zk.znodes import split_connect  # pure, no kazoo
+
+        split_connect(value)
+
+
 def _voters(value: Any) -> None:
     if value:
         parse_voters(value)
@@ -201,7 +208,13 @@ _KEYS = [
               "The cluster id; generated and written to meta.properties when absent."),
     ConfigKey("metadata.mode", "string", "kraft", "kraft (Raft quorum) or zookeeper (compat mode).",
               one_of("kraft", "zookeeper")),
-    ConfigKey("zookeeper.connect", "string", None, "ZooKeeper HOST:PORT for the compat mode."),
+    ConfigKey("zookeeper.connect", "string", None,
+              "ZooKeeper HOST:PORT[,HOST:PORT...][/chroot]: run with metadata in ZooKeeper (compat mode).",
+              _zk_connect),
+    ConfigKey("zookeeper.session.timeout.ms", "int", 18000,
+              "ZooKeeper session timeout: a broker or controller silent this long is gone.", _POS_INT),
+    ConfigKey("zookeeper.connection.timeout.ms", "int", None,
+              "How long to wait for ZooKeeper at start; defaults to the session timeout.", _POS_INT),
     ConfigKey("num.partitions", "int", 1, "Default partition count of new topics.", _POS_INT),
     ConfigKey("default.replication.factor", "int", 1, "Default replication factor of new topics.",
               at_least(1, 32767)),
@@ -359,6 +372,9 @@ class KraftConfig:
 
     def check(self) -> None:
         """Cross-key rules, checked once everything is layered."""
+        if self.zookeeper_mode:
+            self._check_zookeeper_mode()
+            return
         voters = self.voters
         if self.is_controller and voters and self.node_id not in voters:
             raise ConfigError(
@@ -380,10 +396,21 @@ class KraftConfig:
                 "controller.quorum.bootstrap.servers",
                 "a broker-only node needs the client listener of at least one controller",
             )
-        if self["metadata.mode"] == "zookeeper":
-            # Accepted as a name so configs written for the compat mode fail loudly, not silently
-            # run KRaft: the ZooKeeper mode (design §9) is not built yet.
-            raise ConfigError("metadata.mode", "the ZooKeeper compat mode is not available in this version; use kraft")
+
+    @property
+    def zookeeper_mode(self) -> bool:
+        """zookeeper.connect (or metadata.mode=zookeeper) selects the ZooKeeper compat mode."""
+        return self["metadata.mode"] == "zookeeper" or self["zookeeper.connect"] is not None
+
+    def _check_zookeeper_mode(self) -> None:
+        if self["zookeeper.connect"] is None:
+            raise ConfigError("zookeeper.connect", "metadata.mode=zookeeper needs zookeeper.connect")
+        if self["metadata.mode"] == "kraft" and "metadata.mode" in self.values:
+            raise ConfigError("metadata.mode", "kraft contradicts zookeeper.connect")
+        for key in ("process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers"):
+            if key in self.values:
+                raise ConfigError(key, "not used in ZooKeeper mode (zookeeper.connect is set): every node is "
+                                       "a broker and may become the controller; remove it")
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

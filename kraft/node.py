@@ -174,30 +174,45 @@ class Node:
             broker_session_timeout_ms=config["broker.session.timeout.ms"],
             topic_config_keys=TOPIC_CONFIG_KEYS,
         )
+        self.zk: Any = None
+        if config.zookeeper_mode:
+            # metadata from ZooKeeper (kraft/zk): no quorum, follower or broker lifecycle; kazoo
+            # (the zk extra) is imported only in this mode
+            from kraft.zk.mode import ZkServices
+            self.zk = ZkServices(config, self.loader, settings, validate_topic_configs, lambda: self.cluster_id)
         self.quorum: Quorum | None = None
         self.controller: ControllerService | None = None
-        if config.is_controller:
+        if config.is_controller and self.zk is None:
             self.quorum = (RaftQuorum(RaftQuorumConfig.from_kraft_config(config, read_quorum_secret(config)))
                            if config.voters else LocalQuorum(self.data_dir, self.node_id))
             self.controller = ControllerService(self.node_id, self.quorum, self.loader, settings,
                                                 config_validator=validate_topic_configs)
         self.channel = ControllerChannel(self.controller, self.client, self.loader, settings)
-        self.controller_api = ControllerEndpoint(self.node_id, self.controller, self.quorum, self.loader,
-                                                 self.directory, self.client, lambda: self.cluster_id)
+        # what the admin front, ISR changes and producer ids go through
+        front: Any = self.channel if self.zk is None else self.zk.admin
+        if self.zk is None:
+            self.controller_api = ControllerEndpoint(self.node_id, self.controller, self.quorum, self.loader,
+                                                     self.directory, self.client, lambda: self.cluster_id)
+        else:
+            from kraft.zk.mode import ZkControllerEndpoint
+            self.controller_api = ZkControllerEndpoint(self.node_id, self.zk, self.loader, self.directory,
+                                                       self.client, lambda: self.cluster_id)
         self.directory.refresh = self.controller_api.refresh_directory
-        self.follower = None if config.is_controller else MetadataFollower(
+        self.follower = None if config.is_controller or self.zk is not None else MetadataFollower(
             self.node_id, self.loader, self.client, BrokerSnapshotStore(self.data_dir / METADATA_DIR))
-        self.lifecycle = None if not config.is_broker else BrokerLifecycle(
+        self.lifecycle = None if not config.is_broker or self.zk is not None else BrokerLifecycle(
             self.channel, self.node_id, self.endpoint, config["broker.rack"],
             config["broker.heartbeat.interval.ms"], lambda: self.loader.offset, lambda: self.cluster_id,
         )
         self.view = BrokerMetadataView("", config.topic_defaults())
         broker_epoch = (lambda: self.lifecycle.broker_epoch) if self.lifecycle is not None else (lambda: -1)
+        if self.zk is not None:
+            broker_epoch = lambda: self.zk.registration.broker_epoch  # noqa: E731
         self.replica_manager = ReplicaManager(
             self.node_id, self.data_dir, config.log_config(),
             config["log.retention.check.interval.ms"], config["fetch.max.bytes"],
             replication=ReplicationSettings.from_config(config),
-            alter_partition=ControllerAlterPartition(self.channel, self.node_id, broker_epoch),
+            alter_partition=ControllerAlterPartition(front, self.node_id, broker_epoch),
             broker_epoch=broker_epoch,
         )
         info = NodeInfo(
@@ -210,7 +225,7 @@ class Node:
         max_partitions = partition_budget(open_files_limit, OPEN_FILES.capacity)
         log.info("open files: %d for closed segments (log.open.files.max), room for %d partitions",
                  OPEN_FILES.capacity, max_partitions)
-        admin = LocalAdmin(self.channel, self.view, config["delete.topic.enable"], max_partitions)
+        admin = LocalAdmin(front, self.view, config["delete.topic.enable"], max_partitions)
         self.groups = GroupCoordinator(
             self.node_id, self.replica_manager, admin,
             CoordinatorSettings(
@@ -229,7 +244,9 @@ class Node:
         self.metrics.watch_groups(self.groups)
         self.app = build_app(info, self.view, admin, self.replica_manager, cleanup=self._services,
                              group_service=self.groups, metrics_service=self.metrics,
-                             producer_id_service=ProducerIdManager(self.channel, self.node_id, broker_epoch))
+                             producer_id_service=ProducerIdManager(front, self.node_id, broker_epoch))
+        if self.zk is not None:
+            self.zk.install(self.app)
         self.app[CONTROLLER] = self.controller_api
         self.app[NODE_STATUS] = self.status
         self._runner: web.AppRunner | None = None
@@ -243,7 +260,8 @@ class Node:
             "active_controller": self.controller_api.is_active(),
             "controller_id": -1 if leader is None else leader,
             "metadata_offset": self.loader.offset,
-            "broker_state": None if self.lifecycle is None else self.lifecycle.state,
+            "broker_state": (self.lifecycle.state if self.lifecycle is not None else
+                             self.zk.registration.state if self.zk is not None else None),
             # why the metadata log cannot be written now (a full disk); None while it can
             "metadata_log_error": self.quorum.storage_error if isinstance(self.quorum, LocalQuorum) else None,
         }
@@ -260,6 +278,10 @@ class Node:
     async def start_services(self) -> None:
         configured = self.config["cluster.id"] or (quorum_cluster_id(self.config.voters)
                                                    if self.config.voters else None)
+        if self.zk is not None:  # /cluster/id: created by the first node, checked against meta.properties
+            from kraft.zk.mode import read_cluster_id
+            configured = await self.zk.connect(self.config["cluster.id"] or read_cluster_id(
+                self.data_dir / META_PROPERTIES) or new_cluster_id())
         self.cluster_id = await asyncio.to_thread(ensure_meta_properties, self.data_dir, self.node_id, configured)
         self.view.cluster_id = self.cluster_id
         self.loader.install_publisher(self.view)
@@ -272,6 +294,8 @@ class Node:
             await self.controller.start()
         self.replica_manager.start()
         self.groups.start()
+        if self.zk is not None:
+            await self.zk.start(self.endpoint)
         if self.follower is not None:
             await self.follower.start()
         if self.lifecycle is not None:
@@ -283,6 +307,8 @@ class Node:
                  ",".join(self.config.roles), self.data_dir)
 
     async def stop_services(self) -> None:
+        if self.zk is not None:  # closing the session deletes our znodes: leaderships move at once
+            await self.zk.stop()
         if self.lifecycle is not None:
             # a controlled shutdown moves our leaderships now, when there is anyone to take them
             others = [b for b in self.loader.image.live_brokers() if b.broker_id != self.node_id]

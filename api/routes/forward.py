@@ -23,6 +23,7 @@ FORWARDED_HEADER = "X-Kraft-Forwarded"
 FORWARD_TIMEOUT_S = 330.0  # above the longest long poll a read route accepts (300 s)
 SESSION = web.AppKey("forward_session", aiohttp.ClientSession)
 MSGPACK = "application/msgpack"
+PRODUCE_ANSWER_MARGIN_S = 5.0  # beyond a forwarded produce's own timeout_ms
 
 
 async def session_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -84,20 +85,33 @@ async def proxy(request: web.Request, address: tuple[str, int]) -> web.Response:
 
 async def produce_remote(request: web.Request, address: tuple[str, int], entries: Sequence[ProduceEntry],
                          acks: int, timeout_ms: int) -> list[ProduceResult]:
-    """Appends `entries` on their leader through its batch route; one result per entry."""
+    """Appends `entries` on their leader through its batch route; one result per entry, never an
+    exception: a leader that cannot be reached, or refuses the whole request, fails its entries
+    only (the caller may have stored other partitions already)."""
     body = {"acks": acks, "timeout_ms": timeout_ms,
             "partitions": [{"topic": e.topic, "partition": e.partition, "records": e.records} for e in entries]}
     headers = {FORWARDED_HEADER: str(request.app[NODE_INFO].node_id), "Content-Type": MSGPACK, "Accept": MSGPACK}
     url = f"http://{address[0]}:{address[1]}/v1/produce"
+    # the leader answers within timeout_ms; a leader that does not (paused, overloaded) costs no more
+    limit = aiohttp.ClientTimeout(total=timeout_ms / 1000 + PRODUCE_ANSWER_MARGIN_S)
     try:
-        async with request.app[SESSION].post(url, data=msgpack.packb(body), headers=headers) as answer:
+        async with request.app[SESSION].post(url, data=msgpack.packb(body), headers=headers, timeout=limit) as answer:
             reply = msgpack.unpackb(await answer.read())
-    except (aiohttp.ClientError, TimeoutError, ValueError) as e:
-        raise _unreachable(address, e) from None
-    if answer.status >= 400:
-        raise KraftError.from_dict(reply if isinstance(reply, dict) else {"message": str(reply)})
-    return [
-        ProduceResult(p["topic"], p["partition"], p.get("base_offset", -1), p.get("log_start_offset", -1),
-                      p.get("error_code"), p.get("message"))
-        for p in reply["partitions"]
-    ]
+        if answer.status >= 400:
+            raise KraftError.from_dict(reply if isinstance(reply, dict) else {"message": str(reply)})
+        return [
+            ProduceResult(p["topic"], p["partition"], p.get("base_offset", -1), p.get("log_start_offset", -1),
+                          p.get("error_code"), p.get("message"))
+            for p in reply["partitions"]
+        ]
+    except aiohttp.ClientConnectorError as e:  # nothing was sent: nothing was stored
+        error = _unreachable(address, e)
+    except (aiohttp.ClientError, TimeoutError) as e:  # sent, but no answer: the records may be stored
+        error = KraftError("REQUEST_TIMED_OUT", f"the partition leader at {address[0]}:{address[1]} did not "
+                           f"answer ({type(e).__name__}); the records may or may not be stored")
+    except (ValueError, KeyError, TypeError) as e:
+        error = KraftError("UNKNOWN_SERVER_ERROR", f"the partition leader at {address[0]}:{address[1]} answered "
+                           f"something unreadable ({type(e).__name__}: {e})")
+    except KraftError as e:
+        error = e
+    return [ProduceResult(entry.topic, entry.partition, -1, -1, error.error_code, error.message) for entry in entries]

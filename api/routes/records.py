@@ -123,24 +123,28 @@ async def produce_records(request: web.Request) -> web.Response:
         ProduceEntry(name, p, build_batch([row[:4] for row in rows]))
         for p, rows in by_partition.items()
     ]
-    results = await _produce_anywhere(request, entries, acks)
-    failures = [r for r in results if r.error_code]
-    if len(failures) == len(results):
-        raise KraftError(failures[0].error_code or "UNKNOWN_SERVER_ERROR", failures[0].message or "")
+    results = sorted(await _produce_anywhere(request, entries, acks), key=lambda r: r.partition)
+    # Kafka answers every partition on its own: a retry of the failed ones only duplicates nothing
+    partitions = []
     offsets: list[dict[str, Any]] = [{}] * len(items)
     for result in results:
-        for delta, row in enumerate(by_partition[result.partition]):
-            entry: dict[str, Any] = {"partition": result.partition, "offset": None}
-            if result.error_code:
-                entry.update(error_code=result.error_code, message=result.message)
-            elif acks != 0:
-                entry["offset"] = result.base_offset + delta
-            offsets[row[4]] = entry
-    return render(request, {"offsets": offsets})
+        rows = by_partition[result.partition]
+        error = None if not result.error_code else KraftError(result.error_code, result.message or "").to_dict()
+        stored = error is None and acks != 0
+        partitions.append({"partition": result.partition, "base_offset": result.base_offset if stored else None,
+                           "record_count": len(rows), **(error or {})})
+        for delta, row in enumerate(rows):
+            offsets[row[4]] = {"partition": result.partition,
+                               "offset": result.base_offset + delta if stored else None, **(error or {})}
+    if all(r.error_code for r in results):  # nothing stored: the request failed as a whole
+        first = results[0]
+        raise KraftError(first.error_code or "UNKNOWN_SERVER_ERROR", first.message or "", partitions=partitions)
+    return render(request, {"offsets": offsets, "partitions": partitions})
 
 
 async def _produce_anywhere(request: web.Request, entries: list[ProduceEntry], acks: int) -> list[ProduceResult]:
-    """Appends here what this node leads and forwards the rest to the partitions' leaders."""
+    """Appends here what this node leads and forwards the rest to the partitions' leaders: one
+    result per entry, an error for what failed (never an exception once anything may be stored)."""
     local: list[ProduceEntry] = []
     remote: dict[tuple[str, int], list[ProduceEntry]] = {}
     for entry in entries:

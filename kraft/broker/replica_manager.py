@@ -121,6 +121,7 @@ class ReplicaManager:
         self._retention_task: asyncio.Task[None] | None = None
         self._isr_task: asyncio.Task[None] | None = None
         self._fetch_errors: dict[TopicPartition, str] = {}  # the last error each partition backs off on
+        self._unwritable: set[TopicPartition] = set()  # partitions whose last leader append failed
         self._closed = False
         self.fetchers = ReplicaFetcherManager(
             node_id, self, self._broker_endpoint, broker_epoch, replication.fetcher
@@ -376,7 +377,21 @@ class ReplicaManager:
             leader_state = replica.leader_state
             if replica.log is None or leader_state is None:  # deleted or deposed while we waited
                 raise self._not_here(entry.topic, entry.partition)
-            info = replica.log.append_as_leader(entry.records, leader_state.leader_epoch, now_ms())
+            tp = (entry.topic, entry.partition)
+            try:
+                info = replica.log.append_as_leader(entry.records, leader_state.leader_epoch, now_ms())
+            except OSError as e:
+                # e.g. a full disk: the log cut the partial batch, so the partition stays usable
+                # and takes writes again once one succeeds (Kafka would take the log dir offline)
+                if tp not in self._unwritable:  # log the transition, not every refused produce
+                    self._unwritable.add(tp)
+                    log.error("%s-%d: cannot write the log: %s; produce answers KAFKA_STORAGE_ERROR "
+                              "until a write succeeds", entry.topic, entry.partition, e)
+                raise KraftError("KAFKA_STORAGE_ERROR",
+                                 f"{entry.topic}-{entry.partition}: cannot write the log: {e}") from e
+            if tp in self._unwritable:
+                self._unwritable.discard(tp)
+                log.warning("%s-%d: the log is writable again", entry.topic, entry.partition)
             replica.wake_appended()
             replica.maybe_advance_high_watermark()
         return replica, leader_state.leader_epoch, info.first_offset, info.last_offset + 1

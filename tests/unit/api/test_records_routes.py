@@ -20,7 +20,8 @@ async def test_produce_and_read_json(client: TestClient) -> None:
     ]
     resp = await client.post("/v1/topics/t/records", json={"records": records, "acks": 1})
     assert resp.status == 200, await resp.text()
-    assert await resp.json() == {"offsets": [{"partition": 0, "offset": i} for i in range(3)]}
+    assert await resp.json() == {"offsets": [{"partition": 0, "offset": i} for i in range(3)],
+                                 "partitions": [{"partition": 0, "base_offset": 0, "record_count": 3}]}
 
     body = await read_all(client, "t")
     assert (body["high_watermark"], body["log_start_offset"], body["next_offset"]) == (3, 0, 3)

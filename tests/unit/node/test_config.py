@@ -95,8 +95,14 @@ def test_cross_key_rules() -> None:
     ok = load_config({"controller.quorum.voters": "1@h:1,2@h:2",
                       "controller.quorum.secret": "s"})
     assert ok.voters == {1: ("h", 1), 2: ("h", 2)}
-    with pytest.raises(ConfigError, match="metadata.mode.*not available"):
-        load_config({"metadata.mode": "zookeeper", "zookeeper.connect": "127.0.0.1:2181"})
+    assert load_config({"zookeeper.connect": "127.0.0.1:2181/kraft"}).zookeeper_mode
+    with pytest.raises(ConfigError, match="needs zookeeper.connect"):
+        load_config({"metadata.mode": "zookeeper"})
+    for key, value in (("process.roles", "broker"), ("controller.quorum.voters", "1@h:1")):
+        with pytest.raises(ConfigError, match=f"{key}: not used in ZooKeeper mode"):
+            load_config({"zookeeper.connect": "127.0.0.1:2181", key: value})
+    with pytest.raises(ConfigError, match="zookeeper.connect: invalid value"):
+        load_config({"zookeeper.connect": "no-port"})
 
 
 def test_unreadable_or_malformed_files(tmp_path: Path) -> None:

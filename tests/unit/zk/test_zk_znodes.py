@@ -1,0 +1,95 @@
+"""kraft/zk/znodes.py and kraft/zk/image.py: Kafka's znode JSON byte for byte, and the ZooKeeper
+controller's pure election rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from kraft.zk import znodes
+from kraft.zk.image import image_offset, initial_registration, online_change
+from metadata.image import PartitionRegistration, TopicImage
+
+
+def test_cluster_id_and_controller_are_kafkas_json() -> None:
+    assert znodes.encode_cluster_id("Ssz8oSmwSsy2DmjTKEDvnA") == b'{"version":"1","id":"Ssz8oSmwSsy2DmjTKEDvnA"}'
+    assert znodes.decode_cluster_id(b'{"version":"1","id":"abc"}') == "abc"
+    assert znodes.encode_controller(2, 1795460418913) == b'{"version":1,"brokerid":2,"timestamp":"1795460418913"}'
+    assert znodes.decode_controller(b'{"version":1,"brokerid":2,"timestamp":"1"}') == 2
+    assert znodes.encode_controller_epoch(7) == b"7"
+    assert znodes.decode_controller_epoch(b"7") == 7
+
+
+def test_broker_registration_is_kafkas_version_5() -> None:
+    data = znodes.encode_broker("h1", 9092, None, 1795460418895)
+    assert data == (b'{"version":5,"host":"h1","port":9092,"endpoints":["HTTP://h1:9092"],"jmx_port":-1,'
+                    b'"timestamp":"1795460418895","listener_security_protocol_map":{"HTTP":"PLAINTEXT"},'
+                    b'"features":{}}')
+    assert b'"rack":"r1"' in znodes.encode_broker("h1", 9092, "r1", 1)
+    assert znodes.decode_broker(4, znodes.encode_broker("h1", 9092, "r1")) == znodes.BrokerInfo(4, "h1", 9092, "r1")
+    # a Kafka broker's own registration (PLAINTEXT listener) still gives host and port
+    kafka = (b'{"features":{},"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
+             b'"endpoints":["PLAINTEXT://k1:9092"],"jmx_port":-1,"port":9092,"host":"k1","version":5,'
+             b'"timestamp":"1"}')
+    assert znodes.decode_broker(1, kafka) == znodes.BrokerInfo(1, "k1", 9092, None)
+
+
+def test_topic_partition_state_and_config_are_kafkas_json() -> None:
+    topic = znodes.encode_topic("tid", {1: (3, 1, 2), 0: [2, 1, 3]})
+    assert topic == (b'{"version":3,"topic_id":"tid","partitions":{"0":[2,1,3],"1":[3,1,2]},'
+                     b'"adding_replicas":{},"removing_replicas":{}}')
+    decoded = znodes.decode_topic("t", topic)
+    assert decoded.topic_id == "tid" and decoded.partitions == {0: (2, 1, 3), 1: (3, 1, 2)}
+    state = znodes.PartitionState(leader=2, leader_epoch=4, isr=(2, 1), controller_epoch=3)
+    assert znodes.encode_partition_state(state) == (
+        b'{"version":1,"leader":2,"leader_epoch":4,"controller_epoch":3,"isr":[2,1]}')
+    assert znodes.decode_partition_state("t", 0, znodes.encode_partition_state(state)) == state
+    assert znodes.encode_config({"retention.ms": "1000"}) == b'{"version":1,"config":{"retention.ms":"1000"}}'
+    assert znodes.encode_config_change("t") == b'{"version":2,"entity_path":"topics/t"}'
+    assert znodes.encode_isr_change([("t", 0)]) == b'{"version":1,"partitions":[{"topic":"t","partition":0}]}'
+    assert znodes.decode_isr_change("p", b'{"version":1,"partitions":[{"topic":"t","partition":0}]}') == [("t", 0)]
+    assert znodes.encode_producer_id_block(1, 0, 999) == (
+        b'{"version":1,"broker":1,"block_start":"0","block_end":"999"}')
+    assert znodes.partition_state_path("t", 3) == "/brokers/topics/t/partitions/3/state"
+
+
+@pytest.mark.parametrize("data", [b"", b"[]", b'{"version":1}', b'{"leader":"x","leader_epoch":0,'
+                                  b'"controller_epoch":0,"isr":[]}', b"\xff"])
+def test_malformed_znodes_raise_value_error_naming_the_path(data: bytes) -> None:
+    with pytest.raises(ValueError, match="/brokers/topics/t/partitions/0/state"):
+        znodes.decode_partition_state("t", 0, data)
+
+
+def test_topic_partitions_must_be_dense() -> None:
+    with pytest.raises(ValueError, match="numbered"):
+        znodes.decode_topic("t", b'{"version":3,"topic_id":"x","partitions":{"1":[1]}}')
+
+
+def test_connect_string() -> None:
+    assert znodes.split_connect("h1:2181,h2:2181/kraft/a/") == ("h1:2181,h2:2181", "/kraft/a")
+    assert znodes.split_connect("h1:2181") == ("h1:2181", "")
+    for bad in ("", "h1", "h1:x", "/chroot", "h1:2181,:1"):
+        with pytest.raises(ValueError):
+            znodes.split_connect(bad)
+
+
+def test_online_change_moves_leadership_off_dead_brokers() -> None:
+    topic = TopicImage("t", "tid")
+    reg = PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2, 3), leader=1, leader_epoch=4, partition_epoch=9)
+    after = online_change(topic, 0, reg, {2, 3}, unclean_allowed=False)
+    assert after is not None and (after.leader, after.isr, after.leader_epoch, after.partition_epoch) == (
+        2, (2, 3), 5, 10)
+    assert online_change(topic, 0, reg, {1, 2, 3}, unclean_allowed=False) is None
+    # the last ISR member stays in the ISR; the partition goes leaderless until it returns
+    alone = PartitionRegistration(replicas=(1, 2), isr=(1,), leader=1)
+    gone = online_change(topic, 0, alone, {2}, unclean_allowed=False)
+    assert gone is not None and (gone.leader, gone.isr) == (-1, (1,))
+    back = online_change(topic, 0, gone, {1, 2}, unclean_allowed=False)
+    assert back is not None and back.leader == 1
+    unclean = online_change(topic, 0, alone, {2}, unclean_allowed=True)
+    assert unclean is not None and (unclean.leader, unclean.isr) == (2, (2,))
+
+
+def test_initial_registration_and_offsets() -> None:
+    assert initial_registration((3, 1, 2), {1, 2}) == PartitionRegistration((3, 1, 2), (1, 2), 1)
+    assert initial_registration((3,), set()) == PartitionRegistration((3,), (3,), -1)
+    assert image_offset(2, 5) > image_offset(1, 10**6)
