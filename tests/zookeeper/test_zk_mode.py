@@ -1,0 +1,231 @@
+"""ZooKeeper mode against a real ZooKeeper: the znodes are Kafka's, byte for byte where Kafka's
+are deterministic; the same broker serves produce/consume; a killed controller is replaced
+after its session expires with a higher epoch; a paused controller that wakes after its session
+expired is fenced (brokers refuse its epoch, none follows it); ISR expansion is written by the
+partition leader; configuration and connection errors are clear."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+import requests
+
+from harness import NODE_COMMAND, free_port, partition_offsets, wait_for
+from kraft.broker.replication.chaos import AckedProducer, WatchingConsumer, audit, read_partition
+from zk_support import SESSION_TIMEOUT_MS, ZkCluster, ZkNode, ZooKeeperServer
+
+pytestmark = [pytest.mark.zookeeper, pytest.mark.cluster]
+
+TOPIC = "zk-topic"
+REPLICATION = {"min.insync.replicas": 2, "replica.lag.time.max.ms": 3000, "replica.fetch.wait.max.ms": 200}
+
+
+def znode(zookeeper: ZooKeeperServer, chroot: str, path: str) -> tuple[Any, Any]:
+    client = zookeeper.client(chroot)
+    client.start(timeout=10)
+    try:
+        return client.get(path)
+    finally:
+        client.stop()
+        client.close()
+
+
+def znode_json(zookeeper: ZooKeeperServer, chroot: str, path: str) -> Any:
+    return json.loads(znode(zookeeper, chroot, path)[0])
+
+
+def controller_epoch(zookeeper: ZooKeeperServer, chroot: str) -> int:
+    return int(znode(zookeeper, chroot, "/controller_epoch")[0])
+
+
+def create_topic(cluster: ZkCluster, via: int, name: str, partitions: int = 1, rf: int = 3,
+                 configs: dict[str, str] | None = None) -> dict[str, Any]:
+    response = requests.post(f"{cluster.node(via).url}/v1/topics", timeout=40, json={
+        "name": name, "partitions": partitions, "replication_factor": rf, "configs": configs or {}})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def topic_state(cluster: ZkCluster, node_id: int, name: str) -> list[dict[str, Any]]:
+    [topic] = [t for t in cluster.metadata(node_id)["topics"] if t["name"] == name]
+    return topic["partitions"]
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory):
+    c = ZkCluster(tmp_path_factory.mktemp("zk-cluster"), zookeeper, chroot="/shared", **REPLICATION)
+    try:
+        yield c.start()
+    finally:
+        c.stop()
+
+
+@pytest.mark.timeout(120)
+def test_znodes_are_kafkas(cluster: ZkCluster, zookeeper: ZooKeeperServer) -> None:
+    created = create_topic(cluster, 2, "json-topic", partitions=2, configs={"retention.ms": "60000"})
+    chroot = cluster.chroot
+    cluster_id = cluster.node(1).health()["cluster_id"]
+    assert znode_json(zookeeper, chroot, "/cluster/id") == {"version": "1", "id": cluster_id}
+    controller = cluster.controller()
+    data = znode_json(zookeeper, chroot, "/controller")
+    assert data.keys() == {"version", "brokerid", "timestamp"} and data["version"] == 1
+    assert data["brokerid"] == controller and data["timestamp"].isdigit()
+    assert controller_epoch(zookeeper, chroot) >= 1
+    for broker_id in (1, 2, 3):
+        node = cluster.node(broker_id)
+        data, stat = znode(zookeeper, chroot, f"/brokers/ids/{broker_id}")
+        assert stat.ephemeralOwner != 0  # ephemeral: gone with the broker's session
+        broker = json.loads(data)
+        assert broker.pop("timestamp").isdigit()
+        assert broker == {"version": 5, "host": "127.0.0.1", "port": node.port,
+                          "endpoints": [f"HTTP://127.0.0.1:{node.port}"], "jmx_port": -1,
+                          "listener_security_protocol_map": {"HTTP": "PLAINTEXT"}, "features": {}}
+    topic = znode_json(zookeeper, chroot, "/brokers/topics/json-topic")
+    partitions = topic_state(cluster, 1, "json-topic")
+    assert topic == {"version": 3, "topic_id": created["topic_id"],
+                     "partitions": {str(p["partition"]): p["replicas"] for p in partitions},
+                     "adding_replicas": {}, "removing_replicas": {}}
+    for p in partitions:
+        state = znode_json(zookeeper, chroot, f"/brokers/topics/json-topic/partitions/{p['partition']}/state")
+        assert state == {"version": 1, "leader": p["leader"], "leader_epoch": p["leader_epoch"],
+                         "controller_epoch": state["controller_epoch"], "isr": p["isr"]}
+        assert 1 <= state["controller_epoch"] <= controller_epoch(zookeeper, chroot)
+    assert znode_json(zookeeper, chroot, "/config/topics/json-topic") == {
+        "version": 1, "config": {"retention.ms": "60000"}}
+    # AdminZkClient-style deletion: marked in /admin/delete_topics, gone from every broker
+    assert requests.delete(f"{cluster.node(3).url}/v1/topics/json-topic", timeout=40).status_code in (200, 202, 204)
+    wait_for(lambda: all(not [t for t in cluster.metadata(i)["topics"] if t["name"] == "json-topic"]
+                         for i in (1, 2, 3)), 30, what="the topic gone everywhere")
+    client = zookeeper.client(chroot)
+    client.start(timeout=10)
+    try:
+        wait_for(lambda: client.exists("/brokers/topics/json-topic") is None
+                 and not client.get_children("/admin/delete_topics"), 30, what="the topic's znodes deleted")
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.mark.timeout(180)
+def test_produce_consume_and_leader_written_isr_expansion(cluster: ZkCluster, zookeeper: ZooKeeperServer) -> None:
+    create_topic(cluster, 1, TOPIC)
+    bootstrap = ",".join(n.bootstrap for n in cluster.nodes.values())
+    producer = AckedProducer(bootstrap, TOPIC).start()
+    consumer = WatchingConsumer(bootstrap, TOPIC).start()
+    try:
+        producer.wait_acked_more(300, 60)
+        [partition] = topic_state(cluster, 1, TOPIC)
+        leader = partition["leader"]
+        follower = next(b for b in partition["replicas"] if b != leader)
+        path = f"/brokers/topics/{TOPIC}/partitions/0/state"
+        _, before = znode(zookeeper, cluster.chroot, path)
+        cluster.node(follower).kill()  # its session expires: the controller takes it out of the ISR
+        wait_for(lambda: follower not in znode_json(zookeeper, cluster.chroot, path)["isr"], 30,
+                 what=f"broker {follower} out of the ISR")
+        producer.wait_acked_more(300, 60)  # min.insync.replicas 2: still acknowledged
+        cluster.node(follower).start()
+        # back in sync, the leader (not the controller) expands the ISR with a conditional setData
+        wait_for(lambda: sorted(znode_json(zookeeper, cluster.chroot, path)["isr"]) == [1, 2, 3], 60,
+                 what="the ISR expanded by the leader")
+        state, after = znode(zookeeper, cluster.chroot, path)
+        assert json.loads(state)["leader"] == leader and after.version >= before.version + 2
+        wait_for(lambda: all(sorted(topic_state(cluster, i, TOPIC)[0]["isr"]) == [1, 2, 3] for i in (1, 2, 3)),
+                 30, what="every broker sees the expanded ISR (isr_change_notification)")
+        producer.wait_acked_more(300, 60)
+    finally:
+        producer.stop()
+        consumer.stop()
+    high_watermark = wait_for(
+        lambda: (o := partition_offsets(cluster.node(leader), TOPIC))["high_watermark"] == o["log_end_offset"]
+        and o["high_watermark"], 30, what="the high watermark at the log end")
+    report = audit(producer.acked, read_partition(bootstrap, TOPIC, 0, high_watermark), consumer.seen)
+    assert report.acked >= 900 and report.lost == 0 and report.truncated_seen == 0, report
+    assert len(consumer.seen) > 0
+
+
+@pytest.mark.timeout(180)
+def test_killed_controller_is_replaced_with_a_higher_epoch(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    cluster = ZkCluster(tmp_path, zookeeper, chroot="/failover", **REPLICATION)
+    try:
+        cluster.start()
+        old = cluster.controller()
+        epoch = controller_epoch(zookeeper, cluster.chroot)
+        create_topic(cluster, old, "led", partitions=3)
+        led = [p["partition"] for p in topic_state(cluster, old, "led") if p["leader"] == old]
+        assert led  # placement gives every broker one leadership of 3 partitions
+        cluster.node(old).kill()  # kill -9: /controller and /brokers/ids/<old> go after the session timeout
+        others = [i for i in (1, 2, 3) if i != old]
+        new = cluster.controller(exclude=(old,))
+        assert new != old and controller_epoch(zookeeper, cluster.chroot) > epoch
+        cluster.wait_for_brokers(others, on=others)
+        for node_id in others:
+            for p in topic_state(cluster, node_id, "led"):
+                assert p["leader"] in others and old not in p["isr"], p
+        create_topic(cluster, others[0], "after-failover", rf=2)
+        wait_for(lambda: all(topic_state(cluster, i, "after-failover") for i in others), 30,
+                 what="the new topic on every live broker")
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.timeout(180)
+def test_paused_controller_is_fenced_when_it_wakes(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    cluster = ZkCluster(tmp_path, zookeeper, chroot="/paused", **REPLICATION)
+    try:
+        cluster.start()
+        old = cluster.controller()
+        old_epoch = controller_epoch(zookeeper, cluster.chroot)
+        cluster_id = cluster.node(old).health()["cluster_id"]
+        others = [i for i in (1, 2, 3) if i != old]
+        cluster.node(old).pause()  # SIGSTOP past the session timeout
+        try:
+            new = cluster.controller(exclude=(old,))
+            new_epoch = controller_epoch(zookeeper, cluster.chroot)
+            assert new != old and new_epoch > old_epoch
+            cluster.wait_for_brokers(others, on=others)
+        finally:
+            cluster.node(old).resume()  # wakes believing it is the controller
+        # it learns it is not (session expired, or a broker refused its epoch) and follows the new one
+        wait_for(lambda: not cluster.node(old).health()["active_controller"], 30, what="the old controller resigned")
+        answers = cluster.wait_for_brokers([1, 2, 3], timeout=60)
+        assert {a["controller_id"] for a in answers.values()} == {new}
+        assert "resigns" in cluster.node(old).log_path.read_text()
+        # what the old controller's pushes get from every broker now: refused, nothing applied
+        for node_id in (1, 2, 3):
+            before = cluster.node(node_id).health()["metadata_offset"]
+            stale = {"cluster_id": cluster_id, "controller_id": old, "controller_epoch": old_epoch,
+                     "image": {"format": 1, "offset": before + 1, "controller_epoch": old_epoch,
+                               "controller_id": old, "brokers": [], "topics": [], "configs": [],
+                               "next_producer_id": 0, "request_ids": []}}
+            response = requests.post(f"{cluster.node(node_id).url}/v1/zk/update-metadata", timeout=10,
+                                     data=msgpack.packb(stale), headers={"Content-Type": "application/x-msgpack"})
+            assert response.status_code == 409 and response.json()["error_code"] == "STALE_CONTROLLER_EPOCH"
+            assert cluster.node(node_id).health()["metadata_offset"] == before
+            assert sorted(b["node_id"] for b in cluster.metadata(node_id)["brokers"]) == [1, 2, 3]
+    finally:
+        cluster.stop()
+
+
+def test_role_or_quorum_with_zookeeper_is_a_configuration_error(tmp_path: Path) -> None:
+    for flags in (["--role", "broker"], ["--controller-quorum", "1@127.0.0.1:9093"]):
+        result = subprocess.run(NODE_COMMAND + ["--zookeeper-connect", "127.0.0.1:2181", "--data-dir",
+                                                str(tmp_path / "data"), *flags],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2, result.stderr
+        assert "not used in ZooKeeper mode" in result.stderr
+
+
+@pytest.mark.timeout(120)
+def test_zookeeper_unreachable_at_start_is_a_clear_error(tmp_path: Path) -> None:
+    node = ZkNode(node_id=1, data_dir=tmp_path / "data-1", overrides={
+        "zookeeper.connect": f"127.0.0.1:{free_port()}", "zookeeper.connection.timeout.ms": 1000,
+        "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS})
+    node.start(wait=False)
+    assert node.proc is not None
+    assert node.proc.wait(60) == 1
+    assert "unreachable within 1 s (zookeeper.connection.timeout.ms)" in node.log_path.read_text()
