@@ -243,9 +243,10 @@ def _binary_column(batch: pa.RecordBatch, index: int) -> pa.Array:
 
 
 def _row_ends(values: pa.Array) -> Sequence[int]:
-    """`row_ends` of keyless rows, computed by Arrow."""
+    """`row_ends` of keyless rows, computed by Arrow. A list, not `to_numpy()`: the spark extra
+    does not bring numpy, and pyarrow works without it."""
     sizes = pc.add(pc.fill_null(pc.binary_length(values), 0).cast(pa.int64()), RECORD_OVERHEAD)
-    return pc.cumulative_sum(sizes).to_numpy()
+    return pc.cumulative_sum(sizes).to_pylist()
 
 
 def _or_empty(data: bytes | None) -> bytes:
