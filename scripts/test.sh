@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
+# ZooKeeper-mode tests start their own server from the package's jars (tests/zookeeper)
+[ -f /usr/share/java/zookeeper.jar ] || need_apt+=(zookeeper)
 if [ ${#need_apt[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
