@@ -247,6 +247,9 @@ _KEYS = [
     ConfigKey("log.flush.interval.messages", "long", LONG_MAX,
               "fsync after this many messages.", _POSITIVE),
     ConfigKey("log.flush.interval.ms", "long", None, "fsync after this many ms.", _NON_NEG),
+    ConfigKey("log.flush.offset.checkpoint.interval.ms", "int", 60000,
+              "How often rolled segments are fsynced and the recovery point checkpointed (an "
+              "unclean restart re-validates only the segments after it).", _POS_INT),
     ConfigKey("log.cleanup.policy", "list", ["delete"], "delete, compact, or both.",
               subset_of("delete", "compact")),
     ConfigKey("log.cleaner.delete.retention.ms", "long", 86400000,

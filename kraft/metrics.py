@@ -126,7 +126,11 @@ class ReplicaManagerCollector(_Guarded):
         under = GaugeMetricFamily("kafka_cluster_partition_underreplicated",
                                   "1 when this leader's partition has fewer in-sync replicas than "
                                   "replicas.", labels=labels)
-        total_size = total_segments = 0
+        quarantined_doc = ("Corrupt regions of the partition's log that recovery quarantined: kept, "
+                           "never served (reads answer CORRUPT_MESSAGE).")
+        quarantined = GaugeMetricFamily("kraft_log_quarantined_regions", quarantined_doc,
+                                        labels=labels)
+        total_size = total_segments = total_quarantined = 0
         for topic in image.topics.by_name.values():
             for index, reg in topic.partitions.items():
                 if self.node_id not in reg.replicas:
@@ -141,12 +145,14 @@ class ReplicaManagerCollector(_Guarded):
                 if plog is not None:
                     total_size += plog.size_in_bytes
                     total_segments += len(plog.segments)
+                    total_quarantined += len(plog.quarantined)
                     if self.topic_labels:
                         tp = [topic.name, str(index)]
                         size.add_metric(tp, plog.size_in_bytes)
                         segments.add_metric(tp, len(plog.segments))
                         start.add_metric(tp, plog.log_start_offset)
                         end.add_metric(tp, plog.log_end_offset)
+                        quarantined.add_metric(tp, len(plog.quarantined))
                 if reg.leader != self.node_id:
                     continue
                 counts["leadercount"] += 1
@@ -176,11 +182,12 @@ class ReplicaManagerCollector(_Guarded):
         fetcher_lag.add_metric(["Replica"], max_lag)
         yield fetcher_lag
         if self.topic_labels:
-            yield from (size, segments, start, end, under)
+            yield from (size, segments, start, end, under, quarantined)
         else:
             yield _gauge("kafka_log_log_size", "Bytes of this broker's logs.", total_size)
             yield _gauge("kafka_log_log_numlogsegments", "Segments of this broker's logs.",
                          total_segments)
+            yield _gauge("kraft_log_quarantined_regions", quarantined_doc, total_quarantined)
         yield _gauge("kafka_server_brokermetadatametrics_last_applied_record_offset",
                      "Offset of the last metadata record this broker applied.", image.offset)
 

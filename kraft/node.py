@@ -214,6 +214,7 @@ class Node:
             replication=ReplicationSettings.from_config(config),
             alter_partition=ControllerAlterPartition(front, self.node_id, broker_epoch),
             broker_epoch=broker_epoch,
+            recovery_point_checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
         )
         info = NodeInfo(
             node_id=self.node_id, roles=config.roles,

@@ -4,7 +4,9 @@ Every checkpoint is written whole to `<name>.tmp`, fsynced, renamed over `<name>
 directory fsynced, so a crash leaves either the old or the new file, never a torn one.
 `partition.checkpoint` (JSON) holds the partition's `log_start_offset`, `recovery_point` and
 `high_watermark` (Kafka keeps these in three per-log-dir files; one file per partition is simpler
-here). The leader-epoch cache has its own Kafka-format file (`log/epoch_cache.py`).
+here), and the `[start, end)` offset ranges recovery quarantined as corrupt, so the segments
+holding them are re-validated at the next start rather than trusted. The leader-epoch cache has its
+own Kafka-format file (`log/epoch_cache.py`).
 `producer_state.snapshot` (msgpack) holds the idempotent-producer state as of an offset (Kafka's
 `<offset>.snapshot`), so a partition starts by replaying only the batch headers after it.
 """
@@ -51,6 +53,7 @@ class PartitionCheckpoint:
     log_start_offset: int = 0
     recovery_point: int = 0
     high_watermark: int = 0
+    quarantined: tuple[tuple[int, int], ...] = ()
 
     @classmethod
     def read(cls, directory: Path) -> PartitionCheckpoint | None:
@@ -63,6 +66,7 @@ class PartitionCheckpoint:
                 log_start_offset=int(raw["log_start_offset"]),
                 recovery_point=int(raw["recovery_point"]),
                 high_watermark=int(raw["high_watermark"]),
+                quarantined=tuple((int(a), int(b)) for a, b in raw.get("quarantined", ())),
             )
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None

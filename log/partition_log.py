@@ -20,15 +20,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
-from log.batch import BatchHeader, iter_batches
+from log.batch import HEADER_SIZE, BatchHeader, iter_batches, validate_batch
 from log.checkpoint import PartitionCheckpoint, ProducerStateSnapshot, fsync_dir
 from log.cleaner import CleanerStats, LogCleaner
 from log.config import LogConfig
-from log.errors import OffsetOutOfRangeError
+from log.errors import CorruptRecordError, OffsetOutOfRangeError
 from log.producer_state import Duplicate, ProducerStateManager
 from log.recovery import LogLoader
 from log.retention import segments_to_delete
-from log.segment import LogSegment
+from log.segment import CorruptRegion, LogSegment
 from log.validator import LogValidator, ValidatedBatches
 
 logger = logging.getLogger(__name__)
@@ -127,6 +127,11 @@ class PartitionLog:
     @property
     def segments(self) -> tuple[LogSegment, ...]:
         return tuple(self._segments)
+
+    @property
+    def quarantined(self) -> tuple[CorruptRegion, ...]:
+        """The corrupt regions recovery kept but will not serve (reads raise CORRUPT_MESSAGE)."""
+        return tuple(r for s in self._segments for r in s.corrupt_regions)
 
     @property
     def size_in_bytes(self) -> int:
@@ -278,16 +283,27 @@ class PartitionLog:
         else:
             return b""
         position, first = found
-        if first.last_offset >= limit:
-            return b""
-        if first.size_in_bytes > max_bytes and not min_one_batch:
-            return b""
-        data = segment.read(position, max(max_bytes, first.size_in_bytes))
+        # Every batch served is checked (framing, CRC, offset order, with the header after it
+        # read too): a corrupt one raises CorruptRecordError (CORRUPT_MESSAGE), never b"".
+        later = self._segments.index(segment) + 1
+        upper = self._segments[later].base_offset if later < len(self._segments) else self._log_end_offset
+        data = segment.read(position, max(max_bytes, first.size_in_bytes) + HEADER_SIZE)
+        for region in segment.corrupt_regions:
+            if position <= region.position < position + len(data):
+                data = data[: region.position - position]
         end = 0
-        for pos, header in iter_batches(data):
-            if header.last_offset >= limit or (pos > 0 and pos + header.size_in_bytes > max_bytes):
-                break
-            end = pos + header.size_in_bytes
+        try:
+            for pos, header in _checked_batches(data, upper):
+                if header.last_offset >= limit or (
+                    pos + header.size_in_bytes > max_bytes and (pos > 0 or not min_one_batch)
+                ):
+                    break
+                end = pos + header.size_in_bytes
+        except CorruptRecordError as e:
+            raise CorruptRecordError(
+                f"{self.directory.name}: corrupt batch at offset {fetch_offset} (segment "
+                f"{segment.base_offset}, position {position}): {e}"
+            ) from None
         return data[:end]
 
     def offset_for_timestamp(
@@ -337,7 +353,8 @@ class PartitionLog:
         for segment in self._segments:
             if segment.next_offset <= offset:
                 continue
-            found = segment.find_batch(offset)
+            region = segment.corrupt_region_of(offset)  # no producer state in corrupt data
+            found = segment.find_batch(offset if region is None else region.end_offset)
             if found is None:
                 continue
             for _, header in segment.batches(found[0]):
@@ -477,6 +494,23 @@ class PartitionLog:
             self._last_flush_ms = _now_ms() if now_ms is None else now_ms
             self.checkpoint()
 
+    def flush_closed_segments(self) -> None:
+        """The broker's periodic recovery-point checkpoint (log.flush.offset.checkpoint.interval.ms):
+        fsyncs the closed segments not yet flushed, moves the recovery point to the active
+        segment's base offset (Kafka flushes a segment once rolled) and checkpoints, so a
+        restart after kill -9 re-validates only the active segment and what was rolled since."""
+        with self._lock:
+            target = self._active.base_offset
+            if target > self._recovery_point:
+                for segment in self._segments[:-1]:
+                    if segment.next_offset > self._recovery_point:
+                        segment.flush()
+                if self._dir_dirty:
+                    fsync_dir(self.directory)
+                    self._dir_dirty = False
+                self._recovery_point = target
+            self.checkpoint()
+
     def checkpoint(self) -> None:
         """Writes log start offset, recovery point and high watermark, and the producer state
         as of the log end offset (atomic file replaces)."""
@@ -485,6 +519,7 @@ class PartitionLog:
                 log_start_offset=self._log_start_offset,
                 recovery_point=self._recovery_point,
                 high_watermark=self._high_watermark,
+                quarantined=tuple((r.start_offset, r.end_offset) for r in self.quarantined),
             ).write(self.directory)
             ProducerStateSnapshot(self._log_end_offset, self._producer_state.snapshot()).write(
                 self.directory
@@ -514,6 +549,48 @@ class PartitionLog:
             f"PartitionLog({self.directory.name}, log_start_offset={self._log_start_offset}, "
             f"high_watermark={self._high_watermark}, log_end_offset={self._log_end_offset})"
         )
+
+
+def _checked_batches(data: bytes, upper_offset: int) -> Iterator[tuple[int, BatchHeader]]:
+    """The whole batches of `data` (raw segment bytes from a batch boundary) while each one's
+    framing, CRC and offset order hold, offsets staying below `upper_offset`. A batch is yielded
+    once the header after it (when there is one) is in order too: base offsets sit outside the
+    CRC, so a base offset below its predecessor's means either may be wrong and neither is
+    served. Raises CorruptRecordError when not even the first batch can be served."""
+    previous: tuple[int, BatchHeader] | None = None
+    served = False
+    pos = 0
+    while len(data) - pos >= HEADER_SIZE:
+        header = BatchHeader.parse(data, pos)
+        try:
+            if previous is not None and header.base_offset < previous[1].next_offset:
+                if header.base_offset < previous[1].base_offset:
+                    previous = None
+                raise CorruptRecordError(
+                    f"batch at position {pos} has base offset {header.base_offset}, below the "
+                    f"previous batch's next offset"
+                )
+            if header.last_offset >= upper_offset or header.last_offset_delta < 0:
+                raise CorruptRecordError(
+                    f"batch at position {pos} claims offsets {header.base_offset}-"
+                    f"{header.last_offset}, beyond {upper_offset}"
+                )
+            if pos + header.size_in_bytes > len(data):
+                break  # the header after the read: only its order is checked
+            validate_batch(data, pos)
+        except CorruptRecordError:
+            if previous is not None:
+                yield previous
+            elif not served:
+                raise
+            return
+        if previous is not None:
+            yield previous
+            served = True
+        previous = (pos, header)
+        pos += header.size_in_bytes
+    if previous is not None:
+        yield previous
 
 
 def _span(header: BatchHeader) -> tuple[int, int]:

@@ -2,10 +2,13 @@
 
 Leftovers of interrupted work (`*.tmp`, `*.cleaned`, indexes without a `.log`) are removed. Segments
 ending at or below the recovery point are trusted and opened from their indexes (rebuilt if missing
-or corrupt). Every segment holding offsets at or above the recovery point is re-validated batch by
-batch: a torn or corrupt tail is cut at the last valid batch and logged, and every later segment
-is deleted, as Kafka does, so corrupt data is never served. The leader-epoch cache is trimmed to the
-recovered log, and rebuilt from batch headers when its checkpoint is missing.
+or corrupt), unless the checkpoint lists a quarantined region in them. Every other segment is
+re-validated batch by batch. Only the active segment's tail above the recovery point can be torn by
+a crash: a corrupt batch there is cut with everything after it and logged at WARNING. A corrupt
+batch anywhere else (a closed segment, or flushed data below the recovery point) is bit rot: it is
+quarantined (kept, never served: reads answer CORRUPT_MESSAGE), logged at ERROR, and every later
+valid batch and segment is kept. The leader-epoch cache is trimmed to the recovered log, and rebuilt
+from batch headers when its checkpoint is missing.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from log.checkpoint import PartitionCheckpoint
 from log.config import LogConfig
 from log.epoch_cache import LeaderEpochFileCache
 from log.errors import CorruptRecordError
-from log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from log.segment import CorruptRegion, LogSegment
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +38,7 @@ class LoadedLog:
     recovery_point: int
     high_watermark: int
     leader_epoch_cache: LeaderEpochFileCache
+    quarantined: list[CorruptRegion]
 
 
 class LogLoader:
@@ -55,13 +59,12 @@ class LogLoader:
 
         segments: list[LogSegment] = []
         for i, base_offset in enumerate(base_offsets):
-            segment, truncated = self._load_segment(
-                base_offset, checkpoint.recovery_point, epoch_cache, rebuild_epochs
-            )
-            segments.append(segment)
-            if truncated and i + 1 < len(base_offsets):
-                self._delete_later_segments(base_offsets[i + 1 :])
-                break
+            upper = base_offsets[i + 1] if i + 1 < len(base_offsets) else None
+            suspect = any(base_offset <= start < (upper if upper is not None else 2**63)
+                          for start, _ in checkpoint.quarantined)
+            segments.append(self._load_segment(
+                base_offset, upper, checkpoint.recovery_point, epoch_cache, rebuild_epochs, suspect
+            ))
 
         log_start_offset = max(checkpoint.log_start_offset, segments[0].base_offset if segments else 0)
         if not segments or log_start_offset > segments[-1].next_offset:
@@ -85,6 +88,7 @@ class LogLoader:
             recovery_point=max(log_start_offset, min(checkpoint.recovery_point, log_end_offset)),
             high_watermark=max(log_start_offset, min(checkpoint.high_watermark, log_end_offset)),
             leader_epoch_cache=epoch_cache,
+            quarantined=[r for s in segments for r in s.corrupt_regions],
         )
 
     def _clean_directory(self) -> list[int]:
@@ -112,28 +116,46 @@ class LogLoader:
     def _load_segment(
         self,
         base_offset: int,
+        upper_offset: int | None,
         recovery_point: int,
         epoch_cache: LeaderEpochFileCache,
         rebuild_epochs: bool,
-    ) -> tuple[LogSegment, bool]:
+        suspect: bool,
+    ) -> LogSegment:
         """Opens one segment, trusting it when it ends at or below the recovery point (so a
-        cleanly closed log starts without a scan) and re-validating it otherwise; returns it and
-        whether its tail was cut."""
-        if recovery_point > base_offset:
+        cleanly closed log starts without a scan) and re-validating it otherwise or when it
+        held a quarantined region (`suspect`). `upper_offset` is the next segment's base offset
+        (None for the active segment)."""
+        if recovery_point > base_offset and not suspect:
             try:
                 segment = LogSegment.open(self.directory, base_offset, self.config, self.now_ms)
             except CorruptRecordError as e:
                 logger.warning("%s: rebuilding segment %d: %s", self.directory, base_offset, e)
             else:
-                if segment.next_offset <= recovery_point:
+                bound = recovery_point if upper_offset is None else min(recovery_point, upper_offset)
+                if segment.next_offset <= bound:
                     if rebuild_epochs:
                         for _, header in segment.batches():
                             if header.partition_leader_epoch >= 0:
                                 epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-                    return segment, False
+                    return segment
                 segment.close()
         segment = LogSegment(self.directory, base_offset, self.config, self.now_ms)
-        result = segment.recover(epoch_cache)
+        # A closed segment is never a crash's torn tail: all of its corruption is quarantined.
+        result = segment.recover(
+            epoch_cache,
+            quarantine_below=recovery_point if upper_offset is None else upper_offset,
+            upper_offset=upper_offset,
+        )
+        for region in result.quarantined:
+            logger.error(
+                "%s: offsets [%d, %d) of segment %s (bytes %d-%d) are corrupt and quarantined: "
+                "%s. Reads of them answer CORRUPT_MESSAGE; later data is kept. A follower "
+                "refetches them from its leader; if this broker leads the partition, elect an "
+                "in-sync replica leader (or reassign the partition) so this one refetches them",
+                self.directory, region.start_offset, region.end_offset, segment.log_path.name,
+                region.position, region.end_position, region.reason,
+            )
         if result.truncated_bytes:
             logger.warning(
                 "%s: truncated %d bytes of segment %s after %d valid bytes (log end offset now "
@@ -141,13 +163,4 @@ class LogLoader:
                 self.directory, result.truncated_bytes, segment.log_path.name, result.valid_bytes,
                 segment.next_offset, result.error,
             )
-        return segment, result.truncated_bytes > 0
-
-    def _delete_later_segments(self, base_offsets: list[int]) -> None:
-        for base_offset in base_offsets:
-            logger.warning(
-                "%s: deleting segment %d, which follows a corrupt segment",
-                self.directory, base_offset,
-            )
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                (self.directory / f"{base_offset:020d}{suffix}").unlink(missing_ok=True)
+        return segment

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from log.batch import HEADER_SIZE, BatchHeader, Record, decode_records, validate_batch
+from log.batch import (
+    HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, Record, decode_records, validate_batch,
+)
 from log.config import INT_MAX, LogConfig
 from log.errors import CorruptRecordError
 from log.file_cache import OPEN_FILES, CachedFile
@@ -29,6 +31,7 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 _SCAN_CHUNK = 16 * 1024  # header scans read this much at a time (index entries are ~4 KiB apart)
 _RECOVERY_CHUNK = 4 * 1024 * 1024  # recovery validates whole batches, so reads bigger chunks
+_MAGIC_POS = 16  # where the magic byte sits in a batch header
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -36,12 +39,27 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 
 
 @dataclass(frozen=True)
+class CorruptRegion:
+    """Offsets [start_offset, end_offset) of a segment that recovery found corrupt and kept
+    (quarantined) rather than cut: reads of them raise CorruptRecordError. The bytes sit at
+    [position, end_position) of the segment file."""
+
+    segment_base_offset: int
+    start_offset: int
+    end_offset: int
+    position: int
+    end_position: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class SegmentRecovery:
-    """What `LogSegment.recover` kept and cut; `error` says why the tail was cut."""
+    """What `LogSegment.recover` kept, cut and quarantined; `error` says why the tail was cut."""
 
     valid_bytes: int
     truncated_bytes: int
     error: str | None
+    quarantined: tuple[CorruptRegion, ...] = ()
 
 
 class LogSegment:
@@ -76,6 +94,7 @@ class LogSegment:
         self.next_offset = base_offset  # offset after the last batch's last offset
         self.rolling_based_timestamp: int | None = None  # first batch's max timestamp
         self._bytes_since_last_index_entry = 0
+        self.corrupt_regions: tuple[CorruptRegion, ...] = ()  # set by `recover`
 
     @classmethod
     def open(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
@@ -161,28 +180,65 @@ class LogSegment:
         size = min(max_size, self.size - position)
         return _pread_all(self._fd, size, position) if size > 0 else b""
 
-    def batches(self, start_position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
-        """Headers of the (already validated) batches from `start_position` on."""
+    def batches(
+        self, start_position: int = 0, first_offset: int | None = None
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """Headers of the batches from `start_position` on, each checked as far as a header
+        alone can be: length, magic, and offsets in order. `first_offset` is the offset the
+        batch at `start_position` starts at (an index entry's). Raises CorruptRecordError, so a
+        corrupt header can make a scan neither skip data nor loop."""
         pos = start_position
         end = self.size
+        expected, exact = (self.base_offset, False) if first_offset is None else (first_offset, True)
+        skips = {r.position: r for r in self.corrupt_regions}
         while end - pos >= HEADER_SIZE:
             chunk = _pread_all(self._fd, min(_SCAN_CHUNK, end - pos), pos)
             off = 0
             while len(chunk) - off >= HEADER_SIZE:
+                region = skips.get(pos + off)
+                if region is not None:  # known bad bytes: resume after them
+                    off = region.end_position - pos
+                    expected, exact = region.end_offset, False
+                    continue
                 header = BatchHeader.parse(chunk, off)
-                if header.batch_length < HEADER_SIZE - 12 or pos + off + header.size_in_bytes > end:
-                    raise CorruptRecordError(
-                        f"{self.log_path}: bad batch length at position {pos + off}"
-                    )
+                self._check_header(header, pos + off, expected, exact)
                 yield pos + off, header
+                expected, exact = header.next_offset, False
                 off += header.size_in_bytes
             pos += off
 
+    def _check_header(self, header: BatchHeader, position: int, expected: int, exact: bool) -> None:
+        if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or position + header.size_in_bytes > self.size:
+            problem = f"bad batch length {header.batch_length}"
+        elif header.magic != MAGIC:
+            problem = f"magic {header.magic}, expected {MAGIC}"
+        elif header.base_offset != expected if exact else header.base_offset < expected:
+            problem = (f"base offset {header.base_offset} out of order (expected "
+                       f"{'' if exact else 'at least '}{expected})")
+        elif header.last_offset_delta < 0 or header.last_offset - self.base_offset > INT_MAX:
+            problem = f"last offset delta {header.last_offset_delta} out of range"
+        else:
+            return
+        raise CorruptRecordError(f"{self.log_path.name}: batch at position {position}: {problem}")
+
+    def corrupt_region_of(self, offset: int) -> CorruptRegion | None:
+        for region in self.corrupt_regions:
+            if region.start_offset <= offset < region.end_offset:
+                return region
+        return None
+
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= `offset` (the batch holding it, or the next
-        one after a gap), found from the offset index then a short header scan."""
-        _, position = self.offset_index.lookup(offset)
-        for pos, header in self.batches(position):
+        one after a gap), found from the offset index then a short header scan. Raises
+        CorruptRecordError for a quarantined offset or a corrupt header on the way."""
+        region = self.corrupt_region_of(offset)
+        if region is not None:
+            raise CorruptRecordError(
+                f"offset {offset} is in the quarantined corrupt range [{region.start_offset}, "
+                f"{region.end_offset}) of segment {self.base_offset}: {region.reason}"
+            )
+        indexed, position = self.offset_index.lookup(offset)
+        for pos, header in self.batches(position, indexed if position > 0 else None):
             if header.last_offset >= offset:
                 return pos, header
         return None
@@ -218,59 +274,110 @@ class LogSegment:
     # -- truncation and recovery ----------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> int:
-        """Removes every batch whose last offset is >= `offset`; returns bytes removed."""
-        found = self.find_batch(offset)
-        if found is None:
-            return 0
-        position, header = found
+        """Removes every batch whose last offset is >= `offset` (and any quarantined region
+        there); returns bytes removed."""
+        region = self.corrupt_region_of(offset)
+        if region is not None:
+            position, cut_offset = region.position, region.start_offset
+        else:
+            found = self.find_batch(offset)
+            if found is None:
+                return 0
+            position, cut_offset = found[0], found[1].base_offset
         removed = self.size - position
         with self._fd as fd:
             os.ftruncate(fd, position)
         self.size = position
-        self.offset_index.truncate_to(header.base_offset)
-        self.time_index.truncate_to(header.base_offset)
+        self.corrupt_regions = tuple(r for r in self.corrupt_regions if r.position < position)
+        self.offset_index.truncate_to(cut_offset)
+        self.time_index.truncate_to(cut_offset)
         self._restore_tail_state()
         return removed
 
-    def recover(self, epoch_cache: LeaderEpochFileCache | None = None) -> SegmentRecovery:
-        """Re-validates every batch (framing, CRC, offsets), rebuilds both indexes and cuts the
-        file after the last valid batch. Assigns batch epochs to `epoch_cache` as it goes."""
+    def recover(
+        self,
+        epoch_cache: LeaderEpochFileCache | None = None,
+        *,
+        quarantine_below: int | None = None,
+        upper_offset: int | None = None,
+    ) -> SegmentRecovery:
+        """Re-validates every batch (framing, CRC, offsets), rebuilds both indexes and assigns
+        batch epochs to `epoch_cache` as it goes. `upper_offset` is where the next segment
+        starts: no batch may reach it. A corrupt batch where offsets below `quarantine_below`
+        belong (flushed data, or any data of a closed segment) is bit rot, not a crash: it is
+        quarantined (`corrupt_regions`) and the scan resumes at the next valid batch, or at the
+        next segment when none follows. Otherwise the corrupt batch starts a torn tail and the
+        file is cut after the last valid batch."""
         self.offset_index.reset()
         self.time_index.reset()
         self._reset_tail_state()
+        reader = _ChunkReader(self._fd, self.size)
+        regions: list[CorruptRegion] = []
         error: str | None = None
         pos = 0
-        buf = b""
-        buf_start = 0
         while pos < self.size:
-            off = pos - buf_start
-            need = HEADER_SIZE
-            if len(buf) - off >= HEADER_SIZE:
-                need = max(HEADER_SIZE, BatchHeader.parse(buf, off).size_in_bytes)
-            if len(buf) - off < need:
-                buf = _pread_all(self._fd, min(max(need, _RECOVERY_CHUNK), self.size - pos), pos)
-                buf_start, off = pos, 0
-                if len(buf) < HEADER_SIZE:
-                    error = f"{len(buf)} trailing bytes are too short for a batch header"
-                    break
             try:
-                header = validate_batch(buf, off)
-                self._check_offsets(header)
+                header = reader.validate(pos)
+                self._check_offsets(header, upper_offset)
             except CorruptRecordError as e:
-                error = str(e)
-                break
+                error = f"position {pos}: {e}"
+                if quarantine_below is None or self.next_offset >= quarantine_below:
+                    break
+                resumed = self._resync(pos + 1, upper_offset)
+                if resumed is None and upper_offset is None:
+                    break  # nothing valid after it and no later segment: offsets are unknown
+                end_position, end_offset = resumed or (self.size, upper_offset)
+                regions.append(CorruptRegion(self.base_offset, self.next_offset, end_offset, pos,
+                                             end_position, error))
+                error = None
+                self.next_offset = end_offset
+                # index the batch after the region: lookups past it never scan into it
+                self._bytes_since_last_index_entry = self.index_interval_bytes + 1
+                pos = end_position
+                continue
             self._track_batch(pos, header)
             if epoch_cache is not None and header.partition_leader_epoch >= 0:
                 epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
             pos += header.size_in_bytes
+        self.corrupt_regions = tuple(regions)
         truncated = self.size - pos
         if truncated:
             with self._fd as fd:
                 os.ftruncate(fd, pos)
             self.size = pos
-        return SegmentRecovery(valid_bytes=pos, truncated_bytes=truncated, error=error)
+        return SegmentRecovery(valid_bytes=pos, truncated_bytes=truncated, error=error,
+                               quarantined=self.corrupt_regions)
 
-    def _check_offsets(self, header: BatchHeader) -> None:
+    def _resync(self, start: int, upper_offset: int | None) -> tuple[int, int] | None:
+        """(position, base offset) of the first valid batch at or after `start`: a position
+        whose header has the magic byte, plausible offsets and a matching CRC (a false match
+        needs a CRC-32C collision)."""
+        reader = _ChunkReader(self._fd, self.size)
+        magic = bytes((MAGIC,))
+        pos = start
+        while self.size - pos >= HEADER_SIZE:
+            chunk = _pread_all(self._fd, min(_RECOVERY_CHUNK, self.size - pos), pos)
+            i = chunk.find(magic, _MAGIC_POS)
+            while i >= 0:
+                candidate = pos + i - _MAGIC_POS
+                if len(chunk) - (i - _MAGIC_POS) < HEADER_SIZE or self._plausible(
+                    BatchHeader.parse(chunk, i - _MAGIC_POS), candidate
+                ):
+                    try:
+                        header = reader.validate(candidate)
+                        self._check_offsets(header, upper_offset)
+                        return candidate, header.base_offset
+                    except CorruptRecordError:
+                        pass
+                i = chunk.find(magic, i + 1)
+            pos += len(chunk) - _MAGIC_POS
+        return None
+
+    def _plausible(self, header: BatchHeader, position: int) -> bool:
+        return (header.base_offset >= self.next_offset
+                and HEADER_SIZE <= header.size_in_bytes <= self.size - position)
+
+    def _check_offsets(self, header: BatchHeader, upper_offset: int | None = None) -> None:
         # base_offset and the epoch sit outside the CRC, so a torn write there must be caught here
         if header.base_offset < self.next_offset or header.last_offset_delta < header.record_count - 1:
             raise CorruptRecordError(
@@ -279,6 +386,10 @@ class LogSegment:
             )
         if header.last_offset - self.base_offset > INT_MAX or header.last_offset_delta < 0:
             raise CorruptRecordError(f"batch at offset {header.base_offset} is out of range")
+        if upper_offset is not None and header.last_offset >= upper_offset:
+            raise CorruptRecordError(
+                f"batch at offset {header.base_offset} reaches the next segment's {upper_offset}"
+            )
 
     def _reset_tail_state(self) -> None:
         self.max_timestamp = -1
@@ -301,13 +412,16 @@ class LogSegment:
         offset, position = self.offset_index.lookup(2**63 - 1)
         self.next_offset = offset
         end = position
-        for pos, header in self.batches(position):
+        for pos, header in self.batches(position, offset if position > 0 else None):
             if header.max_timestamp > self.max_timestamp:
                 self.max_timestamp = header.max_timestamp
                 self.offset_of_max_timestamp = header.base_offset
             self._bytes_since_last_index_entry += header.size_in_bytes
             self.next_offset = header.next_offset
             end = pos + header.size_in_bytes
+        for region in self.corrupt_regions:  # a quarantined region may end the file
+            if region.position >= end:
+                end, self.next_offset = region.end_position, region.end_offset
         if end != self.size:
             raise CorruptRecordError(f"{self.log_path}: {self.size - end} trailing bytes after the last batch")
 
@@ -350,6 +464,31 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self.next_offset})"
+
+
+class _ChunkReader:
+    """Reads a segment file forward in big chunks for batch-by-batch validation."""
+
+    def __init__(self, file: CachedFile, size: int) -> None:
+        self.file = file
+        self.size = size
+        self.buf = b""
+        self.start = 0
+
+    def _view(self, position: int, need: int) -> tuple[bytes, int]:
+        off = position - self.start
+        if off < 0 or len(self.buf) - off < need:
+            self.buf = _pread_all(self.file, min(max(need, _RECOVERY_CHUNK), self.size - position), position)
+            self.start, off = position, 0
+        return self.buf, off
+
+    def validate(self, position: int) -> BatchHeader:
+        """The header of the batch at `position`, its framing and CRC checked."""
+        buf, off = self._view(position, HEADER_SIZE)
+        if len(buf) - off < HEADER_SIZE:
+            raise CorruptRecordError(f"{len(buf) - off} trailing bytes are too short for a batch header")
+        buf, off = self._view(position, max(HEADER_SIZE, BatchHeader.parse(buf, off).size_in_bytes))
+        return validate_batch(buf, off)
 
 
 def _pwrite_all(file: CachedFile, data: bytes | bytearray, position: int) -> None:

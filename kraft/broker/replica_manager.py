@@ -103,14 +103,18 @@ class ReplicaManager:
         alter_partition: AlterPartitionChannel | None = None,
         broker_epoch: Callable[[], int] = lambda: -1,
         clock_ms: Callable[[], int] = monotonic_ms,
+        recovery_point_checkpoint_interval_ms: int = 60_000,
     ) -> None:
         """`alter_partition` reaches the active controller (None: ISRs never change, enough for
         single-replica partitions); `broker_epoch` is this broker's registration epoch, sent with
-        follower fetches; `clock_ms` times follower lag (monotonic)."""
+        follower fetches; `clock_ms` times follower lag (monotonic);
+        `recovery_point_checkpoint_interval_ms` is Kafka's
+        log.flush.offset.checkpoint.interval.ms."""
         self.node_id = node_id
         self.data_dir = data_dir
         self.base_config = base_config
         self.retention_check_interval_ms = retention_check_interval_ms
+        self.recovery_point_checkpoint_interval_ms = recovery_point_checkpoint_interval_ms
         self.fetch_max_bytes = fetch_max_bytes
         self.replication = replication
         self.alter_partition = alter_partition
@@ -120,6 +124,7 @@ class ReplicaManager:
         self._tasks: set[asyncio.Task[None]] = set()
         self._retention_task: asyncio.Task[None] | None = None
         self._isr_task: asyncio.Task[None] | None = None
+        self._checkpoint_task: asyncio.Task[None] | None = None
         self._fetch_errors: dict[TopicPartition, str] = {}  # the last error each partition backs off on
         self._unwritable: set[TopicPartition] = set()  # partitions whose last leader append failed
         self._closed = False
@@ -134,6 +139,7 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
         self._retention_task = loop.create_task(self._retention_loop())
         self._isr_task = loop.create_task(self._isr_loop())
+        self._checkpoint_task = loop.create_task(self._checkpoint_loop())
         leftovers = [p for p in self.data_dir.glob(f"*{DELETED_SUFFIX}") if p.is_dir()]
         for path in leftovers:  # deletions a crash interrupted
             self._spawn(lambda p=path: asyncio.to_thread(shutil.rmtree, p, True))
@@ -142,7 +148,8 @@ class ReplicaManager:
         """Stops background work, then flushes and closes every log (checkpoints written)."""
         self._closed = True
         await self.fetchers.close()
-        background = [t for t in (self._retention_task, self._isr_task) if t is not None]
+        background = [t for t in (self._retention_task, self._isr_task, self._checkpoint_task)
+                      if t is not None]
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
@@ -230,6 +237,12 @@ class ReplicaManager:
                 replica.wake_all()  # acks=all waiters of an older epoch fail now
                 log.info("%s-%d: leader at epoch %d from offset %d, isr %s", replica.topic,
                          replica.partition, state.leader_epoch, plog.log_end_offset, list(state.isr))
+                if plog.quarantined:
+                    log.error("%s-%d: leads with quarantined corrupt offsets %s, whose reads answer "
+                              "CORRUPT_MESSAGE: restart this broker (or reassign the partition) so "
+                              "an in-sync replica leads and this one refetches them", replica.topic,
+                              replica.partition,
+                              [(r.start_offset, r.end_offset) for r in plog.quarantined])
             else:
                 current.on_metadata(state.partition_epoch, state.replicas, state.isr)
             replica.maybe_advance_high_watermark()  # the ISR may have changed
@@ -240,10 +253,24 @@ class ReplicaManager:
             replica.wake_all()
             log.info("%s-%d: no longer leader (epoch %d, leader %d)", replica.topic,
                      replica.partition, state.leader_epoch, state.leader)
+        if plog.quarantined and state.leader != NO_LEADER:  # only with a leader to refetch from
+            self._refetch_quarantined(replica)
         if state.leader == NO_LEADER:
             self.fetchers.remove(key)
         else:
             self.fetchers.assign(key, state.leader, state.leader_epoch)
+
+    @staticmethod
+    def _refetch_quarantined(replica: Replica) -> None:
+        """A follower drops its log from the first corrupt region recovery quarantined and
+        fetches the rest again from the leader (as after a truncation to the leader's log); a
+        leader keeps its regions quarantined, since no one else is known to hold them intact."""
+        plog = replica.log
+        start = min(r.start_offset for r in plog.quarantined)
+        log.warning("%s-%d: truncating to %d, the start of a quarantined corrupt region (log end "
+                    "%d), to refetch it and everything after it from the leader", replica.topic,
+                    replica.partition, start, plog.log_end_offset)
+        plog.truncate_to(start)
 
     def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         broker = self.image.cluster.broker(broker_id)
@@ -722,6 +749,27 @@ class ReplicaManager:
             log.warning("%s-%d: AlterPartition %s refused: %s", replica.topic, replica.partition,
                         list(proposal.new_isr), e)
             state.on_alter_failed(proposal)
+
+    async def _checkpoint_loop(self) -> None:
+        """Kafka's recovery-point checkpoint (log.flush.offset.checkpoint.interval.ms): closed
+        segments are fsynced and the recovery point moved past them, in a thread, so a restart
+        after kill -9 re-validates only what was written since."""
+        while True:
+            await asyncio.sleep(self.recovery_point_checkpoint_interval_ms / 1000)
+            await self.checkpoint_recovery_points()
+
+    async def checkpoint_recovery_points(self) -> None:
+        for replica in list(self._replicas.values()):
+            if replica.log is None:
+                continue
+            async with replica.lock:
+                if replica.log is None:
+                    continue
+                try:
+                    await asyncio.to_thread(replica.log.flush_closed_segments)
+                except Exception:
+                    log.exception("checkpointing the recovery point of %s-%d failed",
+                                  replica.topic, replica.partition)
 
     async def _isr_loop(self) -> None:
         """Kafka's isr-expiration task: shrink out followers that stopped catching up."""

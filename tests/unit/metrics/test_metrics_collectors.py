@@ -71,6 +71,7 @@ class FakeLog:
     high_watermark: int = 0
     size_in_bytes: int = 0
     segments: tuple = (object(),)
+    quarantined: tuple = ()
 
 
 @dataclass
@@ -161,7 +162,7 @@ def test_replica_manager_counts_follow_the_image_and_local_replicas() -> None:
     replicas = {
         ("a", 0): FakeReplica(min_isr_2, FakeLog(3, 120, 120, 4096, (1, 2)), follower_leos={2: 120, 3: 100}),
         ("a", 1): FakeReplica(min_isr_2, FakeLog(0, 50, 50, 1000), follower_leos={2: 45}),
-        ("a", 2): FakeReplica(min_isr_2, FakeLog(0, 7, 7, 10)),
+        ("a", 2): FakeReplica(min_isr_2, FakeLog(0, 7, 7, 10, quarantined=(object(),))),
         ("b", 0): FakeReplica(log=None, open_error=OSError("disk")),
     }
     metrics, _, _ = with_broker(image, replicas)
@@ -180,6 +181,8 @@ def test_replica_manager_counts_follow_the_image_and_local_replicas() -> None:
     assert value(s, "kafka_log_log_logendoffset", topic="a", partition="2") == 7
     assert value(s, "kafka_cluster_partition_underreplicated", topic="a", partition="1") == 1
     assert value(s, "kafka_cluster_partition_underreplicated", topic="a", partition="0") == 0
+    assert value(s, "kraft_log_quarantined_regions", topic="a", partition="2") == 1
+    assert value(s, "kraft_log_quarantined_regions", topic="a", partition="0") == 0
     assert ("kafka_log_log_size", (("partition", "3"), ("topic", "a"))) not in s
     assert value(s, "kafka_server_brokermetadatametrics_last_applied_record_offset") == image.offset
 
@@ -194,6 +197,7 @@ def test_topic_labels_off_aggregates_per_broker() -> None:
     s = scrape(metrics)
     assert value(s, "kafka_log_log_size") == 150
     assert value(s, "kafka_log_log_numlogsegments") == 3
+    assert value(s, "kraft_log_quarantined_regions") == 0
     assert value(s, "kafka_server_brokertopicmetrics_messagesin_total") == 3
     assert not any("topic" in dict(labels) for _, labels in s)
     assert not any(name == "kafka_log_log_logendoffset" for name, _ in s)

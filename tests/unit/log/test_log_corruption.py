@@ -1,0 +1,169 @@
+"""Corrupt batches: reads answer CORRUPT_MESSAGE (never an empty read), recovery quarantines bit
+rot instead of cutting the log, and the periodic recovery-point checkpoint bounds what an unclean
+restart re-validates."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from log.batch import iter_batches
+from log.checkpoint import PARTITION_CHECKPOINT, PartitionCheckpoint
+from log.config import LogConfig
+from log.errors import CorruptRecordError
+from log.partition_log import PartitionLog
+from log_testing import make_batch
+
+CONFIG = LogConfig(segment_bytes=2000, index_interval_bytes=200)
+RECORD_COUNT_POS = 57  # the last int32 of the 61-byte header, covered by the CRC
+
+
+def _filled(directory: Path, batches: int = 60) -> PartitionLog:
+    log = PartitionLog.open(directory, CONFIG, 0)
+    for _ in range(batches):
+        log.append_as_leader(make_batch(5, size=20), 0, 0)
+    log.high_watermark = log.log_end_offset
+    assert len(log.segments) >= 4
+    return log
+
+
+def _crash(log: PartitionLog) -> None:
+    """What kill -9 leaves: the files as written, no flush, no checkpoint written at close."""
+    for segment in log.segments:
+        segment.close()
+
+
+def _batch_of(log: PartitionLog, segment_index: int, nth: int) -> tuple[Path, int, int, int]:
+    """(segment file, position, base offset, next offset) of the nth batch of a segment."""
+    segment = log.segments[segment_index]
+    data = segment.read(0, segment.size)
+    pos, header = list(iter_batches(data))[nth]
+    return segment.log_path, pos, header.base_offset, header.next_offset
+
+
+def _flip(path: Path, position: int, mask: int = 0x40) -> None:
+    with path.open("r+b") as f:
+        f.seek(position)
+        byte = f.read(1)[0]
+        f.seek(position)
+        f.write(bytes([byte ^ mask]))
+
+
+def _read_all_but(log: PartitionLog, start: int, end: int) -> int:
+    """Reads every offset outside [start, end) batch by batch; returns the records read. Reads
+    inside the range must raise CorruptRecordError."""
+    with pytest.raises(CorruptRecordError, match=f"offset {start}"):
+        log.read(start, 10**6)
+    with pytest.raises(CorruptRecordError):
+        log.read(end - 1, 10**6)
+    count, offset = 0, log.log_start_offset
+    while offset < log.log_end_offset:
+        if offset == start:
+            offset = end
+            continue
+        chunk = log.read(offset, 300)
+        assert chunk.records, f"empty read at {offset}"
+        assert chunk.next_offset > offset and not (offset < start < chunk.next_offset)
+        count += sum(h.record_count for _, h in iter_batches(chunk.records))
+        offset = chunk.next_offset
+    return count
+
+
+@pytest.mark.parametrize("restart", ["clean", "unclean"])
+def test_flipped_header_byte_in_a_closed_segment(tmp_path: Path, restart: str) -> None:
+    directory = tmp_path / "t-0"
+    log = _filled(directory)
+    total, segments = log.log_end_offset, len(log.segments)
+    path, pos, start, end = _batch_of(log, 1, 2)
+    if restart == "clean":
+        log.close()
+    else:
+        _crash(log)
+        assert not (directory / PARTITION_CHECKPOINT).exists()  # never checkpointed: all re-validated
+    _flip(path, pos + RECORD_COUNT_POS + 3)
+
+    again = PartitionLog.open(directory, CONFIG, 0)
+    try:
+        assert again.log_end_offset == total and len(again.segments) == segments
+        assert _read_all_but(again, start, end) == total - (end - start)
+        if restart == "unclean":  # found by recovery: quarantined, kept, checkpointed
+            [region] = again.quarantined
+            assert (region.start_offset, region.end_offset) == (start, end)
+            again.checkpoint()
+            assert PartitionCheckpoint.read(directory).quarantined == ((start, end),)
+        # the log keeps taking appends after it
+        assert again.append_as_leader(make_batch(1), 0, 0).first_offset == total
+    finally:
+        again.close()
+    if restart == "unclean":  # a quarantined segment is re-validated at every start
+        third = PartitionLog.open(directory, CONFIG, 0)
+        try:
+            assert [(r.start_offset, r.end_offset) for r in third.quarantined] == [(start, end)]
+        finally:
+            third.close()
+
+
+def test_a_read_reaching_a_corrupt_batch_serves_what_precedes_it(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    log = _filled(directory)
+    path, pos, start, _ = _batch_of(log, 1, 2)
+    log.close()
+    _flip(path, pos + RECORD_COUNT_POS + 3)
+    again = PartitionLog.open(directory, CONFIG, 0)
+    try:
+        segment_start = again.segments[1].base_offset
+        chunk = again.read(segment_start, 10**6)
+        assert chunk.records and chunk.next_offset == start
+    finally:
+        again.close()
+
+
+def test_inflated_base_offset_answers_corrupt_not_empty(tmp_path: Path) -> None:
+    """The base offset is outside the CRC: a flipped high bit made the batch look far ahead, and
+    reads of it answered nothing, forever."""
+    directory = tmp_path / "t-0"
+    log = _filled(directory)
+    path, pos, start, _ = _batch_of(log, 1, 2)
+    log.close()
+    with path.open("r+b") as f:
+        f.seek(pos)
+        (base,) = struct.unpack(">q", f.read(8))
+        f.seek(pos)
+        f.write(struct.pack(">q", base | 1 << 40))
+    again = PartitionLog.open(directory, CONFIG, 0)
+    try:
+        with pytest.raises(CorruptRecordError):
+            again.read(start, 10**6, max_offset=again.high_watermark)
+    finally:
+        again.close()
+
+
+def test_unclean_restart_validates_only_from_the_recovery_point(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    log = _filled(directory, 40)
+    log.flush_closed_segments()
+    checkpointed = log.segments[-1].base_offset
+    assert log.recovery_point == checkpointed
+    assert PartitionCheckpoint.read(directory).recovery_point == checkpointed
+    for _ in range(40):  # rolled after the checkpoint: not known flushed
+        log.append_as_leader(make_batch(5, size=20), 0, 0)
+    below = _batch_of(log, 1, 1)
+    above_index = next(i for i, s in enumerate(log.segments) if s.base_offset >= checkpointed) + 1
+    above = _batch_of(log, above_index, 1)
+    total = log.log_end_offset
+    _crash(log)
+    for path, pos, _, _ in (below, above):
+        _flip(path, pos + RECORD_COUNT_POS + 3)
+
+    again = PartitionLog.open(directory, CONFIG, 0)
+    try:
+        # only the segment past the recovery point was re-validated and its batch quarantined;
+        # the one below was trusted, and reads of its corrupt batch fail all the same
+        assert [(r.start_offset, r.end_offset) for r in again.quarantined] == [above[2:]]
+        with pytest.raises(CorruptRecordError):
+            again.read(below[2], 10**6)
+        assert again.log_end_offset == total and again.recovery_point == checkpointed
+    finally:
+        again.close()
