@@ -23,7 +23,10 @@ from typing import Any, Callable, Mapping
 
 import msgpack
 from aiohttp import web
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    BadVersionError, ConnectionClosedError, ConnectionLoss, NodeExistsError, NoNodeError, OperationTimeoutError,
+    SessionExpiredError,
+)
 
 from api.errors import KraftError
 from kraft.controller import handlers
@@ -40,6 +43,7 @@ log = logging.getLogger("kraft.zk.broker")
 
 UPDATE_METADATA_PATH = "/v1/zk/update-metadata"
 VISIBLE_TIMEOUT_S = 30.0
+ZK_UNAVAILABLE = (ConnectionLoss, ConnectionClosedError, SessionExpiredError, OperationTimeoutError)
 REGISTRATION_RETRY_S = 0.2
 
 
@@ -191,6 +195,17 @@ class ZkAdmin:
     def _zk(self) -> Any:
         return self.session.client
 
+    async def _zk_call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Runs a blocking ZooKeeper step; ZooKeeper being away is a retriable NETWORK_EXCEPTION
+        (nothing was written, or the write's outcome is re-checked by the retry's validation)."""
+        if not self._zk.connected:
+            raise KraftError("NETWORK_EXCEPTION", f"ZooKeeper {self.session.settings.connect} is unreachable: retry")
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except ZK_UNAVAILABLE as e:
+            raise KraftError("NETWORK_EXCEPTION", f"ZooKeeper {self.session.settings.connect}: "
+                                                  f"{type(e).__name__}: retry") from None
+
     # -- topics (AdminZkClient) -------------------------------------------------------------------
 
     async def create_topics(self, name: str, partitions: int | None = None, replication_factor: int | None = None,
@@ -201,7 +216,7 @@ class ZkAdmin:
             return result.response
         topic_id = result.response["topic_id"]
         assignment = {r.partition: r.replicas for r in result.records if isinstance(r, Partition)}
-        await asyncio.to_thread(self._create_topic, name, topic_id, assignment, result.response["configs"])
+        await self._zk_call(self._create_topic, name, topic_id, assignment, result.response["configs"])
         await self.waiter.wait(
             lambda image: (t := image.topic_by_name(name)) is not None and t.topic_id == topic_id
             and len(t.partitions) == len(assignment), f"topic {name!r}")
@@ -230,7 +245,7 @@ class ZkAdmin:
         result = handlers.delete_topic(self.loader.image, name)
         topic_id = result.response["topic_id"]
         try:
-            await asyncio.to_thread(self._zk.create, znodes.delete_topic_path(name))
+            await self._zk_call(self._zk.create, znodes.delete_topic_path(name))
         except NodeExistsError:
             pass  # already marked
         await self.waiter.wait(lambda image: image.topic_by_id(topic_id) is None, f"the deletion of {name!r}")
@@ -242,7 +257,7 @@ class ZkAdmin:
         if validate_only:
             return result.response
         added = {r.partition: r.replicas for r in result.records if isinstance(r, Partition)}
-        await asyncio.to_thread(self._add_partitions, name, added)
+        await self._zk_call(self._add_partitions, name, added)
         await self.waiter.wait(
             lambda image: (t := image.topic_by_name(name)) is not None and len(t.partitions) >= count,
             f"{count} partitions of {name!r}")
@@ -271,7 +286,7 @@ class ZkAdmin:
         if validate_only or not result.records:
             return result.response
         merged = result.response["configs"]
-        await asyncio.to_thread(self._alter_config, resource_name, merged)
+        await self._zk_call(self._alter_config, resource_name, merged)
         await self.waiter.wait(lambda image: dict(image.topic_configs(resource_name)) == merged,
                                f"the configs of {resource_name!r}")
         return result.response
@@ -294,7 +309,7 @@ class ZkAdmin:
         reg = image.partition(topic, partition)
         assert reg is not None  # alter_partition checked it
         after = reg.merge(result.records[0])
-        await asyncio.to_thread(self._write_isr, topic, partition, reg.partition_epoch,
+        await self._zk_call(self._write_isr, topic, partition, reg.partition_epoch,
                                 znodes.encode_partition_state(partition_state(after, image.controller_epoch)))
         return result.response
 
@@ -312,7 +327,7 @@ class ZkAdmin:
     # -- producer ids ------------------------------------------------------------------------------
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> dict[str, Any]:
-        start = await asyncio.to_thread(self._claim_producer_ids, broker_id)
+        start = await self._zk_call(self._claim_producer_ids, broker_id)
         return {"producer_id_start": start, "producer_id_len": znodes.PRODUCER_ID_BLOCK_SIZE}
 
     def _claim_producer_ids(self, broker_id: int) -> int:

@@ -229,3 +229,41 @@ def test_zookeeper_unreachable_at_start_is_a_clear_error(tmp_path: Path) -> None
     assert node.proc is not None
     assert node.proc.wait(60) == 1
     assert "unreachable within 1 s (zookeeper.connection.timeout.ms)" in node.log_path.read_text()
+
+
+@pytest.mark.timeout(240)
+def test_zookeeper_lost_mid_run_keeps_serving_and_loses_nothing(tmp_path: Path) -> None:
+    """ZooKeeper down: leaders keep acknowledging acks=all writes with the ISR they have, admin
+    requests answer a retriable NETWORK_EXCEPTION; back up, the same sessions carry on."""
+    zookeeper = ZooKeeperServer(tmp_path / "own-zookeeper").start()
+    cluster = ZkCluster(tmp_path, zookeeper, chroot="/outage", **REPLICATION)
+    try:
+        cluster.start()
+        create_topic(cluster, 1, TOPIC)
+        bootstrap = ",".join(n.bootstrap for n in cluster.nodes.values())
+        producer = AckedProducer(bootstrap, TOPIC).start()
+        try:
+            producer.wait_acked_more(200, 60)
+            zookeeper.stop()  # kill -9 of the only ZooKeeper server
+            producer.wait_acked_more(300, 60)
+            response = requests.post(f"{cluster.node(2).url}/v1/topics", timeout=40,
+                                     json={"name": "during-outage", "partitions": 1, "replication_factor": 3})
+            assert response.status_code == 503 and response.json()["error_code"] == "NETWORK_EXCEPTION"
+            assert "ZooKeeper" in response.json()["message"]
+            zookeeper.start()  # same data dir and port: the sessions are resumed
+            wait_for(lambda: requests.post(f"{cluster.node(2).url}/v1/topics", timeout=40, json={
+                "name": "after-outage", "partitions": 1, "replication_factor": 3}).status_code in (201, 409),
+                60, interval=0.5, what="topic creation working again")
+            cluster.wait_for_brokers([1, 2, 3])
+            producer.wait_acked_more(200, 60)
+        finally:
+            producer.stop()
+        leader = topic_state(cluster, 1, TOPIC)[0]["leader"]
+        high_watermark = wait_for(
+            lambda: (o := partition_offsets(cluster.node(leader), TOPIC))["high_watermark"] == o["log_end_offset"]
+            and o["high_watermark"], 30, what="the high watermark at the log end")
+        report = audit(producer.acked, read_partition(bootstrap, TOPIC, 0, high_watermark), {})
+        assert report.acked >= 700 and report.lost == 0, report
+    finally:
+        cluster.stop()
+        zookeeper.stop()
