@@ -106,9 +106,12 @@ async def produce_remote(request: web.Request, address: tuple[str, int], entries
         ]
     except aiohttp.ClientConnectorError as e:  # nothing was sent: nothing was stored
         error = _unreachable(address, e)
-    except (aiohttp.ClientError, TimeoutError) as e:  # sent, but no answer: the records may be stored
+    except TimeoutError:  # sent, but no answer: the records may be stored
         error = KraftError("REQUEST_TIMED_OUT", f"the partition leader at {address[0]}:{address[1]} did not "
-                           f"answer ({type(e).__name__}); the records may or may not be stored")
+                           f"answer within {limit.total:.0f} s; the records may or may not be stored")
+    except aiohttp.ClientError as e:
+        error = KraftError("NETWORK_EXCEPTION", f"the connection to the partition leader at {address[0]}:"
+                           f"{address[1]} failed ({type(e).__name__}); the records may or may not be stored")
     except (ValueError, KeyError, TypeError) as e:
         error = KraftError("UNKNOWN_SERVER_ERROR", f"the partition leader at {address[0]}:{address[1]} answered "
                            f"something unreadable ({type(e).__name__}: {e})")

@@ -124,7 +124,7 @@ async def produce_records(request: web.Request) -> web.Response:
         for p, rows in by_partition.items()
     ]
     results = sorted(await _produce_anywhere(request, entries, acks), key=lambda r: r.partition)
-    # Kafka answers every partition on its own: a retry of the failed ones only duplicates nothing
+    # as Kafka, every partition is answered on its own: a client resends only the failed ones
     partitions = []
     offsets: list[dict[str, Any]] = [{}] * len(items)
     for result in results:
@@ -136,7 +136,7 @@ async def produce_records(request: web.Request) -> web.Response:
         for delta, row in enumerate(rows):
             offsets[row[4]] = {"partition": result.partition,
                                "offset": result.base_offset + delta if stored else None, **(error or {})}
-    if all(r.error_code for r in results):  # nothing stored: the request failed as a whole
+    if all(r.error_code for r in results):  # no partition stored its records: one error answers
         first = results[0]
         raise KraftError(first.error_code or "UNKNOWN_SERVER_ERROR", first.message or "", partitions=partitions)
     return render(request, {"offsets": offsets, "partitions": partitions})
