@@ -52,6 +52,8 @@ class LogCleaner:
                 break
             if now_ms - segment.largest_timestamp < self.config.min_compaction_lag_ms:
                 break
+            if segment.corrupt_regions:  # rewriting it would turn quarantined data into a gap
+                break
             count += 1
         return count
 

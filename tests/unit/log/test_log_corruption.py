@@ -167,3 +167,21 @@ def test_unclean_restart_validates_only_from_the_recovery_point(tmp_path: Path) 
         assert again.log_end_offset == total and again.recovery_point == checkpointed
     finally:
         again.close()
+
+
+def test_compaction_stops_at_a_quarantined_segment(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    log = _filled(directory)
+    path, pos, start, end = _batch_of(log, 1, 2)
+    _crash(log)
+    _flip(path, pos + RECORD_COUNT_POS + 3)
+    compacted = LogConfig(segment_bytes=2000, index_interval_bytes=200, cleanup_policy="compact")
+    again = PartitionLog.open(directory, compacted, 0)
+    try:
+        again.high_watermark = again.log_end_offset
+        again.compact(10**12)
+        assert [(r.start_offset, r.end_offset) for r in again.quarantined] == [(start, end)]
+        with pytest.raises(CorruptRecordError):
+            again.read(start, 10**6)
+    finally:
+        again.close()
