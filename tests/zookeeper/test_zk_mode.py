@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import msgpack
 import pytest
 import requests
 
+from api.client import Admin
 from harness import NODE_COMMAND, free_port, partition_offsets, wait_for
 from kraft.broker.replication.chaos import AckedProducer, WatchingConsumer, audit, read_partition
 from zk_support import SESSION_TIMEOUT_MS, ZkCluster, ZkNode, ZooKeeperServer
@@ -146,6 +148,29 @@ def test_produce_consume_and_leader_written_isr_expansion(cluster: ZkCluster, zo
     report = audit(producer.acked, read_partition(bootstrap, TOPIC, 0, high_watermark), consumer.seen)
     assert report.acked >= 900 and report.lost == 0 and report.truncated_seen == 0, report
     assert len(consumer.seen) > 0
+
+
+def kraft_cli(node: ZkNode, command: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "-c", "from api.cli import main; main()", command,
+                             "--bootstrap-server", node.bootstrap, *args],
+                            input=stdin, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr + result.stdout
+    return result
+
+
+@pytest.mark.timeout(120)
+def test_groups_and_cli_work_unchanged(cluster: ZkCluster) -> None:
+    create_topic(cluster, 3, "grouped", partitions=2)
+    kraft_cli(cluster.node(1), "console-producer", "--topic", "grouped", stdin="a\nb\nc\nd\n")
+    out = kraft_cli(cluster.node(2), "console-consumer", "--topic", "grouped", "--group", "g1",
+                    "--from-beginning", "--max-messages", "4").stdout.split()
+    assert sorted(out) == ["a", "b", "c", "d"]
+    with Admin(cluster.node(3).bootstrap) as admin:  # offsets committed in __consumer_offsets
+        assert sum(admin.list_group_offsets("g1").values()) == 4
+    status = kraft_cli(cluster.node(1), "metadata-quorum", "describe", "--status").stdout
+    assert f"LeaderId:               {cluster.controller()}" in status
+    quorum = requests.get(f"{cluster.node(2).url}/v1/controller/quorum", timeout=10).json()
+    assert quorum["metadata_mode"] == "zookeeper" and quorum["current_voters"] == []
 
 
 @pytest.mark.timeout(180)
