@@ -1,0 +1,52 @@
+"""A full disk under a real in-process node, injected at the file layer (runs on every machine;
+tests/integration/test_full_disk_e2e.py does the same on a real full tmpfs): topic creation and
+produce answer KAFKA_STORAGE_ERROR at once, health names the metadata log's failure, and both work
+again once space returns, without a restart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from full_disk import BudgetedFile, DiskBudget, enospc
+from kraft.controller import log_store
+from log import segment as log_segment
+from routes_testing import create_topic, expect_error, read_all
+
+
+async def test_full_disk_then_space_returns(make_client, monkeypatch: pytest.MonkeyPatch) -> None:
+    budget = DiskBudget()
+    opened = log_store._open_segment
+    monkeypatch.setattr(log_store, "_open_segment", lambda path: BudgetedFile(opened(path), budget))
+    write = log_segment._pwrite_all
+
+    def budgeted(file: Any, data: bytes, position: int) -> None:
+        granted = budget.take(len(data))
+        write(file, bytes(data)[:granted], position)
+        if granted < len(data):
+            raise enospc()
+
+    monkeypatch.setattr(log_segment, "_pwrite_all", budgeted)
+    client = await make_client()  # its metadata log and partition logs write through the budget
+    await create_topic(client, "kept")
+    produce = {"records": [{"value": "a"}], "acks": 1}
+    assert (await client.post("/v1/topics/kept/records", json=produce)).status == 200
+
+    budget.free = 10  # a part of the next write fits
+    body = await expect_error(await client.post("/v1/topics", json={"name": "wanted"}), 503, "KAFKA_STORAGE_ERROR")
+    assert body["retriable"] is True
+    assert "No space left" in (await (await client.get("/v1/health")).json())["metadata_log_error"]
+    budget.free = 10
+    await expect_error(await client.post("/v1/topics", json={"name": "wanted"}), 503, "KAFKA_STORAGE_ERROR")
+    budget.free = 10
+    body = await expect_error(await client.post("/v1/topics/kept/records", json={"records": [{"value": "b"}]}),
+                              503, "KAFKA_STORAGE_ERROR")
+    assert body["retriable"] is True and body["partitions"][0]["error_code"] == "KAFKA_STORAGE_ERROR"
+
+    budget.free = None
+    await create_topic(client, "wanted")
+    assert (await (await client.get("/v1/health")).json())["metadata_log_error"] is None
+    stored = await client.post("/v1/topics/kept/records", json={"records": [{"value": "b"}], "acks": 1})
+    assert (await stored.json())["offsets"] == [{"partition": 0, "offset": 1}]
+    assert [r["value"] for r in (await read_all(client, "kept"))["records"]] == ["a", "b"]
