@@ -77,6 +77,8 @@ def test_retention_precedence_ms_over_minutes_over_hours() -> None:
     ("controller.quorum.voters=x@h:1", "controller.quorum.voters"),
     ("log.dirs=/a,/b", "log.dirs"),
     ("metadata.mode=etcd", "metadata.mode"),
+    ("log.flush.offset.checkpoint.interval.ms=0", "log.flush.offset.checkpoint.interval.ms"),
+    ("log.flush.offset.checkpoint.interval.ms=soon", "log.flush.offset.checkpoint.interval.ms"),
 ])
 def test_bad_keys_and_values_name_the_key(override: str, key: str) -> None:
     with pytest.raises(ConfigError) as info:
