@@ -79,6 +79,7 @@ class PartitionLog:
         self._dir_dirty = False  # a segment file was created or removed since the last flush
         self._lock = threading.RLock()
         self._closed = False
+        self._checkpointed: tuple[object, ...] | None = None  # what the last checkpoint() wrote
         self._producer_state = self._load_producer_state()
         self._check_invariants()
 
@@ -276,7 +277,7 @@ class PartitionLog:
         if fetch_offset >= limit:
             return b""
         i = max(0, bisect_right([s.base_offset for s in self._segments], fetch_offset) - 1)
-        for segment in self._segments[i:]:
+        for i, segment in enumerate(self._segments[i:], i):
             found = segment.find_batch(fetch_offset)
             if found is not None:
                 break
@@ -285,8 +286,8 @@ class PartitionLog:
         position, first = found
         # Every batch served is checked (framing, CRC, offset order, with the header after it
         # read too): a corrupt one raises CorruptRecordError (CORRUPT_MESSAGE), never b"".
-        later = self._segments.index(segment) + 1
-        upper = self._segments[later].base_offset if later < len(self._segments) else self._log_end_offset
+        following = self._segments[i + 1 : i + 2]
+        upper = following[0].base_offset if following else self._log_end_offset
         data = segment.read(position, max(max_bytes, first.size_in_bytes) + HEADER_SIZE)
         for region in segment.corrupt_regions:
             if position <= region.position < position + len(data):
@@ -495,8 +496,8 @@ class PartitionLog:
             self.checkpoint()
 
     def flush_closed_segments(self) -> None:
-        """The broker's periodic recovery-point checkpoint (log.flush.offset.checkpoint.interval.ms):
-        fsyncs the closed segments not yet flushed, moves the recovery point to the active
+        """The broker's periodic recovery-point checkpoint (`log.flush.offset.checkpoint.
+        interval.ms`): fsyncs the closed segments not yet flushed, moves the recovery point to the active
         segment's base offset (Kafka flushes a segment once rolled) and checkpoints, so a
         restart after kill -9 re-validates only the active segment and what was rolled since."""
         with self._lock:
@@ -509,7 +510,12 @@ class PartitionLog:
                     fsync_dir(self.directory)
                     self._dir_dirty = False
                 self._recovery_point = target
-            self.checkpoint()
+            if self._checkpoint_state() != self._checkpointed:  # idle partitions write nothing
+                self.checkpoint()
+
+    def _checkpoint_state(self) -> tuple[object, ...]:
+        return (self._log_start_offset, self._recovery_point, self._high_watermark,
+                self._log_end_offset, self.quarantined)
 
     def checkpoint(self) -> None:
         """Writes log start offset, recovery point and high watermark, and the producer state
@@ -524,6 +530,7 @@ class PartitionLog:
             ProducerStateSnapshot(self._log_end_offset, self._producer_state.snapshot()).write(
                 self.directory
             )
+            self._checkpointed = self._checkpoint_state()
 
     def close(self) -> None:
         """Flushes everything and checkpoints, so the next open recovers nothing."""
