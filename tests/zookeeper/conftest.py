@@ -9,13 +9,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from zk_support import ZooKeeperServer, zookeeper_available  # noqa: E402
+from kraft.zk.ensemble import ZooKeeperEnsemble, zookeeper_available  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory):
     if not zookeeper_available():
         pytest.skip("needs the Debian zookeeper package and java (scripts/test.sh installs them)")
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
+    server = ZooKeeperEnsemble(tmp_path_factory.mktemp("zookeeper")).start()
     yield server
     server.stop()

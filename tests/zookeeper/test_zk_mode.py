@@ -18,8 +18,9 @@ import requests
 
 from api.client import Admin
 from harness import NODE_COMMAND, free_port, partition_offsets, wait_for
-from kraft.broker.replication.chaos import AckedProducer, WatchingConsumer, audit, read_partition
-from zk_support import SESSION_TIMEOUT_MS, ZkCluster, ZkNode, ZooKeeperServer
+from kraft.bench.chaos.clients import AckedProducer, WatchingConsumer, audit, read_partition
+from kraft.zk.ensemble import ZooKeeperEnsemble
+from zk_support import SESSION_TIMEOUT_MS, ZkCluster, ZkNode
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.cluster]
 
@@ -27,7 +28,7 @@ TOPIC = "zk-topic"
 REPLICATION = {"min.insync.replicas": 2, "replica.lag.time.max.ms": 3000, "replica.fetch.wait.max.ms": 200}
 
 
-def znode(zookeeper: ZooKeeperServer, chroot: str, path: str) -> tuple[Any, Any]:
+def znode(zookeeper: ZooKeeperEnsemble, chroot: str, path: str) -> tuple[Any, Any]:
     client = zookeeper.client(chroot)
     client.start(timeout=10)
     try:
@@ -37,11 +38,11 @@ def znode(zookeeper: ZooKeeperServer, chroot: str, path: str) -> tuple[Any, Any]
         client.close()
 
 
-def znode_json(zookeeper: ZooKeeperServer, chroot: str, path: str) -> Any:
+def znode_json(zookeeper: ZooKeeperEnsemble, chroot: str, path: str) -> Any:
     return json.loads(znode(zookeeper, chroot, path)[0])
 
 
-def controller_epoch(zookeeper: ZooKeeperServer, chroot: str) -> int:
+def controller_epoch(zookeeper: ZooKeeperEnsemble, chroot: str) -> int:
     return int(znode(zookeeper, chroot, "/controller_epoch")[0])
 
 
@@ -59,7 +60,7 @@ def topic_state(cluster: ZkCluster, node_id: int, name: str) -> list[dict[str, A
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory):
+def cluster(zookeeper: ZooKeeperEnsemble, tmp_path_factory: pytest.TempPathFactory):
     c = ZkCluster(tmp_path_factory.mktemp("zk-cluster"), zookeeper, chroot="/shared", **REPLICATION)
     try:
         yield c.start()
@@ -68,7 +69,7 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
 
 
 @pytest.mark.timeout(120)
-def test_znodes_are_kafkas(cluster: ZkCluster, zookeeper: ZooKeeperServer) -> None:
+def test_znodes_are_kafkas(cluster: ZkCluster, zookeeper: ZooKeeperEnsemble) -> None:
     created = create_topic(cluster, 2, "json-topic", partitions=2, configs={"retention.ms": "60000"})
     chroot = cluster.chroot
     cluster_id = cluster.node(1).health()["cluster_id"]
@@ -114,7 +115,7 @@ def test_znodes_are_kafkas(cluster: ZkCluster, zookeeper: ZooKeeperServer) -> No
 
 
 @pytest.mark.timeout(180)
-def test_produce_consume_and_leader_written_isr_expansion(cluster: ZkCluster, zookeeper: ZooKeeperServer) -> None:
+def test_produce_consume_and_leader_written_isr_expansion(cluster: ZkCluster, zookeeper: ZooKeeperEnsemble) -> None:
     create_topic(cluster, 1, TOPIC)
     bootstrap = ",".join(n.bootstrap for n in cluster.nodes.values())
     producer = AckedProducer(bootstrap, TOPIC).start()
@@ -174,7 +175,7 @@ def test_groups_and_cli_work_unchanged(cluster: ZkCluster) -> None:
 
 
 @pytest.mark.timeout(180)
-def test_killed_controller_is_replaced_with_a_higher_epoch(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+def test_killed_controller_is_replaced_with_a_higher_epoch(zookeeper: ZooKeeperEnsemble, tmp_path: Path) -> None:
     cluster = ZkCluster(tmp_path, zookeeper, chroot="/failover", **REPLICATION)
     try:
         cluster.start()
@@ -199,7 +200,7 @@ def test_killed_controller_is_replaced_with_a_higher_epoch(zookeeper: ZooKeeperS
 
 
 @pytest.mark.timeout(180)
-def test_paused_controller_is_fenced_when_it_wakes(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+def test_paused_controller_is_fenced_when_it_wakes(zookeeper: ZooKeeperEnsemble, tmp_path: Path) -> None:
     cluster = ZkCluster(tmp_path, zookeeper, chroot="/paused", **REPLICATION)
     try:
         cluster.start()
@@ -260,7 +261,7 @@ def test_zookeeper_unreachable_at_start_is_a_clear_error(tmp_path: Path) -> None
 def test_zookeeper_lost_mid_run_keeps_serving_and_loses_nothing(tmp_path: Path) -> None:
     """ZooKeeper down: leaders keep acknowledging acks=all writes with the ISR they have, admin
     requests answer a retriable NETWORK_EXCEPTION; back up, the same sessions carry on."""
-    zookeeper = ZooKeeperServer(tmp_path / "own-zookeeper").start()
+    zookeeper = ZooKeeperEnsemble(tmp_path / "own-zookeeper").start()
     cluster = ZkCluster(tmp_path, zookeeper, chroot="/outage", **REPLICATION)
     try:
         cluster.start()

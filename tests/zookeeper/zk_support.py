@@ -1,81 +1,15 @@
-"""A real ZooKeeper server for the tests (the Debian `zookeeper` package `scripts/test.sh`
-installs), and kraft nodes in ZooKeeper mode.
-
-`ZooKeeperServer` writes a `zoo.cfg` in a temp dir, starts `QuorumPeerMain` on a free port and
-waits until a client connects; `stop()` kills it. A short tick lets tests use short session
-timeouts (ZooKeeper bounds them to [2, 20] ticks).
-"""
+"""kraft nodes in ZooKeeper mode for the tests, on a `ZooKeeperEnsemble` (kraft/zk/ensemble.py:
+the Debian `zookeeper` package `scripts/test.sh` installs, started on free ports)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
-from kazoo.client import KazooClient
+from harness import NodeProcess, shutdown_all, wait_for
+from kraft.zk.ensemble import ZooKeeperEnsemble
 
-from harness import NodeProcess, free_port, shutdown_all, wait_for
-
-ZK_JARS = Path("/usr/share/java/zookeeper.jar")
-ZK_CONF = Path("/etc/zookeeper/conf")
-MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
-SESSION_TIMEOUT_MS = 2000  # short: node loss is seen within seconds
-
-
-def zookeeper_available() -> bool:
-    return ZK_JARS.exists() and shutil.which("java") is not None
-
-
-requires_zookeeper = pytest.mark.skipif(not zookeeper_available(),
-                                        reason="needs the Debian zookeeper package and java (scripts/test.sh)")
-
-
-class ZooKeeperServer:
-    def __init__(self, root: Path, tick_ms: int = 100) -> None:
-        self.root = root
-        self.port = free_port()
-        self.tick_ms = tick_ms
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 60.0) -> "ZooKeeperServer":
-        data = self.root / "zk-data"
-        data.mkdir(parents=True, exist_ok=True)
-        cfg = self.root / "zoo.cfg"
-        cfg.write_text(f"tickTime={self.tick_ms}\ndataDir={data}\nclientPort={self.port}\n"
-                       "clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
-                       "4lw.commands.whitelist=*\nmaxClientCnxns=0\n")
-        log = open(self.root / "zookeeper.log", "ab")
-        classpath = f"{ZK_CONF}:{ZK_JARS}"
-        self.proc = subprocess.Popen(["java", "-Xmx256m", "-cp", classpath, MAIN, str(cfg)],
-                                     stdout=log, stderr=subprocess.STDOUT, cwd=self.root)
-        log.close()
-        wait_for(self._answers, timeout, interval=0.2, what="ZooKeeper to accept clients")
-        return self
-
-    def _answers(self) -> bool:
-        if self.proc is not None and self.proc.poll() is not None:
-            raise RuntimeError(f"ZooKeeper exited with {self.proc.returncode}")
-        client = self.client()
-        try:
-            client.start(timeout=2)
-            return True
-        finally:
-            client.stop()
-            client.close()
-
-    def client(self, chroot: str = "") -> KazooClient:
-        return KazooClient(hosts=self.connect + chroot)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+SESSION_TIMEOUT_MS = 2000  # short: node loss is seen within seconds (the tick is 100 ms)
 
 
 class ZkNode(NodeProcess):
@@ -91,7 +25,7 @@ class ZkNode(NodeProcess):
 class ZkCluster:
     """`size` kraft nodes (ids 1..size) on one ZooKeeper chroot."""
 
-    def __init__(self, root: Path, zookeeper: ZooKeeperServer, size: int = 3, chroot: str = "/kraft",
+    def __init__(self, root: Path, zookeeper: ZooKeeperEnsemble, size: int = 3, chroot: str = "/kraft",
                  **overrides: Any) -> None:
         self.zookeeper = zookeeper
         self.chroot = chroot
