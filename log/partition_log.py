@@ -288,13 +288,14 @@ class PartitionLog:
         # read too): a corrupt one raises CorruptRecordError (CORRUPT_MESSAGE), never b"".
         following = self._segments[i + 1 : i + 2]
         upper = following[0].base_offset if following else self._log_end_offset
-        data = segment.read(position, max(max_bytes, first.size_in_bytes) + HEADER_SIZE)
+        data = segment.read(position, max(max_bytes, first.size_in_bytes))
+        after = segment.read(position + len(data), HEADER_SIZE)  # the next header, for its order
         for region in segment.corrupt_regions:
-            if position <= region.position < position + len(data):
-                data = data[: region.position - position]
+            if position <= region.position <= position + len(data):
+                data, after = data[: region.position - position], b""
         end = 0
         try:
-            for pos, header in _checked_batches(data, upper):
+            for pos, header in _checked_batches(data, after, upper):
                 if header.last_offset >= limit or (
                     pos + header.size_in_bytes > max_bytes and (pos > 0 or not min_one_batch)
                 ):
@@ -558,17 +559,25 @@ class PartitionLog:
         )
 
 
-def _checked_batches(data: bytes, upper_offset: int) -> Iterator[tuple[int, BatchHeader]]:
-    """The whole batches of `data` (raw segment bytes from a batch boundary) while each one's
-    framing, CRC and offset order hold, offsets staying below `upper_offset`. A batch is yielded
-    once the header after it (when there is one) is in order too: base offsets sit outside the
-    CRC, so a base offset below its predecessor's means either may be wrong and neither is
-    served. Raises CorruptRecordError when not even the first batch can be served."""
+def _checked_batches(
+    data: bytes, after: bytes, upper_offset: int
+) -> Iterator[tuple[int, BatchHeader]]:
+    """The whole batches of `data` (raw segment bytes from a batch boundary; `after`: the bytes
+    that follow it) while each one's framing, CRC and offset order hold, offsets staying below
+    `upper_offset`. A batch is yielded once the header after it (when there is one) is in order
+    too: base offsets sit outside the CRC, so a base offset below its predecessor's means either
+    may be wrong and neither is served. Raises CorruptRecordError when not even the first batch
+    can be served."""
     previous: tuple[int, BatchHeader] | None = None
     served = False
     pos = 0
-    while len(data) - pos >= HEADER_SIZE:
-        header = BatchHeader.parse(data, pos)
+    while pos < len(data):
+        if len(data) - pos >= HEADER_SIZE:
+            header = BatchHeader.parse(data, pos)
+        elif len(data) - pos + len(after) >= HEADER_SIZE:
+            header = BatchHeader.parse(data[pos:] + after)
+        else:
+            break
         try:
             if previous is not None and header.base_offset < previous[1].next_offset:
                 if header.base_offset < previous[1].base_offset:
