@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 from log.batch import (
     HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, Record, decode_records, validate_batch,
 )
+from log import fault_injection
 from log.config import INT_MAX, LogConfig
 from log.errors import CorruptRecordError
 from log.file_cache import OPEN_FILES, CachedFile
@@ -437,7 +438,7 @@ class LogSegment:
 
     def flush(self) -> None:
         with self._fd as fd:
-            os.fsync(fd)
+            fault_injection.fsync(fd)
         self.offset_index.flush()
         self.time_index.flush()
 

@@ -1,10 +1,14 @@
-"""A throwaway local cluster for `kraft-bench failover` and `kraft-bench metadata`: `kraft-node`
+"""A throwaway local cluster for `kraft-bench failover`, `metadata` and `chaos`: `kraft-node`
 processes on 127.0.0.1 with free ports and data dirs under one temporary directory, that the
 benchmark can kill -9 and restart (the measurements need to own the processes they kill).
+
+With `proxies` (`kraft.bench.chaos.proxy.LinkProxies`), every node listener gets a proxy in front
+and the nodes advertise and reach each other only through them, so the harness can cut links.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
@@ -51,6 +55,7 @@ class LocalNode:
     args: list[str]
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
+    env: dict[str, str] = field(default_factory=dict)  # added to the harness's environment
 
     @property
     def url(self) -> str:
@@ -61,7 +66,8 @@ class LocalNode:
         self.proc = subprocess.Popen(NODE_COMMAND + ["--node-id", str(self.node_id), "--role", self.roles,
                                                      "--listen", f"127.0.0.1:{self.port}",
                                                      "--data-dir", str(self.data_dir), *self.args],
-                                     stdout=log, stderr=subprocess.STDOUT)
+                                     stdout=log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **self.env} if self.env else None)
         log.close()
 
     def health(self) -> dict[str, Any]:
@@ -94,21 +100,31 @@ class LocalCluster:
     broker-only nodes, all with `overrides`."""
 
     def __init__(self, controllers: int = 3, brokers: int = 0, *, combined: bool = True,
-                 overrides: dict[str, Any] | None = None) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="kraft-bench-"))
-        quorum = ",".join(f"{i}@127.0.0.1:{free_port()}" for i in range(1, controllers + 1))
+                 overrides: dict[str, Any] | None = None, root: Path | None = None,
+                 proxies: Any = None) -> None:
+        self.root = root or Path(tempfile.mkdtemp(prefix="kraft-bench-"))
         extra = [a for k, v in (overrides or {}).items() for a in ("--override", f"{k}={v}")]
+        raft_ports = {i: free_port() for i in range(1, controllers + 1)}
+        client_ports = {i: free_port() for i in range(1, controllers + brokers + 1)}
+        # what nodes tell each other and clients: the proxies when there are any
+        public_raft, public_client = dict(raft_ports), dict(client_ports)
+        if proxies is not None:
+            public_raft = {i: proxies.listen(i, p) for i, p in raft_ports.items()}
+            public_client = {i: proxies.listen(i, p) for i, p in client_ports.items()}
+        quorum = ",".join(f"{i}@127.0.0.1:{p}" for i, p in public_raft.items())
+        bootstrap = ",".join(f"127.0.0.1:{public_client[i]}" for i in raft_ports)
+        self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in public_client.values())
         self.nodes: dict[int, LocalNode] = {}
-        for i in range(1, controllers + 1):
-            raft = quorum.split(",")[i - 1].split("@")[1]
-            self.nodes[i] = LocalNode(i, "controller,broker" if combined else "controller", self.root / f"data-{i}",
-                                      ["--controller-quorum", quorum, "--controller-listen", raft,
-                                       "--override", "controller.quorum.secret=kraft-bench", *extra])
-        bootstrap = ",".join(f"127.0.0.1:{n.port}" for n in self.nodes.values())
-        for i in range(controllers + 1, controllers + brokers + 1):
-            self.nodes[i] = LocalNode(i, "broker", self.root / f"data-{i}",
-                                      ["--controller-quorum", quorum, "--override",
-                                       f"controller.quorum.bootstrap.servers={bootstrap}", *extra])
+        for i in client_ports:
+            args = ["--controller-quorum", quorum, "--override", f"advertised.listeners=127.0.0.1:{public_client[i]}"]
+            if i in raft_ports:
+                args += ["--controller-listen", f"127.0.0.1:{raft_ports[i]}",
+                         "--override", "controller.quorum.secret=kraft-bench"]
+                roles = "controller,broker" if combined else "controller"
+            else:
+                args += ["--override", f"controller.quorum.bootstrap.servers={bootstrap}"]
+                roles = "broker"
+            self.nodes[i] = LocalNode(i, roles, self.root / f"data-{i}", args + extra, port=client_ports[i])
 
     def __enter__(self) -> "LocalCluster":
         for node in self.nodes.values():

@@ -35,6 +35,8 @@ import pysyncobj.syncobj
 from pysyncobj import pickle as syncobj_pickle
 from pysyncobj.transport import TCPTransport
 
+from log import fault_injection
+
 logger = logging.getLogger(__name__)
 
 MAGIC = b"KRJRNL\x00\x01"  # file type and format version
@@ -131,6 +133,7 @@ class RaftJournal(pysyncobj.journal.Journal):
     def flush(self) -> None:
         """fsync what `add` wrote; cheap when nothing did."""
         if self._dirty:
+            fault_injection.before_fsync()
             os.fdatasync(self._fd)
             self._dirty = False
 

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from api.cli import main as cli_main
-from kraft.broker.replication.chaos import AckedProducer, audit, read_partition
+from kraft.bench.chaos.clients import AckedProducer, audit, read_partition
 from tests.harness import (
     REPLICATION_OVERRIDES, Cluster, partition_offsets, partition_state, raw_log, wait_for,
 )

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from api.cli import main as cli_main
-from kraft.broker.replication.chaos import AckedProducer, WatchingConsumer, audit, read_partition
+from kraft.bench.chaos.clients import AckedProducer, WatchingConsumer, audit, read_partition
 from tests.harness import (
     REPLICATION_OVERRIDES, Cluster, partition_offsets, partition_state, raw_log, wait_for,
 )

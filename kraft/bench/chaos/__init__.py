@@ -1,0 +1,98 @@
+"""`kraft-bench chaos`: replication and metadata under faults on a throwaway local cluster.
+
+Two forms:
+
+- `--rounds N` (the quick run, `kraft.bench.chaos.rounds`): kill -9, SIGSTOP and restart of the
+  leader and a follower of one partition, N times;
+- `--duration S --faults kill,stop,... --seed N`: the seeded schedule (`schedule`) of faults
+  (`faults`, `proxy`) under acks=all producers, group consumers and metadata changes (`workload`),
+  then the independent checker (`checker`) over the recorded history. Exits non-zero when an
+  acknowledged record, committed offset or topic was lost, or a record was duplicated by the
+  idempotent producer, reordered, or served then truncated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from kraft.bench.chaos.rounds import run_rounds
+from kraft.bench.chaos.run import ChaosOptions, ChaosOutcome, run_chaos
+from kraft.bench.chaos.schedule import FAULTS
+from kraft.bench.common import main
+
+JSON_KEYS = ("acked", "lost", "duplicated", "duplicated_idempotent", "reordered", "truncated_after_seen",
+             "offsets_lost", "metadata_lost", "max_unavailable_s", "p99_unavailable_s")
+
+
+def outcome_summary(outcome: ChaosOutcome, options: ChaosOptions) -> dict[str, object]:
+    findings = outcome.findings.as_dict()
+    return {
+        "bench": "chaos", "seed": options.seed, "duration_s": options.duration_s, "nodes": options.nodes,
+        "faults_requested": options.faults, **{k: findings[k] for k in JSON_KEYS},
+        "faults": findings["faults"], "skipped": outcome.skipped, "failed_sends": findings["failed"],
+        "seen": findings["seen"], "commits": findings["commits"], "unavailable_windows": findings["unavailable_windows"],
+        "not_recovered": outcome.not_recovered, "worker_errors": findings["worker_errors"],
+        "examples": findings["examples"], "ok": findings["ok"], "history": os.path.abspath(outcome.history_path),
+        "schedule": [e.as_dict() for e in outcome.schedule],
+    }
+
+
+def _print_table(summary: dict[str, object]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("metric", "value", title="kraft-bench chaos", title_justify="left")
+    for key in ("seed", "duration_s", "nodes", *JSON_KEYS, "failed_sends", "seen", "commits", "unavailable_windows",
+                "not_recovered", "worker_errors", "history"):
+        table.add_row(key, str(summary[key]))
+    for fault, count in sorted(summary["faults"].items()):  # type: ignore[union-attr]
+        table.add_row(f"faults.{fault}", str(count))
+    for fault, why in sorted(summary["skipped"].items()):  # type: ignore[union-attr]
+        table.add_row(f"skipped.{fault}", why)
+    Console(file=click.get_text_stream("stdout"), soft_wrap=True).print(table)
+
+
+def _faults(_: click.Context, __: click.Parameter, value: str) -> list[str]:
+    faults = [f.strip() for f in value.split(",") if f.strip()]
+    unknown = sorted(set(faults) - set(FAULTS))
+    if unknown:
+        raise click.BadParameter(f"unknown {unknown}; choose from {','.join(FAULTS)}")
+    return faults
+
+
+@main.command()
+@click.option("--rounds", type=click.IntRange(min=1), default=None,
+              help="The quick run: this many kill/stop/restart rounds on one partition (default 3 without --duration).")
+@click.option("--duration", type=click.FloatRange(min=10), default=None, help="Seconds of seeded faults under load.")
+@click.option("--faults", default=",".join(FAULTS), show_default=True, callback=_faults,
+              help="Comma-separated fault types for --duration.")
+@click.option("--seed", type=int, default=1, show_default=True, help="Replays the same fault schedule.")
+@click.option("--nodes", type=click.IntRange(min=3), default=3, show_default=True)
+@click.option("--history", "history_path", default=None, help="Where to write the history (JSON lines); "
+              "default chaos-history-SEED.jsonl.")
+@click.option("--session-timeout-ms", type=click.IntRange(min=100), default=3000, show_default=True,
+              help="broker.session.timeout.ms of the cluster.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), help="Write the summary as JSON here.")
+def chaos(rounds: int | None, duration: float | None, faults: list[str], seed: int, nodes: int,
+          history_path: str | None, session_timeout_ms: int, json_path: str | None) -> None:
+    """Replication and metadata under faults on a local cluster (RF 3, min.insync.replicas 2),
+    checked for lost, duplicated, reordered and truncated records, lost offsets and metadata."""
+    if duration is None:
+        run_rounds(rounds or 3, session_timeout_ms, json_path)
+        return
+    if rounds is not None:
+        raise click.UsageError("--rounds and --duration are two different runs: pick one")
+    options = ChaosOptions(duration, faults, seed, history_path or f"chaos-history-{seed}.jsonl", nodes,
+                           session_timeout_ms)
+    outcome = run_chaos(options, lambda line: click.echo(line, err=True))
+    summary = outcome_summary(outcome, options)
+    _print_table(summary)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(summary, f, indent=2, sort_keys=True)
+            f.write("\n")
+    if not outcome.findings.ok:
+        raise click.ClickException(f"guarantees broken: {json.dumps(summary['examples'])}")

@@ -1,0 +1,172 @@
+"""Injecting and healing the faults of a chaos schedule on a `LocalCluster`.
+
+- kill: kill -9, wait, restart;
+- stop: SIGSTOP, wait, SIGCONT (a zombie leader that wakes believing it leads);
+- partition: cut links through the proxies (isolate the node from all others, or from one), heal;
+- disk-full: fill the node's size-limited data filesystem (a tmpfs mounted per node) until ENOSPC,
+  wait, delete the filler;
+- torn-write: kill -9, then cut the tail of the active segment partway (torn-active) or flip one
+  bit in the active or a closed segment (flip-active, flip-closed) of a produced partition, then
+  restart: the CRC must catch it;
+- slow-disk: every fsync of the node sleeps the variant's milliseconds (`log.fault_injection`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any, Callable
+
+from kraft.bench.chaos.proxy import LinkProxies
+from kraft.bench.chaos.schedule import FaultEvent
+from kraft.bench.cluster import LocalCluster, LocalNode
+
+
+def mount_tmpfs(directory: Path, size_mb: int) -> str | None:
+    """Mounts a tmpfs of `size_mb` at `directory`; None when done, else why it cannot be."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if shutil.which("mount") is None:
+        return "no mount command"
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(directory)],
+                          capture_output=True, text=True)
+    return None if done.returncode == 0 else (done.stderr.strip() or f"mount exited {done.returncode}")
+
+
+def unmount(directory: Path) -> None:
+    subprocess.run(["umount", "-l", str(directory)], capture_output=True)
+
+
+def fill(directory: Path) -> Path:
+    """Writes `directory/chaos-filler` until ENOSPC; delete it to free the space."""
+    filler = directory / "chaos-filler"
+    with open(filler, "ab", buffering=0) as f:
+        for chunk in (1 << 20, 1 << 12, 1):
+            try:
+                while True:
+                    f.write(b"\0" * chunk)
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+    return filler
+
+
+def corrupt_segment(data_dir: Path, topics: list[str], variant: str, rng: random.Random) -> dict[str, Any]:
+    """Tears or flips a segment of a stopped node; what was done (for the history)."""
+    partitions = sorted(p for p in data_dir.iterdir() if p.is_dir() and p.name.rpartition("-")[0] in topics)
+    if not partitions:
+        return {"done": False, "why": "no partition directory"}
+    directory = rng.choice(partitions)
+    segments = sorted(directory.glob("*.log"))
+    segments = [s for s in segments if s.stat().st_size > 0]
+    if not segments:
+        return {"done": False, "why": f"{directory.name}: no data"}
+    if variant == "flip-closed" and len(segments) > 1:
+        target = rng.choice(segments[:-1])
+    else:
+        target = segments[-1]
+    size = target.stat().st_size
+    what: dict[str, Any] = {"done": True, "file": f"{directory.name}/{target.name}", "size": size}
+    if variant == "torn-active":
+        cut = rng.randint(1, min(size, 300))
+        os.truncate(target, size - cut)
+        what["cut_bytes"] = cut
+    else:
+        position, bit = rng.randrange(size), rng.randrange(8)
+        with open(target, "r+b") as f:
+            f.seek(position)
+            byte = f.read(1)[0]
+            f.seek(position)
+            f.write(bytes([byte ^ (1 << bit)]))
+        what.update(position=position, bit=bit, closed=target != segments[-1])
+    return what
+
+
+class Injector:
+    """Applies `FaultEvent`s; `down` is the set of nodes a fault has made unusable right now."""
+
+    def __init__(self, cluster: LocalCluster, proxies: LinkProxies, topics: list[str], delay_files: dict[int, Path],
+                 disks: dict[int, Path] | None, seed: int, sleep: Callable[[float], bool]) -> None:
+        self.cluster, self.proxies, self.topics = cluster, proxies, topics
+        self.delay_files, self.disks = delay_files, disks
+        self.rng = random.Random(seed ^ 0x5EED)
+        self.sleep = sleep  # waits, returns early (True) if the run is being stopped
+        self.down: set[int] = set()
+
+    def node(self, node_id: int) -> LocalNode:
+        return self.cluster.nodes[node_id]
+
+    def apply(self, event: FaultEvent) -> dict[str, Any]:
+        """Injects the fault, waits its duration, heals it; details for the history."""
+        node = self.node(event.target)
+        self.down.add(event.target)
+        try:
+            return getattr(self, "_" + event.fault.replace("-", "_"))(event, node)
+        finally:
+            self.down.discard(event.target)
+
+    def _kill(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
+        node.kill()
+        self.sleep(event.duration_s)
+        node.start()
+        return {}
+
+    def _stop(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
+        assert node.proc is not None
+        node.proc.send_signal(signal.SIGSTOP)
+        try:
+            self.sleep(event.duration_s)
+        finally:
+            node.proc.send_signal(signal.SIGCONT)
+        return {}
+
+    def _partition(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
+        others = list(self.cluster.nodes)
+        if event.variant.startswith("pair:"):
+            others = [int(event.variant.split(":")[1])]
+        links = self.proxies.isolate(event.target, others)
+        try:
+            self.sleep(event.duration_s)
+        finally:
+            self.proxies.heal_all()
+        return {"links": links}
+
+    def _disk_full(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
+        assert self.disks is not None
+        filler = fill(self.disks[event.target])
+        size = filler.stat().st_size
+        try:
+            self.sleep(event.duration_s)
+        finally:
+            filler.unlink()
+        return {"filler_bytes": size}
+
+    def _torn_write(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
+        node.kill()
+        what = corrupt_segment(node.data_dir, self.topics, event.variant, self.rng)
+        node.start()
+        return what
+
+    def _slow_disk(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
+        path = self.delay_files[event.target]
+        path.write_text(event.variant)
+        try:
+            self.sleep(event.duration_s)
+        finally:
+            path.write_text("0")
+        return {"fsync_delay_ms": int(event.variant)}
+
+    def heal_everything(self) -> None:
+        """At the end (or on an error): every node running, every link open, no delay."""
+        self.proxies.heal_all()
+        for path in self.delay_files.values():
+            path.write_text("0")
+        for node in self.cluster.nodes.values():
+            if node.proc is not None and node.proc.poll() is None:
+                node.proc.send_signal(signal.SIGCONT)
+            else:
+                node.start()

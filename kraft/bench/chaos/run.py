@@ -1,0 +1,214 @@
+"""One timed chaos run: a local cluster behind link proxies (and on size-limited disks when
+disk-full is asked for), the workload, the seeded fault schedule, then the final state and the
+checker's findings. `kraft-bench chaos --duration` is a thin command around `run_chaos`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import requests
+
+from api.client import Admin, KraftError
+from kraft.bench.chaos.checker import Findings, check
+from kraft.bench.chaos.clients import read_partition
+from kraft.bench.chaos.faults import Injector, mount_tmpfs, unmount
+from kraft.bench.chaos.proxy import LinkProxies
+from kraft.bench.chaos.schedule import FaultEvent, make_schedule
+from kraft.bench.chaos.workload import (GroupConsumerWorker, History, LeaderMonitor, MetadataWorker, ProducerWorker,
+                                        load_history)
+from kraft.bench.cluster import LocalCluster, poll
+from log.fault_injection import ENV as FSYNC_DELAY_ENV
+
+IDEMPOTENT_TOPIC, PLAIN_TOPIC, GROW_TOPIC, GROUP = "chaos-idem", "chaos-plain", "chaos-grow", "chaos-group"
+TOPICS = {IDEMPOTENT_TOPIC: 3, PLAIN_TOPIC: 2}  # produced topics and their partition counts
+
+
+@dataclass
+class ChaosOptions:
+    duration_s: float
+    faults: list[str]
+    seed: int
+    history_path: str
+    nodes: int = 3
+    session_timeout_ms: int = 3000
+    disk_mb: int = 256
+    recover_timeout_s: float = 120.0
+    extra_overrides: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ChaosOutcome:
+    findings: Findings
+    schedule: list[FaultEvent]
+    skipped: dict[str, str]  # fault -> why it was not injected
+    history_path: str
+    not_recovered: int
+
+
+def _overrides(options: ChaosOptions) -> dict[str, Any]:
+    session = options.session_timeout_ms
+    out: dict[str, Any] = {
+        "broker.session.timeout.ms": session, "broker.heartbeat.interval.ms": max(50, min(2000, session // 6)),
+        "min.insync.replicas": 2, "replica.lag.time.max.ms": session, "replica.fetch.wait.max.ms": 200,
+        "log.segment.bytes": 256 * 1024,  # closed segments within minutes, for flip-closed
+    }
+    if "slow-disk" in options.faults:
+        out["log.flush.interval.ms"] = 2000  # segment fsyncs happen, so a slow one matters
+    out.update(options.extra_overrides)
+    return out
+
+
+def _partition_isrs(node_url: str) -> dict[tuple[str, int], tuple[int, list[int]]]:
+    meta = requests.get(f"{node_url}/v1/metadata", params={"topics": ",".join(TOPICS)}, timeout=3).json()
+    return {(t["name"], p["partition"]): (p["leader"], p["isr"]) for t in meta["topics"] for p in t["partitions"]}
+
+
+def recovered(cluster: LocalCluster) -> bool:
+    """Every node healthy and running, every produced partition led with a full ISR, as each node sees it."""
+    size = len(cluster.nodes)
+    for node in cluster.nodes.values():
+        if node.proc is None or node.proc.poll() is not None:
+            return False
+        if node.health().get("broker_state", "RUNNING") != "RUNNING":
+            return False
+        state = _partition_isrs(node.url)
+        if len(state) != sum(TOPICS.values()) or any(leader < 0 or len(isr) != size for leader, isr in state.values()):
+            return False
+    return True
+
+
+def _final_state(cluster: LocalCluster, history: History, timeout_s: float) -> None:
+    bootstrap = cluster.bootstrap
+    for topic, partitions in TOPICS.items():
+        for p in range(partitions):
+            def high_watermark() -> int | None:
+                leader, _ = _partition_isrs(cluster.nodes[1].url)[(topic, p)]
+                offsets = requests.get(f"{cluster.nodes[leader].url}/v1/topics/{topic}/partitions/{p}/offsets",
+                                       timeout=5).json()
+                return offsets["high_watermark"] + 1  # +1: poll's "truthy"; 0 is a valid watermark
+            end = poll(high_watermark, timeout_s, 0.2, f"the high watermark of {topic}-{p}") - 1
+            records = read_partition(bootstrap, topic, p, end, timeout_s)
+            history.add("final_log", topic=topic, part=p, high_watermark=end,
+                        records=[[o, (v or b"").decode(errors="replace")] for o, v in records])
+    with Admin(bootstrap, request_timeout_ms=10_000, api_timeout_ms=int(timeout_s * 1000)) as admin:
+        for tp, offset in sorted(admin.list_group_offsets(GROUP).items()):
+            history.add("final_commit", group=GROUP, topic=tp.topic, part=tp.partition, offset=offset)
+
+    def topic_views() -> dict[int, dict[str, int]] | None:
+        views = {}
+        for node_id, node in cluster.nodes.items():
+            meta = requests.get(f"{node.url}/v1/metadata", timeout=5).json()
+            views[node_id] = {t["name"]: len(t["partitions"]) for t in meta["topics"]}
+        first = next(iter(views.values()))
+        return views if all(v == first for v in views.values()) else None
+    try:
+        views = poll(topic_views, timeout_s, 0.5, "the same topics on every node")
+    except TimeoutError:  # report each node's view: the checker says which one lost what
+        views = {i: {t["name"]: len(t["partitions"]) for t in
+                     requests.get(f"{n.url}/v1/metadata", timeout=5).json()["topics"]} for i, n in cluster.nodes.items()}
+    for node_id, topics in views.items():
+        history.add("final_topics", node=node_id, topics=topics)
+
+
+def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcome:
+    node_ids = list(range(1, options.nodes + 1))
+    schedule = make_schedule(options.seed, options.duration_s, options.faults, node_ids)
+    echo(f"seed {options.seed}: {len(schedule)} faults over {options.duration_s:g} s")
+    for event in schedule:
+        echo("  " + event.describe())
+    root = Path(tempfile.mkdtemp(prefix="kraft-chaos-"))
+    skipped: dict[str, str] = {}
+    disks: dict[int, Path] | None = None
+    if "disk-full" in options.faults:
+        disks = {i: root / f"data-{i}" for i in node_ids}
+        for i, directory in disks.items():
+            why = mount_tmpfs(directory, options.disk_mb)
+            if why is not None:
+                skipped["disk-full"] = f"cannot mount a size-limited filesystem here ({why}): disk-full skipped"
+                echo(skipped["disk-full"])
+                for mounted in list(disks.values())[:i - 1]:
+                    unmount(mounted)
+                disks = None
+                break
+    history = History(options.history_path)
+    cluster: LocalCluster | None = None
+    proxies = LinkProxies(lambda: {n.proc.pid: i for i, n in cluster.nodes.items()  # type: ignore[union-attr]
+                                   if n.proc is not None and n.proc.poll() is None})
+    delay_files = {i: root / f"fsync-delay-{i}" for i in node_ids}
+    stopping = threading.Event()
+    workers: list[Any] = []
+    not_recovered = 0
+    try:
+        cluster = LocalCluster(options.nodes, combined=True, overrides=_overrides(options), root=root, proxies=proxies)
+        for i, node in cluster.nodes.items():
+            delay_files[i].write_text("0")
+            node.env = {FSYNC_DELAY_ENV: str(delay_files[i])}
+        with cluster:
+            bootstrap = cluster.bootstrap
+            with Admin(bootstrap, request_timeout_ms=10_000) as admin:
+                for topic, partitions in {**TOPICS, GROW_TOPIC: 1}.items():
+                    admin.create_topic(topic, partitions, min(3, options.nodes))
+            poll(lambda: recovered(cluster), 120, 0.2, "full ISRs")
+            injector = Injector(cluster, proxies, list(TOPICS), delay_files, disks, options.seed,
+                                lambda s: stopping.wait(s))
+            history.add("run", seed=options.seed, duration_s=options.duration_s, faults=options.faults,
+                        schedule=[e.as_dict() for e in schedule], skipped=skipped)
+            workers = [
+                ProducerWorker("idem", bootstrap, IDEMPOTENT_TOPIC, TOPICS[IDEMPOTENT_TOPIC], True, history),
+                ProducerWorker("plain", bootstrap, PLAIN_TOPIC, TOPICS[PLAIN_TOPIC], False, history),
+                GroupConsumerWorker("consumer-1", bootstrap, GROUP, list(TOPICS), history),
+                GroupConsumerWorker("consumer-2", bootstrap, GROUP, list(TOPICS), history),
+                MetadataWorker(bootstrap, GROW_TOPIC, history),
+                LeaderMonitor(lambda: [n.url for i, n in cluster.nodes.items() if i not in injector.down],
+                              list(TOPICS), lambda: set(injector.down), history),
+            ]
+            for worker in workers:
+                worker.start()
+            start = time.monotonic()
+            for event in schedule:
+                wait = start + event.at_s - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                if event.fault in skipped:
+                    history.add("skipped", fault=event.fault, target=event.target, why=skipped[event.fault])
+                    continue
+                history.add("fault", **event.as_dict())
+                echo(f"[{time.monotonic() - start:6.1f}s] {event.describe()}  "
+                     f"(acked {sum(getattr(w, 'acked', 0) for w in workers)})")
+                detail = injector.apply(event)
+                history.add("heal", fault=event.fault, target=event.target, detail=detail)
+                healed = time.monotonic()
+                try:
+                    poll(lambda: recovered(cluster), options.recover_timeout_s, 0.5, "recovery")
+                    history.add("recovered", fault=event.fault, seconds=round(time.monotonic() - healed, 2))
+                except TimeoutError:
+                    not_recovered += 1
+                    history.add("not_recovered", fault=event.fault, target=event.target)
+                    echo(f"  not recovered {options.recover_timeout_s:g} s after healing {event.fault}")
+            rest = start + options.duration_s - time.monotonic()
+            if rest > 0:
+                time.sleep(rest)
+            for worker in workers:
+                worker.stop()
+            injector.heal_everything()
+            poll(lambda: recovered(cluster), options.recover_timeout_s, 0.5, "final recovery")
+            _final_state(cluster, history, options.recover_timeout_s)
+    finally:
+        stopping.set()
+        for worker in workers:
+            worker.stop(10)
+        history.close()
+        proxies.close()
+        if disks:
+            for directory in disks.values():
+                unmount(directory)
+        shutil.rmtree(root, ignore_errors=True)
+    findings = check(load_history(options.history_path))
+    return ChaosOutcome(findings, schedule, skipped, options.history_path, not_recovered)

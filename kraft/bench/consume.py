@@ -1,0 +1,44 @@
+"""`kraft-bench consume`: consumer throughput from the beginning of a topic
+(kafka-consumer-perf-test)."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from api.client import Consumer
+from kraft.bench.common import BenchResult, Progress, common_options, ensure_topic, main, record_bytes, report
+
+@main.command()
+@common_options
+@click.option("--timeout-ms", type=click.IntRange(min=1), default=10_000, show_default=True, help="Give up after this long without records.")
+def consume(
+    bootstrap_server: str, topic: str, num_records: int, record_size: int, partitions: int,
+    replication_factor: int, json_path: str | None, timeout_ms: int,
+) -> None:
+    """Consumer throughput from the beginning of the topic (kafka-consumer-perf-test).
+    Produce first; --record-size and --partitions only matter if the topic is created here."""
+    ensure_topic(bootstrap_server, topic, partitions, replication_factor)
+    progress = Progress("consume")
+    records = nbytes = 0
+    with Consumer(bootstrap_server, auto_offset_reset="earliest", max_poll_records=10_000) as consumer:
+        consumer.assign(consumer.partitions_for_topic(topic))
+        consumer.seek_to_beginning()
+        start = last = time.monotonic()
+        while records < num_records:
+            got = consumer.poll(timeout_ms=500, max_records=num_records - records)
+            now = time.monotonic()
+            if not got:
+                if (now - last) * 1000 >= timeout_ms:
+                    break
+                continue
+            last = now
+            for batch in got.values():
+                records += len(batch)
+                nbytes += record_bytes(batch)
+            progress.update(records, nbytes)
+        elapsed = last - start
+    report(BenchResult("consume", dict(topic=topic, num_records=num_records, partitions=partitions), records, nbytes, elapsed), json_path)
+    if records < num_records:
+        raise click.ClickException(f"only {records} of {num_records} records arrived within {timeout_ms} ms of silence")

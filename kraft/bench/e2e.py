@@ -1,0 +1,62 @@
+"""`kraft-bench e2e`: produce-to-consume latency one record at a time (Kafka's EndToEndLatency)."""
+
+from __future__ import annotations
+
+import random
+import struct
+import time
+
+import click
+
+from api.client import Consumer, Producer
+from kraft.bench.common import (BenchResult, Progress, common_options, ensure_topic, main, make_payload,
+                                producer_options, report)
+
+_STAMP = struct.Struct(">q")
+
+
+@main.command()
+@common_options
+@producer_options
+@click.option("--timeout-ms", type=click.IntRange(min=1), default=10_000, show_default=True, help="Per-record wait for the consumer.")
+def e2e(
+    bootstrap_server: str, topic: str, num_records: int, record_size: int, partitions: int,
+    replication_factor: int, json_path: str | None, acks: str, batch_size: int, linger_ms: int,
+    compression: str, timeout_ms: int,
+) -> None:
+    """Produce-to-consume latency, one record at a time (Kafka's EndToEndLatency): each record
+    carries its send time; the consumer measures when it can read it."""
+    ensure_topic(bootstrap_server, topic, partitions, replication_factor)
+    padding = make_payload(max(0, record_size - _STAMP.size), random.Random(0))
+    latencies: list[float] = []
+    progress = Progress("e2e")
+    with Producer(bootstrap_server, acks=acks, batch_size=batch_size, linger_ms=linger_ms, compression_type=compression) as producer, \
+            Consumer(bootstrap_server, fetch_max_wait_ms=100) as consumer:
+        consumer.assign(consumer.partitions_for_topic(topic))
+        consumer.seek_to_end()
+        for tp in consumer.assignment():
+            consumer.position(tp)  # resolve "latest" before the first send
+        start = time.monotonic()
+        for i in range(num_records):
+            producer.send(topic, _STAMP.pack(time.time_ns()) + padding)
+            deadline = time.monotonic() + timeout_ms / 1000
+            received = False
+            while not received:
+                if time.monotonic() > deadline:
+                    raise click.ClickException(f"record {i} not consumed within {timeout_ms} ms")
+                for records in consumer.poll(timeout_ms=100, max_records=1).values():
+                    sent_ns = _STAMP.unpack_from(records[0].value or b"\0" * 8)[0]
+                    latencies.append((time.time_ns() - sent_ns) / 1e6)
+                    received = True
+            progress.update(i + 1, (i + 1) * record_size)
+        elapsed = time.monotonic() - start
+    latencies.sort()
+    report(
+        BenchResult(
+            "e2e",
+            dict(topic=topic, num_records=num_records, record_size=record_size, partitions=partitions,
+                 replication_factor=replication_factor, acks=acks, linger_ms=linger_ms, compression=compression),
+            num_records, num_records * record_size, elapsed, latencies,
+        ),
+        json_path,
+    )

@@ -1,0 +1,100 @@
+"""`kraft-bench failover`: kill -9 the active controller (time to the first successful metadata
+write) or a broker (time to the first successful produce to a partition it led) on a throwaway
+local 3-node cluster (`kraft.bench.cluster`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+import requests
+
+from kraft.bench.cluster import LocalCluster, poll
+from kraft.bench.common import BenchResult, main, percentile, report
+
+def _write_topic(nodes: list[Any], name: str) -> bool:
+    """One metadata write through any of `nodes` (forwarded to the active controller)."""
+    for node in nodes:
+        try:
+            r = requests.post(f"{node.url}/v1/topics", json={"name": name, "replication_factor": 1}, timeout=2)
+        except requests.RequestException:
+            continue
+        if r.status_code == 201 or r.json().get("error_code") == "TOPIC_ALREADY_EXISTS":
+            return True
+    return False
+
+
+def _partition(node: Any, topic: str, partition: int) -> dict[str, Any]:
+    topics = requests.get(f"{node.url}/v1/metadata", params={"topics": topic}, timeout=2).json()["topics"]
+    return topics[0]["partitions"][partition]
+
+
+def _produce_one(node: Any, topic: str, partition: int) -> bool:
+    r = requests.post(f"{node.url}/v1/topics/{topic}/records", params={"acks": "1"},
+                      json={"records": [{"value": "failover", "partition": partition}]}, timeout=2)
+    return r.status_code == 200
+
+
+def _controller_failover(cluster: LocalCluster, run: int) -> dict[str, float]:
+    victim = cluster.active_controller()
+    survivors = [n for n in cluster.running() if n is not victim]
+    killed = time.monotonic()
+    victim.kill()
+    poll(lambda: _write_topic(survivors, f"failover-{run}"), 60, 0.005, "a metadata write")
+    written = time.monotonic()
+    victim.start()
+    cluster.wait_ready()
+    return {"failover_ms": (written - killed) * 1000}
+
+
+def _broker_failover(cluster: LocalCluster, run: int) -> dict[str, float]:
+    controller = cluster.active_controller()
+    victim = next(n for n in cluster.brokers() if n is not controller)
+    survivors = [n for n in cluster.running() if n is not victim]
+    topic = f"broker-failover-{run}"
+    assert requests.post(f"{controller.url}/v1/topics", json={"name": topic, "partitions": 6, "replication_factor": 2},
+                         timeout=10).status_code == 201
+    led = poll(lambda: [p for p in range(6) if _partition(controller, topic, p)["leader"] == victim.node_id],
+               30, 0.05, "a partition led by the victim")[0]
+    poll(lambda: len(_partition(controller, topic, led)["isr"]) == 2, 30, 0.05, "a full ISR")
+    killed = time.monotonic()
+    victim.kill()
+
+    def new_leader() -> int | None:
+        leader = _partition(survivors[0], topic, led)["leader"]
+        return None if leader in (-1, victim.node_id) else leader
+    leader = poll(new_leader, 120, 0.005, "a new leader")
+    moved = time.monotonic()
+    poll(lambda: _produce_one(cluster.nodes[leader], topic, led), 60, 0.005, "a produce to the moved partition")
+    produced = time.monotonic()
+    victim.start()
+    cluster.wait_ready()
+    return {"failover_ms": (produced - killed) * 1000, "leader_change_ms": (moved - killed) * 1000}
+
+
+@main.command()
+@click.option("--target", type=click.Choice(["controller", "broker"]), required=True)
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--session-timeout-ms", type=click.IntRange(min=100), default=9000, show_default=True,
+              help="broker.session.timeout.ms of the cluster (Kafka's default).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), help="Write the summary as JSON here.")
+def failover(target: str, runs: int, session_timeout_ms: int, json_path: str | None) -> None:
+    """Kill -9 the active controller (time to the first successful metadata write) or a broker
+    (time to the first successful produce to a partition it led) on a local 3-node cluster."""
+    overrides = {"broker.session.timeout.ms": session_timeout_ms,
+                 "broker.heartbeat.interval.ms": max(50, min(2000, session_timeout_ms // 4))}
+    measures: list[dict[str, float]] = []
+    with LocalCluster(3, combined=True, overrides=overrides) as cluster:
+        start = time.monotonic()
+        for run in range(runs):
+            measures.append((_controller_failover if target == "controller" else _broker_failover)(cluster, run))
+            click.echo(f"run {run + 1}/{runs}: " + ", ".join(f"{k} {v:.0f}" for k, v in measures[-1].items()),
+                       err=True)
+        elapsed = time.monotonic() - start
+    params: dict[str, Any] = {"target": target, "runs": runs, "session_timeout_ms": session_timeout_ms}
+    if target == "broker":
+        changes = sorted(m["leader_change_ms"] for m in measures)
+        params["leader_change_p50_ms"] = round(percentile(changes, 50) or 0, 1)
+    report(BenchResult(f"failover-{target}", params, runs, 0, elapsed,
+                       sorted(m["failover_ms"] for m in measures)), json_path)
