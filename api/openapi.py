@@ -189,9 +189,15 @@ _PATHS: dict[str, Any] = {
             "rack": _nullable({"type": "string"}),
         }, ("node_id", "host", "port", "rack"))},
         "topics": {"type": "array", "items": _ref("TopicMetadata")},
-    }, ("cluster_id", "controller_id", "brokers", "topics")), parameters=[
+        "topic_errors": {"type": "array", "description": "why a named topic is not in topics",
+                         "items": _obj({"name": {"type": "string"}, "error_code": {"type": "string"},
+                                        "message": {"type": "string"}, "retriable": {"type": "boolean"}},
+                                       ("name", "error_code", "message"))},
+    }, ("cluster_id", "controller_id", "brokers", "topics", "topic_errors")), parameters=[
         _query("topics", {"type": "string", "pattern": "^[a-zA-Z0-9._,-]*$"},
                "comma-separated topic names"),
+        _query("allow_auto_topic_creation", {"type": "string", "enum": ["true", "false"]},
+               "create a named topic that does not exist (when auto.create.topics.enable), as produce does"),
     ])},
     "/v1/topics": {
         "post": _operation("Create a topic", _obj({

@@ -1,5 +1,10 @@
 """`GET /v1/metadata`: the brokers, the active controller and the topics this node knows, plus the
-JSON shapes of topics and partitions shared with the topic routes."""
+JSON shapes of topics and partitions shared with the topic routes.
+
+With `allow_auto_topic_creation=true` (Kafka's MetadataRequest field; producers send it) a named
+topic that does not exist is created with the broker defaults when `auto.create.topics.enable`,
+by the same rule as produce. A named topic that is missing after that is reported in
+`topic_errors` with the reason, so a client can fail at once instead of waiting for it."""
 
 from __future__ import annotations
 
@@ -7,8 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
-from api.errors import KraftError
-from api.routes.services import METADATA, PartitionDescription, TopicDescription
+from api.errors import KraftError, invalid_request
+from api.routes.services import METADATA, NODE_INFO, PartitionDescription, TopicDescription
 from api.wire import check_topic_name, render
 
 routes = web.RouteTableDef()
@@ -33,17 +38,48 @@ def topic_json(t: TopicDescription) -> dict[str, Any]:
     }
 
 
+def _flag(request: web.Request, name: str) -> bool:
+    value = request.query.get(name, "false").lower()
+    if value not in ("true", "false"):
+        raise invalid_request(f"query.{name} must be true or false, got {value!r}")
+    return value == "true"
+
+
+async def _missing_topic_error(request: web.Request, name: str, auto_create: bool) -> KraftError | TopicDescription:
+    """The topic once auto-created, or why it is not there."""
+    if not auto_create:
+        return KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+    if not request.app[NODE_INFO].auto_create_topics:
+        return KraftError("UNKNOWN_TOPIC_OR_PARTITION",
+                          f"topic {name!r} does not exist and auto.create.topics.enable is false on this broker")
+    from api.routes.records import topic_or_create  # records imports this module
+
+    try:
+        return await topic_or_create(request, name)
+    except KraftError as e:
+        return e
+
+
 @routes.get("/v1/metadata")
 async def metadata(request: web.Request) -> web.Response:
     view = request.app[METADATA]
     cluster = view.cluster()
     wanted = request.query.get("topics")
+    auto_create = _flag(request, "allow_auto_topic_creation")
+    topic_errors: list[dict[str, Any]] = []
     if wanted is None:
         topics = list(view.topics())
     else:
         names = [check_topic_name(n.strip()) for n in wanted.split(",") if n.strip()]
-        found = (view.topic(n) for n in dict.fromkeys(names))
-        topics = [t for t in found if t is not None]
+        topics = []
+        for name in dict.fromkeys(names):
+            found: TopicDescription | KraftError | None = view.topic(name)
+            if found is None:
+                found = await _missing_topic_error(request, name, auto_create)
+            if isinstance(found, KraftError):
+                topic_errors.append({"name": name, **found.to_dict()})
+            else:
+                topics.append(found)
     return render(request, {
         "cluster_id": cluster.cluster_id,
         "controller_id": cluster.controller_id,
@@ -52,6 +88,7 @@ async def metadata(request: web.Request) -> web.Response:
             for b in cluster.brokers
         ],
         "topics": [topic_json(t) for t in topics],
+        "topic_errors": topic_errors,
     })
 
 
