@@ -154,6 +154,9 @@ class QuorumStatus:
     controller_epoch: int
     has_quorum: bool
     voters: tuple[VoterStatus, ...]
+    # the leader's commit index as this node last learned it (-1: none yet); unlike
+    # high_watermark, never capped at this node's own log end, so it tells how far behind it is
+    leader_commit_index: int = -1
 
     @property
     def max_follower_lag(self) -> int:
@@ -581,6 +584,7 @@ class RaftQuorum:
             active_controller_id=controller[0] if controller else None,
             controller_epoch=controller[1] if controller else 0,
             has_quorum=bool(raw["has_quorum"]), voters=tuple(voters),
+            leader_commit_index=-1 if raw.get("leader_commit_idx") is None else raw["leader_commit_idx"],
         )
 
 
