@@ -18,6 +18,7 @@ median over `--runs`:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -28,7 +29,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import click
 import requests
@@ -264,12 +265,26 @@ def compare_metadata(runs: int, partitions: int, samples: int, zk_session_timeou
         else:
             cluster = ZkLocalCluster(3, zk_servers, zk_session_timeout_ms)
             setting = {"zookeeper_session_timeout_ms": zk_session_timeout_ms, "zookeeper_servers": zk_servers}
-        with cluster:
+        with _started(cluster):
             results[mode] = {**measure(cluster, mode, runs, partitions, samples), **setting,
                              "partitions": partitions, "runs": runs}
     _print(results)
     if json_path:
         Path(json_path).write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+
+
+@contextlib.contextmanager
+def _started(cluster: Any) -> Iterator[Any]:
+    """The cluster started, and stopped afterwards even when it never became ready."""
+    try:
+        cluster.__enter__()
+    except BaseException:
+        cluster.__exit__(None, None, None)
+        raise
+    try:
+        yield cluster
+    finally:
+        cluster.__exit__(None, None, None)
 
 
 def _print(results: dict[str, dict[str, Any]]) -> None:

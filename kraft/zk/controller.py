@@ -223,7 +223,7 @@ class ZkController:
                     raise
                 except Exception as e:
                     if not self.session.client.connected:
-                        await self._resign(f"ZooKeeper unavailable: {e}")
+                        await self._resign(f"ZooKeeper unavailable ({type(e).__name__})")
                     else:
                         log.exception("controller event %s failed", kind)
             if self.active and self.image is not before:
