@@ -270,7 +270,11 @@ class ReplicaManager:
         log.warning("%s-%d: truncating to %d, the start of a quarantined corrupt region (log end "
                     "%d), to refetch it and everything after it from the leader", replica.topic,
                     replica.partition, start, plog.log_end_offset)
-        plog.truncate_to(start)
+        try:
+            plog.truncate_to(start)
+        except Exception:  # runs in the metadata publisher: one bad log must not stop it
+            log.exception("%s-%d: truncating to %d failed; the region stays quarantined",
+                          replica.topic, replica.partition, start)
 
     def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         broker = self.image.cluster.broker(broker_id)
