@@ -51,6 +51,7 @@ from kraft.controller.quorum import LocalQuorum, Quorum
 from kraft.controller.raft_quorum import METADATA_DIR, RaftQuorum, RaftQuorumConfig, resolve_secret
 from kraft.controller.service import ControllerService
 from kraft.metrics import NodeMetrics
+from kraft.readiness import MetadataProgress, ReadinessCheck
 from log.config import TOPIC_CONFIG_KEYS
 from log.file_cache import NO_LIMIT_FILES, OPEN_FILES, default_open_files_max
 
@@ -250,19 +251,32 @@ class Node:
             self.zk.install(self.app)
         self.app[CONTROLLER] = self.controller_api
         self.app[NODE_STATUS] = self.status
+        self.readiness = ReadinessCheck()
         self._runner: web.AppRunner | None = None
         self.port = config.listener[1]
 
     def status(self) -> dict[str, Any]:
-        """The controller and broker state `/v1/health` reports."""
+        """The controller and broker state `/v1/health` reports, and whether the node is ready
+        (kraft/readiness.py)."""
         leader = self.controller_api.leader_id()
+        raft = self.quorum.status() if isinstance(self.quorum, RaftQuorum) else None
+        if raft is not None:
+            progress = MetadataProgress(raft.last_applied_index, raft.leader_commit_index)
+        elif self.follower is not None:
+            progress = MetadataProgress(self.loader.offset + 1, self.follower.high_watermark)
+        else:  # the embedded quorum and ZooKeeper mode have nothing to catch up with
+            progress = MetadataProgress(0, 0)
+        broker_state = (self.lifecycle.state if self.lifecycle is not None else
+                        self.zk.registration.state if self.zk is not None else None)
+        readiness = self.readiness.check(progress, active_controller=leader, broker_state=broker_state,
+                                         quorum_leader_known=raft is None or raft.leader_id is not None)
         return {
+            **readiness.to_dict(),
             "cluster_id": self.cluster_id,
             "active_controller": self.controller_api.is_active(),
             "controller_id": -1 if leader is None else leader,
             "metadata_offset": self.loader.offset,
-            "broker_state": (self.lifecycle.state if self.lifecycle is not None else
-                             self.zk.registration.state if self.zk is not None else None),
+            "broker_state": broker_state,
             # why the metadata log cannot be written now (a full disk); None while it can
             "metadata_log_error": self.quorum.storage_error if isinstance(self.quorum, LocalQuorum) else None,
         }

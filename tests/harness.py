@@ -118,6 +118,11 @@ class NodeProcess:
         response.raise_for_status()
         return response.json()
 
+    def ready(self, timeout: float = 2.0) -> bool:
+        """`GET /v1/health?ready=true` answers 200: caught up with the metadata log, knows the
+        active controller, and (a broker) registered and unfenced."""
+        return requests.get(f"{self.url}/v1/health", params={"ready": "true"}, timeout=timeout).status_code == 200
+
     def wait_healthy(self, timeout: float = 30.0) -> None:
         def ready() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
@@ -246,15 +251,16 @@ class Cluster:
         return self
 
     def wait_ready(self, timeout: float = 60.0) -> int:
-        """One active controller that every running node knows, and every running broker live in
-        the metadata of every running node. Returns the active controller's id."""
+        """One active controller that every running node knows, every running broker live in
+        the metadata of every running node, and every running node ready (`?ready=true`: a
+        restarted broker stays fenced until it has caught up). Returns the active controller's id."""
         active = self.active_controller(timeout)
         brokers = sorted(i for i in self.broker_ids if self.nodes[i].running)
         self.wait_for_metadata(lambda m: sorted(b["node_id"] for b in m["brokers"]) == brokers, timeout=timeout,
                                what=f"brokers {brokers} live everywhere")
-        # registered is not enough: a restarted broker stays fenced until it has caught up
-        wait_for(lambda: all(self.nodes[i].health().get("broker_state", "RUNNING") == "RUNNING" for i in brokers),
-                 timeout, what=f"brokers {brokers} unfenced")
+        running = self.running()
+        wait_for(lambda: all(n.ready() for n in running), timeout,
+                 what=f"nodes {[n.node_id for n in running]} ready")
         return active
 
     def stop(self) -> None:

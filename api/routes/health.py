@@ -1,6 +1,6 @@
 """`GET /v1/health`: liveness of this node, the roles it plays, the optional features it supports
 (`FEATURES`, which clients check before relying on one), and (when the node provides it through
-`NODE_STATUS`) its controller and broker state."""
+`NODE_STATUS`) its controller and broker state and whether it is ready to serve."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from aiohttp import web
 
+from api.errors import invalid_request
 from api.routes.services import NODE_INFO
 from api.wire import render
 
@@ -19,8 +20,15 @@ FEATURES = ("idempotence",)  # idempotent produce: producer ids, sequences, dupl
 
 @routes.get("/v1/health")
 async def health(request: web.Request) -> web.Response:
+    """Always 200 while the node serves (liveness); with `?ready=true`, 503 and status
+    "not_ready" until `ready` (a readiness probe: kraft/readiness.py says what ready means)."""
+    probe = request.query.get("ready", "false")
+    if probe not in ("true", "false"):
+        raise invalid_request(f"query.ready must be true or false, got {probe!r}")
     info = request.app[NODE_INFO]
     status = request.app.get(NODE_STATUS)
-    extra = status() if status is not None else {}
-    return render(request, {"status": "ok", "node_id": info.node_id, "roles": list(info.roles),
-                            "features": list(FEATURES), **extra})
+    extra = {"ready": True, **(status() if status is not None else {})}
+    unready = probe == "true" and not extra["ready"]
+    return render(request, {"status": "not_ready" if unready else "ok", "node_id": info.node_id,
+                            "roles": list(info.roles), "features": list(FEATURES), **extra},
+                  503 if unready else 200)

@@ -69,6 +69,9 @@ class MetadataFollower:
         self.max_records = max_records
         self.snapshot_interval_records = snapshot_interval_records
         self.cluster_id: str | None = None  # as the controller reports it
+        # The controller's metadata high watermark with the last fetch, once that fetch's records
+        # are applied: caught up when loader.offset + 1 reaches it (-1: no answer yet).
+        self.high_watermark = -1
         self._saved_offset = -1
         self._task: asyncio.Task[None] | None = None
 
@@ -117,6 +120,7 @@ class MetadataFollower:
         else:
             records = answer.get("records") or []
             self.loader.apply_batch([(int(offset), record) for offset, record in records])
+        self.high_watermark = int(answer.get("high_watermark", -1))
         if self.loader.offset - self._saved_offset >= self.snapshot_interval_records:
             await self._save()
 
