@@ -49,6 +49,7 @@ class ProducerBatch:
     retry_at_ms: int = 0
     encoded: bytes | None = None  # built once, reused by retries
     sequence: BatchSequence | None = None  # idempotent producers: set on the first drain
+    last_error: Any = None  # the KraftError of the last retried attempt, reported if it expires
 
     def encode(self, compression: str) -> bytes:
         """The batch's bytes (framed once, on first call; the packer is released then)."""

@@ -42,6 +42,8 @@ class ClusterSnapshot:
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
     topics: dict[str, tuple[PartitionInfo, ...]] = field(default_factory=dict)
     topic_ids: dict[str, str] = field(default_factory=dict)
+    # Why a topic the client asked for is absent (the broker's topic_errors).
+    topic_errors: dict[str, KraftError] = field(default_factory=dict)
 
     @classmethod
     def from_wire(cls, body: dict[str, Any], only: Iterable[str] | None = None) -> ClusterSnapshot:
@@ -59,12 +61,17 @@ class ClusterSnapshot:
             topics[t["name"]] = tuple(parts)
             topic_ids[t["name"]] = str(t.get("topic_id", ""))
         controller = body.get("controller_id")
+        errors = {}
+        for e in body.get("topic_errors", ()):
+            fields = {k: v for k, v in e.items() if k != "name"}
+            errors[e["name"]] = KraftError.from_dict(fields)
         return cls(
             cluster_id=body.get("cluster_id"),
             controller_id=None if controller is None or controller < 0 else int(controller),
             brokers=brokers,
             topics=topics,
             topic_ids=topic_ids,
+            topic_errors=errors,
         )
 
     def partition_count(self, topic: str) -> int | None:
@@ -87,13 +94,18 @@ class ClusterSnapshot:
 
 
 class MetadataCache:
-    """Refreshes the snapshot for the topics the client uses; one refresh at a time."""
+    """Refreshes the snapshot for the topics the client uses; one refresh at a time.
+
+    With `allow_auto_create` the requests ask the broker to create missing topics (Kafka's
+    allow_auto_topic_creation), as Kafka's producer does; the broker decides
+    (auto.create.topics.enable) and says why when it does not."""
 
     def __init__(
         self, transport: Transport, retry_backoff_ms: int = 100, metadata_max_age_ms: int = 300_000,
-        metadata_request_timeout_ms: int | None = None,
+        metadata_request_timeout_ms: int | None = None, allow_auto_create: bool = False,
     ) -> None:
         self._transport = transport
+        self._allow_auto_create = allow_auto_create
         if metadata_request_timeout_ms is None:
             metadata_request_timeout_ms = min(METADATA_REQUEST_TIMEOUT_MS, int(transport.request_timeout_s * 500))
         self._timeout_s = max(metadata_request_timeout_ms, 1) / 1000
@@ -133,6 +145,8 @@ class MetadataCache:
             topics = None if all_topics or not self._topics else sorted(self._topics)
             try:
                 params = {"topics": ",".join(topics)} if topics else None
+                if params and self._allow_auto_create:
+                    params["allow_auto_topic_creation"] = "true"
                 body = self._transport.request("GET", "/v1/metadata", params=params, timeout_s=self._timeout_s)
             except KraftError as e:
                 if e.error_code != "UNKNOWN_TOPIC_OR_PARTITION" or topics is None:
@@ -147,23 +161,34 @@ class MetadataCache:
 
     def wait_for_topic(self, topic: str, timeout_s: float) -> int:
         """Partition count of `topic`, refreshing until it is known; raises
-        UNKNOWN_TOPIC_OR_PARTITION after `timeout_s` (Kafka's max.block.ms behaviour)."""
+        UNKNOWN_TOPIC_OR_PARTITION after `timeout_s` (Kafka's max.block.ms behaviour), with the
+        last error seen. With `allow_auto_create`, a topic the broker reports missing is an error
+        at once, as is a creation that failed for good: the broker created it if it could, so
+        waiting cannot help."""
         count = self.snapshot.partition_count(topic)
         if count:
             return count
         self.add_topics([topic])
         deadline = time.monotonic() + timeout_s
+        last_error: KraftError | None = None
         while True:
             try:
-                count = self.refresh().partition_count(topic)
+                snapshot = self.refresh()
+                count = snapshot.partition_count(topic)
+                last_error = snapshot.topic_errors.get(topic)
+                if last_error is not None and self._allow_auto_create and (
+                        not last_error.retriable or last_error.error_code == "UNKNOWN_TOPIC_OR_PARTITION"):
+                    raise last_error
             except KraftError as e:
-                if not e.retriable:
+                if not e.retriable or e is last_error:
                     raise
+                last_error = e
             if count:
                 return count
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                cause = f"; last error: {last_error}" if last_error is not None else ""
                 raise KraftError(
-                    "UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} not present in metadata after {timeout_s:g} s"
-                )
+                    "UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} not present in metadata after {timeout_s:g} s{cause}"
+                ) from last_error
             time.sleep(min(self._retry_backoff_s, remaining))

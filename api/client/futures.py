@@ -3,14 +3,16 @@
 As in Kafka's client (`ProduceRequestResult` + `FutureRecordMetadata`), the synchronisation object
 is per batch; a record's future only remembers its index in the batch, so `send()` stays cheap.
 `RecordFuture` offers the `concurrent.futures.Future` reading API (`result`, `exception`, `done`,
-`add_done_callback`) plus kafka-python's `get`.
+`add_done_callback`) plus kafka-python's `get`, `add_callback`, `add_errback`, `succeeded`,
+`failed`, `is_done` and `value`. Callbacks run in the producer's I/O thread: keep them short.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 from api.client.types import RecordMetadata, TopicPartition
 from api.errors import KraftError
@@ -94,3 +96,42 @@ class RecordFuture:
 
     def add_done_callback(self, fn: Callable[[RecordFuture], None]) -> None:
         self.produce_result.add_done_callback(lambda _r: fn(self))
+
+    # -- kafka-python's Future ------------------------------------------------------------------
+
+    @property
+    def is_done(self) -> bool:
+        return self.done()
+
+    def succeeded(self) -> bool:
+        return self.done() and self.produce_result.error is None
+
+    def failed(self) -> bool:
+        return self.done() and self.produce_result.error is not None
+
+    @property
+    def value(self) -> RecordMetadata | None:
+        """The RecordMetadata once succeeded, else None (kafka-python's attribute)."""
+        return self._metadata() if self.succeeded() else None
+
+    def add_callback(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> RecordFuture:
+        """Calls `fn(*args, record_metadata, **kwargs)` on success (at once if already succeeded)."""
+        call = functools.partial(fn, *args, **kwargs) if args or kwargs else fn
+
+        def on_done(result: ProduceResult) -> None:
+            if result.error is None:
+                call(self._metadata())
+
+        self.produce_result.add_done_callback(on_done)
+        return self
+
+    def add_errback(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> RecordFuture:
+        """Calls `fn(*args, exception, **kwargs)` on failure (at once if already failed)."""
+        call = functools.partial(fn, *args, **kwargs) if args or kwargs else fn
+
+        def on_done(result: ProduceResult) -> None:
+            if result.error is not None:
+                call(result.error)
+
+        self.produce_result.add_done_callback(on_done)
+        return self

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from api.client.accumulator import RECORD_OVERHEAD, RecordAccumulator
 from api.client.cluster import ClusterSnapshot, MetadataCache
+from api.client.compat import check_unused_configs, serializing
 from api.client.futures import RecordFuture
 from api.client.sender import Sender, SenderConfig, now_ms
 from api.client.transport import Transport
@@ -76,16 +77,25 @@ class Producer:
     the cluster, numbers each partition's batches, keeps at most one request in flight per leader
     (stricter than Kafka's limit of 5 per partition) and sends a retried batch alone for its
     partition. A duplicate is a success with the original offsets (-1 when the broker no longer
-    has them); sequence errors are retried or bump the epoch as Kafka's client does."""
+    has them); sequence errors are retried or bump the epoch as Kafka's client does.
+
+    kafka-python's keywords work (`key_serializer`, `value_serializer`, `client_id`, ...;
+    docs/client.md has the table): `KafkaProducer(**configs)` code runs with the class renamed.
+    A topic that does not exist is created by the broker on the first send when
+    auto.create.topics.enable (`allow_auto_create_topics`, as Kafka's producer asks for it), else
+    `send` raises UNKNOWN_TOPIC_OR_PARTITION at once with the broker's reason."""
 
     def __init__(
         self,
         bootstrap_servers: str | list[str] = "127.0.0.1:9092",
         *,
+        client_id: str | None = None,
+        key_serializer: Callable[[Any], Any] | None = None,
+        value_serializer: Callable[[Any], Any] | None = None,
         acks: int | str = 1,
         linger_ms: int = 5,
         batch_size: int = 16384 * 4,
-        compression_type: str = "none",
+        compression_type: str | None = "none",
         retries: int = 2_147_483_647,
         retry_backoff_ms: int = 100,
         max_request_size: int = 1_048_576,
@@ -95,15 +105,23 @@ class Producer:
         max_block_ms: int = 60_000,
         metadata_max_age_ms: int = 300_000,
         enable_idempotence: bool = False,
+        allow_auto_create_topics: bool = True,
+        **configs: Any,
     ) -> None:
+        check_unused_configs("producer", configs)
+        compression_type = compression_type or "none"  # kafka-python's default is None
         if compression_type not in COMPRESSIONS:
             raise KraftError("INVALID_CONFIG", f"compression_type must be one of {', '.join(COMPRESSIONS)}, got {compression_type!r}")
         if batch_size <= 0 or linger_ms < 0 or max_request_size <= 0 or retries < 0:
             raise KraftError("INVALID_CONFIG", "batch_size and max_request_size must be > 0, linger_ms and retries >= 0")
         if enable_idempotence and (parse_acks(acks) != -1 or retries == 0):
             raise KraftError("INVALID_CONFIG", "enable_idempotence needs acks='all' and retries > 0, as in Kafka")
+        self.client_id = client_id or "kraft-producer"
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
         self._transport = Transport(bootstrap_servers, request_timeout_ms)
-        self._metadata = MetadataCache(self._transport, retry_backoff_ms, metadata_max_age_ms)
+        self._metadata = MetadataCache(self._transport, retry_backoff_ms, metadata_max_age_ms,
+                                       allow_auto_create=allow_auto_create_topics)
         self._acc = RecordAccumulator(batch_size, linger_ms, isolate_retries=enable_idempotence)
         self._lock = threading.Lock()
         self._space = threading.Condition(self._lock)
@@ -158,13 +176,19 @@ class Producer:
         topic: str,
         value: Any = None,
         key: Any = None,
-        partition: int | None = None,
         headers: HeadersIn = None,
+        partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> RecordFuture:
-        """Queues a record; the future resolves to RecordMetadata or raises KraftError."""
+        """Queues a record (kafka-python's argument order); the future resolves to RecordMetadata
+        or raises KraftError. A topic unknown to the client is looked up first (and created by
+        the broker when it allows), for up to max_block_ms."""
         if self._closed:
             raise KraftError("INVALID_REQUEST", "cannot send after the producer is closed")
+        if self._value_serializer is not None:
+            value = serializing(self._value_serializer, topic, value)
+        if self._key_serializer is not None:
+            key = serializing(self._key_serializer, topic, key)
         if value.__class__ is not bytes:
             value = to_bytes(value, "value")
         if key is not None and key.__class__ is not bytes:

@@ -112,6 +112,7 @@ class Sender:
         self._flushes = 0
         self._closing = False
         self._force_close = False  # fail what is left instead of sending it
+        self._warned: set[str] = set()  # error codes retried and logged at WARNING since the last success
         self._executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="kraft-producer-io")
         self._thread = threading.Thread(target=self._run, name="kraft-producer-sender", daemon=True)
 
@@ -169,7 +170,7 @@ class Sender:
             self._assign_sequences(drained)
             self._in_flight.update(drained)
         for batch in expired:
-            self._settle(batch, -1, KraftError("REQUEST_TIMED_OUT", f"{batch.tp.topic}-{batch.tp.partition}: delivery timeout expired"))
+            self._settle(batch, -1, self._expired_error(batch))
         for batch in aborted:
             self._settle(batch, -1, KraftError("REQUEST_TIMED_OUT", "producer closed before the record was sent"))
         if check.unknown_leader_topics:
@@ -185,6 +186,30 @@ class Sender:
         if wait_ms > 0 and not drained:
             self._wakeup.wait(wait_ms / 1000)
         return False
+
+    def _expired_error(self, batch: ProducerBatch) -> KraftError:
+        """REQUEST_TIMED_OUT for a batch past delivery_timeout_ms, naming the error its retries
+        got (NOT_ENOUGH_REPLICAS, ...): the cause, not just the timeout."""
+        tp = f"{batch.tp.topic}-{batch.tp.partition}"
+        message = f"{tp}: delivery timeout ({self._config.delivery_timeout_ms} ms) expired"
+        cause: KraftError | None = batch.last_error
+        if cause is None:
+            return KraftError("REQUEST_TIMED_OUT", f"{message} before the record was sent")
+        error = KraftError("REQUEST_TIMED_OUT", f"{message} after {batch.attempts} attempts; last error: {cause}",
+                           last_error_code=cause.error_code)
+        error.__cause__ = cause
+        return error
+
+    def _log_retry(self, tp: TopicPartition, error: KraftError, batches: int) -> None:
+        """The first retry after each cause at WARNING (what an operator must see: e.g.
+        NOT_ENOUGH_REPLICAS while acks=all waits), the repeats at DEBUG."""
+        if error.error_code in self._warned:
+            log.debug("retrying %d batches of %s-%s after %s", batches, tp.topic, tp.partition, error)
+            return
+        self._warned.add(error.error_code)
+        log.warning("produce to %s-%s failed, retrying for up to delivery_timeout_ms=%d: %s "
+                    "(further retries after %s are logged at DEBUG)",
+                    tp.topic, tp.partition, self._config.delivery_timeout_ms, error, error.error_code)
 
     def _ensure_producer_id(self) -> bool:
         """Whether batches may be drained: always without idempotence; otherwise once a
@@ -263,6 +288,7 @@ class Sender:
     def _handle(self, batches: list[ProducerBatch], outcome: int | KraftError) -> None:
         idempotence = self._idempotence
         if isinstance(outcome, int):
+            self._warned.clear()
             base = outcome
             for batch in batches:
                 if idempotence is not None and batch.sequence is not None:
@@ -291,7 +317,9 @@ class Sender:
                         idempotence.on_error(outcome.error_code, b.sequence)
         retrying = set(retry)
         if retry:
-            log.debug("retrying %d batches of %s after %s", len(retry), retry[0].tp, outcome.error_code)
+            self._log_retry(retry[0].tp, outcome, len(retry))
+            for b in retry:
+                b.last_error = outcome
             with self._lock:
                 self._acc.reenqueue(retry, now + self._config.retry_backoff_ms)
         for batch in batches:

@@ -117,6 +117,21 @@ def _peer_closed(conn: http.client.HTTPConnection) -> bool:
         return True
 
 
+class NoBrokersAvailable(KraftError):
+    """No server of bootstrap_servers accepted a connection, and none ever answered this client:
+    nothing to wait for (kafka-python's NoBrokersAvailable), so it is not retried. Once a broker
+    has answered, refused connections are retriable NETWORK_EXCEPTIONs again (a restart)."""
+
+    def __init__(self, addresses: list[Address]) -> None:
+        servers = ", ".join(base_url(a).removeprefix("http://") for a in addresses)
+        super().__init__("NETWORK_EXCEPTION", f"connection refused by {servers}: no broker is running there "
+                                              "(check bootstrap_servers)")
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+
 class Transport:
     """Sends msgpack requests; raises KraftError for error answers and for network failures
     (NETWORK_EXCEPTION / REQUEST_TIMED_OUT, both retriable)."""
@@ -129,6 +144,7 @@ class Transport:
         self._known: list[Address] = []  # brokers learnt from metadata, tried after bootstrap
         self._preferred: Address = self._bootstrap[0]  # the server that answered last
         self._unreachable: set[Address] = set()  # failed lately (any thread): tried last
+        self._answered = False  # some server answered once: refusals are restarts, not a wrong address
         self.request_timeout_s = request_timeout_ms / 1000
         self._local = threading.local()
         self._connections: list[http.client.HTTPConnection] = []  # every thread's, for close()
@@ -174,16 +190,22 @@ class Transport:
             return self._send(address, method, path, body, params, timeout_s)
         failover = _UNREACHABLE if method == "GET" else frozenset({"NETWORK_EXCEPTION"})
         last_error: KraftError | None = None
-        for candidate in self.candidates():
+        refused: list[Address] = []
+        candidates = self.candidates()
+        for candidate in candidates:
             try:
                 result = self._send(candidate, method, path, body, params, timeout_s)
             except KraftError as e:
                 if e.error_code not in failover:
                     raise
+                if isinstance(e.__cause__, ConnectionRefusedError):
+                    refused.append(candidate)
                 last_error = e
                 continue
             self._preferred = candidate
             return result
+        if not self._answered and len(refused) == len(candidates):
+            raise NoBrokersAvailable(refused) from last_error
         assert last_error is not None
         raise last_error
 
@@ -221,6 +243,7 @@ class Transport:
             self._unreachable.add(address)
             raise KraftError("NETWORK_EXCEPTION", f"{method} {base_url(address)}{path}: {type(e).__name__}: {e}") from e
         self._unreachable.discard(address)
+        self._answered = True
         if answer.status_code >= 400:
             raise error_from_response(answer)
         try:

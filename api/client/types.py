@@ -33,6 +33,15 @@ class ConsumerRecord(NamedTuple):
     headers: Headers = ()
 
 
+class OffsetAndMetadata(NamedTuple):
+    """A committed position as kafka-python (2.x) names it: the next offset to read, the
+    application's string stored with it, and the leader epoch (-1: unknown; not stored here)."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1
+
+
 class OffsetAndTimestamp(NamedTuple):
     offset: int
     timestamp: int

@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from api.client.cluster import ClusterSnapshot, MetadataCache
-from api.client.transport import Transport, error_from_response, parse_address, parse_bootstrap
+from api.client.transport import NoBrokersAvailable, Transport, error_from_response, parse_address, parse_bootstrap
 from api.client.types import TopicPartition
 from api.errors import KraftError
 from client_fake_broker import FakeBroker
@@ -89,13 +89,30 @@ def test_keep_alive_connection_closed_by_the_server_is_replaced() -> None:
 
 
 def test_network_failures_are_retriable_kraft_errors() -> None:
+    """A broker that refuses connections (e.g. restarting) is a retriable NETWORK_EXCEPTION; only
+    when no server ever answered is it NoBrokersAvailable (not retried: nothing to wait for)."""
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         port = listener.getsockname()[1]
     transport = Transport(f"127.0.0.1:{port}", request_timeout_ms=2000)
     with pytest.raises(KraftError) as err:
+        transport.request("GET", "/v1/metadata", address=("127.0.0.1", port))
+    assert err.value.error_code == "NETWORK_EXCEPTION" and err.value.retriable
+    with pytest.raises(NoBrokersAvailable) as refused:
+        transport.request("GET", "/v1/metadata")
+    assert refused.value.error_code == "NETWORK_EXCEPTION" and not refused.value.retriable
+    assert "connection refused" in str(refused.value)
+
+
+def test_refusals_after_an_answer_stay_retriable(broker) -> None:
+    transport = Transport(broker.bootstrap, request_timeout_ms=2000)
+    assert transport.request("GET", "/v1/metadata")["brokers"]
+    broker.__exit__()  # the broker goes away (a restart): the client must keep retrying
+    transport.close()  # and its keep-alive connection with it
+    with pytest.raises(KraftError) as err:
         transport.request("GET", "/v1/metadata")
     assert err.value.error_code == "NETWORK_EXCEPTION" and err.value.retriable
+    assert not isinstance(err.value, NoBrokersAvailable)
 
 
 class SilentServer:
