@@ -102,6 +102,7 @@ class LocalCluster:
     def __init__(self, controllers: int = 3, brokers: int = 0, *, combined: bool = True,
                  overrides: dict[str, Any] | None = None, root: Path | None = None,
                  proxies: Any = None) -> None:
+        self._owns_root = root is None  # a caller's root is the caller's to delete
         self.root = root or Path(tempfile.mkdtemp(prefix="kraft-bench-"))
         extra = [a for k, v in (overrides or {}).items() for a in ("--override", f"{k}={v}")]
         raft_ports = {i: free_port() for i in range(1, controllers + 1)}
@@ -129,13 +130,18 @@ class LocalCluster:
     def __enter__(self) -> "LocalCluster":
         for node in self.nodes.values():
             node.start()
-        self.wait_ready()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
         for node in self.nodes.values():
             node.stop()
-        shutil.rmtree(self.root, ignore_errors=True)
+        if self._owns_root:
+            shutil.rmtree(self.root, ignore_errors=True)
 
     def running(self) -> list[LocalNode]:
         return [n for n in self.nodes.values() if n.proc is not None and n.proc.poll() is None]

@@ -209,6 +209,8 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
         if disks:
             for directory in disks.values():
                 unmount(directory)
+        for log in root.glob("node-*.log"):  # next to the history, for a post-mortem
+            shutil.copy(log, f"{options.history_path}.{log.name}")
         shutil.rmtree(root, ignore_errors=True)
     findings = check(load_history(options.history_path))
     return ChaosOutcome(findings, schedule, skipped, options.history_path, not_recovered)

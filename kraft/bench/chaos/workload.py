@@ -86,7 +86,7 @@ class _Worker:
 
 class ProducerWorker(_Worker):
     def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, idempotent: bool,
-                 history: History, batch: int = 20, pause_s: float = 0.1) -> None:
+                 history: History, batch: int = 20, pause_s: float = 0.2) -> None:
         super().__init__()
         self.name, self.bootstrap, self.topic, self.partitions = name, bootstrap, topic, partitions
         self.idempotent, self.history, self.batch, self.pause_s = idempotent, history, batch, pause_s
