@@ -168,9 +168,11 @@ _PRODUCE_ANSWER = (
 _OFFSET_QUERY = {"oneOf": [{"type": "string", "enum": ["earliest", "latest"]},
                            {"type": "string", "pattern": "^[0-9]{1,18}$"}]}
 
-_PATHS: dict[str, Any] = {
-    "/v1/health": {"get": _operation("Liveness of this node, its roles, controller and broker state", _obj({
-        "status": {"type": "string", "enum": ["ok"]}, "node_id": INT32,
+def _health() -> dict[str, Any]:
+    body = _obj({
+        "status": {"type": "string", "enum": ["ok", "not_ready"],
+                   "description": "not_ready only with ?ready=true on a node that is not ready"},
+        "node_id": INT32,
         "roles": {"type": "array", "items": {"type": "string"}},
         "features": {"type": "array", "items": {"type": "string", "enum": ["idempotence"]},
                      "description": "optional features this node supports"},
@@ -181,7 +183,20 @@ _PATHS: dict[str, Any] = {
         "broker_state": _nullable({"type": "string", "enum": ["STARTING", "FENCED", "RUNNING"]}),
         "metadata_log_error": _nullable({"type": "string", "description": "why this node's metadata log "
                                          "cannot be written now (e.g. a full disk); null while it can"}),
-    }, ("status", "node_id", "roles")))},
+        "ready": {"type": "boolean", "description": "caught up with the metadata log, knows the active "
+                  "controller, and (a broker) registered and unfenced"},
+        "reason": {"type": "string", "description": "why the node is not ready (only when it is not)"},
+    }, ("status", "node_id", "roles", "ready"))
+    op = _operation("Liveness of this node, its roles, controller and broker state, readiness", body,
+                    parameters=[_query("ready", {"type": "string", "enum": ["true", "false"]},
+                                       "true: answer 503 until the node is ready (a readiness probe)")])
+    op["responses"]["503"] = {"description": "With ?ready=true: not ready yet (the same body, with the reason)",
+                              "content": _content(body)}
+    return op
+
+
+_PATHS: dict[str, Any] = {
+    "/v1/health": {"get": _health()},
     "/v1/metadata": {"get": _operation("Brokers, controller and topics", _obj({
         "cluster_id": {"type": "string"}, "controller_id": INT32,
         "brokers": {"type": "array", "items": _obj({
