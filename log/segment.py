@@ -3,7 +3,8 @@
 Files are named by the 20-digit base offset (`00000000000000000000.log`). The segment appends
 already-validated batches, reads raw bytes from a position, translates offsets and timestamps to
 positions through its sparse indexes, truncates, decides when to roll, and recovers (re-validates
-every batch, rebuilds the indexes, cuts a torn or corrupt tail). File I/O goes straight to the OS
+every batch, rebuilds the indexes, cuts a torn tail or quarantines a corrupt region, which its
+header scans then skip and its lookups refuse). File I/O goes straight to the OS
 (pwrite/pread on a raw descriptor): an append has reached the page cache when it returns, so a
 killed process loses nothing acknowledged, and readers never share a file position with writers.
 """
