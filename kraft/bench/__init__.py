@@ -9,5 +9,6 @@ seeded fault schedule and an independent history checker.
 
 from kraft.bench import chaos, consume, e2e, failover, metadata, produce  # noqa: F401 - registers the subcommands
 from kraft.bench.common import AckLatencyRecorder, BenchResult, Progress, main, percentile
+from kraft.zk import compare  # noqa: F401,E402 - registers compare-metadata (KRaft vs ZooKeeper mode)
 
 __all__ = ["AckLatencyRecorder", "BenchResult", "Progress", "main", "percentile"]
