@@ -190,8 +190,10 @@ def _health() -> dict[str, Any]:
     op = _operation("Liveness of this node, its roles, controller and broker state, readiness", body,
                     parameters=[_query("ready", {"type": "string", "enum": ["true", "false"]},
                                        "true: answer 503 until the node is ready (a readiness probe)")])
-    op["responses"]["503"] = {"description": "With ?ready=true: not ready yet (the same body, with the reason)",
-                              "content": _content(body)}
+    op["description"] = ("With `?ready=true`, a node that is not ready answers 503 with this body: `status` "
+                         "`not_ready`, `ready` false and the `reason` (for a readiness probe, or a script "
+                         "that waits before creating topics).")
+    op["responses"]["503"]["content"] = _content(body)
     return op
 
 
@@ -425,6 +427,21 @@ _GROUP_PATHS: dict[str, Any] = {
         }, ("group_id", "offsets")), parameters=[
             _query("topics", {"type": "string"}, "comma-separated topic names"),
         ]),
+    },
+    "/v1/groups/{group}/offsets/delete": {
+        "parameters": [GROUP_PARAM],
+        "post": _operation("Delete a group's committed offsets (Kafka's OffsetDelete); per partition an "
+                           "error_code when refused", _obj({
+            "group_id": {"type": "string"},
+            "partitions": {"type": "array", "items": _obj({
+                "topic": {"type": "string"}, "partition": INT32, "error_code": {"type": "string"},
+                "message": {"type": "string"},
+            }, ("topic", "partition"))},
+        }, ("group_id", "partitions")), body=_obj({
+            "topics": {"type": "array", "minItems": 1, "maxItems": 1000, "items": _obj({
+                "topic": TOPIC_NAME, "partitions": {"type": "array", "maxItems": 10_000, "items": _int(0, INT32_MAX)},
+            }, ("topic",))},
+        }, ("topics",))),
     },
     "/v1/groups/{group}/offsets/reset": {
         "parameters": [GROUP_PARAM],
