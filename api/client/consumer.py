@@ -10,11 +10,20 @@ the assignment the coordinator answered by revoking (on_revoke, after an auto co
 assigning (positions from the committed offsets, else auto_offset_reset; then on_assign). A
 consumer that does not call `poll` for `max_poll_interval_ms` leaves the group; the next `poll`
 rejoins.
+
+kafka-python's habits work (docs/client.md has the table): `Consumer("clicks", group_id=...,
+bootstrap_servers=B)` subscribes in the constructor; `subscribe("clicks")` takes one name or a
+list; without a group_id a subscription takes every partition of its topics (kafka-python does
+the same), following partitions added later; deserializers, pause/resume, topics(), highwater()
+and commits of OffsetAndMetadata. A subscribed topic that does not exist is created by the broker
+when auto.create.topics.enable (`allow_auto_create_topics`, default True as in kafka-python and
+Kafka's consumer since 2.3).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 import socket
 import time
@@ -23,17 +32,27 @@ from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import quote
 
 from api.client.cluster import METADATA_ERRORS, MetadataCache
+from api.client.compat import check_unused_configs, deserializing
 from api.client.fetcher import fetch_body, records_from_batches
 from api.client.group import GroupCoordinatorClient, GroupMembership, HeartbeatThread
 from api.client.retry import call_with_retries
 from api.client.subscription import SubscriptionState
 from api.client.transport import Transport
-from api.client.types import ConsumerRecord, OffsetAndTimestamp, TopicPartition
+from api.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from api.errors import KraftError
 
 log = logging.getLogger("kraft.client.consumer")
 
 PartitionsCallback = Callable[[set[TopicPartition]], None]
+Offsets = dict[TopicPartition, int] | dict[TopicPartition, OffsetAndMetadata]
+
+
+def _is_servers(arg: Any) -> bool:
+    """Whether a first positional argument is bootstrap servers (the original signature) rather
+    than a topic (kafka-python's): topic names cannot contain ':'."""
+    if isinstance(arg, str):
+        return ":" in arg
+    return isinstance(arg, (list, tuple)) and bool(arg) and all(isinstance(a, str) and ":" in a for a in arg)
 
 
 class _Buffered:
@@ -54,8 +73,10 @@ class Consumer:
 
     def __init__(
         self,
-        bootstrap_servers: str | list[str] = "127.0.0.1:9092",
-        *,
+        *topics: str,
+        bootstrap_servers: str | list[str] | None = None,
+        key_deserializer: Callable[[bytes], Any] | None = None,
+        value_deserializer: Callable[[bytes], Any] | None = None,
         auto_offset_reset: str = "latest",
         fetch_max_wait_ms: int = 500,
         fetch_min_bytes: int = 1,
@@ -64,7 +85,7 @@ class Consumer:
         max_poll_records: int = 500,
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
-        consumer_timeout_ms: int | None = None,
+        consumer_timeout_ms: float | None = None,
         metadata_max_age_ms: int = 300_000,
         group_id: str | None = None,
         client_id: str | None = None,
@@ -72,7 +93,22 @@ class Consumer:
         auto_commit_interval_ms: int = 5_000,
         group_remote_assignor: str | None = None,
         max_poll_interval_ms: int = 300_000,
+        allow_auto_create_topics: bool = True,
+        default_offset_commit_callback: Callable[[Offsets, BaseException | None], None] | None = None,
+        **configs: Any,
     ) -> None:
+        """`Consumer(*topics, **configs)` as kafka-python's KafkaConsumer; the original
+        `Consumer("host:port", ...)` form works too (a first argument with ':' is the servers)."""
+        check_unused_configs("consumer", configs)
+        if bootstrap_servers is None:
+            if topics and _is_servers(topics[0]):
+                bootstrap_servers, topics = topics[0], topics[1:]
+            else:
+                bootstrap_servers = "127.0.0.1:9092"
+        if not all(isinstance(t, str) for t in topics):
+            raise KraftError("INVALID_CONFIG", f"topics must be names (str), got {topics!r}")
+        if consumer_timeout_ms is not None and math.isinf(consumer_timeout_ms):
+            consumer_timeout_ms = None  # kafka-python's default: float('inf')
         if max_poll_records <= 0 or fetch_max_wait_ms < 0:
             raise KraftError("INVALID_CONFIG", "max_poll_records must be > 0 and fetch_max_wait_ms >= 0")
         if group_id is not None and not group_id:
@@ -81,7 +117,13 @@ class Consumer:
             raise KraftError("INVALID_CONFIG", "auto_commit_interval_ms must be > 0")
         self._subs = SubscriptionState(auto_offset_reset)
         self._transport = Transport(bootstrap_servers, request_timeout_ms)
-        self._metadata = MetadataCache(self._transport, retry_backoff_ms, metadata_max_age_ms)
+        self._metadata = MetadataCache(self._transport, retry_backoff_ms, metadata_max_age_ms,
+                                       allow_auto_create=allow_auto_create_topics)
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
+        self._default_commit_callback = default_offset_commit_callback
+        self._paused: set[TopicPartition] = set()
+        self._metadata_max_age_s = metadata_max_age_ms / 1000
         self._fetch_max_wait_ms = fetch_max_wait_ms
         self._fetch_min_bytes = fetch_min_bytes
         self._fetch_max_bytes = fetch_max_bytes
@@ -110,6 +152,11 @@ class Consumer:
         self._auto_commit_interval_s = auto_commit_interval_ms / 1000
         self._next_auto_commit = time.monotonic() + self._auto_commit_interval_s
         self._commit_executor: ThreadPoolExecutor | None = None
+        # A subscription without group_id (topics, pattern): every partition, assigned here.
+        self._local: tuple[tuple[str, ...], str | None] | None = None
+        self._next_pattern_refresh = float("-inf")
+        if topics:
+            self.subscribe(topics)
 
     def __enter__(self) -> Consumer:
         return self
@@ -136,6 +183,7 @@ class Consumer:
         for tp in list(self._buffer):
             if tp not in assigned:
                 del self._buffer[tp]
+        self._paused &= assigned
         self._metadata.add_topics(tp.topic for tp in assigned)
 
     def assignment(self) -> set[TopicPartition]:
@@ -157,6 +205,29 @@ class Consumer:
     def seek_to_end(self, *partitions: TopicPartition) -> None:
         self._reset(partitions, "latest")
 
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stops fetching and returning records of these assigned partitions until `resume`
+        (positions stay; records already fetched wait in the buffer)."""
+        for tp in partitions:
+            self._subs.position(tp)  # INVALID_REQUEST when not assigned
+        self._paused.update(partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._paused.difference_update(partitions)
+
+    def paused(self) -> set[TopicPartition]:
+        return set(self._paused)
+
+    def topics(self) -> set[str]:
+        """Every topic of the cluster but the internal ones (kafka-python's exclude_internal_topics)."""
+        answer = self._transport.request("GET", "/v1/metadata", timeout_s=self._request_timeout_s)
+        return {t["name"] for t in (answer or {}).get("topics", ()) if not t.get("internal")}
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        """The high watermark of `tp` in the last fetch answer (None before one): the lag is
+        highwater - position, without a request."""
+        return self.high_watermarks.get(tp)
+
     def position(self, tp: TopicPartition) -> int:
         """The offset of the next record poll returns for `tp` (resolving a pending reset)."""
         pos = self._subs.position(tp)
@@ -175,20 +246,29 @@ class Consumer:
 
     def subscribe(
         self,
-        topics: Iterable[str] | re.Pattern[str] | None = None,
-        *,
+        topics: str | Iterable[str] | re.Pattern[str] | None = None,
         pattern: str | None = None,
+        listener: Any = None,
+        *,
         on_assign: PartitionsCallback | None = None,
         on_revoke: PartitionsCallback | None = None,
     ) -> None:
-        """Joins the group with a topic list or a regular expression (`pattern`, or a compiled
-        pattern as `topics`); partitions arrive with the heartbeats `poll` sends. `on_revoke` is
-        called with the partitions taken away (before they go: commit there), `on_assign` with
-        the partitions given."""
-        _, membership = self._require_group()
+        """Joins the group with a topic name, a list or a regular expression (`pattern`, or a
+        compiled pattern as `topics`); partitions arrive with the heartbeats `poll` sends. Without
+        a group_id, every partition of the topics is assigned by `poll`. `on_revoke` is called
+        with the partitions taken away (before they go: commit there), `on_assign` with the
+        partitions given; kafka-python's `listener` (a ConsumerRebalanceListener with
+        on_partitions_revoked / on_partitions_assigned) works as well."""
         if isinstance(topics, re.Pattern):
             topics, pattern = None, topics.pattern
+        elif isinstance(topics, str):
+            topics = [topics]  # kafka-python takes one name; iterating it would give its letters
+        if listener is not None:
+            on_assign = on_assign or listener.on_partitions_assigned
+            on_revoke = on_revoke or listener.on_partitions_revoked
         names = tuple(dict.fromkeys(topics or ()))
+        if not all(isinstance(n, str) for n in names):
+            raise KraftError("INVALID_REQUEST", f"topics must be names (str), got {names!r}")
         if not names and pattern is None:
             raise KraftError("INVALID_REQUEST", "subscribe needs topics or a pattern")
         if pattern is not None:
@@ -200,6 +280,12 @@ class Consumer:
             raise KraftError("INVALID_REQUEST", "the consumer has assigned partitions: assign([]) before subscribe()")
         self._subscribed = True
         self._on_assign, self._on_revoke = on_assign, on_revoke
+        if self._membership is None:
+            self._local = (names, pattern)
+            self._next_pattern_refresh = float("-inf")
+            self._metadata.add_topics(names)
+            return
+        membership = self._membership
         membership.subscribe(names, pattern)
         self._metadata.add_topics(names)
         if self._heartbeats is None:
@@ -207,11 +293,17 @@ class Consumer:
             self._heartbeats.start()
 
     def subscription(self) -> set[str]:
+        if self._local is not None:
+            return set(self._local[0])
         return set(self._membership.topics) if self._subscribed and self._membership else set()
 
     def unsubscribe(self) -> None:
         """Gives the partitions back (on_revoke, auto commit) and leaves the group."""
         if not self._subscribed:
+            return
+        if self._local is not None:
+            self._revoke(self._subs.assignment(), commit=False)
+            self._local, self._subscribed = None, False
             return
         _, membership = self._require_group()
         self._stop_heartbeats()
@@ -228,6 +320,9 @@ class Consumer:
         """Applies the heartbeat thread's latest answer, else heartbeats when due and applies
         that answer."""
         if not self._subscribed:
+            return
+        if self._local is not None:
+            self._local_poll(*self._local)
             return
         _, membership = self._require_group()
         membership.last_poll = time.monotonic()
@@ -250,6 +345,36 @@ class Consumer:
             membership.request_heartbeat()  # tell the coordinator they are released
         if added:
             self._add_partitions(added)
+
+    def _local_poll(self, names: tuple[str, ...], pattern: str | None) -> None:
+        """A subscription without a group: every partition of the topics (matching `pattern`),
+        from metadata; a topic that grows is followed when the metadata is refreshed."""
+        if pattern is not None and time.monotonic() >= self._next_pattern_refresh:
+            self._next_pattern_refresh = time.monotonic() + self._metadata_max_age_s
+            self._refresh_or_raise(all_topics=True)
+            self._metadata.add_topics(t for t in self._metadata.snapshot.topics if re.fullmatch(pattern, t))
+        if not self._metadata.snapshot.brokers:
+            self._refresh_or_raise()  # first contact: an unreachable cluster is an error now
+        self._metadata.maybe_refresh()
+        snapshot = self._metadata.snapshot
+        topics = [t for t in snapshot.topics if t in names or (pattern is not None and re.fullmatch(pattern, t))]
+        wanted = {tp for t in topics for tp in snapshot.partitions_for(t)}
+        current = self._subs.assignment()
+        if wanted == current:
+            return
+        self._revoke(current - wanted, commit=False)
+        added = wanted - current
+        if added:
+            self._assign(self._subs.assignment() | added)
+            if self._on_assign is not None:
+                self._on_assign(set(added))
+
+    def _refresh_or_raise(self, all_topics: bool = False) -> None:
+        try:
+            self._metadata.refresh(all_topics)
+        except KraftError as e:
+            if not e.retriable:
+                raise
 
     def _revoke(self, revoked: set[TopicPartition], commit: bool) -> None:
         if not revoked:
@@ -275,7 +400,7 @@ class Consumer:
     def _positions(self) -> dict[TopicPartition, int]:
         return self._subs.fetchable()
 
-    def _commit_offsets(self, offsets: dict[TopicPartition, int]) -> None:
+    def _commit_offsets(self, offsets: Offsets) -> None:
         """Commits as the member (its current epoch), or with epoch -1 for an assign-only consumer
         (a simple group)."""
         group, membership = self._require_group()
@@ -284,9 +409,10 @@ class Consumer:
         else:
             group.commit(offsets, "", -1)
 
-    def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
-        """Commits `offsets` (the next offset to read, per partition), or the positions of every
-        assigned partition; waits for the coordinator's answer."""
+    def commit(self, offsets: Offsets | None = None) -> None:
+        """Commits `offsets` (the next offset to read, per partition: an int or kafka-python's
+        OffsetAndMetadata), or the positions of every assigned partition; waits for the
+        coordinator's answer."""
         self._require_group()
         to_commit = self._positions() if offsets is None else dict(offsets)
         if not to_commit:
@@ -294,11 +420,13 @@ class Consumer:
         self._commit_offsets(to_commit)
 
     def commit_async(
-        self, offsets: dict[TopicPartition, int] | None = None,
-        callback: Callable[[dict[TopicPartition, int], BaseException | None], None] | None = None,
+        self, offsets: Offsets | None = None,
+        callback: Callable[[Offsets, BaseException | None], None] | None = None,
     ) -> Future[None]:
-        """Like `commit`, in the background; the future (and `callback`) get the outcome."""
+        """Like `commit`, in the background; the future (and `callback`, else
+        default_offset_commit_callback) get the outcome."""
         self._require_group()
+        callback = callback or self._default_commit_callback
         to_commit = self._positions() if offsets is None else dict(offsets)
         if self._commit_executor is None:
             self._commit_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraft-consumer-commit")
@@ -307,10 +435,14 @@ class Consumer:
             future.add_done_callback(lambda f: callback(to_commit, f.exception()))
         return future
 
-    def committed(self, tp: TopicPartition) -> int | None:
-        """The group's committed offset of `tp` (None when nothing is committed)."""
+    def committed(self, tp: TopicPartition, metadata: bool = False) -> int | OffsetAndMetadata | None:
+        """The group's committed offset of `tp` (None when nothing is committed); with
+        `metadata` (kafka-python's flag), the OffsetAndMetadata."""
         group, _ = self._require_group()
-        return group.committed([tp])[tp]
+        committed = group.committed_with_metadata([tp])[tp]
+        if committed is None or metadata:
+            return committed
+        return committed.offset
 
     def _commit_quietly(self, offsets: dict[TopicPartition, int]) -> None:
         """Auto commit: a failure is logged, not raised (the next one covers it)."""
@@ -322,7 +454,7 @@ class Consumer:
             log.warning("auto commit of group %s failed: %s", self.group_id, e)
 
     def _maybe_auto_commit(self) -> None:
-        if self._subscribed and not self._require_group()[1].joined:
+        if self._subscribed and self._membership is not None and not self._membership.joined:
             return  # out of the group (joining, fenced, left): these positions are not ours to commit
         if self._auto_commit and time.monotonic() >= self._next_auto_commit:
             self._next_auto_commit = time.monotonic() + self._auto_commit_interval_s
@@ -380,6 +512,8 @@ class Consumer:
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         left = max_records
         for tp in list(self._buffer):
+            if tp in self._paused:
+                continue
             buf = self._buffer[tp]
             taken = buf.records[buf.index : buf.index + left]
             if taken:
@@ -406,7 +540,7 @@ class Consumer:
         snapshot = self._metadata.snapshot
         by_leader: dict[int, dict[TopicPartition, int]] = {}
         for tp, pos in self._subs.fetchable().items():
-            if tp in self._buffer:
+            if tp in self._buffer or tp in self._paused:
                 continue
             leader = snapshot.leader_id(tp)
             if leader is None:
@@ -469,8 +603,14 @@ class Consumer:
                 records, next_offset = records_from_batches(tp, p.get("records") or b"", fetch_offset)
             except Exception as e:  # CorruptRecordError and friends carry a Kafka name
                 raise KraftError(getattr(e, "error_code", "CORRUPT_MESSAGE"), f"{tp.topic}-{tp.partition}: {e}") from e
+            if self._key_deserializer is not None or self._value_deserializer is not None:
+                records = [self._deserialized(r) for r in records]
             if records or next_offset != fetch_offset:
                 self._buffer[tp] = _Buffered(records, next_offset)
+
+    def _deserialized(self, r: ConsumerRecord) -> ConsumerRecord:
+        return r._replace(key=deserializing(self._key_deserializer, r.topic, r.key),
+                          value=deserializing(self._value_deserializer, r.topic, r.value))
 
     def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records from the positions on, at most `max_records` (default max_poll_records); waits up

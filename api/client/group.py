@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from api.client.retry import call_with_retries
 from api.client.transport import Address, Transport
-from api.client.types import TopicPartition
+from api.client.types import OffsetAndMetadata, TopicPartition
 from api.errors import KraftError
 
 log = logging.getLogger("kraft.client.group")
@@ -81,17 +81,32 @@ class GroupCoordinatorClient:
         return call_with_retries(lambda: self._once(method, suffix, body, params),
                                  timeout_s=self.timeout_s, backoff_s=self.backoff_s)
 
-    def commit(self, offsets: Mapping[TopicPartition, int], member_id: str, member_epoch: int) -> None:
-        body = {"member_id": member_id, "member_epoch": member_epoch, "offsets": [
-            {"topic": tp.topic, "partition": tp.partition, "offset": int(o)} for tp, o in sorted(offsets.items())]}
-        self.request("POST", "/offsets", body)
+    def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], member_id: str, member_epoch: int) -> None:
+        """Offsets as ints, or kafka-python's OffsetAndMetadata (its metadata string is stored)."""
+        entries = []
+        for tp, o in sorted(offsets.items()):
+            entry: dict[str, Any] = {"topic": tp.topic, "partition": tp.partition}
+            if isinstance(o, OffsetAndMetadata):
+                entry["offset"] = int(o.offset)
+                if o.metadata:
+                    entry["metadata"] = o.metadata
+            else:
+                entry["offset"] = int(o)
+            entries.append(entry)
+        self.request("POST", "/offsets", {"member_id": member_id, "member_epoch": member_epoch, "offsets": entries})
 
-    def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+    def committed_with_metadata(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
         wanted = set(tps)
         topics = sorted({tp.topic for tp in wanted})
         answer = self.request("GET", "/offsets", params={"topics": ",".join(topics)} if topics else None)
-        found = {TopicPartition(o["topic"], int(o["partition"])): int(o["offset"]) for o in answer.get("offsets", ())}
+        found = {
+            TopicPartition(o["topic"], int(o["partition"])): OffsetAndMetadata(int(o["offset"]), str(o.get("metadata") or ""))
+            for o in answer.get("offsets", ())
+        }
         return {tp: found.get(tp) for tp in wanted}
+
+    def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        return {tp: None if o is None else o.offset for tp, o in self.committed_with_metadata(tps).items()}
 
 
 @dataclass
@@ -208,7 +223,7 @@ class GroupMembership:
             return HeartbeatThread.MAX_WAIT_S
         return min(HeartbeatThread.MAX_WAIT_S, max(0.01, self.next_heartbeat - time.monotonic()))
 
-    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+    def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
         """Commits as this member, with the epoch of the latest heartbeat answer."""
         with self.lock:
             self.client.commit(offsets, self.member_id, self.member_epoch)
