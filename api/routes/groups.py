@@ -74,6 +74,8 @@ class GroupService(Protocol):
 
     async def reset_offsets(self, group_id: str, reset: OffsetReset) -> dict[str, Any]: ...
 
+    async def delete_offsets(self, group_id: str, topics: list[tuple[str, tuple[int, ...] | None]]) -> dict[str, Any]: ...
+
 
 GROUPS = web.AppKey("group_service", GroupService)
 
@@ -214,3 +216,24 @@ async def reset_offsets(request: web.Request) -> web.Response:
         raise invalid_request("body.dry_run must be a boolean")
     reset = OffsetReset(topics, partitions, strategy, value, dry_run)
     return render(request, await _service(request).reset_offsets(group_id, reset))
+
+
+@routes.post("/v1/groups/{group}/offsets/delete")
+async def delete_offsets(request: web.Request) -> web.Response:
+    """Kafka's OffsetDelete: {"topics": [{"topic", "partitions"?}]}, every partition when omitted."""
+    group_id = group_id_of(request)
+    body, _ = await read_body(request)
+    f = Fields(body)
+    topics: list[tuple[str, tuple[int, ...] | None]] = []
+    for i, item in enumerate(f.get_list("topics", 1000)):
+        entry = f.child(item, f"topics[{i}]")
+        partitions = None
+        if entry.has("partitions"):
+            raw = entry.get_list("partitions", MAX_ITEMS)
+            if any(isinstance(p, bool) or not isinstance(p, int) or not 0 <= p <= INT32_MAX for p in raw):
+                raise invalid_request(f"{entry.where}.partitions must be partition numbers")
+            partitions = tuple(sorted(set(raw)))
+        topics.append((check_topic_name(entry.raw("topic")), partitions))
+    if not topics:
+        raise invalid_request("body.topics must name at least one topic")
+    return render(request, await _service(request).delete_offsets(group_id, topics))

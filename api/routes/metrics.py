@@ -51,6 +51,7 @@ KAFKA_REQUESTS: dict[tuple[str, str], str] = {
     ("POST", "/v1/groups/{group}/offsets"): "OffsetCommit",
     ("GET", "/v1/groups/{group}/offsets"): "OffsetFetch",
     ("POST", "/v1/groups/{group}/offsets/reset"): "OffsetCommit",
+    ("POST", "/v1/groups/{group}/offsets/delete"): "OffsetDelete",
 }
 # Not Kafka APIs: scrapes and probes must not inflate the request rates.
 UNCOUNTED = frozenset({"/metrics", "/v1/health", "/v1/openapi.json"})

@@ -426,6 +426,40 @@ class GroupCoordinator:
             del state.groups[group_id]
         return {"group_id": group_id}
 
+    async def delete_offsets(self, group_id: str, topics: list[tuple[str, tuple[int, ...] | None]]) -> dict[str, Any]:
+        """kafka-consumer-groups --delete-offsets (Kafka's OffsetDelete): drops the committed
+        offsets of the topics' partitions (all of a topic's when None). A partition of a topic that
+        an active member subscribes to answers GROUP_SUBSCRIBED_TO_TOPIC and keeps its offset."""
+        state = await self._state(group_id, create=False)
+        async with state.lock:
+            group = state.groups.get(group_id)
+            if group is None:
+                raise KraftError("GROUP_ID_NOT_FOUND", f"group {group_id!r} does not exist")
+            subscribed = {t for m in group.members.values() for t in m.subscribed_topics}
+            subscribed |= {t for m in group.members.values() for t, _ in m.assigned}
+            results, dropped = [], []
+            for topic, partitions in topics:
+                t = self.image.topic_by_name(topic)
+                if partitions is None:
+                    partitions = tuple(sorted(t.partitions)) if t is not None else tuple(
+                        sorted(p for (name, p) in group.offsets if name == topic))
+                for p in partitions:
+                    entry: dict[str, Any] = {"topic": topic, "partition": p}
+                    if t is None or p not in t.partitions:
+                        entry.update(error_code="UNKNOWN_TOPIC_OR_PARTITION",
+                                     message="This server does not host this topic-partition.")
+                    elif topic in subscribed:
+                        entry.update(error_code="GROUP_SUBSCRIBED_TO_TOPIC",
+                                     message="The consumer group is actively subscribed to the topic")
+                    elif (topic, p) in group.offsets:
+                        dropped.append((topic, p))
+                    results.append(entry)
+            if dropped:
+                await self._append(state.partition, [(offset_key(group_id, t, p), None) for t, p in dropped])
+                for tp in dropped:
+                    group.offsets.pop(tp, None)
+        return {"group_id": group_id, "partitions": results}
+
     async def reset_offsets(self, group_id: str, reset: OffsetReset) -> dict[str, Any]:
         """kafka-consumer-groups --reset-offsets: computes each partition's new offset (clamped to
         [log start, high watermark], as Kafka does) and commits it unless `dry_run`. Only a group

@@ -125,11 +125,11 @@ def test_cluster_describe(broker: FakeBroker) -> None:
 def test_unreachable_cluster_reports_network_error(monkeypatch: pytest.MonkeyPatch) -> None:
     import socket
 
-    from api import cli
+    from api.cli import common
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    monkeypatch.setattr(cli, "CLI_API_TIMEOUT_MS", 200)
+    monkeypatch.setattr(common, "CLI_API_TIMEOUT_MS", 200)
     result = run("topics", "--list", "--bootstrap-server", f"127.0.0.1:{port}")
     assert result.exit_code == 1 and result.output.startswith("Error: NETWORK_EXCEPTION: ")

@@ -1,0 +1,43 @@
+"""The `kraft` command: Kafka's command-line tools over the Python client, one module per tool
+(as Kafka's `tools/` has one class per tool).
+
+`kraft topics` (kafka-topics), `kraft configs` (kafka-configs), `kraft get-offsets`
+(kafka-get-offsets), `kraft console-producer`, `kraft console-consumer`, `kraft consumer-groups`
+(kafka-consumer-groups), `kraft cluster describe`, `kraft metadata-quorum` (kafka-metadata-quorum),
+`kraft leader-election` (kafka-leader-election), `kraft reassign-partitions`
+(kafka-reassign-partitions). Flags keep Kafka's names and every command takes `--version`. A
+KraftError prints `Error: <ERROR_CODE>: message` on stderr and exits 1; bad usage exits 2 (click's
+convention).
+"""
+
+from __future__ import annotations
+
+import click
+
+from api.cli.cluster import cluster
+from api.cli.common import KraftGroup, version_option
+from api.cli.configs import configs
+from api.cli.console_consumer import MessageFormatter, console_consumer
+from api.cli.console_producer import LineReader, console_producer
+from api.cli.consumer_groups import consumer_groups
+from api.cli.get_offsets import get_offsets
+from api.cli.leader_election import election_lines, leader_election
+from api.cli.metadata_quorum import metadata_quorum, quorum_replication_lines, quorum_status_lines
+from api.cli.reassign_partitions import generate_plan, parse_reassignment_plan, plan_json, reassign_partitions, verify_lines
+from api.cli.topics import format_topic_description, topics
+
+__all__ = [
+    "LineReader", "MessageFormatter", "election_lines", "format_topic_description", "generate_plan", "main",
+    "parse_reassignment_plan", "plan_json", "quorum_replication_lines", "quorum_status_lines", "verify_lines",
+]
+
+
+@click.group(cls=KraftGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@version_option
+def main() -> None:
+    """kraft: admin and console clients for a kraft cluster (Kafka's tools, same flags)."""
+
+
+for _command in (topics, configs, get_offsets, console_producer, console_consumer, consumer_groups, cluster,
+                 metadata_quorum, leader_election, reassign_partitions):
+    main.add_command(_command)

@@ -1,0 +1,167 @@
+"""What every `kraft` tool shares: the error exit, `--bootstrap-server`, `--version`, KEY=VALUE
+and `.properties` option parsing, Kafka's left-aligned tables, and progress on stderr."""
+
+from __future__ import annotations
+
+import sys
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import click
+
+from api.client import Admin, KraftError
+from api.client.transport import parse_bootstrap
+
+# Admin calls from the CLI give up sooner than a long-running client would (Kafka: 60 s).
+CLI_API_TIMEOUT_MS = 15_000
+
+
+def admin_client(bootstrap_server: str) -> Admin:
+    """The admin client every tool uses (CLI_API_TIMEOUT_MS read at call time, so tests can shorten it)."""
+    return Admin(bootstrap_server, api_timeout_ms=CLI_API_TIMEOUT_MS)
+
+
+def kraft_version() -> str:
+    try:
+        return version("kraft")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+class KraftErrorsMixin:
+    """Turns KraftError into click's error exit: `Error: CODE: message`, status 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)  # type: ignore[misc]
+        except KraftError as e:
+            raise click.ClickException(str(e)) from e
+
+
+class KraftGroup(KraftErrorsMixin, click.Group):
+    pass
+
+
+class KraftCommand(KraftErrorsMixin, click.Command):
+    pass
+
+
+# Kafka's tools print the bare version (`kafka-topics.sh --version` -> `3.7.0`).
+version_option = click.version_option(kraft_version(), "--version", message="%(version)s",
+                                      help="Print the version and exit.")
+
+
+def _check_bootstrap(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        parse_bootstrap(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from e
+    return value
+
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+bootstrap_option = click.option(
+    "--bootstrap-server",
+    default=DEFAULT_BOOTSTRAP,
+    show_default=True,
+    envvar="KRAFT_BOOTSTRAP_SERVER",
+    callback=_check_bootstrap,
+    help="Comma-separated host:port of brokers to connect to.",
+)
+
+# On a group whose subcommands also take --bootstrap-server: either place works
+# (`kraft metadata-quorum --bootstrap-server B describe` and `... describe --bootstrap-server B`).
+group_bootstrap_option = click.option(
+    "--bootstrap-server",
+    default=None,
+    envvar="KRAFT_BOOTSTRAP_SERVER",
+    callback=_check_bootstrap,
+    help="Comma-separated host:port of brokers to connect to (here or after the subcommand).",
+)
+
+
+def subcommand_bootstrap_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--bootstrap-server on a subcommand, falling back to the one given to its group."""
+
+    def resolve(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
+        value = _check_bootstrap(ctx, param, value)
+        if value is not None:
+            return value
+        parent = ctx.parent.params.get("bootstrap_server") if ctx.parent else None
+        return parent or DEFAULT_BOOTSTRAP
+
+    return click.option("--bootstrap-server", default=None, envvar="KRAFT_BOOTSTRAP_SERVER", callback=resolve,
+                        help=f"Comma-separated host:port of brokers to connect to [default: {DEFAULT_BOOTSTRAP}].")(f)
+
+
+def parse_properties(values: Iterable[str], option: str) -> dict[str, str]:
+    """KEY=VALUE pairs (Kafka's --property / --config syntax)."""
+    out = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=option)
+        out[key.strip()] = value
+    return out
+
+
+def parse_bool(value: str, name: str) -> bool:
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise click.BadParameter(f"{name} must be true or false, got {value!r}", param_hint="--property")
+    return text == "true"
+
+
+def read_properties_file(path: str, option: str) -> dict[str, str]:
+    """A client `.properties` file (--producer.config, --consumer.config, --command-config)."""
+    from kraft.config import ConfigError, parse_properties as parse_properties_text
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise click.BadParameter(f"cannot read {path}: {e.strerror}", param_hint=option) from None
+    try:
+        return parse_properties_text(text)
+    except ConfigError as e:
+        raise click.BadParameter(f"{path}: {e}", param_hint=option) from None
+
+
+def format_table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+    """Left-aligned columns as kafka-consumer-groups prints them; None prints as "-"."""
+    cells = [headers] + [["-" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return [" ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+
+
+def ignore_errors(codes: set[str], call: Callable[[], Any]) -> Any:
+    """`call()`, or None when it fails with one of `codes`."""
+    try:
+        return call()
+    except KraftError as e:
+        if e.error_code not in codes:
+            raise
+        return None
+
+
+class Progress:
+    """Progress of a long operation on stderr (stdout stays what Kafka's tool prints): a line
+    at most every `interval_s`, and only on a terminal unless `always`."""
+
+    def __init__(self, what: str, total: int | None = None, interval_s: float = 1.0, always: bool = False) -> None:
+        self.what, self.total, self.interval_s = what, total, interval_s
+        self.enabled = always or sys.stderr.isatty()
+        self.done = 0
+        self._last = time.monotonic()
+
+    def step(self, n: int = 1) -> None:
+        self.done += n
+        now = time.monotonic()
+        if self.enabled and now - self._last >= self.interval_s:
+            self._last = now
+            of = f"/{self.total}" if self.total is not None else ""
+            click.echo(f"{self.what}: {self.done}{of}", err=True)
