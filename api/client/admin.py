@@ -282,6 +282,14 @@ class Admin:
     def delete_group(self, group_id: str) -> None:
         self._group(group_id).request("DELETE")
 
+    def delete_group_offsets(
+        self, group_id: str, topics: Iterable[tuple[str, Iterable[int] | None]]
+    ) -> list[dict[str, Any]]:
+        """Kafka's deleteConsumerGroupOffsets: (topic, partitions or None for all) ->
+        [{"topic", "partition", "error_code"?, "message"?}]."""
+        body = {"topics": [{"topic": t} if ps is None else {"topic": t, "partitions": list(ps)} for t, ps in topics]}
+        return list(self._group(group_id).request("POST", "/offsets/delete", body).get("partitions", ()))
+
     def reset_group_offsets(
         self, group_id: str, topics: Iterable[str], strategy: str, value: int | None = None,
         partitions: Iterable[int] | None = None, dry_run: bool = True,
