@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 FAULTS = ("kill", "stop", "partition", "disk-full", "torn-write", "slow-disk")
-WARMUP_S = 15.0  # the workload runs fault-free first
-COOLDOWN_S = 30.0  # and fault-free at the end, so every partition can recover before the audit
+WARMUP_S = 15.0  # the workload runs fault-free first (a tenth of a short run)
+COOLDOWN_S = 30.0  # and fault-free at the end (a sixth of a short run), so every partition recovers
 
 # (min, max) seconds each fault lasts: a stop or a partition outlasts a short broker session.
 _DURATION_S = {"kill": (2, 8), "stop": (4, 10), "partition": (5, 12), "disk-full": (5, 10),
@@ -50,8 +50,8 @@ def make_schedule(seed: int, duration_s: float, faults: list[str], nodes: list[i
     rng = random.Random(seed)
     events: list[FaultEvent] = []
     bag: list[str] = []
-    at = WARMUP_S
-    while at < duration_s - COOLDOWN_S:
+    at = min(WARMUP_S, duration_s / 10)
+    while at < duration_s - min(COOLDOWN_S, duration_s / 6):
         if not bag:
             bag = sorted(set(faults))
             rng.shuffle(bag)
