@@ -88,6 +88,9 @@ class RaftJournal(pysyncobj.journal.Journal):
     # -- pysyncobj's Journal interface ------------------------------------------------------
 
     def add(self, command: Any, idx: int, term: int) -> None:
+        # The loader ends the journal at an index gap: writing one would lose what follows.
+        assert not self._entries or idx == self._entries[-1][1] + 1, \
+            f"index {idx} appended after {self._entries[-1][1]}"
         command = pysyncobj.journal.to_bytes(command)
         payload = _ENTRY.pack(idx, term) + command
         try:
