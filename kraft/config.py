@@ -1,17 +1,23 @@
 """The node's configuration: every broker/controller key it accepts (Kafka's names), with type,
 default, validator and doc, and the loader that layers flags < config file < `--override k=v`.
 
-Unknown keys and bad values raise `ConfigError` naming the key and what is accepted. Topic-level
+Unknown keys and bad values raise `ConfigError` naming the key and what is accepted; keys of Kafka's
+broker that this broker does not need are accepted and listed in `KraftConfig.ignored` (the node
+warns once). Kafka's listener lists (`PLAINTEXT://:9092,CONTROLLER://:9093` with
+`controller.listener.names`) set the client and controller listeners. Topic-level
 overrides are validated by `validate_topic_configs` (the log's keys plus the replication ones).
 """
 
 from __future__ import annotations
 
 import tomllib
+
+import javaproperties
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from kraft.kafka_broker_keys import KAFKA_BROKER_KEYS
 from log.config import TOPIC_CONFIG_KEYS, LogConfig
 
 LONG_MAX = 2**63 - 1
@@ -136,6 +142,12 @@ def _host_port(value: Any) -> None:
         parse_host_port(value)
 
 
+def _listeners(value: Any) -> None:
+    """One HOST:PORT, or Kafka's NAME://HOST:PORT,... list."""
+    for entry in _to_list(value or ""):
+        parse_host_port(entry)
+
+
 def _host_ports(value: Any) -> None:
     for entry in value or ():
         parse_host_port(entry)
@@ -197,10 +209,15 @@ _KEYS = [
               "Client listeners (HOST:PORT,...) of nodes to reach the active controller through; "
               "required on a broker-only node.", _host_ports),
     ConfigKey("log.dirs", "list", ["./kraft-data"], "The data directory (one).", _one_dir),
-    ConfigKey("listeners", "string", "127.0.0.1:9092", "The client HTTP listener, HOST:PORT.",
-              _host_port),
+    ConfigKey("listeners", "string", "127.0.0.1:9092",
+              "The client HTTP listener, HOST:PORT; or Kafka's NAME://HOST:PORT,... list, where the entry "
+              "named in controller.listener.names is the controller listener and the other the client one.",
+              _listeners),
     ConfigKey("advertised.listeners", "string", None,
-              "The HOST:PORT clients are told to use; defaults to listeners.", _host_port),
+              "The HOST:PORT clients are told to use (or Kafka's NAME://HOST:PORT list); defaults to "
+              "listeners.", _listeners),
+    ConfigKey("controller.listener.names", "list", [],
+              "Names of the controller listeners in a Kafka-style listeners list (e.g. CONTROLLER)."),
     ConfigKey("controller.listeners", "string", None,
               "The controller (Raft) listener, HOST:PORT; defaults to this node's voter entry.",
               _host_port),
@@ -291,6 +308,7 @@ class KraftConfig:
     """Parsed, validated values of every key in CONFIG_KEYS (None where unset and no default)."""
 
     values: Mapping[str, Any] = field(default_factory=dict)
+    ignored: tuple[str, ...] = ()  # Kafka's keys that were given and mean nothing here
 
     def __getitem__(self, key: str) -> Any:
         if key not in CONFIG_KEYS:
@@ -429,18 +447,12 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Kafka's `server.properties`: `key=value` (or `key: value`) lines, `#`/`!` comments."""
-    out: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        positions = [p for p in (line.find("="), line.find(":")) if p > 0]
-        if not positions:
-            raise ConfigError(f"line {number}", f"expected key=value, got {line!r}")
-        cut = min(positions)
-        out[line[:cut].strip()] = line[cut + 1 :].strip()
-    return out
+    """A Java `.properties` file as Kafka reads it (java.util.Properties): `=`, `:` or space
+    separators, `#`/`!` comments, backslash line continuations and escapes (\\uXXXX too)."""
+    try:
+        return {key: value.strip() for key, value in javaproperties.loads(text).items()}
+    except ValueError as e:  # a malformed \\u escape
+        raise ConfigError("--config", f"not a valid .properties file: {e}") from None
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
@@ -474,14 +486,53 @@ def build_config(*layers: Mapping[str, Any]) -> KraftConfig:
     for layer in layers:
         merged.update(layer)
     values: dict[str, Any] = {}
+    ignored = []
     for key, raw in merged.items():
         spec = CONFIG_KEYS.get(key)
         if spec is None:
+            if key in KAFKA_BROKER_KEYS:
+                ignored.append(key)
+                continue
             raise ConfigError(key, "unknown configuration key (see `kraft-node --help-config`)")
         values[key] = spec.parse(raw)
-    config = KraftConfig(values)
+    _resolve_listeners(values)
+    config = KraftConfig(values, tuple(sorted(ignored)))
     config.check()
     return config
+
+
+CLIENT_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _resolve_listeners(values: dict[str, Any]) -> None:
+    """Kafka's `listeners=PLAINTEXT://:9092,CONTROLLER://:9093`: the entries named in
+    controller.listener.names give controller.listeners (unless set), the one other entry (a
+    PLAINTEXT/SSL/SASL_* listener) is the client listener; advertised.listeners likewise."""
+    names = {n.upper() for n in values.get("controller.listener.names") or ()}
+    for key in ("listeners", "advertised.listeners"):
+        entries = _to_list(values.get(key) or "")
+        if len(entries) <= 1 and not any(_listener_name(e) in names for e in entries):
+            continue
+        controller = [e for e in entries if _listener_name(e) in names]
+        client = [e for e in entries if _listener_name(e) not in names]
+        if len(client) > 1:
+            raise ConfigError(key, f"one client listener is served, got {', '.join(client)}; name the controller "
+                                   "listener in controller.listener.names")
+        unknown = [e for e in client if _listener_name(e) not in (*CLIENT_PROTOCOLS, "")]
+        if unknown:
+            raise ConfigError(key, f"the client listener must be one of {', '.join(CLIENT_PROTOCOLS)}, "
+                                   f"got {unknown[0]}")
+        if client:
+            values[key] = client[0]
+        else:
+            values.pop(key)
+        if key == "listeners" and controller and not values.get("controller.listeners"):
+            values["controller.listeners"] = controller[0]
+
+
+def _listener_name(entry: str) -> str:
+    name, sep, _ = entry.partition("://")
+    return name.strip().upper() if sep else ""
 
 
 def load_config(

@@ -97,6 +97,8 @@ def cli(config_file: str | None, overrides: tuple[str, ...], help_config: bool, 
         click.echo(f"kraft-node: configuration error: {e}", err=True)
         sys.exit(EXIT_CONFIG_ERROR)
     setup_logging(config.node_id)
+    if config.ignored:
+        log.warning("ignoring Kafka configuration keys that this broker does not use: %s", ", ".join(config.ignored))
     _install_uvloop()
     sys.exit(asyncio.run(_serve(config)))
 

@@ -114,8 +114,10 @@ def test_unreadable_or_malformed_files(tmp_path: Path) -> None:
     bad.write_text("this is = = not toml")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(config_file=bad)
-    with pytest.raises(ConfigError, match="key=value"):
-        parse_properties("just words")
+    words = tmp_path / "words.properties"
+    words.write_text("just words\n")  # Java reads `just` = `words` (space separator): an unknown key
+    with pytest.raises(ConfigError, match="just: unknown configuration key"):
+        load_config(config_file=words)
     with pytest.raises(ConfigError, match="--override"):
         load_config(overrides=["novalue"])
 
@@ -148,3 +150,53 @@ def test_broker_log_config_follows_the_keys() -> None:
 def test_voters_round_trip(node_id: int, port: int) -> None:
     assert parse_voters(f"{node_id}@10.0.0.1:{port}") == {node_id: ("10.0.0.1", port)}
     assert parse_host_port(f"[::1]:{port}") == ("::1", port)
+
+
+STOCK = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-kraft-server.properties"
+
+
+def test_properties_syntax_is_java_properties() -> None:
+    """Continuations, escapes, `:` and whitespace separators, `!` comments, as java.util.Properties."""
+    text = ("! a comment\n"
+            "num.partitions : 3\n"
+            "broker.rack\tus-east\\\n"
+            "    -1a\n"
+            "log.dirs=/data/a\\u00e9\n"
+            "cluster.id = a\\=b\\:c\n")
+    assert parse_properties(text) == {"num.partitions": "3", "broker.rack": "us-east-1a",
+                                      "log.dirs": "/data/a\u00e9", "cluster.id": "a=b:c"}
+
+
+def test_kafka_stock_server_properties_load() -> None:
+    """Kafka's shipped KRaft server.properties: every key is accepted; the ones that mean
+    nothing here are listed once; listeners, log.dirs and the voters take their meaning."""
+    config = load_config(config_file=STOCK)
+    assert config.ignored == ("inter.broker.listener.name", "listener.security.protocol.map", "num.io.threads",
+                              "num.network.threads", "num.recovery.threads.per.data.dir",
+                              "socket.receive.buffer.bytes", "socket.send.buffer.bytes",
+                              "transaction.state.log.min.isr", "transaction.state.log.replication.factor")
+    assert config.roles == ("broker", "controller") and config.node_id == 1
+    assert config.listener == ("0.0.0.0", 9092)
+    assert config.advertised_listener == ("localhost", 9092)
+    assert parse_host_port(config["controller.listeners"]) == ("0.0.0.0", 9093)
+    assert config.voters == {1: ("localhost", 9093)}
+    assert config.data_dir == Path("/tmp/kraft-combined-logs")
+    assert config["offsets.topic.replication.factor"] == 1 and config["log.retention.hours"] == 168
+
+
+def test_unknown_key_still_stops_the_node_and_names_it(tmp_path: Path) -> None:
+    props = tmp_path / "server.properties"
+    props.write_text(STOCK.read_text() + "\nnum.netwrok.threads=3\n")
+    with pytest.raises(ConfigError, match="num.netwrok.threads: unknown configuration key"):
+        load_config(config_file=props)
+
+
+def test_kafka_listener_lists(tmp_path: Path) -> None:
+    config = load_config({"listeners": "SSL://127.0.0.1:9443,CONTROLLER://127.0.0.1:9444",
+                          "controller.listener.names": "CONTROLLER"})
+    assert config.listener == ("127.0.0.1", 9443)
+    assert parse_host_port(config["controller.listeners"]) == ("127.0.0.1", 9444)
+    with pytest.raises(ConfigError, match="listeners: one client listener is served"):
+        load_config({"listeners": "PLAINTEXT://:1,SSL://:2"})
+    with pytest.raises(ConfigError, match="listeners: the client listener must be one of"):
+        load_config({"listeners": "WEIRD://:1,CONTROLLER://:2", "controller.listener.names": "CONTROLLER"})
