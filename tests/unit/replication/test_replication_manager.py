@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 
 from api.routes.replication import ReplicaFetchEntry
+from log.batch import iter_batches
 from tests.unit.replication.replication_cluster import TOPIC, Cluster, values_of
 
 
@@ -154,3 +155,25 @@ async def test_fetch_route_replica_fields_over_http(cluster: Cluster) -> None:
         assert answer["records"] == ""
         async with http.post(url, json={**body, "replica_id": -5}) as resp:
             assert resp.status == 400 and (await resp.json())["error_code"] == "INVALID_REQUEST"
+
+
+async def test_a_corrupt_batch_answers_corrupt_message_to_consumers_and_followers(
+    cluster: Cluster,
+) -> None:
+    for value in (b"a", b"b", b"c"):
+        assert (await cluster.produce(1, value)).error_code is None
+    segment = cluster.log(1).segments[0]
+    [_, (position, _), _] = iter_batches(segment.read(0, segment.size))
+    with segment.log_path.open("r+b") as f:  # a flipped bit in batch 1's records
+        f.seek(position + 62)
+        byte = f.read(1)[0]
+        f.seek(position + 62)
+        f.write(bytes([byte ^ 0x01]))
+    leader = cluster.nodes[1]
+    [consumer] = await leader.replica_fetch(-1, -1, [_entry(1)], 0, 0, 1 << 20)
+    assert consumer.error_code == "CORRUPT_MESSAGE" and "offset 1" in (consumer.message or "")
+    [follower] = await leader.replica_fetch(
+        2, 102, [_entry(1, current_leader_epoch=0, last_fetched_epoch=0)], 0, 0, 1 << 20)
+    assert follower.error_code == "CORRUPT_MESSAGE" and not follower.records
+    [before] = await leader.replica_fetch(-1, -1, [_entry(0)], 0, 0, 1 << 20)
+    assert before.error_code is None and values_of(before.records) == [b"a"]
