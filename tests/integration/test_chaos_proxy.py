@@ -38,10 +38,10 @@ def test_cutting_a_follower_to_leader_link_shrinks_the_isr_and_healing_restores_
                 admin.create_topic("cut", 1, 3)
             leader, _ = wait_for(lambda: (s := isr(cluster, "cut"))[1] == [1, 2, 3] and s, 60, what="a full ISR")
             follower = next(i for i in cluster.nodes if i != leader)
-            # the follower's fetches reach the leader through the leader's proxy, attributed to it
-            wait_for(lambda: proxies.connections.get((follower, leader), 0) > 0, 30, what="an attributed connection")
 
             proxies.cut(follower, leader)
+            # the follower's fetches reach the leader through the leader's proxy, attributed to it
+            wait_for(lambda: proxies.connections.get((follower, leader), 0) > 0, 30, what="an attributed connection")
             wait_for(lambda: follower not in isr(cluster, "cut")[1], 60, what="the cut follower out of the ISR")
             with Producer(cluster.bootstrap, acks="all", request_timeout_ms=10_000) as producer:
                 producer.send("cut", b"while cut", partition=0).get(60)  # clients are never cut off
