@@ -8,10 +8,14 @@ from api.client.admin import Admin, CreatedTopic, TopicConfigs
 from api.client.consumer import Consumer
 from api.client.futures import RecordFuture
 from api.client.producer import Producer
+from api.client.transport import NoBrokersAvailable
 from api.client.types import (
     BrokerInfo,
     ClusterDescription,
     ConsumerRecord,
+    NewPartitions,
+    NewTopic,
+    OffsetAndMetadata,
     OffsetAndTimestamp,
     PartitionInfo,
     PartitionOffsets,
@@ -30,6 +34,10 @@ __all__ = [
     "ConsumerRecord",
     "CreatedTopic",
     "KraftError",
+    "NewPartitions",
+    "NewTopic",
+    "NoBrokersAvailable",
+    "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "PartitionInfo",
     "PartitionOffsets",

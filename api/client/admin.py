@@ -15,12 +15,16 @@ from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import quote
 
 from api.client.cluster import ClusterSnapshot
+from api.client.compat import check_unused_configs
 from api.client.consumer import offsets_path
 from api.client.group import GroupCoordinatorClient
 from api.client.retry import call_with_retries
 from api.client.transport import Address, Transport
 from api.client.types import (
     ClusterDescription,
+    NewPartitions,
+    NewTopic,
+    OffsetAndMetadata,
     PartitionOffsets,
     TopicDescription,
     TopicListing,
@@ -76,14 +80,22 @@ def _config_strings(configs: Mapping[str, Any]) -> dict[str, str | None]:
 
 
 class Admin:
+    """Kafka's Admin client; kafka-python's KafkaAdminClient names (create_topics with NewTopic,
+    delete_topics, create_partitions with NewPartitions, list_consumer_groups, ...) work beside the
+    single-topic methods (docs/client.md)."""
+
     def __init__(
         self,
         bootstrap_servers: str | list[str] = "127.0.0.1:9092",
         *,
+        client_id: str | None = None,
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
         api_timeout_ms: int = 60_000,
+        **configs: Any,
     ) -> None:
+        check_unused_configs("admin", configs)
+        self.client_id = client_id or "kraft-admin"
         self._transport = Transport(bootstrap_servers, request_timeout_ms)
         self._request_timeout_ms = request_timeout_ms
         self._backoff_s = retry_backoff_ms / 1000
@@ -141,6 +153,30 @@ class Admin:
     def delete_topic(self, name: str) -> None:
         self._call("DELETE", topic_path(name))
 
+    def create_topics(self, new_topics: Iterable[NewTopic], timeout_ms: int | None = None,
+                      validate_only: bool = False) -> list[CreatedTopic]:
+        """kafka-python's batch form; stops at the first topic that fails (its KraftError).
+        `timeout_ms` is the admin's api_timeout_ms here; validate_only is not supported."""
+        if validate_only:
+            raise KraftError("INVALID_REQUEST", "validate_only is not supported: create the topic or not")
+        out = []
+        for t in new_topics:
+            if t.replica_assignments:
+                raise KraftError("INVALID_REQUEST", "replica_assignments is not supported: use alter_partition_reassignments after creating")
+            partitions = None if t.num_partitions in (None, -1) else t.num_partitions
+            rf = None if t.replication_factor in (None, -1) else t.replication_factor
+            out.append(self.create_topic(t.name, partitions, rf, t.topic_configs))
+        return out
+
+    def delete_topics(self, topics: Iterable[str], timeout_ms: int | None = None) -> None:
+        for name in topics:
+            self.delete_topic(name)
+
+    def describe_topics(self, topics: Iterable[str] | None = None) -> list[TopicDescription]:
+        """kafka-python's name; None describes every topic."""
+        names = [t.name for t in self.list_topics()] if topics is None else list(topics)
+        return [self.describe_topic(n) for n in names]
+
     def list_topics(self, include_internal: bool = True) -> list[TopicListing]:
         a = self._call("GET", "/v1/topics")
         listings = [
@@ -159,8 +195,15 @@ class Admin:
             configs=dict(a.get("configs") or {}),
         )
 
-    def create_partitions(self, name: str, total_count: int) -> int:
-        """Grows `name` to `total_count` partitions (Kafka's createPartitions: a total, not a delta)."""
+    def create_partitions(self, name: str | Mapping[str, NewPartitions], total_count: int | None = None) -> int | dict[str, int]:
+        """Grows `name` to `total_count` partitions (Kafka's createPartitions: a total, not a
+        delta). kafka-python's form, `{topic: NewPartitions(total)}`, returns {topic: count}."""
+        if isinstance(name, Mapping):
+            if any(p.new_assignments for p in name.values()):
+                raise KraftError("INVALID_REQUEST", "new_assignments is not supported: the controller places new partitions")
+            return {topic: int(self.create_partitions(topic, p.total_count)) for topic, p in name.items()}
+        if total_count is None:
+            raise KraftError("INVALID_REQUEST", "create_partitions needs the new total count")
         a = self._call("POST", topic_path(name, "/partitions"), {"count": total_count})
         return int(a["partitions"])
 
@@ -281,6 +324,37 @@ class Admin:
 
     def delete_group(self, group_id: str) -> None:
         self._group(group_id).request("DELETE")
+
+    # kafka-python's KafkaAdminClient names for the group calls above.
+
+    def list_consumer_groups(self) -> list[tuple[str, str]]:
+        """(group_id, protocol_type) pairs, as kafka-python returns them."""
+        return [(g["group_id"], g.get("protocol_type") or "consumer") for g in self.list_groups()]
+
+    def describe_consumer_groups(self, group_ids: Iterable[str]) -> list[dict[str, Any]]:
+        return [self.describe_group(g) for g in group_ids]
+
+    def list_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+                                    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        answer = self._group(group_id).request("GET", "/offsets")
+        wanted = None if partitions is None else set(partitions)
+        out = {}
+        for o in answer.get("offsets", ()):
+            tp = TopicPartition(o["topic"], int(o["partition"]))
+            if wanted is None or tp in wanted:
+                out[tp] = OffsetAndMetadata(int(o["offset"]), str(o.get("metadata") or ""))
+        return out
+
+    def delete_consumer_groups(self, group_ids: Iterable[str]) -> list[tuple[str, KraftError | None]]:
+        """(group_id, error or None) per group, as kafka-python's (group_id, error) pairs."""
+        out: list[tuple[str, KraftError | None]] = []
+        for g in group_ids:
+            try:
+                self.delete_group(g)
+                out.append((g, None))
+            except KraftError as e:
+                out.append((g, e))
+        return out
 
     def delete_group_offsets(
         self, group_id: str, topics: Iterable[tuple[str, Iterable[int] | None]]

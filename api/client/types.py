@@ -48,6 +48,25 @@ class OffsetAndTimestamp(NamedTuple):
 
 
 @dataclass(frozen=True)
+class NewTopic:
+    """kafka-python's NewTopic for `Admin.create_topics`; -1 (or None) takes the broker default."""
+
+    name: str
+    num_partitions: int | None = -1
+    replication_factor: int | None = -1
+    replica_assignments: dict[int, list[int]] | None = None
+    topic_configs: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class NewPartitions:
+    """kafka-python's NewPartitions for `Admin.create_partitions`: the new total count."""
+
+    total_count: int
+    new_assignments: list[list[int]] | None = None
+
+
+@dataclass(frozen=True)
 class BrokerInfo:
     node_id: int
     host: str

@@ -24,6 +24,8 @@ class FakeBroker:
         self.topics: dict[str, dict[str, Any]] = {}
         self.logs: dict[tuple[str, int], list[tuple[int, int, bytes]]] = defaultdict(list)  # (base, next, bytes)
         self.requests: list[tuple[str, str, Any]] = []
+        self.queries: list[tuple[str, dict[str, str]]] = []  # (path, query) of every request
+        self.auto_create = True  # auto.create.topics.enable, for metadata requests that allow it
         self._faults: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -78,6 +80,7 @@ class FakeBroker:
 
     def handle(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
         self.requests.append((method, path, body))
+        self.queries.append((path, query))
         parts = [unquote(p) for p in path.strip("/").split("/")]
         route = {"produce": "produce", "fetch": "fetch", "metadata": "metadata"}.get(parts[1], "admin") if len(parts) > 1 else "admin"
         fault = self._take_fault(route)
@@ -85,7 +88,17 @@ class FakeBroker:
             raise KraftError(fault["code"], "injected fault")
         if parts == ["v1", "metadata"]:
             names = query["topics"].split(",") if "topics" in query else list(self.topics)
+            topic_errors = []
+            for n in names:
+                if n in self.topics:
+                    continue
+                if query.get("allow_auto_topic_creation") == "true" and self.auto_create:
+                    self.create_topic(n)
+                else:
+                    reason = " and auto.create.topics.enable is false" if query.get("allow_auto_topic_creation") == "true" else ""
+                    topic_errors.append({"name": n, **KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {n!r} does not exist{reason}").to_dict()})
             return 200, {
+                "topic_errors": topic_errors,
                 "cluster_id": "fake-cluster", "controller_id": self.node_id,
                 "brokers": [{"node_id": self.node_id, "host": "127.0.0.1", "port": self.port, "rack": None}],
                 "topics": [

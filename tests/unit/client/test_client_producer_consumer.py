@@ -116,9 +116,11 @@ def test_send_validates_input(broker: FakeBroker) -> None:
             with pytest.raises(KraftError) as err:
                 producer.send("v", **kwargs)
             assert err.value.error_code == code
+        broker.auto_create = False
         with pytest.raises(KraftError) as err:
             producer.send("missing", b"x")
         assert err.value.error_code == "UNKNOWN_TOPIC_OR_PARTITION"
+        assert "auto.create.topics.enable is false" in err.value.message
     with pytest.raises(KraftError):
         producer.send("v", b"x")  # closed
 
