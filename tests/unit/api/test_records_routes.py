@@ -137,4 +137,9 @@ async def test_retention_deletes_old_segments(make_client) -> None:
         await asyncio.sleep(0.05)
     assert offsets["log_end_offset"] == 5
     page = await read_all(client, "old")
-    assert [r["offset"] for r in page["records"]] == list(range(offsets["log_start_offset"], 5))
+    # Retention may delete more segments between the two requests: what is read is still a
+    # gapless suffix of the log, from a start at or after the one seen above.
+    # (Kafka rolls and deletes an expired active segment too, so the suffix may be empty.)
+    read = [r["offset"] for r in page["records"]]
+    first = read[0] if read else 5
+    assert first >= offsets["log_start_offset"] and read == list(range(first, 5))
