@@ -1,5 +1,6 @@
 """Spark's most common Kafka-sink shape, run as its own program (`python value_only_write.py
-BOOTSTRAP TOPIC`): a value-only DataFrame, then a keyed one, written to TOPIC with the kraft sink.
+BOOTSTRAP TOPIC`): a value-only DataFrame, then a keyed one, written to TOPIC with the kraft sink,
+then read back with the kraft source (printed as `read: [(key, value), ...]`).
 Used where the test process's own environment must not leak in: a clean virtualenv, or numpy
 blocked. Prints the numpy import outcome, so the caller sees what environment it ran in."""
 
@@ -28,9 +29,12 @@ def main() -> None:
         for rows, ddl in [([("a",)], "value string"), ([("k", "b")], "key string, value string")]:
             (spark.createDataFrame(rows, ddl).write.format("kraft").mode("append")
              .option("kraft.bootstrap.servers", bootstrap).option("topic", topic).save())
+        print("written")
+        rows = (spark.read.format("kraft").option("kraft.bootstrap.servers", bootstrap)
+                .option("subscribe", topic).load().orderBy("offset").collect())
+        print("read:", [(r.key, r.value) for r in rows])
     finally:
         spark.stop()
-    print("written")
 
 
 if __name__ == "__main__":
