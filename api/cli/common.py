@@ -3,6 +3,8 @@ and `.properties` option parsing, Kafka's left-aligned tables, and progress on s
 
 from __future__ import annotations
 
+import math
+import os
 import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
@@ -149,14 +151,15 @@ def ignore_errors(codes: set[str], call: Callable[[], Any]) -> Any:
 
 
 class Progress:
-    """Progress of a long operation on stderr (stdout stays what Kafka's tool prints): a line
-    at most every `interval_s`, and only on a terminal unless `always`."""
+    """Progress of a long operation, on stderr so stdout stays what Kafka's tool prints: the
+    first step and then a line at most every `interval_s`, when stderr is a terminal (or
+    KRAFT_PROGRESS=1 asks for it)."""
 
-    def __init__(self, what: str, total: int | None = None, interval_s: float = 1.0, always: bool = False) -> None:
+    def __init__(self, what: str, total: int | None = None, interval_s: float = 1.0) -> None:
         self.what, self.total, self.interval_s = what, total, interval_s
-        self.enabled = always or sys.stderr.isatty()
+        self.enabled = sys.stderr.isatty() or os.environ.get("KRAFT_PROGRESS") == "1"
         self.done = 0
-        self._last = time.monotonic()
+        self._last = -math.inf
 
     def step(self, n: int = 1) -> None:
         self.done += n

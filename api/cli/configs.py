@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from api.cli.common import KraftCommand, admin_client, bootstrap_option, read_properties_file, version_option
+from api.cli.common import KraftCommand, Progress, admin_client, bootstrap_option, read_properties_file, version_option
 from api.client import Admin, KraftError
 
 ENTITY_TYPES = ("topics", "brokers", "users", "clients")
@@ -149,8 +149,10 @@ def configs(
             if entity_name and entity_name not in {t.name for t in admin.list_topics()}:
                 click.echo(f"The topic '{entity_name}' doesn't exist and doesn't have dynamic config.")
                 return
+            progress = Progress("Described topics", len(names))
             for name in names:
                 c = admin.describe_configs(name)
+                progress.step()
                 click.echo("\n".join(topic_config_lines(name, c.configs, c.defaults, describe_all)))
         else:
             assert entity_name is not None

@@ -12,6 +12,7 @@ import click
 from api.cli.common import (
     CLI_API_TIMEOUT_MS,
     KraftCommand,
+    Progress,
     bootstrap_option,
     parse_bool,
     parse_properties,
@@ -184,6 +185,7 @@ def console_producer(
         if error is not None:
             errors.append(error)
 
+    progress = Progress("Sent records")
     with Producer(bootstrap_server, **kwargs) as producer:
         # Lines are decoded one by one: bytes that are not UTF-8 name their line, not a traceback.
         for number, raw in enumerate(click.get_binary_stream("stdin"), start=1):
@@ -198,6 +200,7 @@ def console_producer(
                 future.result()  # raises the record's error at once, as Kafka's --sync does
             else:
                 future.add_done_callback(on_done)
+            progress.step()
         producer.flush()
     if errors:
         raise KraftError(errors[0].error_code, f"{len(errors)} record(s) not delivered: {errors[0].message}")

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from api.cli.common import KraftCommand, admin_client, bootstrap_option, format_table, version_option
+from api.cli.common import KraftCommand, Progress, admin_client, bootstrap_option, format_table, version_option
 from api.client import Admin
 
 # Kafka's ConsumerGroupState names, as --list --state accepts and prints them.
@@ -75,8 +75,8 @@ def delete_offsets_lines(group: str, topics: list[str], results: list[dict[str, 
 
 
 def export_csv(rows: list[list[Any]], with_group: bool) -> str:
-    """--export: Kafka's CSV reset plan, `topic,partition,offset` (with the group first when
-    more than one group is reset)."""
+    """--export: Kafka's CSV reset plan, `topic,partition,offset`, with the group first under
+    --all-groups (Kafka drops it only when one --group is given)."""
     return "".join(",".join(map(str, row if with_group else row[1:])) + "\n" for row in rows)
 
 
@@ -246,7 +246,7 @@ def consumer_groups(
             assert group is not None
             specs = [parse_reset_topic(spec) for spec in topics]
             results = admin.delete_group_offsets(group, specs)
-            lines = delete_offsets_lines(group, [t for t, _ in specs], results)
+            lines = delete_offsets_lines(group, list(topics), results)
             click.echo("\n".join(lines))
             if any(r.get("error_code") for r in results):
                 raise SystemExit(1)
@@ -254,7 +254,7 @@ def consumer_groups(
             rows = _reset(admin, groups, topics, strategies[0], to_offset, shift_by, to_datetime, by_duration,
                           dry_run=not execute)
             if export:
-                click.echo(export_csv(rows, with_group=len(groups) > 1))
+                click.echo(export_csv(rows, with_group=all_groups))
             else:
                 click.echo("\n".join(["", *format_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows)]))
 
@@ -276,10 +276,12 @@ def _reset(admin: Admin, groups: list[str], topics: tuple[str, ...], strategy: s
         assert by_duration is not None
         strategy, value = "datetime", int(time.time() * 1000) - parse_duration_ms(by_duration)
     rows: list[list[Any]] = []
+    progress = Progress("Reset groups", len(groups))
     for name in groups:
         specs = ([parse_reset_topic(spec) for spec in topics] if topics
                  else [(t, None) for t in sorted({tp.topic for tp in admin.list_group_offsets(name)})])
         for topic, partitions in specs:
             for o in admin.reset_group_offsets(name, [topic], strategy, value, partitions, dry_run=dry_run):
                 rows.append([name, o["topic"], o["partition"], o["new_offset"]])
+        progress.step()
     return rows

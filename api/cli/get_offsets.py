@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import click
 
-from api.cli.common import KraftCommand, admin_client, bootstrap_option, version_option
+from api.cli.common import KraftCommand, Progress, admin_client, bootstrap_option, version_option
 from api.client import KraftError, TopicPartition
 
 INT_MAX = 2**31 - 1
@@ -103,7 +103,11 @@ def get_offsets(bootstrap_server: str, topic_partitions: str | None, topic: str 
     with admin_client(bootstrap_server) as admin:
         names = [t.name for t in admin.list_topics(include_internal=not exclude_internal_topics)
                  if any(r.topic_allowed(t.name) for r in rules)]
-        tps = [TopicPartition(name, p.partition) for name in names for p in admin.describe_topic(name).partitions]
+        progress = Progress("Described topics", len(names))
+        tps = []
+        for name in names:
+            tps += [TopicPartition(name, p.partition) for p in admin.describe_topic(name).partitions]
+            progress.step()
         tps = [tp for tp in tps if any(r.allowed(tp) for r in rules)]
         if not tps:
             raise KraftError("INVALID_REQUEST", "Could not match any topic-partitions with the specified filters")

@@ -9,6 +9,7 @@ import click
 
 from api.cli.common import (
     KraftCommand,
+    Progress,
     admin_client,
     bootstrap_option,
     ignore_errors,
@@ -141,8 +142,13 @@ def topics(
             if topic is not None and not names and not if_exists:
                 raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic '{topic}' does not exist as expected")
             # A topic deleted between the list and its describe is skipped, as Kafka does.
-            descriptions = [d for d in (ignore_errors({"UNKNOWN_TOPIC_OR_PARTITION"}, lambda n=n: admin.describe_topic(n))
-                                        for n in names) if d]
+            progress = Progress("Described topics", len(names))
+            descriptions = []
+            for n in names:
+                found = ignore_errors({"UNKNOWN_TOPIC_OR_PARTITION"}, lambda n=n: admin.describe_topic(n))
+                if found is not None:
+                    descriptions.append(found)
+                progress.step()
             if under_replicated_partitions or under_min_isr_partitions:
                 for d in descriptions:
                     lines = format_topic_description(_lacking_partitions(
