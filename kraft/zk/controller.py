@@ -43,7 +43,7 @@ from metadata.image import BrokerRegistration, MetadataImage, PartitionRegistrat
 
 log = logging.getLogger("kraft.zk.controller")
 
-PUSH_TIMEOUT_S = 10.0
+PUSH_TIMEOUT_S = 30.0  # a broker answers once it applied the image (opening new partitions' logs)
 PUSH_RETRY_S = 0.2
 UNCLEAN_KEY = "unclean.leader.election.enable"
 
@@ -114,7 +114,8 @@ class MetadataPusher:
             except Exception as e:  # unreachable for now: retry unless superseded
                 failures += 1
                 if failures == 1 or failures % 50 == 0:
-                    log.warning("metadata push to broker %d failed (%d in a row): %s", broker_id, failures, e)
+                    log.warning("metadata push to broker %d failed (%d in a row): %s: %s", broker_id, failures,
+                                type(e).__name__, e)
                 if not wakeup.is_set():
                     await asyncio.sleep(PUSH_RETRY_S)
                     wakeup.set()
