@@ -55,6 +55,7 @@ async def _missing_topic_error(request: web.Request, name: str, auto_create: boo
     from api.routes.records import topic_or_create  # records imports this module
 
     try:
+        check_topic_name(name, "create")  # internal topics are created by their owners, with their settings
         return await topic_or_create(request, name)
     except KraftError as e:
         return e
