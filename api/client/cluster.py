@@ -44,6 +44,7 @@ class ClusterSnapshot:
     topic_ids: dict[str, str] = field(default_factory=dict)
     # Why a topic the client asked for is absent (the broker's topic_errors).
     topic_errors: dict[str, KraftError] = field(default_factory=dict)
+    internal_topics: frozenset[str] = frozenset()
 
     @classmethod
     def from_wire(cls, body: dict[str, Any], only: Iterable[str] | None = None) -> ClusterSnapshot:
@@ -54,12 +55,15 @@ class ClusterSnapshot:
         }
         topics: dict[str, tuple[PartitionInfo, ...]] = {}
         topic_ids: dict[str, str] = {}
+        internal: set[str] = set()
         for t in body.get("topics", ()):
             if wanted is not None and t["name"] not in wanted:
                 continue
             parts = sorted((partition_info_from_wire(p) for p in t.get("partitions", ())), key=lambda p: p.partition)
             topics[t["name"]] = tuple(parts)
             topic_ids[t["name"]] = str(t.get("topic_id", ""))
+            if t.get("internal"):
+                internal.add(t["name"])
         controller = body.get("controller_id")
         errors = {}
         for e in body.get("topic_errors", ()):
@@ -72,6 +76,7 @@ class ClusterSnapshot:
             topics=topics,
             topic_ids=topic_ids,
             topic_errors=errors,
+            internal_topics=frozenset(internal),
         )
 
     def partition_count(self, topic: str) -> int | None:

@@ -352,12 +352,15 @@ class Consumer:
         if pattern is not None and time.monotonic() >= self._next_pattern_refresh:
             self._next_pattern_refresh = time.monotonic() + self._metadata_max_age_s
             self._refresh_or_raise(all_topics=True)
-            self._metadata.add_topics(t for t in self._metadata.snapshot.topics if re.fullmatch(pattern, t))
+            snapshot = self._metadata.snapshot
+            self._metadata.add_topics(t for t in snapshot.topics
+                                      if t not in snapshot.internal_topics and re.fullmatch(pattern, t))
         if not self._metadata.snapshot.brokers:
             self._refresh_or_raise()  # first contact: an unreachable cluster is an error now
         self._metadata.maybe_refresh()
         snapshot = self._metadata.snapshot
-        topics = [t for t in snapshot.topics if t in names or (pattern is not None and re.fullmatch(pattern, t))]
+        topics = [t for t in snapshot.topics if t in names or (
+            pattern is not None and t not in snapshot.internal_topics and re.fullmatch(pattern, t))]
         wanted = {tp for t in topics for tp in snapshot.partitions_for(t)}
         current = self._subs.assignment()
         if wanted == current:
@@ -648,8 +651,10 @@ class Consumer:
                 wait_ms = min(wait_ms, remaining_ms)
             self._fetch_round(wait_ms)
 
-    def close(self) -> None:
-        """Leaves the group cleanly (auto commit, on_revoke, leave heartbeat), then closes."""
+    def close(self, autocommit: bool = True) -> None:
+        """Leaves the group cleanly (auto commit unless `autocommit` is False, on_revoke, leave
+        heartbeat), then closes."""
+        self._auto_commit = self._auto_commit and autocommit
         try:
             if self._subscribed:
                 self.unsubscribe()

@@ -237,3 +237,13 @@ def test_expired_records_name_the_error_their_retries_got(broker: FakeBroker, ca
     assert sum(1 for _, path, _ in broker.requests if path == "/v1/produce") > 1
     warnings = [r for r in caplog.records if "NOT_ENOUGH_REPLICAS" in r.getMessage()]
     assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
+
+
+def test_a_pattern_subscription_without_group(broker: FakeBroker) -> None:
+    for name in ("orders-a", "orders-b", "other"):
+        broker.create_topic(name, 1)
+    consumer = Consumer(bootstrap_servers=broker.bootstrap)
+    consumer.subscribe(pattern="orders-.*")
+    consumer.poll(timeout_ms=0)
+    assert consumer.assignment() == {TopicPartition("orders-a", 0), TopicPartition("orders-b", 0)}
+    consumer.close(autocommit=False)
