@@ -66,6 +66,7 @@ class RaftJournal(pysyncobj.journal.Journal):
         self._starts: list[int] = []  # byte offset of each entry's frame
         self._size = len(MAGIC)
         self._dirty = False  # written entries not fsynced yet
+        self._fsync_error: OSError | None = None  # see flush
         self._meta: dict[str, Any] = {"current_term": 0, "voted_for": None, "commit_index": 1}
         self._meta_saved = True
         self._fd = -1
@@ -128,16 +129,29 @@ class RaftJournal(pysyncobj.journal.Journal):
     def _destroy(self) -> None:
         if self._fd < 0:
             return
-        self.flush()
-        self._save_meta()
-        os.close(self._fd)
-        self._fd = -1
+        try:
+            self.flush()
+            self._save_meta()
+        finally:
+            os.close(self._fd)
+            self._fd = -1
 
     def flush(self) -> None:
-        """fsync what `add` wrote; cheap when nothing did."""
+        """fsync what `add` wrote; cheap when nothing did. After one failed fsync every later
+        flush fails too: the kernel may have dropped the unwritten pages, and a retried fsync
+        that succeeds would not bring them back, so the voter stops acknowledging and committing
+        (pysyncobj logs each failed tick) until a restart re-reads what the file holds."""
+        if self._fsync_error is not None:
+            raise self._fsync_error
         if self._dirty:
             fault_injection.before_fsync()
-            os.fdatasync(self._fd)
+            try:
+                os.fdatasync(self._fd)
+            except OSError as exc:
+                logger.critical("raft journal %s: fsync failed (%s); this voter acknowledges and "
+                                "commits nothing more until it is restarted", self.path, exc)
+                self._fsync_error = exc
+                raise
             self._dirty = False
 
     def setRaftCommitIndex(self, raftCommitIndex: int) -> None:

@@ -116,6 +116,28 @@ def test_commit_index_past_the_journal_end_is_clamped(tmp_path: Path, caplog) ->
     journal._destroy()
 
 
+def test_a_failed_fsync_is_never_retried(tmp_path: Path, caplog) -> None:
+    """After a failed fsync the kernel may have dropped the pages: a later fsync that succeeds
+    proves nothing, so every later flush (before an ack or a commit) fails too."""
+    journal = filled(tmp_path / "j.log", 3)
+    read, write = os.pipe()  # fdatasync on a pipe fails (EINVAL): a real failing fsync
+    real_fd, journal._fd = journal._fd, write
+    journal.add(*entry(4))
+    with caplog.at_level(logging.CRITICAL, logger="kraft.controller.raft_journal"):
+        with pytest.raises(OSError):
+            journal.flush()
+    assert "fsync failed" in caplog.text
+    journal._fd = real_fd
+    with pytest.raises(OSError):
+        journal.setRaftCommitIndex(4)  # what pysyncobj calls before applying: refused
+    assert journal.getRaftCommitIndex() == 1
+    os.close(read)
+    os.close(write)
+    with pytest.raises(OSError):
+        journal._destroy()
+    assert list(RaftJournal(journal.path)[:]) == [entry(i) for i in range(1, 4)]
+
+
 def test_journal_is_trimmed_to_a_dump_installed_before_compaction_finished(tmp_path: Path,
                                                                             caplog) -> None:
     """The crash window of pysyncobj's compaction: the dump holds index 12-13, the journal was
