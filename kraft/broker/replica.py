@@ -1,11 +1,13 @@
 """One local replica of a partition: its PartitionLog, what the metadata says about it (leader,
-leader epoch, ISR), the role this broker plays for it, the append lock, and the waiters.
+leader epoch, ISR), its sans-I/O core (`replication.partition.Partition`: the role this broker
+plays for it and every replication decision), the append lock, and the waiters.
 
 The lock serialises everything that mutates the log (appends and truncations inline, retention /
 compaction / flush in a thread), so offsets stay ordered and no thread touches the segments under
 an append. The role is applied from the metadata (`leader_state` is set only while this broker
-leads the partition at the registration's leader epoch), so a broker in the middle of a
-leadership change answers as the metadata it has applied says, never from a stale role.
+leads the partition at the registration's leader epoch; the core exists once the log is open),
+so a broker in the middle of a leadership change answers as the metadata it has applied says,
+never from a stale role.
 Two kinds of waiters: high-watermark waiters (consumer long polls, acks=all produces) and append
 waiters (follower long polls, woken by new data or a new high watermark).
 """
@@ -18,21 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from kraft.broker.replication.leader import LeaderState
+from kraft.broker.replication.partition import Partition, ReplicaState
 from log.config import LogConfig
 from metadata.topic_name import validate_topic_name
 
-
-@dataclass
-class ReplicaState:
-    """What the metadata says about this partition (updated on every metadata change)."""
-
-    topic_id: str
-    leader: int
-    leader_epoch: int
-    partition_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    removing_replicas: tuple[int, ...] = ()
+__all__ = ["Replica", "ReplicaState"]
 
 
 @dataclass
@@ -47,7 +39,7 @@ class Replica:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     open_error: BaseException | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    leader_state: LeaderState | None = None  # set while this broker leads at state.leader_epoch
+    core: Partition | None = None  # once the log is open; None again when the replica is deleted
     _hw_waiters: list[asyncio.Future[None]] = field(default_factory=list)
     _append_waiters: list[asyncio.Future[None]] = field(default_factory=list)
 
@@ -55,6 +47,11 @@ class Replica:
         # Replay keeps reserved names out of the image; checked again here because a partition
         # named after the node's own state would share its directory (`__cluster_metadata-0`).
         validate_topic_name(self.topic)
+
+    @property
+    def leader_state(self) -> LeaderState | None:
+        """Set while this broker leads the partition at the applied registration's epoch."""
+        return None if self.core is None else self.core.leader_state
 
     @property
     def is_leader(self) -> bool:
@@ -82,20 +79,6 @@ class Replica:
                 waiters.remove(future)
             except ValueError:
                 pass
-
-    def maybe_advance_high_watermark(self, now_ms: int | None = None) -> bool:
-        """As leader: the HW by LeaderState's rule (never backwards); wakes waiters when it moved."""
-        state, log = self.leader_state, self.log
-        if state is None or log is None:
-            return False
-        new_hw = state.high_watermark(
-            log.log_end_offset, log.high_watermark, self.config.min_insync_replicas
-        )
-        if new_hw <= log.high_watermark:
-            return False
-        log.high_watermark = new_hw
-        self.wake_all()
-        return True
 
     def wake_appended(self) -> None:
         _resolve(self._append_waiters)

@@ -2,9 +2,10 @@
 
 It is a metadata publisher: every image update is reconciled against the local replicas (create
 the log of a partition this broker now leads or follows, delete the log of a removed topic) and
-each replica's role is applied from the registration: leader at a leader epoch (a `LeaderState`,
-the epoch's start offset in the epoch cache, Kafka's makeLeader) or follower of a leader at an
-epoch (a partition of that leader's fetcher, Kafka's makeFollower). Blocking file work (open with
+each replica's role is applied from the registration by its sans-I/O core
+(`kraft/broker/replication/partition.py`: Kafka's makeLeader / makeFollower, epoch checks, the
+leader's and the follower's side of a fetch, ISR changes), and this shell performs the actions the
+core returns (start / stop a fetcher, send an AlterPartition, wake waiters). Blocking file work (open with
 recovery, flush, retention, compaction, delete, close) runs in a thread under the partition's
 lock; appends, truncations and reads are small and run inline.
 
@@ -36,15 +37,15 @@ from api.routes.services import (
 from kraft.broker.replica import Replica, ReplicaState
 from kraft.broker.replication.alter_partition import AlterPartitionChannel
 from kraft.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
-from kraft.broker.replication.follower import (
-    Append, Backoff, PartitionFetchResponse, Truncate, TruncateFully, on_fetch_response,
+from kraft.broker.replication.follower import Append, Backoff, PartitionFetchResponse
+from kraft.broker.replication.leader import IsrProposal
+from kraft.broker.replication.partition import (
+    Action, CompleteWaiters, Partition, SendAlterPartition, StartFetching, StopFetching,
 )
-from kraft.broker.replication.leader import IsrProposal, LeaderState, diverging_epoch
 from kraft.metrics import NULL_METRICS, MetricsSink
 from log.config import LogConfig
 from log.partition_log import PartitionLog
 from metadata.image import MetadataImage
-from metadata.records import NO_LEADER
 
 log = logging.getLogger("kraft.broker")
 
@@ -198,8 +199,9 @@ class ReplicaManager:
             if state is None or state.topic_id != replica.state.topic_id:
                 del self._replicas[key]
                 self.fetchers.remove(key)
-                replica.leader_state = None
-                replica.wake_all()
+                if replica.core is not None:
+                    self._perform(replica, replica.core.stop())
+                    replica.core = None
                 self._spawn(lambda r=replica: self._delete_replica(r))
         for key, state in wanted.items():
             config = self._log_config(image, key[0])
@@ -218,63 +220,34 @@ class ReplicaManager:
                     self._apply_role(replica)
 
     def _apply_role(self, replica: Replica) -> None:
-        """Makes this broker the partition's leader or follower as its registration says (Kafka's
-        makeLeader / makeFollower). Runs inline on the loop, so no request sees half a change."""
-        state, plog, key = replica.state, replica.log, (replica.topic, replica.partition)
-        if state.leader == self.node_id:
-            current = replica.leader_state
-            if current is None or current.leader_epoch != state.leader_epoch:
-                self.fetchers.remove(key)
-                latest = plog.leader_epoch_cache.latest_epoch
-                if latest is None or latest < state.leader_epoch:
-                    # Kafka's makeLeader: "maybeAssignEpochStartOffset(leaderEpoch, logEndOffset)",
-                    # so followers of older epochs learn where their epoch ends on this leader.
-                    plog.assign_epoch_start(state.leader_epoch, plog.log_end_offset)
-                replica.leader_state = LeaderState.become_leader(
-                    self.node_id, state.leader_epoch, plog.log_end_offset, state.partition_epoch,
-                    state.replicas, state.isr, self.clock_ms(),
-                )
-                replica.wake_all()  # acks=all waiters of an older epoch fail now
-                log.info("%s-%d: leader at epoch %d from offset %d, isr %s", replica.topic,
-                         replica.partition, state.leader_epoch, plog.log_end_offset, list(state.isr))
-                if plog.quarantined:
-                    log.error("%s-%d: leads with quarantined corrupt offsets %s, whose reads answer "
-                              "CORRUPT_MESSAGE: restart this broker (or reassign the partition) so "
-                              "an in-sync replica leads and this one refetches them", replica.topic,
-                              replica.partition,
-                              [(r.start_offset, r.end_offset) for r in plog.quarantined])
-            else:
-                current.on_metadata(state.partition_epoch, state.replicas, state.isr)
-            replica.maybe_advance_high_watermark()  # the ISR may have changed
-            self._maybe_propose_isr(replica)
-            return
-        if replica.leader_state is not None:
-            replica.leader_state = None
-            replica.wake_all()
-            log.info("%s-%d: no longer leader (epoch %d, leader %d)", replica.topic,
-                     replica.partition, state.leader_epoch, state.leader)
-        if plog.quarantined and state.leader != NO_LEADER:  # only with a leader to refetch from
-            self._refetch_quarantined(replica)
-        if state.leader == NO_LEADER:
-            self.fetchers.remove(key)
-        else:
-            self.fetchers.assign(key, state.leader, state.leader_epoch)
+        """Makes this broker the partition's leader or follower as its registration says (the
+        core decides, Kafka's makeLeader / makeFollower). Runs inline on the loop, so no request
+        sees half a change."""
+        if replica.core is None:
+            replica.core = Partition(
+                self.node_id, replica.topic, replica.partition, replica.log,
+                replica_lag_time_max_ms=self.replication.replica_lag_time_max_ms,
+                alter_partition_retry_ms=self.replication.alter_partition_retry_ms,
+                is_unfenced=lambda r: self.image.cluster.is_unfenced(r),
+                can_alter_partition=self.alter_partition is not None,
+            )
+        self._perform(replica, replica.core.apply_registration(replica.state, self.clock_ms()))
 
-    @staticmethod
-    def _refetch_quarantined(replica: Replica) -> None:
-        """A follower drops its log from the first corrupt region recovery quarantined and
-        fetches the rest again from the leader (as after a truncation to the leader's log); a
-        leader keeps its regions quarantined, since no one else is known to hold them intact."""
-        plog = replica.log
-        start = min(r.start_offset for r in plog.quarantined)
-        log.warning("%s-%d: truncating to %d, the start of a quarantined corrupt region (log end "
-                    "%d), to refetch it and everything after it from the leader", replica.topic,
-                    replica.partition, start, plog.log_end_offset)
-        try:
-            plog.truncate_to(start)
-        except Exception:  # runs in the metadata publisher: one bad log must not stop it
-            log.exception("%s-%d: truncating to %d failed; the region stays quarantined",
-                          replica.topic, replica.partition, start)
+    def _perform(self, replica: Replica, actions: Sequence[Action]) -> None:
+        """Carries out what a replica's core decided."""
+        key = (replica.topic, replica.partition)
+        for action in actions:
+            if isinstance(action, StartFetching):
+                self.fetchers.assign(key, action.leader_id, action.leader_epoch)
+            elif isinstance(action, StopFetching):
+                self.fetchers.remove(key)
+            elif isinstance(action, CompleteWaiters):
+                replica.wake_all()
+            elif isinstance(action, SendAlterPartition):
+                if not self._closed and self.alter_partition is not None:
+                    self._spawn(lambda p=action.proposal: self._send_alter_partition(replica, p))
+            else:
+                raise AssertionError(f"unknown action {action!r}")
 
     def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         broker = self.image.cluster.broker(broker_id)
@@ -357,19 +330,13 @@ class ReplicaManager:
         """The replica, when this broker leads it at `current_leader_epoch` (if given); Kafka's
         checkCurrentLeaderEpoch first, then the leadership check."""
         replica = await self._ready_replica(topic, partition)
-        if current_leader_epoch != NO_EPOCH:
-            local = replica.state.leader_epoch
-            if current_leader_epoch < local:
-                raise KraftError(
-                    "FENCED_LEADER_EPOCH",
-                    f"{topic}-{partition}: leader epoch {current_leader_epoch} is older than {local}",
-                )
-            if current_leader_epoch > local:
-                raise KraftError(
-                    "UNKNOWN_LEADER_EPOCH",
-                    f"{topic}-{partition}: leader epoch {current_leader_epoch} is newer than {local}",
-                )
-        if not replica.is_leader:
+        core = replica.core
+        if core is None:  # deleted while opening
+            raise self._not_here(topic, partition)
+        error = core.check_leader_epoch(current_leader_epoch)
+        if error is not None:
+            raise error
+        if not core.is_leader:
             raise self._not_leader(topic, partition)
         return replica
 
@@ -396,21 +363,17 @@ class ReplicaManager:
     async def _append(self, entry: ProduceEntry, acks: int) -> tuple[Replica, int, int, int]:
         """Appends as leader; returns the replica, the leader epoch, the first and next offset."""
         replica = await self._leader_replica(entry.topic, entry.partition)
-        min_isr = replica.config.min_insync_replicas
-        if acks == -1 and len(replica.state.isr) < min_isr:
-            # Kafka checks before appending: "inSyncSize < minIsr && requiredAcks == -1"
-            raise KraftError(
-                "NOT_ENOUGH_REPLICAS",
-                f"{entry.topic}-{entry.partition} has {len(replica.state.isr)} in-sync replicas, "
-                f"min.insync.replicas is {min_isr}",
-            )
+        refused = replica.core.check_produce(acks)
+        if refused is not None:
+            raise refused
         async with replica.lock:
-            leader_state = replica.leader_state
-            if replica.log is None or leader_state is None:  # deleted or deposed while we waited
-                raise self._not_here(entry.topic, entry.partition)
+            core = replica.core
+            if replica.log is None or core is None or core.leader_state is None:
+                raise self._not_here(entry.topic, entry.partition)  # deleted or deposed meanwhile
+            leader_epoch = core.leader_state.leader_epoch
             tp = (entry.topic, entry.partition)
             try:
-                info = replica.log.append_as_leader(entry.records, leader_state.leader_epoch, now_ms())
+                info = replica.log.append_as_leader(entry.records, leader_epoch, now_ms())
             except OSError as e:
                 # e.g. a full disk: the log cut the partial batch, so the partition stays usable
                 # and takes writes again once one succeeds (Kafka would take the log dir offline)
@@ -424,8 +387,8 @@ class ReplicaManager:
                 self._unwritable.discard(tp)
                 log.warning("%s-%d: the log is writable again", entry.topic, entry.partition)
             replica.wake_appended()
-            replica.maybe_advance_high_watermark()
-        return replica, leader_state.leader_epoch, info.first_offset, info.last_offset + 1
+            self._perform(replica, core.on_leader_append(self.clock_ms()))
+        return replica, leader_epoch, info.first_offset, info.last_offset + 1
 
     async def _produce_result(
         self, entry: ProduceEntry, replica: Replica | None, leader_epoch: int, first_offset: int,
@@ -447,18 +410,20 @@ class ReplicaManager:
         (after a leader change the offsets may hold other records: the write is not acked)."""
         loop = asyncio.get_running_loop()
         while True:
-            state, plog = replica.leader_state, replica.log
-            if plog is None or state is None or state.leader_epoch != leader_epoch:
+            core = replica.core
+            completed = None if core is None or replica.log is None else core.produce_completed(
+                leader_epoch, target)
+            if core is None or replica.log is None or completed is False:
                 return self._not_leader(replica.topic, replica.partition)
-            if plog.high_watermark >= target:
+            if completed:
                 return None
             remaining = deadline - loop.time()
             if remaining <= 0:
-                if state.under_min_isr(replica.config.min_insync_replicas):
+                if core.under_min_isr():
                     return KraftError(
                         "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
                         f"{replica.topic}-{replica.partition}: appended, but the ISR "
-                        f"{list(state.isr)} fell below min.insync.replicas",
+                        f"{list(core.leader_state.isr)} fell below min.insync.replicas",
                     )
                 return KraftError(
                     "REQUEST_TIMED_OUT",
@@ -576,12 +541,14 @@ class ReplicaManager:
     def _read_for_consumer(
         self, replica: Replica, entry: ReplicaFetchEntry, max_bytes: int, budget: int
     ) -> ReplicaFetchResult:
-        plog = replica.log
-        if plog is None:
+        plog, core = replica.log, replica.core
+        if plog is None or core is None:
             return _error_result(entry.topic, entry.partition,
                                  self._not_here(entry.topic, entry.partition))
         try:
-            self._check_in_range(replica, entry)
+            error = core.check_in_range(entry.fetch_offset)
+            if error is not None:
+                raise error
             data = self._read(plog, entry, max_bytes, budget, plog.high_watermark)
         except Exception as e:
             return self._result(replica, entry, b"", error=_as_kraft_error(e))
@@ -591,41 +558,23 @@ class ReplicaManager:
         self, replica: Replica, replica_id: int, entry: ReplicaFetchEntry, max_bytes: int,
         budget: int, record_position: bool,
     ) -> ReplicaFetchResult:
-        plog, leader_state = replica.log, replica.leader_state
-        if plog is None or leader_state is None:
+        plog, core = replica.log, replica.core
+        if plog is None or core is None or not core.is_leader:
             return _error_result(entry.topic, entry.partition,
                                  self._not_leader(entry.topic, entry.partition))
-        if replica_id not in leader_state.followers:
-            return self._result(replica, entry, b"", error=KraftError(
-                "NOT_LEADER_OR_FOLLOWER",
-                f"broker {replica_id} is not a replica of {entry.topic}-{entry.partition}",
-            ))
-        divergence = diverging_epoch(plog.end_offset_for_epoch, entry.last_fetched_epoch,
-                                     entry.fetch_offset)
-        if divergence is not None:
-            return self._result(replica, entry, b"",
-                                diverging=(divergence.epoch, divergence.end_offset))
+        decision = core.on_fetch_request(replica_id, entry.fetch_offset, entry.last_fetched_epoch,
+                                         self.clock_ms(), record_position)
+        if decision.error is not None:
+            return self._result(replica, entry, b"", error=decision.error)
+        if decision.diverging is not None:
+            return self._result(replica, entry, b"", diverging=(decision.diverging.epoch,
+                                                                decision.diverging.end_offset))
+        self._perform(replica, decision.actions)
         try:
-            self._check_in_range(replica, entry)
-            if record_position:
-                leader_state.on_follower_fetch(replica_id, entry.fetch_offset,
-                                               plog.log_end_offset, self.clock_ms())
-                replica.maybe_advance_high_watermark()
-                self._maybe_propose_isr(replica)
             data = self._read(plog, entry, max_bytes, budget, None)
         except Exception as e:
             return self._result(replica, entry, b"", error=_as_kraft_error(e))
         return self._result(replica, entry, data)
-
-    @staticmethod
-    def _check_in_range(replica: Replica, entry: ReplicaFetchEntry) -> None:
-        plog = replica.log
-        if not plog.log_start_offset <= entry.fetch_offset <= plog.log_end_offset:
-            raise KraftError(
-                "OFFSET_OUT_OF_RANGE",
-                f"offset {entry.fetch_offset} is outside [{plog.log_start_offset}, "
-                f"{plog.log_end_offset}] of {entry.topic}-{entry.partition}",
-            )
 
     @staticmethod
     def _read(plog: PartitionLog, entry: ReplicaFetchEntry, max_bytes: int, budget: int,
@@ -655,8 +604,8 @@ class ReplicaManager:
 
     def _following(self, tp: TopicPartition, leader_epoch: int) -> Replica | None:
         replica = self._replicas.get(tp)
-        if (replica is None or replica.log is None or replica.is_leader
-                or replica.state.leader_epoch != leader_epoch):
+        if (replica is None or replica.log is None or replica.core is None
+                or not replica.core.is_following(leader_epoch)):
             return None
         return replica
 
@@ -664,11 +613,9 @@ class ReplicaManager:
         replica = self._following(tp, leader_epoch)
         if replica is None:
             return None
-        plog = replica.log
-        latest = plog.leader_epoch_cache.latest_epoch
-        return {"fetch_offset": plog.log_end_offset,
-                "last_fetched_epoch": NO_EPOCH if latest is None else latest,
-                "high_watermark": plog.high_watermark}
+        fetch_offset, last_fetched_epoch, high_watermark = replica.core.fetch_position()
+        return {"fetch_offset": fetch_offset, "last_fetched_epoch": last_fetched_epoch,
+                "high_watermark": high_watermark}
 
     async def on_fetch_response(
         self, tp: TopicPartition, leader_epoch: int, response: PartitionFetchResponse
@@ -686,38 +633,13 @@ class ReplicaManager:
                 return False
 
     def _apply_fetched(self, replica: Replica, response: PartitionFetchResponse) -> bool:
-        plog = replica.log
-        cache = plog.leader_epoch_cache
-        latest = cache.latest_entry
-        action = on_fetch_response(
-            response, plog.log_end_offset,
-            lambda epoch: cache.end_offset_for(epoch, plog.log_end_offset),
-            None if latest is None else latest.start_offset,
-        )
-        self._fetch_errors.pop((replica.topic, replica.partition), None)
-        if isinstance(action, Append):
-            if action.records:
-                plog.append_as_follower(action.records, now_ms())
-                self.metrics.replication_bytes_in(replica.topic, len(action.records))
-            high_watermark = min(action.leader_high_watermark, plog.log_end_offset)
-            if high_watermark > plog.high_watermark:
-                plog.high_watermark = high_watermark
-            if action.leader_log_start_offset > plog.log_start_offset:
-                plog.maybe_increment_log_start_offset(
-                    min(action.leader_log_start_offset, plog.high_watermark))
-            return True
-        if isinstance(action, Truncate):
-            log.info("%s-%d: truncating to %d (log end %d) to match the leader", replica.topic,
-                     replica.partition, action.offset, plog.log_end_offset)
-            plog.truncate_to(action.offset)
-            return True
-        if isinstance(action, TruncateFully):
-            log.info("%s-%d: restarting the log at the leader's log start %d", replica.topic,
-                     replica.partition, action.offset)
-            plog.truncate_fully_and_start_at(action.offset)
-            return True
-        assert isinstance(action, Backoff)
+        action = replica.core.on_fetch_response(response, self.clock_ms())
         key = (replica.topic, replica.partition)
+        if not isinstance(action, Backoff):
+            self._fetch_errors.pop(key, None)
+            if isinstance(action, Append) and action.records:
+                self.metrics.replication_bytes_in(replica.topic, len(action.records))
+            return True
         if self._fetch_errors.get(key) != action.error_code:  # log transitions, not every retry
             self._fetch_errors[key] = action.error_code
             log.info("%s-%d: the leader answers %s; backing off", replica.topic, replica.partition,
@@ -726,33 +648,17 @@ class ReplicaManager:
 
     # -- ISR changes --------------------------------------------------------------------------
 
-    def _maybe_propose_isr(self, replica: Replica) -> None:
-        """As leader: send an AlterPartition when a follower fell out of or caught up into sync."""
-        state, plog = replica.leader_state, replica.log
-        if state is None or plog is None or self.alter_partition is None or self._closed:
-            return
-        removing = replica.state.removing_replicas
-        proposal = state.propose_isr_change(
-            plog.log_end_offset, plog.high_watermark, self.clock_ms(),
-            self.replication.replica_lag_time_max_ms,
-            lambda r: self.image.cluster.is_unfenced(r) and r not in removing,
-            self.replication.alter_partition_retry_ms,
-        )
-        if proposal is not None:
-            self._spawn(lambda: self._send_alter_partition(replica, state, proposal))
-
-    async def _send_alter_partition(
-        self, replica: Replica, state: LeaderState, proposal: IsrProposal
-    ) -> None:
+    async def _send_alter_partition(self, replica: Replica, proposal: IsrProposal) -> None:
         assert self.alter_partition is not None
-        log.info("%s-%d: asking the controller to change the ISR %s -> %s", replica.topic,
-                 replica.partition, list(state.isr), list(proposal.new_isr))
         try:
             await self.alter_partition.alter_partition(replica.topic, replica.partition, proposal)
         except Exception as e:
-            log.warning("%s-%d: AlterPartition %s refused: %s", replica.topic, replica.partition,
-                        list(proposal.new_isr), e)
-            state.on_alter_failed(proposal)
+            if replica.core is not None:
+                error_code = getattr(e, "error_code", None) or f"{type(e).__name__}: {e}"
+                self._perform(replica, replica.core.on_alter_partition_response(proposal, error_code))
+            return
+        if replica.core is not None:
+            self._perform(replica, replica.core.on_alter_partition_response(proposal, None))
 
     async def _checkpoint_loop(self) -> None:
         """Kafka's recovery-point checkpoint (log.flush.offset.checkpoint.interval.ms): closed
@@ -780,9 +686,10 @@ class ReplicaManager:
         while True:
             await asyncio.sleep(self.replication.isr_check_interval_ms / 1000)
             for replica in list(self._replicas.values()):
+                if replica.core is None:
+                    continue
                 try:
-                    replica.maybe_advance_high_watermark()
-                    self._maybe_propose_isr(replica)
+                    self._perform(replica, replica.core.maybe_shrink_isr(self.clock_ms()))
                 except Exception:
                     log.exception("ISR check of %s-%d failed", replica.topic, replica.partition)
 

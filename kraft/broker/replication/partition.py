@@ -1,0 +1,413 @@
+"""One replica's leader / follower / ISR decisions, sans-I/O (Kafka's Partition.scala).
+
+`Partition` owns the role this broker plays for one partition at the registration it last applied:
+make-leader and make-follower, the leader-epoch checks of requests, the leader's side of a follower
+fetch (divergence, the follower's position, the high watermark, ISR expansion), the follower's side
+of a fetch answer (truncate by diverging epoch, append, learn the high watermark), ISR shrink and
+the AlterPartition round trip. It works on a synchronous log (`log.partition_log.PartitionLog`, or
+the simulation's in-memory log with the same methods), takes the time as `now_ms` (monotonic), and
+returns what the caller must do as actions: start or stop fetching, send an AlterPartition, wake the
+produces and long polls waiting on the high watermark or the role. It never touches the network,
+a clock or a task; the replica manager's asyncio shell performs the actions, and the deterministic
+simulation (`tests/unit/replication/`) drives this same class.
+
+Invariants, asserted after every step: log_start_offset <= high_watermark <= log_end_offset; as
+leader, this broker is in the ISR, the ISR is a subset of the replicas, and the leader epoch of the
+registration it leads at never goes backwards.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+from api.errors import KraftError
+from kraft.broker.replication.follower import (
+    Append, Backoff, FollowerAction, PartitionFetchResponse, Truncate, TruncateFully, on_fetch_response,
+)
+from kraft.broker.replication.leader import EpochEndOffset, IsrProposal, LeaderState, diverging_epoch
+from metadata.records import NO_LEADER
+
+log = logging.getLogger("kraft.broker")
+
+NO_EPOCH = -1
+
+
+@dataclass
+class ReplicaState:
+    """What the metadata says about this partition (updated on every metadata change)."""
+
+    topic_id: str
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    removing_replicas: tuple[int, ...] = ()
+
+
+# -- actions (what the shell performs) ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StartFetching:
+    """Follow the partition from `leader_id` at `leader_epoch` (idempotent)."""
+
+    leader_id: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True)
+class StopFetching:
+    pass
+
+
+@dataclass(frozen=True)
+class SendAlterPartition:
+    """Ask the controller for this ISR; answer with `on_alter_partition_response`."""
+
+    proposal: IsrProposal
+
+
+@dataclass(frozen=True)
+class CompleteWaiters:
+    """The high watermark advanced or the role changed: acks=all produces up to
+    `high_watermark` complete (those of an older epoch fail), long polls answer."""
+
+    high_watermark: int
+
+
+Action = StartFetching | StopFetching | SendAlterPartition | CompleteWaiters
+
+
+@dataclass(frozen=True)
+class FollowerFetchDecision:
+    """The leader's answer to one partition of a follower fetch, before reading: an error, a
+    diverging epoch, or read up to the log end (`error` and `diverging` both None)."""
+
+    error: KraftError | None = None
+    diverging: EpochEndOffset | None = None
+    actions: tuple[Action, ...] = ()
+
+
+class ReplicaLog(Protocol):
+    """What the core needs of a partition log (PartitionLog's names)."""
+
+    leader_epoch_cache: Any
+    high_watermark: int
+
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def log_end_offset(self) -> int: ...
+    @property
+    def config(self) -> Any: ...
+    @property
+    def quarantined(self) -> tuple[Any, ...]: ...
+    def assign_epoch_start(self, epoch: int, start_offset: int) -> bool: ...
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]: ...
+    def append_as_follower(self, batches: bytes, now_ms: int | None = None) -> Any: ...
+    def truncate_to(self, offset: int) -> None: ...
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None: ...
+    def maybe_increment_log_start_offset(self, offset: int) -> bool: ...
+
+
+class Partition:
+    def __init__(
+        self, node_id: int, topic: str, partition: int, log: ReplicaLog, *,
+        replica_lag_time_max_ms: int, alter_partition_retry_ms: int,
+        is_unfenced: Callable[[int], bool] = lambda _: True,
+        can_alter_partition: bool = True,
+    ) -> None:
+        """`is_unfenced` answers from the broker's current metadata (a fenced follower is not
+        added to the ISR); without `can_alter_partition` (no controller channel) the ISR never
+        changes from here."""
+        self.node_id = node_id
+        self.topic = topic
+        self.partition = partition
+        self.log = log
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.alter_partition_retry_ms = alter_partition_retry_ms
+        self.is_unfenced = is_unfenced
+        self.can_alter_partition = can_alter_partition
+        self.state: ReplicaState | None = None  # the registration applied last
+        self.leader_state: LeaderState | None = None  # set while leading at state.leader_epoch
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic}-{self.partition} on {self.node_id})"
+
+    # -- role -------------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_state is not None
+
+    @property
+    def leader_epoch(self) -> int:
+        return NO_EPOCH if self.state is None else self.state.leader_epoch
+
+    def apply_registration(self, state: ReplicaState, now_ms: int) -> list[Action]:
+        """Leader or follower as the registration says (Kafka's makeLeader / makeFollower)."""
+        if state.leader == self.node_id:
+            actions = self.make_leader(state, now_ms)
+        else:
+            actions = self.make_follower(state, now_ms)
+        self.check_invariants()
+        return actions
+
+    def make_leader(self, state: ReplicaState, now_ms: int) -> list[Action]:
+        assert state.leader == self.node_id, (self, state)
+        previous, self.state = self.state, state
+        current, plog = self.leader_state, self.log
+        actions: list[Action] = []
+        if current is None or current.leader_epoch != state.leader_epoch:
+            assert previous is None or state.leader_epoch >= previous.leader_epoch, (previous, state)
+            actions.append(StopFetching())
+            latest = plog.leader_epoch_cache.latest_epoch
+            if latest is None or latest < state.leader_epoch:
+                # Kafka's makeLeader: "maybeAssignEpochStartOffset(leaderEpoch, logEndOffset)",
+                # so followers of older epochs learn where their epoch ends on this leader.
+                plog.assign_epoch_start(state.leader_epoch, plog.log_end_offset)
+            self.leader_state = LeaderState.become_leader(
+                self.node_id, state.leader_epoch, plog.log_end_offset, state.partition_epoch,
+                state.replicas, state.isr, now_ms,
+            )
+            actions.append(CompleteWaiters(plog.high_watermark))  # acks=all of older epochs fail now
+            log.info("%s-%d: leader at epoch %d from offset %d, isr %s", self.topic, self.partition,
+                     state.leader_epoch, plog.log_end_offset, list(state.isr))
+            if plog.quarantined:
+                log.error("%s-%d: leads with quarantined corrupt offsets %s, whose reads answer "
+                          "CORRUPT_MESSAGE: restart this broker (or reassign the partition) so "
+                          "an in-sync replica leads and this one refetches them", self.topic,
+                          self.partition, [(r.start_offset, r.end_offset) for r in plog.quarantined])
+        else:
+            current.on_metadata(state.partition_epoch, state.replicas, state.isr)
+        actions += self.maybe_advance_high_watermark()  # the ISR may have changed
+        actions += self._maybe_propose_isr(now_ms)
+        return actions
+
+    def make_follower(self, state: ReplicaState, now_ms: int) -> list[Action]:
+        assert state.leader != self.node_id, (self, state)
+        self.state = state
+        actions: list[Action] = []
+        if self.leader_state is not None:
+            self.leader_state = None
+            actions.append(CompleteWaiters(self.log.high_watermark))
+            log.info("%s-%d: no longer leader (epoch %d, leader %d)", self.topic, self.partition,
+                     state.leader_epoch, state.leader)
+        if self.log.quarantined and state.leader != NO_LEADER:  # only with a leader to refetch from
+            self._refetch_quarantined()
+        if state.leader == NO_LEADER:
+            actions.append(StopFetching())
+        else:
+            actions.append(StartFetching(state.leader, state.leader_epoch))
+        return actions
+
+    def stop(self) -> list[Action]:
+        """The replica is going away (topic deleted, moved off this broker)."""
+        was_leader, self.leader_state = self.leader_state is not None, None
+        actions: list[Action] = [StopFetching()]
+        if was_leader:
+            actions.append(CompleteWaiters(self.log.high_watermark))
+        return actions
+
+    def _refetch_quarantined(self) -> None:
+        """A follower drops its log from the first corrupt region recovery quarantined and
+        fetches the rest again from the leader (as after a truncation to the leader's log); a
+        leader keeps its regions quarantined, since no one else is known to hold them intact."""
+        plog = self.log
+        start = min(r.start_offset for r in plog.quarantined)
+        log.warning("%s-%d: truncating to %d, the start of a quarantined corrupt region (log end "
+                    "%d), to refetch it and everything after it from the leader", self.topic,
+                    self.partition, start, plog.log_end_offset)
+        try:
+            plog.truncate_to(start)
+        except Exception:  # runs in the metadata publisher: one bad log must not stop it
+            log.exception("%s-%d: truncating to %d failed; the region stays quarantined",
+                          self.topic, self.partition, start)
+
+    # -- request checks ---------------------------------------------------------------------------
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> KraftError | None:
+        """Kafka's checkCurrentLeaderEpoch: a request naming an older epoch than the applied
+        registration is fenced, a newer one is not known here yet."""
+        if current_leader_epoch == NO_EPOCH:
+            return None
+        local = self.leader_epoch
+        if current_leader_epoch < local:
+            return KraftError("FENCED_LEADER_EPOCH", f"{self.topic}-{self.partition}: leader epoch "
+                                                     f"{current_leader_epoch} is older than {local}")
+        if current_leader_epoch > local:
+            return KraftError("UNKNOWN_LEADER_EPOCH", f"{self.topic}-{self.partition}: leader epoch "
+                                                      f"{current_leader_epoch} is newer than {local}")
+        return None
+
+    def is_following(self, leader_epoch: int) -> bool:
+        """Whether a fetcher of `leader_epoch` still acts for this partition."""
+        return self.leader_state is None and self.leader_epoch == leader_epoch
+
+    # -- leader side ------------------------------------------------------------------------------
+
+    def check_produce(self, acks: int) -> KraftError | None:
+        """Before appending as leader: Kafka refuses acks=all when "inSyncSize < minIsr"."""
+        if self.leader_state is None or self.state is None:
+            return KraftError("NOT_LEADER_OR_FOLLOWER",
+                              f"node {self.node_id} is not the leader of {self.topic}-{self.partition}")
+        min_isr = self.log.config.min_insync_replicas
+        if acks == -1 and len(self.state.isr) < min_isr:
+            return KraftError(
+                "NOT_ENOUGH_REPLICAS",
+                f"{self.topic}-{self.partition} has {len(self.state.isr)} in-sync replicas, "
+                f"min.insync.replicas is {min_isr}",
+            )
+        return None
+
+    def produce_completed(self, leader_epoch: int, next_offset: int) -> bool | None:
+        """An acks=all produce appended at `leader_epoch` up to `next_offset`: True once the high
+        watermark passed it while still leading at that epoch, None while waiting, False when
+        the epoch ended (the offsets may hold other records now: not acknowledged)."""
+        state = self.leader_state
+        if state is None or state.leader_epoch != leader_epoch:
+            return False
+        return True if self.log.high_watermark >= next_offset else None
+
+    def under_min_isr(self) -> bool:
+        return self.leader_state is not None and self.leader_state.under_min_isr(
+            self.log.config.min_insync_replicas)
+
+    def maybe_advance_high_watermark(self) -> list[Action]:
+        """As leader: the HW by LeaderState's rule (never backwards)."""
+        state, plog = self.leader_state, self.log
+        if state is None:
+            return []
+        new_hw = state.high_watermark(plog.log_end_offset, plog.high_watermark,
+                                      plog.config.min_insync_replicas)
+        if new_hw <= plog.high_watermark:
+            return []
+        plog.high_watermark = new_hw
+        self.check_invariants()
+        return [CompleteWaiters(new_hw)]
+
+    def on_leader_append(self, now_ms: int) -> list[Action]:
+        """After an append as leader: the HW may move (a lone or caught-up ISR)."""
+        return self.maybe_advance_high_watermark()
+
+    def on_fetch_request(
+        self, replica_id: int, fetch_offset: int, last_fetched_epoch: int, now_ms: int,
+        record_position: bool = True,
+    ) -> FollowerFetchDecision:
+        """The leader's side of one partition of a follower fetch (already epoch-checked):
+        divergence, range, then the follower's position, the HW and an ISR expansion."""
+        state, plog = self.leader_state, self.log
+        if state is None:
+            return FollowerFetchDecision(KraftError(
+                "NOT_LEADER_OR_FOLLOWER",
+                f"node {self.node_id} is not the leader of {self.topic}-{self.partition}"))
+        if replica_id not in state.followers:
+            return FollowerFetchDecision(KraftError(
+                "NOT_LEADER_OR_FOLLOWER",
+                f"broker {replica_id} is not a replica of {self.topic}-{self.partition}"))
+        divergence = diverging_epoch(plog.end_offset_for_epoch, last_fetched_epoch, fetch_offset)
+        if divergence is not None:
+            return FollowerFetchDecision(diverging=divergence)
+        error = self.check_in_range(fetch_offset)
+        if error is not None:
+            return FollowerFetchDecision(error)
+        actions: list[Action] = []
+        if record_position:
+            state.on_follower_fetch(replica_id, fetch_offset, plog.log_end_offset, now_ms)
+            actions += self.maybe_advance_high_watermark()
+            actions += self._maybe_propose_isr(now_ms)
+        return FollowerFetchDecision(actions=tuple(actions))
+
+    def check_in_range(self, fetch_offset: int) -> KraftError | None:
+        plog = self.log
+        if plog.log_start_offset <= fetch_offset <= plog.log_end_offset:
+            return None
+        return KraftError("OFFSET_OUT_OF_RANGE",
+                          f"offset {fetch_offset} is outside [{plog.log_start_offset}, "
+                          f"{plog.log_end_offset}] of {self.topic}-{self.partition}")
+
+    def maybe_shrink_isr(self, now_ms: int) -> list[Action]:
+        """Kafka's isr-expiration task: the HW (the ISR may have changed) and an AlterPartition
+        for followers that stopped catching up (or caught up)."""
+        return self.maybe_advance_high_watermark() + self._maybe_propose_isr(now_ms)
+
+    def _maybe_propose_isr(self, now_ms: int) -> list[Action]:
+        state, plog = self.leader_state, self.log
+        if state is None or self.state is None or not self.can_alter_partition:
+            return []
+        removing = self.state.removing_replicas
+        proposal = state.propose_isr_change(
+            plog.log_end_offset, plog.high_watermark, now_ms, self.replica_lag_time_max_ms,
+            lambda r: self.is_unfenced(r) and r not in removing, self.alter_partition_retry_ms,
+        )
+        if proposal is None:
+            return []
+        log.info("%s-%d: asking the controller to change the ISR %s -> %s", self.topic,
+                 self.partition, list(state.isr), list(proposal.new_isr))
+        return [SendAlterPartition(proposal)]
+
+    def on_alter_partition_response(self, proposal: IsrProposal, error_code: str | None) -> list[Action]:
+        """The controller's answer. Accepted: the ISR changes when the committed metadata arrives
+        (`apply_registration`); refused or unreachable: the committed ISR stands, propose again."""
+        if error_code is not None and self.leader_state is not None:
+            log.warning("%s-%d: AlterPartition %s refused: %s", self.topic, self.partition,
+                        list(proposal.new_isr), error_code)
+            self.leader_state.on_alter_failed(proposal)
+        return []
+
+    # -- follower side ----------------------------------------------------------------------------
+
+    def fetch_position(self) -> tuple[int, int, int]:
+        """(fetch_offset, last_fetched_epoch, high_watermark) for the next fetch."""
+        plog = self.log
+        latest = plog.leader_epoch_cache.latest_epoch
+        return plog.log_end_offset, NO_EPOCH if latest is None else latest, plog.high_watermark
+
+    def on_fetch_response(self, response: PartitionFetchResponse, now_ms: int) -> FollowerAction:
+        """Applies one partition of the leader's answer (the caller checked `is_following`);
+        returns what was done (Backoff: wait before fetching this partition again)."""
+        assert self.leader_state is None, self
+        plog = self.log
+        cache = plog.leader_epoch_cache
+        latest = cache.latest_entry
+        action = on_fetch_response(
+            response, plog.log_end_offset,
+            lambda epoch: cache.end_offset_for(epoch, plog.log_end_offset),
+            None if latest is None else latest.start_offset,
+        )
+        if isinstance(action, Append):
+            if action.records:
+                plog.append_as_follower(action.records)
+            high_watermark = min(action.leader_high_watermark, plog.log_end_offset)
+            if high_watermark > plog.high_watermark:
+                plog.high_watermark = high_watermark
+            if action.leader_log_start_offset > plog.log_start_offset:
+                plog.maybe_increment_log_start_offset(
+                    min(action.leader_log_start_offset, plog.high_watermark))
+        elif isinstance(action, Truncate):
+            log.info("%s-%d: truncating to %d (log end %d) to match the leader", self.topic,
+                     self.partition, action.offset, plog.log_end_offset)
+            plog.truncate_to(action.offset)
+        elif isinstance(action, TruncateFully):
+            log.info("%s-%d: restarting the log at the leader's log start %d", self.topic,
+                     self.partition, action.offset)
+            plog.truncate_fully_and_start_at(action.offset)
+        else:
+            assert isinstance(action, Backoff)
+        self.check_invariants()
+        return action
+
+    # -- invariants -------------------------------------------------------------------------------
+
+    def check_invariants(self) -> None:
+        plog = self.log
+        assert plog.log_start_offset <= plog.high_watermark <= plog.log_end_offset, (
+            self, plog.log_start_offset, plog.high_watermark, plog.log_end_offset)
+        state = self.leader_state
+        if state is not None:
+            assert self.node_id in state.isr, (self, state.isr)
+            assert set(state.maximal_isr) <= set(state.replicas), (self, state.isr, state.replicas)
+            assert self.state is not None and state.leader_epoch == self.state.leader_epoch, self
