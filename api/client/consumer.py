@@ -123,6 +123,7 @@ class Consumer:
         self._value_deserializer = value_deserializer
         self._default_commit_callback = default_offset_commit_callback
         self._paused: set[TopicPartition] = set()
+        self._warned: set[str] = set()  # fetch error codes logged at WARNING since the last good fetch
         self._metadata_max_age_s = metadata_max_age_ms / 1000
         self._fetch_max_wait_ms = fetch_max_wait_ms
         self._fetch_min_bytes = fetch_min_bytes
@@ -581,6 +582,7 @@ class Consumer:
         for e in errors:
             if e.error_code not in METADATA_ERRORS:
                 raise e
+            self._warn_retry(e)
             self._metadata.request_update()
         if errors and not self._buffer:
             time.sleep(min(self._backoff_s, max_wait_ms / 1000))
@@ -596,6 +598,7 @@ class Consumer:
                 self._subs.request_reset(tp, self._subs.default_reset)
                 continue
             if code in METADATA_ERRORS:
+                self._warn_retry(KraftError(code, f"{tp.topic}-{tp.partition}: {p.get('message') or 'fetch failed'}"))
                 self._metadata.request_update()
                 continue
             if code:
@@ -610,6 +613,17 @@ class Consumer:
                 records = [self._deserialized(r) for r in records]
             if records or next_offset != fetch_offset:
                 self._buffer[tp] = _Buffered(records, next_offset)
+            self._warned.clear()
+
+    def _warn_retry(self, error: KraftError) -> None:
+        """Fetch errors the consumer retries on its own (stale leaders, a broker away): the first
+        of each cause at WARNING, so a consumer that gets nothing says why."""
+        if error.error_code in self._warned:
+            log.debug("fetch retried after %s", error)
+            return
+        self._warned.add(error.error_code)
+        log.warning("fetch failed, retrying: %s (further retries after %s are logged at DEBUG)",
+                    error, error.error_code)
 
     def _deserialized(self, r: ConsumerRecord) -> ConsumerRecord:
         return r._replace(key=deserializing(self._key_deserializer, r.topic, r.key),

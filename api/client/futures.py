@@ -49,17 +49,20 @@ class ProduceResult:
             self._event.set()
             callbacks, self._callbacks = self._callbacks, []
         for cb in callbacks:
-            try:
-                cb(self)
-            except Exception:  # a user callback must not kill the sender thread
-                log.exception("producer callback failed")
+            self._run(cb)
+
+    def _run(self, cb: Callable[[ProduceResult], None]) -> None:
+        try:
+            cb(self)
+        except Exception:  # a user callback must not kill the sender thread (nor, run at once, the caller)
+            log.exception("producer callback failed")
 
     def add_done_callback(self, fn: Callable[[ProduceResult], None]) -> None:
         with self._lock:
             if not self._event.is_set():
                 self._callbacks.append(fn)
                 return
-        fn(self)
+        self._run(fn)
 
 
 class RecordFuture:

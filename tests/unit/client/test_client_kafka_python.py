@@ -247,3 +247,17 @@ def test_a_pattern_subscription_without_group(broker: FakeBroker) -> None:
     consumer.poll(timeout_ms=0)
     assert consumer.assignment() == {TopicPartition("orders-a", 0), TopicPartition("orders-b", 0)}
     consumer.close(autocommit=False)
+
+
+def test_fetch_retries_say_why_once(broker: FakeBroker, caplog: pytest.LogCaptureFixture) -> None:
+    broker.create_topic("f", 1)
+    broker.fail_next("fetch", "LEADER_NOT_AVAILABLE", partition_level=True, times=3)
+    with Producer(broker.bootstrap) as producer:
+        producer.send("f", b"v").get(timeout=10)
+    consumer = Consumer(broker.bootstrap, auto_offset_reset="earliest", retry_backoff_ms=10)
+    consumer.assign([TopicPartition("f", 0)])
+    with caplog.at_level(logging.DEBUG, logger="kraft.client.consumer"):
+        assert consume(consumer, 1)[0].value == b"v"
+    said = [r.levelno for r in caplog.records if "LEADER_NOT_AVAILABLE" in r.getMessage()]
+    assert said == [logging.WARNING, logging.DEBUG, logging.DEBUG]
+    consumer.close()
