@@ -67,6 +67,7 @@ class RaftJournal(pysyncobj.journal.Journal):
         self._size = len(MAGIC)
         self._dirty = False  # written entries not fsynced yet
         self._fsync_error: OSError | None = None  # see flush
+        self._matching_from: int | None = None  # see keep_matching_from
         self._meta: dict[str, Any] = {"current_term": 0, "voted_for": None, "commit_index": 1}
         self._meta_saved = True
         self._fd = -1
@@ -89,6 +90,11 @@ class RaftJournal(pysyncobj.journal.Journal):
     # -- pysyncobj's Journal interface ------------------------------------------------------
 
     def add(self, command: Any, idx: int, term: int) -> None:
+        if self._matching_from is not None and self._entries and self._matching_from <= idx <= self._entries[-1][1]:
+            position = idx - self._entries[0][1]
+            if position < 0 or self._entries[position][2] == term:
+                return  # same index and term: the entry held (Raft's log matching), or compacted
+            self._truncate(position)  # the first conflict: it and everything after go
         # The loader ends the journal at an index gap: writing one would lose what follows.
         assert not self._entries or idx == self._entries[-1][1] + 1, \
             f"index {idx} appended after {self._entries[-1][1]}"
@@ -154,9 +160,17 @@ class RaftJournal(pysyncobj.journal.Journal):
                 raise
             self._dirty = False
 
+    def keep_matching_from(self, idx: int) -> None:
+        """Replaces pysyncobj's delete of every entry after an AppendEntries' prevLogIdx (see
+        `_keep_matching_entries`): the message's entries from Raft index `idx` on that this
+        journal already holds are kept, the first conflicting one truncates. Lasts until the
+        message is handled (pysyncobj ends every AppendEntries with `setRaftCommitIndex`)."""
+        self._matching_from = idx
+
     def setRaftCommitIndex(self, raftCommitIndex: int) -> None:
         # pysyncobj applies (and answers proposals) right after raising the commit index: the
         # entries must be durable first. The index itself is saved once a second.
+        self._matching_from = None
         self.flush()
         if raftCommitIndex != self._meta["commit_index"]:
             self._meta["commit_index"] = raftCommitIndex
@@ -371,10 +385,27 @@ def _create_journal(journalFile: Any = None) -> Any:
     return _pysyncobj_create_journal(journalFile)
 
 
-# The one place pysyncobj is patched. `SyncObj.__init__` builds its journal with the module-level
+_pysyncobj_delete_entries_from = pysyncobj.syncobj.SyncObj._SyncObj__deleteEntriesFrom  # type: ignore[attr-defined]
+
+
+def _keep_matching_entries(syncobj: pysyncobj.syncobj.SyncObj, fromIDx: int) -> None:
+    """pysyncobj's follower (its only caller) deletes every entry after an AppendEntries'
+    prevLogIdx before adding the message's entries, even entries it already holds: a delayed or
+    repeated AppendEntries then cut entries this voter had acknowledged, which the leader may have
+    counted toward a commit (pysyncobj logs "truncating already-applied log entries"). Raft
+    deletes only from the first conflicting entry; `RaftJournal.add` does that instead."""
+    journal = syncobj._SyncObj__raftLog  # type: ignore[attr-defined]
+    if isinstance(journal, RaftJournal):
+        journal.keep_matching_from(fromIDx)
+    else:
+        _pysyncobj_delete_entries_from(syncobj, fromIDx)
+
+
+# The places pysyncobj is patched. `SyncObj.__init__` builds its journal with the module-level
 # `createJournal(conf.journalFile)` (a subclass cannot override a global lookup), so an opened
 # `RaftJournal` passed as `journalFile` is handed over as is; any other value still gets
 # pysyncobj's journal. The serializer installs dumps with a bare rename: `durable_replace` makes
-# that rename durable.
+# that rename durable. A follower's AppendEntries keeps the entries it holds (above).
 pysyncobj.syncobj.createJournal = _create_journal
 pysyncobj.serializer.atomicReplace = durable_replace
+pysyncobj.syncobj.SyncObj._SyncObj__deleteEntriesFrom = _keep_matching_entries  # type: ignore[attr-defined]

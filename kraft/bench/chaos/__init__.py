@@ -34,7 +34,7 @@ def outcome_summary(outcome: ChaosOutcome, options: ChaosOptions) -> dict[str, o
         "faults_requested": options.faults, **{k: findings[k] for k in JSON_KEYS},
         "faults": findings["faults"], "skipped": outcome.skipped, "failed_sends": findings["failed"],
         "seen": findings["seen"], "commits": findings["commits"], "unavailable_windows": findings["unavailable_windows"],
-        "not_recovered": outcome.not_recovered, "worker_errors": findings["worker_errors"],
+        "not_recovered": outcome.not_recovered, "not_injected_late": outcome.late, "worker_errors": findings["worker_errors"],
         "examples": findings["examples"], "ok": findings["ok"], "history": os.path.abspath(outcome.history_path),
         "schedule": [e.as_dict() for e in outcome.schedule],
     }
@@ -46,7 +46,7 @@ def _print_table(summary: dict[str, object]) -> None:
 
     table = Table("metric", "value", title="kraft-bench chaos", title_justify="left")
     for key in ("seed", "duration_s", "nodes", *JSON_KEYS, "failed_sends", "seen", "commits", "unavailable_windows",
-                "not_recovered", "worker_errors", "history"):
+                "not_recovered", "not_injected_late", "worker_errors", "history"):
         table.add_row(key, str(summary[key]))
     for fault, count in sorted(summary["faults"].items()):  # type: ignore[union-attr]
         table.add_row(f"faults.{fault}", str(count))

@@ -20,7 +20,7 @@ from kraft.bench.chaos.checker import Findings, check
 from kraft.bench.chaos.clients import read_partition
 from kraft.bench.chaos.faults import Injector, mount_tmpfs, unmount
 from kraft.bench.chaos.proxy import LinkProxies
-from kraft.bench.chaos.schedule import FaultEvent, make_schedule
+from kraft.bench.chaos.schedule import COOLDOWN_S, FaultEvent, make_schedule
 from kraft.bench.chaos.workload import (GroupConsumerWorker, History, LeaderMonitor, MetadataWorker, ProducerWorker,
                                         load_history)
 from kraft.bench.cluster import LocalCluster, poll
@@ -50,6 +50,7 @@ class ChaosOutcome:
     skipped: dict[str, str]  # fault -> why it was not injected
     history_path: str
     not_recovered: int
+    late: int  # scheduled faults left out because the run's time was up
 
 
 def _overrides(options: ChaosOptions) -> dict[str, Any]:
@@ -144,7 +145,7 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
     delay_files = {i: root / f"fsync-delay-{i}" for i in node_ids}
     stopping = threading.Event()
     workers: list[Any] = []
-    not_recovered = 0
+    not_recovered = late = 0
     try:
         cluster = LocalCluster(options.nodes, combined=True, overrides=_overrides(options), root=root, proxies=proxies)
         for i, node in cluster.nodes.items():
@@ -172,10 +173,16 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
             for worker in workers:
                 worker.start()
             start = time.monotonic()
+            last_start = options.duration_s - min(COOLDOWN_S, options.duration_s / 6)
             for event in schedule:
                 wait = start + event.at_s - time.monotonic()
                 if wait > 0:
                     time.sleep(wait)
+                if time.monotonic() - start > last_start:
+                    # recoveries took longer than planned: the run keeps its duration
+                    history.add("skipped", fault=event.fault, target=event.target, why="past the run's end")
+                    late += 1
+                    continue
                 if event.fault in skipped:
                     history.add("skipped", fault=event.fault, target=event.target, why=skipped[event.fault])
                     continue
@@ -213,4 +220,6 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
             shutil.copy(log, f"{options.history_path}.{log.name}")
         shutil.rmtree(root, ignore_errors=True)
     findings = check(load_history(options.history_path))
-    return ChaosOutcome(findings, schedule, skipped, options.history_path, not_recovered)
+    if late:
+        echo(f"{late} scheduled faults not injected: recoveries took longer than planned")
+    return ChaosOutcome(findings, schedule, skipped, options.history_path, not_recovered, late)
