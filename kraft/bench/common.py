@@ -152,15 +152,59 @@ class Progress:
         self._last_time, self._last_records, self._last_bytes = now, records, nbytes
 
 
-def report(result: BenchResult, json_path: str | None) -> dict[str, Any]:
+def producer_perf_summary(result: BenchResult) -> str:
+    """kafka-producer-perf-test's closing line (ProducerPerformance.Stats.printTotal): Java's %f
+    for records/sec, latencies as whole ms with its percentile index (int)(p * n) of the sorted list."""
+    elapsed_ms = max(result.elapsed_s * 1000, 1e-9)
+    latencies = [int(v) for v in result.latencies_ms]
+    count = result.records
+    percs = [latencies[int(p * len(latencies))] if latencies else 0 for p in (0.5, 0.95, 0.99, 0.999)]
+    avg = sum(latencies) / count if count else float("nan")
+    return (f"{count} records sent, {1000.0 * count / elapsed_ms:f} records/sec "
+            f"({1000.0 * result.bytes / elapsed_ms / (1024 * 1024):.2f} MB/sec), {avg:.2f} ms avg latency, "
+            f"{float(max(latencies, default=0)):.2f} ms max latency, {percs[0]} ms 50th, {percs[1]} ms 95th, "
+            f"{percs[2]} ms 99th, {percs[3]} ms 99.9th.")
+
+
+CONSUMER_PERF_HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+                        "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
+
+
+def consumer_perf_summary(result: BenchResult, start_wall_s: float, rebalance_ms: int = 0) -> list[str]:
+    """kafka-consumer-perf-test's header and summary line (ConsumerPerformance, not --show-detailed-stats):
+    times as yyyy-MM-dd HH:mm:ss:SSS local time, rates with %.4f; fetch time excludes the rebalance."""
+    def stamp(wall_s: float) -> str:
+        t = time.localtime(wall_s)
+        return time.strftime("%Y-%m-%d %H:%M:%S", t) + f":{int(wall_s * 1000) % 1000:03d}"
+
+    elapsed_ms = int(result.elapsed_s * 1000)
+    fetch_ms = elapsed_ms - rebalance_ms
+    mb = result.bytes / (1024 * 1024)
+    elapsed_s, fetch_s = max(elapsed_ms, 1) / 1000, max(fetch_ms, 1) / 1000
+    return [CONSUMER_PERF_HEADER,
+            f"{stamp(start_wall_s)}, {stamp(start_wall_s + elapsed_ms / 1000)}, {mb:.4f}, {mb / elapsed_s:.4f}, "
+            f"{result.records}, {result.records / elapsed_s:.4f}, {rebalance_ms}, {fetch_ms}, {mb / fetch_s:.4f}, "
+            f"{result.records / fetch_s:.4f}"]
+
+
+def print_format_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--print-format", type=click.Choice(["table", "kafka"]), default="table", show_default=True,
+                        help="table, or kafka: the summary as kafka-producer/consumer-perf-test prints it.")(f)
+
+
+def report(result: BenchResult, json_path: str | None, kafka_lines: list[str] | None = None) -> dict[str, Any]:
+    """The summary as a table on stdout, or `kafka_lines` when given (--print-format kafka)."""
     from rich.console import Console
     from rich.table import Table
 
     summary = result.summary()
-    table = Table("metric", "value", title=f"kraft-bench {result.name}", title_justify="left")
-    for key, value in summary.items():
-        table.add_row(key, "-" if value is None else str(value))
-    Console(file=click.get_text_stream("stdout"), soft_wrap=True).print(table)
+    if kafka_lines is not None:
+        click.echo("\n".join(kafka_lines))
+    else:
+        table = Table("metric", "value", title=f"kraft-bench {result.name}", title_justify="left")
+        for key, value in summary.items():
+            table.add_row(key, "-" if value is None else str(value))
+        Console(file=click.get_text_stream("stdout"), soft_wrap=True).print(table)
     if json_path:
         with open(json_path, "w") as f:
             json.dump(summary, f, indent=2, sort_keys=True)

@@ -8,14 +8,16 @@ import time
 import click
 
 from api.client import Consumer
-from kraft.bench.common import BenchResult, Progress, common_options, ensure_topic, main, record_bytes, report
+from kraft.bench.common import (BenchResult, Progress, common_options, consumer_perf_summary, ensure_topic, main,
+                                print_format_option, record_bytes, report)
 
 @main.command()
 @common_options
 @click.option("--timeout-ms", type=click.IntRange(min=1), default=10_000, show_default=True, help="Give up after this long without records.")
+@print_format_option
 def consume(
     bootstrap_server: str, topic: str, num_records: int, record_size: int, partitions: int,
-    replication_factor: int, json_path: str | None, timeout_ms: int,
+    replication_factor: int, json_path: str | None, timeout_ms: int, print_format: str,
 ) -> None:
     """Consumer throughput from the beginning of the topic (kafka-consumer-perf-test).
     Produce first; --record-size and --partitions only matter if the topic is created here."""
@@ -26,6 +28,7 @@ def consume(
         consumer.assign(consumer.partitions_for_topic(topic))
         consumer.seek_to_beginning()
         start = last = time.monotonic()
+        start_wall = time.time()
         while records < num_records:
             got = consumer.poll(timeout_ms=500, max_records=num_records - records)
             now = time.monotonic()
@@ -39,6 +42,8 @@ def consume(
                 nbytes += record_bytes(batch)
             progress.update(records, nbytes)
         elapsed = last - start
-    report(BenchResult("consume", dict(topic=topic, num_records=num_records, partitions=partitions), records, nbytes, elapsed), json_path)
+    result = BenchResult("consume", dict(topic=topic, num_records=num_records, partitions=partitions), records, nbytes, elapsed)
+    # Partitions are assigned, not joined through a group: no rebalance time.
+    report(result, json_path, consumer_perf_summary(result, start_wall) if print_format == "kafka" else None)
     if records < num_records:
         raise click.ClickException(f"only {records} of {num_records} records arrived within {timeout_ms} ms of silence")

@@ -9,16 +9,17 @@ import click
 
 from api.client import Producer
 from kraft.bench.common import (AckLatencyRecorder, BenchResult, Progress, common_options, ensure_topic, main,
-                                make_payload, producer_options, report)
+                                make_payload, print_format_option, producer_options, producer_perf_summary, report)
 
 @main.command()
 @common_options
 @producer_options
 @click.option("--throughput", type=int, default=-1, show_default=True, help="Records/s cap; -1 for none.")
+@print_format_option
 def produce(
     bootstrap_server: str, topic: str, num_records: int, record_size: int, partitions: int,
     replication_factor: int, json_path: str | None, acks: str, batch_size: int, linger_ms: int,
-    compression: str, throughput: int,
+    compression: str, throughput: int, print_format: str,
 ) -> None:
     """Producer throughput and ack latency (kafka-producer-perf-test)."""
     ensure_topic(bootstrap_server, topic, partitions, replication_factor)
@@ -42,15 +43,13 @@ def produce(
         producer.flush()
         elapsed = time.monotonic() - start
     failed = latencies.failed_records
-    report(
-        BenchResult(
-            "produce",
-            dict(topic=topic, num_records=num_records, record_size=record_size, partitions=partitions,
-                 replication_factor=replication_factor, acks=acks, batch_size=batch_size,
-                 linger_ms=linger_ms, compression=compression, throughput=throughput),
-            num_records - failed, (num_records - failed) * record_size, elapsed, latencies.latencies_ms(), failed,
-        ),
-        json_path,
+    result = BenchResult(
+        "produce",
+        dict(topic=topic, num_records=num_records, record_size=record_size, partitions=partitions,
+             replication_factor=replication_factor, acks=acks, batch_size=batch_size,
+             linger_ms=linger_ms, compression=compression, throughput=throughput),
+        num_records - failed, (num_records - failed) * record_size, elapsed, latencies.latencies_ms(), failed,
     )
+    report(result, json_path, [producer_perf_summary(result)] if print_format == "kafka" else None)
     if failed:
         raise click.ClickException(f"{failed} records were not acknowledged")

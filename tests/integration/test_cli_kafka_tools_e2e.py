@@ -224,3 +224,27 @@ def test_one_argument_order_for_subcommand_groups(node) -> None:
         proc = subprocess.run(KRAFT + args, capture_output=True, text=True, timeout=60,
                               env={k: v for k, v in os.environ.items() if k != "KRAFT_BOOTSTRAP_SERVER"})
         assert proc.returncode == 0, (args, proc.stderr)
+
+
+def test_bench_prints_kafkas_perf_test_summaries(node) -> None:
+    import re
+
+    bench = [sys.executable, "-c", "from kraft.bench import main; main()"]
+    t = name("perf")
+    common = ["--bootstrap-server", node.bootstrap, "--topic", t, "--num-records", "500", "--print-format", "kafka"]
+    # The topic exists before the bench starts: its own create-then-produce can race the metadata.
+    kraft(node, "topics", "--create", "--topic", t)
+    assert kraft(node, "get-offsets", "--topic", t).stdout == f"{t}:0:0\n"
+    produced = subprocess.run(bench + ["produce", *common], capture_output=True, text=True, timeout=120)
+    assert produced.returncode == 0, produced.stderr
+    assert re.fullmatch(r"500 records sent, \d+\.\d{6} records/sec \(\d+\.\d\d MB/sec\), \d+\.\d\d ms avg latency, "
+                        r"\d+\.00 ms max latency, \d+ ms 50th, \d+ ms 95th, \d+ ms 99th, \d+ ms 99\.9th\.\n",
+                        produced.stdout), produced.stdout
+    consumed = subprocess.run(bench + ["consume", *common], capture_output=True, text=True, timeout=120)
+    assert consumed.returncode == 0, consumed.stderr
+    header, line = consumed.stdout.splitlines()
+    assert header == ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+                      "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}"
+    assert re.fullmatch(rf"{stamp}, {stamp}, \d+\.\d{{4}}, \d+\.\d{{4}}, 500, \d+\.\d{{4}}, 0, \d+, \d+\.\d{{4}}, "
+                        r"\d+\.\d{4}", line), line
