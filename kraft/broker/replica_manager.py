@@ -41,16 +41,20 @@ from kraft.broker.replication.follower import Append, Backoff, PartitionFetchRes
 from kraft.broker.replication.leader import IsrProposal
 from kraft.broker.replication.partition import (
     Action, CompleteWaiters, Partition, SendAlterPartition, StartFetching, StopFetching,
+    is_current_registration,
 )
 from kraft.metrics import NULL_METRICS, MetricsSink
 from log.config import LogConfig
 from log.partition_log import PartitionLog
+from kraft.broker.metadata_view import MetadataCache
+from metadata.delta import LocalReplicaChanges, MetadataDelta
 from metadata.image import MetadataImage
 
 log = logging.getLogger("kraft.broker")
 
 TopicPartition = tuple[str, int]
 DELETED_SUFFIX = "-delete"
+OPEN_BATCH = 256  # new logs opened per thread hop
 MAX_FILE_NAME = 255
 
 
@@ -102,15 +106,18 @@ class ReplicaManager:
         *,
         replication: ReplicationSettings = ReplicationSettings(),
         alter_partition: AlterPartitionChannel | None = None,
-        broker_epoch: Callable[[], int] = lambda: -1,
+        broker_epoch: Callable[[], int] | None = None,
         clock_ms: Callable[[], int] = monotonic_ms,
         recovery_point_checkpoint_interval_ms: int = 60_000,
+        metadata_cache: MetadataCache | None = None,
     ) -> None:
         """`alter_partition` reaches the active controller (None: ISRs never change, enough for
         single-replica partitions); `broker_epoch` is this broker's registration epoch, sent with
-        follower fetches; `clock_ms` times follower lag (monotonic);
+        follower fetches (None: no registration, as in tests; else a partition is led only from
+        metadata holding that registration, see `Partition.apply_registration`); `clock_ms` times follower lag (monotonic);
         `recovery_point_checkpoint_interval_ms` is Kafka's
-        log.flush.offset.checkpoint.interval.ms."""
+        log.flush.offset.checkpoint.interval.ms; `metadata_cache` holds the broker's image (set
+        by `BrokerMetadataPublisher`; default: a cache of its own)."""
         self.node_id = node_id
         self.data_dir = data_dir
         self.base_config = base_config
@@ -120,7 +127,8 @@ class ReplicaManager:
         self.replication = replication
         self.alter_partition = alter_partition
         self.clock_ms = clock_ms
-        self.image = MetadataImage.EMPTY
+        self.broker_epoch = broker_epoch
+        self.metadata_cache = metadata_cache or MetadataCache()
         self._replicas: dict[TopicPartition, Replica] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._retention_task: asyncio.Task[None] | None = None
@@ -130,7 +138,7 @@ class ReplicaManager:
         self._unwritable: set[TopicPartition] = set()  # partitions whose last leader append failed
         self._closed = False
         self.fetchers = ReplicaFetcherManager(
-            node_id, self, self._broker_endpoint, broker_epoch, replication.fetcher
+            node_id, self, self._broker_endpoint, broker_epoch or (lambda: -1), replication.fetcher
         )
         self.metrics: MetricsSink = NULL_METRICS
 
@@ -179,45 +187,76 @@ class ReplicaManager:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    # -- metadata publisher -------------------------------------------------------------------
+    # -- metadata ------------------------------------------------------------------------------
 
-    def on_metadata_update(self, delta: object, image: MetadataImage) -> None:
-        """Reconciles local replicas with the image: create, apply the role, delete."""
-        self.image = image
+    @property
+    def image(self) -> MetadataImage:
+        return self.metadata_cache.image
+
+    def on_metadata_update(self, delta: MetadataDelta | None, image: MetadataImage) -> None:
+        """Standalone use (no `BrokerMetadataPublisher`): set the image, apply the delta's local
+        changes (None: everything that differs from the current image)."""
+        if delta is None:
+            delta = MetadataDelta.from_snapshot(self.image, image)
+        self.metadata_cache.set_image(image)
+        self.apply_delta(delta.local_changes(self.node_id), image)
+
+    def apply_delta(self, changes: LocalReplicaChanges, image: MetadataImage) -> None:
+        """Kafka's `ReplicaManager.applyDelta`: deletes, then the partitions this broker now
+        leads or follows, then config changes; only the partitions named in `changes` are
+        touched. New logs open in batches in a thread (`_open_replicas`)."""
         if self._closed:
             return
-        wanted: dict[TopicPartition, ReplicaState] = {}
-        for topic in image.topics.by_name.values():
-            for index, p in topic.partitions.items():
-                if self.node_id in p.replicas:
-                    wanted[(topic.name, index)] = ReplicaState(
-                        topic.topic_id, p.leader, p.leader_epoch, p.partition_epoch, p.replicas,
-                        p.isr, p.removing_replicas,
-                    )
-        for key, replica in list(self._replicas.items()):
-            state = wanted.get(key)
-            if state is None or state.topic_id != replica.state.topic_id:
-                del self._replicas[key]
-                self.fetchers.remove(key)
-                if replica.core is not None:
-                    self._perform(replica, replica.core.stop())
-                    replica.core = None
-                self._spawn(lambda r=replica: self._delete_replica(r))
-        for key, state in wanted.items():
-            config = self._log_config(image, key[0])
+        for key in changes.deletes:
+            replica = self._replicas.pop(key, None)
+            if replica is not None:
+                self._drop_replica(key, replica)
+        configs: dict[str, LogConfig] = {}
+        opening: list[Replica] = []
+        for key, reg in (*changes.leaders.items(), *changes.followers.items()):
+            state = ReplicaState(changes.topic_ids[key[0]], reg.leader, reg.leader_epoch,
+                                 reg.partition_epoch, reg.replicas, reg.isr, reg.removing_replicas)
+            config = configs.get(key[0])
+            if config is None:
+                config = configs[key[0]] = self._log_config(image, key[0])
             replica = self._replicas.get(key)
+            if replica is not None and replica.state.topic_id != state.topic_id:
+                del self._replicas[key]  # the name was re-created: a fresh log
+                self._drop_replica(key, replica)
+                replica = None
             if replica is None:
                 replica = Replica(
                     key[0], key[1], self.data_dir / f"{key[0]}-{key[1]}", self.node_id, state, config
                 )
                 self._replicas[key] = replica
-                self._spawn(lambda r=replica: self._open_replica(r))
+                opening.append(replica)
             else:
                 replica.state = state
-                replica.config = config
+                self._set_config(replica, config)
                 if replica.log is not None:
-                    replica.log.config = config
                     self._apply_role(replica)
+        for topic in changes.config_topics - configs.keys():
+            t = image.topic_by_name(topic)
+            config = self._log_config(image, topic)
+            for index in () if t is None else t.partitions:
+                replica = self._replicas.get((topic, index))
+                if replica is not None:
+                    self._set_config(replica, config)
+        for i in range(0, len(opening), OPEN_BATCH):
+            self._spawn(lambda batch=opening[i:i + OPEN_BATCH]: self._open_replicas(batch))
+
+    @staticmethod
+    def _set_config(replica: Replica, config: LogConfig) -> None:
+        replica.config = config
+        if replica.log is not None:
+            replica.log.config = config
+
+    def _drop_replica(self, key: TopicPartition, replica: Replica) -> None:
+        self.fetchers.remove(key)
+        if replica.core is not None:
+            self._perform(replica, replica.core.stop())
+            replica.core = None
+        self._spawn(lambda: self._delete_replica(replica))
 
     def _apply_role(self, replica: Replica) -> None:
         """Makes this broker the partition's leader or follower as its registration says (the
@@ -231,7 +270,10 @@ class ReplicaManager:
                 is_unfenced=lambda r: self.image.cluster.is_unfenced(r),
                 can_alter_partition=self.alter_partition is not None,
             )
-        self._perform(replica, replica.core.apply_registration(replica.state, self.clock_ms()))
+        may_lead = self.broker_epoch is None or is_current_registration(
+            self.image, self.node_id, self.broker_epoch())
+        self._perform(replica, replica.core.apply_registration(replica.state, self.clock_ms(),
+                                                               may_lead=may_lead))
 
     def _perform(self, replica: Replica, actions: Sequence[Action]) -> None:
         """Carries out what a replica's core decided."""
@@ -264,18 +306,44 @@ class ReplicaManager:
             log.exception("topic %s has invalid configs %s; using defaults", topic, dict(overrides))
             return self.base_config
 
-    async def _open_replica(self, replica: Replica) -> None:
+    async def _open_replicas(self, replicas: list[Replica]) -> None:
+        """Opens a batch of new logs in one thread hop, then applies their roles on the loop:
+        thousands of new partitions cost a few loop turns, not one hop (and GIL fight) each."""
         try:
-            replica.log = await asyncio.to_thread(
-                PartitionLog.open, replica.directory, replica.config, now_ms()
-            )
-            if self._replicas.get((replica.topic, replica.partition)) is replica:
-                self._apply_role(replica)
-        except Exception as e:
-            replica.open_error = e
-            log.exception("cannot open log %s", replica.directory)
-        finally:
-            replica.ready.set()
+            opened = await asyncio.to_thread(self._open_logs, replicas)
+        except BaseException:
+            for replica in replicas:
+                replica.ready.set()
+            raise
+        for replica, result in zip(replicas, opened):
+            try:
+                if isinstance(result, BaseException):
+                    raise result
+                replica.log = result
+                if self._replicas.get((replica.topic, replica.partition)) is replica:
+                    self._apply_role(replica)
+            except Exception as e:
+                replica.open_error = e
+                log.error("cannot open log %s", replica.directory, exc_info=e)
+            finally:
+                replica.ready.set()
+
+    def _open_logs(self, replicas: list[Replica]) -> list[PartitionLog | BaseException]:
+        """In a thread: open each log; a new leader's epoch start is written here too, so the
+        epoch checkpoint's fsync is not done on the loop when the role is applied."""
+        opened: list[PartitionLog | BaseException] = []
+        for replica in replicas:
+            try:
+                plog = PartitionLog.open(replica.directory, replica.config, now_ms())
+                state = replica.state
+                if state.leader == self.node_id:
+                    latest = plog.leader_epoch_cache.latest_epoch
+                    if latest is None or latest < state.leader_epoch:
+                        plog.assign_epoch_start(state.leader_epoch, plog.log_end_offset)
+                opened.append(plog)
+            except Exception as e:
+                opened.append(e)
+        return opened
 
     async def _delete_replica(self, replica: Replica) -> None:
         """Renames the directory out of the way at once (a re-created topic gets a fresh one),

@@ -27,6 +27,7 @@ from kraft.broker.replication.follower import (
     Append, Backoff, FollowerAction, PartitionFetchResponse, Truncate, TruncateFully, on_fetch_response,
 )
 from kraft.broker.replication.leader import EpochEndOffset, IsrProposal, LeaderState, diverging_epoch
+from metadata.image import MetadataImage
 from metadata.records import NO_LEADER
 
 log = logging.getLogger("kraft.broker")
@@ -91,6 +92,13 @@ class FollowerFetchDecision:
     actions: tuple[Action, ...] = ()
 
 
+def is_current_registration(image: MetadataImage, node_id: int, broker_epoch: int) -> bool:
+    """Whether `image` holds this broker process's own registration (`broker_epoch` as the
+    controller answered it; -1 before the answer)."""
+    registration = image.cluster.broker(node_id)
+    return broker_epoch >= 0 and registration is not None and registration.broker_epoch == broker_epoch
+
+
 class ReplicaLog(Protocol):
     """What the core needs of a partition log (PartitionLog's names)."""
 
@@ -147,10 +155,19 @@ class Partition:
     def leader_epoch(self) -> int:
         return NO_EPOCH if self.state is None else self.state.leader_epoch
 
-    def apply_registration(self, state: ReplicaState, now_ms: int) -> list[Action]:
-        """Leader or follower as the registration says (Kafka's makeLeader / makeFollower)."""
-        if state.leader == self.node_id:
+    def apply_registration(self, state: ReplicaState, now_ms: int, *, may_lead: bool = True) -> list[Action]:
+        """Leader or follower as the registration says (Kafka's makeLeader / makeFollower).
+
+        Without `may_lead` (the metadata does not hold this broker process's own registration
+        yet, see `is_current_registration`) a registration naming this broker leader gives it no
+        role: a restarted broker replaying metadata from before its restart must not lead at an
+        epoch it led before, since its log may have lost a suffix (power loss) that the followers
+        of that epoch hold, and the same epoch would then acknowledge other records at offsets
+        they already have. Its registration removes it from the ISR and the leadership first."""
+        if state.leader == self.node_id and may_lead:
             actions = self.make_leader(state, now_ms)
+        elif state.leader == self.node_id:
+            actions = self._no_role(state)
         else:
             actions = self.make_follower(state, now_ms)
         self.check_invariants()
@@ -203,6 +220,13 @@ class Partition:
         else:
             actions.append(StartFetching(state.leader, state.leader_epoch))
         return actions
+
+    def _no_role(self, state: ReplicaState) -> list[Action]:
+        if self.state is None or self.state.leader_epoch != state.leader_epoch or self.is_leader:
+            log.info("%s-%d: not leading at epoch %d until this broker's registration is in the "
+                     "metadata", self.topic, self.partition, state.leader_epoch)
+        self.state = state
+        return self.stop()
 
     def stop(self) -> list[Action]:
         """The replica is going away (topic deleted, moved off this broker)."""

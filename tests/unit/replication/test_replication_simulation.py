@@ -1,264 +1,65 @@
-"""A deterministic simulation of one partition, RF 3, min.insync.replicas 2: a controller, three
-brokers running the real pure cores (LeaderState, diverging_epoch, on_fetch_response, the epoch
-cache, PartitionChangeBuilder), metadata that reaches each broker late, crashes and restarts,
-lost AlterPartitions and time passing. Hypothesis drives random fault sequences; afterwards every
-write acknowledged with acks=all is in the final leader's log at its offset, and every replica
-holds a prefix of the leader's log."""
+"""The deterministic simulation (`simulation.py`): the real Partition cores of three brokers and
+the real controller handlers, under seeded message drops, delays, duplicates and reorders, kills,
+power losses and restarts, with the invariants checked after every step and no acknowledged
+record lost at the end. A failing seed prints itself; replay it with
+`python3 tests/unit/replication/simulation.py --seed N --trace`, fix the cause, and add the seed
+to REGRESSION_SEEDS."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+import pytest
 
-from kraft.broker.replication.follower import Append, PartitionFetchResponse, Truncate, on_fetch_response
-from kraft.broker.replication.leader import IsrProposal, LeaderState, diverging_epoch
-from log.epoch_cache import LeaderEpochFileCache
-from metadata.errors import MetadataError
-from metadata.image import PartitionRegistration
-from metadata.partition_change import PartitionChangeBuilder, check_isr_change
-from metadata.records import NO_LEADER
+from tests.unit.replication.simulation import SimSettings, Simulation, run_seed
 
-MIN_ISR = 2
-LAG_MS = 1_000
-BROKERS = (1, 2, 3)
+# seed -> what it found (each failed before its fix)
+REGRESSION_SEEDS = {
+    # The leader lost its unflushed suffix (power loss), restarted within the session timeout and
+    # led again at its old epoch from its metadata snapshot: it acknowledged another record at an
+    # offset its followers held for that epoch. Fixed: no leadership before the broker's own
+    # registration is in the metadata (`Partition.apply_registration(may_lead=...)`).
+    10: "restarted leader reused its epoch over a lost suffix",
+}
 
-
-@dataclass
-class Broker:
-    id: int
-    alive: bool = True
-    log: list[tuple[int, int]] = field(default_factory=list)  # (epoch, value) per offset
-    cache: LeaderEpochFileCache = field(default_factory=lambda: LeaderEpochFileCache(None))
-    hw: int = 0
-    known: PartitionRegistration | None = None
-    leader_state: LeaderState | None = None
-
-    @property
-    def leo(self) -> int:
-        return len(self.log)
-
-    def end_offset_for(self, epoch: int) -> tuple[int, int]:
-        return self.cache.end_offset_for(epoch, self.leo)
-
-    def apply_metadata(self, reg: PartitionRegistration, now: int) -> None:
-        self.known = reg
-        if reg.leader != self.id:
-            self.leader_state = None
-            return
-        if self.leader_state is None or self.leader_state.leader_epoch != reg.leader_epoch:
-            if self.cache.latest_epoch is None or self.cache.latest_epoch < reg.leader_epoch:
-                self.cache.assign(reg.leader_epoch, self.leo)
-            self.leader_state = LeaderState.become_leader(
-                self.id, reg.leader_epoch, self.leo, reg.partition_epoch, reg.replicas, reg.isr, now)
-        else:
-            self.leader_state.on_metadata(reg.partition_epoch, reg.replicas, reg.isr)
-
-    def advance_hw(self) -> None:
-        if self.leader_state is not None:
-            self.hw = self.leader_state.high_watermark(self.leo, self.hw, MIN_ISR)
-
-    def truncate(self, offset: int) -> None:
-        del self.log[offset:]
-        self.cache.truncate_from_end(offset)
-        self.hw = min(self.hw, offset)
+SWEEP_SEEDS = 400  # ~60 s on a loaded 2-core machine
+SLOW_SWEEP_SEEDS = 5_000
 
 
-class Cluster:
-    def __init__(self) -> None:
-        self.now = 0
-        self.reg = PartitionRegistration(replicas=BROKERS, isr=BROKERS, leader=1)
-        self.fenced: set[int] = set()
-        self.brokers = {b: Broker(b) for b in BROKERS}
-        for b in self.brokers.values():
-            b.apply_metadata(self.reg, 0)
-        self.pending_acks: list[tuple[int, int, int, int]] = []  # broker, epoch, offset, value
-        self.acked: list[tuple[int, int]] = []  # (offset, value)
-        self.next_value = 0
-
-    # -- controller ---------------------------------------------------------------------------
-
-    def _change(self, builder: PartitionChangeBuilder) -> None:
-        change = builder.build()
-        if change is not None:
-            self.reg = self.reg.merge(change)
-
-    def _builder(self) -> PartitionChangeBuilder:
-        return PartitionChangeBuilder("t", 0, self.reg, lambda b: b != NO_LEADER and b not in self.fenced)
-
-    def fence(self, broker: int) -> None:
-        self.fenced.add(broker)
-        isr = tuple(b for b in self.reg.isr if b != broker) or self.reg.isr
-        self._change(self._builder().set_target_isr(isr))
-
-    def unfence(self, broker: int) -> None:
-        self.fenced.discard(broker)
-        if self.reg.leader == NO_LEADER:
-            self._change(self._builder())
-
-    def alter_partition(self, leader: int, proposal: IsrProposal) -> bool:
-        reg = self.reg
-        if (reg.leader != leader or proposal.leader_epoch != reg.leader_epoch
-                or proposal.partition_epoch != reg.partition_epoch):
-            return False
-        try:
-            isr = check_isr_change(reg, proposal.new_isr, lambda b: b not in self.fenced)
-        except MetadataError:
-            return False
-        self._change(self._builder().set_target_isr(isr))
-        return True
-
-    # -- broker actions -----------------------------------------------------------------------
-
-    def produce(self, b: int) -> None:
-        broker = self.brokers[b]
-        state = broker.leader_state
-        if not broker.alive or state is None or len(state.isr) < MIN_ISR:
-            return  # not leader, or NOT_ENOUGH_REPLICAS before appending
-        value = self.next_value
-        self.next_value += 1
-        broker.log.append((state.leader_epoch, value))
-        self.pending_acks.append((b, state.leader_epoch, broker.leo - 1, value))
-        broker.advance_hw()
-
-    def fetch(self, f: int) -> None:
-        follower = self.brokers[f]
-        reg = follower.known
-        if not follower.alive or reg is None or reg.leader in (f, NO_LEADER):
-            return
-        leader = self.brokers[reg.leader]
-        state = leader.leader_state
-        if (not leader.alive or state is None or leader.known is None
-                or leader.known.leader_epoch != reg.leader_epoch or f not in state.followers):
-            return  # FENCED / UNKNOWN_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER: back off
-        latest = follower.cache.latest_entry
-        div = diverging_epoch(leader.end_offset_for, -1 if latest is None else latest.epoch,
-                              follower.leo)
-        records: list[tuple[int, int]] = []
-        if div is not None:
-            resp = PartitionFetchResponse(leader.hw, 0, leader.leo, b"", div)
-        elif follower.leo > leader.leo:
-            resp = PartitionFetchResponse(leader.hw, 0, leader.leo, b"", None, "OFFSET_OUT_OF_RANGE")
-        else:
-            state.on_follower_fetch(f, follower.leo, leader.leo, self.now)
-            leader.advance_hw()
-            records = leader.log[follower.leo:]
-            resp = PartitionFetchResponse(leader.hw, 0, leader.leo, b"x" if records else b"")
-        action = on_fetch_response(resp, follower.leo, follower.end_offset_for,
-                                   None if latest is None else latest.start_offset)
-        if isinstance(action, Truncate):
-            follower.truncate(action.offset)
-        elif isinstance(action, Append):
-            for epoch, value in records:
-                if follower.cache.latest_epoch != epoch:
-                    follower.cache.assign(epoch, follower.leo)
-                follower.log.append((epoch, value))
-            # appending from the leader: the follower's whole log is a prefix of the leader's
-            assert follower.log == leader.log[:follower.leo]
-            follower.hw = max(follower.hw, min(action.leader_high_watermark, follower.leo))
-
-    def isr_check(self, b: int, lose: bool) -> None:
-        broker = self.brokers[b]
-        state = broker.leader_state
-        if not broker.alive or state is None:
-            return
-        proposal = state.propose_isr_change(broker.leo, broker.hw, self.now, LAG_MS,
-                                            lambda r: r not in self.fenced, 5 * LAG_MS)
-        if proposal is not None and not lose and not self.alter_partition(b, proposal):
-            state.on_alter_failed(proposal)
-
-    def crash(self, b: int) -> None:
-        broker = self.brokers[b]
-        broker.alive = False
-        broker.leader_state = None
-        self.fence(b)
-
-    def restart(self, b: int) -> None:
-        broker = self.brokers[b]
-        if not broker.alive:
-            broker.alive = True
-            self.unfence(b)
-            broker.apply_metadata(self.reg, self.now)
-
-    def settle_acks(self) -> None:
-        still = []
-        for b, epoch, offset, value in self.pending_acks:
-            broker = self.brokers[b]
-            state = broker.leader_state
-            if state is None or state.leader_epoch != epoch:
-                continue  # the producer gets NOT_LEADER_OR_FOLLOWER: not acknowledged
-            if broker.hw > offset:
-                self.acked.append((offset, value))
-            else:
-                still.append((b, epoch, offset, value))
-        self.pending_acks = still
-
-    def step(self, op: str, b: int) -> None:
-        if op == "produce":
-            self.produce(b)
-        elif op == "fetch":
-            self.fetch(b)
-        elif op == "deliver" and self.brokers[b].alive:
-            self.brokers[b].apply_metadata(self.reg, self.now)
-        elif op == "tick":
-            self.now += 400 * b
-        elif op in ("isr", "isr_lost"):
-            self.isr_check(b, lose=op == "isr_lost")
-        elif op == "crash" and sum(x.alive for x in self.brokers.values()) > 1:
-            self.crash(b)
-        elif op == "restart":
-            self.restart(b)
-        self.settle_acks()
-
-    def heal(self) -> None:
-        """Everyone back, metadata everywhere, fetch until the followers caught up."""
-        for b in BROKERS:
-            self.restart(b)
-        for _ in range(20):
-            for b in BROKERS:
-                self.brokers[b].apply_metadata(self.reg, self.now)
-            for b in BROKERS:
-                self.fetch(b)
-                self.fetch(b)
-            self.now += 400
-            for b in BROKERS:
-                self.isr_check(b, lose=False)
-            self.settle_acks()
+@pytest.mark.parametrize("seed", sorted(REGRESSION_SEEDS))
+def test_regression_seed(seed: int) -> None:
+    run_seed(seed)
 
 
-OPS = st.tuples(
-    st.sampled_from(["produce", "produce", "fetch", "fetch", "fetch", "deliver", "tick", "isr",
-                     "isr_lost", "crash", "restart"]),
-    st.sampled_from(BROKERS),
-)
+def test_no_acknowledged_write_is_lost() -> None:
+    """A sweep of seeds in the normal suite; the first failure names its seed."""
+    acked = 0
+    for seed in range(1_000, 1_000 + SWEEP_SEEDS):
+        acked += len(run_seed(seed).acked)
+    assert acked > SWEEP_SEEDS * 10  # the runs do acknowledge writes, not only fail them
 
 
-@settings(max_examples=400, deadline=None)
-@given(st.lists(OPS, max_size=120))
-def test_no_acknowledged_write_is_lost(ops: list[tuple[str, int]]) -> None:
-    cluster = Cluster()
-    for op, b in ops:
-        cluster.step(op, b)
-    cluster.heal()
-    leader = cluster.brokers[cluster.reg.leader]
-    assert leader.leader_state is not None
-    for offset, value in cluster.acked:
-        assert offset < leader.leo and leader.log[offset][1] == value, (offset, value, leader.log)
-    for broker in cluster.brokers.values():
-        assert broker.log == leader.log[:broker.leo]
-        assert broker.hw <= broker.leo
+@pytest.mark.slow
+def test_no_acknowledged_write_is_lost_long_sweep() -> None:
+    for seed in range(100_000, 100_000 + SLOW_SWEEP_SEEDS):
+        run_seed(seed)
 
 
 def test_simulation_acknowledges_writes_and_survives_a_leader_crash() -> None:
-    """The simulation itself works: writes get acknowledged, and a crash elects another leader."""
-    cluster = Cluster()
-    for _ in range(3):
-        cluster.step("produce", 1)
-    for b in (2, 3, 2, 3):
-        cluster.step("fetch", b)
-    assert sorted(cluster.acked) == [(0, 0), (1, 1), (2, 2)]
-    cluster.step("crash", 1)
-    assert cluster.reg.leader == 2
-    cluster.heal()
-    assert [v for _, v in cluster.brokers[2].log] == [0, 1, 2]
+    """The simulation itself works: without faults every produce is acknowledged; a leader
+    crash elects another leader that keeps every acknowledged record."""
+    quiet = dataclasses.replace(SimSettings(), drop=0.0, duplicate=0.0, fault_interval_ms=10**9)
+    sim = Simulation(7, quiet)
+    sim.run_until(2_000)
+    assert sim.produced > 20 and len(sim.acked) >= sim.produced - 3  # the last ones in flight
+    first_leader = sim.partition().leader
+    sim.crash(sim.brokers[first_leader], power_loss=False)
+    sim.run_until(sim.now + 2_000)
+    assert sim.partition().leader not in (first_leader, -1)
+    sim.heal()
+    assert len(sim.acked) > 20
+
+
+def test_the_same_seed_replays_the_same_run() -> None:
+    a, b = run_seed(42), run_seed(42)
+    assert (a.steps, a.acked, a.counts) == (b.steps, b.acked, b.counts)

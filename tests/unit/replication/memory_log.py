@@ -1,0 +1,198 @@
+"""An in-memory partition log with `log.partition_log.PartitionLog`'s replication interface, for
+the deterministic simulation: the real PartitionLog fsyncs its epoch cache and checkpoints on
+every change, too slow for thousands of seeds. Batches are real batch bytes, validated and
+stamped by the real `LogValidator`; the epoch cache is the real `LeaderEpochFileCache` (no file).
+`test_replication_memory_log.py` checks that both logs agree on random operation sequences.
+
+Durability is modelled for crash tests: `flush()` makes the log so far durable (the recovery
+point, the high-watermark checkpoint), and `after_power_loss(cut)` is the log a restart finds
+when the unflushed suffix is lost from `cut` on (recovery's rules: the epoch cache cut at the log
+end, the high watermark from the checkpoint but not past the log end).
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+from dataclasses import dataclass
+from typing import Callable
+
+from log.batch import decode_records
+from log.config import LogConfig
+from log.epoch_cache import LeaderEpochFileCache
+from log.errors import OffsetOutOfRangeError
+from log.partition_log import FetchDataInfo, LogAppendInfo
+from log.validator import LogValidator
+
+
+@dataclass(frozen=True)
+class StoredBatch:
+    base_offset: int
+    last_offset: int
+    data: bytes
+
+
+class MemoryLog:
+    def __init__(self, config: LogConfig) -> None:
+        self.config = config
+        self.leader_epoch_cache = LeaderEpochFileCache(None)
+        self.quarantined: tuple[object, ...] = ()
+        self._batches: list[StoredBatch] = []
+        self._log_start_offset = 0
+        self._log_end_offset = 0
+        self._high_watermark = 0
+        self.recovery_point = 0
+        self.checkpointed_high_watermark = 0
+        self.truncations = 0  # how often records were removed (the simulation's checks re-run)
+        self._records: dict[int, tuple[int, bytes | None]] = {}  # decoded once, for the checks
+
+    # -- offsets ----------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+
+    # -- append -----------------------------------------------------------------------------------
+
+    def append_as_leader(self, batches: bytes, leader_epoch: int, now_ms: int) -> LogAppendInfo:
+        validator = LogValidator(self.config)
+        validated = validator.validate_for_leader(batches)
+        latest = self.leader_epoch_cache.latest_epoch
+        if latest is not None and leader_epoch < latest:
+            raise ValueError(f"leader epoch {leader_epoch} is below the latest epoch {latest}")
+        validated = validator.assign_offsets(validated, self._log_end_offset, leader_epoch, now_ms)
+        if latest != leader_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
+        self._store(validated.buffer, validated.batches)
+        return LogAppendInfo(validated.first_offset, validated.last_offset,
+                             validated.max_timestamp, validated.record_count,
+                             validated.size_in_bytes)
+
+    def append_as_follower(self, batches: bytes, now_ms: int | None = None) -> LogAppendInfo:
+        validated = LogValidator(self.config).validate_for_follower(batches, self._log_end_offset)
+        for _, header in validated.batches:
+            if header.partition_leader_epoch >= 0:
+                self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        self._store(validated.buffer, validated.batches)
+        return LogAppendInfo(validated.first_offset, validated.last_offset,
+                             validated.max_timestamp, validated.record_count,
+                             validated.size_in_bytes)
+
+    def _store(self, buffer: bytearray, batches: tuple) -> None:
+        for pos, header in batches:
+            data = bytes(buffer[pos:pos + header.size_in_bytes])
+            self._batches.append(StoredBatch(header.base_offset, header.last_offset, data))
+            for i, record in enumerate(decode_records(data)):
+                self._records[header.base_offset + i] = (header.partition_leader_epoch, record.value)
+        self._log_end_offset = batches[-1][1].last_offset + 1
+
+    # -- read -------------------------------------------------------------------------------------
+
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_batch: bool = True) -> FetchDataInfo:
+        if not self._log_start_offset <= fetch_offset <= self._log_end_offset:
+            raise OffsetOutOfRangeError(f"offset {fetch_offset} is outside "
+                                        f"[{self._log_start_offset}, {self._log_end_offset}]")
+        limit = self._log_end_offset if max_offset is None else min(max_offset, self._log_end_offset)
+        out = b""
+        next_offset = fetch_offset
+        if fetch_offset < limit:
+            i = bisect.bisect_left([b.last_offset for b in self._batches], fetch_offset)
+            for batch in self._batches[i:]:
+                if batch.last_offset >= limit or (
+                    len(out) + len(batch.data) > max_bytes and (out or not min_one_batch)
+                ):
+                    break
+                out += batch.data
+                next_offset = batch.last_offset + 1
+        return FetchDataInfo(out, fetch_offset, next_offset, self._high_watermark,
+                             self._log_start_offset, self._log_end_offset)
+
+    # -- truncation -------------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        if offset >= self._log_end_offset:
+            self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+            return
+        if offset < self._log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        # as LogSegment.truncate_to: the batch holding `offset` goes whole
+        self._batches = [b for b in self._batches if b.last_offset < offset]
+        self._forget(lambda o: o >= offset)
+        self._log_end_offset = offset
+        self.leader_epoch_cache.truncate_from_end(offset)
+        self.recovery_point = min(self.recovery_point, offset)
+        self._high_watermark = min(self._high_watermark, offset)
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
+        self._batches = []
+        self._forget(lambda o: True)
+        self.leader_epoch_cache.clear()
+        self._log_start_offset = self._log_end_offset = offset
+        self.recovery_point = self._high_watermark = offset
+        self.checkpointed_high_watermark = offset
+
+    def assign_epoch_start(self, epoch: int, start_offset: int) -> bool:
+        return self.leader_epoch_cache.assign(epoch, start_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.leader_epoch_cache.end_offset_for(epoch, self._log_end_offset)
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        if offset <= self._log_start_offset:
+            return False
+        if offset > self._high_watermark:
+            raise OffsetOutOfRangeError(f"cannot move the log start to {offset}, above the high "
+                                        f"watermark {self._high_watermark}")
+        self._log_start_offset = offset
+        self._batches = [b for b in self._batches if b.last_offset >= offset]
+        self._forget(lambda o: o < offset)
+        self.leader_epoch_cache.truncate_from_start(offset)
+        return True
+
+    def _forget(self, gone: Callable[[int], bool]) -> None:
+        self._records = {o: r for o, r in self._records.items() if not gone(o)}
+        self.truncations += 1
+
+    def __repr__(self) -> str:
+        return (f"MemoryLog(log_start_offset={self._log_start_offset}, high_watermark="
+                f"{self._high_watermark}, log_end_offset={self._log_end_offset}, epochs="
+                f"{[(e.epoch, e.start_offset) for e in self.leader_epoch_cache.entries]})")
+
+    # -- durability (the simulation's crashes) ----------------------------------------------------
+
+    def flush(self) -> None:
+        self.recovery_point = self._log_end_offset
+        self.checkpointed_high_watermark = self._high_watermark
+
+    def after_power_loss(self, cut: int) -> MemoryLog:
+        """The log a restart recovers when everything from `cut` (>= the recovery point) on
+        never reached the disk."""
+        assert self.recovery_point <= cut <= self._log_end_offset, (self.recovery_point, cut)
+        restarted = copy.deepcopy(self)
+        restarted._batches = [b for b in restarted._batches if b.last_offset < cut]
+        restarted._log_end_offset = (restarted._batches[-1].last_offset + 1 if restarted._batches
+                                     else restarted._log_start_offset)
+        restarted._forget(lambda o: o >= restarted._log_end_offset)
+        restarted.leader_epoch_cache.truncate_from_end(restarted._log_end_offset)
+        restarted._high_watermark = max(restarted._log_start_offset, min(
+            self.checkpointed_high_watermark, restarted._log_end_offset))
+        restarted.recovery_point = restarted._log_end_offset
+        return restarted
+
+    def records(self) -> dict[int, tuple[int, bytes | None]]:
+        """Offset -> (leader epoch, value) of every record, for the simulation's checks."""
+        return self._records

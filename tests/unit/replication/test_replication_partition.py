@@ -1,0 +1,159 @@
+"""The sans-I/O Partition core on a real PartitionLog: the actions it returns for make-leader and
+make-follower, epoch checks, both sides of a follower fetch, ISR changes; and the replica
+manager performing them (a restarted broker leads only from metadata holding its registration)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from api.routes.services import ProduceEntry
+from kraft.broker.replica_manager import ReplicaManager
+from kraft.broker.replication.follower import Append, PartitionFetchResponse, Truncate
+from kraft.broker.replication.partition import (
+    CompleteWaiters, Partition, ReplicaState, SendAlterPartition, StartFetching, StopFetching,
+)
+from log.batch import build_batch
+from log.config import LogConfig
+from log.partition_log import PartitionLog
+from metadata.delta import apply_records
+from metadata.image import MetadataImage
+from metadata.records import (
+    ClaimController, Endpoint, MetadataRecord, Partition as PartitionRecord, RegisterBroker, Topic,
+    UnfenceBroker,
+)
+
+LAG = 1_000
+
+
+def batch(*values: bytes) -> bytes:
+    return build_batch([(None, v, [], 1_700_000_000_000) for v in values])
+
+
+def core(tmp_path: Path, node_id: int = 1, min_isr: int = 2) -> Partition:
+    plog = PartitionLog.open(tmp_path / f"t-0-{node_id}", LogConfig(min_insync_replicas=min_isr), 0)
+    return Partition(node_id, "t", 0, plog, replica_lag_time_max_ms=LAG, alter_partition_retry_ms=500)
+
+
+def state(leader: int, leader_epoch: int = 0, isr: tuple[int, ...] = (1, 2, 3),
+          partition_epoch: int = 0) -> ReplicaState:
+    return ReplicaState("tid", leader, leader_epoch, partition_epoch, (1, 2, 3), isr)
+
+
+def test_make_leader_stops_fetching_marks_the_epoch_start_and_wakes_waiters(tmp_path: Path) -> None:
+    p = core(tmp_path)
+    p.log.append_as_leader(batch(b"a", b"b"), 0, 0)
+    actions = p.apply_registration(state(1, leader_epoch=3), now_ms=0)
+    assert actions[:2] == [StopFetching(), CompleteWaiters(0)]
+    assert p.is_leader and p.leader_state.epoch_start_offset == 2
+    assert p.log.end_offset_for_epoch(3) == (3, 2)
+    assert p.check_leader_epoch(2).error_code == "FENCED_LEADER_EPOCH"
+    assert p.check_leader_epoch(4).error_code == "UNKNOWN_LEADER_EPOCH"
+    assert p.check_leader_epoch(3) is None
+
+
+def test_make_follower_starts_fetching_and_a_deposed_leader_wakes_its_waiters(tmp_path: Path) -> None:
+    p = core(tmp_path)
+    p.apply_registration(state(1), now_ms=0)
+    assert p.apply_registration(state(2, leader_epoch=1), now_ms=1) == [
+        CompleteWaiters(0), StartFetching(2, 1)]
+    assert not p.is_leader and p.is_following(1) and not p.is_following(0)
+
+
+def test_follower_fetch_advances_the_high_watermark_and_completes_produces(tmp_path: Path) -> None:
+    p = core(tmp_path)
+    p.apply_registration(state(1), now_ms=0)
+    p.log.append_as_leader(batch(b"a", b"b"), 0, 0)
+    assert p.on_leader_append(0) == []  # followers have not fetched: HW stays
+    assert p.produce_completed(0, 2) is None
+    assert p.on_fetch_request(2, 2, 0, now_ms=1).actions == ()  # one of two followers
+    decision = p.on_fetch_request(3, 2, 0, now_ms=2)
+    assert decision.error is None and decision.actions == (CompleteWaiters(2),)
+    assert p.produce_completed(0, 2) is True and p.produce_completed(1, 2) is False
+    assert p.on_fetch_request(2, 3, -1, now_ms=3).error.error_code == "OFFSET_OUT_OF_RANGE"
+    assert p.on_fetch_request(9, 0, -1, now_ms=3).error.error_code == "NOT_LEADER_OR_FOLLOWER"
+    diverging = p.on_fetch_request(2, 5, 7, now_ms=3).diverging  # an epoch this leader never had
+    assert diverging is not None and diverging.end_offset <= 2
+
+
+def test_a_lagging_follower_is_proposed_out_of_the_isr_and_a_refusal_allows_a_retry(tmp_path: Path) -> None:
+    p = core(tmp_path)
+    p.apply_registration(state(1), now_ms=0)
+    p.log.append_as_leader(batch(b"a"), 0, 0)
+    p.on_fetch_request(2, 1, 0, now_ms=10)
+    [action] = p.maybe_shrink_isr(now_ms=LAG + 1)
+    assert isinstance(action, SendAlterPartition) and action.proposal.new_isr == (1, 2)
+    assert p.maybe_shrink_isr(now_ms=LAG + 2) == []  # one in flight
+    p.on_alter_partition_response(action.proposal, "INVALID_UPDATE_VERSION")
+    assert p.maybe_shrink_isr(now_ms=LAG + 3) == [action]
+
+
+def test_follower_appends_learns_the_high_watermark_and_truncates_by_diverging_epoch(
+    tmp_path: Path,
+) -> None:
+    leader, follower = core(tmp_path, 1), core(tmp_path, 2)
+    leader.apply_registration(state(1), now_ms=0)
+    follower.apply_registration(state(1), now_ms=0)
+    leader.log.append_as_leader(batch(b"a", b"b"), 0, 0)
+    records = leader.log.read(0, 1 << 20).records
+    action = follower.on_fetch_response(PartitionFetchResponse(1, 0, 2, records), now_ms=1)
+    assert isinstance(action, Append)
+    assert (follower.log.log_end_offset, follower.log.high_watermark) == (2, 1)
+    follower.log.append_as_leader(batch(b"x"), 0, 0)  # a suffix the leader never had
+    assert follower.fetch_position() == (3, 0, 1)
+    leader.apply_registration(state(1, leader_epoch=1), now_ms=2)
+    follower.apply_registration(state(1, leader_epoch=1), now_ms=2)
+    # the follower's epoch 0 ends at 2 on the leader, below its fetch offset 3
+    diverging = leader.on_fetch_request(2, 3, 0, now_ms=3).diverging
+    assert diverging is not None and (diverging.epoch, diverging.end_offset) == (0, 2)
+    action = follower.on_fetch_response(
+        PartitionFetchResponse(1, 0, 2, b"", diverging), now_ms=4)
+    assert action == Truncate(2) and follower.log.log_end_offset == 2
+
+
+def test_no_leadership_without_this_brokers_registration(tmp_path: Path) -> None:
+    p = core(tmp_path)
+    actions = p.apply_registration(state(1), now_ms=0, may_lead=False)
+    assert actions == [StopFetching()] and not p.is_leader
+    assert p.apply_registration(state(1), now_ms=1)[0] == StopFetching() and p.is_leader
+
+
+# -- the shell ---------------------------------------------------------------------------------
+
+
+def _image(records: list[MetadataRecord], image: MetadataImage = MetadataImage.EMPTY) -> MetadataImage:
+    stamped = [r.stamped(1, "rid") for r in records]
+    return apply_records(image, ((image.offset + 1 + i, r) for i, r in enumerate(stamped)))[1]
+
+
+def _register(broker_epoch: int) -> list[MetadataRecord]:
+    return [RegisterBroker(broker_id=1, incarnation_id=f"inc-{broker_epoch}",
+                           endpoints=(Endpoint("HTTP", "127.0.0.1", 9092),), broker_epoch=broker_epoch),
+            UnfenceBroker(broker_id=1, broker_epoch=broker_epoch)]
+
+
+async def test_a_restarted_broker_leads_only_once_the_metadata_holds_its_registration(
+    tmp_path: Path,
+) -> None:
+    """Seed 10 of the simulation: a broker restarted from a metadata snapshot that still names it
+    leader (registered by its previous process) must not take produces at that epoch: it may have
+    lost a suffix its followers hold. It leads once its new registration is in the metadata."""
+    lifecycle_epoch = -1  # not registered yet
+    image = _image([ClaimController(node_id=1, controller_epoch=1), *_register(5),
+                    Topic(name="t", topic_id="tid"),
+                    PartitionRecord(topic_id="tid", partition=0, replicas=(1,), isr=(1,), leader=1)])
+    manager = ReplicaManager(1, tmp_path, LogConfig(), 3_600_000, 1 << 20,
+                             broker_epoch=lambda: lifecycle_epoch)
+    manager.on_metadata_update(None, image)
+    await manager.replica("t", 0).ready.wait()
+    try:
+        [result] = await manager.produce([ProduceEntry("t", 0, batch(b"a"))], 1, 1000)
+        assert result.error_code == "NOT_LEADER_OR_FOLLOWER"
+        lifecycle_epoch = 40  # the controller answered the registration ...
+        manager.on_metadata_update(None, _image([], image))
+        [result] = await manager.produce([ProduceEntry("t", 0, batch(b"a"))], 1, 1000)
+        assert result.error_code == "NOT_LEADER_OR_FOLLOWER"  # ... not yet in the metadata
+        manager.on_metadata_update(None, _image(_register(40), image))
+        [result] = await manager.produce([ProduceEntry("t", 0, batch(b"a"))], 1, 1000)
+        assert result.error_code is None and result.base_offset == 0
+    finally:
+        await manager.close()
