@@ -248,3 +248,21 @@ def test_bench_prints_kafkas_perf_test_summaries(node) -> None:
     stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}"
     assert re.fullmatch(rf"{stamp}, {stamp}, \d+\.\d{{4}}, \d+\.\d{{4}}, 500, \d+\.\d{{4}}, 0, \d+, \d+\.\d{{4}}, "
                         r"\d+\.\d{4}", line), line
+
+
+def test_delete_offsets_of_a_subscribed_topic_is_refused(node) -> None:
+    from api.client import Consumer
+    from harness import wait_for
+
+    t, g = name("sub-t"), name("sub")
+    kraft(node, "topics", "--create", "--topic", t)
+    produce(node, t, {0: 1})
+    with Consumer(node.bootstrap, group_id=g, auto_offset_reset="earliest") as consumer:
+        consumer.subscribe([t])
+        wait_for(lambda: consumer.poll(timeout_ms=200), timeout=30, what="the member's first records")
+        consumer.commit()
+        refused = kraft(node, "consumer-groups", "--delete-offsets", "--group", g, "--topic", t, check=False)
+    assert refused.returncode == 1
+    assert refused.stdout == ("\nError: Encounter some partition level error, see the follow-up details:\n\n"
+                              f"{'TOPIC':<30} {'PARTITION':<15} {'STATUS':<15}\n"
+                              f"{t:<30} {'0':<15} Error: The consumer group is actively subscribed to the topic\n")
