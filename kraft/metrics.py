@@ -33,6 +33,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
+from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.records import NO_LEADER
 
@@ -384,29 +385,36 @@ class GroupCollector(_Guarded):
 
 
 class IsrChangeCounter:
-    """A metadata publisher counting ISR shrinks and expands of the partitions this broker leads
-    (before and after the change), Kafka's IsrShrinksPerSec / IsrExpandsPerSec."""
+    """Counts ISR shrinks and expands of the partitions this broker leads (before and after the
+    change), Kafka's IsrShrinksPerSec / IsrExpandsPerSec, from each metadata delta: work ∝ the
+    partitions the delta changed."""
 
     def __init__(self, node_id: int, shrinks: Counter, expands: Counter) -> None:
         self.node_id = node_id
         self.shrinks = shrinks
         self.expands = expands
-        self.image = MetadataImage.EMPTY
 
-    def on_metadata_update(self, delta: object, image: MetadataImage) -> None:
-        previous, self.image = self.image, image
-        for name, topic in image.topics.by_name.items():
-            before = previous.topics.by_name.get(name)
-            if before is None or before is topic or before.topic_id != topic.topic_id:
-                continue  # images share unchanged topics: only changed ones are compared
-            for index, reg in topic.partitions.items():
-                old = before.partitions.get(index)
-                if old is None or old is reg or not reg.leader == old.leader == self.node_id:
-                    continue
-                if set(reg.isr) < set(old.isr):
-                    self.shrinks.inc()
-                elif set(reg.isr) > set(old.isr):
-                    self.expands.inc()
+    def on_delta(self, delta: MetadataDelta) -> None:
+        for _name, _index, old, reg in delta.changed_partitions():
+            if old is None or old is reg or not reg.leader == old.leader == self.node_id:
+                continue
+            if set(reg.isr) < set(old.isr):
+                self.shrinks.inc()
+            elif set(reg.isr) > set(old.isr):
+                self.expands.inc()
+
+
+LOOP_LAG_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+LOOP_LAG_PROBE_S = 0.05
+
+
+async def probe_event_loop_lag(histogram: Histogram, interval_s: float = LOOP_LAG_PROBE_S) -> None:
+    """Forever: sleep `interval_s` and observe how late the loop woke us (the time a ready
+    callback waits behind whatever holds the loop: a stall shows up as one large sample)."""
+    while True:
+        started = time.monotonic()
+        await asyncio.sleep(interval_s)
+        histogram.observe(max(0.0, time.monotonic() - started - interval_s))
 
 
 class NodeMetrics(MetricsSink):
@@ -467,6 +475,11 @@ class NodeMetrics(MetricsSink):
                                        "Metadata records committed while this voter led.")
         self._fetch_records = counter(raft + "fetch_records",
                                       "Metadata records committed while this voter followed.")
+        self._loop_lag = Histogram("kraft_event_loop_lag_seconds",
+                                   f"How late the event loop runs a callback due now (a probe "
+                                   f"every {LOOP_LAG_PROBE_S * 1000:g} ms), seconds.",
+                                   buckets=LOOP_LAG_BUCKETS_S, registry=self.registry)
+        self._isr_changes = IsrChangeCounter(node_id, self._isr_shrinks, self._isr_expands)
 
     def _topic(self, metric: Counter, topic: str) -> Counter:
         return metric.labels(topic) if self.topic_labels else metric
@@ -478,13 +491,20 @@ class NodeMetrics(MetricsSink):
 
     # -- wiring -------------------------------------------------------------------------------
 
-    def watch_broker(self, replica_manager: Any, loader: Any) -> None:
-        """Replica manager gauges, log gauges, ISR change counts (a publisher of `loader`)."""
+    def watch_broker(self, replica_manager: Any) -> None:
+        """Replica manager and log gauges (ISR change counts come with `on_delta`)."""
         self._replica_manager = replica_manager
         self.registry.register(ReplicaManagerCollector(self.node_id, replica_manager,
                                                        self.topic_labels))
-        loader.install_publisher(IsrChangeCounter(self.node_id, self._isr_shrinks, self._isr_expands))
         _become_sink(replica_manager, self)
+
+    def on_delta(self, delta: MetadataDelta) -> None:
+        """The broker metadata publisher's last step: metrics that count metadata changes."""
+        self._isr_changes.on_delta(delta)
+
+    def start_loop_probe(self) -> asyncio.Task[None]:
+        """`kraft_event_loop_lag_seconds` on the running loop until the task is cancelled."""
+        return asyncio.get_running_loop().create_task(probe_event_loop_lag(self._loop_lag))
 
     def watch_controller(self, controller: Any, quorum: Any) -> None:
         """Controller and Raft gauges; counts committed metadata records."""

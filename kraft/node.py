@@ -37,6 +37,7 @@ from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinato
 from kraft.broker.groups.membership import GroupConfig
 from kraft.broker.lifecycle import BrokerLifecycle
 from kraft.broker.metadata_follower import BrokerSnapshotStore, MetadataFollower
+from kraft.broker.metadata_publisher import BrokerMetadataPublisher
 from kraft.broker.metadata_view import BrokerMetadataView
 from kraft.broker.producer_ids import ProducerIdManager
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
@@ -216,6 +217,7 @@ class Node:
             alter_partition=ControllerAlterPartition(front, self.node_id, broker_epoch),
             broker_epoch=broker_epoch,
             recovery_point_checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
+            metadata_cache=self.view,
         )
         info = NodeInfo(
             node_id=self.node_id, roles=config.roles,
@@ -238,9 +240,13 @@ class Node:
                     heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
                 ),
             ),
+            metadata_cache=self.view,
         )
         self.metrics = NodeMetrics(self.node_id, topic_labels=config["metrics.topic.labels.enable"])
-        self.metrics.watch_broker(self.replica_manager, self.loader)
+        self.metrics.watch_broker(self.replica_manager)
+        self.publisher = BrokerMetadataPublisher(self.node_id, self.view, self.replica_manager,
+                                                 self.groups, self.metrics)
+        self._loop_probe: asyncio.Task[None] | None = None
         if self.controller is not None:
             self.metrics.watch_controller(self.controller, self.quorum)
         self.metrics.watch_groups(self.groups)
@@ -299,9 +305,8 @@ class Node:
                 self.data_dir / META_PROPERTIES) or new_cluster_id())
         self.cluster_id = await asyncio.to_thread(ensure_meta_properties, self.data_dir, self.node_id, configured)
         self.view.cluster_id = self.cluster_id
-        self.loader.install_publisher(self.view)
-        self.loader.install_publisher(self.replica_manager)
-        self.loader.install_publisher(self.groups)  # after the replica manager: it reads replicas
+        self._loop_probe = self.metrics.start_loop_probe()
+        self.loader.install_publisher(self.publisher)
         if self.controller is not None:
             self.directory.learn(self.node_id, *self.endpoint)
             if isinstance(self.quorum, RaftQuorum):
@@ -330,6 +335,8 @@ class Node:
             await self.lifecycle.stop(controlled=bool(others))
         if self.follower is not None:
             await self.follower.stop()
+        if self._loop_probe is not None:
+            self._loop_probe.cancel()
         await self.groups.close()
         await self.replica_manager.close()
         if self.controller is not None:

@@ -43,6 +43,10 @@ class LocalReplicaChanges:
     followers: dict[TopicPartition, PartitionRegistration] = field(default_factory=dict)
     deletes: set[TopicPartition] = field(default_factory=set)
     topic_ids: dict[str, str] = field(default_factory=dict)  # name -> id, for leaders and followers
+    config_topics: set[str] = field(default_factory=set)  # live topics whose configs changed
+
+    def __len__(self) -> int:
+        return len(self.leaders) + len(self.followers) + len(self.deletes) + len(self.config_topics)
 
 
 class _Invalid(Exception):
@@ -111,6 +115,15 @@ class MetadataDelta:
     @property
     def changed_topic_ids(self) -> set[str]:
         return set(self._topics)
+
+    def changed_partitions(self) -> Iterable[tuple[str, int, PartitionRegistration | None, PartitionRegistration]]:
+        """(topic name, partition, registration before or None, after) for every partition this
+        delta created or changed: work ∝ the delta, never the image."""
+        for topic_id, tc in self._topics.items():
+            base = None if tc.created else self.image.topics.by_id.get(topic_id)
+            for p, reg in tc.partitions.items():
+                before = None if base is None or base.topic_id != topic_id else base.partitions.get(p)
+                yield tc.name, p, before, reg
 
     @property
     def deleted_topics(self) -> Mapping[str, TopicImage]:
@@ -382,6 +395,8 @@ class MetadataDelta:
                     changes.topic_ids[tc.name] = topic_id
                 elif base is not None and p in base.partitions and broker_id in base.partitions[p].replicas:
                     changes.deletes.add((tc.name, p))
+        changes.config_topics.update(name for kind, name in self._configs
+                                     if kind == "topic" and self._topic_id(name) is not None)
         return changes
 
 

@@ -1,7 +1,8 @@
-"""The broker's read view of the cluster for the HTTP routes: the latest `MetadataImage` this node
-applied, turned into the answer-shaped values of `api.routes.services`.
-
-It is a metadata publisher: `on_metadata_update` swaps in the new image.
+"""The broker's metadata cache: the one place the latest `MetadataImage` this node applied lives
+(Kafka's `KRaftMetadataCache`). `BrokerMetadataPublisher` sets it first on every delta; the
+replica manager, the group coordinator and the metrics read `cache.image` rather than keep
+copies. `BrokerMetadataView` is the cache as the HTTP routes read it (answer-shaped values of
+`api.routes.services`).
 """
 
 from __future__ import annotations
@@ -27,14 +28,21 @@ def describe_topic(topic: TopicImage, configs: Mapping[str, str]) -> TopicDescri
     )
 
 
-class BrokerMetadataView:
-    def __init__(self, cluster_id: str, topic_defaults: Mapping[str, str]) -> None:
-        self.cluster_id = cluster_id
-        self.image = MetadataImage.EMPTY
-        self._topic_defaults = dict(topic_defaults)
+class MetadataCache:
+    """Holds the broker's current image; only the metadata publisher sets it."""
 
-    def on_metadata_update(self, delta: object, image: MetadataImage) -> None:
+    def __init__(self) -> None:
+        self.image = MetadataImage.EMPTY
+
+    def set_image(self, image: MetadataImage) -> None:
         self.image = image
+
+
+class BrokerMetadataView(MetadataCache):
+    def __init__(self, cluster_id: str, topic_defaults: Mapping[str, str]) -> None:
+        super().__init__()
+        self.cluster_id = cluster_id
+        self._topic_defaults = dict(topic_defaults)
 
     # -- MetadataView -------------------------------------------------------------------------
 

@@ -9,8 +9,9 @@ publisher's `on_metadata_update(delta, image)` (a publisher that raises is logge
 
 It keeps a bounded tail of recent records so the active controller can serve brokers
 `read(from_offset)`; older offsets raise `SnapshotNeededError` (the broker then loads
-`loader.image`), and `wait_for_offset` is the long poll. `ImageStateMachine` is the pure fold a
-Raft quorum snapshots (its state is a `MetadataImage`).
+`loader.image`), and `wait_for_offset` is the long poll. On a controller, this loader is where
+the image is built (the Raft thread only keeps the entries, `raft_state.PendingImage`): each
+image it publishes is handed back to the quorum (`image_folded`) so its snapshots need no refold.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
@@ -42,18 +43,6 @@ class SnapshotNeededError(Exception):
         self.first_available = first_available
 
 
-class ImageStateMachine:
-    """`raft_state.StateMachine` over `MetadataImage`: deterministic, never raises, never mutates."""
-
-    def initial_state(self) -> MetadataImage:
-        return MetadataImage.EMPTY
-
-    def replay(self, state: MetadataImage, offset: int, record: dict[str, Any]) -> MetadataImage:
-        delta = MetadataDelta(state)
-        delta.replay(record, offset)
-        return delta.apply()
-
-
 class MetadataLoader:
     def __init__(self, *, max_retained_records: int = 100_000) -> None:
         assert max_retained_records > 0
@@ -66,6 +55,7 @@ class MetadataLoader:
         self._tail_records: list[dict[str, Any]] = []
         self._first_available = 0  # the oldest offset `read` can serve
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._image_listeners: list[Callable[[MetadataImage], None]] = []
 
     @property
     def image(self) -> MetadataImage:
@@ -83,6 +73,8 @@ class MetadataLoader:
         quorum.on_snapshot(self.handle_snapshot)
         if hasattr(quorum, "set_snapshot_source"):
             quorum.set_snapshot_source(lambda: self.image)
+        if hasattr(quorum, "image_folded"):
+            self._image_listeners.append(quorum.image_folded)
 
     def install_publisher(self, publisher: MetadataPublisher) -> None:
         """Add a publisher; it gets the current image at once (as a snapshot delta) if there is one."""
@@ -186,6 +178,8 @@ class MetadataLoader:
 
     def _publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
         self._image = image
+        for listener in self._image_listeners:
+            listener(image)
         for publisher in list(self._publishers):
             self._publish_to(publisher, delta, image)
         ready = [(o, f) for o, f in self._waiters if o <= image.offset]

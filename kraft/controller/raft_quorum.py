@@ -35,6 +35,7 @@ from kraft.controller.raft_state import (
     BatchOutcome,
     MetadataImageMachine,
     MetadataLogState,
+    PendingImage,
     StateMachine,
     apply_batch,
     apply_endpoint,
@@ -534,6 +535,8 @@ class RaftQuorum:
 
     def _deliver_snapshot(self, offset: int, controller: tuple[int, int] | None, state: Any) -> None:
         logger.info("metadata snapshot installed at offset %d", offset)
+        if isinstance(state, PendingImage):  # parsed here, on the loop, not on the Raft thread
+            state = state.fold()
         self._metadata_offset = offset
         self._controller = controller
         for callback in self._snapshot_callbacks:
@@ -541,6 +544,13 @@ class RaftQuorum:
                 callback(offset, state)
             except Exception:
                 logger.exception("on_snapshot callback failed at offset %d", offset)
+
+    def image_folded(self, image: Any) -> None:
+        """The loop built the image at `image.offset`: the Raft state may drop the entries it
+        covers (see `raft_state.PendingImage`). Any thread."""
+        folded = getattr(self._log._machine, "folded", None)
+        if folded is not None:
+            folded(image)
 
     # -- status -----------------------------------------------------------------------------
 

@@ -55,14 +55,86 @@ class NoStateMachine:
         return state
 
 
+class PendingImage:
+    """The controller's replicated application state: the last image the event loop folded
+    (`base`) plus the committed entries after it, not yet folded.
+
+    The Raft thread only appends entries (`MetadataImageMachine.replay`: work ∝ the batch, no
+    record decoding), so a large batch never holds the Raft thread past an election timeout; the
+    image is built once, on the loop, by `MetadataLoader` with `MetadataDelta` (the one replay
+    rule brokers use too). Pickled (pysyncobj's dump, written in its forked child) as the folded
+    image's snapshot form; unpickled lazily (the parse happens at the first `fold`, on the loop,
+    not on the Raft thread that loads the dump)."""
+
+    __slots__ = ("_base", "_raw", "base_offset", "chunks")
+
+    def __init__(self, base: MetadataImage | None, chunks: tuple[tuple[tuple[int, dict[str, Any]], ...], ...] = (),
+                 *, raw: dict[str, Any] | None = None) -> None:
+        self._base = base
+        self._raw = raw  # a snapshot's builtins, parsed at the first fold
+        self.base_offset = base.offset if base is not None else int((raw or {}).get("offset", -1))
+        self.chunks = chunks  # one tuple of (offset, record) per applied batch, in order
+
+    @classmethod
+    def from_snapshot(cls, raw: dict[str, Any]) -> "PendingImage":
+        return cls(None, raw=raw)
+
+    @property
+    def offset(self) -> int:
+        return self.chunks[-1][-1][0] if self.chunks else self.base_offset
+
+    def extended(self, chunk: tuple[tuple[int, dict[str, Any]], ...]) -> "PendingImage":
+        """This state with one more applied batch (shares everything else)."""
+        pending = PendingImage(self._base, self.chunks + (chunk,), raw=self._raw)
+        pending.base_offset = self.base_offset
+        return pending
+
+    def fold(self) -> MetadataImage:
+        """The image at `offset` (the base with every pending entry replayed)."""
+        base = self._base
+        if base is None:
+            base = self._base = MetadataImage.from_snapshot(self._raw)
+            self._raw = None
+        if not self.chunks:
+            return base
+        return apply_records(base, (e for chunk in self.chunks for e in chunk))[1]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        raw = self._raw if self._raw is not None and not self.chunks else self.fold().to_snapshot()
+        return (PendingImage.from_snapshot, (raw,))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PendingImage) and self.fold() == other.fold()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class MetadataImageMachine:
-    """The controller's state: a `MetadataImage` (what `Quorum.on_snapshot` promises)."""
+    """The controller's state machine: a `PendingImage` (`Quorum.on_snapshot` gets its image).
 
-    def initial_state(self) -> MetadataImage:
-        return MetadataImage.EMPTY
+    `folded(image)` is how the loop hands back an image it built (any thread may call it: one
+    reference assignment); the next `replay` on the Raft thread then drops the entries it covers.
+    Every voter's state means the same image whatever its base, so the state stays deterministic.
+    """
 
-    def replay(self, state: MetadataImage, entries: list[tuple[int, dict[str, Any]]]) -> MetadataImage:
-        return apply_records(state, entries)[1]
+    def __init__(self) -> None:
+        self._folded = MetadataImage.EMPTY
+
+    def initial_state(self) -> PendingImage:
+        return PendingImage(MetadataImage.EMPTY)
+
+    def folded(self, image: MetadataImage) -> None:
+        if image.offset > self._folded.offset:
+            self._folded = image
+
+    def replay(self, state: PendingImage, entries: list[tuple[int, dict[str, Any]]]) -> PendingImage:
+        folded, chunks = self._folded, state.chunks
+        if folded.offset > state.base_offset and chunks and folded.offset <= state.offset:
+            cut = folded.offset
+            chunks = tuple(c if c[0][0] > cut else tuple(e for e in c if e[0] > cut)
+                           for c in chunks if c[-1][0] > cut)
+            state = PendingImage(folded, chunks)
+        return state.extended(tuple(entries))
 
 
 @dataclass

@@ -34,6 +34,7 @@ from kraft.broker.groups.records import (
     GroupsReplay, group_key, group_value, offset_key, offset_value,
 )
 from kraft.broker.replica import Replica
+from kraft.broker.metadata_view import MetadataCache
 from kraft.broker.replica_manager import ReplicaManager
 from log.batch import build_batch, decode_records, iter_batches
 from metadata.image import MetadataImage
@@ -98,13 +99,15 @@ class GroupCoordinator:
         admin: AdminService,
         settings: CoordinatorSettings,
         clock: Callable[[], int] = now_ms,
+        metadata_cache: MetadataCache | None = None,
     ) -> None:
+        """`metadata_cache` holds the broker's image (default: one of its own, for tests)."""
         self.node_id = node_id
         self.replicas = replicas
         self.admin = admin
         self.settings = settings
         self.clock = clock
-        self.image = MetadataImage.EMPTY
+        self.metadata_cache = metadata_cache or MetadataCache()
         self.leader_offsets = LeaderOffsets(node_id, replicas, lambda: self.image)
         self._partitions: dict[int, _Partition] = {}
         self._create_lock = asyncio.Lock()
@@ -127,27 +130,34 @@ class GroupCoordinator:
         self._partitions.clear()
         await self.leader_offsets.close()
 
-    # -- metadata publisher -------------------------------------------------------------------
+    # -- metadata -----------------------------------------------------------------------------
 
-    def on_metadata_update(self, delta: object, image: MetadataImage) -> None:
-        """Loads the partitions this broker now leads, drops the ones it stopped leading."""
-        self.image = image
+    @property
+    def image(self) -> MetadataImage:
+        return self.metadata_cache.image
+
+    def on_election(self, partition: int, leader_epoch: int) -> None:
+        """This broker now leads `__consumer_offsets-<partition>` at `leader_epoch` (Kafka's
+        `GroupCoordinator.onElection`): load its groups, unless already loaded at that epoch."""
         if self._closed:
             return
-        topic = image.topic_by_name(OFFSETS_TOPIC)
-        led = {} if topic is None else {
-            p: reg.leader_epoch for p, reg in topic.partitions.items() if reg.leader == self.node_id
-        }
-        for p, state in list(self._partitions.items()):
-            if led.get(p) != state.leader_epoch:
-                del self._partitions[p]
-                if state.task is not None:
-                    state.task.cancel()
-                log.info("no longer coordinator of %s-%d (%d groups unloaded)", OFFSETS_TOPIC, p, len(state.groups))
-        for p, epoch in led.items():
-            if p not in self._partitions:
-                state = self._partitions[p] = _Partition(p, epoch)
-                state.task = asyncio.get_running_loop().create_task(self._load(state))
+        state = self._partitions.get(partition)
+        if state is not None and state.leader_epoch == leader_epoch:
+            return
+        if state is not None:
+            self.on_resignation(partition)
+        state = self._partitions[partition] = _Partition(partition, leader_epoch)
+        state.task = asyncio.get_running_loop().create_task(self._load(state))
+
+    def on_resignation(self, partition: int) -> None:
+        """This broker no longer leads `__consumer_offsets-<partition>`: unload its groups."""
+        state = self._partitions.pop(partition, None)
+        if state is None:
+            return
+        if state.task is not None:
+            state.task.cancel()
+        log.info("no longer coordinator of %s-%d (%d groups unloaded)", OFFSETS_TOPIC, partition,
+                 len(state.groups))
 
     async def _load(self, state: _Partition) -> None:
         try:

@@ -8,7 +8,8 @@ import pickle
 import pytest
 
 from kraft.controller.heartbeats import BrokerHeartbeatManager
-from kraft.controller.metadata_loader import ImageStateMachine, MetadataLoader, SnapshotNeededError
+from kraft.controller.metadata_loader import MetadataLoader, SnapshotNeededError
+from kraft.controller.raft_state import MetadataImageMachine
 from metadata.image import MetadataImage
 from metadata.records import ClaimController, NoOp, Partition, Topic
 
@@ -84,13 +85,14 @@ async def test_wait_for_offset() -> None:
 
 
 def test_snapshot_from_the_state_machine_replaces_state() -> None:
-    machine = ImageStateMachine()
-    state = machine.initial_state()
+    machine = MetadataImageMachine()
+    pending = machine.initial_state()
     for offset, record in records(3):
-        state = machine.replay(state, offset, record)
-    state = machine.replay(state, 7, {"type": "garbage"})  # never raises
+        pending = machine.replay(pending, [(offset, record)])
+    pending = machine.replay(pending, [(7, {"type": "garbage"})])  # never raises
+    # what a Raft snapshot does with it; the image is built from the pending entries
+    state = pickle.loads(pickle.dumps(pending)).fold()
     assert state.offset == 7 and len(state.topics.by_id) == 3
-    state = pickle.loads(pickle.dumps(state))  # what a Raft snapshot does with it
     loader = MetadataLoader()
     loader.apply_batch(records(1))
     seen = Recorder()

@@ -76,7 +76,8 @@ async def test_load_waits_for_the_high_watermark(tmp_path: Path) -> None:
     coordinator = GroupCoordinator(1, FakeReplicas(replica), admin=None,  # type: ignore[arg-type]
                                    settings=CoordinatorSettings(num_partitions=1, replication_factor=2))
     try:
-        coordinator.on_metadata_update(None, led_image())
+        coordinator.metadata_cache.set_image(led_image())
+        coordinator.on_election(0, 0)
         await asyncio.wait_for(replica.waiting.wait(), 5)
         loading = asyncio.create_task(coordinator.fetch_offsets(GROUP, None))
         await asyncio.wait_for(replica.waiting.wait(), 5)

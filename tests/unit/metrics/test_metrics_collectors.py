@@ -16,7 +16,7 @@ from prometheus_client import generate_latest
 from kraft.controller.raft_quorum import QuorumStatus, VoterStatus
 from kraft.metrics import NULL_METRICS, UNKNOWN_TOPIC, IsrChangeCounter, NodeMetrics, RaftCollector
 from log.config import LogConfig
-from metadata.delta import apply_records
+from metadata.delta import MetadataDelta, apply_records
 from metadata.image import MetadataImage
 from metadata.records import (
     ClaimController, Endpoint, FenceBroker, Partition, PartitionChange, RegisterBroker, Topic,
@@ -93,15 +93,15 @@ class FakeReplicaManager:
 
 
 class FakeLoader:
-    def __init__(self) -> None:
-        self.publishers: list[Any] = []
+    """Hands the metrics each image's delta from the previous one, as the broker publisher does."""
 
-    def install_publisher(self, publisher: Any) -> None:
-        self.publishers.append(publisher)
+    def __init__(self, metrics: NodeMetrics) -> None:
+        self.metrics = metrics
+        self.image = MetadataImage.EMPTY
 
     def publish(self, image: MetadataImage) -> None:
-        for p in self.publishers:
-            p.on_metadata_update(None, image)
+        delta, self.image = MetadataDelta.from_snapshot(self.image, image), image
+        self.metrics.on_delta(delta)
 
 
 @dataclass
@@ -140,8 +140,8 @@ class FakeRaftQuorum(FakeLocalQuorum):
 def with_broker(image: MetadataImage, replicas: dict, **kwargs: Any) -> tuple[NodeMetrics, FakeReplicaManager, FakeLoader]:
     metrics = NodeMetrics(NODE, **kwargs)
     rm = FakeReplicaManager(image, replicas)
-    loader = FakeLoader()
-    metrics.watch_broker(rm, loader)
+    loader = FakeLoader(metrics)
+    metrics.watch_broker(rm)
     return metrics, rm, loader
 
 
@@ -301,15 +301,15 @@ def test_isr_counter_counts_every_strict_change(isrs: list[set[int]]) -> None:
     counter = IsrChangeCounter(NODE, metrics._isr_shrinks, metrics._isr_expands)
     image = build(cluster((1, 2, 3, 4)) + [Topic(name="a", topic_id="A", controller_epoch=1),
                                            partition("A", 0, (1, 2, 3, 4), (1, 2, 3, 4), 1)])
-    counter.on_metadata_update(None, image)
+    counter.on_delta(MetadataDelta.from_snapshot(MetadataImage.EMPTY, image))
     previous, shrinks, expands = {1, 2, 3, 4}, 0, 0
     for followers in isrs:
         isr = {1} | followers
         shrinks += isr < previous
         expands += isr > previous
-        image = build([PartitionChange(topic_id="A", partition=0, isr=tuple(sorted(isr)),
-                                       controller_epoch=1)], image)
-        counter.on_metadata_update(None, image)
+        delta, image = apply_records(image, [(image.offset + 1, PartitionChange(
+            topic_id="A", partition=0, isr=tuple(sorted(isr)), controller_epoch=1))])
+        counter.on_delta(delta)
         previous = isr
     s = scrape(metrics)
     assert value(s, "kafka_server_replicamanager_isrshrinks_total") == shrinks

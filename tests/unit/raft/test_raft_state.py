@@ -137,11 +137,33 @@ def test_metadata_image_machine_keeps_the_image_at_the_log_offset() -> None:
     assert apply_batch(state, [claim_record(3, 1)], machine).applied
     assert apply_batch(state, [{"type": "NoOp", "controller_epoch": 1, "request_id": "r"},
                                {"type": "NoOp", "controller_epoch": 1, "request_id": "r"}], machine).applied
-    image = state.app_state
+    image = state.app_state.fold()
     assert isinstance(image, MetadataImage)
     assert (image.offset, image.controller_epoch) == (state.offset, 1) == (2, 1)
     # A snapshot carries the state through pickle (pysyncobj's dump format).
     assert pickle.loads(pickle.dumps(state)) == state
+
+
+def test_metadata_image_machine_keeps_entries_until_the_loop_hands_the_image_back() -> None:
+    """The Raft thread only appends a batch's entries (no decoding, no image build: its work is
+    the batch's length); the loop's fold is handed back and the covered entries are dropped."""
+    machine = MetadataImageMachine()
+    state = MetadataLogState(app_state=machine.initial_state())
+    assert apply_batch(state, [claim_record(3, 1)], machine).applied
+    noop = {"type": "NoOp", "controller_epoch": 1, "request_id": None}
+    for _ in range(3):
+        assert apply_batch(state, [dict(noop), dict(noop)], machine).applied
+    assert [len(c) for c in state.app_state.chunks] == [1, 2, 2, 2]
+    folded = MetadataImage.EMPTY
+    from metadata.delta import apply_records
+    folded = apply_records(folded, [e for c in state.app_state.chunks[:2] for e in c])[1]
+    assert folded.offset == 2
+    machine.folded(folded)
+    assert apply_batch(state, [dict(noop)], machine).applied
+    assert state.app_state.base_offset == 2
+    assert [c[0][0] for c in state.app_state.chunks] == [3, 5, 7]
+    assert state.app_state.fold().offset == state.offset == 7
+    assert pickle.loads(pickle.dumps(state)).app_state.fold() == state.app_state.fold()
 
 
 def test_validate_batch_reasons() -> None:
