@@ -136,16 +136,21 @@ def topics(
                 if topic is None or re.fullmatch(topic, t.name):
                     click.echo(t.name)
         elif action == "describe":
-            # --topic is a regular expression (Kafka's IncludeList); a plain name matches itself.
-            names = [t.name for t in admin.list_topics(include_internal=not exclude_internal)
-                     if topic is None or re.fullmatch(topic, t.name)]
+            # --topic is a regular expression (Kafka's IncludeList); a name without regex characters is
+            # described directly, without listing every topic.
+            if topic is not None and re.fullmatch(r"[A-Za-z0-9_-]+", topic):
+                names = [topic]
+            else:
+                names = [t.name for t in admin.list_topics(include_internal=not exclude_internal)
+                         if topic is None or re.fullmatch(topic, t.name)]
             if topic is not None and not names and not if_exists:
                 raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic '{topic}' does not exist as expected")
             # A topic deleted between the list and its describe is skipped, as Kafka does.
             progress = Progress("Described topics", len(names))
             descriptions = []
             for n in names:
-                found = ignore_errors({"UNKNOWN_TOPIC_OR_PARTITION"}, lambda n=n: admin.describe_topic(n))
+                found = ignore_errors(missing if n == topic else {"UNKNOWN_TOPIC_OR_PARTITION"},
+                                      lambda n=n: admin.describe_topic(n))
                 if found is not None:
                     descriptions.append(found)
                 progress.step()
