@@ -22,7 +22,8 @@ async def test_a_broker_without_a_controller_is_not_ready(make_client) -> None:
     """A broker-only node whose controllers are not there (yet): alive, but not ready."""
     nowhere = f"127.0.0.1:{free_port()}"
     client = await make_client(process_roles="broker", controller_quorum_voters=f"1@{nowhere}",
-                               controller_quorum_bootstrap_servers=nowhere, node_id="2")
+                               controller_quorum_bootstrap_servers=nowhere, node_id="2",
+                               controller_quorum_secret="readiness-test-secret")
     plain = await client.get("/v1/health")
     body = await plain.json()
     assert (plain.status, body["status"], body["ready"]) == (200, "ok", False), body
