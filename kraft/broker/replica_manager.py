@@ -268,12 +268,17 @@ class ReplicaManager:
                 replica_lag_time_max_ms=self.replication.replica_lag_time_max_ms,
                 alter_partition_retry_ms=self.replication.alter_partition_retry_ms,
                 is_unfenced=lambda r: self.image.cluster.is_unfenced(r),
+                registered_broker_epoch=self._registered_broker_epoch,
                 can_alter_partition=self.alter_partition is not None,
             )
         may_lead = self.broker_epoch is None or is_current_registration(
             self.image, self.node_id, self.broker_epoch())
         self._perform(replica, replica.core.apply_registration(replica.state, self.clock_ms(),
                                                                may_lead=may_lead))
+
+    def _registered_broker_epoch(self, broker_id: int) -> int | None:
+        broker = self.image.cluster.broker(broker_id)
+        return None if broker is None else broker.broker_epoch
 
     def _perform(self, replica: Replica, actions: Sequence[Action]) -> None:
         """Carries out what a replica's core decided."""
@@ -536,7 +541,7 @@ class ReplicaManager:
         first_pass = True
         while True:
             results, replicas, news = await self._read_all(
-                replica_id, entries, max_bytes, record_positions=first_pass
+                replica_id, replica_epoch, entries, max_bytes, record_positions=first_pass
             )
             first_pass = False
             total = sum(len(r.records) for r in results)
@@ -570,8 +575,8 @@ class ReplicaManager:
                                                 f"not its registered epoch {broker.broker_epoch}")
 
     async def _read_all(
-        self, replica_id: int, entries: Sequence[ReplicaFetchEntry], max_bytes: int,
-        record_positions: bool,
+        self, replica_id: int, replica_epoch: int, entries: Sequence[ReplicaFetchEntry],
+        max_bytes: int, record_positions: bool,
     ) -> tuple[list[ReplicaFetchResult], list[Replica], bool]:
         """One pass over the partitions: results, the replicas to wait on, and whether to answer
         now regardless of size (an error, a diverging epoch, a high watermark to pass on)."""
@@ -597,7 +602,8 @@ class ReplicaManager:
                     result = self._read_for_consumer(replica, entry, max_bytes, budget)
                 else:
                     result = self._read_for_follower(
-                        replica, replica_id, entry, max_bytes, budget, record_positions
+                        replica, replica_id, replica_epoch, entry, max_bytes, budget,
+                        record_positions,
                     )
             results.append(result)
             news = news or result.error_code is not None or result.diverging_epoch is not None
@@ -623,15 +629,15 @@ class ReplicaManager:
         return self._result(replica, entry, data)
 
     def _read_for_follower(
-        self, replica: Replica, replica_id: int, entry: ReplicaFetchEntry, max_bytes: int,
-        budget: int, record_position: bool,
+        self, replica: Replica, replica_id: int, replica_epoch: int, entry: ReplicaFetchEntry,
+        max_bytes: int, budget: int, record_position: bool,
     ) -> ReplicaFetchResult:
         plog, core = replica.log, replica.core
         if plog is None or core is None or not core.is_leader:
             return _error_result(entry.topic, entry.partition,
                                  self._not_leader(entry.topic, entry.partition))
         decision = core.on_fetch_request(replica_id, entry.fetch_offset, entry.last_fetched_epoch,
-                                         self.clock_ms(), record_position)
+                                         self.clock_ms(), record_position, replica_epoch)
         if decision.error is not None:
             return self._result(replica, entry, b"", error=decision.error)
         if decision.diverging is not None:

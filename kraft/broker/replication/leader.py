@@ -16,7 +16,9 @@ Rules, after Kafka (Partition.scala, ReplicaState):
   LEO as of its previous fetch (then it was caught up at that fetch's time). It leaves the ISR
   after `replica.lag.time.max.ms` without being caught up.
 - A follower joins the ISR when its LEO >= the HW and >= the start offset of this leader epoch
-  (Kafka's isFollowerInSync), and it may (unfenced, still a replica).
+  (Kafka's isFollowerInSync), and it may (unfenced, still a replica, and its position was
+  reported by the broker process registered now: KIP-903's broker epoch, so the position of a
+  process that died and lost its unflushed suffix never brings its successor into the ISR).
 - One AlterPartition in flight per partition; the ISR used for the min-ISR checks is the committed
   one from the metadata, never the proposal.
 """
@@ -63,8 +65,10 @@ class FollowerState:
     last_caught_up_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = UNDEFINED_OFFSET
     last_fetch_time_ms: int = 0
+    broker_epoch: int = -1  # of the broker process that reported the position (KIP-903)
 
-    def update_fetch_state(self, fetch_offset: int, leader_log_end_offset: int, now_ms: int) -> None:
+    def update_fetch_state(self, fetch_offset: int, leader_log_end_offset: int, now_ms: int,
+                           broker_epoch: int = -1) -> None:
         # Kafka: caught up now if it reached the leader's LEO; caught up as of the previous fetch
         # if it reached the LEO the leader had then.
         if fetch_offset >= leader_log_end_offset:
@@ -72,6 +76,7 @@ class FollowerState:
         elif fetch_offset >= self.last_fetch_leader_log_end_offset:
             self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
         self.log_end_offset = fetch_offset
+        self.broker_epoch = broker_epoch
         self.last_fetch_leader_log_end_offset = leader_log_end_offset
         self.last_fetch_time_ms = now_ms
 
@@ -144,13 +149,14 @@ class LeaderState:
     # -- follower fetches -------------------------------------------------------------------------
 
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, leader_log_end_offset: int,
-                          now_ms: int) -> bool:
-        """Records a follower's position; False when `replica_id` is not a follower of ours."""
+                          now_ms: int, broker_epoch: int = -1) -> bool:
+        """Records a follower's position, as reported by the process of `broker_epoch`; False
+        when `replica_id` is not a follower of ours."""
         follower = self.followers.get(replica_id)
         if follower is None:
             return False
         assert fetch_offset <= leader_log_end_offset, (fetch_offset, leader_log_end_offset)
-        follower.update_fetch_state(fetch_offset, leader_log_end_offset, now_ms)
+        follower.update_fetch_state(fetch_offset, leader_log_end_offset, now_ms, broker_epoch)
         return True
 
     def high_watermark(self, leader_log_end_offset: int, current: int, min_insync_replicas: int) -> int:
@@ -174,6 +180,8 @@ class LeaderState:
                 and not self.followers[r].is_caught_up(leader_log_end_offset, now_ms, lag_max_ms)]
 
     def in_sync_candidates(self, high_watermark: int, may_join: Callable[[int], bool]) -> list[int]:
+        """`may_join(r)` also decides whether follower r's recorded position (its `broker_epoch`)
+        comes from the process registered now."""
         return [r for r in self.replicas if r not in self.isr and r in self.followers and may_join(r)
                 and self.followers[r].log_end_offset >= max(high_watermark, self.epoch_start_offset)]
 

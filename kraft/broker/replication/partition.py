@@ -126,11 +126,13 @@ class Partition:
         self, node_id: int, topic: str, partition: int, log: ReplicaLog, *,
         replica_lag_time_max_ms: int, alter_partition_retry_ms: int,
         is_unfenced: Callable[[int], bool] = lambda _: True,
+        registered_broker_epoch: Callable[[int], int | None] | None = None,
         can_alter_partition: bool = True,
     ) -> None:
-        """`is_unfenced` answers from the broker's current metadata (a fenced follower is not
-        added to the ISR); without `can_alter_partition` (no controller channel) the ISR never
-        changes from here."""
+        """`is_unfenced` and `registered_broker_epoch` answer from the broker's current metadata:
+        a follower joins the ISR only unfenced and with a position reported by the process
+        registered now (None: broker epochs are not checked); without `can_alter_partition` (no
+        controller channel) the ISR never changes from here."""
         self.node_id = node_id
         self.topic = topic
         self.partition = partition
@@ -138,6 +140,7 @@ class Partition:
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.alter_partition_retry_ms = alter_partition_retry_ms
         self.is_unfenced = is_unfenced
+        self.registered_broker_epoch = registered_broker_epoch
         self.can_alter_partition = can_alter_partition
         self.state: ReplicaState | None = None  # the registration applied last
         self.leader_state: LeaderState | None = None  # set while leading at state.leader_epoch
@@ -319,10 +322,11 @@ class Partition:
 
     def on_fetch_request(
         self, replica_id: int, fetch_offset: int, last_fetched_epoch: int, now_ms: int,
-        record_position: bool = True,
+        record_position: bool = True, replica_epoch: int = -1,
     ) -> FollowerFetchDecision:
         """The leader's side of one partition of a follower fetch (already epoch-checked):
-        divergence, range, then the follower's position, the HW and an ISR expansion."""
+        divergence, range, then the follower's position (reported by the process of broker
+        epoch `replica_epoch`), the HW and an ISR expansion."""
         state, plog = self.leader_state, self.log
         if state is None:
             return FollowerFetchDecision(KraftError(
@@ -340,7 +344,8 @@ class Partition:
             return FollowerFetchDecision(error)
         actions: list[Action] = []
         if record_position:
-            state.on_follower_fetch(replica_id, fetch_offset, plog.log_end_offset, now_ms)
+            state.on_follower_fetch(replica_id, fetch_offset, plog.log_end_offset, now_ms,
+                                    replica_epoch)
             actions += self.maybe_advance_high_watermark()
             actions += self._maybe_propose_isr(now_ms)
         return FollowerFetchDecision(actions=tuple(actions))
@@ -363,9 +368,16 @@ class Partition:
         if state is None or self.state is None or not self.can_alter_partition:
             return []
         removing = self.state.removing_replicas
+
+        def may_join(r: int) -> bool:
+            if not self.is_unfenced(r) or r in removing:
+                return False
+            registered = self.registered_broker_epoch
+            return registered is None or state.followers[r].broker_epoch == registered(r)
+
         proposal = state.propose_isr_change(
             plog.log_end_offset, plog.high_watermark, now_ms, self.replica_lag_time_max_ms,
-            lambda r: self.is_unfenced(r) and r not in removing, self.alter_partition_retry_ms,
+            may_join, self.alter_partition_retry_ms,
         )
         if proposal is None:
             return []

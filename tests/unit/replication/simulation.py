@@ -171,6 +171,7 @@ class Simulation:
         self._checked_acked: dict[int, tuple[object, int]] = {}  # broker -> (log version, count)
         self.pending: list[PendingProduce] = []
         self.produced = 0
+        self.produced_acks_all = 0
         self.counts: dict[str, int] = {}
         for b in ids:
             self._start_broker(self.brokers[b])
@@ -375,6 +376,8 @@ class Simulation:
                 replica_lag_time_max_ms=self.settings.replica_lag_time_max_ms,
                 alter_partition_retry_ms=self.settings.alter_partition_retry_ms,
                 is_unfenced=lambda r: broker.image.cluster.is_unfenced(r),
+                registered_broker_epoch=lambda r: getattr(broker.image.cluster.broker(r),
+                                                          "broker_epoch", None),
             )
         state = ReplicaState(TOPIC_ID, registration.leader, registration.leader_epoch,
                              registration.partition_epoch, registration.replicas, registration.isr,
@@ -470,7 +473,8 @@ class Simulation:
         if not core.is_leader:
             return error("NOT_LEADER_OR_FOLLOWER")
         plog = leader.log
-        decision = core.on_fetch_request(replica_id, fetch_offset, last_fetched_epoch, self.now)
+        decision = core.on_fetch_request(replica_id, fetch_offset, last_fetched_epoch, self.now,
+                                         replica_epoch=replica_epoch)
         if decision.error is not None:
             return PartitionFetchResponse(plog.high_watermark, plog.log_start_offset,
                                           plog.log_end_offset, b"", None, decision.error.error_code)
@@ -526,6 +530,7 @@ class Simulation:
         self._log(f"broker {target} appends {value!r} at {info.first_offset} epoch {epoch} acks={acks}")
         self._perform(broker, core.on_leader_append(self.now))
         if acks == -1:
+            self.produced_acks_all += 1
             self.pending.append(PendingProduce(target, broker.incarnation, epoch, info.first_offset,
                                                info.last_offset + 1, value,
                                                self.now + self.settings.produce_timeout_ms))

@@ -110,6 +110,26 @@ def test_follower_appends_learns_the_high_watermark_and_truncates_by_diverging_e
     assert action == Truncate(2) and follower.log.log_end_offset == 2
 
 
+def test_only_a_position_from_the_registered_process_brings_a_follower_into_the_isr(
+    tmp_path: Path,
+) -> None:
+    """Seed 215 of the simulation: broker 2 fetched up to 2 and lost that suffix in a power loss;
+    after its restart (new broker epoch 57) the leader still held the old process's position and
+    proposed it back into the ISR without the records (KIP-903)."""
+    registered = {2: 50, 3: 3}
+    p = core(tmp_path)
+    p.registered_broker_epoch = registered.get
+    p.apply_registration(state(1), now_ms=0)
+    p.log.append_as_leader(batch(b"a", b"b"), 0, 0)
+    p.on_fetch_request(3, 2, 0, now_ms=1, replica_epoch=3)
+    p.on_fetch_request(2, 2, 0, now_ms=1, replica_epoch=50)  # then broker 2 dies, restarts
+    registered[2] = 57  # its registration takes it out of the ISR
+    p.apply_registration(state(1, isr=(1, 3), partition_epoch=1), now_ms=2)
+    assert p.maybe_shrink_isr(now_ms=2) == []
+    [action] = p.on_fetch_request(2, 2, 0, now_ms=3, replica_epoch=57).actions
+    assert isinstance(action, SendAlterPartition) and action.proposal.new_isr == (1, 3, 2)
+
+
 def test_no_leadership_without_this_brokers_registration(tmp_path: Path) -> None:
     p = core(tmp_path)
     actions = p.apply_registration(state(1), now_ms=0, may_lead=False)
