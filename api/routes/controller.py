@@ -12,7 +12,8 @@ offset it was committed at.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Protocol
+import asyncio
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 import msgpack
 from aiohttp import web
@@ -36,7 +37,7 @@ class ControllerApi(Protocol):
     async def fetch_metadata(self, broker_id: int | None, from_offset: int, max_records: int,
                              max_wait_ms: int) -> dict[str, Any]: ...
 
-    def snapshot(self) -> dict[str, Any]: ...
+    def snapshot(self) -> Callable[[], dict[str, Any]]: ...
 
     async def register_broker(self, broker_id: int, incarnation_id: str, endpoints: list[dict[str, Any]],
                               rack: str | None, cluster_id: str | None, request_id: str | None) -> dict[str, Any]: ...
@@ -144,7 +145,8 @@ async def fetch_metadata(request: web.Request) -> web.Response:
 
 @routes.get("/v1/controller/snapshot")
 async def snapshot(request: web.Request) -> web.Response:
-    body = msgpack.packb(_api(request).snapshot(), use_bin_type=True)
+    build = _api(request).snapshot()
+    body = await asyncio.to_thread(lambda: msgpack.packb(build(), use_bin_type=True))
     return web.Response(body=body, content_type=MSGPACK)
 
 

@@ -12,6 +12,7 @@ import requests
 
 from kraft.bench.cluster import LocalCluster, poll
 from kraft.bench.common import BenchResult, main, percentile, report
+from kraft.bench.scale import create_partitions, wait_offset
 
 def _write_topic(nodes: list[Any], name: str) -> bool:
     """One metadata write through any of `nodes` (forwarded to the active controller)."""
@@ -78,21 +79,33 @@ def _broker_failover(cluster: LocalCluster, run: int) -> dict[str, float]:
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--session-timeout-ms", type=click.IntRange(min=100), default=9000, show_default=True,
               help="broker.session.timeout.ms of the cluster (Kafka's default).")
+@click.option("--partitions", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Partitions (RF 1) created before the first run, so failover is timed with a "
+                   "metadata image of that size.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), help="Write the summary as JSON here.")
-def failover(target: str, runs: int, session_timeout_ms: int, json_path: str | None) -> None:
+def failover(target: str, runs: int, session_timeout_ms: int, partitions: int, json_path: str | None) -> None:
     """Kill -9 the active controller (time to the first successful metadata write) or a broker
-    (time to the first successful produce to a partition it led) on a local 3-node cluster."""
+    (time to the first successful produce to a partition it led) on a local 3-node cluster,
+    optionally holding N partitions."""
     overrides = {"broker.session.timeout.ms": session_timeout_ms,
                  "broker.heartbeat.interval.ms": max(50, min(2000, session_timeout_ms // 4))}
     measures: list[dict[str, float]] = []
     with LocalCluster(3, combined=True, overrides=overrides) as cluster:
+        if partitions:
+            cluster.wait_ready()
+            offset, _ = create_partitions(cluster, partitions, 1000, "failover setup")
+            wait_offset(cluster.running(), offset)
         start = time.monotonic()
         for run in range(runs):
             measures.append((_controller_failover if target == "controller" else _broker_failover)(cluster, run))
             click.echo(f"run {run + 1}/{runs}: " + ", ".join(f"{k} {v:.0f}" for k, v in measures[-1].items()),
                        err=True)
         elapsed = time.monotonic() - start
-    params: dict[str, Any] = {"target": target, "runs": runs, "session_timeout_ms": session_timeout_ms}
+    failovers_s = sorted(m["failover_ms"] / 1000 for m in measures)
+    params: dict[str, Any] = {"target": target, "runs": runs, "session_timeout_ms": session_timeout_ms,
+                              "partitions": partitions,
+                              "failover_p50_s": round(percentile(failovers_s, 50) or 0, 3),
+                              "failover_p99_s": round(percentile(failovers_s, 99) or 0, 3)}
     if target == "broker":
         changes = sorted(m["leader_change_ms"] for m in measures)
         params["leader_change_p50_ms"] = round(percentile(changes, 50) or 0, 1)

@@ -198,10 +198,12 @@ class ControllerEndpoint:
         return {**answer, "snapshot_needed": False, "records": [[offset, record] for offset, record in entries],
                 "high_watermark": self.loader.offset + 1}
 
-    def snapshot(self) -> dict[str, Any]:
-        """The whole image at the last applied offset, for a broker too far behind."""
+    def snapshot(self) -> Callable[[], dict[str, Any]]:
+        """The whole image at the last applied offset, for a broker too far behind: a function
+        building its snapshot form, safe to run in a thread (the image is immutable), since at
+        100k partitions that takes longer than the loop may stall."""
         self._active()
-        return self.loader.image.to_snapshot()
+        return self.loader.image.to_snapshot
 
     def _controllers_json(self) -> list[dict[str, Any]]:
         return [{"node_id": n, "host": h, "port": p} for n, (h, p) in sorted(self.directory.endpoints.items())]

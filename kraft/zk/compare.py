@@ -38,7 +38,7 @@ import requests
 from kraft.bench.cluster import NODE_COMMAND, LocalCluster, LocalNode, poll
 from kraft.bench.common import main
 from kraft.bench.failover import _partition
-from kraft.bench.metadata import _controller_post
+from kraft.bench.scale import controller_post as _controller_post
 from kraft.zk import znodes
 from kraft.zk.ensemble import ZooKeeperEnsemble, zookeeper_available
 from metadata.placement import BrokerPlacement, place_replicas
