@@ -23,6 +23,7 @@ from api.routes import (
 from api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, AdminService, MetadataView, NodeInfo, ReplicaService,
 )
+from api.security import SECURITY, SecurityService, security_middleware
 from api.wire import render_error
 
 log = logging.getLogger("kraft.api")
@@ -91,13 +92,18 @@ def build_app(
     group_service: groups.GroupService | None = None,
     metrics_service: metrics.MetricsService | None = None,
     producer_id_service: producers.ProducerIdService | None = None,
+    security: SecurityService | None = None,
 ) -> web.Application:
     """The application; `cleanup` (an aiohttp cleanup_ctx generator) ties the node's lifecycle;
     `extra_routes` are other components' routes (each must be in api/openapi.py). The group
     routes are always served; without `group_service` they answer COORDINATOR_NOT_AVAILABLE.
     With `metrics_service`, `GET /metrics` is served and every request is counted. Without
-    `producer_id_service`, `POST /v1/producers/init` serves transactional ids only."""
+    `producer_id_service`, `POST /v1/producers/init` serves transactional ids only. With
+    `security` (a node always has one), every request is authenticated and the control plane
+    serves the cluster's nodes only (api/security.py); without it, routes are open (route tests)."""
     middlewares = [error_middleware]
+    if security is not None:
+        middlewares.append(security_middleware)
     if metrics_service is not None:
         middlewares.append(request_metrics_middleware)
     app = web.Application(middlewares=middlewares, client_max_size=node_info.max_request_bytes)
@@ -105,6 +111,8 @@ def build_app(
     app[METADATA] = metadata_view
     app[ADMIN] = admin
     app[REPLICAS] = replicas
+    if security is not None:
+        app[SECURITY] = security
     if group_service is not None:
         app[groups.GROUPS] = group_service
     if metrics_service is not None:

@@ -202,9 +202,12 @@ _KEYS = [
     ConfigKey("controller.quorum.voters", "list", [],
               "The controller quorum as ID@HOST:PORT,...; empty means this node alone.", _voters),
     ConfigKey("controller.quorum.secret", "password", None,
-              "Shared secret of the Raft transport (required with more than one voter)."),
+              "The cluster's shared secret: the Raft transport's password and the key of the node credential "
+              "every inter-node request carries (required with more than one node; generated in the data dir "
+              "of a lone node). Prefer controller.quorum.secret.file: a flag shows in the process list."),
     ConfigKey("controller.quorum.secret.file", "string", None,
-              "A file holding the Raft transport's shared secret (instead of the secret itself)."),
+              "A file holding controller.quorum.secret (its first line), so the secret never shows in the "
+              "process list."),
     ConfigKey("controller.quorum.bootstrap.servers", "list", [],
               "Client listeners (HOST:PORT,...) of nodes to reach the active controller through; "
               "required on a broker-only node.", _host_ports),
@@ -411,6 +414,11 @@ class KraftConfig:
         if not self.is_controller and not voters:
             raise ConfigError(
                 "controller.quorum.voters", "a broker-only node needs the controller quorum voters"
+            )
+        if not self.is_controller and not (self["controller.quorum.secret"] or self["controller.quorum.secret.file"]):
+            raise ConfigError(
+                "controller.quorum.secret", "a broker-only node needs the cluster's secret (its node credential; "
+                "give it as controller.quorum.secret.file)"
             )
         if not self.is_controller and not self["controller.quorum.bootstrap.servers"]:
             raise ConfigError(

@@ -53,6 +53,9 @@ from kraft.controller.raft_quorum import METADATA_DIR, RaftQuorum, RaftQuorumCon
 from kraft.controller.service import ControllerService
 from kraft.metrics import NodeMetrics
 from kraft.readiness import MetadataProgress, ReadinessCheck
+from kraft.security.node_auth import NodeCredential
+from kraft.security.peers import PeerSecurity
+from kraft.security.service import NodeSecurity
 from log.config import TOPIC_CONFIG_KEYS
 from log.file_cache import NO_LIMIT_FILES, OPEN_FILES, default_open_files_max
 
@@ -168,7 +171,10 @@ class Node:
         self.loader = MetadataLoader()
         self.directory = ControllerDirectory(
             bootstrap=[parse_host_port(a) for a in config["controller.quorum.bootstrap.servers"]])
-        self.client = ControllerClient(self.directory)
+        # every node, in every mode, signs its inter-node requests with the cluster's secret
+        secret = read_quorum_secret(config)
+        self.peers = PeerSecurity(NodeCredential(self.node_id, secret))
+        self.client = ControllerClient(self.directory, security=self.peers)
         settings = ControllerSettings(
             num_partitions=config["num.partitions"],
             default_replication_factor=config["default.replication.factor"],
@@ -185,7 +191,7 @@ class Node:
         self.quorum: Quorum | None = None
         self.controller: ControllerService | None = None
         if config.is_controller and self.zk is None:
-            self.quorum = (RaftQuorum(RaftQuorumConfig.from_kraft_config(config, read_quorum_secret(config)))
+            self.quorum = (RaftQuorum(RaftQuorumConfig.from_kraft_config(config, secret))
                            if config.voters else LocalQuorum(self.data_dir, self.node_id))
             self.controller = ControllerService(self.node_id, self.quorum, self.loader, settings,
                                                 config_validator=validate_topic_configs)
@@ -252,9 +258,13 @@ class Node:
         self.metrics.watch_groups(self.groups)
         self.app = build_app(info, self.view, admin, self.replica_manager, cleanup=self._services,
                              group_service=self.groups, metrics_service=self.metrics,
-                             producer_id_service=ProducerIdManager(front, self.node_id, broker_epoch))
+                             producer_id_service=ProducerIdManager(front, self.node_id, broker_epoch),
+                             security=NodeSecurity(self.peers.credential, self.peers, self.metrics.registry))
+        self.replica_manager.fetchers.security = self.peers
+        self.groups.leader_offsets.security = self.peers
         if self.zk is not None:
             self.zk.install(self.app)
+            self.zk.controller.pusher.security = self.peers
         self.app[CONTROLLER] = self.controller_api
         self.app[NODE_STATUS] = self.status
         self.readiness = ReadinessCheck()

@@ -222,7 +222,8 @@ class Cluster:
         for i in range(controllers + 1, controllers + brokers + 1):
             self.nodes[i] = NodeProcess(
                 node_id=i, data_dir=self.root / f"data-{i}", roles="broker", quorum=self.quorum,
-                overrides={"controller.quorum.bootstrap.servers": bootstrap, **self.overrides})
+                overrides={"controller.quorum.bootstrap.servers": bootstrap, "controller.quorum.secret": secret,
+                           **self.overrides})
 
     # -- membership -------------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from api.routes.replication import (
     NO_EPOCH, NO_REPLICA, ReplicaFetchEntry, as_replica_fetch_service, render_result,
 )
 from api.routes.services import REPLICAS, FetchEntry, ProduceEntry
+from api.security import require_node
 from api.wire import INT32_MAX, INT64_MAX, Fields, check_topic_name, parse_acks, read_body, render
 from log.batch import validate_batch
 from log.errors import LogError
@@ -102,6 +103,8 @@ async def fetch(request: web.Request) -> web.Response:
             *(p.get_int(name, NO_EPOCH, NO_EPOCH, INT32_MAX) for name in EPOCH_FIELDS),
             p.get_int("high_watermark", -1, -1, INT64_MAX),
         ))
+    if replica_id != NO_REPLICA:  # a replica's fetch moves the high watermark and the ISR: nodes only
+        require_node(request, as_node_id=replica_id)
     service = request.app[REPLICAS]
     if replica_id != NO_REPLICA or any(
         e.current_leader_epoch != NO_EPOCH or e.last_fetched_epoch != NO_EPOCH for e in entries

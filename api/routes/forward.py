@@ -15,9 +15,11 @@ from collections.abc import AsyncIterator, Sequence
 import aiohttp
 import msgpack
 from aiohttp import web
+from yarl import URL
 
 from api.errors import KraftError
 from api.routes.services import METADATA, NODE_INFO, ProduceEntry, ProduceResult
+from api.security import FORWARDED_PRINCIPAL_HEADER, SECURITY, principal_of
 
 FORWARDED_HEADER = "X-Kraft-Forwarded"
 FORWARD_TIMEOUT_S = 330.0  # above the longest long poll a read route accepts (300 s)
@@ -27,9 +29,25 @@ PRODUCE_ANSWER_MARGIN_S = 5.0  # beyond a forwarded produce's own timeout_ms
 
 
 async def session_ctx(app: web.Application) -> AsyncIterator[None]:
-    app[SESSION] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=FORWARD_TIMEOUT_S))
+    ssl_context = app[SECURITY].peer_ssl if SECURITY in app else None
+    connector = aiohttp.TCPConnector(ssl=ssl_context) if ssl_context is not None else None
+    app[SESSION] = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=FORWARD_TIMEOUT_S))
     yield
     await app[SESSION].close()
+
+
+def _forwarding(request: web.Request, method: str, address: tuple[str, int], path_qs: str,
+                body: bytes | None) -> tuple[str, dict[str, str]]:
+    """The URL and the headers of a forwarded request: the node credential (the leader serves
+    nodes' forwarded requests on any listener) naming the client's principal, so the leader
+    authorizes the client, not this node."""
+    headers = {FORWARDED_HEADER: str(request.app[NODE_INFO].node_id)}
+    if SECURITY not in request.app:
+        return f"http://{address[0]}:{address[1]}{path_qs}", headers
+    security = request.app[SECURITY]
+    headers[FORWARDED_PRINCIPAL_HEADER] = principal_of(request)
+    headers.update(security.peer_headers(method, path_qs, body))
+    return security.peer_url(address[0], address[1], path_qs), headers
 
 
 def leader_of(request: web.Request, topic: str, partition: int) -> dict[str, object] | None:
@@ -68,14 +86,14 @@ def _unreachable(address: tuple[str, int], exc: BaseException) -> KraftError:
 
 async def proxy(request: web.Request, address: tuple[str, int]) -> web.Response:
     """The same request, answered by the broker at `address`."""
-    headers = {FORWARDED_HEADER: str(request.app[NODE_INFO].node_id)}
+    body = await request.read() if request.can_read_body else None
+    url, headers = _forwarding(request, request.method, address, request.raw_path, body)
     for name in ("Accept", "Content-Type"):
         if name in request.headers:
             headers[name] = request.headers[name]
-    body = await request.read() if request.can_read_body else None
-    url = f"http://{address[0]}:{address[1]}{request.rel_url}"
     try:
-        async with request.app[SESSION].request(request.method, url, data=body, headers=headers) as answer:
+        async with request.app[SESSION].request(request.method, URL(url, encoded=True), data=body,
+                                                headers=headers) as answer:
             payload = await answer.read()
             return web.Response(body=payload, status=answer.status,
                                 headers={"Content-Type": answer.headers.get("Content-Type", "application/json")})
@@ -90,12 +108,13 @@ async def produce_remote(request: web.Request, address: tuple[str, int], entries
     only (the caller may have stored other partitions already)."""
     body = {"acks": acks, "timeout_ms": timeout_ms,
             "partitions": [{"topic": e.topic, "partition": e.partition, "records": e.records} for e in entries]}
-    headers = {FORWARDED_HEADER: str(request.app[NODE_INFO].node_id), "Content-Type": MSGPACK, "Accept": MSGPACK}
-    url = f"http://{address[0]}:{address[1]}/v1/produce"
+    data = msgpack.packb(body)
+    url, headers = _forwarding(request, "POST", address, "/v1/produce", data)
+    headers.update({"Content-Type": MSGPACK, "Accept": MSGPACK})
     # the leader answers within timeout_ms; a leader that does not (paused, overloaded) costs no more
     limit = aiohttp.ClientTimeout(total=timeout_ms / 1000 + PRODUCE_ANSWER_MARGIN_S)
     try:
-        async with request.app[SESSION].post(url, data=msgpack.packb(body), headers=headers, timeout=limit) as answer:
+        async with request.app[SESSION].post(url, data=data, headers=headers, timeout=limit) as answer:
             reply = msgpack.unpackb(await answer.read())
         if answer.status >= 400:
             raise KraftError.from_dict(reply if isinstance(reply, dict) else {"message": str(reply)})

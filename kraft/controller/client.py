@@ -17,8 +17,10 @@ from typing import Any, Callable
 
 import aiohttp
 import msgpack
+from yarl import URL
 
 from api.errors import KraftError
+from kraft.security.peers import PLAIN_PEERS, PeerSecurity
 
 log = logging.getLogger("kraft.controller.client")
 
@@ -66,15 +68,17 @@ class ControllerDirectory:
 
 
 class ControllerClient:
-    def __init__(self, directory: ControllerDirectory, *, request_timeout_s: float = 5.0) -> None:
+    def __init__(self, directory: ControllerDirectory, *, request_timeout_s: float = 5.0,
+                 security: PeerSecurity = PLAIN_PEERS) -> None:
         self.directory = directory
         self.request_timeout_s = request_timeout_s
+        self.security = security  # TLS and the node credential: /v1/controller is the cluster's own
         self._session: aiohttp.ClientSession | None = None
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=64, force_close=False),
+                connector=self.security.connector(limit=64, force_close=False),
                 headers={"Accept": MSGPACK},
             )
         return self._session
@@ -88,10 +92,13 @@ class ControllerClient:
                          params: dict[str, Any] | None = None, timeout_s: float | None = None) -> Any:
         """One request to one node; its error answer is raised as a KraftError."""
         data = None if body is None else msgpack.packb(body, use_bin_type=True)
-        headers = {"Content-Type": MSGPACK} if data is not None else None
-        url = f"http://{address[0]}:{address[1]}{path}"
+        target = URL(path).with_query(params) if params else URL(path)
+        headers = self.security.headers(method, target.raw_path_qs, data)
+        if data is not None:
+            headers["Content-Type"] = MSGPACK
+        url = self.security.url(address[0], address[1], target.raw_path_qs)
         timeout = aiohttp.ClientTimeout(total=timeout_s or self.request_timeout_s)
-        async with self._http().request(method, url, data=data, params=params, headers=headers,
+        async with self._http().request(method, URL(url, encoded=True), data=data, headers=headers,
                                         timeout=timeout) as response:
             raw = await response.read()
             try:

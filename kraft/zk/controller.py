@@ -32,6 +32,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, Roll
 from kazoo.protocol.states import WatchedEvent
 
 from api.errors import KraftError
+from kraft.security.peers import PLAIN_PEERS
 from kraft.zk import znodes
 from kraft.zk.broker import UPDATE_METADATA_PATH, ZkMetadataReceiver
 from kraft.zk.image import (
@@ -61,6 +62,7 @@ class MetadataPusher:
         self.local = local
         self.on_stale = on_stale
         self._http: aiohttp.ClientSession | None = None
+        self.security = PLAIN_PEERS  # the node installs TLS and its credential: brokers accept nodes only
         self._latest: dict[int, bytes] = {}
         self._wakeups: dict[int, asyncio.Event] = {}
         self._senders: dict[int, asyncio.Task[None]] = {}
@@ -122,9 +124,12 @@ class MetadataPusher:
 
     async def _send(self, broker_id: int, host: str, port: int, payload: bytes) -> None:
         if self._http is None:
-            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=PUSH_TIMEOUT_S))
-        async with self._http.post(f"http://{host}:{port}{UPDATE_METADATA_PATH}", data=payload,
-                                   headers={"Content-Type": "application/x-msgpack"}) as response:
+            self._http = aiohttp.ClientSession(connector=self.security.connector(),
+                                               timeout=aiohttp.ClientTimeout(total=PUSH_TIMEOUT_S))
+        headers = {"Content-Type": "application/x-msgpack",
+                   **self.security.headers("POST", UPDATE_METADATA_PATH, payload)}
+        async with self._http.post(self.security.url(host, port, UPDATE_METADATA_PATH), data=payload,
+                                   headers=headers) as response:
             body = await response.json(content_type=None)
             if response.status == 200:
                 return

@@ -12,6 +12,7 @@ import pytest
 import requests
 
 from harness import Cluster, wait_for
+from security_support import node_request
 
 pytestmark = pytest.mark.cluster
 
@@ -88,8 +89,8 @@ def test_woken_paused_controller_cannot_commit(cluster):
     outcome: dict[str, requests.Response] = {}
 
     def stale_write() -> None:
-        outcome["response"] = requests.post(f"{cluster.node(old).url}/v1/controller/topics",
-                                            json={"name": "stale-write"}, timeout=30)
+        outcome["response"] = node_request(cluster.node(old).url, cluster.secret, old, "POST",
+                                           "/v1/controller/topics", {"name": "stale-write"}, timeout=30, as_json=True)
     writer = threading.Thread(target=stale_write)
     writer.start()
     writer.join(35)

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from api.cli import main as kraft_cli
 from harness import Cluster, wait_for
+from security_support import node_request
 
 pytestmark = pytest.mark.cluster
 
@@ -53,8 +54,8 @@ def test_forms_with_one_active_controller_and_same_metadata_everywhere(cluster):
 def test_controller_api_answers_not_controller_with_the_leaders_address(cluster):
     active = cluster.active_controller()
     for node_id in [i for i in cluster.nodes if i != active]:
-        response = requests.post(f"{cluster.node(node_id).url}/v1/controller/topics", json={"name": "nope"},
-                                 timeout=5)
+        response = node_request(cluster.node(node_id).url, cluster.secret, node_id, "POST", "/v1/controller/topics",
+                                {"name": "nope"}, timeout=5, as_json=True)
         body = response.json()
         assert (response.status_code, body["error_code"], body["retriable"]) == (421, "NOT_CONTROLLER", True)
         assert body["leader"] == {"node_id": active, "host": "127.0.0.1", "port": cluster.node(active).port}

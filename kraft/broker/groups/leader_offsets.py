@@ -15,10 +15,12 @@ from urllib.parse import quote
 
 import aiohttp
 import msgpack
+from yarl import URL
 
 from api.errors import KraftError
 from api.routes.services import PartitionOffsets
 from kraft.broker.replica_manager import ReplicaManager
+from kraft.security.peers import PLAIN_PEERS
 from metadata.image import MetadataImage
 
 MSGPACK = "application/msgpack"
@@ -35,6 +37,7 @@ class LeaderOffsets:
         self.image = image
         self.timeout_s = timeout_s
         self._session: aiohttp.ClientSession | None = None
+        self.security = PLAIN_PEERS  # the node installs TLS and its credential (a SASL listener asks for one)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -80,11 +83,13 @@ class LeaderOffsets:
         endpoint = self.image().leader_endpoint(*tp)
         if endpoint is None:
             raise KraftError("LEADER_NOT_AVAILABLE", f"{tp[0]}-{tp[1]} has no leader")
-        url = (f"http://{endpoint.host}:{endpoint.port}/v1/topics/{quote(tp[0], safe='')}"
-               f"/partitions/{tp[1]}/offsets")
-        params = None if timestamp is None else {"timestamp": str(timestamp)}
+        path_qs = f"/v1/topics/{quote(tp[0], safe='')}/partitions/{tp[1]}/offsets"
+        if timestamp is not None:
+            path_qs += f"?timestamp={timestamp}"
+        url = self.security.url(endpoint.host, endpoint.port, path_qs)
+        headers = {"Accept": MSGPACK, **self.security.headers("GET", path_qs)}
         try:
-            async with self._http().get(url, params=params, headers={"Accept": MSGPACK},
+            async with self._http().get(URL(url, encoded=True), headers=headers,
                                         timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as response:
                 payload = await response.read()
                 body = msgpack.unpackb(payload, raw=False) if payload else None
@@ -101,5 +106,5 @@ class LeaderOffsets:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64, keepalive_timeout=30))
+            self._session = aiohttp.ClientSession(connector=self.security.connector(limit=64, keepalive_timeout=30))
         return self._session

@@ -22,11 +22,13 @@ import msgpack
 
 from kraft.broker.replication.follower import PartitionFetchResponse
 from kraft.broker.replication.leader import EpochEndOffset
+from kraft.security.peers import PLAIN_PEERS
 
 log = logging.getLogger("kraft.broker.fetcher")
 
 TopicPartition = tuple[str, int]
 MSGPACK = "application/msgpack"
+FETCH_PATH = "/v1/fetch"
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ class ReplicaFetcherManager:
         self._leader_of: dict[TopicPartition, int] = {}
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
+        self.security = PLAIN_PEERS  # the node installs TLS and its credential: leaders serve nodes only
 
     # -- assignment -------------------------------------------------------------------------------
 
@@ -150,7 +153,7 @@ class ReplicaFetcherManager:
     def _session_or_new(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=60),
+                connector=self.security.connector(limit=0, keepalive_timeout=60),
             )
         return self._session
 
@@ -212,9 +215,10 @@ class ReplicaFetcherManager:
         host, port = endpoint
         timeout = aiohttp.ClientTimeout(
             total=(self.settings.max_wait_ms + self.settings.request_timeout_ms) / 1000)
+        data = msgpack.packb(body, use_bin_type=True)
+        headers = {"Content-Type": MSGPACK, "Accept": MSGPACK, **self.security.headers("POST", FETCH_PATH, data)}
         request = asyncio.ensure_future(self._session_or_new().post(
-            f"http://{host}:{port}/v1/fetch", data=msgpack.packb(body, use_bin_type=True),
-            headers={"Content-Type": MSGPACK, "Accept": MSGPACK}, timeout=timeout,
+            self.security.url(host, port, FETCH_PATH), data=data, headers=headers, timeout=timeout,
         ))
         changed = asyncio.ensure_future(fetcher.changed.wait())
         try:
