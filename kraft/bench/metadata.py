@@ -5,6 +5,8 @@ memory, and how long the controller's snapshot takes to load."""
 
 from __future__ import annotations
 
+import os
+import pickle
 import time
 from typing import Any
 
@@ -18,7 +20,10 @@ from kraft.bench.scale import (
     active_controller, controller_post, controllers, create_partitions, lag_p99_ms, loop_lag_buckets,
     wait_offset,
 )
+from kraft.controller.raft_state import PendingImage
+from metadata.delta import apply_records
 from metadata.image import MetadataImage
+from metadata.records import ClaimController, Endpoint, Partition, RegisterBroker, Topic
 
 
 def snapshot_load_s(node: Any) -> tuple[float, int]:
@@ -40,8 +45,8 @@ def snapshot_load_s(node: Any) -> tuple[float, int]:
 @click.option("--partitions", type=click.IntRange(min=1), default=10_000, show_default=True,
               help="Partitions to create in total (RF 1, spread over the brokers).")
 @click.option("--partitions-per-topic", type=click.IntRange(min=1, max=10_000), default=1000, show_default=True)
-@click.option("--brokers", type=click.IntRange(min=0), default=2, show_default=True,
-              help="Broker-only nodes (0: metadata only, the controllers alone).")
+@click.option("--brokers", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Broker-only nodes (they hold the RF 1 replicas).")
 @click.option("--samples", type=click.IntRange(min=1), default=50, show_default=True,
               help="Single-partition topics created afterwards to time propagation to every broker.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), help="Write the summary as JSON here.")
@@ -85,3 +90,53 @@ def metadata(partitions: int, partitions_per_topic: int, brokers: int, samples: 
         "snapshot_load_s": round(load_s, 3), "snapshot_bytes": snapshot_bytes,
     }
     report(BenchResult("metadata", summary, partitions, 0, visible_s, delays), json_path)
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@main.command("metadata-image")
+@click.option("--partitions", type=click.IntRange(min=1), default=1_000_000, show_default=True)
+@click.option("--partitions-per-topic", type=click.IntRange(min=1, max=10_000), default=1000, show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), help="Write the summary as JSON here.")
+def metadata_image(partitions: int, partitions_per_topic: int, json_path: str | None) -> None:
+    """The metadata path alone, in this process (no cluster): replay N partition records as a
+    controller commits them (one batch per topic, the one replay rule), then the image's memory,
+    its snapshot size and how long a snapshot takes to load (msgpack, and the Raft dump's pickle)."""
+    rss_before = _rss_mb()
+    brokers = [RegisterBroker(broker_id=b, incarnation_id=f"inc-{b}", broker_epoch=b,
+                              endpoints=(Endpoint("HTTP", "127.0.0.1", 9000 + b),), controller_epoch=1)
+               for b in (1, 2, 3)]
+    delta, image = apply_records(MetadataImage.EMPTY, enumerate(
+        [ClaimController(node_id=1, controller_epoch=1).to_dict()] + [b.to_dict() for b in brokers]))
+    started = time.monotonic()
+    created = topic = 0
+    while created < partitions:
+        count = min(partitions_per_topic, partitions - created)
+        tid = f"id-{topic}"
+        batch = [Topic(name=f"scale-{topic}", topic_id=tid, controller_epoch=1).to_dict()] + [
+            Partition(topic_id=tid, partition=p, replicas=(1 + (created + p) % 3,),
+                      isr=(1 + (created + p) % 3,), leader=1 + (created + p) % 3,
+                      controller_epoch=1).to_dict() for p in range(count)]
+        delta, image = apply_records(image, enumerate(batch, image.offset + 1))
+        created, topic = created + count, topic + 1
+    replay_s = time.monotonic() - started
+    rss_image = _rss_mb() - rss_before
+    started = time.monotonic()
+    packed = msgpack.packb(image.to_snapshot(), use_bin_type=True)
+    write_s = time.monotonic() - started
+    started = time.monotonic()
+    loaded = MetadataImage.from_snapshot(msgpack.unpackb(packed, raw=False, strict_map_key=False))
+    load_s = time.monotonic() - started
+    assert loaded == image
+    dump = pickle.dumps(PendingImage(image))
+    started = time.monotonic()
+    pickle.loads(dump).fold()
+    dump_load_s = time.monotonic() - started
+    summary = {"partitions": partitions, "replay_partitions_per_sec": round(partitions / replay_s, 1),
+               "rss_mb_image": round(rss_image, 1), "snapshot_bytes": len(packed),
+               "snapshot_write_s": round(write_s, 3), "snapshot_load_s": round(load_s, 3),
+               "raft_dump_load_s": round(dump_load_s, 3)}
+    report(BenchResult("metadata-image", summary, partitions, len(packed), replay_s), json_path)
