@@ -22,8 +22,17 @@ from typing import Any, Callable, TypeVar
 
 import requests
 
+from kraft.security.node_auth import NodeCredential
+
 T = TypeVar("T")
 NODE_COMMAND = [sys.executable, "-c", "from kraft.main import main; main()"]
+BENCH_SECRET = "kraft-bench"  # the local cluster's controller.quorum.secret
+
+
+def node_headers(method: str, path_qs: str, body: bytes | None = None) -> dict[str, str]:
+    """The local cluster's node credential: the bench calls the controller's inter-node routes
+    (topic creation at scale, the snapshot) as one of the cluster's nodes would."""
+    return NodeCredential(0, BENCH_SECRET).sign(method, path_qs, body, int(time.time() * 1000))
 
 
 def free_port() -> int:
@@ -117,10 +126,10 @@ class LocalCluster:
         self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in public_client.values())
         self.nodes: dict[int, LocalNode] = {}
         for i in client_ports:
-            args = ["--controller-quorum", quorum, "--override", f"advertised.listeners=127.0.0.1:{public_client[i]}"]
+            args = ["--controller-quorum", quorum, "--override", f"advertised.listeners=127.0.0.1:{public_client[i]}",
+                    "--override", f"controller.quorum.secret={BENCH_SECRET}"]  # every node's credential
             if i in raft_ports:
-                args += ["--controller-listen", f"127.0.0.1:{raft_ports[i]}",
-                         "--override", "controller.quorum.secret=kraft-bench"]
+                args += ["--controller-listen", f"127.0.0.1:{raft_ports[i]}"]
                 roles = "controller,broker" if combined else "controller"
             else:
                 args += ["--override", f"controller.quorum.bootstrap.servers={bootstrap}"]

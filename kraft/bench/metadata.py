@@ -14,7 +14,7 @@ import click
 import msgpack
 import requests
 
-from kraft.bench.cluster import LocalCluster
+from kraft.bench.cluster import LocalCluster, node_headers
 from kraft.bench.common import BenchResult, main, percentile, report
 from kraft.bench.scale import (
     active_controller, controller_post, controllers, create_partitions, lag_p99_ms, loop_lag_buckets,
@@ -29,8 +29,8 @@ from metadata.records import ClaimController, Endpoint, Partition, RegisterBroke
 def snapshot_load_s(node: Any) -> tuple[float, int]:
     """Seconds to decode and build the controller's image snapshot (what a lagging broker or a
     restarted node does with it), and its size in bytes."""
-    r = requests.get(f"{node.url}/v1/controller/snapshot", headers={"Accept": "application/msgpack"},
-                     timeout=600)
+    r = requests.get(f"{node.url}/v1/controller/snapshot", timeout=600,
+                     headers={"Accept": "application/msgpack", **node_headers("GET", "/v1/controller/snapshot")})
     r.raise_for_status()
     started = time.monotonic()
     if r.headers.get("Content-Type", "").startswith("application/msgpack"):

@@ -4,6 +4,7 @@ until every node applied them, and reading the nodes' own gauges (event-loop lag
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any, Iterable
@@ -14,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kraft.bench.cluster import LocalCluster, LocalNode, poll
+from kraft.bench.cluster import LocalCluster, LocalNode, node_headers, poll
 
 LOOP_LAG = "kraft_event_loop_lag_seconds"
 
@@ -46,7 +47,9 @@ def controller_post(http: requests.Session, cluster: LocalCluster, path: str, bo
     while True:
         node = active_controller(cluster, max(1.0, deadline - time.monotonic()))
         try:
-            r = http.post(f"{node.url}{path}", json=body, timeout=timeout_s)
+            data = json.dumps(body).encode()
+            r = http.post(f"{node.url}{path}", data=data, timeout=timeout_s,
+                          headers={"Content-Type": "application/json", **node_headers("POST", path, data)})
         except requests.RequestException:
             r = None
         if r is not None and r.status_code == 200:
