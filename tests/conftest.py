@@ -6,8 +6,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+# No timing thresholds in tests: under parallel load an example can take far longer than
+# Hypothesis's default 200 ms deadline, which would fail a correct property as "flaky".
+settings.register_profile("kraft", deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("kraft")
 
 from harness import NodeProcess, shutdown_all, start_node  # noqa: E402
 
