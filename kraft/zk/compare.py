@@ -72,7 +72,8 @@ class ZkLocalCluster:
         self.nodes: dict[int, LocalNode] = {
             i: ZkLocalNode(i, "broker,controller", self.root / f"data-{i}",
                            ["--zookeeper-connect", self.ensemble.connect + CHROOT,
-                            "--override", f"zookeeper.session.timeout.ms={session_timeout_ms}"])
+                            "--override", f"zookeeper.session.timeout.ms={session_timeout_ms}",
+                            "--override", "controller.quorum.secret=kraft-bench"])  # shared, as LocalCluster's
             for i in range(1, nodes + 1)}
 
     def __enter__(self) -> "ZkLocalCluster":

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness import NodeProcess, shutdown_all, wait_for
+from harness import CLUSTER_SECRET, NodeProcess, shutdown_all, wait_for
 from kraft.zk.ensemble import ZooKeeperEnsemble
 
 SESSION_TIMEOUT_MS = 2000  # short: node loss is seen within seconds (the tick is 100 ms)
@@ -31,6 +31,7 @@ class ZkCluster:
         self.chroot = chroot
         base = {"zookeeper.connect": zookeeper.connect + chroot,
                 "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
+                "controller.quorum.secret": CLUSTER_SECRET,  # the nodes' shared secret, in any mode
                 "default.replication.factor": min(3, size), "offsets.topic.num.partitions": 3,
                 **overrides}
         self.nodes = {i: ZkNode(node_id=i, data_dir=root / f"data-{i}", overrides=dict(base))
