@@ -58,7 +58,7 @@ def _overrides(options: ChaosOptions) -> dict[str, Any]:
     out: dict[str, Any] = {
         "broker.session.timeout.ms": session, "broker.heartbeat.interval.ms": max(50, min(2000, session // 6)),
         "min.insync.replicas": 2, "replica.lag.time.max.ms": session, "replica.fetch.wait.max.ms": 200,
-        "log.segment.bytes": 256 * 1024,  # closed segments within minutes, for flip-closed
+        "log.segment.bytes": 64 * 1024,  # closed segments within a minute or two, for flip-closed
     }
     if "slow-disk" in options.faults:
         out["log.flush.interval.ms"] = 2000  # segment fsyncs happen, so a slow one matters
