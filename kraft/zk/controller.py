@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable
 
 import aiohttp
 import msgpack
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import NodeExistsError, NoNodeError, RolledBackError
 from kazoo.protocol.states import WatchedEvent
 
 from api.errors import KraftError
