@@ -190,6 +190,8 @@ class ConfigKey:
         return value
 
 
+CLIENT_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
 _NON_NEG = at_least(0)
 _POSITIVE = at_least(1)
 _POS_INT = at_least(1, INT_MAX)
@@ -224,6 +226,42 @@ _KEYS = [
     ConfigKey("controller.listeners", "string", None,
               "The controller (Raft) listener, HOST:PORT; defaults to this node's voter entry.",
               _host_port),
+    ConfigKey("security.protocol", "string", None,
+              "The client listener's protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; default the "
+              "listener's name in listeners (through listener.security.protocol.map), else PLAINTEXT. Nodes "
+              "reach each other on their client listeners, so every node of a cluster uses the same one.",
+              one_of(*CLIENT_PROTOCOLS)),
+    ConfigKey("listener.security.protocol.map", "list", [],
+              "Kafka's NAME:PROTOCOL,... for named listeners (e.g. CLIENT:SASL_SSL)."),
+    ConfigKey("inter.broker.listener.name", "string", None,
+              "The listener nodes use between them: the client listener (the only one served), so it must "
+              "name that listener when set."),
+    ConfigKey("security.inter.broker.protocol", "string", None,
+              "Kafka's protocol between brokers: when set, it must equal the client listener's.",
+              one_of(*CLIENT_PROTOCOLS)),
+    ConfigKey("ssl.keystore.type", "string", "PEM", "PEM: ssl.keystore.location holds the certificate "
+              "chain and the private key in one PEM file.", one_of("PEM")),
+    ConfigKey("ssl.keystore.location", "string", None,
+              "The node's certificate chain and private key (PEM), required by SSL and SASL_SSL."),
+    ConfigKey("ssl.key.password", "password", None, "The password of an encrypted private key."),
+    ConfigKey("ssl.truststore.type", "string", "PEM", "PEM: ssl.truststore.location holds CA certificates.",
+              one_of("PEM")),
+    ConfigKey("ssl.truststore.location", "string", None,
+              "CA certificates (PEM) trusted for client certificates and for the other nodes' listeners."),
+    ConfigKey("ssl.client.auth", "string", "none",
+              "TLS client certificates: none, requested (verified when sent) or required (mTLS).",
+              one_of("none", "requested", "required")),
+    ConfigKey("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], "TLS versions served and used.",
+              subset_of("TLSv1.2", "TLSv1.3")),
+    ConfigKey("ssl.endpoint.identification.algorithm", "string", "https",
+              "https: a node checks that the other node's certificate names its host; empty turns the check off."),
+    ConfigKey("ssl.principal.mapping.rules", "string", "DEFAULT",
+              "Kafka's rules from a client certificate's subject to its principal (RULE:pattern/replacement/[LU], "
+              "..., DEFAULT)."),
+    ConfigKey("sasl.enabled.mechanisms", "list", ["SCRAM-SHA-256", "SCRAM-SHA-512"],
+              "Mechanisms a SASL listener accepts: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (credentials in "
+              "Authorization: Basic over TLS, checked against the SCRAM credentials in the metadata log).",
+              subset_of("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
     ConfigKey("cluster.id", "string", None,
               "The cluster id; generated and written to meta.properties when absent."),
     ConfigKey("metadata.mode", "string", "kraft", "kraft (Raft quorum) or zookeeper (compat mode).",
@@ -347,6 +385,31 @@ class KraftConfig:
         return parse_host_port(self["advertised.listeners"] or self["listeners"])
 
     @property
+    def listener_name(self) -> str:
+        """The client listener's name in a Kafka-style `NAME://HOST:PORT` entry ("" without one)."""
+        return _listener_name(self["listeners"])
+
+    @property
+    def security_protocol(self) -> str:
+        """The client listener's protocol (also the one between nodes): security.protocol, else
+        the listener's name mapped by listener.security.protocol.map or being a protocol itself."""
+        if self["security.protocol"]:
+            return self["security.protocol"]
+        name = self.listener_name
+        mapped = _protocol_map(self["listener.security.protocol.map"]).get(name)
+        if mapped:
+            return mapped
+        return name if name in CLIENT_PROTOCOLS else "PLAINTEXT"
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    @property
     def voters(self) -> dict[int, tuple[str, int]]:
         return parse_voters(self["controller.quorum.voters"])
 
@@ -396,6 +459,7 @@ class KraftConfig:
 
     def check(self) -> None:
         """Cross-key rules, checked once everything is layered."""
+        self._check_security()
         if self.zookeeper_mode:
             self._check_zookeeper_mode()
             return
@@ -425,6 +489,24 @@ class KraftConfig:
                 "controller.quorum.bootstrap.servers",
                 "a broker-only node needs the client listener of at least one controller",
             )
+
+    def _check_security(self) -> None:
+        protocol = self.security_protocol
+        if self.uses_tls and not self["ssl.keystore.location"]:
+            raise ConfigError("ssl.keystore.location", f"required by security.protocol={protocol}: the node's "
+                                                       "certificate chain and private key in one PEM file")
+        if self.uses_tls and self["ssl.client.auth"] != "none" and not self["ssl.truststore.location"]:
+            raise ConfigError("ssl.truststore.location", f"required by ssl.client.auth={self['ssl.client.auth']}: "
+                                                         "the CA certificates client certificates are checked against")
+        if not self.uses_tls and self["ssl.client.auth"] != "none":
+            raise ConfigError("ssl.client.auth", f"needs a TLS listener; security.protocol is {protocol}")
+        inter = self["inter.broker.listener.name"]
+        if inter and inter.upper() != (self.listener_name or protocol):
+            raise ConfigError("inter.broker.listener.name", f"nodes talk over the client listener "
+                                                            f"({self.listener_name or protocol}), got {inter!r}")
+        if self["security.inter.broker.protocol"] not in (None, protocol):
+            raise ConfigError("security.inter.broker.protocol", f"nodes talk over the client listener, whose "
+                                                                f"protocol is {protocol}")
 
     @property
     def zookeeper_mode(self) -> bool:
@@ -509,8 +591,6 @@ def build_config(*layers: Mapping[str, Any]) -> KraftConfig:
     return config
 
 
-CLIENT_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-
 
 def _resolve_listeners(values: dict[str, Any]) -> None:
     """Kafka's `listeners=PLAINTEXT://:9092,CONTROLLER://:9093`: the entries named in
@@ -526,7 +606,8 @@ def _resolve_listeners(values: dict[str, Any]) -> None:
         if len(client) > 1:
             raise ConfigError(key, f"one client listener is served, got {', '.join(client)}; name the controller "
                                    "listener in controller.listener.names")
-        unknown = [e for e in client if _listener_name(e) not in (*CLIENT_PROTOCOLS, "")]
+        mapped = _protocol_map(values.get("listener.security.protocol.map") or ())
+        unknown = [e for e in client if _listener_name(e) not in (*CLIENT_PROTOCOLS, *mapped, "")]
         if unknown:
             raise ConfigError(key, f"the client listener must be one of {', '.join(CLIENT_PROTOCOLS)}, "
                                    f"got {unknown[0]}")
@@ -536,6 +617,18 @@ def _resolve_listeners(values: dict[str, Any]) -> None:
             values.pop(key)
         if key == "listeners" and controller and not values.get("controller.listeners"):
             values["controller.listeners"] = controller[0]
+
+
+def _protocol_map(entries: Iterable[str]) -> dict[str, str]:
+    """listener.security.protocol.map: NAME:PROTOCOL,... -> {NAME: PROTOCOL}."""
+    out = {}
+    for entry in entries:
+        name, sep, protocol = entry.partition(":")
+        if not sep or protocol.strip().upper() not in CLIENT_PROTOCOLS:
+            raise ConfigError("listener.security.protocol.map", f"expected NAME:PROTOCOL with a protocol of "
+                                                                f"{', '.join(CLIENT_PROTOCOLS)}, got {entry!r}")
+        out[name.strip().upper()] = protocol.strip().upper()
+    return out
 
 
 def _listener_name(entry: str) -> str:

@@ -19,13 +19,12 @@ KAFKA_BROKER_KEYS: frozenset[str] = frozenset({
     "replica.socket.receive.buffer.bytes", "request.timeout.ms", "fetch.purgatory.purge.interval.requests",
     "producer.purgatory.purge.interval.requests", "delete.records.purgatory.purge.interval.requests",
     # listeners and security
-    "inter.broker.listener.name", "listener.security.protocol.map", "security.inter.broker.protocol",
+    # (security.protocol, the ssl.* keystore/truststore/client-auth keys, sasl.enabled.mechanisms and
+    # the listener protocol keys are kraft's own: kraft/config.py)
     "inter.broker.protocol.version", "early.start.listeners", "control.plane.listener.name",
-    "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol",
-    "sasl.kerberos.service.name", "sasl.jaas.config", "ssl.keystore.location", "ssl.keystore.password",
-    "ssl.keystore.type", "ssl.key.password", "ssl.truststore.location", "ssl.truststore.password",
-    "ssl.truststore.type", "ssl.client.auth", "ssl.endpoint.identification.algorithm", "ssl.protocol",
-    "ssl.enabled.protocols", "ssl.cipher.suites", "authorizer.class.name", "super.users",
+    "sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol",
+    "sasl.kerberos.service.name", "sasl.jaas.config", "ssl.keystore.password", "ssl.truststore.password",
+    "ssl.protocol", "ssl.cipher.suites", "authorizer.class.name", "super.users",
     "allow.everyone.if.no.acl.found", "principal.builder.class",
     # controller and metadata
     "controller.quorum.election.timeout.ms", "controller.quorum.fetch.timeout.ms",

@@ -171,7 +171,7 @@ def test_kafka_stock_server_properties_load() -> None:
     """Kafka's shipped KRaft server.properties: every key is accepted; the ones that mean
     nothing here are listed once; listeners, log.dirs and the voters take their meaning."""
     config = load_config(config_file=STOCK)
-    assert config.ignored == ("inter.broker.listener.name", "listener.security.protocol.map", "num.io.threads",
+    assert config.ignored == ("num.io.threads",
                               "num.network.threads", "num.recovery.threads.per.data.dir",
                               "socket.receive.buffer.bytes", "socket.send.buffer.bytes",
                               "transaction.state.log.min.isr", "transaction.state.log.replication.factor")
@@ -193,10 +193,28 @@ def test_unknown_key_still_stops_the_node_and_names_it(tmp_path: Path) -> None:
 
 def test_kafka_listener_lists(tmp_path: Path) -> None:
     config = load_config({"listeners": "SSL://127.0.0.1:9443,CONTROLLER://127.0.0.1:9444",
-                          "controller.listener.names": "CONTROLLER"})
+                          "controller.listener.names": "CONTROLLER", "ssl.keystore.location": "node.pem"})
     assert config.listener == ("127.0.0.1", 9443)
+    assert config.security_protocol == "SSL"
     assert parse_host_port(config["controller.listeners"]) == ("127.0.0.1", 9444)
     with pytest.raises(ConfigError, match="listeners: one client listener is served"):
         load_config({"listeners": "PLAINTEXT://:1,SSL://:2"})
     with pytest.raises(ConfigError, match="listeners: the client listener must be one of"):
         load_config({"listeners": "WEIRD://:1,CONTROLLER://:2", "controller.listener.names": "CONTROLLER"})
+
+
+def test_security_protocol_of_the_client_listener() -> None:
+    assert load_config().security_protocol == "PLAINTEXT"
+    assert load_config({"listeners": "CLIENT://127.0.0.1:9093", "listener.security.protocol.map": "CLIENT:SASL_SSL",
+                        "ssl.keystore.location": "node.pem"}).security_protocol == "SASL_SSL"
+    assert load_config(overrides=["security.protocol=SASL_PLAINTEXT"]).uses_sasl
+    with pytest.raises(ConfigError, match="ssl.keystore.location: required by security.protocol=SSL"):
+        load_config(overrides=["security.protocol=SSL"])
+    with pytest.raises(ConfigError, match="ssl.truststore.location: required by ssl.client.auth=required"):
+        load_config(overrides=["security.protocol=SSL", "ssl.keystore.location=n.pem", "ssl.client.auth=required"])
+    with pytest.raises(ConfigError, match="ssl.client.auth: needs a TLS listener"):
+        load_config(overrides=["ssl.client.auth=required"])
+    with pytest.raises(ConfigError, match="inter.broker.listener.name: nodes talk over the client listener"):
+        load_config(overrides=["inter.broker.listener.name=INTERNAL"])
+    with pytest.raises(ConfigError, match="security.protocol: invalid value"):
+        load_config(overrides=["security.protocol=SASL_TLS"])
