@@ -522,6 +522,10 @@ class KraftConfig:
             if key in self.values:
                 raise ConfigError(key, "not used in ZooKeeper mode (zookeeper.connect is set): every node is "
                                        "a broker and may become the controller; remove it")
+        if not (self["controller.quorum.secret"] or self["controller.quorum.secret.file"]):
+            # a per-node generated secret would make every node refuse the controller's pushes
+            raise ConfigError("controller.quorum.secret", "required in ZooKeeper mode: the nodes sign their "
+                                                          "requests to each other with it (or use .secret.file)")
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

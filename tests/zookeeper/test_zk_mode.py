@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from api.client import Admin
-from harness import NODE_COMMAND, free_port, partition_offsets, wait_for
+from harness import CLUSTER_SECRET, NODE_COMMAND, free_port, partition_offsets, wait_for
 from kraft.bench.chaos.clients import AckedProducer, WatchingConsumer, audit, read_partition
 from kraft.zk.ensemble import ZooKeeperEnsemble
 from zk_support import SESSION_TIMEOUT_MS, ZkCluster, ZkNode
@@ -240,7 +240,7 @@ def test_role_or_quorum_with_zookeeper_is_a_configuration_error(tmp_path: Path) 
 def test_zookeeper_unreachable_at_start_is_a_clear_error(tmp_path: Path) -> None:
     node = ZkNode(node_id=1, data_dir=tmp_path / "data-1", overrides={
         "zookeeper.connect": f"127.0.0.1:{free_port()}", "zookeeper.connection.timeout.ms": 1000,
-        "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS})
+        "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS, "controller.quorum.secret": CLUSTER_SECRET})
     node.start(wait=False)
     assert node.proc is not None
     assert node.proc.wait(60) == 1

@@ -97,7 +97,9 @@ def test_cross_key_rules() -> None:
     ok = load_config({"controller.quorum.voters": "1@h:1,2@h:2",
                       "controller.quorum.secret": "s"})
     assert ok.voters == {1: ("h", 1), 2: ("h", 2)}
-    assert load_config({"zookeeper.connect": "127.0.0.1:2181/kraft"}).zookeeper_mode
+    assert load_config({"zookeeper.connect": "127.0.0.1:2181/kraft", "controller.quorum.secret": "s"}).zookeeper_mode
+    with pytest.raises(ConfigError, match="controller.quorum.secret: required in ZooKeeper mode"):
+        load_config({"zookeeper.connect": "127.0.0.1:2181"})
     with pytest.raises(ConfigError, match="needs zookeeper.connect"):
         load_config({"metadata.mode": "zookeeper"})
     for key, value in (("process.roles", "broker"), ("controller.quorum.voters", "1@h:1")):
