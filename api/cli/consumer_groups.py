@@ -114,8 +114,24 @@ def describe_group_lines(d: dict[str, Any], view: str, verbose: bool) -> list[st
                 row.append(_assignment_text(m["assignment"]))
             rows.append(row)
         return format_table(headers, rows)
-    return format_table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                         "CONSUMER-ID", "HOST", "CLIENT-ID"], describe_offsets_rows(d))
+    return offsets_lines(describe_offsets_rows(d))
+
+
+def offsets_lines(rows: list[list[Any]]) -> list[str]:
+    """kafka-consumer-groups --describe --offsets in Kafka's printf columns: group, topic, consumer
+    id and host at least 15 wide (wider for longer values), partition 10, offsets and lag 15."""
+    cells = [["-" if v is None else str(v) for v in row] for row in rows]
+    width = {i: max([15, *(len(r[i]) for r in cells)]) for i in (0, 1, 6, 7)}
+    widths = [width[0], width[1], 10, 15, 15, 15, width[6], width[7]]
+    header = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+              "CLIENT-ID"]
+    return [" ".join(f"{c:<{w}}" for c, w in zip(r, widths)) + " " + r[8] for r in [header, *cells]]
+
+
+def reset_lines(rows: list[list[Any]]) -> list[str]:
+    """The reset plan as kafka-consumer-groups prints it: %-30s %-30s %-10s %-15s."""
+    return [f"{g:<30} {t:<30} {str(p):<10} {str(o):<15}" for g, t, p, o in [["GROUP", "TOPIC", "PARTITION",
+                                                                             "NEW-OFFSET"], *rows]]
 
 
 def parse_reset_topic(value: str) -> tuple[str, list[int] | None]:
@@ -234,8 +250,8 @@ def consumer_groups(
             view = (views or ["offsets"])[0]
             for name in groups:
                 d = admin.describe_group(name)
-                if not d["members"] and view != "state":
-                    click.echo(f"Consumer group '{name}' has no active members.")
+                if not d["members"] and view != "state":  # on stderr, as Kafka prints it
+                    click.echo(f"\nConsumer group '{name}' has no active members.", err=True)
                 click.echo("\n".join(["", *describe_group_lines(d, view, verbose)]))
         elif action == "delete":
             for name in groups:
@@ -256,7 +272,7 @@ def consumer_groups(
             if export:
                 click.echo(export_csv(rows, with_group=all_groups))
             else:
-                click.echo("\n".join(["", *format_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows)]))
+                click.echo("\n".join(["", *reset_lines(rows)]))
 
 
 def _reset(admin: Admin, groups: list[str], topics: tuple[str, ...], strategy: str, to_offset: int | None,

@@ -143,8 +143,8 @@ def test_consumer_groups_states_resets_export_delete_offsets(node) -> None:
     # Neither --dry-run nor --execute: Kafka's warning, and nothing changes.
     dry = kraft(node, "consumer-groups", "--reset-offsets", "--group", g, "--topic", t, "--to-earliest")
     assert dry.stderr == DRY_RUN_WARNING + "\n"
-    assert dry.stdout.splitlines()[1:] == [f"GROUP{' ' * (len(g) - 5)} TOPIC{' ' * (len(t) - 5)} PARTITION NEW-OFFSET",
-                                           f"{g} {t} 0         0", f"{g} {t} 1         0"]
+    assert dry.stdout == (f"\n{'GROUP':<30} {'TOPIC':<30} {'PARTITION':<10} {'NEW-OFFSET':<15}\n"
+                          f"{g:<30} {t:<30} {'0':<10} {'0':<15}\n{g:<30} {t:<30} {'1':<10} {'0':<15}\n")
     assert kraft(node, "get-offsets", "--topic", t).stdout == f"{t}:0:2\n{t}:1:2\n"
     current = kraft(node, "consumer-groups", "--reset-offsets", "--group", g, "--all-topics", "--to-current",
                     "--dry-run", "--export")
@@ -153,7 +153,12 @@ def test_consumer_groups_states_resets_export_delete_offsets(node) -> None:
                     "--shift-by", "-1", "--execute", "--export").stdout
     assert shifted == f"{t},1,1\n\n"
     described = kraft(node, "consumer-groups", "--describe", "--group", g).stdout
-    assert [line.split()[:4] for line in described.splitlines()[3:]] == [[g, t, "0", "2"], [g, t, "1", "1"]]
+    gw, tw = max(15, len(g)), max(15, len(t))  # Kafka's columns: at least 15, else the longest value
+    assert described.splitlines()[1:] == [
+        f"{'GROUP':<{gw}} {'TOPIC':<{tw}} PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             "
+        "CONSUMER-ID     HOST            CLIENT-ID",
+        f"{g:<{gw}} {t:<{tw}} 0          2               2               0               -               -               -",
+        f"{g:<{gw}} {t:<{tw}} 1          1               2               1               -               -               -"]
     # --by-duration: an hour back reaches before every record, so the log start offset
     by_duration = kraft(node, "consumer-groups", "--reset-offsets", "--all-groups", "--topic", t,
                         "--by-duration", "PT1H", "--dry-run", "--export").stdout
@@ -164,15 +169,15 @@ def test_consumer_groups_states_resets_export_delete_offsets(node) -> None:
                        f"{'TOPIC':<30} {'PARTITION':<15} {'STATUS':<15}\n"
                        f"{t:<30} {'0':<15} {'Successful':<15}\n")
     described = kraft(node, "consumer-groups", "--describe", "--group", g).stdout
-    assert [line.split()[:4] for line in described.splitlines()[3:]] == [[g, t, "1", "1"]]
+    assert [line.split()[:4] for line in described.splitlines()[2:]] == [[g, t, "1", "1"]]
     unknown = kraft(node, "consumer-groups", "--delete-offsets", "--group", g, "--topic", "no-such-topic:0",
                     check=False)
     assert unknown.returncode == 1
     assert unknown.stdout.splitlines()[-1].split(None, 2) == ["no-such-topic", "0",
                                                               "Error: This server does not host this topic-partition."]
 
-    assert f"Consumer group '{g}' has no active members." in kraft(
-        node, "consumer-groups", "--describe", "--all-groups").stdout
+    assert f"\nConsumer group '{g}' has no active members.\n" in kraft(
+        node, "consumer-groups", "--describe", "--all-groups").stderr
     assert kraft(node, "consumer-groups", "--delete", "--all-groups").stdout.startswith(
         "Deletion of requested consumer groups (")
     assert g not in kraft(node, "consumer-groups", "--list").stdout.split()

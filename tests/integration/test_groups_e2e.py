@@ -191,8 +191,8 @@ def test_cli_describe_and_reset_offsets(gnode):
         kraft(gnode, "consumer-groups", "--reset-offsets", "--group", group, "--topic", topic,
               "--to-offset", "1", "--execute")
         assert admin.list_group_offsets(group) == {TopicPartition(topic, 0): 1, TopicPartition(topic, 1): 1}
-    empty = kraft(gnode, "consumer-groups", "--describe", "--group", group).stdout
-    assert f"Consumer group '{group}' has no active members." in empty
+    empty = kraft(gnode, "consumer-groups", "--describe", "--group", group).stderr
+    assert f"\nConsumer group '{group}' has no active members.\n" == empty
     kraft(gnode, "consumer-groups", "--delete", "--group", group)
     gone = kraft(gnode, "consumer-groups", "--describe", "--group", group, check=False)
     assert gone.returncode == 1 and "GROUP_ID_NOT_FOUND" in gone.stderr
