@@ -15,13 +15,15 @@ from kraft.bench.common import BenchResult, main, percentile, report
 from kraft.bench.scale import create_partitions, wait_offset
 
 def _write_topic(nodes: list[Any], name: str) -> bool:
-    """One metadata write through any of `nodes` (forwarded to the active controller)."""
+    """One metadata write, the controller's way (a broker's partition budget must not refuse it
+    when --partitions filled the cluster): whichever of `nodes` is the active controller takes it."""
     for node in nodes:
         try:
-            r = requests.post(f"{node.url}/v1/topics", json={"name": name, "replication_factor": 1}, timeout=2)
+            r = requests.post(f"{node.url}/v1/controller/topics", timeout=2,
+                              json={"name": name, "partitions": 1, "replication_factor": 1})
         except requests.RequestException:
             continue
-        if r.status_code == 201 or r.json().get("error_code") == "TOPIC_ALREADY_EXISTS":
+        if r.status_code == 200 or r.json().get("error_code") == "TOPIC_ALREADY_EXISTS":
             return True
     return False
 
