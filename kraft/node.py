@@ -56,6 +56,7 @@ from kraft.readiness import MetadataProgress, ReadinessCheck
 from kraft.security.node_auth import NodeCredential
 from kraft.security.peers import PeerSecurity
 from kraft.security.service import NodeSecurity
+from kraft.security.tls import peer_context, server_context
 from log.config import TOPIC_CONFIG_KEYS
 from log.file_cache import NO_LIMIT_FILES, OPEN_FILES, default_open_files_max
 
@@ -173,7 +174,8 @@ class Node:
             bootstrap=[parse_host_port(a) for a in config["controller.quorum.bootstrap.servers"]])
         # every node, in every mode, signs its inter-node requests with the cluster's secret
         secret = read_quorum_secret(config)
-        self.peers = PeerSecurity(NodeCredential(self.node_id, secret))
+        self.peers = PeerSecurity(NodeCredential(self.node_id, secret), peer_context(config))
+        self.tls = server_context(config)
         self.client = ControllerClient(self.directory, security=self.peers)
         settings = ControllerSettings(
             num_partitions=config["num.partitions"],
@@ -370,9 +372,10 @@ class Node:
         except BaseException:
             sock.close()
             raise
-        await web.SockSite(self._runner, sock).start()
-        log.info("kraft node %d serving on http://%s:%d (metrics at http://%s:%d/metrics)",
-                 self.node_id, host, self.port, host, self.port)
+        await web.SockSite(self._runner, sock, ssl_context=self.tls).start()
+        scheme = "https" if self.tls is not None else "http"
+        log.info("kraft node %d serving on %s://%s:%d (%s; metrics at %s://%s:%d/metrics)", self.node_id,
+                 scheme, host, self.port, self.config.security_protocol, scheme, host, self.port)
 
     async def stop(self) -> None:
         """Stops accepting, lets in-flight requests finish, then stops the services."""

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import msgpack
 import requests
 
+from harness import NodeProcess
+from kraft.security import certs
 from kraft.security.node_auth import NodeCredential
 
 
@@ -23,3 +27,50 @@ def node_request(base_url: str, secret: str, node_id: int, method: str, path_qs:
     if data is not None:
         headers["Content-Type"] = media
     return requests.request(method, base_url + path_qs, data=data, headers=headers, timeout=timeout)
+
+
+@dataclass
+class SecureNode(NodeProcess):
+    """A node whose listener speaks TLS (`ca` verifies it); `auth` (user, password) for SASL."""
+
+    ca: Path | None = None
+    auth: tuple[str, str] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"https://localhost:{self.port}" if self.ca is not None else f"http://127.0.0.1:{self.port}"
+
+    def session(self) -> requests.Session:
+        s = requests.Session()
+        s.trust_env = False  # else REQUESTS_CA_BUNDLE overrides the session's CA
+        if self.ca is not None:
+            s.verify = str(self.ca)
+        if self.auth is not None:
+            s.auth = self.auth
+        return s
+
+    def health(self, timeout: float = 2.0) -> dict[str, Any]:
+        response = self.session().get(f"{self.url}/v1/health", timeout=timeout)
+        response.raise_for_status()
+        return response.json()
+
+    def ready(self, timeout: float = 2.0) -> bool:
+        return self.session().get(f"{self.url}/v1/health", params={"ready": "true"},
+                                  timeout=timeout).status_code == 200
+
+
+def make_certs(directory: Path, nodes: list[int], clients: list[str] = ()) -> Path:  # type: ignore[assignment]
+    """A CA (`ca.pem`), `node-N.pem` for localhost/127.0.0.1 and `client-NAME.pem`; returns the dir."""
+    ca = certs.make_ca()
+    certs.write_ca(ca, directory)
+    for n in nodes:
+        certs.write_keystore(ca, directory / f"node-{n}.pem", f"node-{n}", ["localhost", "127.0.0.1"])
+    for name in clients:
+        certs.write_keystore(ca, directory / f"client-{name}.pem", name, organization="kraft")
+    return directory
+
+
+def tls_overrides(certs_dir: Path, node_id: int, protocol: str = "SSL", **extra: Any) -> dict[str, Any]:
+    return {"security.protocol": protocol, "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(certs_dir / f"node-{node_id}.pem"),
+            "ssl.truststore.location": str(certs_dir / "ca.pem"), **extra}

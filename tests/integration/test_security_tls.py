@@ -1,0 +1,67 @@
+"""TLS on the client listener with Kafka's PEM keys: plaintext is refused, the CA's clients are
+served, and a 3-node SSL cluster replicates over TLS (the nodes' own clients use the truststore)."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+from harness import CLUSTER_SECRET, free_port, shutdown_all, wait_for
+from security_support import SecureNode, make_certs, tls_overrides
+
+
+def test_tls_listener_refuses_plaintext_and_serves_the_cas_clients(tmp_path):
+    certs_dir = make_certs(tmp_path / "certs", [1])
+    node = SecureNode(node_id=1, data_dir=tmp_path / "data-1", ca=certs_dir / "ca.pem",
+                      overrides=tls_overrides(certs_dir, 1))
+    try:
+        node.start()
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"http://127.0.0.1:{node.port}/v1/health", timeout=5)
+        with pytest.raises(requests.exceptions.SSLError):  # a server the client's CAs do not vouch for
+            requests.get(f"{node.url}/v1/health", timeout=5)
+        http = node.session()
+        wait_for(node.ready, 30, what="node ready")
+        assert http.post(f"{node.url}/v1/topics", json={"name": "t", "partitions": 1}, timeout=10).status_code == 201
+        assert http.post(f"{node.url}/v1/topics/t/records", json={"records": [{"value": "over tls"}]},
+                         timeout=10).status_code == 200
+        read = http.get(f"{node.url}/v1/topics/t/partitions/0/records", params={"offset": "earliest"}, timeout=10)
+        assert [r["value"] for r in read.json()["records"]] == ["over tls"]
+    finally:
+        shutdown_all([node])
+
+
+def test_three_node_ssl_cluster_replicates_over_tls(tmp_path):
+    certs_dir = make_certs(tmp_path / "certs", [1, 2, 3])
+    raft = {i: free_port() for i in (1, 2, 3)}
+    quorum = ",".join(f"{i}@127.0.0.1:{p}" for i, p in raft.items())
+    nodes = [SecureNode(node_id=i, data_dir=tmp_path / f"data-{i}", controller_port=raft[i], quorum=quorum,
+                        ca=certs_dir / "ca.pem",
+                        overrides=tls_overrides(certs_dir, i, **{"controller.quorum.secret": CLUSTER_SECRET,
+                                                                 "advertised.listeners": "localhost:0",
+                                                                 "min.insync.replicas": 2}))
+             for i in (1, 2, 3)]
+    try:
+        for n in nodes:
+            n.start(wait=False)
+        for n in nodes:
+            n.wait_healthy(60)
+        http = nodes[0].session()
+        wait_for(lambda: all(n.ready() for n in nodes), 60, what="every node ready")
+        created = http.post(f"{nodes[0].url}/v1/topics", json={"name": "r", "partitions": 1, "replication_factor": 3},
+                            timeout=30)
+        assert created.status_code == 201, created.text
+
+        def full_isr() -> bool:
+            [topic] = http.get(f"{nodes[0].url}/v1/metadata", params={"topics": "r"}, timeout=5).json()["topics"]
+            return len(topic["partitions"][0]["isr"]) == 3
+        wait_for(full_isr, 60, what="ISR of 3 over TLS")
+        answer = http.post(f"{nodes[1].url}/v1/topics/r/records", timeout=30,  # forwarded to the leader over TLS
+                           json={"acks": "all", "records": [{"value": f"v{i}"} for i in range(20)]})
+        assert answer.status_code == 200, answer.text
+        for n in nodes:  # every replica has every record
+            wait_for(lambda n=n: n.session().get(f"{n.url}/v1/topics/r/partitions/0/offsets",
+                                                 timeout=5).json()["log_end_offset"] == 20, 30,
+                     what=f"node {n.node_id} replicated")
+    finally:
+        shutdown_all(nodes)
