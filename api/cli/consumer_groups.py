@@ -96,10 +96,20 @@ def _assignment_text(items: list[dict[str, Any]]) -> str:
 
 def describe_group_lines(d: dict[str, Any], view: str, verbose: bool) -> list[str]:
     if view == "state":
+        # Kafka's printStates: "host:port  (id)", and the first column as wide as that (at least 25).
         c = d.get("coordinator")
-        coordinator = f"{c['host']}:{c['port']} ({c['node_id']})" if c else None
-        return format_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
-                            [[d["group_id"], coordinator, d["assignor"], d["state"], len(d["members"])]])
+        coordinator = f"{c['host']}:{c['port']}  ({c['node_id']})" if c else "-"
+        width = max(25, len(coordinator))
+        return [f"{a:<{width}} {b:<25} {e:<20} {f:<15} {g}" for a, b, e, f, g in (
+            ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
+            (d["group_id"], coordinator, d["assignor"], d["state"], len(d["members"])))]
+    if view == "members" and not verbose:
+        # Kafka's printMembers: group, consumer id, host and client id at least 15 wide, #PARTITIONS 15.
+        rows = [[d["group_id"], m["member_id"], m["host"], m["client_id"] or "-",
+                 str(sum(len(a["partitions"]) for a in m["assignment"]))] for m in d["members"]]
+        header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        widths = [max([15, *(len(r[i]) for r in rows)]) for i in range(4)] + [15]
+        return [" ".join(f"{c:<{w}}" for c, w in zip(r, widths)) + " " for r in [header, *rows]]
     if view == "members":
         headers = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
         if verbose:
@@ -250,9 +260,11 @@ def consumer_groups(
             view = (views or ["offsets"])[0]
             for name in groups:
                 d = admin.describe_group(name)
-                if not d["members"] and view != "state":  # on stderr, as Kafka prints it
+                if not d["members"]:  # on stderr, as Kafka prints it
                     click.echo(f"\nConsumer group '{name}' has no active members.", err=True)
-                click.echo("\n".join(["", *describe_group_lines(d, view, verbose)]))
+                lines = describe_group_lines(d, view, verbose)
+                if view == "state" or len(lines) > 1:  # Kafka prints no table without rows
+                    click.echo("\n".join(["", *lines]))
         elif action == "delete":
             for name in groups:
                 admin.delete_group(name)

@@ -256,7 +256,7 @@ def test_bench_prints_kafkas_perf_test_summaries(node) -> None:
 
 
 def test_delete_offsets_of_a_subscribed_topic_is_refused(node) -> None:
-    from api.client import Consumer
+    from api.client import Admin, Consumer
     from harness import wait_for
 
     t, g = name("sub-t"), name("sub")
@@ -267,6 +267,19 @@ def test_delete_offsets_of_a_subscribed_topic_is_refused(node) -> None:
         wait_for(lambda: consumer.poll(timeout_ms=200), timeout=30, what="the member's first records")
         consumer.commit()
         refused = kraft(node, "consumer-groups", "--delete-offsets", "--group", g, "--topic", t, check=False)
+        members = kraft(node, "consumer-groups", "--describe", "--group", g, "--members").stdout
+        state = kraft(node, "consumer-groups", "--describe", "--group", g, "--state").stdout
+        with Admin(node.bootstrap) as admin:
+            d = admin.describe_group(g)
+    (m,) = d["members"]
+    widths = [max(15, len(g)), max(15, len(m["member_id"])), max(15, len(m["host"])), max(15, len(m["client_id"]))]
+    row = lambda *cells: " ".join(f"{c:<{w}}" for c, w in zip(cells, [*widths, 15])) + " "  # noqa: E731
+    assert members == "\n" + row("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS") + "\n" + row(
+        g, m["member_id"], m["host"], m["client_id"], "1") + "\n"
+    coordinator = f"{d['coordinator']['host']}:{d['coordinator']['port']}  ({d['coordinator']['node_id']})"
+    cw = max(25, len(coordinator))
+    assert state == (f"\n{'GROUP':<{cw}} {'COORDINATOR (ID)':<25} {'ASSIGNMENT-STRATEGY':<20} {'STATE':<15} #MEMBERS\n"
+                     f"{g:<{cw}} {coordinator:<25} {d['assignor']:<20} {'Stable':<15} 1\n")
     assert refused.returncode == 1
     assert refused.stdout == ("\nError: Encounter some partition level error, see the follow-up details:\n\n"
                               f"{'TOPIC':<30} {'PARTITION':<15} {'STATUS':<15}\n"
