@@ -18,11 +18,12 @@ from typing import Any, Callable, Iterable, Mapping
 from metadata.errors import MetadataError
 from metadata.image import (
     BrokerRegistration, ClusterImage, ConfigurationsImage, MetadataImage, PartitionRegistration,
-    ProducerIdsImage, TopicImage, TopicsImage, frozen_map,
+    ProducerIdsImage, ScramCredentialData, ScramImage, TopicImage, TopicsImage, frozen_map,
 )
 from metadata.records import (
     ClaimController, Config, FenceBroker, MetadataRecord, NoOp, Partition, PartitionChange, ProducerIds,
-    RegisterBroker, RemoveTopic, Topic, UnfenceBroker, UnregisterBroker, record_from_dict,
+    RegisterBroker, RemoveTopic, RemoveUserScramCredential, Topic, UnfenceBroker, UnregisterBroker,
+    UserScramCredential, record_from_dict,
 )
 from metadata.topic_name import validate_topic_name
 
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 MAX_REMEMBERED_REQUESTS = 5000  # request ids kept for retry dedupe (a retry window's worth)
 MAX_IGNORED = 100
 RESOURCE_TYPES = ("topic", "broker")
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 TopicPartition = tuple[str, int]
 
@@ -74,6 +76,7 @@ class MetadataDelta:
         self._names: dict[str, str | None] = {}  # name -> topic id (None: removed) for changed names
         self._configs: dict[tuple[str, str], dict[str, str]] = {}  # whole new maps of changed resources
         self._next_producer_id: int | None = None
+        self._scram: dict[tuple[str, str], ScramCredentialData | None] = {}  # changed credentials (None: removed)
         self._request_ids: dict[str, int] = {}
         self._replacement: MetadataImage | None = None
         self._handlers: dict[type, Callable[[Any, int], None]] = {
@@ -89,6 +92,8 @@ class MetadataDelta:
             ProducerIds: self._producer_ids,
             NoOp: lambda rec, offset: None,
             ClaimController: self._claim_controller,
+            UserScramCredential: self._scram_credential,
+            RemoveUserScramCredential: self._remove_scram_credential,
         }
 
     @classmethod
@@ -314,6 +319,19 @@ class MetadataDelta:
             raise _Invalid(f"next producer id {rec.next_producer_id} is not after {current}")
         self._next_producer_id = rec.next_producer_id
 
+    def _scram_credential(self, rec: UserScramCredential, offset: int) -> None:
+        if not rec.name or rec.mechanism not in SCRAM_MECHANISMS:
+            raise _Invalid(f"SCRAM credential of {rec.name!r} for unknown mechanism {rec.mechanism!r}")
+        self._scram[(rec.name, rec.mechanism)] = ScramCredentialData(rec.salt, rec.stored_key, rec.server_key,
+                                                                     rec.iterations)
+
+    def _remove_scram_credential(self, rec: RemoveUserScramCredential, offset: int) -> None:
+        key = (rec.name, rec.mechanism)
+        current = self._scram[key] if key in self._scram else self.image.scram.get(*key)
+        if current is None:
+            raise _Invalid(f"no {rec.mechanism} credential of {rec.name!r}")
+        self._scram[key] = None
+
     # -- results ----------------------------------------------------------------------------------
 
     def apply(self) -> MetadataImage:
@@ -331,8 +349,20 @@ class MetadataDelta:
             producer_ids=(
                 image.producer_ids if self._next_producer_id is None else ProducerIdsImage(self._next_producer_id)
             ),
+            scram=self._apply_scram(image.scram),
             request_ids=self._apply_request_ids(image.request_ids),
         )
+
+    def _apply_scram(self, scram: ScramImage) -> ScramImage:
+        if not self._scram:
+            return scram
+        credentials = dict(scram.credentials)
+        for key, credential in self._scram.items():
+            if credential is None:
+                credentials.pop(key, None)
+            else:
+                credentials[key] = credential
+        return ScramImage(frozen_map(credentials))
 
     def _apply_cluster(self, cluster: ClusterImage) -> ClusterImage:
         if not self._brokers:

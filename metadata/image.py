@@ -165,6 +165,37 @@ ConfigurationsImage.EMPTY = ConfigurationsImage()
 
 
 @dataclass(frozen=True)
+class ScramCredentialData:
+    """A user's SCRAM credential as Kafka's image keeps it (base64 fields, as the record has them)."""
+
+    salt: str
+    stored_key: str
+    server_key: str
+    iterations: int
+
+
+@dataclass(frozen=True)
+class ScramImage:
+    """SCRAM credentials: (user name, mechanism) -> credential."""
+
+    credentials: Mapping[tuple[str, str], ScramCredentialData] = field(default_factory=frozen_map)
+    EMPTY: ClassVar["ScramImage"]
+
+    def get(self, name: str, mechanism: str) -> ScramCredentialData | None:
+        return self.credentials.get((name, mechanism))
+
+    def users(self) -> dict[str, dict[str, int]]:
+        """name -> {mechanism: iterations}, for describing without the keys."""
+        out: dict[str, dict[str, int]] = {}
+        for (name, mechanism), c in sorted(self.credentials.items()):
+            out.setdefault(name, {})[mechanism] = c.iterations
+        return out
+
+
+ScramImage.EMPTY = ScramImage()
+
+
+@dataclass(frozen=True)
 class ProducerIdsImage:
     next_producer_id: int = 0
     EMPTY: ClassVar["ProducerIdsImage"]
@@ -184,6 +215,7 @@ class MetadataImage:
     topics: TopicsImage = TopicsImage.EMPTY
     configs: ConfigurationsImage = ConfigurationsImage.EMPTY
     producer_ids: ProducerIdsImage = ProducerIdsImage.EMPTY
+    scram: ScramImage = ScramImage.EMPTY
     # recent request ids -> offset of their last record, oldest first (bounded): retry dedupe
     request_ids: Mapping[str, int] = field(default_factory=frozen_map)
     EMPTY: ClassVar["MetadataImage"]
@@ -263,6 +295,8 @@ class MetadataImage:
             ],
             "configs": [[rt, rn, dict(c)] for (rt, rn), c in sorted(self.configs.resources.items())],
             "next_producer_id": self.producer_ids.next_producer_id,
+            "scram": [[n, m, c.salt, c.stored_key, c.server_key, c.iterations]
+                      for (n, m), c in sorted(self.scram.credentials.items())],
             "request_ids": [[r, o] for r, o in self.request_ids.items()],
         }
 
@@ -303,6 +337,10 @@ class MetadataImage:
                     for rt, rn, c in d["configs"]
                 })),
                 producer_ids=ProducerIdsImage(int(d["next_producer_id"])),
+                scram=ScramImage(frozen_map({  # absent from snapshots older than SCRAM
+                    (str(n), str(m)): ScramCredentialData(str(salt), str(stored), str(server), int(it))
+                    for n, m, salt, stored, server, it in d.get("scram", ())
+                })),
                 request_ids=frozen_map({str(r): int(o) for r, o in d["request_ids"]}),
             )
         except ValueError:

@@ -201,11 +201,32 @@ class ClaimController(MetadataRecord):
     node_id: int
 
 
+@dataclass(frozen=True)
+class UserScramCredential(MetadataRecord):
+    """Kafka's UserScramCredentialRecord: a user's SCRAM credential for one mechanism (salt,
+    StoredKey and ServerKey base64-encoded; never the password). Replaces an earlier one."""
+
+    type: ClassVar[str] = "UserScramCredential"
+    name: str
+    mechanism: str  # SCRAM-SHA-256 | SCRAM-SHA-512
+    salt: str
+    stored_key: str
+    server_key: str
+    iterations: int
+
+
+@dataclass(frozen=True)
+class RemoveUserScramCredential(MetadataRecord):
+    type: ClassVar[str] = "RemoveUserScramCredential"
+    name: str
+    mechanism: str
+
+
 RECORD_TYPES: dict[str, type[MetadataRecord]] = {
     cls.type: cls
     for cls in (
         RegisterBroker, UnregisterBroker, FenceBroker, UnfenceBroker, Topic, RemoveTopic, Partition,
-        PartitionChange, Config, ProducerIds, NoOp, ClaimController,
+        PartitionChange, Config, ProducerIds, NoOp, ClaimController, UserScramCredential, RemoveUserScramCredential,
     )
 }
 

@@ -10,6 +10,7 @@ import pytest
 from metadata.records import (
     RECORD_TYPES, ClaimController, Config, Endpoint, FenceBroker, NoOp, Partition, PartitionChange, ProducerIds,
     RegisterBroker, RemoveTopic, Topic, UnfenceBroker, UnregisterBroker, record_from_dict,
+    RemoveUserScramCredential, UserScramCredential,
 )
 
 EXAMPLES = [
@@ -27,6 +28,9 @@ EXAMPLES = [
     ProducerIds(broker_id=1, broker_epoch=3, next_producer_id=1000),
     NoOp(),
     ClaimController(node_id=3, controller_epoch=7),
+    UserScramCredential(name="alice", mechanism="SCRAM-SHA-256", salt="c2FsdA==", stored_key="c3Q=",
+                        server_key="c2U=", iterations=8192),
+    RemoveUserScramCredential(name="alice", mechanism="SCRAM-SHA-256"),
 ]
 
 
