@@ -17,6 +17,10 @@ INT_MAX = 2**31 - 1
 # lo- or -hi, or nothing for every partition.
 _RULE = re.compile(r"([^:,]*)(?::(?:([0-9]*)|(?:([0-9]*)-([0-9]*))))?")
 _TIME_NAMES = {"-1": "latest", "latest": "latest", "-2": "earliest", "earliest": "earliest"}
+# Kafka's other specs need its max-timestamp index or tiered storage, which this broker has not.
+_UNSUPPORTED_TIMES = {"-3": "max-timestamp", "max-timestamp": "max-timestamp", "-4": "earliest-local",
+                      "earliest-local": "earliest-local", "-5": "latest-tiered", "latest-tiered": "latest-tiered",
+                      "-6": "earliest-pending-upload", "earliest-pending-upload": "earliest-pending-upload"}
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,9 @@ def parse_time(value: str) -> str | int:
     """--time: -1/latest, -2/earliest, or a timestamp in ms."""
     if value in _TIME_NAMES:
         return _TIME_NAMES[value]
+    if value in _UNSUPPORTED_TIMES:
+        raise click.BadParameter(f"{_UNSUPPORTED_TIMES[value]} is not supported here; use -1 or latest, -2 or "
+                                 "earliest, or a timestamp", param_hint="--time")
     try:
         stamp = int(value)
     except ValueError:

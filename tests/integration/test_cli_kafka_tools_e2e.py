@@ -63,6 +63,11 @@ def test_configs_describe_alter_delete(node) -> None:
     assert ("  min.insync.replicas=1 sensitive=false synonyms={DEFAULT_CONFIG:min.insync.replicas=1}"
             in everything)
 
+    from_file = Path(node.data_dir).parent / f"{t}.properties"
+    from_file.write_text("# configs to set\nmin.insync.replicas = 1\n")
+    kraft(node, "configs", "--alter", "--topic", t, "--add-config-file", str(from_file))
+    assert "  min.insync.replicas=1 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:min.insync.replicas=1, " \
+           "DEFAULT_CONFIG:min.insync.replicas=1}" in kraft(node, "configs", "--describe", "--topic", t).stdout
     bad = kraft(node, "configs", "--alter", "--topic", t, "--delete-config", "retention.ms", check=False)
     assert bad.returncode == 1 and bad.stderr == "Error: INVALID_CONFIG: Invalid config(s): retention.ms\n"
     missing = kraft(node, "configs", "--describe", "--topic", "no-such-topic").stdout

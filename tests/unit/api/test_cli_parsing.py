@@ -49,9 +49,12 @@ def test_topic_partition_rules() -> None:
 def test_time_and_sorting() -> None:
     assert [parse_time(v) for v in ("-1", "latest", "-2", "earliest", "1700000000000")] == [
         "latest", "latest", "earliest", "earliest", 1_700_000_000_000]
-    for bad in ("-3", "soon"):
+    for bad in ("-7", "soon"):
         with pytest.raises(click.BadParameter, match="Malformed time argument"):
             parse_time(bad)
+    for unsupported in ("-3", "max-timestamp", "-5"):
+        with pytest.raises(click.BadParameter, match="is not supported here"):
+            parse_time(unsupported)
     # Kafka sorts by the `topic-partition` text: t-10 before t-2; no offset, no line.
     offsets = {TopicPartition("t", 2): 5, TopicPartition("t", 10): 7, TopicPartition("t", 3): None}
     assert offset_lines(offsets) == ["t:10:7", "t:2:5"]
