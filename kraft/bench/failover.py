@@ -4,23 +4,26 @@ local 3-node cluster (`kraft.bench.cluster`)."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 import click
 import requests
 
-from kraft.bench.cluster import LocalCluster, poll
+from kraft.bench.cluster import LocalCluster, node_headers, poll
 from kraft.bench.common import BenchResult, main, percentile, report
 from kraft.bench.scale import create_partitions, wait_offset
 
 def _write_topic(nodes: list[Any], name: str) -> bool:
     """One metadata write, the controller's way (a broker's partition budget must not refuse it
     when --partitions filled the cluster): whichever of `nodes` is the active controller takes it."""
+    path = "/v1/controller/topics"
+    body = json.dumps({"name": name, "partitions": 1, "replication_factor": 1}).encode()
     for node in nodes:
         try:
-            r = requests.post(f"{node.url}/v1/controller/topics", timeout=2,
-                              json={"name": name, "partitions": 1, "replication_factor": 1})
+            r = requests.post(f"{node.url}{path}", data=body, timeout=2,
+                              headers={"Content-Type": "application/json", **node_headers("POST", path, body)})
         except requests.RequestException:
             continue
         if r.status_code == 200 or r.json().get("error_code") == "TOPIC_ALREADY_EXISTS":
