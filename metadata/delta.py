@@ -15,14 +15,17 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from metadata.acl import StandardAcl
+from metadata.client_quotas import Entity, check_entity, check_quota
 from metadata.errors import MetadataError
 from metadata.image import (
     BrokerRegistration, ClusterImage, ConfigurationsImage, MetadataImage, PartitionRegistration,
     ProducerIdsImage, ScramCredentialData, ScramImage, TopicImage, TopicsImage, frozen_map,
 )
 from metadata.records import (
-    ClaimController, Config, FenceBroker, MetadataRecord, NoOp, Partition, PartitionChange, ProducerIds,
-    RegisterBroker, RemoveTopic, RemoveUserScramCredential, Topic, UnfenceBroker, UnregisterBroker,
+    AccessControlEntry, ClaimController, ClientQuota, Config, FenceBroker, MetadataRecord, NoOp, Partition,
+    PartitionChange, ProducerIds, RegisterBroker, RemoveAccessControlEntry, RemoveTopic, RemoveUserScramCredential,
+    Topic, UnfenceBroker, UnregisterBroker,
     UserScramCredential, record_from_dict,
 )
 from metadata.topic_name import validate_topic_name
@@ -77,6 +80,8 @@ class MetadataDelta:
         self._configs: dict[tuple[str, str], dict[str, str]] = {}  # whole new maps of changed resources
         self._next_producer_id: int | None = None
         self._scram: dict[tuple[str, str], ScramCredentialData | None] = {}  # changed credentials (None: removed)
+        self._acls: dict[str, StandardAcl | None] = {}  # changed ACLs by id (None: removed)
+        self._quotas: dict[Entity, dict[str, float | None]] = {}  # changed client quotas (None: removed)
         self._request_ids: dict[str, int] = {}
         self._replacement: MetadataImage | None = None
         self._handlers: dict[type, Callable[[Any, int], None]] = {
@@ -94,6 +99,9 @@ class MetadataDelta:
             ClaimController: self._claim_controller,
             UserScramCredential: self._scram_credential,
             RemoveUserScramCredential: self._remove_scram_credential,
+            AccessControlEntry: self._acl,
+            RemoveAccessControlEntry: self._remove_acl,
+            ClientQuota: self._client_quota,
         }
 
     @classmethod
@@ -332,6 +340,27 @@ class MetadataDelta:
             raise _Invalid(f"no {rec.mechanism} credential of {rec.name!r}")
         self._scram[key] = None
 
+    def _acl_by_id(self, acl_id: str) -> StandardAcl | None:
+        return self._acls[acl_id] if acl_id in self._acls else self.image.acls.acls.get(acl_id)
+
+    def _acl(self, rec: AccessControlEntry, offset: int) -> None:
+        if not rec.id or self._acl_by_id(rec.id) is not None:
+            raise _Invalid(f"ACL id {rec.id!r} is empty or already used")
+        acl = StandardAcl(rec.resource_type, rec.resource_name, rec.pattern_type, rec.principal, rec.host,
+                          rec.operation, rec.permission_type)
+        acl.validate()
+        self._acls[rec.id] = acl
+
+    def _remove_acl(self, rec: RemoveAccessControlEntry, offset: int) -> None:
+        if self._acl_by_id(rec.id) is None:
+            raise _Invalid(f"no ACL with id {rec.id!r}")
+        self._acls[rec.id] = None
+
+    def _client_quota(self, rec: ClientQuota, offset: int) -> None:
+        check_entity(rec.user, rec.client_id)
+        check_quota(rec.key, rec.value)
+        self._quotas.setdefault((rec.user, rec.client_id), {})[rec.key] = rec.value
+
     # -- results ----------------------------------------------------------------------------------
 
     def apply(self) -> MetadataImage:
@@ -350,6 +379,8 @@ class MetadataDelta:
                 image.producer_ids if self._next_producer_id is None else ProducerIdsImage(self._next_producer_id)
             ),
             scram=self._apply_scram(image.scram),
+            acls=image.acls.with_changes(self._acls),
+            client_quotas=image.client_quotas.with_changes(self._quotas),
             request_ids=self._apply_request_ids(image.request_ids),
         )
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, Iterable, Mapping
 
+from metadata.acl import AclsImage
+from metadata.client_quotas import ClientQuotasImage
 from metadata.records import NO_LEADER, Endpoint, PartitionChange
 from metadata.topic_name import is_internal
 
@@ -216,6 +218,8 @@ class MetadataImage:
     configs: ConfigurationsImage = ConfigurationsImage.EMPTY
     producer_ids: ProducerIdsImage = ProducerIdsImage.EMPTY
     scram: ScramImage = ScramImage.EMPTY
+    acls: AclsImage = AclsImage.EMPTY
+    client_quotas: ClientQuotasImage = ClientQuotasImage.EMPTY
     # recent request ids -> offset of their last record, oldest first (bounded): retry dedupe
     request_ids: Mapping[str, int] = field(default_factory=frozen_map)
     EMPTY: ClassVar["MetadataImage"]
@@ -297,6 +301,8 @@ class MetadataImage:
             "next_producer_id": self.producer_ids.next_producer_id,
             "scram": [[n, m, c.salt, c.stored_key, c.server_key, c.iterations]
                       for (n, m), c in sorted(self.scram.credentials.items())],
+            "acls": self.acls.to_snapshot(),
+            "client_quotas": self.client_quotas.to_snapshot(),
             "request_ids": [[r, o] for r, o in self.request_ids.items()],
         }
 
@@ -341,6 +347,8 @@ class MetadataImage:
                     (str(n), str(m)): ScramCredentialData(str(salt), str(stored), str(server), int(it))
                     for n, m, salt, stored, server, it in d.get("scram", ())
                 })),
+                acls=AclsImage.from_snapshot(d.get("acls", ())),  # absent from snapshots older than ACLs
+                client_quotas=ClientQuotasImage.from_snapshot(d.get("client_quotas", ())),
                 request_ids=frozen_map({str(r): int(o) for r, o in d["request_ids"]}),
             )
         except ValueError:

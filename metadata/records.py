@@ -222,11 +222,45 @@ class RemoveUserScramCredential(MetadataRecord):
     mechanism: str
 
 
+@dataclass(frozen=True)
+class AccessControlEntry(MetadataRecord):
+    """Kafka's AccessControlEntryRecord: one ACL binding (metadata/acl.py), under its id."""
+
+    type: ClassVar[str] = "AccessControlEntry"
+    id: str
+    resource_type: str  # TOPIC | GROUP | CLUSTER | TRANSACTIONAL_ID
+    resource_name: str
+    pattern_type: str  # LITERAL | PREFIXED
+    principal: str  # User:alice, User:*
+    host: str  # an address or *
+    operation: str  # READ, WRITE, ..., ALL
+    permission_type: str  # ALLOW | DENY
+
+
+@dataclass(frozen=True)
+class RemoveAccessControlEntry(MetadataRecord):
+    type: ClassVar[str] = "RemoveAccessControlEntry"
+    id: str
+
+
+@dataclass(frozen=True)
+class ClientQuota(MetadataRecord):
+    """Kafka's ClientQuotaRecord: set (or, with value None, remove) one quota of a client entity.
+    `user`/`client_id` None: that part is absent from the entity; "<default>": the default."""
+
+    type: ClassVar[str] = "ClientQuota"
+    user: str | None
+    client_id: str | None
+    key: str  # producer_byte_rate | consumer_byte_rate | request_percentage
+    value: float | None
+
+
 RECORD_TYPES: dict[str, type[MetadataRecord]] = {
     cls.type: cls
     for cls in (
         RegisterBroker, UnregisterBroker, FenceBroker, UnfenceBroker, Topic, RemoveTopic, Partition,
         PartitionChange, Config, ProducerIds, NoOp, ClaimController, UserScramCredential, RemoveUserScramCredential,
+        AccessControlEntry, RemoveAccessControlEntry, ClientQuota,
     )
 }
 
@@ -286,6 +320,13 @@ def _converter(hint: Any) -> Converter:
         return convert_tuple
     if hint is Endpoint:
         return lambda value, where: Endpoint.from_dict(value)
+    if hint is float:
+        def convert_float(value: Any, where: str) -> float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{where}: expected a number, got {value!r}")
+            return float(value)
+
+        return convert_float
     if hint in (int, bool, str):
         def convert_scalar(value: Any, where: str) -> Any:
             # bool is an int subclass: neither may pass for the other

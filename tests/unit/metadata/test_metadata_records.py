@@ -10,7 +10,7 @@ import pytest
 from metadata.records import (
     RECORD_TYPES, ClaimController, Config, Endpoint, FenceBroker, NoOp, Partition, PartitionChange, ProducerIds,
     RegisterBroker, RemoveTopic, Topic, UnfenceBroker, UnregisterBroker, record_from_dict,
-    RemoveUserScramCredential, UserScramCredential,
+    RemoveUserScramCredential, UserScramCredential, AccessControlEntry, RemoveAccessControlEntry, ClientQuota,
 )
 
 EXAMPLES = [
@@ -31,6 +31,11 @@ EXAMPLES = [
     UserScramCredential(name="alice", mechanism="SCRAM-SHA-256", salt="c2FsdA==", stored_key="c3Q=",
                         server_key="c2U=", iterations=8192),
     RemoveUserScramCredential(name="alice", mechanism="SCRAM-SHA-256"),
+    AccessControlEntry(id="a1", resource_type="TOPIC", resource_name="orders", pattern_type="PREFIXED",
+                       principal="User:alice", host="*", operation="WRITE", permission_type="ALLOW"),
+    RemoveAccessControlEntry(id="a1"),
+    ClientQuota(user="alice", client_id=None, key="producer_byte_rate", value=1024.0),
+    ClientQuota(user=None, client_id="<default>", key="request_percentage", value=None),
 ]
 
 
