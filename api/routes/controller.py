@@ -74,6 +74,13 @@ class ControllerApi(Protocol):
 
     async def list_partition_reassignments(self) -> dict[str, Any]: ...
 
+    async def create_acls(self, acls: list[Any], request_id: str | None) -> dict[str, Any]: ...
+
+    async def delete_acls(self, filters: list[Any], request_id: str | None) -> dict[str, Any]: ...
+
+    async def alter_client_quotas(self, entries: list[Any], validate_only: bool,
+                                  request_id: str | None) -> dict[str, Any]: ...
+
 
 CONTROLLER = web.AppKey("controller_api", ControllerApi)
 
@@ -257,6 +264,30 @@ async def elect_leaders(request: web.Request) -> web.Response:
                 raise invalid_request(f"body.partitions[{i}] must be [topic, partition]")
             partitions.append((check_topic_name(entry[0]), entry[1]))
     return render(request, await _api(request).elect_leaders(partitions, _request_id(f)))
+
+
+# -- ACLs and client quotas, forwarded by nodes from /v1/acls and /v1/client-quotas --------------
+
+MAX_ACL_ENTRIES = 1000
+
+
+@routes.post("/v1/controller/acls")
+async def create_acls(request: web.Request) -> web.Response:
+    f = await _body(request)
+    return render(request, await _api(request).create_acls(f.get_list("acls", MAX_ACL_ENTRIES), _request_id(f)))
+
+
+@routes.post("/v1/controller/acls/delete")
+async def delete_acls(request: web.Request) -> web.Response:
+    f = await _body(request)
+    return render(request, await _api(request).delete_acls(f.get_list("filters", MAX_ACL_ENTRIES), _request_id(f)))
+
+
+@routes.post("/v1/controller/client-quotas")
+async def alter_client_quotas(request: web.Request) -> web.Response:
+    f = await _body(request)
+    return render(request, await _api(request).alter_client_quotas(
+        f.get_list("entries", MAX_ACL_ENTRIES), _bool(f, "validate_only"), _request_id(f)))
 
 
 # -- reassignments (kafka-reassign-partitions) ----------------------------------------------------

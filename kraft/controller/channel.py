@@ -89,6 +89,21 @@ class ControllerChannel:
             {"resource_type": resource_type, "resource_name": resource_name, "configs": dict(configs),
              "validate_only": validate_only})
 
+    # -- ACLs and client quotas ------------------------------------------------------------------
+
+    async def create_acls(self, acls: list[dict[str, Any]]) -> dict[str, Any]:
+        return await self._call(lambda c, rid: c.create_acls(acls, request_id=rid),
+                                "POST", "/v1/controller/acls", {"acls": acls})
+
+    async def delete_acls(self, filters: list[dict[str, Any]]) -> dict[str, Any]:
+        return await self._call(lambda c, rid: c.delete_acls(filters, request_id=rid),
+                                "POST", "/v1/controller/acls/delete", {"filters": filters})
+
+    async def alter_client_quotas(self, entries: list[dict[str, Any]], validate_only: bool = False) -> dict[str, Any]:
+        return await self._call(lambda c, rid: c.alter_client_quotas(entries, validate_only, request_id=rid),
+                                "POST", "/v1/controller/client-quotas",
+                                {"entries": entries, "validate_only": validate_only})
+
     # -- brokers ----------------------------------------------------------------------------------
 
     async def register_broker(self, broker_id: int, incarnation_id: str, endpoints: list[dict[str, Any]],

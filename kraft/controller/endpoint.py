@@ -114,6 +114,19 @@ class ControllerEndpoint:
     def _committed(self, answer: dict[str, Any]) -> dict[str, Any]:
         return {**answer, "metadata_offset": self.loader.offset}
 
+    # -- ACLs and client quotas ------------------------------------------------------------------
+
+    async def create_acls(self, acls: list[Any], request_id: str | None) -> dict[str, Any]:
+        return self._committed(await self._active().create_acls(acls, request_id=request_id))
+
+    async def delete_acls(self, filters: list[Any], request_id: str | None) -> dict[str, Any]:
+        return self._committed(await self._active().delete_acls(filters, request_id=request_id))
+
+    async def alter_client_quotas(self, entries: list[Any], validate_only: bool,
+                                  request_id: str | None) -> dict[str, Any]:
+        return self._committed(await self._active().alter_client_quotas(entries, validate_only,
+                                                                        request_id=request_id))
+
     # -- brokers ----------------------------------------------------------------------------------
 
     async def register_broker(self, broker_id: int, incarnation_id: str, endpoints: list[dict[str, Any]],

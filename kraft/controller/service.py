@@ -24,12 +24,13 @@ import uuid
 from collections import OrderedDict
 from typing import Any, Callable, Iterable, Mapping
 
-from kraft.controller import handlers
+from kraft.controller import acl_handlers, handlers
 from kraft.controller.errors import NotControllerError
 from kraft.controller.handlers import ConfigValidator, ControllerResult, ControllerSettings
 from kraft.controller.heartbeats import BrokerHeartbeatManager
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.quorum import Quorum
+from metadata.acl import acl_from_dict, filter_from_dict
 from metadata.image import MetadataImage
 
 log = logging.getLogger(__name__)
@@ -186,6 +187,23 @@ class ControllerService:
         """Set (value) / delete (None) overrides: {"configs": overrides after}."""
         return await self._run(request_id, lambda image: handlers.alter_configs(
             image, self.settings, resource_type, resource_name, configs, validate_only, self._config_validator))
+
+    # -- ACLs and client quotas (acl_handlers.py) -----------------------------------------------
+
+    async def create_acls(self, acls: list[Any], *, request_id: str | None = None) -> dict[str, Any]:
+        """CreateAcls: {"created": bindings}."""
+        bindings = [acl_from_dict(a) for a in acls]
+        return await self._run(request_id, lambda image: acl_handlers.create_acls(image, self._rng, bindings))
+
+    async def delete_acls(self, filters: list[Any], *, request_id: str | None = None) -> dict[str, Any]:
+        """DeleteAcls: {"filter_results": [{"matching_acls": bindings}]}."""
+        parsed = [filter_from_dict(f) for f in filters]
+        return await self._run(request_id, lambda image: acl_handlers.delete_acls(image, parsed))
+
+    async def alter_client_quotas(self, entries: list[Any], validate_only: bool = False, *,
+                                  request_id: str | None = None) -> dict[str, Any]:
+        return await self._run(request_id, lambda image: acl_handlers.alter_client_quotas(
+            image, entries, validate_only))
 
     # -- brokers ----------------------------------------------------------------------------------
 
