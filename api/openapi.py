@@ -596,6 +596,66 @@ _CONTROLLER_PATHS: dict[str, Any] = {
             }, ("partitions",)))},
 }
 _PATHS.update(_CONTROLLER_PATHS)
+_STR = {"type": "string"}
+_ACL_BINDING = _obj({
+    "resource_type": {"type": "string", "enum": ["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"]},
+    "resource_name": _STR, "pattern_type": {"type": "string", "enum": ["LITERAL", "PREFIXED"]},
+    "principal": {"type": "string", "description": "User:alice, User:*"},
+    "host": {"type": "string", "description": "an address, or * (the default)"},
+    "operation": {"type": "string", "description": "Kafka's: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, "
+                                                   "CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, "
+                                                   "IDEMPOTENT_WRITE, ALL"},
+    "permission_type": {"type": "string", "enum": ["ALLOW", "DENY"]},
+}, ("resource_type", "resource_name", "pattern_type", "principal", "operation", "permission_type"))
+_ACL_FILTER = _obj({
+    "resource_type": _STR, "resource_name": _STR,
+    "pattern_type": {"type": "string", "description": "ANY, MATCH, LITERAL or PREFIXED"},
+    "principal": _STR, "host": _STR, "operation": _STR, "permission_type": _STR,
+})
+_ACLS = {"type": "array", "items": _ACL_BINDING}
+_QUOTA_ENTITY = _obj({"user": {"type": "string", "nullable": True, "description": "<default>: the default user"},
+                      "client_id": {"type": "string", "nullable": True,
+                                    "description": "<default>: the default client id"}})
+_QUOTA_KEY = {"type": "string", "enum": ["producer_byte_rate", "consumer_byte_rate", "request_percentage"]}
+_QUOTA_ENTRIES = {"type": "array", "maxItems": 1000, "items": _obj({
+    "entity": _QUOTA_ENTITY, "ops": {"type": "array", "items": _obj({
+        "key": _QUOTA_KEY, "value": {"type": "number", "minimum": 0, "exclusiveMinimum": True}, "remove": {"type": "boolean"}},
+        ("key",))}}, ("entity", "ops"))}
+_QUOTA_ALTER = _obj({"entries": _QUOTA_ENTRIES, "validate_only": {"type": "boolean"}}, ("entries",))
+_PATHS["/v1/acls"] = {
+    "get": _operation("ACL bindings matching Kafka's filter (kafka-acls --list); Describe on the cluster",
+                      _obj({"acls": _ACLS}, ("acls",)),
+                      parameters=[_query(name, _STR) for name in _ACL_FILTER["properties"]]),
+    "post": _operation("Create ACL bindings (kafka-acls --add); Alter on the cluster",
+                       _obj({"created": _ACLS}, ("created",)), status="201",
+                       body=_obj({"acls": {**_ACLS, "maxItems": 1000}}, ("acls",))),
+}
+_PATHS["/v1/acls/delete"] = {"post": _operation(
+    "Delete the ACLs each filter matches (kafka-acls --remove); Alter on the cluster",
+    _obj({"filter_results": {"type": "array", "items": _obj({"matching_acls": _ACLS})}}, ("filter_results",)),
+    body=_obj({"filters": {"type": "array", "maxItems": 1000, "items": _ACL_FILTER}}, ("filters",)))}
+_PATHS["/v1/client-quotas"] = {
+    "get": _operation("Client quotas of every entity (kafka-configs --describe --entity-type users|clients)",
+                      _obj({"entries": {"type": "array", "items": _obj({
+                          "user": {"type": "string", "nullable": True},
+                          "client_id": {"type": "string", "nullable": True},
+                          "quotas": {"type": "object", "additionalProperties": {"type": "number"}}})}},
+                           ("entries",))),
+    "post": _operation("Set or remove client quotas (kafka-configs --alter --entity-type users|clients)",
+                       _obj({"entries": _int()}, ("entries",)), body=_QUOTA_ALTER),
+}
+_PATHS["/v1/controller/acls"] = {"post": _operation(
+    "Create ACL bindings (forwarded by nodes)", _obj({"created": _ACLS, **_COMMITTED}, ("created",)),
+    body=_obj({"acls": {**_ACLS, "maxItems": 1000}, "request_id": _REQUEST_ID}, ("acls",)))}
+_PATHS["/v1/controller/acls/delete"] = {"post": _operation(
+    "Delete ACLs by filter (forwarded by nodes)",
+    _obj({"filter_results": {"type": "array", "items": _obj({"matching_acls": _ACLS})}, **_COMMITTED},
+         ("filter_results",)),
+    body=_obj({"filters": {"type": "array", "maxItems": 1000, "items": _ACL_FILTER}, "request_id": _REQUEST_ID},
+              ("filters",)))}
+_PATHS["/v1/controller/client-quotas"] = {"post": _operation(
+    "Set or remove client quotas (forwarded by nodes)", _obj({"entries": _int(), **_COMMITTED}, ("entries",)),
+    body=_obj({**_QUOTA_ALTER["properties"], "request_id": _REQUEST_ID}, ("entries",)))}
 _PATHS["/metrics"] = {"get": {
     "summary": "Prometheus metrics of this node, named like Kafka's (docs/operations.md)",
     "description": "Text format 0.0.4; OpenMetrics 1.0 when Accept names application/openmetrics-text.",

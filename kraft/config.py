@@ -191,6 +191,7 @@ class ConfigKey:
 
 
 CLIENT_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 _NON_NEG = at_least(0)
 _POSITIVE = at_least(1)
@@ -262,6 +263,14 @@ _KEYS = [
               "Mechanisms a SASL listener accepts: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (credentials in "
               "Authorization: Basic over TLS, checked against the SCRAM credentials in the metadata log).",
               subset_of("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
+    ConfigKey("authorizer.class.name", "string", "",
+              "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns on ACLs (stored in the metadata "
+              "log, managed with kraft acls); empty: every principal may do everything.",
+              one_of("", STANDARD_AUTHORIZER)),
+    ConfigKey("super.users", "string", "",
+              "Principals allowed everything whatever the ACLs say, separated by ';' (User:admin;User:ops)."),
+    ConfigKey("allow.everyone.if.no.acl.found", "boolean", False,
+              "With the authorizer on: allow an action on a resource that has no ACL at all."),
     ConfigKey("cluster.id", "string", None,
               "The cluster id; generated and written to meta.properties when absent."),
     ConfigKey("metadata.mode", "string", "kraft", "kraft (Raft quorum) or zookeeper (compat mode).",

@@ -24,8 +24,7 @@ KAFKA_BROKER_KEYS: frozenset[str] = frozenset({
     "inter.broker.protocol.version", "early.start.listeners", "control.plane.listener.name",
     "sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol",
     "sasl.kerberos.service.name", "sasl.jaas.config", "ssl.keystore.password", "ssl.truststore.password",
-    "ssl.protocol", "ssl.cipher.suites", "authorizer.class.name", "super.users",
-    "allow.everyone.if.no.acl.found", "principal.builder.class",
+    "ssl.protocol", "ssl.cipher.suites", "principal.builder.class",
     # controller and metadata
     "controller.quorum.election.timeout.ms", "controller.quorum.fetch.timeout.ms",
     "controller.quorum.election.backoff.max.ms", "controller.quorum.append.linger.ms",

@@ -30,6 +30,8 @@ from aiohttp import web
 
 from api.routes.controller import CONTROLLER
 from api.routes.health import NODE_STATUS
+from api.authz import AUTHORIZER
+from api.routes.acls import ACLS
 from api.routes.services import NodeInfo
 from api.server import build_app
 from kraft.broker.admin import LocalAdmin
@@ -54,6 +56,8 @@ from kraft.controller.service import ControllerService
 from kraft.metrics import NodeMetrics
 from kraft.readiness import MetadataProgress, ReadinessCheck
 from kraft.security.node_auth import NodeCredential
+from kraft.broker.acl_admin import AclAdmin
+from kraft.security.authorizer import StandardAuthorizer, authorizer_settings
 from kraft.security.peers import PeerSecurity
 from kraft.security.service import NodeSecurity
 from kraft.security.tls import peer_context, server_context
@@ -268,6 +272,12 @@ class Node:
             self.zk.install(self.app)
             self.zk.controller.pusher.security = self.peers
         self.app[CONTROLLER] = self.controller_api
+        if self.zk is None:  # ZooKeeper mode keeps no ACLs or quotas
+            self.app[ACLS] = AclAdmin(self.channel, lambda: self.loader.image)
+            authorization = authorizer_settings(config)
+            if authorization is not None:
+                self.app[AUTHORIZER] = StandardAuthorizer(lambda: self.loader.image, authorization,
+                                                          self.metrics.registry)
         self.app[NODE_STATUS] = self.status
         self.readiness = ReadinessCheck()
         self._runner: web.AppRunner | None = None

@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from api import authz
 from api.errors import KraftError, invalid_request
 from api.routes.metrics import FETCH_CONSUMER, FETCH_FOLLOWER, count_as
 from api.routes.records import MAX_TIMEOUT_MS, topic_or_create
@@ -23,6 +24,7 @@ from api.security import require_node
 from api.wire import INT32_MAX, INT64_MAX, Fields, check_topic_name, parse_acks, read_body, render
 from log.batch import validate_batch
 from log.errors import LogError
+from metadata.acl import TOPIC
 
 routes = web.RouteTableDef()
 
@@ -68,6 +70,8 @@ async def produce(request: web.Request) -> web.Response:
         records = p.get_bytes("records")
         _check_batches(records, f"{p.where}.records")
         entries.append(ProduceEntry(topic, partition, records))
+    # one topic the principal may not write refuses the whole request: nothing is appended
+    authz.require_topics(request, "WRITE", {e.topic for e in entries})
     for name in {e.topic for e in entries}:
         await topic_or_create(request, name)
     results = await request.app[REPLICAS].produce(entries, acks, timeout_ms)
@@ -105,6 +109,8 @@ async def fetch(request: web.Request) -> web.Response:
         ))
     if replica_id != NO_REPLICA:  # a replica's fetch moves the high watermark and the ISR: nodes only
         require_node(request, as_node_id=replica_id)
+    else:
+        authz.require_topics(request, "READ", {e.topic for e in entries})
     service = request.app[REPLICAS]
     if replica_id != NO_REPLICA or any(
         e.current_leader_epoch != NO_EPOCH or e.last_fetched_epoch != NO_EPOCH for e in entries

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol
 import msgpack
 from aiohttp import web
 
+from api import authz
 from api.errors import KraftError, invalid_request
 from api.wire import INT32_MAX, MSGPACK, Fields, check_topic_name, read_body, render
 
@@ -132,6 +133,7 @@ def _endpoints(fields: Fields) -> list[dict[str, Any]]:
 
 @routes.get("/v1/controller/quorum")
 async def describe_quorum(request: web.Request) -> web.Response:
+    authz.require(request, "DESCRIBE", "CLUSTER")
     return render(request, await _api(request).describe_quorum())
 
 
@@ -249,6 +251,7 @@ async def alter_configs(request: web.Request) -> web.Response:
 @routes.post("/v1/controller/elect-leaders")
 async def elect_leaders(request: web.Request) -> web.Response:
     """Preferred leader election (the only type: unclean elections follow the topic config)."""
+    authz.require(request, "ALTER", "CLUSTER")
     f = await _body(request)
     election_type = f.get_str("election_type", "preferred")
     if election_type != "preferred":
@@ -295,12 +298,14 @@ async def alter_client_quotas(request: web.Request) -> web.Response:
 
 @routes.get("/v1/controller/reassignments")
 async def list_partition_reassignments(request: web.Request) -> web.Response:
+    authz.require(request, "DESCRIBE", "CLUSTER")
     return render(request, await _api(request).list_partition_reassignments())
 
 
 @routes.post("/v1/controller/reassignments")
 async def alter_partition_reassignments(request: web.Request) -> web.Response:
     """Start (`replicas`: the target) or cancel (`replicas`: null) reassignments, all or none."""
+    authz.require(request, "ALTER", "CLUSTER")
     f = await _body(request)
     reassignments = []
     for i, raw in enumerate(f.get_list("partitions", MAX_REASSIGNMENTS)):

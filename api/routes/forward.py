@@ -19,6 +19,7 @@ from yarl import URL
 
 from api.errors import KraftError
 from api.routes.services import METADATA, NODE_INFO, ProduceEntry, ProduceResult
+from api.authz import CLIENT_HOST_HEADER, client_host
 from api.security import FORWARDED_PRINCIPAL_HEADER, SECURITY, principal_of
 
 FORWARDED_HEADER = "X-Kraft-Forwarded"
@@ -46,6 +47,7 @@ def _forwarding(request: web.Request, method: str, address: tuple[str, int], pat
         return f"http://{address[0]}:{address[1]}{path_qs}", headers
     security = request.app[SECURITY]
     headers[FORWARDED_PRINCIPAL_HEADER] = principal_of(request)
+    headers[CLIENT_HOST_HEADER] = client_host(request)  # host-scoped ACLs see the client, not this node
     headers.update(security.peer_headers(method, path_qs, body))
     return security.peer_url(address[0], address[1], path_qs), headers
 

@@ -14,8 +14,10 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from api import authz
 from api.errors import KraftError, invalid_request
 from api.wire import INT32_MAX, INT64_MAX, Fields, check_topic_name, read_body, render
+from metadata.acl import GROUP
 
 routes = web.RouteTableDef()
 
@@ -113,7 +115,12 @@ def _topic_partitions(fields: Fields, name: str) -> frozenset[tuple[str, int]] |
 
 @routes.get("/v1/groups")
 async def list_groups(request: web.Request) -> web.Response:
-    return render(request, await _service(request).list_groups())
+    answer = await _service(request).list_groups()
+    if authz.enabled(request) and not authz.allowed(request, "DESCRIBE", "CLUSTER"):
+        # Kafka's ListGroups: Describe on the cluster lists all, else the groups one may describe
+        answer = {**answer, "groups": authz.visible(request, "DESCRIBE", GROUP, answer.get("groups", []),
+                                                    lambda g: g["group_id"])}
+    return render(request, answer)
 
 
 @routes.get("/v1/groups/{group}/coordinator")
@@ -123,17 +130,20 @@ async def find_coordinator(request: web.Request) -> web.Response:
 
 @routes.get("/v1/groups/{group}")
 async def describe_group(request: web.Request) -> web.Response:
+    authz.require(request, "DESCRIBE", GROUP, group_id_of(request))
     return render(request, await _service(request).describe_group(group_id_of(request)))
 
 
 @routes.delete("/v1/groups/{group}")
 async def delete_group(request: web.Request) -> web.Response:
+    authz.require(request, "DELETE", GROUP, group_id_of(request))
     return render(request, await _service(request).delete_group(group_id_of(request)))
 
 
 @routes.post("/v1/groups/{group}/heartbeat")
 async def heartbeat(request: web.Request) -> web.Response:
     group_id = group_id_of(request)
+    authz.require(request, "READ", GROUP, group_id)
     body, _ = await read_body(request)
     f = Fields(body)
     topics = None
@@ -176,6 +186,8 @@ async def commit_offsets(request: web.Request) -> web.Response:
         ))
     member_id = f.get_str("member_id", "")
     member_epoch = f.get_int("member_epoch", -1, -1, INT32_MAX)
+    authz.require(request, "READ", GROUP, group_id)
+    authz.require_topics(request, "READ", {e.topic for e in entries})
     return render(request, await _service(request).commit_offsets(group_id, member_id, member_epoch, entries))
 
 
@@ -186,6 +198,7 @@ async def fetch_offsets(request: web.Request) -> web.Response:
     topics = None
     if wanted is not None:
         topics = [check_topic_name(t.strip()) for t in wanted.split(",") if t.strip()]
+    authz.require(request, "DESCRIBE", GROUP, group_id)
     return render(request, await _service(request).fetch_offsets(group_id, topics))
 
 
@@ -215,6 +228,8 @@ async def reset_offsets(request: web.Request) -> web.Response:
     if not isinstance(dry_run, bool):
         raise invalid_request("body.dry_run must be a boolean")
     reset = OffsetReset(topics, partitions, strategy, value, dry_run)
+    authz.require(request, "READ", GROUP, group_id)
+    authz.require_topics(request, "READ", topics)
     return render(request, await _service(request).reset_offsets(group_id, reset))
 
 
@@ -236,4 +251,6 @@ async def delete_offsets(request: web.Request) -> web.Response:
         topics.append((check_topic_name(entry.raw("topic")), partitions))
     if not topics:
         raise invalid_request("body.topics must name at least one topic")
+    authz.require(request, "DELETE", GROUP, group_id)
+    authz.require_topics(request, "READ", {t for t, _ in topics})
     return render(request, await _service(request).delete_offsets(group_id, topics))

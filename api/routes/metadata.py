@@ -12,9 +12,11 @@ from typing import Any
 
 from aiohttp import web
 
+from api import authz
 from api.errors import KraftError, invalid_request
 from api.routes.services import METADATA, NODE_INFO, PartitionDescription, TopicDescription
 from api.wire import check_topic_name, render
+from metadata.acl import TOPIC
 
 routes = web.RouteTableDef()
 
@@ -68,12 +70,16 @@ async def metadata(request: web.Request) -> web.Response:
     wanted = request.query.get("topics")
     auto_create = _flag(request, "allow_auto_topic_creation")
     topic_errors: list[dict[str, Any]] = []
-    if wanted is None:
-        topics = list(view.topics())
+    if wanted is None:  # only the topics the principal may describe, as Kafka answers
+        topics = authz.visible(request, "DESCRIBE", TOPIC, view.topics(), lambda t: t.name)
     else:
         names = [check_topic_name(n.strip()) for n in wanted.split(",") if n.strip()]
         topics = []
         for name in dict.fromkeys(names):
+            if not authz.allowed(request, "DESCRIBE", TOPIC, name):
+                error = authz.authorization_failed(request, "DESCRIBE", TOPIC, (name,))
+                topic_errors.append({"name": name, **error.to_dict()})
+                continue
             found: TopicDescription | KraftError | None = view.topic(name)
             if found is None:
                 found = await _missing_topic_error(request, name, auto_create)

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from aiohttp import web
 
+from api import authz
 from api.errors import KraftError
 from api.producer_ids import derived_producer_id
 from api.wire import Fields, read_body, render
@@ -38,6 +39,7 @@ async def init_producer_id(request: web.Request) -> web.Response:
         if not 0 < len(transactional_id) <= MAX_TRANSACTIONAL_ID_CHARS:
             raise KraftError("INVALID_REQUEST", f"body.transactional_id must have 1 to "
                                                 f"{MAX_TRANSACTIONAL_ID_CHARS} characters")
+        authz.require(request, "WRITE", "TRANSACTIONAL_ID", transactional_id)
         return render(request, {"producer_id": derived_producer_id(transactional_id), "producer_epoch": 0})
     service = request.app.get(PRODUCER_IDS)
     if service is None:

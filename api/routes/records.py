@@ -15,6 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
+from api import authz
 from api.errors import KraftError, invalid_request
 from api.partitioner import partition_for_key
 from api.routes.forward import not_leader, produce_remote, proxy, remote_leader
@@ -24,6 +25,7 @@ from api.routes.services import (
 )
 from api.wire import INT32_MAX, Fields, check_topic_name, parse_acks, read_body, render, wants_msgpack
 from log.batch import build_batch, decode_records, iter_batches
+from metadata.acl import TOPIC
 
 routes = web.RouteTableDef()
 
@@ -41,6 +43,8 @@ async def topic_or_create(request: web.Request, name: str) -> TopicDescription:
         return topic
     if not request.app[NODE_INFO].auto_create_topics:
         raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+    if not authz.may_create_topic(request, name):
+        raise authz.authorization_failed(request, "CREATE", TOPIC, (name,))
     try:
         return await request.app[ADMIN].create_topic(name, None, None, {})
     except KraftError as e:
@@ -92,6 +96,7 @@ def _choose_partition(topic: TopicDescription, key: bytes | None, sticky: int) -
 @routes.post("/v1/topics/{topic}/records")
 async def produce_records(request: web.Request) -> web.Response:
     name = check_topic_name(request.match_info["topic"], "produce to")
+    authz.require(request, "WRITE", TOPIC, name)
     body, _ = await read_body(request)
     fields = Fields(body)
     query_acks = parse_acks(request.query.get("acks", "all"))
@@ -199,6 +204,7 @@ async def _start_offset(request: web.Request, query: Fields, name: str, partitio
 
 @routes.get("/v1/topics/{topic}/partitions/{partition}/records")
 async def fetch_records(request: web.Request) -> web.Response:
+    authz.require(request, "READ", TOPIC, request.match_info["topic"])
     topic = require_topic(request, request.match_info["topic"])
     partition = _partition_number(request, topic)
     if (leader := remote_leader(request, topic.name, partition)) is not None:
@@ -242,6 +248,7 @@ async def fetch_records(request: web.Request) -> web.Response:
 
 @routes.get("/v1/topics/{topic}/partitions/{partition}/offsets")
 async def partition_offsets(request: web.Request) -> web.Response:
+    authz.require(request, "DESCRIBE", TOPIC, request.match_info["topic"])
     topic = require_topic(request, request.match_info["topic"])
     partition = _partition_number(request, topic)
     if (leader := remote_leader(request, topic.name, partition)) is not None:

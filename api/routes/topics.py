@@ -9,10 +9,12 @@ from typing import Any, Mapping
 
 from aiohttp import web
 
+from api import authz
 from api.errors import invalid_request
 from api.routes.metadata import partition_json, require_topic
 from api.routes.services import ADMIN, METADATA
 from api.wire import Fields, check_topic_name, read_body, render
+from metadata.acl import TOPIC
 
 routes = web.RouteTableDef()
 
@@ -42,6 +44,8 @@ async def create_topic(request: web.Request) -> web.Response:
     body, _ = await read_body(request)
     fields = Fields(body)
     name = check_topic_name(fields.raw("name"), "create")
+    if not authz.may_create_topic(request, name):
+        raise authz.authorization_failed(request, "CREATE", TOPIC, (name,))
     partitions = fields.get_int("partitions", None, 1, MAX_PARTITIONS, "INVALID_PARTITIONS")
     replication_factor = fields.get_int("replication_factor", None, 1, MAX_REPLICATION_FACTOR, "INVALID_REPLICATION_FACTOR")
     configs = _config_values(fields.get_object("configs", {}), allow_null=False)
@@ -57,7 +61,8 @@ async def create_topic(request: web.Request) -> web.Response:
 
 @routes.get("/v1/topics")
 async def list_topics(request: web.Request) -> web.Response:
-    topics = sorted(request.app[METADATA].topics(), key=lambda t: t.name)
+    topics = authz.visible(request, "DESCRIBE", TOPIC, sorted(request.app[METADATA].topics(), key=lambda t: t.name),
+                           lambda t: t.name)
     return render(request, {"topics": [
         {"name": t.name, "topic_id": t.topic_id, "internal": t.internal,
          "partitions": len(t.partitions)}
@@ -67,6 +72,7 @@ async def list_topics(request: web.Request) -> web.Response:
 
 @routes.get("/v1/topics/{topic}")
 async def describe_topic(request: web.Request) -> web.Response:
+    authz.require(request, "DESCRIBE", TOPIC, request.match_info["topic"])
     topic = require_topic(request, request.match_info["topic"])
     return render(request, {
         "name": topic.name,
@@ -79,6 +85,7 @@ async def describe_topic(request: web.Request) -> web.Response:
 
 @routes.delete("/v1/topics/{topic}")
 async def delete_topic(request: web.Request) -> web.Response:
+    authz.require(request, "DELETE", TOPIC, request.match_info["topic"])
     topic = require_topic(request, check_topic_name(request.match_info["topic"], "delete"))
     await request.app[ADMIN].delete_topic(topic.name)
     return render(request, {"name": topic.name})
@@ -87,6 +94,7 @@ async def delete_topic(request: web.Request) -> web.Response:
 @routes.post("/v1/topics/{topic}/partitions")
 async def create_partitions(request: web.Request) -> web.Response:
     # The group coordinator's hashing fixes __consumer_offsets' partition count for good.
+    authz.require(request, "ALTER", TOPIC, request.match_info["topic"])
     topic = require_topic(request, check_topic_name(request.match_info["topic"], "add partitions to"))
     body, _ = await read_body(request)
     count = Fields(body).get_int("count", minimum=1, maximum=MAX_PARTITIONS, range_error="INVALID_PARTITIONS")
@@ -96,6 +104,7 @@ async def create_partitions(request: web.Request) -> web.Response:
 
 @routes.get("/v1/topics/{topic}/configs")
 async def describe_configs(request: web.Request) -> web.Response:
+    authz.require(request, "DESCRIBE_CONFIGS", TOPIC, request.match_info["topic"])
     topic = require_topic(request, request.match_info["topic"])
     defaults = request.app[METADATA].topic_defaults()
     return render(request, {"configs": dict(topic.configs), "defaults": dict(defaults)})
@@ -103,6 +112,7 @@ async def describe_configs(request: web.Request) -> web.Response:
 
 @routes.patch("/v1/topics/{topic}/configs")
 async def alter_configs(request: web.Request) -> web.Response:
+    authz.require(request, "ALTER_CONFIGS", TOPIC, request.match_info["topic"])
     topic = require_topic(request, request.match_info["topic"])
     body, _ = await read_body(request)
     changes = _config_values(Fields(body).get_object("configs"), allow_null=True)
