@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import requests
 
-from api.client import Admin, KraftError
+from api.client import Admin
 from kraft.bench.chaos.checker import Findings, check
 from kraft.bench.chaos.clients import read_partition
 from kraft.bench.chaos.faults import Injector, mount_tmpfs, unmount
