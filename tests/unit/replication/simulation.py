@@ -6,10 +6,10 @@ What runs is the production code: each broker's `kraft.broker.replication.partit
 follower and leader rules under it, the real `LogValidator` and `LeaderEpochFileCache` in an
 in-memory log (`memory_log.py`), and as the controller the real handlers
 (`kraft.controller.handlers`: register_broker, broker_heartbeat, fence_broker, alter_partition,
-with `metadata/partition_change.py`'s election and ISR rules) replayed into real images by
-`metadata.delta.apply_records`. This module is only the shell around them, doing what the replica
-manager, the fetchers, the broker lifecycle and the network do: the actions each core returns are
-performed, and every message (fetch request and response, AlterPartition and its answer,
+elect_leaders, with `metadata/partition_change.py`'s election and ISR rules) replayed into real
+images by `metadata.delta.apply_records`. This module is only the shell around them, doing what
+the replica manager, the fetchers, the broker lifecycle and the network do: the actions each core
+returns are performed, and every message (fetch request and response, AlterPartition and its answer,
 registration, heartbeat, metadata fetch) goes through a network that drops, delays (so reorders)
 and duplicates it. Brokers crash (kill -9: the log stays; power loss: the unflushed suffix is lost)
 and restart from their last metadata snapshot, re-registering as a new incarnation, as kraft-node
@@ -548,6 +548,9 @@ class Simulation:
 
     def _inject_fault(self) -> None:
         if not self.faults:
+            return
+        if self.rng.random() < 0.15:  # not a fault: an admin's preferred-leader election
+            self._commit(list(handlers.elect_leaders(self.image).records))
             return
         dead = [b for b in self.brokers.values() if not b.alive]
         if dead and self.rng.random() < 0.5:

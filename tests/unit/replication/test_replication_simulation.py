@@ -21,9 +21,9 @@ REGRESSION_SEEDS = {
     # led again at its old epoch from its metadata snapshot: it acknowledged other records at
     # offsets its followers held for that epoch. Fixed: no leadership before the broker's own
     # registration is in the metadata (`Partition.apply_registration(may_lead=...)`).
-    28: "restarted leader reused its epoch over a lost suffix (acked record missing)",
-    29: "restarted leader reused its epoch over a lost suffix (committed record replaced)",
-    74: "restarted leader reused its epoch over a lost suffix (committed record replaced)",
+    12: "restarted leader reused its epoch over a lost suffix (committed record replaced)",
+    22: "restarted leader reused its epoch over a lost suffix (committed record replaced)",
+    28: "restarted leader reused its epoch over a lost suffix (committed record replaced)",
 }
 # Also found, with a deterministic test in test_replication_partition.py: a power-lost
 # follower's dead process's position brought its restarted successor into the ISR without the
