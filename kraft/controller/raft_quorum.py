@@ -82,6 +82,10 @@ class RaftQuorumConfig:
     connection_timeout: float = 10**6
     connection_retry_time: float = 0.5
     log_compaction_min_entries: int = 10_000
+    # Snapshots by size and time as well: an entry is one request's batch (up to 100k records),
+    # so an entry count alone lets the journal grow without bound.
+    log_compaction_min_records: int = 200_000
+    log_compaction_min_time: float = 300.0
     request_timeout: float = 5.0
     max_inflight_proposals: int = 1_000
 
@@ -246,6 +250,7 @@ class RaftQuorum:
         self._client_endpoint: tuple[str, int] | None = None
         self._announce_task: asyncio.Task | None = None
         self._active_term: int | None = None  # Raft term in which our own claim was applied
+        self._records_since_compaction = 0  # Raft thread only
 
     # -- registration and lifecycle ---------------------------------------------------------
 
@@ -285,6 +290,7 @@ class RaftQuorum:
             journalFile=journal,  # handed to SyncObj as is (raft_journal's createJournal)
             fullDumpFile=str(metadata_dir / DUMP_FILE),
             logCompactionMinEntries=self.config.log_compaction_min_entries,
+            logCompactionMinTime=self.config.log_compaction_min_time,
             onStateChanged=self._raft_state_changed,
             bindRetryTime=0.25,
             maxBindRetries=40,
@@ -505,6 +511,10 @@ class RaftQuorum:
             pass
 
     def _raft_applied(self, batch: list[dict[str, Any]], outcome: BatchOutcome) -> None:
+        self._records_since_compaction += len(batch)
+        if self._records_since_compaction >= self.config.log_compaction_min_records and self._syncobj:
+            self._records_since_compaction = 0
+            self._syncobj.forceLogCompaction()
         controller = (None if outcome.controller_id is None
                       else (outcome.controller_id, outcome.controller_epoch))
         entries = list(zip(range(outcome.first_offset, outcome.last_offset + 1), batch))
