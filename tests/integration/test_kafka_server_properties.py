@@ -51,4 +51,4 @@ def test_stock_kafka_server_properties_start_a_combined_node(tmp_path: Path) -> 
         _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 0, stderr
     warnings = [line for line in stderr.splitlines() if "ignoring Kafka configuration keys" in line]
-    assert len(warnings) == 1 and "num.network.threads" in warnings[0] and "inter.broker.listener.name" in warnings[0]
+    assert len(warnings) == 1 and "num.network.threads" in warnings[0] and "num.io.threads" in warnings[0]
