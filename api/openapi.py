@@ -85,7 +85,9 @@ SCHEMAS: dict[str, Any] = {
 
 _ERROR_STATUSES = {
     "400": "Invalid request (INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, ...)",
-    "403": "Refused by policy (POLICY_VIOLATION, TOPIC_DELETION_DISABLED)",
+    "401": "Authentication failed (SASL_AUTHENTICATION_FAILED): wrong or missing credentials",
+    "403": "Refused (CLUSTER_AUTHORIZATION_FAILED: a route of the cluster's own nodes; POLICY_VIOLATION, "
+           "TOPIC_DELETION_DISABLED)",
     "404": "Unknown topic or partition, or unknown route",
     "405": "Method not allowed",
     "406": "Not acceptable",
@@ -466,6 +468,18 @@ _PATHS.update(_GROUP_PATHS)
 
 _REQUEST_ID = {"type": "string", "minLength": 1, "maxLength": 256,
                "description": "retries with the same id are applied once"}
+_SCRAM_MECHANISM = {"type": "string", "enum": ["SCRAM-SHA-256", "SCRAM-SHA-512"]}
+_SCRAM_RESULTS = {"type": "array", "items": _obj({"name": {"type": "string"}, "mechanism": _SCRAM_MECHANISM})}
+_SCRAM_ALTER = _obj({
+    "upsertions": {"type": "array", "maxItems": 1000, "items": _obj({
+        "name": {"type": "string", "minLength": 1}, "mechanism": _SCRAM_MECHANISM, "iterations": _int(4096, 16384),
+        "salt": {"type": "string", "description": "base64"},
+        "salted_password": {"type": "string", "description": "base64 PBKDF2(password, salt, iterations): "
+                                                             "the password itself is never sent"}},
+        ("name", "mechanism", "salt", "salted_password"))},
+    "deletions": {"type": "array", "maxItems": 1000, "items": _obj({
+        "name": {"type": "string", "minLength": 1}, "mechanism": _SCRAM_MECHANISM}, ("name", "mechanism"))},
+    "request_id": _REQUEST_ID})
 _COMMITTED = {"metadata_offset": {**INT64, "description": "offset the change was committed at"}}
 _BROKER_ID = _int()
 _BROKER_EPOCH = _int(-1, INT64_MAX)
@@ -568,6 +582,9 @@ _CONTROLLER_PATHS: dict[str, Any] = {
             "resource_type": {"type": "string", "enum": ["topic"]}, "resource_name": TOPIC_NAME,
             "configs": _config_values(True), "validate_only": {"type": "boolean"}, "request_id": _REQUEST_ID,
         }, ("resource_name", "configs")))},
+    "/v1/controller/users/scram-credentials": {"post": _operation(
+        "Upsert or delete SCRAM credentials, all or none (forwarded by nodes)",
+        _obj({"results": _SCRAM_RESULTS, **_COMMITTED}, ("results",)), body=_SCRAM_ALTER)},
     "/v1/controller/elect-leaders": {"post": _operation(
         "Preferred leader election (kafka-leader-election --election-type preferred)", _obj({
             "partitions": {"type": "array", "items": _obj({
@@ -596,6 +613,16 @@ _CONTROLLER_PATHS: dict[str, Any] = {
             }, ("partitions",)))},
 }
 _PATHS.update(_CONTROLLER_PATHS)
+_PATHS["/v1/users/scram-credentials"] = {
+    "get": _operation("Users and their SCRAM mechanisms and iterations, never keys (kafka-configs --describe "
+                      "--entity-type users)", _obj({"users": {"type": "array", "items": _obj({
+                          "name": {"type": "string"}, "credentials": {"type": "array", "items": _obj({
+                              "mechanism": _SCRAM_MECHANISM, "iterations": _int()})}})}}, ("users",)),
+                      parameters=[_query("user", {"type": "string"}, "one user only")]),
+    "post": _operation("Upsert or delete SCRAM credentials, all or none (kafka-configs --alter --entity-type "
+                       "users --add-config/--delete-config SCRAM-SHA-256=[...])",
+                       _obj({"results": _SCRAM_RESULTS}, ("results",)), body=_SCRAM_ALTER),
+}
 _STR = {"type": "string"}
 _ACL_BINDING = _obj({
     "resource_type": {"type": "string", "enum": ["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"]},

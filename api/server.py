@@ -18,7 +18,7 @@ from aiohttp import web
 
 from api.errors import KraftError, from_exception
 from api.routes import (
-    acls, batch, controller, forward, groups, health, metadata, metrics, openapi, producers, records, topics,
+    acls, batch, controller, forward, groups, health, metadata, metrics, openapi, producers, records, topics, users,
 )
 from api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, AdminService, MetadataView, NodeInfo, ReplicaService,
@@ -120,7 +120,7 @@ def build_app(
         app.router.add_routes(metrics.routes)
     if producer_id_service is not None:
         app[producers.PRODUCER_IDS] = producer_id_service
-    for module in (health, metadata, topics, records, batch, groups, producers, controller, acls, openapi):
+    for module in (health, metadata, topics, records, batch, groups, producers, controller, acls, users, openapi):
         app.router.add_routes(module.routes)
     for table in extra_routes:
         app.router.add_routes(table)

@@ -35,15 +35,15 @@ def _flags(**given: Any) -> dict[str, Any]:
     return {names[k]: v for k, v in given.items() if v is not None}
 
 
-async def _serve(config: KraftConfig) -> int:
-    from kraft.node import Node
+async def _serve(config: KraftConfig, add_scram: tuple[str, ...] = ()) -> int:
+    from kraft.node import Node, ScramBootstrap
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        node = Node(config)
+        node = Node(config, [ScramBootstrap.parse(text) for text in add_scram])
     except ConfigError as e:
         log.error("configuration error: %s", e)
         return EXIT_CONFIG_ERROR
@@ -85,8 +85,12 @@ def _install_uvloop() -> None:
               help="A TOML or server.properties file.")
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Set any config key; repeatable; wins over the file.")
+@click.option("--add-scram", "add_scram", multiple=True, metavar="'SCRAM-SHA-256=[name=U,password=P]'",
+              help="A first SCRAM credential, created once the cluster runs unless the user has one "
+                   "(as kafka-storage format --add-scram); repeatable.")
 @click.option("--help-config", is_flag=True, help="List every config key and exit.")
-def cli(config_file: str | None, overrides: tuple[str, ...], help_config: bool, **flags: Any) -> None:
+def cli(config_file: str | None, overrides: tuple[str, ...], help_config: bool, add_scram: tuple[str, ...],
+        **flags: Any) -> None:
     """Run a kraft node."""
     if help_config:
         click.echo(describe_keys())
@@ -100,7 +104,7 @@ def cli(config_file: str | None, overrides: tuple[str, ...], help_config: bool, 
     if config.ignored:
         log.warning("ignoring Kafka configuration keys that this broker does not use: %s", ", ".join(config.ignored))
     _install_uvloop()
-    sys.exit(asyncio.run(_serve(config)))
+    sys.exit(asyncio.run(_serve(config, add_scram)))
 
 
 def main() -> None:

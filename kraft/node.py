@@ -24,15 +24,19 @@ import resource
 import socket
 import uuid
 from pathlib import Path
-from typing import Any, AsyncIterator
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Sequence
 
 from aiohttp import web
 
 from api.routes.controller import CONTROLLER
 from api.routes.health import NODE_STATUS
+from api.client.admin import scram_upsertion
+from api.errors import KraftError
 from api.authz import AUTHORIZER
 from api.routes.acls import ACLS
 from api.routes.services import NodeInfo
+from api.routes.users import USERS
 from api.server import build_app
 from kraft.broker.admin import LocalAdmin
 from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
@@ -55,18 +59,48 @@ from kraft.controller.raft_quorum import METADATA_DIR, RaftQuorum, RaftQuorumCon
 from kraft.controller.service import ControllerService
 from kraft.metrics import NodeMetrics
 from kraft.readiness import MetadataProgress, ReadinessCheck
+from kraft.security.authn import ClientAuthenticator
 from kraft.security.node_auth import NodeCredential
 from kraft.broker.acl_admin import AclAdmin
 from kraft.security.authorizer import StandardAuthorizer, authorizer_settings
 from kraft.security.peers import PeerSecurity
 from kraft.security.service import NodeSecurity
+from kraft.security.principal import parse_rules
+from kraft.security.scram import parse_scram_config
 from kraft.security.tls import peer_context, server_context
+from kraft.security.users import ScramUsers
 from log.config import TOPIC_CONFIG_KEYS
 from log.file_cache import NO_LIMIT_FILES, OPEN_FILES, default_open_files_max
 
 log = logging.getLogger("kraft.node")
 
 META_PROPERTIES = "meta.properties"
+
+
+@dataclass(frozen=True)
+class ScramBootstrap:
+    """One `--add-scram 'SCRAM-SHA-256=[name=admin,password=...]'`."""
+
+    mechanism: str
+    user: str
+    password: str
+    iterations: int = 4096
+
+    def __repr__(self) -> str:  # never the password
+        return f"ScramBootstrap({self.mechanism}, {self.user})"
+
+    @classmethod
+    def parse(cls, text: str) -> "ScramBootstrap":
+        mechanism, sep, body = text.partition("=")
+        mechanism = mechanism.strip().upper()
+        if not sep or mechanism not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            raise ConfigError("--add-scram", "expected SCRAM-SHA-256=[name=USER,password=PASSWORD] (or SCRAM-SHA-512)")
+        try:
+            fields = parse_scram_config(body)
+            return cls(mechanism, fields["name"], fields["password"], int(fields.get("iterations", 4096)))
+        except (ValueError, KeyError):
+            raise ConfigError("--add-scram", "expected SCRAM-SHA-256=[name=USER,password=PASSWORD"
+                                             "[,iterations=N]]") from None
 
 
 def new_cluster_id() -> str:
@@ -167,8 +201,10 @@ LOCAL_REGISTRATION_TIMEOUT_S = 30.0
 
 
 class Node:
-    def __init__(self, config: KraftConfig) -> None:
+    def __init__(self, config: KraftConfig, add_scram: Sequence[ScramBootstrap] = ()) -> None:
         self.config = config
+        self.add_scram = list(add_scram)
+        self._add_scram_task: asyncio.Task[None] | None = None
         self.node_id = config.node_id
         self.data_dir = config.data_dir
         self.cluster_id = ""
@@ -265,9 +301,11 @@ class Node:
         self.app = build_app(info, self.view, admin, self.replica_manager, cleanup=self._services,
                              group_service=self.groups, metrics_service=self.metrics,
                              producer_id_service=ProducerIdManager(front, self.node_id, broker_epoch),
-                             security=NodeSecurity(self.peers.credential, self.peers, self.metrics.registry))
+                             security=self._security(config))
         self.replica_manager.fetchers.security = self.peers
         self.groups.leader_offsets.security = self.peers
+        if self.zk is None:  # ZooKeeper mode keeps no SCRAM credentials
+            self.app[USERS] = ScramUsers(lambda: self.loader.image, self.channel)
         if self.zk is not None:
             self.zk.install(self.app)
             self.zk.controller.pusher.security = self.peers
@@ -282,6 +320,28 @@ class Node:
         self.readiness = ReadinessCheck()
         self._runner: web.AppRunner | None = None
         self.port = config.listener[1]
+
+    def _security(self, config: KraftConfig) -> NodeSecurity:
+        security = NodeSecurity(self.peers.credential, self.peers, self.metrics.registry)
+        try:
+            rules = parse_rules(config["ssl.principal.mapping.rules"])
+        except ValueError as e:
+            raise ConfigError("ssl.principal.mapping.rules", str(e)) from None
+        security.authenticator = ClientAuthenticator(config.security_protocol, config["sasl.enabled.mechanisms"],
+                                                     rules, lambda: self.loader.image)
+        return security
+
+    async def _bootstrap_scram(self) -> None:
+        """--add-scram: the first credentials, as kafka-storage format writes them; a user who has
+        a credential for the mechanism already keeps it (every node may be given the same flag)."""
+        for entry in self.add_scram:
+            while self.loader.image.scram.get(entry.user, entry.mechanism) is None:
+                try:
+                    await self.channel.alter_user_scram_credentials(
+                        [scram_upsertion(entry.user, entry.mechanism, entry.password, entry.iterations)], [])
+                except KraftError as e:  # e.g. no controller yet; the message never holds the password
+                    log.info("--add-scram %s for %s: %s; retrying", entry.mechanism, entry.user, e.error_code)
+                    await asyncio.sleep(1)
 
     def status(self) -> dict[str, Any]:
         """The controller and broker state `/v1/health` reports, and whether the node is ready
@@ -345,10 +405,14 @@ class Node:
             if isinstance(self.quorum, LocalQuorum):
                 # the embedded node serves requests only once its broker is up: it is the cluster
                 await self.lifecycle.wait_unfenced(LOCAL_REGISTRATION_TIMEOUT_S)
+        if self.add_scram and self.zk is None:
+            self._add_scram_task = asyncio.get_running_loop().create_task(self._bootstrap_scram())
         log.info("node %d started: cluster %s, roles %s, data in %s", self.node_id, self.cluster_id,
                  ",".join(self.config.roles), self.data_dir)
 
     async def stop_services(self) -> None:
+        if self._add_scram_task is not None:
+            self._add_scram_task.cancel()
         if self.zk is not None:  # closing the session deletes our znodes: leaderships move at once
             await self.zk.stop()
         if self.lifecycle is not None:

@@ -9,6 +9,9 @@ active controller are retried there, other retriable errors after a backoff, unt
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
@@ -16,6 +19,7 @@ from urllib.parse import quote
 
 from api.client.cluster import ClusterSnapshot
 from api.client.compat import check_unused_configs
+from api.client.security import pop_security
 from api.client.consumer import offsets_path
 from api.client.group import GroupCoordinatorClient
 from api.client.retry import call_with_retries
@@ -94,9 +98,10 @@ class Admin:
         api_timeout_ms: int = 60_000,
         **configs: Any,
     ) -> None:
+        security = pop_security(configs)
         check_unused_configs("admin", configs)
         self.client_id = client_id or "kraft-admin"
-        self._transport = Transport(bootstrap_servers, request_timeout_ms)
+        self._transport = Transport(bootstrap_servers, request_timeout_ms, security)
         self._request_timeout_ms = request_timeout_ms
         self._backoff_s = retry_backoff_ms / 1000
         self._api_timeout_s = api_timeout_ms / 1000
@@ -254,6 +259,23 @@ class Admin:
         ]}
         return _reassignments(self._call("POST", "/v1/controller/reassignments", body))
 
+    def describe_user_scram_credentials(self, users: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
+        """Kafka's DescribeUserScramCredentials: user -> {mechanism: iterations} (never keys)."""
+        wanted = None if users is None else set(users)
+        answer = self._call("GET", "/v1/users/scram-credentials")
+        return {u["name"]: {c["mechanism"]: c["iterations"] for c in u["credentials"]}
+                for u in answer["users"] if wanted is None or u["name"] in wanted}
+
+    def alter_user_scram_credentials(
+        self, upsertions: Iterable[tuple[str, str, str, int]] = (), deletions: Iterable[tuple[str, str]] = (),
+    ) -> list[dict[str, Any]]:
+        """Kafka's AlterUserScramCredentials, all or none: upsertions (user, mechanism, password,
+        iterations) are salted and iterated here, so the password never leaves the client;
+        deletions are (user, mechanism)."""
+        body = {"upsertions": [scram_upsertion(u, m, p, i) for u, m, p, i in upsertions],
+                "deletions": [{"name": u, "mechanism": m} for u, m in deletions]}
+        return list(self._call("POST", "/v1/users/scram-credentials", body)["results"])
+
     def list_partition_reassignments(self) -> dict[TopicPartition, PartitionReassignment]:
         """The partitions being reassigned."""
         return _reassignments(self._call("GET", "/v1/controller/reassignments"))
@@ -376,3 +398,19 @@ class Admin:
         if partitions is not None:
             body["partitions"] = list(partitions)
         return list(self._group(group_id).request("POST", "/offsets/reset", body).get("offsets", ()))
+
+
+SCRAM_DIGESTS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+SCRAM_SALT_BYTES = 32
+
+
+def scram_upsertion(user: str, mechanism: str, password: str, iterations: int = 4096) -> dict[str, Any]:
+    """One AlterUserScramCredentials upsertion: a random salt and PBKDF2(password, salt,
+    iterations), base64-encoded; the password itself is not in it."""
+    digest = SCRAM_DIGESTS.get(mechanism)
+    if digest is None:
+        raise KraftError("UNSUPPORTED_SASL_MECHANISM", f"mechanism must be one of {', '.join(SCRAM_DIGESTS)}")
+    salt = os.urandom(SCRAM_SALT_BYTES)
+    salted = hashlib.pbkdf2_hmac(digest, password.encode("utf-8"), salt, iterations)
+    return {"name": user, "mechanism": mechanism, "iterations": iterations,
+            "salt": base64.b64encode(salt).decode("ascii"), "salted_password": base64.b64encode(salted).decode("ascii")}

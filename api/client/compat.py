@@ -2,8 +2,8 @@
 
 `KafkaProducer(**configs)` / `KafkaConsumer(*topics, **configs)` code often passes socket and
 protocol tuning that has no meaning over HTTP. Those keywords are accepted with one warning naming
-them (the code keeps working); anything else unknown, and TLS/SASL settings (this client speaks
-plain HTTP), is an INVALID_CONFIG error naming the key, so a typo is not silently ignored.
+them (the code keeps working); anything else unknown is an INVALID_CONFIG error naming the key, so
+a typo is not silently ignored. TLS/SASL settings are taken by `api/client/security.py` first.
 docs/client.md lists every kafka-python keyword and what it does here.
 """
 
@@ -35,10 +35,6 @@ IGNORED = {"producer": _NETWORK, "consumer": _NETWORK | _CONSUMER, "admin": _NET
 def check_unused_configs(role: str, configs: dict[str, Any]) -> None:
     """Warns once about kafka-python keywords accepted without effect; raises INVALID_CONFIG for
     the rest of `configs` (the keywords the client's signature did not take)."""
-    if configs.get("security_protocol", "PLAINTEXT") != "PLAINTEXT":
-        raise KraftError("INVALID_CONFIG", f"security_protocol={configs['security_protocol']!r}: this client "
-                                           "speaks plain HTTP (PLAINTEXT) only")
-    configs = {k: v for k, v in configs.items() if k != "security_protocol"}
     unknown = sorted(k for k in configs if k not in IGNORED[role])
     if unknown:
         raise KraftError("INVALID_CONFIG", f"unknown or unsupported {role} config: {', '.join(unknown)} "

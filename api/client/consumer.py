@@ -33,6 +33,7 @@ from urllib.parse import quote
 
 from api.client.cluster import METADATA_ERRORS, MetadataCache
 from api.client.compat import check_unused_configs, deserializing
+from api.client.security import pop_security
 from api.client.fetcher import fetch_body, records_from_batches
 from api.client.group import GroupCoordinatorClient, GroupMembership, HeartbeatThread
 from api.client.retry import call_with_retries
@@ -99,6 +100,7 @@ class Consumer:
     ) -> None:
         """`Consumer(*topics, **configs)` as kafka-python's KafkaConsumer; the original
         `Consumer("host:port", ...)` form works too (a first argument with ':' is the servers)."""
+        security = pop_security(configs)
         check_unused_configs("consumer", configs)
         if bootstrap_servers is None:
             if topics and _is_servers(topics[0]):
@@ -116,7 +118,7 @@ class Consumer:
         if auto_commit_interval_ms <= 0:
             raise KraftError("INVALID_CONFIG", "auto_commit_interval_ms must be > 0")
         self._subs = SubscriptionState(auto_offset_reset)
-        self._transport = Transport(bootstrap_servers, request_timeout_ms)
+        self._transport = Transport(bootstrap_servers, request_timeout_ms, security)
         self._metadata = MetadataCache(self._transport, retry_backoff_ms, metadata_max_age_ms,
                                        allow_auto_create=allow_auto_create_topics)
         self._key_deserializer = key_deserializer

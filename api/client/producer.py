@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Mapping
 from api.client.accumulator import RECORD_OVERHEAD, RecordAccumulator
 from api.client.cluster import ClusterSnapshot, MetadataCache
 from api.client.compat import check_unused_configs, serializing
+from api.client.security import pop_security
 from api.client.futures import RecordFuture
 from api.client.sender import Sender, SenderConfig, now_ms
 from api.client.transport import Transport
@@ -108,6 +109,7 @@ class Producer:
         allow_auto_create_topics: bool = True,
         **configs: Any,
     ) -> None:
+        security = pop_security(configs)
         check_unused_configs("producer", configs)
         compression_type = compression_type or "none"  # kafka-python's default is None
         if compression_type not in COMPRESSIONS:
@@ -119,7 +121,7 @@ class Producer:
         self.client_id = client_id or "kraft-producer"
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
-        self._transport = Transport(bootstrap_servers, request_timeout_ms)
+        self._transport = Transport(bootstrap_servers, request_timeout_ms, security)
         self._metadata = MetadataCache(self._transport, retry_backoff_ms, metadata_max_age_ms,
                                        allow_auto_create=allow_auto_create_topics)
         self._acc = RecordAccumulator(batch_size, linger_ms, isolate_retries=enable_idempotence)

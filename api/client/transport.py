@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 
 import msgpack
 
+from api.client.security import PLAINTEXT, ClientSecurity
 from api.errors import KraftError
 
 Address = tuple[str, int]
@@ -136,7 +137,8 @@ class Transport:
     """Sends msgpack requests; raises KraftError for error answers and for network failures
     (NETWORK_EXCEPTION / REQUEST_TIMED_OUT, both retriable)."""
 
-    def __init__(self, bootstrap_servers: str | Sequence[str], request_timeout_ms: int = 30000) -> None:
+    def __init__(self, bootstrap_servers: str | Sequence[str], request_timeout_ms: int = 30000,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         try:
             self._bootstrap = parse_bootstrap(bootstrap_servers)
         except ValueError as e:
@@ -149,6 +151,9 @@ class Transport:
         self._local = threading.local()
         self._connections: list[http.client.HTTPConnection] = []  # every thread's, for close()
         self._lock = threading.Lock()
+        self.security = security
+        self._ssl = security.ssl_context()
+        self._headers = {**_HEADERS, **security.headers()}
 
     @property
     def bootstrap(self) -> list[Address]:
@@ -163,7 +168,9 @@ class Transport:
             pool = self._local.pool = {}
         conn = pool.get(address)
         if conn is None:
-            conn = pool[address] = http.client.HTTPConnection(address[0], address[1], timeout=timeout_s)
+            conn = pool[address] = (
+                http.client.HTTPSConnection(address[0], address[1], timeout=timeout_s, context=self._ssl)
+                if self._ssl is not None else http.client.HTTPConnection(address[0], address[1], timeout=timeout_s))
             with self._lock:
                 self._connections.append(conn)
         elif _peer_closed(conn):
@@ -231,7 +238,7 @@ class Transport:
         data = None if body is None else _packb(body)
         conn = self._connection(address, timeout_s or self.request_timeout_s)
         try:
-            conn.request(method, path, body=data, headers=_HEADERS)
+            conn.request(method, path, body=data, headers=self._headers)
             response = conn.getresponse()
             answer = Answer(response.status, response.read(), response.headers)
         except TimeoutError as e:

@@ -70,6 +70,9 @@ class ControllerApi(Protocol):
     async def elect_leaders(self, partitions: Iterable[tuple[str, int]] | None,
                             request_id: str | None) -> dict[str, Any]: ...
 
+    async def alter_user_scram_credentials(self, upsertions: list[Any], deletions: list[Any],
+                                           request_id: str | None) -> dict[str, Any]: ...
+
     async def alter_partition_reassignments(self, reassignments: list[dict[str, Any]],
                                             request_id: str | None) -> dict[str, Any]: ...
 
@@ -246,6 +249,16 @@ async def alter_configs(request: web.Request) -> web.Response:
         resource_type, check_topic_name(f.raw("resource_name")), dict(f.get_object("configs")),
         _bool(f, "validate_only"), _request_id(f))
     return render(request, answer)
+
+
+@routes.post("/v1/controller/users/scram-credentials")
+async def alter_user_scram_credentials(request: web.Request) -> web.Response:
+    """Forwarded by nodes from `POST /v1/users/scram-credentials` (kafka-configs --entity-type users)."""
+    f = await _body(request)
+    upsertions, deletions = (
+        [dict(f.child(raw, f"{name}[{i}]").obj) for i, raw in enumerate(f.get_list(name, 1000))] if f.has(name) else []
+        for name in ("upsertions", "deletions"))
+    return render(request, await _api(request).alter_user_scram_credentials(upsertions, deletions, _request_id(f)))
 
 
 @routes.post("/v1/controller/elect-leaders")

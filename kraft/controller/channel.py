@@ -21,6 +21,8 @@ from kraft.controller.handlers import ControllerSettings
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.service import ControllerService
 
+SCRAM_CREDENTIALS_PATH = "/v1/controller/users/scram-credentials"
+
 LocalCall = Callable[[ControllerService, str], Awaitable[dict[str, Any]]]
 REMOTE_SLICE_S = 2.0  # re-check between remote attempts whether this node became the controller
 
@@ -88,6 +90,11 @@ class ControllerChannel:
             "POST", "/v1/controller/configs",
             {"resource_type": resource_type, "resource_name": resource_name, "configs": dict(configs),
              "validate_only": validate_only})
+
+    async def alter_user_scram_credentials(self, upsertions: list[Any], deletions: list[Any]) -> dict[str, Any]:
+        return await self._call(
+            lambda c, rid: c.alter_user_scram_credentials(upsertions, deletions, request_id=rid),
+            "POST", SCRAM_CREDENTIALS_PATH, {"upsertions": upsertions, "deletions": deletions})
 
     # -- ACLs and client quotas ------------------------------------------------------------------
 

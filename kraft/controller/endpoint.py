@@ -177,6 +177,11 @@ class ControllerEndpoint:
         return self._committed(await self._active().alter_configs(
             resource_type, resource_name, configs, validate_only, request_id=request_id))
 
+    async def alter_user_scram_credentials(self, upsertions: list[Any], deletions: list[Any],
+                                           request_id: str | None) -> dict[str, Any]:
+        return self._committed(await self._active().alter_user_scram_credentials(
+            upsertions, deletions, request_id=request_id))
+
     async def elect_leaders(self, partitions: Iterable[tuple[str, int]] | None,
                             request_id: str | None) -> dict[str, Any]:
         return self._committed(await self._active().elect_leaders(partitions, request_id=request_id))

@@ -8,6 +8,8 @@ comes from the `random.Random` passed in and ends up in the records, so replay s
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import random
 import uuid
 from dataclasses import dataclass, field
@@ -22,9 +24,10 @@ from metadata.partition_change import (
 from metadata.placement import BrokerPlacement, place_replicas
 from metadata.records import (
     Config, Endpoint, FenceBroker, MetadataRecord, Partition, PartitionChange, ProducerIds, RegisterBroker,
-    RemoveTopic, Topic, UnfenceBroker, UnregisterBroker,
+    RemoveTopic, RemoveUserScramCredential, Topic, UnfenceBroker, UnregisterBroker, UserScramCredential,
 )
 from metadata.topic_name import collision_key, validate_topic_name
+from kraft.security import scram
 
 ConfigValidator = Callable[[Mapping[str, str]], None]  # raises ValueError for a bad value
 UNCLEAN_KEY = "unclean.leader.election.enable"
@@ -258,6 +261,59 @@ def alter_configs(
         if current.get(k) != v
     )
     return ControllerResult(() if validate_only else records, {"configs": merged})
+
+
+# -- users (kafka-configs --entity-type users) ---------------------------------------------------
+
+
+def _b64(value: Any, what: str) -> bytes:
+    try:
+        return base64.b64decode(str(value), validate=True)
+    except (ValueError, TypeError):
+        raise MetadataError("INVALID_REQUEST", f"{what} must be base64") from None
+
+
+def _scram_user(entry: Any, what: str) -> tuple[str, str]:
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
+        raise MetadataError("INVALID_REQUEST", f"{what}: a user name is required")
+    if entry.get("mechanism") not in scram.MECHANISMS:
+        raise MetadataError("UNSUPPORTED_SASL_MECHANISM", f"{what}: mechanism must be one of "
+                                                          f"{', '.join(scram.MECHANISMS)}")
+    return entry["name"], entry["mechanism"]
+
+
+def alter_user_scram_credentials(image: MetadataImage, upsertions: Sequence[Any],
+                                 deletions: Sequence[Any]) -> ControllerResult:
+    """Kafka's AlterUserScramCredentials, all or nothing: upsertions {name, mechanism, iterations,
+    salt, salted_password} (base64; the client salts, so the password never reaches the cluster)
+    become StoredKey/ServerKey records; deletions {name, mechanism} remove existing credentials."""
+    records: list[MetadataRecord] = []
+    seen: set[tuple[str, str]] = set()
+    for i, entry in enumerate(deletions):
+        name, mechanism = _scram_user(entry, f"deletions[{i}]")
+        if image.scram.get(name, mechanism) is None:
+            raise MetadataError("INVALID_REQUEST", f"user {name!r} has no {mechanism} credential")
+        seen.add((name, mechanism))
+        records.append(RemoveUserScramCredential(name=name, mechanism=mechanism))
+    for i, entry in enumerate(upsertions):
+        name, mechanism = _scram_user(entry, f"upsertions[{i}]")
+        if (name, mechanism) in seen:
+            raise MetadataError("INVALID_REQUEST", f"user {name!r} {mechanism} appears twice")
+        seen.add((name, mechanism))
+        iterations = entry.get("iterations", scram.DEFAULT_ITERATIONS)
+        if not isinstance(iterations, int) or not scram.MIN_ITERATIONS <= iterations <= scram.MAX_ITERATIONS:
+            raise MetadataError("INVALID_REQUEST", f"upsertions[{i}]: iterations must be in "
+                                                   f"[{scram.MIN_ITERATIONS}, {scram.MAX_ITERATIONS}]")
+        salt = _b64(entry.get("salt"), f"upsertions[{i}].salt")
+        salted = _b64(entry.get("salted_password"), f"upsertions[{i}].salted_password")
+        if not salt or len(salted) != hashlib.new(scram.MECHANISMS[mechanism]).digest_size:
+            raise MetadataError("INVALID_REQUEST", f"upsertions[{i}]: a salt and the {mechanism} salted password "
+                                                   "are required")
+        c = scram.from_salted_password(mechanism, salted, salt, iterations)
+        records.append(UserScramCredential(
+            name=name, mechanism=mechanism, salt=base64.b64encode(c.salt).decode(), iterations=iterations,
+            stored_key=base64.b64encode(c.stored_key).decode(), server_key=base64.b64encode(c.server_key).decode()))
+    return ControllerResult(tuple(records), {"results": [{"name": n, "mechanism": m} for n, m in sorted(seen)]})
 
 
 # -- brokers ------------------------------------------------------------------------------------

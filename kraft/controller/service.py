@@ -188,6 +188,11 @@ class ControllerService:
         return await self._run(request_id, lambda image: handlers.alter_configs(
             image, self.settings, resource_type, resource_name, configs, validate_only, self._config_validator))
 
+    async def alter_user_scram_credentials(self, upsertions: list[Any], deletions: list[Any], *,
+                                           request_id: str | None = None) -> dict[str, Any]:
+        return await self._run(request_id, lambda image: handlers.alter_user_scram_credentials(
+            image, upsertions, deletions))
+
     # -- ACLs and client quotas (acl_handlers.py) -----------------------------------------------
 
     async def create_acls(self, acls: list[Any], *, request_id: str | None = None) -> dict[str, Any]:

@@ -170,8 +170,11 @@ def test_unknown_configs_are_named_and_kafka_python_tuning_is_accepted(broker: F
         Producer(broker.bootstrap, linger_msec=5)
     assert err.value.error_code == "INVALID_CONFIG" and "linger_msec" in err.value.message
     with pytest.raises(KraftError) as err:
-        Consumer(bootstrap_servers=broker.bootstrap, security_protocol="SSL")
-    assert err.value.error_code == "INVALID_CONFIG" and "PLAINTEXT" in err.value.message
+        Consumer(bootstrap_servers=broker.bootstrap, security_protocol="TLS")
+    assert err.value.error_code == "INVALID_CONFIG" and "SASL_SSL" in err.value.message
+    with pytest.raises(KraftError) as err:  # SASL without its credentials
+        Consumer(bootstrap_servers=broker.bootstrap, security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-256")
+    assert err.value.error_code == "INVALID_CONFIG" and "sasl_plain_username" in err.value.message
     with caplog.at_level(logging.WARNING, logger="kraft.client"):
         Producer(broker.bootstrap, max_in_flight_requests_per_connection=1, api_version=(2, 0)).close()
     assert "api_version, max_in_flight_requests_per_connection" in caplog.text

@@ -1,0 +1,130 @@
+"""Client authentication on the client listener, as its security.protocol says:
+PLAINTEXT -> User:ANONYMOUS; SSL -> the certificate's subject through ssl.principal.mapping.rules
+(User:ANONYMOUS without a certificate, when ssl.client.auth allows none); SASL_PLAINTEXT/SASL_SSL
+-> `Authorization: Basic` (user:password) checked against the user's SCRAM credential in the
+metadata image (PLAIN: any SCRAM mechanism of the user; SCRAM-SHA-256/512 named in the optional
+`X-Kraft-Sasl-Mechanism` header: that one). Kafka's SCRAM exchange proves the password without
+sending it; over HTTP the password travels inside TLS instead, and what is stored stays SCRAM's.
+
+PBKDF2 runs in a thread and a successful check is cached (keyed by a hash of user, mechanism and
+password, valid while the stored credential is unchanged), so the hot path costs one SHA-256.
+Unknown users are checked against a dummy credential: the answer takes as long as a wrong password.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+from collections import OrderedDict
+from typing import Callable
+
+from aiohttp import web
+from cryptography import x509
+
+from api.security import ANONYMOUS, AuthenticationFailed
+from kraft.security import scram
+from kraft.security.principal import Rule, map_subject
+from metadata.image import MetadataImage, ScramCredentialData
+
+MECHANISM_HEADER = "X-Kraft-Sasl-Mechanism"
+MAX_CACHED = 10_000
+
+
+def _credential(mechanism: str, data: ScramCredentialData) -> scram.ScramCredential:
+    return scram.ScramCredential(mechanism, base64.b64decode(data.salt), data.iterations,
+                                 base64.b64decode(data.stored_key), base64.b64decode(data.server_key))
+
+
+class ClientAuthenticator:
+    def __init__(self, protocol: str, mechanisms: list[str], rules: list[Rule],
+                 image: Callable[[], MetadataImage]) -> None:
+        self.protocol = protocol
+        self.mechanisms = list(mechanisms)
+        self.rules = rules
+        self.image = image
+        self._verified: OrderedDict[bytes, str] = OrderedDict()  # cache key -> the stored_key it matched
+
+    async def authenticate(self, request: web.Request) -> str:
+        if self.protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+            return await self._sasl(request)
+        if self.protocol == "SSL":
+            return self._certificate(request)
+        return ANONYMOUS
+
+    # -- mTLS -------------------------------------------------------------------------------------
+
+    def _certificate(self, request: web.Request) -> str:
+        ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
+        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        if not der:  # ssl.client.auth none or requested without a certificate
+            return ANONYMOUS
+        subject = x509.load_der_x509_certificate(der).subject.rfc4514_string()
+        name = map_subject(self.rules, subject)
+        if name is None:
+            raise AuthenticationFailed(f"no ssl.principal.mapping.rules entry matches the certificate {subject}")
+        return f"User:{name}"
+
+    # -- SASL over HTTP ---------------------------------------------------------------------------
+
+    async def _sasl(self, request: web.Request) -> str:
+        user, password = _basic(request.headers.get("Authorization"))
+        asked = request.headers.get(MECHANISM_HEADER, "").upper()
+        if asked and asked not in self.mechanisms:
+            raise AuthenticationFailed(f"mechanism {asked} is not enabled")
+        mechanism, data = self._stored(user, asked)
+        if data is not None:
+            cached = self._verified.get(self._cache_key(user, mechanism, password))
+            if cached is not None and cached == data.stored_key:
+                return f"User:{user}"
+        credential = _credential(mechanism, data) if data is not None else self._dummy(mechanism)
+        ok = await asyncio.to_thread(scram.verify, credential, password)
+        if not ok or data is None:
+            raise AuthenticationFailed(f"user {user!r}: unknown user or wrong password ({mechanism})")
+        key = self._cache_key(user, mechanism, password)
+        self._verified[key] = data.stored_key
+        self._verified.move_to_end(key)
+        if len(self._verified) > MAX_CACHED:
+            self._verified.popitem(last=False)
+        return f"User:{user}"
+
+    def _stored(self, user: str, asked: str) -> tuple[str, ScramCredentialData | None]:
+        """The mechanism to check and the user's credential for it (None: no such credential)."""
+        scram_image = self.image().scram
+        if asked and asked != "PLAIN":
+            return asked, scram_image.get(user, asked)
+        if asked == "PLAIN" or "PLAIN" in self.mechanisms:
+            candidates = list(scram.MECHANISMS)
+        else:
+            candidates = [m for m in self.mechanisms if m in scram.MECHANISMS]
+        for mechanism in candidates:
+            data = scram_image.get(user, mechanism)
+            if data is not None:
+                return mechanism, data
+        return (candidates[0] if candidates else "SCRAM-SHA-256"), None
+
+    def _dummy(self, mechanism: str) -> scram.ScramCredential:
+        """As costly as a real user's check: the highest iteration count stored."""
+        iterations = max((c.iterations for c in self.image().scram.credentials.values()),
+                         default=scram.DEFAULT_ITERATIONS)
+        return scram.dummy(mechanism if mechanism in scram.MECHANISMS else "SCRAM-SHA-256", iterations)
+
+    @staticmethod
+    def _cache_key(user: str, mechanism: str, password: str) -> bytes:
+        return hashlib.sha256(f"{user}\0{mechanism}\0{password}".encode("utf-8")).digest()
+
+
+def _basic(header: str | None) -> tuple[str, str]:
+    if not header:
+        raise AuthenticationFailed("no Authorization header")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "basic":
+        raise AuthenticationFailed(f"Authorization scheme {scheme!r} is not Basic")
+    try:
+        user, sep, password = base64.b64decode(value.strip(), validate=True).decode("utf-8").partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        raise AuthenticationFailed("malformed Basic credentials") from None
+    if not sep or not user:
+        raise AuthenticationFailed("malformed Basic credentials")
+    return user, password

@@ -1,0 +1,22 @@
+"""The node's `UserService` (api/routes/users.py): describes SCRAM credentials from its metadata
+image and alters them through the controller."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from metadata.image import MetadataImage
+
+
+class ScramUsers:
+    def __init__(self, image: Callable[[], MetadataImage], front: Any) -> None:
+        self.image = image
+        self.front = front  # the controller channel
+
+    def describe(self, user: str | None) -> list[dict[str, Any]]:
+        return [{"name": name, "credentials": [{"mechanism": m, "iterations": it} for m, it in mechanisms.items()]}
+                for name, mechanisms in self.image().scram.users().items() if user is None or name == user]
+
+    async def alter(self, upsertions: list[dict[str, Any]], deletions: list[dict[str, Any]]) -> dict[str, Any]:
+        answer = await self.front.alter_user_scram_credentials(upsertions, deletions)
+        return {"results": answer.get("results", [])}

@@ -1,0 +1,105 @@
+"""SASL over HTTP on a SASL_SSL node started the issue's way (--add-scram for the first user):
+missing or wrong credentials are 401 with one message and write nothing; SCRAM credentials added
+with the admin API work for SCRAM and PLAIN; mTLS is required when ssl.client.auth=required; no
+password or secret appears in the log."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+from api.client import Admin
+from harness import shutdown_all, wait_for
+from security_support import SecureNode, make_certs, tls_overrides
+
+ADMIN_PASSWORD = "admin-secret-0xA1"
+ALICE_PASSWORD = "alice-secret-0xB2"
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sasl")
+    certs_dir = make_certs(root / "certs", [1])
+    n = SecureNode(node_id=1, data_dir=root / "data-1", ca=certs_dir / "ca.pem", auth=("admin", ADMIN_PASSWORD),
+                   overrides=tls_overrides(certs_dir, 1, "SASL_SSL", **{
+                       "sasl.enabled.mechanisms": "SCRAM-SHA-256,PLAIN"}),
+                   args=["--add-scram", f"SCRAM-SHA-256=[name=admin,password={ADMIN_PASSWORD}]"])
+    try:
+        n.start()
+        wait_for(lambda: n.session().get(f"{n.url}/v1/metadata", timeout=5).status_code == 200, 30,
+                 what="the admin credential in the metadata log")
+        yield n
+    finally:
+        shutdown_all([n])
+
+
+def anonymous(node: SecureNode) -> requests.Session:
+    s = node.session()
+    s.auth = None
+    return s
+
+
+def assert_unauthenticated(response: requests.Response) -> None:
+    assert response.status_code == 401, response.text
+    assert response.json() == {"error_code": "SASL_AUTHENTICATION_FAILED",
+                               "message": "Authentication failed: invalid credentials", "retriable": False}
+
+
+def test_missing_or_wrong_credentials_are_401_and_write_nothing(node):
+    http = anonymous(node)
+    create = {"name": "t401", "partitions": 1}
+    for auth in (None, ("admin", "wrong"), ("nobody", ADMIN_PASSWORD), ("admin", "")):
+        assert_unauthenticated(http.post(f"{node.url}/v1/topics", json=create, auth=auth, timeout=10))
+        assert_unauthenticated(http.post(f"{node.url}/v1/topics/t401/records", auth=auth, timeout=10,
+                                         json={"records": [{"value": "x"}]}))
+    assert_unauthenticated(http.get(f"{node.url}/v1/metadata", timeout=10,
+                                    headers={"Authorization": "Bearer abc"}))
+    names = [t["name"] for t in node.session().get(f"{node.url}/v1/metadata", timeout=10).json()["topics"]]
+    assert "t401" not in names
+    assert http.get(f"{node.url}/v1/health", timeout=10).status_code == 200  # probes need no credentials
+
+
+def test_scram_users_added_with_the_admin_api_authenticate(node):
+    admin = Admin(bootstrap_servers=f"localhost:{node.port}", security_protocol="SASL_SSL",
+                             sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="admin",
+                             sasl_plain_password=ADMIN_PASSWORD, ssl_cafile=str(node.ca))
+    try:
+        admin.alter_user_scram_credentials(upsertions=[("alice", "SCRAM-SHA-256", ALICE_PASSWORD, 8192)])
+        assert admin.describe_user_scram_credentials()["alice"] == {"SCRAM-SHA-256": 8192}
+    finally:
+        admin.close()
+    http = anonymous(node)
+    alice = ("alice", ALICE_PASSWORD)
+    assert http.post(f"{node.url}/v1/topics", json={"name": "ta", "partitions": 1}, auth=alice,
+                     timeout=10).status_code == 201
+    for mechanism in ("SCRAM-SHA-256", "PLAIN"):
+        answer = http.post(f"{node.url}/v1/topics/ta/records", auth=alice, timeout=10,
+                           headers={"X-Kraft-Sasl-Mechanism": mechanism}, json={"records": [{"value": mechanism}]})
+        assert answer.status_code == 200, answer.text
+    assert_unauthenticated(http.get(f"{node.url}/v1/metadata", auth=alice, timeout=10,
+                                    headers={"X-Kraft-Sasl-Mechanism": "SCRAM-SHA-512"}))  # not enabled
+
+
+def test_no_password_in_the_log(node):
+    text = node.log_path.read_text(errors="replace")
+    assert "authentication failed" in text
+    assert ADMIN_PASSWORD not in text and ALICE_PASSWORD not in text
+
+
+def test_mtls_required_refuses_clients_without_a_certificate(tmp_path):
+    certs_dir = make_certs(tmp_path / "certs", [1], clients=["carol"])
+    n = SecureNode(node_id=1, data_dir=tmp_path / "data-1", ca=certs_dir / "ca.pem",
+                   overrides=tls_overrides(certs_dir, 1, "SSL", **{"ssl.client.auth": "required"}))
+    try:
+        n.start(wait=False)
+        client_cert = str(certs_dir / "client-carol.pem")
+
+        def healthy() -> bool:
+            s = n.session()
+            s.cert = client_cert
+            return s.get(f"{n.url}/v1/health", timeout=5).json()["status"] == "ok"
+        wait_for(healthy, 30, what="node healthy over mTLS")
+        with pytest.raises(requests.ConnectionError):  # TLS 1.3: refused right after the handshake
+            n.session().get(f"{n.url}/v1/health", timeout=5)
+    finally:
+        shutdown_all([n])
