@@ -5,7 +5,7 @@
 (kafka-get-offsets), `kraft console-producer`, `kraft console-consumer`, `kraft consumer-groups`
 (kafka-consumer-groups), `kraft cluster describe`, `kraft metadata-quorum` (kafka-metadata-quorum),
 `kraft leader-election` (kafka-leader-election), `kraft reassign-partitions`
-(kafka-reassign-partitions). Flags keep Kafka's names and every command takes `--version`. A
+(kafka-reassign-partitions), `kraft acls` (kafka-acls). Flags keep Kafka's names and every command takes `--version`. A
 KraftError prints `Error: <ERROR_CODE>: message` on stderr and exits 1; bad usage exits 2 (click's
 convention).
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import click
 
+from api.cli.acls import acls
 from api.cli.cluster import cluster
 from api.cli.common import KraftGroup, version_option
 from api.cli.configs import configs
@@ -38,6 +39,6 @@ def main() -> None:
     """kraft: admin and console clients for a kraft cluster (Kafka's tools, same flags)."""
 
 
-for _command in (topics, configs, get_offsets, console_producer, console_consumer, consumer_groups, cluster,
+for _command in (topics, configs, acls, get_offsets, console_producer, console_consumer, consumer_groups, cluster,
                  metadata_quorum, leader_election, reassign_partitions):
     main.add_command(_command)

@@ -276,6 +276,33 @@ class Admin:
                 "deletions": [{"name": u, "mechanism": m} for u, m in deletions]}
         return list(self._call("POST", "/v1/users/scram-credentials", body)["results"])
 
+    # -- ACLs and client quotas (kafka-acls, kafka-configs --entity-type users|clients) ---------
+
+    def describe_acls(self, **flt: str | None) -> list[dict[str, str]]:
+        """Bindings matching Kafka's filter (resource_type, resource_name, pattern_type ANY/MATCH/
+        LITERAL/PREFIXED, principal, host, operation, permission_type; absent = any)."""
+        params = {k: v for k, v in flt.items() if v is not None}
+        return list(self._call("GET", "/v1/acls", params=params)["acls"])
+
+    def create_acls(self, bindings: Iterable[Mapping[str, str]]) -> list[dict[str, str]]:
+        return list(self._call("POST", "/v1/acls", {"acls": [dict(b) for b in bindings]})["created"])
+
+    def delete_acls(self, filters: Iterable[Mapping[str, str | None]]) -> list[list[dict[str, str]]]:
+        """Per filter, the bindings it matched and removed."""
+        answer = self._call("POST", "/v1/acls/delete", {"filters": [dict(f) for f in filters]})
+        return [r["matching_acls"] for r in answer["filter_results"]]
+
+    def describe_client_quotas(self) -> list[dict[str, Any]]:
+        """[{"user", "client_id", "quotas": {key: value}}] (None: absent, "<default>": the default)."""
+        return list(self._call("GET", "/v1/client-quotas")["entries"])
+
+    def alter_client_quotas(self, user: str | None, client_id: str | None,
+                            quotas: Mapping[str, float | None]) -> None:
+        """Set (a number) or remove (None) quotas of one entity."""
+        ops = [{"key": k, "remove": True} if v is None else {"key": k, "value": v} for k, v in quotas.items()]
+        self._call("POST", "/v1/client-quotas", {"entries": [{"entity": {"user": user, "client_id": client_id},
+                                                              "ops": ops}]})
+
     def list_partition_reassignments(self) -> dict[TopicPartition, PartitionReassignment]:
         """The partitions being reassigned."""
         return _reassignments(self._call("GET", "/v1/controller/reassignments"))
