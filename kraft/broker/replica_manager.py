@@ -114,8 +114,8 @@ class ReplicaManager:
         """`alter_partition` reaches the active controller (None: ISRs never change, enough for
         single-replica partitions); `broker_epoch` is this broker's registration epoch, sent with
         follower fetches (None: no registration, as in tests; else a partition is led only from
-        metadata holding that registration, see `Partition.apply_registration`); `clock_ms` times follower lag (monotonic);
-        `recovery_point_checkpoint_interval_ms` is Kafka's
+        metadata holding that registration, see `Partition.apply_registration`); `clock_ms`
+        times follower lag (monotonic); `recovery_point_checkpoint_interval_ms` is Kafka's
         log.flush.offset.checkpoint.interval.ms; `metadata_cache` holds the broker's image (set
         by `BrokerMetadataPublisher`; default: a cache of its own)."""
         self.node_id = node_id
@@ -760,10 +760,16 @@ class ReplicaManager:
         while True:
             await asyncio.sleep(self.replication.isr_check_interval_ms / 1000)
             for replica in list(self._replicas.values()):
-                if replica.core is None:
+                core = replica.core
+                if core is None:
                     continue
                 try:
-                    self._perform(replica, replica.core.maybe_shrink_isr(self.clock_ms()))
+                    state = core.state
+                    if state is not None and state.leader == self.node_id and not core.is_leader:
+                        # named leader, waiting for our registration: the lifecycle's answer may
+                        # come after the metadata holding it, and no delta touches this partition
+                        self._apply_role(replica)
+                    self._perform(replica, core.maybe_shrink_isr(self.clock_ms()))
                 except Exception:
                     log.exception("ISR check of %s-%d failed", replica.topic, replica.partition)
 

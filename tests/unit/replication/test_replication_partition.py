@@ -4,10 +4,12 @@ manager performing them (a restarted broker leads only from metadata holding its
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 from api.routes.services import ProduceEntry
-from kraft.broker.replica_manager import ReplicaManager
+from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraft.broker.replication.follower import Append, PartitionFetchResponse, Truncate
 from kraft.broker.replication.partition import (
     CompleteWaiters, Partition, ReplicaState, SendAlterPartition, StartFetching, StopFetching,
@@ -175,5 +177,32 @@ async def test_a_restarted_broker_leads_only_once_the_metadata_holds_its_registr
         manager.on_metadata_update(None, _image(_register(40), image))
         [result] = await manager.produce([ProduceEntry("t", 0, batch(b"a"))], 1, 1000)
         assert result.error_code is None and result.base_offset == 0
+    finally:
+        await manager.close()
+
+
+async def test_a_broker_leads_once_its_registration_answer_comes_after_the_metadata(
+    tmp_path: Path,
+) -> None:
+    """The registration is in the metadata before the lifecycle has the controller's answer, and
+    no later delta touches the partition: the periodic ISR check applies the role then."""
+    lifecycle_epoch = -1
+    image = _image([ClaimController(node_id=1, controller_epoch=1), *_register(40),
+                    Topic(name="t", topic_id="tid"),
+                    PartitionRecord(topic_id="tid", partition=0, replicas=(1,), isr=(1,), leader=1)])
+    manager = ReplicaManager(1, tmp_path, LogConfig(), 3_600_000, 1 << 20,
+                             replication=ReplicationSettings(replica_lag_time_max_ms=100),
+                             broker_epoch=lambda: lifecycle_epoch)
+    manager.start()
+    manager.on_metadata_update(None, image)
+    replica = manager.replica("t", 0)
+    await replica.ready.wait()
+    try:
+        assert not replica.is_leader
+        lifecycle_epoch = 40
+        deadline = time.monotonic() + 10
+        while not replica.is_leader:
+            assert time.monotonic() < deadline, "never led"
+            await asyncio.sleep(0.01)
     finally:
         await manager.close()
