@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable
 import click
 
 from api.client import Admin, KraftError
+from api.client.security import from_kafka_properties
 from api.client.transport import parse_bootstrap
 
 # Admin calls from the CLI give up sooner than a long-running client would (Kafka: 60 s).
@@ -21,8 +22,37 @@ CLI_API_TIMEOUT_MS = 15_000
 
 
 def admin_client(bootstrap_server: str) -> Admin:
-    """The admin client every tool uses (CLI_API_TIMEOUT_MS read at call time, so tests can shorten it)."""
-    return Admin(bootstrap_server, api_timeout_ms=CLI_API_TIMEOUT_MS)
+    """The admin client every tool uses (CLI_API_TIMEOUT_MS read at call time, so tests can shorten it),
+    with the security settings of --command-config."""
+    return Admin(bootstrap_server, api_timeout_ms=CLI_API_TIMEOUT_MS, **security_kwargs())
+
+
+_SECURITY = "kraft.security"  # click context meta: the client keywords --command-config gave
+
+
+def security_kwargs() -> dict[str, Any]:
+    """The client security keywords of this command's --command-config ({} without one)."""
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None:
+        if _SECURITY in ctx.meta:
+            return dict(ctx.meta[_SECURITY])
+        ctx = ctx.parent
+    return {}
+
+
+def _read_command_config(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is None:
+        return
+    try:
+        ctx.meta[_SECURITY] = from_kafka_properties(read_properties_file(value, "--command-config"))
+    except KraftError as e:
+        raise click.BadParameter(e.message, param_hint="--command-config") from None
+
+
+command_config_option = click.option(
+    "--command-config", type=click.Path(dir_okay=False), expose_value=False, callback=_read_command_config,
+    help="A client .properties file with Kafka's security keys (security.protocol, sasl.mechanism, "
+         "sasl.jaas.config, ssl.truststore.location, ...).")
 
 
 def kraft_version() -> str:
@@ -67,7 +97,7 @@ def _check_bootstrap(_ctx: click.Context, _param: click.Parameter, value: str | 
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
-bootstrap_option = click.option(
+_bootstrap_option = click.option(
     "--bootstrap-server",
     default=DEFAULT_BOOTSTRAP,
     show_default=True,
@@ -76,15 +106,26 @@ bootstrap_option = click.option(
     help="Comma-separated host:port of brokers to connect to.",
 )
 
+
+
+def bootstrap_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--bootstrap-server and --command-config (the connection's security settings)."""
+    return command_config_option(_bootstrap_option(f))
+
+
 # On a group whose subcommands also take --bootstrap-server: either place works
 # (`kraft metadata-quorum --bootstrap-server B describe` and `... describe --bootstrap-server B`).
-group_bootstrap_option = click.option(
+_group_bootstrap_option = click.option(
     "--bootstrap-server",
     default=None,
     envvar="KRAFT_BOOTSTRAP_SERVER",
     callback=_check_bootstrap,
     help="Comma-separated host:port of brokers to connect to (here or after the subcommand).",
 )
+
+
+def group_bootstrap_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return command_config_option(_group_bootstrap_option(f))
 
 
 def subcommand_bootstrap_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -97,8 +138,9 @@ def subcommand_bootstrap_option(f: Callable[..., Any]) -> Callable[..., Any]:
         parent = ctx.parent.params.get("bootstrap_server") if ctx.parent else None
         return parent or DEFAULT_BOOTSTRAP
 
-    return click.option("--bootstrap-server", default=None, envvar="KRAFT_BOOTSTRAP_SERVER", callback=resolve,
-                        help=f"Comma-separated host:port of brokers to connect to [default: {DEFAULT_BOOTSTRAP}].")(f)
+    return command_config_option(click.option(
+        "--bootstrap-server", default=None, envvar="KRAFT_BOOTSTRAP_SERVER", callback=resolve,
+        help=f"Comma-separated host:port of brokers to connect to [default: {DEFAULT_BOOTSTRAP}].")(f))
 
 
 def parse_properties(values: Iterable[str], option: str) -> dict[str, str]:

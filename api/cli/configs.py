@@ -73,6 +73,40 @@ def topic_config_lines(name: str, overrides: dict[str, str], defaults: dict[str,
     return lines
 
 
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _scram_settings(mechanism: str, text: str) -> tuple[str, int]:
+    """`iterations=8192,password=alice-secret` -> (password, iterations)."""
+    fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+    if "password" not in fields:
+        raise click.BadParameter(f"{mechanism}=[iterations=N,password=P] needs password", param_hint="--add-config")
+    try:
+        iterations = int(fields.get("iterations", 4096))
+    except ValueError:
+        raise click.BadParameter(f"{mechanism}: iterations must be a number", param_hint="--add-config") from None
+    return fields["password"], iterations
+
+
+def _users(admin: Admin, entity_name: str | None, describe: bool, to_add: dict[str, str],
+           to_delete: list[str]) -> None:
+    """SCRAM credentials of users (kafka-configs --entity-type users); user quotas are not served yet."""
+    if describe:
+        users = admin.describe_user_scram_credentials([entity_name] if entity_name else None)
+        for user, mechanisms in sorted(users.items()):
+            listed = ", ".join(f"{m}=iterations={i}" for m, i in sorted(mechanisms.items()))
+            click.echo(f"SCRAM credential configs for user-principal '{user}' are {listed}")
+        return
+    other = sorted(k for k in [*to_add, *to_delete] if k not in SCRAM_MECHANISMS)
+    if other:
+        raise KraftError("UNSUPPORTED_VERSION", f"user configs {', '.join(other)}: only SCRAM credentials "
+                                                f"({', '.join(SCRAM_MECHANISMS)}) are served for users yet")
+    assert entity_name is not None
+    upsertions = [(entity_name, m, *_scram_settings(m, v)) for m, v in to_add.items()]
+    admin.alter_user_scram_credentials(upsertions=upsertions, deletions=[(entity_name, m) for m in to_delete])
+    click.echo(f"Completed updating config for user {entity_name}.")
+
+
 def _unsupported(entity_type: str) -> KraftError:
     return KraftError("UNSUPPORTED_VERSION", f"{entity_type} configs (client quotas, SCRAM credentials) are not "
                                              "supported by this cluster yet")
@@ -131,7 +165,7 @@ def configs(
         raise click.UsageError("--add-config, --add-config-file and --delete-config apply to --alter only")
     if describe_all and not describe:
         raise click.UsageError("--all applies to --describe only")
-    if entity_type in ("users", "clients"):
+    if entity_type == "clients":
         raise _unsupported(entity_type)
     to_add = parse_add_config(add_config) if add_config else {}
     if add_config_file:
@@ -142,7 +176,9 @@ def configs(
         raise click.UsageError(f"configs both added and deleted: {', '.join(both)}")
 
     with admin_client(bootstrap_server) as admin:
-        if entity_type == "brokers":
+        if entity_type == "users":
+            _users(admin, entity_name, describe, to_add, to_delete)
+        elif entity_type == "brokers":
             _brokers(admin, entity_name, describe, describe_all)
         elif describe:
             names = [entity_name] if entity_name else [t.name for t in admin.list_topics()]

@@ -17,6 +17,7 @@ from api.cli.common import (
     parse_bool,
     parse_properties,
     read_properties_file,
+    security_kwargs,
     version_option,
 )
 from api.client import Consumer, ConsumerRecord, TopicPartition
@@ -160,7 +161,7 @@ def console_consumer(
             raise click.UsageError("--include cannot be used with --partition")
     file_props = read_properties_file(consumer_config, "--consumer.config") if consumer_config else {}
     file_props.pop("bootstrap.servers", None)
-    kwargs = consumer_kwargs(file_props, "--consumer.config")
+    kwargs = {**security_kwargs(), **consumer_kwargs(file_props, "--consumer.config")}
     kwargs.update(consumer_kwargs(parse_properties(consumer_properties, "--consumer-property"), "--consumer-property"))
     if group is not None and kwargs.get("group_id") not in (None, group):
         raise click.UsageError(f"--group {group} and group.id={kwargs['group_id']} disagree")

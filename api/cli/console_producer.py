@@ -17,6 +17,7 @@ from api.cli.common import (
     parse_bool,
     parse_properties,
     read_properties_file,
+    security_kwargs,
     version_option,
 )
 from api.client import KraftError, Producer
@@ -171,7 +172,7 @@ def console_producer(
     if file_bootstrap and click.get_current_context().get_parameter_source("bootstrap_server") == \
             click.core.ParameterSource.DEFAULT:
         bootstrap_server = file_bootstrap
-    kwargs: dict[str, Any] = {"acks": "all", "max_block_ms": CLI_API_TIMEOUT_MS}
+    kwargs: dict[str, Any] = {"acks": "all", "max_block_ms": CLI_API_TIMEOUT_MS, **security_kwargs()}
     kwargs.update(producer_kwargs(config, "--producer.config"))
     kwargs.update(producer_kwargs(parse_properties(producer_properties, "--producer-property")))
     if request_required_acks is not None:

@@ -10,6 +10,7 @@ mechanism in `X-Kraft-Sasl-Mechanism`; the broker checks them against its SCRAM 
 from __future__ import annotations
 
 import base64
+import re
 import ssl
 from dataclasses import dataclass
 from typing import Any
@@ -86,3 +87,62 @@ def pop_security(configs: dict[str, Any]) -> ClientSecurity:
     except (OSError, ssl.SSLError) as e:
         raise KraftError("INVALID_CONFIG", f"ssl_cafile/ssl_certfile/ssl_keyfile: cannot be loaded: {e}") from None
     return security
+
+
+_JAAS_MODULES = {
+    "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+_JAAS_OPTION = re.compile(r'\s*([A-Za-z_][\w.]*)\s*=\s*(?:"((?:\\.|[^"\\])*)"|([^\s;"]+))')
+
+
+def parse_jaas_config(text: str) -> tuple[str, str]:
+    """Kafka's `sasl.jaas.config` with PlainLoginModule or ScramLoginModule:
+    `org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="s";`
+    -> (username, password). ValueError otherwise (never quoting the text: it holds a password)."""
+    parts = text.strip().split(None, 2)
+    if len(parts) < 2 or parts[0] not in _JAAS_MODULES or parts[1] != "required":
+        raise ValueError("sasl.jaas.config must be 'org.apache.kafka.common.security.plain.PlainLoginModule "
+                         "required username=\"...\" password=\"...\";' (or scram.ScramLoginModule)")
+    rest = parts[2] if len(parts) == 3 else ""
+    options: dict[str, str] = {}
+    pos = 0
+    while True:
+        match = _JAAS_OPTION.match(rest, pos)
+        if match is None:
+            break
+        value = match.group(2) if match.group(2) is not None else match.group(3)
+        options[match.group(1)] = re.sub(r"\\(.)", r"\1", value)
+        pos = match.end()
+    if rest[pos:].strip() not in ("", ";") or "username" not in options or "password" not in options:
+        raise ValueError("sasl.jaas.config needs username=\"...\" and password=\"...\" and ends with ';'")
+    return options["username"], options["password"]
+
+
+def from_kafka_properties(props: dict[str, str]) -> dict[str, Any]:
+    """Kafka's client security keys (security.protocol, sasl.mechanism, sasl.jaas.config,
+    ssl.truststore.location, ssl.keystore.location, ssl.key.password,
+    ssl.endpoint.identification.algorithm; PEM files) as this client's keywords. INVALID_CONFIG
+    names a bad key."""
+    out: dict[str, Any] = {}
+    if "security.protocol" in props:
+        out["security_protocol"] = props["security.protocol"].strip().upper()
+    if "sasl.mechanism" in props:
+        out["sasl_mechanism"] = props["sasl.mechanism"].strip().upper()
+    if "sasl.jaas.config" in props:
+        try:
+            out["sasl_plain_username"], out["sasl_plain_password"] = parse_jaas_config(props["sasl.jaas.config"])
+        except ValueError as e:
+            raise KraftError("INVALID_CONFIG", str(e)) from None
+    for key in ("ssl.truststore.type", "ssl.keystore.type"):
+        if props.get(key, "PEM").strip().upper() != "PEM":
+            raise KraftError("INVALID_CONFIG", f"{key}={props[key]!r}: only PEM files are read")
+    if "ssl.truststore.location" in props:
+        out["ssl_cafile"] = props["ssl.truststore.location"]
+    if "ssl.keystore.location" in props:  # certificate chain and key in one PEM
+        out["ssl_certfile"] = out["ssl_keyfile"] = props["ssl.keystore.location"]
+    if "ssl.key.password" in props:
+        out["ssl_password"] = props["ssl.key.password"]
+    if props.get("ssl.endpoint.identification.algorithm", "https").strip() == "":
+        out["ssl_check_hostname"] = False
+    return out

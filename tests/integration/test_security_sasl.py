@@ -103,3 +103,29 @@ def test_mtls_required_refuses_clients_without_a_certificate(tmp_path):
             n.session().get(f"{n.url}/v1/health", timeout=5)
     finally:
         shutdown_all([n])
+
+
+def test_cli_command_config_manages_users_over_sasl_ssl(node, tmp_path):
+    from click.testing import CliRunner
+
+    from api.cli import main as kraft_cli
+
+    props = tmp_path / "admin.properties"
+    props.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\n"
+                     "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+                     f'username="admin" password="{ADMIN_PASSWORD}";\n'
+                     f"ssl.truststore.location={node.ca}\n")
+    bootstrap = ["--bootstrap-server", f"localhost:{node.port}", "--command-config", str(props)]
+    runner = CliRunner()
+    alter = runner.invoke(kraft_cli, ["configs", *bootstrap, "--alter", "--add-config",
+                                      "SCRAM-SHA-256=[iterations=8192,password=bob-secret-0xC3]",
+                                      "--entity-type", "users", "--entity-name", "bob"])
+    assert alter.exit_code == 0, alter.output
+    assert "Completed updating config for user bob." in alter.output
+    described = runner.invoke(kraft_cli, ["configs", *bootstrap, "--describe", "--entity-type", "users",
+                                          "--entity-name", "bob"])
+    assert described.output.strip() == "SCRAM credential configs for user-principal 'bob' are SCRAM-SHA-256=iterations=8192"
+    assert anonymous(node).get(f"{node.url}/v1/metadata", auth=("bob", "bob-secret-0xC3"), timeout=10).status_code == 200
+    props.write_text(props.read_text().replace(ADMIN_PASSWORD, "not-it"))
+    refused = runner.invoke(kraft_cli, ["topics", *bootstrap, "--list"])
+    assert refused.exit_code != 0 and "SASL_AUTHENTICATION_FAILED" in refused.output
