@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import requests
 
+from api.client import Producer
 from harness import CLUSTER_SECRET, free_port, shutdown_all, wait_for
 from security_support import SecureNode, make_certs, tls_overrides
 
@@ -63,5 +64,64 @@ def test_three_node_ssl_cluster_replicates_over_tls(tmp_path):
             wait_for(lambda n=n: n.session().get(f"{n.url}/v1/topics/r/partitions/0/offsets",
                                                  timeout=5).json()["log_end_offset"] == 20, 30,
                      what=f"node {n.node_id} replicated")
+    finally:
+        shutdown_all(nodes)
+
+
+def test_three_node_sasl_ssl_cluster_loses_no_acknowledged_record(tmp_path):
+    """The issue's shape on three nodes (SASL_SSL, SCRAM, --add-scram on each): acks=all writes
+    through the secured client survive killing the partition's leader."""
+    password = "admin-secret-0xD4"
+    certs_dir = make_certs(tmp_path / "certs", [1, 2, 3])
+    raft = {i: free_port() for i in (1, 2, 3)}
+    quorum = ",".join(f"{i}@127.0.0.1:{p}" for i, p in raft.items())
+    secret_file = tmp_path / "cluster.secret"
+    secret_file.write_text(CLUSTER_SECRET + "\n")
+    nodes = [SecureNode(node_id=i, data_dir=tmp_path / f"data-{i}", controller_port=raft[i], quorum=quorum,
+                        ca=certs_dir / "ca.pem", auth=("admin", password),
+                        overrides=tls_overrides(certs_dir, i, "SASL_SSL", **{
+                            "controller.quorum.secret.file": str(secret_file), "advertised.listeners": "localhost:0",
+                            "sasl.enabled.mechanisms": "SCRAM-SHA-256,PLAIN", "min.insync.replicas": 2,
+                            "replica.lag.time.max.ms": 3000, "broker.session.timeout.ms": 3000,
+                            "broker.heartbeat.interval.ms": 300}),
+                        args=["--add-scram", f"SCRAM-SHA-256=[name=admin,password={password}]"])
+             for i in (1, 2, 3)]
+    try:
+        for n in nodes:
+            n.start(wait=False)
+        for n in nodes:
+            n.wait_healthy(60)
+        wait_for(lambda: all(n.ready() and n.session().get(f"{n.url}/v1/metadata", timeout=5).status_code == 200
+                             for n in nodes), 60, what="every node ready and the admin credential everywhere")
+        http = nodes[0].session()
+        assert http.post(f"{nodes[0].url}/v1/topics", timeout=30,
+                         json={"name": "safe", "partitions": 1, "replication_factor": 3}).status_code == 201
+
+        def isr() -> list[int]:
+            [topic] = http.get(f"{nodes[0].url}/v1/metadata", params={"topics": "safe"}, timeout=5).json()["topics"]
+            return topic["partitions"][0]["isr"]
+        wait_for(lambda: len(isr()) == 3, 60, what="ISR of 3")
+        bootstrap = ",".join(f"localhost:{n.port}" for n in nodes)
+        producer = Producer(bootstrap, acks="all", security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-256",
+                            sasl_plain_username="admin", sasl_plain_password=password, ssl_cafile=str(certs_dir / "ca.pem"))
+        with producer:
+            futures = [producer.send("safe", f"v{i}".encode()) for i in range(200)]
+            producer.flush(60)
+        acked = {f.get(timeout=5).offset for f in futures}
+        assert len(acked) == 200
+        [topic] = http.get(f"{nodes[0].url}/v1/metadata", params={"topics": "safe"}, timeout=5).json()["topics"]
+        leader = topic["partitions"][0]["leader"]
+        nodes[leader - 1].kill()
+        survivor = next(n for n in nodes if n.node_id != leader)
+
+        def read_all() -> list[str] | None:
+            answer = survivor.session().get(f"{survivor.url}/v1/topics/safe/partitions/0/records", timeout=10,
+                                            params={"offset": "earliest", "max_records": 1000})
+            return [r["value"] for r in answer.json()["records"]] if answer.status_code == 200 else None
+        values = wait_for(lambda: (lambda v: v if v and len(v) >= 200 else None)(read_all()), 60,
+                          what="every acknowledged record on the new leader")
+        assert values[:200] == [f"v{i}" for i in range(200)]
+        logs = "".join(n.log_path.read_text(errors="replace") for n in nodes)
+        assert password not in logs and CLUSTER_SECRET not in logs
     finally:
         shutdown_all(nodes)
