@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence, TypeVar
 import msgpack
 import requests
 
+from api.client.security import PLAINTEXT, ClientSecurity
 from api.errors import KraftError
 from spark_connector.offsets import TopicPartition
 
@@ -57,10 +58,18 @@ class FetchedPartition:
 
 
 class BrokerClient:
-    def __init__(self, bootstrap_servers: Sequence[str], request_timeout_ms: int = 30_000) -> None:
+    def __init__(self, bootstrap_servers: Sequence[str], request_timeout_ms: int = 30_000,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self._bootstrap = list(bootstrap_servers)
         self._timeout_s = request_timeout_ms / 1000
         self._session = requests.Session()
+        self._scheme = security.scheme
+        self._session.headers.update(security.headers())
+        if security.uses_tls:
+            self._session.verify = security.cafile or True
+            self._session.trust_env = False  # else REQUESTS_CA_BUNDLE would override ssl_cafile
+            if security.certfile:
+                self._session.cert = (security.certfile, security.keyfile or security.certfile)
         self._view: ClusterView | None = None
 
     def close(self) -> None:
@@ -76,7 +85,7 @@ class BrokerClient:
             headers["Content-Type"] = MSGPACK
             data = msgpack.packb(body, use_bin_type=True)
         try:
-            response = self._session.request(method, f"http://{server}{path}", data=data, params=params,
+            response = self._session.request(method, f"{self._scheme}://{server}{path}", data=data, params=params,
                                              headers=headers, timeout=timeout_s or self._timeout_s)
         except requests.RequestException as e:
             raise KraftError("NETWORK_EXCEPTION", f"{method} {path} to {server}: {e}") from None

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
+from api.client.security import PLAINTEXT, ClientSecurity, from_kafka_properties, pop_security
 from api.errors import KraftError
 from log.batch import COMPRESSIONS
 from spark_connector.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition, from_json, parse_assign
@@ -18,17 +19,35 @@ from spark_connector.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPar
 BOOTSTRAP = "kraft.bootstrap.servers"
 _SPARK_OWNED = ("path", "checkpointLocation", "queryName")  # Spark passes these through to sources
 
+# Kafka's client security keys, `kraft.`-prefixed as Spark's Kafka source takes them `kafka.`-prefixed
+SECURITY_OPTIONS = (
+    "kraft.security.protocol", "kraft.sasl.mechanism", "kraft.sasl.jaas.config", "kraft.ssl.truststore.location",
+    "kraft.ssl.truststore.type", "kraft.ssl.keystore.location", "kraft.ssl.keystore.type", "kraft.ssl.key.password",
+    "kraft.ssl.endpoint.identification.algorithm",
+)
+
 SOURCE_OPTIONS = (
     BOOTSTRAP, "subscribe", "subscribePattern", "assign",
     "startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
     "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
     "maxOffsetsPerTrigger", "minPartitions", "failOnDataLoss", "includeHeaders",
     "kraftConsumer.pollTimeoutMs", "kraft.max.partition.fetch.bytes", "kraft.request.timeout.ms",
+    *SECURITY_OPTIONS,
 )
 SINK_OPTIONS = (
     BOOTSTRAP, "topic", "includeHeaders", "exactlyOnce",
     "kraft.acks", "kraft.compression.type", "kraft.batch.size", "kraft.request.timeout.ms",
+    *SECURITY_OPTIONS,
 )
+
+
+def parse_security(opts: Mapping[str, str]) -> ClientSecurity:
+    """The kraft.security.*/sasl.*/ssl.* options as the client's security settings."""
+    props = {name.removeprefix("kraft."): value for name, value in opts.items() if name in SECURITY_OPTIONS}
+    try:
+        return pop_security(from_kafka_properties(props))
+    except KraftError as e:
+        raise KraftError("INVALID_CONFIG", f"security options: {e.message}") from None
 
 
 def _bad(option: str, message: str) -> KraftError:
@@ -129,6 +148,7 @@ class SourceOptions:
     poll_timeout_ms: int
     max_partition_fetch_bytes: int
     request_timeout_ms: int
+    security: ClientSecurity = PLAINTEXT
 
 
 def _subscription(opts: Mapping[str, str]) -> Subscription:
@@ -216,6 +236,7 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
         poll_timeout_ms=_int(opts, "kraftConsumer.pollTimeoutMs", 120_000),  # type: ignore[arg-type]
         max_partition_fetch_bytes=_int(opts, "kraft.max.partition.fetch.bytes", 8 * 1024 * 1024),  # type: ignore[arg-type]
         request_timeout_ms=_int(opts, "kraft.request.timeout.ms", 30_000),  # type: ignore[arg-type]
+        security=parse_security(opts),
     )
 
 
@@ -228,6 +249,7 @@ class SinkOptions:
     batch_size: int  # bytes of record payload per batch
     request_timeout_ms: int
     exactly_once: bool
+    security: ClientSecurity = PLAINTEXT
 
 
 def parse_sink_options(options: Mapping[str, str], streaming: bool) -> SinkOptions:
@@ -256,4 +278,5 @@ def parse_sink_options(options: Mapping[str, str], streaming: bool) -> SinkOptio
         batch_size=_int(opts, "kraft.batch.size", 1024 * 1024),  # type: ignore[arg-type]
         request_timeout_ms=_int(opts, "kraft.request.timeout.ms", 30_000),  # type: ignore[arg-type]
         exactly_once=exactly_once,
+        security=parse_security(opts),
     )

@@ -53,7 +53,7 @@ def report_data_loss(options: SourceOptions, message: str) -> None:
 
 def read_range(r: OffsetRange, options: SourceOptions, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Yields the records [from_offset, until_offset) of one partition as Arrow batches."""
-    client = BrokerClient(options.bootstrap_servers, options.request_timeout_ms)
+    client = BrokerClient(options.bootstrap_servers, options.request_timeout_ms, options.security)
     tp = (r.topic, r.partition)
     offset = r.from_offset
     deadline = time.monotonic() + options.poll_timeout_ms / 1000
@@ -123,7 +123,8 @@ class KraftBatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> list[RangePartition]:
-        client = BrokerClient(self.options.bootstrap_servers, self.options.request_timeout_ms)
+        client = BrokerClient(self.options.bootstrap_servers, self.options.request_timeout_ms,
+                                  self.options.security)
         try:
             tps = positions.subscribed_partitions(client, self.options.subscription)
             start = positions.resolve(client, self.options.starting, tps, "startingOffsets",
@@ -155,7 +156,8 @@ class KraftStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def client(self) -> BrokerClient:
         if self._client is None:
-            self._client = BrokerClient(self.options.bootstrap_servers, self.options.request_timeout_ms)
+            self._client = BrokerClient(self.options.bootstrap_servers, self.options.request_timeout_ms,
+                                        self.options.security)
         return self._client
 
     def initialOffset(self) -> dict:

@@ -99,7 +99,7 @@ class _Producer:
     def __init__(self, options: SinkOptions, idempotent: SinkProducer | None, seed: int) -> None:
         self.options = options
         self.idempotent = idempotent
-        self.client = BrokerClient(options.bootstrap_servers, options.request_timeout_ms)
+        self.client = BrokerClient(options.bootstrap_servers, options.request_timeout_ms, options.security)
         self.sticky = StickyPartitioner(random.Random(seed).randrange)
         self.pending: dict[TopicPartition, PartitionBatches] = {}
         self.pending_bytes = 0
@@ -278,7 +278,7 @@ def _sink_producer() -> SinkProducer:
 
 def check_exactly_once_support(options: SinkOptions) -> None:
     """Fails fast, on the driver, when the broker has no idempotent produce."""
-    client = BrokerClient(options.bootstrap_servers, options.request_timeout_ms)
+    client = BrokerClient(options.bootstrap_servers, options.request_timeout_ms, options.security)
     try:
         features = client.health().get("features") or []
     finally:

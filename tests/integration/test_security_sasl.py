@@ -9,6 +9,7 @@ import pytest
 import requests
 
 from api.client import Admin
+from api.errors import KraftError
 from harness import shutdown_all, wait_for
 from security_support import SecureNode, make_certs, tls_overrides
 
@@ -129,3 +130,29 @@ def test_cli_command_config_manages_users_over_sasl_ssl(node, tmp_path):
     props.write_text(props.read_text().replace(ADMIN_PASSWORD, "not-it"))
     refused = runner.invoke(kraft_cli, ["topics", *bootstrap, "--list"])
     assert refused.exit_code != 0 and "SASL_AUTHENTICATION_FAILED" in refused.output
+
+
+def test_spark_options_take_kafkas_security_keys_with_the_kraft_prefix(node):
+    from spark_connector.broker import BrokerClient
+    from spark_connector.options import parse_sink_options
+
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+            f'password="{ADMIN_PASSWORD}";')
+    options = {"kraft.bootstrap.servers": f"localhost:{node.port}", "kraft.security.protocol": "SASL_SSL",
+               "kraft.sasl.mechanism": "PLAIN", "kraft.sasl.jaas.config": jaas,
+               "kraft.ssl.truststore.location": str(node.ca)}
+    parsed = parse_sink_options(options, streaming=False)
+    client = BrokerClient(parsed.bootstrap_servers, parsed.request_timeout_ms, parsed.security)
+    try:
+        assert client.metadata(refresh=True).brokers == {1: f"localhost:{node.port}"}
+    finally:
+        client.close()
+    wrong = parse_sink_options({**options, "kraft.sasl.jaas.config": jaas.replace(ADMIN_PASSWORD, "nope")}, False)
+    client = BrokerClient(wrong.bootstrap_servers, wrong.request_timeout_ms, wrong.security)
+    try:
+        with pytest.raises(KraftError, match="SASL_AUTHENTICATION_FAILED"):
+            client.metadata(refresh=True)
+    finally:
+        client.close()
+    with pytest.raises(KraftError, match="sasl.jaas.config"):
+        parse_sink_options({**options, "kraft.sasl.jaas.config": "username=admin"}, False)
