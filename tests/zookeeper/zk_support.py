@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import requests
+
 from harness import CLUSTER_SECRET, NodeProcess, shutdown_all, wait_for
 from kraft.zk.ensemble import ZooKeeperEnsemble
 
@@ -23,7 +25,8 @@ class ZkNode(NodeProcess):
 
 
 class ZkCluster:
-    """`size` kraft nodes (ids 1..size) on one ZooKeeper chroot."""
+    """`size` kraft nodes (ids 1..size) on one ZooKeeper chroot; the harness `Cluster`'s
+    lifecycle and observation methods, so KRaft-mode scenarios run on it unchanged."""
 
     def __init__(self, root: Path, zookeeper: ZooKeeperEnsemble, size: int = 3, chroot: str = "/kraft",
                  **overrides: Any) -> None:
@@ -51,10 +54,24 @@ class ZkCluster:
     def stop(self) -> None:
         shutdown_all(list(self.nodes.values()))
 
-    def metadata(self, node_id: int) -> dict[str, Any]:
-        import requests
+    def running(self) -> list[ZkNode]:
+        return [n for n in self.nodes.values() if n.running]
 
-        response = requests.get(f"{self.nodes[node_id].url}/v1/metadata", timeout=5)
+    def kill(self, node_id: int) -> None:
+        self.nodes[node_id].kill()
+
+    def pause(self, node_id: int) -> None:
+        self.nodes[node_id].pause()
+
+    def resume(self, node_id: int) -> None:
+        self.nodes[node_id].resume()
+
+    def restart(self, node_id: int, wait: bool = True) -> NodeProcess:
+        return self.nodes[node_id].restart(wait=wait)
+
+    def metadata(self, node_id: int, topics: str | None = None) -> dict[str, Any]:
+        params = {"topics": topics} if topics else None
+        response = requests.get(f"{self.nodes[node_id].url}/v1/metadata", params=params, timeout=5)
         response.raise_for_status()
         return response.json()
 
