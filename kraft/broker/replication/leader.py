@@ -20,7 +20,10 @@ Rules, after Kafka (Partition.scala, ReplicaState):
   reported by the broker process registered now: KIP-903's broker epoch, so the position of a
   process that died and lost its unflushed suffix never brings its successor into the ISR).
 - One AlterPartition in flight per partition; the ISR used for the min-ISR checks is the committed
-  one from the metadata, never the proposal.
+  one from the metadata, never the proposal. A proposal stays pending (its joiners count for the
+  HW) until the metadata shows a newer partition epoch or the controller refused it for a reason
+  that proves nothing was applied: a refusal of a retried or duplicated copy, or no answer, says
+  nothing about whether an earlier copy committed, so an unanswered proposal is re-sent as is.
 """
 
 from __future__ import annotations
@@ -195,7 +198,10 @@ class LeaderState:
         if self.pending is not None:
             if now_ms - self.pending_since_ms < retry_after_ms:
                 return None
-            self.pending = None  # lost in flight: the metadata never showed it, try again
+            # the metadata never showed it: send it again, still counting its joiners for the HW
+            # (it may have committed, with the metadata on its way)
+            self.pending_since_ms = now_ms
+            return self.pending
         shrink = set(self.out_of_sync_replicas(leader_log_end_offset, now_ms, lag_max_ms))
         expand = self.in_sync_candidates(high_watermark, may_join)
         if not shrink and not expand:
@@ -206,6 +212,6 @@ class LeaderState:
         return self.pending
 
     def on_alter_failed(self, proposal: IsrProposal) -> None:
-        """The controller refused or could not be reached: the committed ISR stands."""
+        """The controller refused `proposal` having applied nothing: the committed ISR stands."""
         if self.pending == proposal:
             self.pending = None

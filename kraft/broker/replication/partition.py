@@ -33,6 +33,9 @@ from metadata.records import NO_LEADER
 log = logging.getLogger("kraft.broker")
 
 NO_EPOCH = -1
+# AlterPartition refusals that prove nothing was applied: the controller checked this request at
+# the current partition epoch (so no identical copy committed before it) and refused its content
+NOT_APPLIED_ERRORS = frozenset({"INVALID_REQUEST", "INELIGIBLE_REPLICA", "OPERATION_NOT_ATTEMPTED"})
 
 
 @dataclass
@@ -387,11 +390,16 @@ class Partition:
 
     def on_alter_partition_response(self, proposal: IsrProposal, error_code: str | None) -> list[Action]:
         """The controller's answer. Accepted: the ISR changes when the committed metadata arrives
-        (`apply_registration`); refused or unreachable: the committed ISR stands, propose again."""
+        (`apply_registration`). Refused in a way that proves nothing was applied
+        (`NOT_APPLIED_ERRORS`): the committed ISR stands, propose again. Any other refusal or
+        no answer (e.g. INVALID_UPDATE_VERSION for a duplicate of a copy that committed): the
+        proposal stays pending, its joiners still count for the HW, until the metadata shows
+        the outcome or the retry sends it again."""
         if error_code is not None and self.leader_state is not None:
             log.warning("%s-%d: AlterPartition %s refused: %s", self.topic, self.partition,
                         list(proposal.new_isr), error_code)
-            self.leader_state.on_alter_failed(proposal)
+            if error_code in NOT_APPLIED_ERRORS:
+                self.leader_state.on_alter_failed(proposal)
         return []
 
     # -- follower side ----------------------------------------------------------------------------

@@ -85,8 +85,31 @@ def test_a_lagging_follower_is_proposed_out_of_the_isr_and_a_refusal_allows_a_re
     [action] = p.maybe_shrink_isr(now_ms=LAG + 1)
     assert isinstance(action, SendAlterPartition) and action.proposal.new_isr == (1, 2)
     assert p.maybe_shrink_isr(now_ms=LAG + 2) == []  # one in flight
-    p.on_alter_partition_response(action.proposal, "INVALID_UPDATE_VERSION")
+    p.on_alter_partition_response(action.proposal, "INVALID_REQUEST")  # refused, nothing applied
     assert p.maybe_shrink_isr(now_ms=LAG + 3) == [action]
+
+
+def test_an_expansion_refused_as_a_stale_copy_still_counts_its_joiner_for_the_high_watermark(
+    tmp_path: Path,
+) -> None:
+    """Seed 333 of the simulation: the AlterPartition adding broker 3 was delivered twice; the
+    first copy committed, the second was refused INVALID_UPDATE_VERSION, and the leader (its
+    metadata not there yet) dropped 3 from its maximal ISR and advanced the HW past 3's log end,
+    acknowledging a record an ISR member lacked."""
+    p = core(tmp_path)
+    p.apply_registration(state(1, isr=(1, 2)), now_ms=0)
+    p.log.append_as_leader(batch(b"a", b"b"), 0, 0)
+    [action] = p.on_fetch_request(3, 0, -1, now_ms=1).actions  # 3 joins at the HW (0)
+    assert isinstance(action, SendAlterPartition) and action.proposal.new_isr == (1, 2, 3)
+    p.on_fetch_request(2, 2, 0, now_ms=2)
+    assert p.log.high_watermark == 0  # 3 counts already (KIP-497)
+    p.on_alter_partition_response(action.proposal, "INVALID_UPDATE_VERSION")
+    assert p.on_fetch_request(2, 2, 0, now_ms=3).actions == ()
+    assert p.log.high_watermark == 0
+    # unanswered: sent again as is, the joiner still counting
+    assert p.maybe_shrink_isr(now_ms=600) == [action] and p.log.high_watermark == 0
+    p.apply_registration(state(1, isr=(1, 2, 3), partition_epoch=1), now_ms=601)
+    assert p.on_fetch_request(3, 2, 0, now_ms=602).actions == (CompleteWaiters(2),)
 
 
 def test_follower_appends_learns_the_high_watermark_and_truncates_by_diverging_epoch(

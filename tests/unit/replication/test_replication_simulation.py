@@ -24,6 +24,11 @@ REGRESSION_SEEDS = {
     12: "restarted leader reused its epoch over a lost suffix (committed record replaced)",
     22: "restarted leader reused its epoch over a lost suffix (committed record replaced)",
     28: "restarted leader reused its epoch over a lost suffix (committed record replaced)",
+    # An AlterPartition adding a follower was delivered twice: the first copy committed, the
+    # second was refused INVALID_UPDATE_VERSION, and the leader (metadata not there yet) dropped
+    # the joiner from its maximal ISR and acknowledged a record that ISR member lacked. Fixed: a
+    # proposal stays pending unless the refusal proves nothing was applied (KIP-497, as Kafka).
+    333: "stale refusal of a committed expansion dropped the joiner from the HW",
 }
 # Also found, with a deterministic test in test_replication_partition.py: a power-lost
 # follower's dead process's position brought its restarted successor into the ISR without the
