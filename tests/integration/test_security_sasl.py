@@ -144,7 +144,7 @@ def test_spark_options_take_kafkas_security_keys_with_the_kraft_prefix(node):
     parsed = parse_sink_options(options, streaming=False)
     client = BrokerClient(parsed.bootstrap_servers, parsed.request_timeout_ms, parsed.security)
     try:
-        assert client.metadata(refresh=True).brokers == {1: f"localhost:{node.port}"}
+        assert client.metadata(refresh=True).brokers == {1: f"127.0.0.1:{node.port}"}  # the advertised listener
     finally:
         client.close()
     wrong = parse_sink_options({**options, "kraft.sasl.jaas.config": jaas.replace(ADMIN_PASSWORD, "nope")}, False)
