@@ -290,6 +290,7 @@ _PATHS: dict[str, Any] = {
             "log_start_offset": INT64, "error_code": {"type": "string"},
             "message": {"type": "string"},
         }, ("topic", "partition", "base_offset", "log_start_offset"))},
+        "throttle_time_ms": {**INT32, "description": "how long the answer was held back for a client quota"},
     }, ("partitions",)), body=_obj({
         "acks": ACKS, "timeout_ms": _int(0, _MAX_TIMEOUT_MS),
         "partitions": {"type": "array", "maxItems": 10_000, "items": _obj({
@@ -298,6 +299,7 @@ _PATHS: dict[str, Any] = {
         }, ("topic", "partition", "records"))},
     }, ("partitions",)))},
     "/v1/fetch": {"post": _operation("Fetch record batches from many partitions (long poll)", _obj({
+        "throttle_time_ms": {**INT32, "description": "how long the answer was held back for a client quota"},
         "partitions": {"type": "array", "items": _obj({
             "topic": {"type": "string"}, "partition": INT32, "high_watermark": INT64,
             "log_start_offset": INT64, "records": BINARY, "error_code": {"type": "string"},

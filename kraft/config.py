@@ -271,6 +271,11 @@ _KEYS = [
               "Principals allowed everything whatever the ACLs say, separated by ';' (User:admin;User:ops)."),
     ConfigKey("allow.everyone.if.no.acl.found", "boolean", False,
               "With the authorizer on: allow an action on a resource that has no ACL at all."),
+    ConfigKey("quota.window.num", "int", 11,
+              "Client quotas: the number of windows a rate is measured over (a new client may burst for "
+              "all but one of them).", at_least(2, 1000)),
+    ConfigKey("quota.window.size.seconds", "int", 1, "Client quotas: the length of one window.",
+              at_least(1, 3600)),
     ConfigKey("cluster.id", "string", None,
               "The cluster id; generated and written to meta.properties when absent."),
     ConfigKey("metadata.mode", "string", "kraft", "kraft (Raft quorum) or zookeeper (compat mode).",

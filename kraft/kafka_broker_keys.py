@@ -62,7 +62,7 @@ KAFKA_BROKER_KEYS: frozenset[str] = frozenset({
     "transaction.remove.expired.transaction.cleanup.interval.ms", "producer.id.expiration.ms",
     "producer.id.expiration.check.interval.ms", "max.incremental.fetch.session.cache.slots",
     # quotas and metrics
-    "quota.window.num", "quota.window.size.seconds", "replication.quota.window.num",
+    "replication.quota.window.num",
     "replication.quota.window.size.seconds", "client.quota.callback.class", "metric.reporters",
     "metrics.num.samples", "metrics.sample.window.ms", "metrics.recording.level", "kafka.metrics.reporters",
     "kafka.metrics.polling.interval.secs", "auto.include.jmx.reporter",

@@ -22,6 +22,7 @@ import hashlib
 import logging
 import resource
 import socket
+import time
 import uuid
 from pathlib import Path
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from api.routes.health import NODE_STATUS
 from api.client.admin import scram_upsertion
 from api.errors import KraftError
 from api.authz import AUTHORIZER
+from api.throttle import QUOTAS
 from api.routes.acls import ACLS
 from api.routes.services import NodeInfo
 from api.routes.users import USERS
@@ -62,6 +64,7 @@ from kraft.readiness import MetadataProgress, ReadinessCheck
 from kraft.security.authn import ClientAuthenticator
 from kraft.security.node_auth import NodeCredential
 from kraft.broker.acl_admin import AclAdmin
+from kraft.broker.quotas import ClientQuotaManager, QuotaMetrics
 from kraft.security.authorizer import StandardAuthorizer, authorizer_settings
 from kraft.security.peers import PeerSecurity
 from kraft.security.service import NodeSecurity
@@ -312,6 +315,10 @@ class Node:
         self.app[CONTROLLER] = self.controller_api
         if self.zk is None:  # ZooKeeper mode keeps no ACLs or quotas
             self.app[ACLS] = AclAdmin(self.channel, lambda: self.loader.image)
+            quotas = ClientQuotaManager(lambda: self.loader.image.client_quotas,
+                                        config["quota.window.size.seconds"] * 1000, config["quota.window.num"])
+            QuotaMetrics(quotas, lambda: int(time.monotonic() * 1000), self.metrics.registry)
+            self.app[QUOTAS] = quotas
             authorization = authorizer_settings(config)
             if authorization is not None:
                 self.app[AUTHORIZER] = StandardAuthorizer(lambda: self.loader.image, authorization,

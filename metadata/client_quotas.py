@@ -65,12 +65,18 @@ class ClientQuotasImage:
 
     def quota(self, user: str, client_id: str, key: str) -> float | None:
         """The quota `key` of a request from `user` (the principal's name) with `client_id`."""
+        found = self.quota_entity(user, client_id, key)
+        return None if found is None else found[1]
+
+    def quota_entity(self, user: str, client_id: str, key: str) -> tuple[Entity, float] | None:
+        """The entity whose quota `key` applies, and its value: requests that resolve to the same
+        entity share one rate (Kafka's quota sensors are per quota entity)."""
         if not self.entities:
             return None
         for entity in resolution_order(user, client_id):
             values = self.entities.get(entity)
             if values is not None and key in values:
-                return values[key]
+                return entity, values[key]
         return None
 
     def with_changes(self, changes: Mapping[Entity, Mapping[str, float | None]]) -> "ClientQuotasImage":

@@ -1,7 +1,7 @@
 """`kraft configs`: kafka-configs. Describe and alter (--add-config / --delete-config) topic
-configs; brokers have no dynamic configs here (describe lists none, alter is refused); users and
-clients (quotas, SCRAM) are not supported yet and answer UNSUPPORTED_VERSION, as a Kafka broker
-without those APIs does."""
+configs; brokers have no dynamic configs here (describe lists none, alter is refused); users take
+SCRAM credentials and quotas, clients quotas (producer_byte_rate, consumer_byte_rate,
+request_percentage; --entity-default for the default), one entity type at a time."""
 
 from __future__ import annotations
 
@@ -90,26 +90,80 @@ def _scram_settings(mechanism: str, text: str) -> tuple[str, int]:
 
 def _users(admin: Admin, entity_name: str | None, describe: bool, to_add: dict[str, str],
            to_delete: list[str]) -> None:
-    """SCRAM credentials of users (kafka-configs --entity-type users); user quotas are not served yet."""
+    """SCRAM credentials and quotas of users (kafka-configs --entity-type users)."""
     if describe:
-        users = admin.describe_user_scram_credentials([entity_name] if entity_name else None)
-        for user, mechanisms in sorted(users.items()):
-            listed = ", ".join(f"{m}=iterations={i}" for m, i in sorted(mechanisms.items()))
-            click.echo(f"SCRAM credential configs for user-principal '{user}' are {listed}")
+        if entity_name != BROKER_DEFAULT:
+            users = admin.describe_user_scram_credentials([entity_name] if entity_name else None)
+            for user, mechanisms in sorted(users.items()):
+                listed = ", ".join(f"{m}=iterations={i}" for m, i in sorted(mechanisms.items()))
+                click.echo(f"SCRAM credential configs for user-principal '{user}' are {listed}")
+        _describe_quotas(admin, "users", entity_name)
         return
-    other = sorted(k for k in [*to_add, *to_delete] if k not in SCRAM_MECHANISMS)
+    other = sorted(k for k in [*to_add, *to_delete] if k not in SCRAM_MECHANISMS and k not in QUOTA_KEYS)
     if other:
-        raise KraftError("UNSUPPORTED_VERSION", f"user configs {', '.join(other)}: only SCRAM credentials "
-                                                f"({', '.join(SCRAM_MECHANISMS)}) are served for users yet")
+        raise KraftError("INVALID_CONFIG", f"Invalid config(s): {', '.join(other)} (users take "
+                                           f"{', '.join([*SCRAM_MECHANISMS, *QUOTA_KEYS])})")
     assert entity_name is not None
-    upsertions = [(entity_name, m, *_scram_settings(m, v)) for m, v in to_add.items()]
-    admin.alter_user_scram_credentials(upsertions=upsertions, deletions=[(entity_name, m) for m in to_delete])
+    scram_add = {m: v for m, v in to_add.items() if m in SCRAM_MECHANISMS}
+    scram_delete = [m for m in to_delete if m in SCRAM_MECHANISMS]
+    if scram_add or scram_delete:
+        if entity_name == BROKER_DEFAULT:
+            raise click.UsageError("SCRAM credentials are per user, not for --entity-default")
+        upsertions = [(entity_name, m, *_scram_settings(m, v)) for m, v in scram_add.items()]
+        admin.alter_user_scram_credentials(upsertions=upsertions, deletions=[(entity_name, m) for m in scram_delete])
+    quotas = _quota_changes(to_add, to_delete)
+    if quotas:
+        admin.alter_client_quotas(entity_name, None, quotas)
     click.echo(f"Completed updating config for user {entity_name}.")
 
 
-def _unsupported(entity_type: str) -> KraftError:
-    return KraftError("UNSUPPORTED_VERSION", f"{entity_type} configs (client quotas, SCRAM credentials) are not "
-                                             "supported by this cluster yet")
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
+
+
+def _quota_changes(to_add: dict[str, str], to_delete: list[str]) -> dict[str, float | None]:
+    changes: dict[str, float | None] = {k: None for k in to_delete if k in QUOTA_KEYS}
+    for key, value in to_add.items():
+        if key in QUOTA_KEYS:
+            try:
+                changes[key] = float(value)
+            except ValueError:
+                raise KraftError("INVALID_CONFIG", f"{key} must be a number, got {value!r}") from None
+    return changes
+
+
+def _entity_text(user: str | None, client_id: str | None) -> str:
+    """Kafka's ClientQuotaEntity wording in kafka-configs --describe."""
+    parts = []
+    if user is not None:
+        parts.append("the default user-principal" if user == BROKER_DEFAULT else f"user-principal '{user}'")
+    if client_id is not None:
+        parts.append("the default client-id" if client_id == BROKER_DEFAULT else f"client-id '{client_id}'")
+    return ", ".join(parts)
+
+
+def _describe_quotas(admin: Admin, entity_type: str, entity_name: str | None) -> None:
+    for entry in admin.describe_client_quotas():
+        user, client_id = entry["user"], entry["client_id"]
+        mine = (client_id is None and user is not None and entity_name in (None, user)) if entity_type == "users" \
+            else (user is None and client_id is not None and entity_name in (None, client_id))
+        if mine:
+            listed = ", ".join(f"{k}={float(v)}" for k, v in sorted(entry["quotas"].items()))
+            click.echo(f"Quota configs for {_entity_text(user, client_id)} are {listed}")
+
+
+def _clients(admin: Admin, entity_name: str | None, describe: bool, to_add: dict[str, str],
+             to_delete: list[str]) -> None:
+    """Quotas of client ids (kafka-configs --entity-type clients)."""
+    if describe:
+        _describe_quotas(admin, "clients", entity_name)
+        return
+    other = sorted(k for k in [*to_add, *to_delete] if k not in QUOTA_KEYS)
+    if other:
+        raise KraftError("INVALID_CONFIG", f"Invalid config(s): {', '.join(other)} (clients take "
+                                           f"{', '.join(QUOTA_KEYS)})")
+    assert entity_name is not None
+    admin.alter_client_quotas(None, entity_name, _quota_changes(to_add, to_delete))
+    click.echo(f"Completed updating config for client {entity_name}.")
 
 
 @click.command("configs", cls=KraftCommand)
@@ -165,8 +219,6 @@ def configs(
         raise click.UsageError("--add-config, --add-config-file and --delete-config apply to --alter only")
     if describe_all and not describe:
         raise click.UsageError("--all applies to --describe only")
-    if entity_type == "clients":
-        raise _unsupported(entity_type)
     to_add = parse_add_config(add_config) if add_config else {}
     if add_config_file:
         to_add.update(read_properties_file(add_config_file, "--add-config-file"))
@@ -178,6 +230,8 @@ def configs(
     with admin_client(bootstrap_server) as admin:
         if entity_type == "users":
             _users(admin, entity_name, describe, to_add, to_delete)
+        elif entity_type == "clients":
+            _clients(admin, entity_name, describe, to_add, to_delete)
         elif entity_type == "brokers":
             _brokers(admin, entity_name, describe, describe_all)
         elif describe:

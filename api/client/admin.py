@@ -101,7 +101,7 @@ class Admin:
         security = pop_security(configs)
         check_unused_configs("admin", configs)
         self.client_id = client_id or "kraft-admin"
-        self._transport = Transport(bootstrap_servers, request_timeout_ms, security)
+        self._transport = Transport(bootstrap_servers, request_timeout_ms, security, self.client_id)
         self._request_timeout_ms = request_timeout_ms
         self._backoff_s = retry_backoff_ms / 1000
         self._api_timeout_s = api_timeout_ms / 1000

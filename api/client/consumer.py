@@ -118,7 +118,7 @@ class Consumer:
         if auto_commit_interval_ms <= 0:
             raise KraftError("INVALID_CONFIG", "auto_commit_interval_ms must be > 0")
         self._subs = SubscriptionState(auto_offset_reset)
-        self._transport = Transport(bootstrap_servers, request_timeout_ms, security)
+        self._transport = Transport(bootstrap_servers, request_timeout_ms, security, client_id)
         self._metadata = MetadataCache(self._transport, retry_backoff_ms, metadata_max_age_ms,
                                        allow_auto_create=allow_auto_create_topics)
         self._key_deserializer = key_deserializer

@@ -121,7 +121,7 @@ class Producer:
         self.client_id = client_id or "kraft-producer"
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
-        self._transport = Transport(bootstrap_servers, request_timeout_ms, security)
+        self._transport = Transport(bootstrap_servers, request_timeout_ms, security, self.client_id)
         self._metadata = MetadataCache(self._transport, retry_backoff_ms, metadata_max_age_ms,
                                        allow_auto_create=allow_auto_create_topics)
         self._acc = RecordAccumulator(batch_size, linger_ms, isolate_retries=enable_idempotence)

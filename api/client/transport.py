@@ -28,6 +28,7 @@ from api.errors import KraftError
 Address = tuple[str, int]
 MSGPACK = "application/msgpack"
 _HEADERS = {"Accept": MSGPACK, "Content-Type": MSGPACK}
+CLIENT_ID_HEADER = "X-Kraft-Client-Id"  # Kafka's request header client_id: quotas per client id
 
 _packb = msgpack.Packer(use_bin_type=True).pack
 _UNREACHABLE = frozenset({"NETWORK_EXCEPTION", "REQUEST_TIMED_OUT"})
@@ -138,7 +139,7 @@ class Transport:
     (NETWORK_EXCEPTION / REQUEST_TIMED_OUT, both retriable)."""
 
     def __init__(self, bootstrap_servers: str | Sequence[str], request_timeout_ms: int = 30000,
-                 security: ClientSecurity = PLAINTEXT) -> None:
+                 security: ClientSecurity = PLAINTEXT, client_id: str | None = None) -> None:
         try:
             self._bootstrap = parse_bootstrap(bootstrap_servers)
         except ValueError as e:
@@ -153,7 +154,7 @@ class Transport:
         self._lock = threading.Lock()
         self.security = security
         self._ssl = security.ssl_context()
-        self._headers = {**_HEADERS, **security.headers()}
+        self._headers = {**_HEADERS, **security.headers(), **({CLIENT_ID_HEADER: client_id} if client_id else {})}
 
     @property
     def bootstrap(self) -> list[Address]:

@@ -13,6 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from api import authz
+from api.throttle import throttle
 from api.errors import KraftError, invalid_request
 from api.routes.metrics import FETCH_CONSUMER, FETCH_FOLLOWER, count_as
 from api.routes.records import MAX_TIMEOUT_MS, topic_or_create
@@ -75,11 +76,12 @@ async def produce(request: web.Request) -> web.Response:
     for name in {e.topic for e in entries}:
         await topic_or_create(request, name)
     results = await request.app[REPLICAS].produce(entries, acks, timeout_ms)
+    throttle_ms = await throttle(request, "produce", sum(len(e.records) for e in entries))
     return render(request, {"partitions": [
         {"topic": r.topic, "partition": r.partition, "base_offset": r.base_offset,
          "log_start_offset": r.log_start_offset, **_error_fields(r.error_code, r.message)}
         for r in results
-    ]})
+    ], "throttle_time_ms": throttle_ms})
 
 
 EPOCH_FIELDS = ("current_leader_epoch", "last_fetched_epoch")
@@ -119,11 +121,15 @@ async def fetch(request: web.Request) -> web.Response:
         replica_results = await as_replica_fetch_service(service).replica_fetch(
             replica_id, replica_epoch, entries, max_wait_ms, min_bytes, max_bytes
         )
-        return render(request, {"partitions": [render_result(r) for r in replica_results]})
+        throttle_ms = 0 if replica_id != NO_REPLICA else await throttle(
+            request, "fetch", sum(len(r.records) for r in replica_results))
+        return render(request, {"throttle_time_ms": throttle_ms,
+                                "partitions": [render_result(r) for r in replica_results]})
     results = await service.fetch([
         FetchEntry(e.topic, e.partition, e.fetch_offset, e.partition_max_bytes) for e in entries
     ], max_wait_ms, min_bytes, max_bytes)
-    return render(request, {"partitions": [
+    throttle_ms = await throttle(request, "fetch", sum(len(r.records) for r in results))
+    return render(request, {"throttle_time_ms": throttle_ms, "partitions": [
         {"topic": r.topic, "partition": r.partition, "high_watermark": r.high_watermark,
          "log_start_offset": r.log_start_offset, "records": r.records,
          **_error_fields(r.error_code, r.message)}

@@ -83,8 +83,25 @@ def test_configs_brokers_users_clients(node) -> None:
     refused = kraft(node, "configs", "--alter", "--broker", "1", "--add-config", "log.retention.ms=1", check=False)
     assert refused.returncode == 1 and refused.stderr.startswith("Error: INVALID_REQUEST: dynamic broker configs")
     for flags in (["--user", "alice"], ["--entity-type", "clients", "--entity-name", "app"]):
-        unsupported = kraft(node, "configs", "--describe", *flags, check=False)
-        assert unsupported.returncode == 1 and unsupported.stderr.startswith("Error: UNSUPPORTED_VERSION: ")
+        assert kraft(node, "configs", "--describe", *flags).stdout == ""  # nothing set yet
+    assert kraft(node, "configs", "--alter", "--entity-type", "clients", "--entity-name", "app",
+                 "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048").stdout == (
+        "Completed updating config for client app.\n")
+    assert kraft(node, "configs", "--alter", "--user", "alice", "--add-config", "request_percentage=50").stdout == (
+        "Completed updating config for user alice.\n")
+    assert kraft(node, "configs", "--alter", "--entity-type", "users", "--entity-default",
+                 "--add-config", "producer_byte_rate=4096").returncode == 0
+    assert kraft(node, "configs", "--describe", "--entity-type", "clients").stdout == (
+        "Quota configs for client-id 'app' are consumer_byte_rate=2048.0, producer_byte_rate=1024.0\n")
+    assert kraft(node, "configs", "--describe", "--entity-type", "users").stdout == (
+        "Quota configs for the default user-principal are producer_byte_rate=4096.0\n"
+        "Quota configs for user-principal 'alice' are request_percentage=50.0\n")
+    kraft(node, "configs", "--alter", "--entity-type", "clients", "--entity-name", "app",
+          "--delete-config", "consumer_byte_rate")
+    assert kraft(node, "configs", "--describe", "--client", "app").stdout == (
+        "Quota configs for client-id 'app' are producer_byte_rate=1024.0\n")
+    bad = kraft(node, "configs", "--alter", "--client", "app", "--add-config", "producer_byte_rate=-1", check=False)
+    assert bad.returncode == 1 and bad.stderr.startswith("Error: INVALID_REQUEST: producer_byte_rate must be a positive number")
     usage = kraft(node, "configs", "--describe", check=False)
     assert usage.returncode == 2 and "--entity-type is required" in usage.stderr
 
