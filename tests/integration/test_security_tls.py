@@ -53,10 +53,10 @@ def test_three_node_ssl_cluster_replicates_over_tls(tmp_path):
                             timeout=30)
         assert created.status_code == 201, created.text
 
-        def full_isr() -> bool:
-            [topic] = http.get(f"{nodes[0].url}/v1/metadata", params={"topics": "r"}, timeout=5).json()["topics"]
-            return len(topic["partitions"][0]["isr"]) == 3
-        wait_for(full_isr, 60, what="ISR of 3 over TLS")
+        def full_isr(n: SecureNode) -> bool:
+            topics = n.session().get(f"{n.url}/v1/metadata", params={"topics": "r"}, timeout=5).json()["topics"]
+            return len(topics) == 1 and len(topics[0]["partitions"][0]["isr"]) == 3
+        wait_for(lambda: all(full_isr(n) for n in nodes), 60, what="ISR of 3 over TLS, known to every node")
         answer = http.post(f"{nodes[1].url}/v1/topics/r/records", timeout=30,  # forwarded to the leader over TLS
                            json={"acks": "all", "records": [{"value": f"v{i}"} for i in range(20)]})
         assert answer.status_code == 200, answer.text
