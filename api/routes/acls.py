@@ -71,16 +71,16 @@ async def describe_acls(request: web.Request) -> web.Response:
 
 @routes.post("/v1/acls")
 async def create_acls(request: web.Request) -> web.Response:
-    service = _acl_service(request, "ALTER")
     body, _ = await read_body(request)
-    return render(request, await service.create_acls(_entries(Fields(body), "acls")), status=201)
+    acls = _entries(Fields(body), "acls")
+    return render(request, await _acl_service(request, "ALTER").create_acls(acls), status=201)
 
 
 @routes.post("/v1/acls/delete")
 async def delete_acls(request: web.Request) -> web.Response:
-    service = _acl_service(request, "ALTER")
     body, _ = await read_body(request)
-    return render(request, await service.delete_acls(_entries(Fields(body), "filters")))
+    filters = _entries(Fields(body), "filters")
+    return render(request, await _acl_service(request, "ALTER").delete_acls(filters))
 
 
 @routes.get("/v1/client-quotas")
@@ -91,10 +91,11 @@ async def describe_client_quotas(request: web.Request) -> web.Response:
 
 @routes.post("/v1/client-quotas")
 async def alter_client_quotas(request: web.Request) -> web.Response:
-    authz.require(request, "ALTER_CONFIGS", CLUSTER)
     body, _ = await read_body(request)
     f = Fields(body)
     validate_only = f.raw("validate_only", False)
     if not isinstance(validate_only, bool):
         raise KraftError("INVALID_REQUEST", "body.validate_only must be a boolean")
-    return render(request, await _service(request).alter_client_quotas(_entries(f, "entries"), validate_only))
+    entries = _entries(f, "entries")
+    authz.require(request, "ALTER_CONFIGS", CLUSTER)
+    return render(request, await _service(request).alter_client_quotas(entries, validate_only))

@@ -29,7 +29,7 @@ async def test_produce_and_fetch_msgpack(client: TestClient) -> None:
     assert status == 200
     assert body == {"partitions": [
         {"topic": "b", "partition": 0, "base_offset": 0, "log_start_offset": 0},
-        {"topic": "b", "partition": 1, "base_offset": 0, "log_start_offset": 0}]}
+        {"topic": "b", "partition": 1, "base_offset": 0, "log_start_offset": 0}], "throttle_time_ms": 0}
     status, body = await post_msgpack(client, "/v1/produce", {"acks": "all", "partitions": [
         {"topic": "b", "partition": 0, "records": batch(b"d")}]})
     assert body["partitions"][0]["base_offset"] == 3
