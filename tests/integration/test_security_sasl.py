@@ -156,3 +156,20 @@ def test_spark_options_take_kafkas_security_keys_with_the_kraft_prefix(node):
         client.close()
     with pytest.raises(KraftError, match="sasl.jaas.config"):
         parse_sink_options({**options, "kraft.sasl.jaas.config": "username=admin"}, False)
+
+
+def test_a_consumer_group_reads_over_sasl_ssl(node):
+    from api.client import Consumer, Producer
+
+    security = {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "admin",
+                "sasl_plain_password": ADMIN_PASSWORD, "ssl_cafile": str(node.ca)}
+    bootstrap = f"localhost:{node.port}"
+    with Producer(bootstrap, acks="all", **security) as producer:
+        producer.send("grouped", b"one").get(timeout=30)
+    with Consumer(bootstrap_servers=bootstrap, group_id="g-sasl", auto_offset_reset="earliest", **security) as consumer:
+        consumer.subscribe(["grouped"])
+        got: list[bytes] = []
+        wait_for(lambda: got.extend(r.value for rs in consumer.poll(500).values() for r in rs) or got, 60,
+                 what="the record through the group")
+        assert got == [b"one"]
+        consumer.commit()
