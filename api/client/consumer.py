@@ -35,6 +35,7 @@ from api.client.cluster import METADATA_ERRORS, MetadataCache
 from api.client.compat import check_unused_configs, deserializing
 from api.client.security import pop_security
 from api.client.fetcher import fetch_body, records_from_batches
+from api.client.throttle import BrokerThrottle
 from api.client.group import GroupCoordinatorClient, GroupMembership, HeartbeatThread
 from api.client.retry import call_with_retries
 from api.client.subscription import SubscriptionState
@@ -138,6 +139,7 @@ class Consumer:
         self._buffer: dict[TopicPartition, _Buffered] = {}
         self.high_watermarks: dict[TopicPartition, int] = {}  # from the last fetch, for lag
         self._executor: ThreadPoolExecutor | None = None
+        self._throttle = BrokerThrottle()  # throttle_time_ms of each broker's last fetch answers
         self.group_id = group_id
         self._group: GroupCoordinatorClient | None = None
         self._membership: GroupMembership | None = None
@@ -565,7 +567,12 @@ class Consumer:
         def fetch(node: int) -> Any:
             address = snapshot.broker_address(node)
             try:
-                return self._transport.request("POST", "/v1/fetch", bodies[node], address=address, timeout_s=timeout_s)
+                self._throttle.wait(node)
+                sent_at = time.monotonic()
+                answer = self._transport.request("POST", "/v1/fetch", bodies[node], address=address,
+                                                 timeout_s=timeout_s)
+                self._throttle.note(node, sent_at, answer)
+                return answer
             except KraftError as e:
                 return e
 

@@ -24,6 +24,7 @@ from typing import Any
 from api.client.accumulator import ProducerBatch, RecordAccumulator
 from api.client.cluster import METADATA_ERRORS, MetadataCache
 from api.client.idempotence import IdempotenceState
+from api.client.throttle import BrokerThrottle
 from api.client.transport import Address, Transport
 from api.client.types import TopicPartition
 from api.errors import KraftError
@@ -114,6 +115,7 @@ class Sender:
         self._force_close = False  # fail what is left instead of sending it
         self._warned: set[str] = set()  # error codes retried and logged at WARNING since the last success
         self._executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="kraft-producer-io")
+        self._throttle = BrokerThrottle()
         self._thread = threading.Thread(target=self._run, name="kraft-producer-sender", daemon=True)
 
     def start(self) -> None:
@@ -270,10 +272,13 @@ class Sender:
             try:
                 if address is None:
                     raise KraftError("LEADER_NOT_AVAILABLE", f"broker {node} is not in the metadata")
+                self._throttle.wait(node)
+                sent_at = time.monotonic()
                 answer = self._transport.request(
                     "POST", "/v1/produce", body, address=address,
                     timeout_s=self._config.request_timeout_ms / 1000 + 5,
                 )
+                self._throttle.note(node, sent_at, answer)
                 outcomes = partition_outcomes(answer, by_tp, self._config.acks)
             except KraftError as e:
                 outcomes = {tp: e for tp in by_tp}
