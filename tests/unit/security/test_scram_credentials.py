@@ -1,0 +1,59 @@
+"""SCRAM: the controller's AlterUserScramCredentials (all or nothing, bad input named) and the
+password check against what it stores."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from api.client.admin import scram_upsertion
+from kraft.controller.handlers import alter_user_scram_credentials
+from kraft.security import scram
+from metadata.delta import apply_records
+from metadata.errors import MetadataError
+from metadata.image import MetadataImage
+
+
+def stored(image: MetadataImage, user: str, mechanism: str) -> scram.ScramCredential:
+    data = image.scram.get(user, mechanism)
+    assert data is not None
+    return scram.ScramCredential(mechanism, base64.b64decode(data.salt), data.iterations,
+                                 base64.b64decode(data.stored_key), base64.b64decode(data.server_key))
+
+
+def apply(image: MetadataImage, upsertions=(), deletions=()) -> MetadataImage:
+    result = alter_user_scram_credentials(image, list(upsertions), list(deletions))
+    return apply_records(image, [(image.offset + 1 + i, r) for i, r in enumerate(result.records)])[1]
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_the_stored_credential_checks_the_password_and_holds_no_password(mechanism):
+    upsertion = scram_upsertion("alice", mechanism, "alice-pw", 8192)
+    image = apply(MetadataImage.EMPTY, [upsertion])
+    credential = stored(image, "alice", mechanism)
+    assert credential.iterations == 8192
+    assert scram.verify(credential, "alice-pw") and not scram.verify(credential, "alice-pW")
+    assert "alice-pw" not in repr(image.to_snapshot())
+    image = apply(image, deletions=[{"name": "alice", "mechanism": mechanism}])
+    assert image.scram.users() == {}
+
+
+@pytest.mark.parametrize("upsertion, error", [
+    ({"name": ""}, "INVALID_REQUEST"),
+    ({"name": "bob"}, "INVALID_REQUEST"),  # twice in one request
+    ({"name": "a", "mechanism": "MD5"}, "UNSUPPORTED_SASL_MECHANISM"),
+    ({"iterations": 100}, "INVALID_REQUEST"),
+    ({"salt": "not base64!"}, "INVALID_REQUEST"),
+    ({"salted_password": base64.b64encode(b"short").decode()}, "INVALID_REQUEST"),
+])
+def test_bad_upsertions_are_refused_and_write_nothing(upsertion, error):
+    good = scram_upsertion("bob", "SCRAM-SHA-256", "pw")
+    with pytest.raises(MetadataError) as e:
+        alter_user_scram_credentials(MetadataImage.EMPTY, [good, {**good, "name": "carol", **upsertion}], [])
+    assert e.value.error_code == error
+
+
+def test_deleting_a_missing_credential_is_refused():
+    with pytest.raises(MetadataError, match="no SCRAM-SHA-256 credential"):
+        alter_user_scram_credentials(MetadataImage.EMPTY, [], [{"name": "x", "mechanism": "SCRAM-SHA-256"}])
