@@ -540,6 +540,9 @@ class KraftConfig:
             # a per-node generated secret would make every node refuse the controller's pushes
             raise ConfigError("controller.quorum.secret", "required in ZooKeeper mode: the nodes sign their "
                                                           "requests to each other with it (or use .secret.file)")
+        if self["authorizer.class.name"]:  # refused rather than left unenforced
+            raise ConfigError("authorizer.class.name", "ACLs live in the KRaft metadata log; ZooKeeper mode has "
+                                                       "no authorizer")
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

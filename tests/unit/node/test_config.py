@@ -107,6 +107,11 @@ def test_cross_key_rules() -> None:
             load_config({"zookeeper.connect": "127.0.0.1:2181", key: value})
     with pytest.raises(ConfigError, match="zookeeper.connect: invalid value"):
         load_config({"zookeeper.connect": "no-port"})
+    with pytest.raises(ConfigError, match="authorizer.class.name: ACLs live in the KRaft metadata log"):
+        load_config({"zookeeper.connect": "127.0.0.1:2181", "controller.quorum.secret": "s",
+                     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
+    with pytest.raises(ConfigError, match="authorizer.class.name: invalid value"):
+        load_config({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"})
 
 
 def test_unreadable_or_malformed_files(tmp_path: Path) -> None:
