@@ -190,7 +190,7 @@ def _add(admin: Any, to_acls: dict[Resource, set[Entry]]) -> None:
 def _remove(admin: Any, to_acls: dict[Resource, set[Entry]], force: bool) -> None:
     for resource, entries in to_acls.items():
         if entries:
-            question = (f"Are you sure you want to remove ACLs: \n "
+            question = ("Are you sure you want to remove ACLs: \n "
                         + "\n".join(f"\t{entry_text(e)}" for e in sorted(entries))
                         + f"\n from resource filter `{resource_text(resource)}`? (y/n)")
         else:

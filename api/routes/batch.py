@@ -25,7 +25,6 @@ from api.security import require_node
 from api.wire import INT32_MAX, INT64_MAX, Fields, check_topic_name, parse_acks, read_body, render
 from log.batch import validate_batch
 from log.errors import LogError
-from metadata.acl import TOPIC
 
 routes = web.RouteTableDef()
 

@@ -125,6 +125,7 @@ async def list_groups(request: web.Request) -> web.Response:
 
 @routes.get("/v1/groups/{group}/coordinator")
 async def find_coordinator(request: web.Request) -> web.Response:
+    authz.require(request, "DESCRIBE", GROUP, group_id_of(request))
     return render(request, await _service(request).find_coordinator(group_id_of(request)))
 
 
