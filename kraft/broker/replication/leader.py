@@ -21,9 +21,9 @@ Rules, after Kafka (Partition.scala, ReplicaState):
   process that died and lost its unflushed suffix never brings its successor into the ISR).
 - One AlterPartition in flight per partition; the ISR used for the min-ISR checks is the committed
   one from the metadata, never the proposal. A proposal stays pending (its joiners count for the
-  HW) until the metadata shows a newer partition epoch or the controller refused it for a reason
-  that proves nothing was applied: a refusal of a retried or duplicated copy, or no answer, says
-  nothing about whether an earlier copy committed, so an unanswered proposal is re-sent as is.
+  HW) until the metadata shows a newer partition epoch, the controller refused it for a reason
+  that proves nothing was applied (a stale refusal of a duplicated copy says nothing about whether
+  an earlier copy committed), or `retry_after_ms` passed (then it is computed and sent afresh).
 """
 
 from __future__ import annotations
@@ -198,10 +198,7 @@ class LeaderState:
         if self.pending is not None:
             if now_ms - self.pending_since_ms < retry_after_ms:
                 return None
-            # the metadata never showed it: send it again, still counting its joiners for the HW
-            # (it may have committed, with the metadata on its way)
-            self.pending_since_ms = now_ms
-            return self.pending
+            self.pending = None  # lost in flight: the metadata never showed it, try again
         shrink = set(self.out_of_sync_replicas(leader_log_end_offset, now_ms, lag_max_ms))
         expand = self.in_sync_candidates(high_watermark, may_join)
         if not shrink and not expand:

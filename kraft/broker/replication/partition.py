@@ -394,7 +394,7 @@ class Partition:
         (`NOT_APPLIED_ERRORS`): the committed ISR stands, propose again. Any other refusal or
         no answer (e.g. INVALID_UPDATE_VERSION for a duplicate of a copy that committed): the
         proposal stays pending, its joiners still count for the HW, until the metadata shows
-        the outcome or the retry sends it again."""
+        the outcome or `alter_partition_retry_ms` passes."""
         if error_code is not None and self.leader_state is not None:
             log.warning("%s-%d: AlterPartition %s refused: %s", self.topic, self.partition,
                         list(proposal.new_isr), error_code)
