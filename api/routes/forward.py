@@ -20,6 +20,7 @@ from yarl import URL
 from api.errors import KraftError
 from api.routes.services import METADATA, NODE_INFO, ProduceEntry, ProduceResult
 from api.authz import CLIENT_HOST_HEADER, client_host
+from api.throttle import CLIENT_ID_HEADER
 from api.security import FORWARDED_PRINCIPAL_HEADER, SECURITY, principal_of
 
 FORWARDED_HEADER = "X-Kraft-Forwarded"
@@ -43,6 +44,8 @@ def _forwarding(request: web.Request, method: str, address: tuple[str, int], pat
     nodes' forwarded requests on any listener) naming the client's principal, so the leader
     authorizes the client, not this node."""
     headers = {FORWARDED_HEADER: str(request.app[NODE_INFO].node_id)}
+    if CLIENT_ID_HEADER in request.headers:  # quotas charge the client's id on the leader too
+        headers[CLIENT_ID_HEADER] = request.headers[CLIENT_ID_HEADER]
     if SECURITY not in request.app:
         return f"http://{address[0]}:{address[1]}{path_qs}", headers
     security = request.app[SECURITY]

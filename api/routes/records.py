@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from api import authz
+from api.throttle import throttle
 from api.errors import KraftError, invalid_request
 from api.partitioner import partition_for_key
 from api.routes.forward import not_leader, produce_remote, proxy, remote_leader
@@ -160,7 +161,10 @@ async def _produce_anywhere(request: web.Request, entries: list[ProduceEntry], a
             remote.setdefault(address, []).append(entry)
     calls = [request.app[REPLICAS].produce(local, acks, PRODUCE_TIMEOUT_MS)] if local else []
     calls += [produce_remote(request, address, group, acks, PRODUCE_TIMEOUT_MS) for address, group in remote.items()]
-    return [result for results in await asyncio.gather(*calls) for result in results]
+    results = [result for results in await asyncio.gather(*calls) for result in results]
+    # the leaders charge what they were forwarded; this node charges what it appended itself
+    await throttle(request, "produce", sum(len(e.records) for e in local))
+    return results
 
 
 def _partition_number(request: web.Request, topic: TopicDescription) -> int:
