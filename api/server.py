@@ -24,6 +24,7 @@ from api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, AdminService, MetadataView, NodeInfo, ReplicaService,
 )
 from api.security import SECURITY, SecurityService, security_middleware
+from api.throttle import request_quota_middleware
 from api.wire import render_error
 
 log = logging.getLogger("kraft.api")
@@ -104,6 +105,7 @@ def build_app(
     middlewares = [error_middleware]
     if security is not None:
         middlewares.append(security_middleware)
+    middlewares.append(request_quota_middleware)  # after authentication: it charges the principal
     if metrics_service is not None:
         middlewares.append(request_metrics_middleware)
     app = web.Application(middlewares=middlewares, client_max_size=node_info.max_request_bytes)

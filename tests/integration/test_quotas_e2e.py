@@ -68,3 +68,20 @@ def test_producer_and_consumer_quotas(tmp_path):
         assert answer["throttle_time_ms"] == 0
     finally:
         node.stop()
+
+
+def test_request_percentage_throttles_by_handler_time(tmp_path):
+    node = start_node(tmp_path, **{"quota.window.num": 2})
+    try:
+        subprocess.run(KRAFT + ["configs", "--bootstrap-server", node.bootstrap, "--alter", "--entity-type",
+                                "clients", "--entity-name", "busy", "--add-config", "request_percentage=0.01"],
+                       check=True, capture_output=True, timeout=60)  # 0.1 ms of loop time per second
+        headers = {"X-Kraft-Client-Id": "busy"}
+        throttles = [requests.get(f"{node.url}/v1/metadata", headers=headers, timeout=30)
+                     .headers.get("X-Kraft-Throttle-Time-Ms") for _ in range(3)]
+        assert all(t is not None and int(t) > 0 for t in throttles), throttles
+        assert metric(node, "kafka_server_request_throttle_time", "busy") > 0
+        other = requests.get(f"{node.url}/v1/metadata", headers={"X-Kraft-Client-Id": "idle"}, timeout=30)
+        assert "X-Kraft-Throttle-Time-Ms" not in other.headers
+    finally:
+        node.stop()
