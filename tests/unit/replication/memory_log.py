@@ -3,6 +3,8 @@ the deterministic simulation: the real PartitionLog fsyncs its epoch cache and c
 every change, too slow for thousands of seeds. Batches are real batch bytes, validated and
 stamped by the real `LogValidator`; the epoch cache is the real `LeaderEpochFileCache` (no file).
 `test_replication_memory_log.py` checks that both logs agree on random operation sequences.
+Segments are modelled by their base offsets alone, because a read, as Kafka's, stops at the end of
+the segment holding the fetch offset, and segments roll by the real size rule.
 
 Durability is modelled for crash tests: `flush()` makes the log so far durable (the recovery
 point, the high-watermark checkpoint), and `after_power_loss(cut)` is the log a restart finds
@@ -37,7 +39,9 @@ class MemoryLog:
         self.config = config
         self.leader_epoch_cache = LeaderEpochFileCache(None)
         self.quarantined: tuple[object, ...] = ()
+        # every batch from the first segment's base on (log start moves keep them, as segments do)
         self._batches: list[StoredBatch] = []
+        self._segment_bases = [0]
         self._log_start_offset = 0
         self._log_end_offset = 0
         self._high_watermark = 0
@@ -91,6 +95,10 @@ class MemoryLog:
                              validated.size_in_bytes)
 
     def _store(self, buffer: bytearray, batches: tuple) -> None:
+        size = sum(header.size_in_bytes for _, header in batches)
+        active = self._active_segment_size()
+        if active > 0 and active > self.config.segment_bytes - size:  # LogSegment.should_roll's size rule
+            self._segment_bases.append(self._log_end_offset)
         for pos, header in batches:
             data = bytes(buffer[pos:pos + header.size_in_bytes])
             self._batches.append(StoredBatch(header.base_offset, header.last_offset, data))
@@ -108,10 +116,13 @@ class MemoryLog:
         limit = self._log_end_offset if max_offset is None else min(max_offset, self._log_end_offset)
         out = b""
         next_offset = fetch_offset
-        if fetch_offset < limit:
-            i = bisect.bisect_left([b.last_offset for b in self._batches], fetch_offset)
+        i = bisect.bisect_left([b.last_offset for b in self._batches], fetch_offset)
+        if fetch_offset < limit and i < len(self._batches):
+            following = bisect.bisect_right(self._segment_bases, self._batches[i].base_offset)
+            upper = (self._segment_bases[following] if following < len(self._segment_bases)
+                     else self._log_end_offset)
             for batch in self._batches[i:]:
-                if batch.last_offset >= limit or (
+                if batch.base_offset >= upper or batch.last_offset >= limit or (
                     len(out) + len(batch.data) > max_bytes and (out or not min_one_batch)
                 ):
                     break
@@ -131,6 +142,7 @@ class MemoryLog:
             return
         # as LogSegment.truncate_to: the batch holding `offset` goes whole
         self._batches = [b for b in self._batches if b.last_offset < offset]
+        self._drop_segments_from(offset)
         self._forget(lambda o: o >= offset)
         self._log_end_offset = offset
         self.leader_epoch_cache.truncate_from_end(offset)
@@ -139,6 +151,7 @@ class MemoryLog:
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
         self._batches = []
+        self._segment_bases = [offset]
         self._forget(lambda o: True)
         self.leader_epoch_cache.clear()
         self._log_start_offset = self._log_end_offset = offset
@@ -158,10 +171,17 @@ class MemoryLog:
             raise OffsetOutOfRangeError(f"cannot move the log start to {offset}, above the high "
                                         f"watermark {self._high_watermark}")
         self._log_start_offset = offset
-        self._batches = [b for b in self._batches if b.last_offset >= offset]
         self._forget(lambda o: o < offset)
         self.leader_epoch_cache.truncate_from_start(offset)
         return True
+
+    def _active_segment_size(self) -> int:
+        return sum(len(b.data) for b in self._batches if b.base_offset >= self._segment_bases[-1])
+
+    def _drop_segments_from(self, offset: int) -> None:
+        """PartitionLog.truncate_to: segments starting at or after `offset` go, but the first."""
+        while len(self._segment_bases) > 1 and self._segment_bases[-1] >= offset:
+            self._segment_bases.pop()
 
     def _forget(self, gone: Callable[[int], bool]) -> None:
         self._records = {o: r for o, r in self._records.items() if not gone(o)}
@@ -184,8 +204,9 @@ class MemoryLog:
         assert self.recovery_point <= cut <= self._log_end_offset, (self.recovery_point, cut)
         restarted = copy.deepcopy(self)
         restarted._batches = [b for b in restarted._batches if b.last_offset < cut]
-        restarted._log_end_offset = (restarted._batches[-1].last_offset + 1 if restarted._batches
-                                     else restarted._log_start_offset)
+        restarted._log_end_offset = max(restarted._log_start_offset, restarted._batches[-1].last_offset + 1
+                                        if restarted._batches else restarted._log_start_offset)
+        restarted._drop_segments_from(restarted._log_end_offset)
         restarted._forget(lambda o: o >= restarted._log_end_offset)
         restarted.leader_epoch_cache.truncate_from_end(restarted._log_end_offset)
         restarted._high_watermark = max(restarted._log_start_offset, min(
