@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from api.cli.common import version_option
 from kraft.config import ConfigError, KraftConfig, describe_keys, load_config
 from kraft.logging import setup_logging
 
@@ -89,6 +90,7 @@ def _install_uvloop() -> None:
               help="A first SCRAM credential, created once the cluster runs unless the user has one "
                    "(as kafka-storage format --add-scram); repeatable.")
 @click.option("--help-config", is_flag=True, help="List every config key and exit.")
+@version_option
 def cli(config_file: str | None, overrides: tuple[str, ...], help_config: bool, add_scram: tuple[str, ...],
         **flags: Any) -> None:
     """Run a kraft node."""

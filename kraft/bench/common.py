@@ -16,6 +16,7 @@ from typing import Any, Callable, TextIO
 
 import click
 
+from api.cli.common import version_option
 from api.client import Admin, ConsumerRecord, KraftError, RecordFuture
 from api.client.futures import ProduceResult
 from log.batch import COMPRESSIONS
@@ -235,6 +236,12 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, replication_factor
 
 
 class BenchGroup(click.Group):
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Every subcommand takes `--version`, as every `kraft` tool does."""
+        if not any("--version" in p.opts for p in cmd.params):
+            version_option(cmd)
+        super().add_command(cmd, name)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -243,6 +250,7 @@ class BenchGroup(click.Group):
 
 
 @click.group(cls=BenchGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@version_option
 def main() -> None:
     """kraft-bench: produce/consume throughput and latency against a running cluster."""
 
