@@ -18,5 +18,5 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 export PIP_BREAK_SYSTEM_PACKAGES=1
-python3 -m pip install -q --disable-pip-version-check -e ".[dev,spark,zk]"
+python3 -m pip install -q --disable-pip-version-check -e ".[dev,spark,zk,bench]"
 python3 -m pytest -n 2 --dist loadgroup -q "$@"

@@ -1,20 +1,27 @@
 """`kraft-bench compare-metadata`: KRaft and ZooKeeper mode side by side on this machine, with the
 same brokers and load (3 nodes each: KRaft as 3 combined controller+broker nodes, ZooKeeper mode
 as 3 brokers on a 3-server ZooKeeper ensemble started from the Debian package), each figure the
-median over `--runs`:
+median over `--runs`, with the issue's definitions:
 
-- `controller_failover_s`: kill -9 of the active controller -> the new controller has acted on a
-  topic creation, with `--partitions` partitions in the cluster;
-- `controller_load_s`: the new controller reports itself active -> it has acted on that topic
-  creation (a KRaft standby already holds the metadata; a ZooKeeper controller reads all of it
-  first);
+- `controller_failover_s`: kill -9 of the active controller -> the first successful topic
+  creation, a client's (`POST /v1/topics` to a surviving broker, retried as a client retries),
+  with `--partitions` partitions in the cluster;
+- `controller_load_s`: the new controller reports itself active -> that creation succeeded (a
+  KRaft standby already holds the metadata; a ZooKeeper controller reads all of it first);
 - `broker_failover_s`: kill -9 of a broker leading a partition -> the first acks=all produce
   acknowledged by the new leader;
-- `propagation_p50_ms`, `propagation_p99_ms`: a topic creation sent -> the topic visible, led,
-  on every broker;
+- `propagation_p50_ms`, `propagation_p99_ms`: a topic creation committed (KRaft: the active
+  controller's answer, sent once the record is committed; ZooKeeper: the topic znode written, as
+  Kafka's AdminZkClient writes it) -> the topic visible, led, on every broker;
 - `create_partitions_s`: `--partitions` partitions (topics of at most 1000) written the way each
   design's tools write them (KRaft: the controller API; ZooKeeper: the topic znodes, as Kafka's
   AdminZkClient) -> every broker serves them all.
+
+`--partitions-sweep 1000,10000,100000` grows one cluster per mode through those counts and takes
+the controller figures at each (`"sweep"` in the JSON; the top-level figures are those of the
+largest count, `create_partitions_s` then timing the step from the previous count); `--plot
+FILE.png` draws controller failover and load against the partition count (matplotlib, the
+`bench` extra), and `--from-json FILE` redraws the table and plot of an earlier run.
 """
 
 from __future__ import annotations
@@ -23,10 +30,12 @@ import contextlib
 import json
 import math
 import random
+import resource
 import shutil
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -123,40 +132,91 @@ def _visible(node: LocalNode, topics: set[str]) -> int:
     return sum(1 for t in answer["topics"] if t["name"] in topics for p in t["partitions"] if p["leader"] >= 0)
 
 
-def propagation_ms(cluster: Any, samples: int) -> list[float]:
+def propagation_ms(cluster: Any, mode: str, samples: int) -> list[float]:
+    """Topic creations, each timed from its commit (KRaft: the active controller answers once the
+    record is committed; ZooKeeper: the topic znode is written, as Kafka's AdminZkClient writes
+    it) to the topic visible, led, on every broker."""
     delays = []
     nodes = cluster.running()
-    for i in range(samples):
+    create = _create_kraft if mode == "kraft" else _create_zookeeper
+    for _ in range(samples):
         name = f"probe-{uuid.uuid4().hex[:8]}"
-        started = time.monotonic()
-        assert requests.post(f"{nodes[i % len(nodes)].url}/v1/topics", timeout=60,
-                             json={"name": name, "partitions": 1, "replication_factor": 1}).status_code == 201
+        create(cluster, [(name, 1)])
+        committed = time.monotonic()
         poll(lambda: all(_visible(n, {name}) == 1 for n in nodes), 60, 0.002, f"{name} on every broker")
-        delays.append((time.monotonic() - started) * 1000)
+        delays.append((time.monotonic() - committed) * 1000)
     return delays
 
 
-def controller_failover(cluster: Any, mode: str, run: int) -> tuple[float, float]:
-    """(kill -9 -> the new controller has acted on a topic creation, reported active -> that),
-    seconds. The topic is created the controller's way (KRaft: its API, committed; ZooKeeper: the
-    topic znode, served once the controller wrote its partition state and pushed it), so a
-    broker's partition budget does not refuse it in a cluster already holding `--partitions`."""
+def _known(node: LocalNode, name: str) -> bool:
+    answer = requests.get(f"{node.url}/v1/metadata", timeout=30,
+                          params={"topics": name, "allow_auto_topic_creation": "false"}).json()
+    return any(t["name"] == name and t["partitions"] for t in answer["topics"])
+
+
+def create_topic_as_client(node: LocalNode, name: str, timeout_s: float = 900.0) -> None:
+    """`POST /v1/topics` to `node` until a creation succeeds, retrying as a client retries
+    (connection errors and retriable errors). TOPIC_ALREADY_EXISTS after an earlier attempt of
+    ours timed out means that attempt took effect: success once the node's metadata has it."""
+    deadline = time.monotonic() + timeout_s
+    attempted = False
+    while True:
+        try:
+            r: requests.Response | None = requests.post(
+                f"{node.url}/v1/topics", timeout=60, json={"name": name, "partitions": 1, "replication_factor": 1})
+        except requests.RequestException:
+            r = None
+        if r is not None and r.status_code == 201:
+            return
+        try:
+            body = r.json() if r is not None else {}
+        except ValueError:
+            body = {}
+        if body.get("error_code") == "TOPIC_ALREADY_EXISTS" and attempted:
+            poll(lambda: _known(node, name), max(1.0, deadline - time.monotonic()), 0.005, f"{name} known")
+            return
+        if r is not None and not body.get("retriable"):
+            raise click.ClickException(f"creating {name} on node {node.node_id}: {r.status_code} {r.text}")
+        attempted = attempted or r is not None
+        if time.monotonic() > deadline:
+            raise click.ClickException(f"creating {name} on node {node.node_id}: no success within {timeout_s:g} s")
+        time.sleep(0.005)
+
+
+def controller_failover(cluster: Any, label: str) -> tuple[float, float]:
+    """(kill -9 of the active controller -> the first successful topic creation, a client's
+    `POST /v1/topics` to a survivor retried from the moment of the kill; the first survivor
+    reporting itself active -> that success), seconds."""
     victim = cluster.active_controller()
     survivors = [n for n in cluster.running() if n is not victim]
+    stop = threading.Event()
+    became_active: list[float] = []
+
+    def watch() -> None:  # when a survivor first says it is the active controller
+        while not stop.is_set():
+            try:
+                if any(n.health().get("active_controller") for n in survivors):
+                    became_active.append(time.monotonic())
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
     killed = time.monotonic()
     victim.kill()
-    poll(lambda: any(n.health().get("active_controller") for n in survivors), 300, 0.005, "a new controller")
-    active = time.monotonic()
-    name = f"failover-{run}-{uuid.uuid4().hex[:6]}"
-    if mode == "kraft":
-        _create_kraft(cluster, [(name, 1)])
-    else:
-        _create_zookeeper(cluster, [(name, 1)])
-        poll(lambda: _visible(survivors[0], {name}) == 1, 300, 0.005, f"{name} served")
-    acted = time.monotonic()
+    watcher.start()
+    try:
+        create_topic_as_client(survivors[0], f"failover-{label}-{uuid.uuid4().hex[:6]}")
+        created = time.monotonic()
+        watcher.join(60)  # the creation succeeded: a controller is active, the watcher sees it next
+    finally:
+        stop.set()
+    if not became_active:
+        raise click.ClickException("a topic creation succeeded, but no survivor reported itself the active controller")
     victim.start()
-    cluster.wait_ready(300)
-    return acted - killed, acted - active
+    cluster.wait_ready(900)
+    return created - killed, max(0.0, created - became_active[0])
 
 
 def broker_failover(cluster: Any, run: int) -> float:
@@ -210,50 +270,101 @@ def _create_zookeeper(cluster: Any, names: list[tuple[str, int]]) -> None:
         client.close()
 
 
-def create_partitions_s(cluster: Any, partitions: int, create: Callable[[list[tuple[str, int]]], None]) -> float:
-    names = [(f"scale-{i}", min(TOPIC_CHUNK, partitions - i * TOPIC_CHUNK))
-             for i in range(math.ceil(partitions / TOPIC_CHUNK))]
+def create_partitions_s(cluster: Any, have: int, partitions: int,
+                        create: Callable[[list[tuple[str, int]]], None]) -> float:
+    """Adds partitions `have`..`partitions` (topics of at most TOPIC_CHUNK) -> every broker
+    serves them all, seconds."""
+    names = [(f"scale-{start}", min(TOPIC_CHUNK, partitions - start)) for start in range(have, partitions, TOPIC_CHUNK)]
     started = time.monotonic()
     create(names)
     topics = {n for n, _ in names}
-    poll(lambda: all(_visible(n, topics) == partitions for n in cluster.running()), 900, 0.5,
-         f"{partitions} partitions served by every broker")
+    poll(lambda: all(_visible(n, topics) == partitions - have for n in cluster.running()), 3600, 0.5,
+         f"{partitions - have} partitions served by every broker")
     return time.monotonic() - started
 
 
-def measure(cluster: Any, mode: str, runs: int, partitions: int, samples: int) -> dict[str, Any]:
+def measure(cluster: Any, mode: str, runs: int, counts: list[int], samples: int, swept: bool = False) -> dict[str, Any]:
+    """The figures on a started cluster. `counts` (ascending): the cluster grows to each, and the
+    controller figures are taken there; the top-level ones are those of the last, and `swept`
+    keeps every count's as `"sweep"`."""
     def say(text: str) -> None:
         click.echo(f"[{mode}] {text}", err=True)
 
-    delays = sorted(propagation_ms(cluster, samples))
+    delays = sorted(propagation_ms(cluster, mode, samples))
     say(f"propagation p50 {statistics.median(delays):.1f} ms over {samples} topics")
     broker = []
     for run in range(runs):
         broker.append(broker_failover(cluster, run))
         say(f"broker failover {run + 1}/{runs}: {broker[-1]:.2f} s")
     create = _create_kraft if mode == "kraft" else _create_zookeeper
-    created = create_partitions_s(cluster, partitions, lambda names: create(cluster, names))  # type: ignore[arg-type]
-    say(f"{partitions} partitions served by every broker in {created:.1f} s")
-    failovers, loads = [], []
-    for run in range(runs):
-        failover, load = controller_failover(cluster, mode, run)
-        failovers.append(failover)
-        loads.append(load)
-        say(f"controller failover {run + 1}/{runs}: {failover:.2f} s (ready to act {load:.3f} s after election)")
-    return {
-        "controller_failover_s": round(statistics.median(failovers), 3),
-        "controller_load_s": round(statistics.median(loads), 3),
+    points: list[dict[str, Any]] = []
+    have = 0
+    for count in counts:
+        created = create_partitions_s(cluster, have, count, lambda names: create(cluster, names))  # type: ignore[arg-type]
+        say(f"{count - have} partitions added ({count} in the cluster) and served by every broker in {created:.1f} s")
+        failovers, loads = [], []
+        for run in range(runs):
+            failover, load = controller_failover(cluster, f"{count}-{run}")
+            failovers.append(failover)
+            loads.append(load)
+            say(f"controller failover {run + 1}/{runs} with {count} partitions: {failover:.2f} s "
+                f"(created {load:.3f} s after a new controller said it was active)")
+        points.append({"partitions": count, "create_partitions_from": have, "create_partitions_s": round(created, 2),
+                       "controller_failover_s": round(statistics.median(failovers), 3),
+                       "controller_load_s": round(statistics.median(loads), 3)})
+        have = count
+    last = points[-1]
+    figures: dict[str, Any] = {
+        "controller_failover_s": last["controller_failover_s"],
+        "controller_load_s": last["controller_load_s"],
         "broker_failover_s": round(statistics.median(broker), 3),
         "propagation_p50_ms": round(delays[(len(delays) - 1) // 2], 1),
         "propagation_p99_ms": round(delays[min(len(delays) - 1, math.ceil(len(delays) * 0.99) - 1)], 1),
-        "create_partitions_s": round(created, 2),
+        "create_partitions_s": last["create_partitions_s"],
     }
+    if last["create_partitions_from"]:
+        figures["create_partitions_from"] = last["create_partitions_from"]
+    if swept:
+        figures["sweep"] = points
+    return figures
+
+
+def _sweep(ctx: click.Context, param: click.Parameter, value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        counts = sorted({int(v) for v in value.split(",") if v.strip()})
+    except ValueError:
+        raise click.BadParameter(f"expected partition counts separated by commas, got {value!r}") from None
+    if not counts or counts[0] < 1:
+        raise click.BadParameter(f"expected positive partition counts, got {value!r}")
+    return counts
+
+
+def check_open_files(partitions: int, brokers: int = 3) -> None:
+    """Each broker holds about partitions/brokers of them (RF 1, spread): refuse a run the
+    open-files limit its nodes will have cannot hold, rather than fail an hour in."""
+    from kraft.node import partition_budget
+    from log.file_cache import NO_LIMIT_FILES, default_open_files_max
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = NO_LIMIT_FILES if hard == resource.RLIM_INFINITY else hard  # a node raises its soft limit to this
+    budget = partition_budget(limit, default_open_files_max(limit))
+    needed = math.ceil(partitions / brokers) + 100  # the probe, failover and broker-failover topics
+    if needed > budget:
+        raise click.ClickException(
+            f"{partitions} partitions put about {needed} on each broker, and the open-files limit "
+            f"(ulimit -Hn {limit}) lets a node hold {budget}: raise it (ulimit -Hn, which needs the "
+            f"privilege to) or measure fewer partitions")
 
 
 @main.command("compare-metadata")
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True, help="Failovers per figure (median).")
-@click.option("--partitions", type=click.IntRange(min=1), default=10_000, show_default=True,
-              help="Partitions in the cluster for create_partitions_s and the controller failovers.")
+@click.option("--partitions", type=click.IntRange(min=1), default=None,
+              help="Partitions in the cluster for create_partitions_s and the controller failovers [default: 10000].")
+@click.option("--partitions-sweep", "sweep", callback=_sweep, metavar="N,N,...",
+              help="Grow each cluster through these partition counts (e.g. 1000,10000,100000) and take the "
+                   "controller figures at each (instead of --partitions).")
 @click.option("--samples", type=click.IntRange(min=1), default=20, show_default=True,
               help="Topic creations timed for propagation.")
 @click.option("--zk-session-timeout-ms", type=click.IntRange(min=200), default=KAFKA_ZK_SESSION_TIMEOUT_MS,
@@ -263,10 +374,31 @@ def measure(cluster: Any, mode: str, runs: int, partitions: int, samples: int) -
               help="Measure only this mode (repeatable; default both).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True),
               help='Write {"kraft": {...}, "zookeeper": {...}} here.')
-def compare_metadata(runs: int, partitions: int, samples: int, zk_session_timeout_ms: int, zk_servers: int,
-                     modes: tuple[str, ...], json_path: str | None) -> None:
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True),
+              help="Draw controller failover and load time against the partition count (needs "
+                   "--partitions-sweep, and matplotlib: pip install 'kraft[bench]') as this PNG.")
+@click.option("--from-json", "from_json", type=click.Path(dir_okay=False, exists=True), multiple=True,
+              help="Measure nothing: print the table (and --plot) of an earlier run's --json file "
+                   "(repeatable: the sweeps are merged, a later file's figures win).")
+def compare_metadata(runs: int, partitions: int | None, sweep: list[int] | None, samples: int,
+                     zk_session_timeout_ms: int, zk_servers: int, modes: tuple[str, ...], json_path: str | None,
+                     plot_path: str | None, from_json: tuple[str, ...]) -> None:
     """KRaft vs ZooKeeper mode on local 3-broker clusters: controller and broker failover,
     controller load, metadata propagation and partition creation."""
+    if plot_path:
+        _pyplot()  # fail now, not after an hour of measuring
+    if from_json:
+        results = merge_results([json.loads(Path(f).read_text()) for f in from_json])
+        _print(results)
+        if plot_path:
+            plot_sweep(results, plot_path)
+        return
+    if sweep and partitions is not None:
+        raise click.UsageError("give --partitions or --partitions-sweep, not both")
+    if plot_path and not sweep:
+        raise click.UsageError("--plot draws figures against the partition count: give --partitions-sweep")
+    counts = sweep or [partitions or 10_000]
+    check_open_files(counts[-1])
     if "zookeeper" in (modes or ("zookeeper",)) and not zookeeper_available():
         raise click.ClickException("ZooKeeper mode needs the Debian zookeeper package and java")
     results: dict[str, dict[str, Any]] = {}
@@ -278,11 +410,89 @@ def compare_metadata(runs: int, partitions: int, samples: int, zk_session_timeou
             cluster = ZkLocalCluster(3, zk_servers, zk_session_timeout_ms)
             setting = {"zookeeper_session_timeout_ms": zk_session_timeout_ms, "zookeeper_servers": zk_servers}
         with _started(cluster):
-            results[mode] = {**measure(cluster, mode, runs, partitions, samples), **setting,
-                             "partitions": partitions, "runs": runs}
+            results[mode] = {**measure(cluster, mode, runs, counts, samples, swept=bool(sweep)), **setting,
+                             "partitions": counts[-1], "runs": runs}
+        if json_path:  # after each mode: a long run keeps what it measured
+            Path(json_path).write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     _print(results)
-    if json_path:
-        Path(json_path).write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    if plot_path:
+        plot_sweep(results, plot_path)
+
+
+def merge_results(runs: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Several runs' JSON as one: per mode a later run's figures win, and the sweeps' points are
+    merged by partition count (a later run's win)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for mode, figures in run.items():
+            points = {p["partitions"]: p for p in merged.get(mode, {}).get("sweep", [])}
+            points.update({p["partitions"]: p for p in figures.get("sweep", [])})
+            merged[mode] = {**merged.get(mode, {}), **figures}
+            if points:
+                merged[mode]["sweep"] = [points[c] for c in sorted(points)]
+    return merged
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise click.ClickException("--plot needs matplotlib: pip install 'kraft[bench]' (or pip install matplotlib)") from None
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+    return plt
+
+
+MODE_STYLE = {"kraft": ("KRaft", "tab:blue", "o"), "zookeeper": ("ZooKeeper mode", "tab:red", "s")}
+
+
+def plot_sweep(results: dict[str, dict[str, Any]], path: str) -> None:
+    """Controller failover and controller load (seconds) against the partition count, one line
+    per mode, both axes logarithmic (KRaft's figures are a hundredth of ZooKeeper mode's)."""
+    swept = {m: r["sweep"] for m, r in results.items() if r.get("sweep")}
+    if not swept:
+        raise click.ClickException("nothing to plot: the results have no --partitions-sweep figures")
+    plt = _pyplot()
+    from matplotlib import ticker
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
+    for ax, key, title in ((axes[0], "controller_failover_s", "Controller failover\n(kill -9 -> first topic created)"),
+                           (axes[1], "controller_load_s", "Controller load\n(new controller active -> topic created)")):
+        for mode, points in swept.items():
+            label, color, marker = MODE_STYLE.get(mode, (mode, None, "o"))
+            xs = [p["partitions"] for p in points]
+            ys = [max(p[key], 0.001) for p in points]  # a log axis has no 0
+            ax.plot(xs, ys, marker=marker, color=color, label=label)
+            for x, y in zip(xs, ys):
+                ax.annotate(f"{y:.2f}" if y < 10 else f"{y:.0f}", (x, y), textcoords="offset points",
+                            xytext=(0, 7), ha="center", fontsize=8, color=color)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        counts = sorted({p["partitions"] for points in swept.values() for p in points})
+        ax.set_xticks(counts, [f"{c:,}" for c in counts])
+        ax.xaxis.set_minor_locator(ticker.NullLocator())
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+        low, high = ax.get_ylim()
+        ax.set_ylim(low / 1.5, high * 2)  # room for the labels
+        ax.set_xlim(counts[0] / 1.6, counts[-1] * 1.6)
+        ax.set_xlabel("partitions in the cluster")
+        ax.set_ylabel("seconds (median)")
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    settings = []
+    if "zookeeper" in results and "zookeeper_session_timeout_ms" in results["zookeeper"]:
+        settings.append(f"zookeeper.session.timeout.ms {results['zookeeper']['zookeeper_session_timeout_ms']}")
+    if "kraft" in results and "broker_session_timeout_ms" in results["kraft"]:
+        settings.append(f"KRaft broker.session.timeout.ms {results['kraft']['broker_session_timeout_ms']}")
+    runs = sorted({r.get("runs") for r in results.values() if r.get("runs")})
+    fig.suptitle("kraft-bench compare-metadata: 3 brokers, RF 1, " + ", ".join(settings)
+                 + (f"; median of {'/'.join(map(str, runs))} runs" if runs else ""), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    click.echo(f"plot written to {path}", err=True)
 
 
 @contextlib.contextmanager
@@ -303,10 +513,26 @@ def _print(results: dict[str, dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    stdout = click.get_text_stream("stdout")
+    console = Console(file=stdout, soft_wrap=True, width=None if stdout.isatty() else 120)  # a file: no cut
     modes = list(results)
     table = Table("metric", *modes, title="kraft-bench compare-metadata", title_justify="left")
-    for key in (*KEYS, "broker_session_timeout_ms", "zookeeper_session_timeout_ms", "zookeeper_servers",
-                "partitions", "runs"):
+    for key in (*KEYS, "create_partitions_from", "broker_session_timeout_ms", "zookeeper_session_timeout_ms",
+                "zookeeper_servers", "partitions", "runs"):
         if any(key in r for r in results.values()):
             table.add_row(key, *("-" if key not in results[m] else str(results[m][key]) for m in modes))
-    Console(file=click.get_text_stream("stdout"), soft_wrap=True).print(table)
+    console.print(table)
+    swept = [m for m in modes if results[m].get("sweep")]
+    if swept:
+        sweep = Table("partitions", *(f"{k} {m}" for k in ("failover_s", "load_s", "create_s") for m in swept),
+                      title="partition sweep: controller_failover_s, controller_load_s, create_partitions_s "
+                            "(from the previous count)", title_justify="left")
+        by_count: dict[int, dict[str, dict[str, Any]]] = {}
+        for m in swept:
+            for point in results[m]["sweep"]:
+                by_count.setdefault(point["partitions"], {})[m] = point
+        for count, points in sorted(by_count.items()):
+            sweep.add_row(str(count), *(str(points[m][k]) if m in points else "-"
+                                        for k in ("controller_failover_s", "controller_load_s", "create_partitions_s")
+                                        for m in swept))
+        console.print(sweep)
