@@ -17,9 +17,19 @@ from api.cli.common import (
 )
 
 
+def zookeeper_mode(q: dict[str, Any]) -> bool:
+    return q.get("metadata_mode") == "zookeeper"
+
+
 def quorum_status_lines(q: dict[str, Any]) -> list[str]:
-    """kafka-metadata-quorum describe --status."""
-    fields = [
+    """kafka-metadata-quorum describe --status. A cluster in ZooKeeper mode has no quorum: the
+    first line says so, LeaderId is the controller (the holder of /controller) and LeaderEpoch
+    the controller epoch."""
+    fields: list[tuple[str, Any]] = []
+    if zookeeper_mode(q):
+        fields.append(("MetadataMode", "ZooKeeper (no Raft metadata quorum: the controller is elected in "
+                                       f"ZooKeeper {q.get('zookeeper_connect') or ''})".replace(" )", ")")))
+    fields += [
         ("ClusterId", q["cluster_id"]), ("LeaderId", q["leader_id"]), ("LeaderEpoch", q["leader_epoch"]),
         ("HighWatermark", q["high_watermark"]), ("MaxFollowerLag", q["max_follower_lag"]),
         ("MaxFollowerLagTimeMs", q["max_follower_lag_time_ms"]),
@@ -31,6 +41,9 @@ def quorum_status_lines(q: dict[str, Any]) -> list[str]:
 
 def quorum_replication_lines(q: dict[str, Any]) -> list[str]:
     """kafka-metadata-quorum describe --replication."""
+    if zookeeper_mode(q):
+        return ["MetadataMode: ZooKeeper: there is no Raft metadata quorum to replicate (the metadata is in "
+                f"ZooKeeper {q.get('zookeeper_connect') or ''})".replace(" )", ")")]
     rows = [[r["node_id"], r["log_end_offset"], r["lag"], r["last_fetch_timestamp"],
              r["last_caught_up_timestamp"], r["status"]] for r in q["replication"]]
     return format_table(["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp",

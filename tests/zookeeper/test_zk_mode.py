@@ -86,8 +86,8 @@ def test_znodes_are_kafkas(cluster: ZkCluster, zookeeper: ZooKeeperEnsemble) -> 
         broker = json.loads(data)
         assert broker.pop("timestamp").isdigit()
         assert broker == {"version": 5, "host": "127.0.0.1", "port": node.port,
-                          "endpoints": [f"HTTP://127.0.0.1:{node.port}"], "jmx_port": -1,
-                          "listener_security_protocol_map": {"HTTP": "PLAINTEXT"}, "features": {}}
+                          "endpoints": [f"PLAINTEXT://127.0.0.1:{node.port}"], "jmx_port": -1,
+                          "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}, "features": {}}
     topic = znode_json(zookeeper, chroot, "/brokers/topics/json-topic")
     partitions = topic_state(cluster, 1, "json-topic")
     assert topic == {"version": 3, "topic_id": created["topic_id"],
@@ -169,7 +169,12 @@ def test_groups_and_cli_work_unchanged(cluster: ZkCluster) -> None:
     with Admin(cluster.node(3).bootstrap) as admin:  # offsets committed in __consumer_offsets
         assert sum(admin.list_group_offsets("g1").values()) == 4
     status = kraft_cli(cluster.node(1), "metadata-quorum", "describe", "--status").stdout
+    assert status.splitlines()[0].startswith("MetadataMode:           ZooKeeper (no Raft metadata quorum")
+    assert cluster.zookeeper.connect + cluster.chroot in status.splitlines()[0]
     assert f"LeaderId:               {cluster.controller()}" in status
+    assert "CurrentVoters:          []" in status
+    replication = kraft_cli(cluster.node(1), "metadata-quorum", "describe", "--replication").stdout
+    assert "there is no Raft metadata quorum" in replication
     quorum = requests.get(f"{cluster.node(2).url}/v1/controller/quorum", timeout=10).json()
     assert quorum["metadata_mode"] == "zookeeper" and quorum["current_voters"] == []
 
