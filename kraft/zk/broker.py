@@ -75,10 +75,13 @@ class ImageWaiter:
 
 
 class ZkBrokerRegistration:
-    def __init__(self, session: ZkSession, broker_id: int, rack: str | None) -> None:
+    def __init__(self, session: ZkSession, broker_id: int, rack: str | None, *,
+                 protocol: str = znodes.SECURITY_PROTOCOL, listener: str | None = None) -> None:
         self.session = session
         self.broker_id = broker_id
         self.rack = rack
+        self.protocol = protocol  # the client listener's security protocol, and its name if any
+        self.listener = listener or None
         self.endpoint: tuple[str, int] = ("", 0)
         self.broker_epoch = -1
         self._registered = False  # once registered, a new session registers again
@@ -97,7 +100,8 @@ class ZkBrokerRegistration:
         while True:
             try:
                 await asyncio.to_thread(self.session.client.create, path,
-                                        znodes.encode_broker(host, port, self.rack), ephemeral=True)
+                                        znodes.encode_broker(host, port, self.rack, protocol=self.protocol,
+                                                             listener=self.listener), ephemeral=True)
                 break
             except NodeExistsError:
                 stat = await asyncio.to_thread(self.session.client.exists, path)

@@ -42,7 +42,8 @@ class ZkServices:
         self.node_id = config.node_id
         self.session = ZkSession(ZkSettings.from_config(config))
         self.loader = loader
-        self.registration = ZkBrokerRegistration(self.session, self.node_id, config["broker.rack"])
+        self.registration = ZkBrokerRegistration(self.session, self.node_id, config["broker.rack"],
+                                                 protocol=config.security_protocol, listener=config.listener_name)
         self.receiver = ZkMetadataReceiver(self.node_id, loader, cluster_id)
         self.waiter = ImageWaiter(loader)
         self.admin = ZkAdmin(self.session, loader, self.waiter, settings, config_validator)

@@ -4,8 +4,11 @@ Pure: encoders return the bytes Kafka writes (compact JSON, Kafka's key order), 
 them back into plain values and raise `ValueError` naming the znode when the data is malformed.
 A Kafka operator's `zkCli.sh get /brokers/topics/t/partitions/0/state` reads the same here.
 
-Differences from Kafka, on purpose: the broker's one listener is named `HTTP` (security protocol
-PLAINTEXT), and topic ids keep kraft's own form (the one clients see in KRaft mode too).
+A broker registers its one client listener as Kafka does: named as in `listeners`
+(`CLIENT://host:port`) or, unnamed, after its security protocol (`PLAINTEXT`, `SSL`,
+`SASL_PLAINTEXT`, `SASL_SSL`), mapped to that protocol in `listener_security_protocol_map`. One
+difference from Kafka, on purpose: topic ids keep kraft's own form (the one clients see in KRaft
+mode too).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 # Kafka's ZkData.PersistentZkPaths: created at startup so watches can be set on them
 PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_CHANGES, CONFIG_TOPICS, DELETE_TOPICS, ISR_CHANGE)
 
-LISTENER = "HTTP"
+LISTENER = "HTTP"  # the name of a broker's endpoint in the metadata image (as KRaft mode registers it)
 SECURITY_PROTOCOL = "PLAINTEXT"
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 
@@ -140,31 +143,40 @@ class BrokerInfo:
     rack: str | None = None
 
 
-def encode_broker(host: str, port: int, rack: str | None, timestamp_ms: int | None = None) -> bytes:
-    """Kafka's BrokerIdZNode.encode at version 5 (rack only when set, as Kafka does)."""
+def encode_broker(host: str, port: int, rack: str | None, timestamp_ms: int | None = None, *,
+                  protocol: str = SECURITY_PROTOCOL, listener: str | None = None) -> bytes:
+    """Kafka's BrokerIdZNode.encode at version 5: the endpoint `LISTENER://host:port` (the
+    listener named after its security protocol unless `listener` names it), the listener's
+    protocol in `listener_security_protocol_map`, and the legacy `host`/`port` those of the
+    PLAINTEXT endpoint (null and -1 without one, as Kafka writes them); rack only when set."""
+    name = (listener or protocol).upper()
+    plaintext = protocol == "PLAINTEXT"
     value: dict[str, Any] = {
-        "version": 5, "host": host, "port": port, "endpoints": [f"{LISTENER}://{host}:{port}"],
+        "version": 5, "host": host if plaintext else None, "port": port if plaintext else -1,
+        "endpoints": [f"{name}://{host}:{port}"],
         "jmx_port": -1, "timestamp": str(now_ms() if timestamp_ms is None else timestamp_ms),
     }
     if rack is not None:
         value["rack"] = rack
-    value["listener_security_protocol_map"] = {LISTENER: SECURITY_PROTOCOL}
+    value["listener_security_protocol_map"] = {name: protocol}
     value["features"] = {}
     return _encode(value)
 
 
 def decode_broker(broker_id: int, data: bytes | None) -> BrokerInfo:
+    """The broker's address: its first endpoint (a kraft broker registers one, whatever its
+    protocol), else the legacy host and port."""
     what = broker_path(broker_id)
     value = _decode(data, what)
     for endpoint in value.get("endpoints") or ():
-        # LISTENER://host:port, host possibly [v6]
+        # NAME://host:port, host possibly [v6]
         name, sep, address = str(endpoint).partition("://")
         host, colon, port = address.rpartition(":")
-        if sep and colon and name == LISTENER:
+        if sep and colon and host:
             return BrokerInfo(broker_id, host.strip("[]"), _int(port, f"{what}.endpoints"), value.get("rack"))
     host, port = value.get("host"), value.get("port")
     if not isinstance(host, str) or not host:
-        raise ValueError(f"{what}: no {LISTENER} endpoint in {value!r}")
+        raise ValueError(f"{what}: no endpoint in {value!r}")
     return BrokerInfo(broker_id, host, _int(port, f"{what}.port"), value.get("rack"))
 
 

@@ -3,10 +3,15 @@ controller's pure election rule."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from kraft.zk import znodes
 from kraft.zk.image import image_offset, initial_registration, online_change
+from kraft.controller.handlers import ControllerSettings
+from kraft.controller.metadata_loader import MetadataLoader
 from metadata.image import PartitionRegistration, TopicImage
 
 
@@ -21,8 +26,8 @@ def test_cluster_id_and_controller_are_kafkas_json() -> None:
 
 def test_broker_registration_is_kafkas_version_5() -> None:
     data = znodes.encode_broker("h1", 9092, None, 1795460418895)
-    assert data == (b'{"version":5,"host":"h1","port":9092,"endpoints":["HTTP://h1:9092"],"jmx_port":-1,'
-                    b'"timestamp":"1795460418895","listener_security_protocol_map":{"HTTP":"PLAINTEXT"},'
+    assert data == (b'{"version":5,"host":"h1","port":9092,"endpoints":["PLAINTEXT://h1:9092"],"jmx_port":-1,'
+                    b'"timestamp":"1795460418895","listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
                     b'"features":{}}')
     assert b'"rack":"r1"' in znodes.encode_broker("h1", 9092, "r1", 1)
     assert znodes.decode_broker(4, znodes.encode_broker("h1", 9092, "r1")) == znodes.BrokerInfo(4, "h1", 9092, "r1")
@@ -31,6 +36,44 @@ def test_broker_registration_is_kafkas_version_5() -> None:
              b'"endpoints":["PLAINTEXT://k1:9092"],"jmx_port":-1,"port":9092,"host":"k1","version":5,'
              b'"timestamp":"1"}')
     assert znodes.decode_broker(1, kafka) == znodes.BrokerInfo(1, "k1", 9092, None)
+
+
+@pytest.mark.parametrize("protocol", ["SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+def test_broker_registration_names_the_listeners_security_protocol(protocol: str) -> None:
+    """As Kafka's BrokerIdZNode: the endpoint is named after the listener (its protocol when
+    unnamed), the map gives its protocol, and host/port are the PLAINTEXT endpoint's: null and -1
+    without one."""
+    data = znodes.encode_broker("h1", 9093, None, 1795460418895, protocol=protocol)
+    assert data == (b'{"version":5,"host":null,"port":-1,"endpoints":["' + protocol.encode() + b'://h1:9093"],'
+                    b'"jmx_port":-1,"timestamp":"1795460418895","listener_security_protocol_map":{"'
+                    + protocol.encode() + b'":"' + protocol.encode() + b'"},"features":{}}')
+    assert znodes.decode_broker(2, data) == znodes.BrokerInfo(2, "h1", 9093, None)
+    named = json.loads(znodes.encode_broker("h1", 9093, "r1", 1, protocol=protocol, listener="client"))
+    assert named["endpoints"] == ["CLIENT://h1:9093"]
+    assert named["listener_security_protocol_map"] == {"CLIENT": protocol}
+    assert znodes.decode_broker(2, json.dumps(named).encode()) == znodes.BrokerInfo(2, "h1", 9093, "r1")
+    # a Kafka broker with several listeners: the first endpoint is the address
+    kafka = (b'{"features":{},"listener_security_protocol_map":{"INTERNAL":"SASL_SSL","EXTERNAL":"SSL"},'
+             b'"endpoints":["INTERNAL://[::1]:9094","EXTERNAL://k1:9093"],"jmx_port":-1,"port":-1,"host":null,'
+             b'"version":5,"timestamp":"1"}')
+    assert znodes.decode_broker(1, kafka) == znodes.BrokerInfo(1, "::1", 9094, None)
+
+
+def test_registration_takes_the_nodes_listener_and_protocol(tmp_path: Path) -> None:
+    """ZooKeeper mode registers the node's configured listener, not a fixed PLAINTEXT one."""
+    pytest.importorskip("kazoo")
+    from kraft.config import load_config
+    from kraft.zk.mode import ZkServices
+
+    def registration(*overrides: str) -> tuple[str, str | None]:
+        config = load_config(overrides=[f"log.dirs={tmp_path}",
+            "zookeeper.connect=127.0.0.1:2181", "controller.quorum.secret=" + "s" * 32, *overrides])
+        services = ZkServices(config, MetadataLoader(), ControllerSettings(), None, lambda: "c")
+        return services.registration.protocol, services.registration.listener
+
+    assert registration() == ("PLAINTEXT", None)
+    assert registration("listeners=CLIENT://127.0.0.1:9092", "listener.security.protocol.map=CLIENT:SASL_PLAINTEXT",
+                        "sasl.enabled.mechanisms=PLAIN") == ("SASL_PLAINTEXT", "CLIENT")
 
 
 def test_topic_partition_state_and_config_are_kafkas_json() -> None:
