@@ -4,8 +4,8 @@ as 3 brokers on a 3-server ZooKeeper ensemble started from the Debian package), 
 median over `--runs`, with the issue's definitions:
 
 - `controller_failover_s`: kill -9 of the active controller -> the first successful topic
-  creation, a client's (`POST /v1/topics` to a surviving broker, retried as a client retries),
-  with `--partitions` partitions in the cluster;
+  creation, asked for from the moment of the kill and made the controller's way (see
+  `controller_failover`), with `--partitions` partitions in the cluster;
 - `controller_load_s`: the new controller reports itself active -> that creation succeeded (a
   KRaft standby already holds the metadata; a ZooKeeper controller reads all of it first);
 - `broker_failover_s`: kill -9 of a broker leading a partition -> the first acks=all produce
@@ -148,45 +148,16 @@ def propagation_ms(cluster: Any, mode: str, samples: int) -> list[float]:
     return delays
 
 
-def _known(node: LocalNode, name: str) -> bool:
-    answer = requests.get(f"{node.url}/v1/metadata", timeout=30,
-                          params={"topics": name, "allow_auto_topic_creation": "false"}).json()
-    return any(t["name"] == name and t["partitions"] for t in answer["topics"])
+def controller_failover(cluster: Any, mode: str, label: str) -> tuple[float, float]:
+    """(kill -9 of the active controller -> the first successful topic creation, asked for from
+    the moment of the kill; the first survivor reporting itself active -> that success), seconds.
 
-
-def create_topic_as_client(node: LocalNode, name: str, timeout_s: float = 900.0) -> None:
-    """`POST /v1/topics` to `node` until a creation succeeds, retrying as a client retries
-    (connection errors and retriable errors). TOPIC_ALREADY_EXISTS after an earlier attempt of
-    ours timed out means that attempt took effect: success once the node's metadata has it."""
-    deadline = time.monotonic() + timeout_s
-    attempted = False
-    while True:
-        try:
-            r: requests.Response | None = requests.post(
-                f"{node.url}/v1/topics", timeout=60, json={"name": name, "partitions": 1, "replication_factor": 1})
-        except requests.RequestException:
-            r = None
-        if r is not None and r.status_code == 201:
-            return
-        try:
-            body = r.json() if r is not None else {}
-        except ValueError:
-            body = {}
-        if body.get("error_code") == "TOPIC_ALREADY_EXISTS" and attempted:
-            poll(lambda: _known(node, name), max(1.0, deadline - time.monotonic()), 0.005, f"{name} known")
-            return
-        if r is not None and not body.get("retriable"):
-            raise click.ClickException(f"creating {name} on node {node.node_id}: {r.status_code} {r.text}")
-        attempted = attempted or r is not None
-        if time.monotonic() > deadline:
-            raise click.ClickException(f"creating {name} on node {node.node_id}: no success within {timeout_s:g} s")
-        time.sleep(0.005)
-
-
-def controller_failover(cluster: Any, label: str) -> tuple[float, float]:
-    """(kill -9 of the active controller -> the first successful topic creation, a client's
-    `POST /v1/topics` to a survivor retried from the moment of the kill; the first survivor
-    reporting itself active -> that success), seconds."""
+    The topic is created the controller's way, as a broker's create request does it (KRaft: the
+    controller API, retried through NOT_CONTROLLER and elections, successful once committed;
+    ZooKeeper: the topic znode, as Kafka's AdminZkClient writes it, successful once a survivor
+    serves it with a leader, when Kafka's controller would answer CreateTopics): a broker's own
+    `POST /v1/topics` checks its partition budget against every partition of the cluster, so it
+    refuses creations in a cluster holding more than about 4 000 at a 20 000 open-files limit."""
     victim = cluster.active_controller()
     survivors = [n for n in cluster.running() if n is not victim]
     stop = threading.Event()
@@ -202,12 +173,17 @@ def controller_failover(cluster: Any, label: str) -> tuple[float, float]:
                 pass
             time.sleep(0.005)
 
+    name = f"failover-{label}-{uuid.uuid4().hex[:6]}"
     watcher = threading.Thread(target=watch, daemon=True)
     killed = time.monotonic()
     victim.kill()
     watcher.start()
     try:
-        create_topic_as_client(survivors[0], f"failover-{label}-{uuid.uuid4().hex[:6]}")
+        if mode == "kraft":
+            _create_kraft(cluster, [(name, 1)])
+        else:  # on a survivor: the dead broker's znode lives until its session expires
+            _create_zookeeper(cluster, [(name, 1)], replicas=[survivors[0].node_id])
+            poll(lambda: _visible(survivors[0], {name}) == 1, 900, 0.005, f"{name} served")
         created = time.monotonic()
         watcher.join(60)  # the creation succeeded: a controller is active, the watcher sees it next
     finally:
@@ -255,11 +231,13 @@ def _create_kraft(cluster: LocalCluster, names: list[tuple[str, int]]) -> None:
                          {"name": name, "partitions": count, "replication_factor": 1})
 
 
-def _create_zookeeper(cluster: Any, names: list[tuple[str, int]]) -> None:
+def _create_zookeeper(cluster: Any, names: list[tuple[str, int]], replicas: list[int] | None = None) -> None:
+    """RF 1 topics written as Kafka's AdminZkClient writes them, placed over `replicas` (default:
+    the registered brokers)."""
     client = cluster.ensemble.client(CHROOT)
     client.start(timeout=30)
     try:
-        brokers = [BrokerPlacement(int(b)) for b in client.get_children(znodes.BROKER_IDS)]
+        brokers = [BrokerPlacement(int(b)) for b in (replicas or client.get_children(znodes.BROKER_IDS))]
         rng = random.Random()
         for name, count in names:
             assignment = place_replicas(count, 1, brokers, start_index=rng.randrange(len(brokers)), replica_shift=0)
@@ -304,7 +282,7 @@ def measure(cluster: Any, mode: str, runs: int, counts: list[int], samples: int,
         say(f"{count - have} partitions added ({count} in the cluster) and served by every broker in {created:.1f} s")
         failovers, loads = [], []
         for run in range(runs):
-            failover, load = controller_failover(cluster, f"{count}-{run}")
+            failover, load = controller_failover(cluster, mode, f"{count}-{run}")
             failovers.append(failover)
             loads.append(load)
             say(f"controller failover {run + 1}/{runs} with {count} partitions: {failover:.2f} s "
