@@ -287,6 +287,11 @@ _KEYS = [
               "ZooKeeper session timeout: a broker or controller silent this long is gone.", _POS_INT),
     ConfigKey("zookeeper.connection.timeout.ms", "int", None,
               "How long to wait for ZooKeeper at start; defaults to the session timeout.", _POS_INT),
+    ConfigKey("controlled.shutdown.enable", "boolean", True,
+              "ZooKeeper mode: on SIGTERM, ask the controller to move this broker's leaderships (and take "
+              "it out of the ISRs) before stopping, as Kafka does; false: just stop (closing the ZooKeeper "
+              "session, after which the controller moves them). KRaft mode always asks to be fenced on a clean "
+              "stop."),
     ConfigKey("num.partitions", "int", 1, "Default partition count of new topics.", _POS_INT),
     ConfigKey("default.replication.factor", "int", 1, "Default replication factor of new topics.",
               at_least(1, 32767)),

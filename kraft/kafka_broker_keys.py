@@ -34,7 +34,7 @@ KAFKA_BROKER_KEYS: frozenset[str] = frozenset({
     "metadata.log.max.snapshot.interval.ms", "initial.broker.registration.timeout.ms",
     "broker.id", "broker.id.generation.enable", "reserved.broker.max.id", "auto.leader.rebalance.enable",
     "leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage",
-    "controlled.shutdown.enable", "controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms",
+    "controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms",
     "zookeeper.set.acl", "zookeeper.max.in.flight.requests", "zookeeper.metadata.migration.enable",
     # logs
     "log.dir", "log.flush.scheduler.interval.ms", "log.flush.start.offset.checkpoint.interval.ms",

@@ -13,6 +13,11 @@ every ISR and its leaderships move, `kraft.zk.image.online_change`), topics crea
 partition state znodes are written here), partitions added, topics marked for deletion, ISR
 change notifications written by partition leaders, config change notifications.
 
+Controlled shutdown (`controlled_shutdown`, Kafka's ControlledShutdown request): a broker about to
+stop asks the controller to take it out of the ISRs and move its leaderships to the other live
+ISR members; it stays out of elections until its znode goes. The answer lists the partitions
+(of more than one replica) it still leads: those where it is the only in-sync replica.
+
 Every write of the controller is a ZooKeeper transaction that first checks `/controller_epoch`'s
 version: a deposed controller (paused past its session, say) cannot overwrite a newer one's
 decisions, and brokers refuse its pushes by epoch (STALE_CONTROLLER_EPOCH). Either resigns it.
@@ -37,7 +42,7 @@ from kraft.zk import znodes
 from kraft.zk.broker import UPDATE_METADATA_PATH, ZkMetadataReceiver
 from kraft.zk.image import (
     broker_registration, image_offset, initial_registration, online_change, partition_registration,
-    partition_state, with_brokers, with_partitions, with_topic_config, with_topics,
+    partition_state, shutdown_change, with_brokers, with_partitions, with_topic_config, with_topics,
 )
 from kraft.zk.session import ZkSession
 from metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
@@ -46,6 +51,7 @@ log = logging.getLogger("kraft.zk.controller")
 
 PUSH_TIMEOUT_S = 30.0  # a broker answers once it applied the image (opening new partitions' logs)
 PUSH_RETRY_S = 0.2
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 UNCLEAN_KEY = "unclean.leader.election.enable"
 
 
@@ -172,6 +178,7 @@ class ZkController:
         self._generation = 0  # watches of an earlier term are ignored
         self._sequence = 0
         self._assignments: dict[str, znodes.TopicAssignment] = {}
+        self._shutting_down: dict[int, int] = {}  # broker id -> the broker epoch that asked
         self._queue: asyncio.Queue[tuple[str, int | None, Any]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
 
@@ -240,6 +247,8 @@ class ZkController:
             await self._elect()
         elif kind == "resign":
             await self._resign(arg)
+        elif kind == "shutdown":
+            await self._on_controlled_shutdown(*arg)
         elif not self.active:
             return
         elif kind == "brokers":
@@ -269,6 +278,7 @@ class ZkController:
         self._generation += 1
         self.active, self.epoch, self._epoch_version = True, epoch, epoch_version
         self._sequence = 0
+        self._shutting_down = {}  # a broker shutting down asks the new controller again
         log.info("node %d is the controller, controller epoch %d", self.node_id, epoch)
         started = time.monotonic()
         await self._load()
@@ -474,16 +484,71 @@ class ZkController:
         await self._write(changes)
 
     async def _elect_leaders(self) -> None:
-        """Online election for every partition: dead brokers out of ISRs, live leaders."""
-        live = set(self.image.cluster.brokers)
+        """Online election for every partition: dead brokers out of ISRs, live leaders; brokers
+        in a controlled shutdown out of ISRs and leaderships where another can take over."""
+        brokers = self.image.cluster.brokers
+        live = set(brokers)
+        leaving = {b for b, epoch in self._shutting_down.items() if b in brokers and brokers[b].broker_epoch == epoch}
         changes = []
         for topic in self.image.topics.by_name.values():
             unclean = self.image.topic_configs(topic.name).get(UNCLEAN_KEY, str(self.unclean_default).lower())
             for p, reg in topic.partitions.items():
-                after = online_change(topic, p, reg, live, unclean == "true")
+                if leaving:
+                    after = shutdown_change(topic, p, reg, live, leaving, unclean == "true")
+                else:
+                    after = online_change(topic, p, reg, live, unclean == "true")
                 if after is not None:
                     changes.append((topic.name, p, reg, after))
         await self._write(changes)
+
+    # -- controlled shutdown ----------------------------------------------------------------------
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
+        """Kafka's ControlledShutdown: moves `broker_id`'s leaderships and takes it out of the
+        ISRs (written to ZooKeeper and pushed); the partitions of more than one replica it still
+        leads (it is their only in-sync replica). NOT_CONTROLLER on a node that is not it."""
+        if not self.active:
+            raise KraftError("NOT_CONTROLLER", f"node {self.node_id} is not the controller "
+                                               f"(the controller is {self.controller_id})")
+        answer: asyncio.Future[list[tuple[str, int]]] = asyncio.get_running_loop().create_future()
+        self._enqueue("shutdown", None, (broker_id, broker_epoch, answer))
+        try:
+            return await asyncio.wait_for(asyncio.shield(answer), CONTROLLED_SHUTDOWN_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            raise KraftError("REQUEST_TIMED_OUT", f"controlled shutdown of broker {broker_id} not done within "
+                                                  f"{CONTROLLED_SHUTDOWN_TIMEOUT_S:g} s") from None
+
+    async def _on_controlled_shutdown(self, broker_id: int, broker_epoch: int,
+                                      answer: "asyncio.Future[list[tuple[str, int]]]") -> None:
+        if answer.done():
+            return
+        try:
+            if not self.active:
+                raise KraftError("NOT_CONTROLLER", f"node {self.node_id} is no longer the controller")
+            registration = self.image.cluster.brokers.get(broker_id)
+            if registration is None:
+                raise KraftError("BROKER_NOT_AVAILABLE", f"broker {broker_id} is not registered")
+            if registration.broker_epoch != broker_epoch:
+                raise KraftError("STALE_BROKER_EPOCH", f"broker {broker_id}'s epoch is {registration.broker_epoch}, "
+                                                       f"not {broker_epoch}")
+            self._shutting_down[broker_id] = broker_epoch
+            led = self._led_by(broker_id)
+            await self._elect_leaders()
+            remaining = self._led_by(broker_id)
+            log.info("controller %d: controlled shutdown of broker %d moved %d of its %d leaderships%s",
+                     self.node_id, broker_id, len(led) - len(remaining), len(led),
+                     f" ({len(remaining)} stay: it is their only in-sync replica)" if remaining else "")
+            answer.set_result(remaining)
+        except BaseException as e:
+            if not answer.done():
+                answer.set_exception(e if isinstance(e, KraftError) else KraftError(
+                    "NOT_CONTROLLER", f"controller {self.node_id} failed: {type(e).__name__}"))
+            if not isinstance(e, KraftError):
+                raise
+
+    def _led_by(self, broker_id: int) -> list[tuple[str, int]]:
+        return [(t.name, p) for t in self.image.topics.by_name.values() for p, reg in sorted(t.partitions.items())
+                if reg.leader == broker_id and len(reg.replicas) > 1]
 
     # -- event handlers ---------------------------------------------------------------------------
 
@@ -491,6 +556,9 @@ class ZkController:
         brokers = await asyncio.to_thread(self._read_brokers)
         gone = sorted(set(self.image.cluster.brokers) - set(brokers))
         new = sorted(set(brokers) - set(self.image.cluster.brokers))
+        for broker_id, epoch in list(self._shutting_down.items()):  # gone, or back with a new epoch
+            if broker_id not in brokers or brokers[broker_id].broker_epoch != epoch:
+                del self._shutting_down[broker_id]
         if gone or new:
             log.info("controller %d: brokers %s registered, %s gone", self.node_id, new, gone)
         self.image = with_brokers(self.image, brokers)

@@ -65,6 +65,22 @@ def online_change(topic: TopicImage, partition: int, reg: PartitionRegistration,
     return None if change is None else reg.merge(change)
 
 
+def shutdown_change(topic: TopicImage, partition: int, reg: PartitionRegistration, live: set[int],
+                    leaving: set[int], unclean_allowed: bool) -> PartitionRegistration | None:
+    """`online_change` with brokers `leaving` in a controlled shutdown (Kafka's
+    `KafkaController.doControlledShutdown`): in a partition of more than one replica they leave
+    the ISR and the leadership goes to the first live ISR member staying
+    (ControlledShutdownPartitionLeaderElectionStrategy); when no member stays (the leaving broker
+    is the only in-sync replica) the partition is left as `online_change` leaves it, still led."""
+    if len(reg.replicas) > 1:
+        isr = tuple(b for b in reg.isr if b in live and b not in leaving)
+        if isr:
+            change = (PartitionChangeBuilder(topic.topic_id, partition, reg, lambda b: b in live and b not in leaving)
+                      .set_target_isr(isr).build())
+            return None if change is None else reg.merge(change)
+    return online_change(topic, partition, reg, live, unclean_allowed)
+
+
 def with_brokers(image: MetadataImage, brokers: Mapping[int, BrokerRegistration]) -> MetadataImage:
     return dataclasses.replace(image, cluster=ClusterImage(frozen_map(brokers)))
 

@@ -2,19 +2,25 @@
 with metadata from ZooKeeper instead of the Raft quorum.
 
 `ZkServices` owns the session, the broker registration, the UpdateMetadata receiver and route,
-the admin front (`ZkAdmin`, in place of the `ControllerChannel`) and this node's candidate
-`ZkController`. `ZkControllerEndpoint` answers `/v1/controller/...` and `/v1/health` for it:
+the admin front (`ZkAdmin`, in place of the `ControllerChannel`), this node's candidate
+`ZkController` and the controlled shutdown (`controlled.shutdown.enable`, Kafka's default true:
+on stop, the broker asks the controller, `POST /v1/zk/controlled-shutdown`, to move its
+leaderships before it closes its session). `ZkControllerEndpoint` answers `/v1/controller/...` and `/v1/health` for it:
 the controller is whoever holds `/controller`; the Raft-only routes answer NOT_CONTROLLER.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from pathlib import Path
 from typing import Any, Callable
 
+import aiohttp
 from aiohttp import web
+
+from api.errors import KraftError
 
 from kraft.controller.client import ControllerClient, ControllerDirectory
 from kraft.controller.endpoint import ControllerEndpoint
@@ -25,6 +31,13 @@ from kraft.zk.controller import ZkController
 from kraft.zk.session import ZkSession, ZkSettings
 
 log = logging.getLogger("kraft.zk")
+
+CONTROLLED_SHUTDOWN_PATH = "/v1/zk/controlled-shutdown"
+# Kafka's controlled.shutdown.max.retries is 3; its 5 s backoff is shortened here: a partition
+# whose only in-sync replica is this broker stays led by it however often the broker asks
+CONTROLLED_SHUTDOWN_ATTEMPTS = 3
+CONTROLLED_SHUTDOWN_BACKOFF_S = 1.0
+CONTROLLED_SHUTDOWN_REQUEST_TIMEOUT_S = 35.0  # the whole shutdown is bounded by the session timeout
 
 
 def read_cluster_id(meta_properties: Path) -> str | None:
@@ -51,9 +64,10 @@ class ZkServices:
                                        unclean_leader_election_enable=settings.unclean_leader_election_enable)
         self.session.on_state(self.registration.on_session_state)
         self.session.on_state(self.controller.on_session_state)
+        self.controlled_shutdown_enable: bool = config["controlled.shutdown.enable"]
 
     def install(self, app: web.Application) -> None:
-        app.router.add_routes([update_metadata_route(self.receiver)])
+        app.router.add_routes([update_metadata_route(self.receiver), controlled_shutdown_route(self.controller)])
 
     async def connect(self, candidate_cluster_id: str) -> str:
         """Connects (ZkUnavailableError past zookeeper.connection.timeout.ms); the cluster id."""
@@ -68,9 +82,84 @@ class ZkServices:
         await self.controller.start()
 
     async def stop(self) -> None:
+        if self.controlled_shutdown_enable:
+            await self.controlled_shutdown()
         await self.controller.stop()
         await self.registration.stop()
         await self.session.stop()
+
+
+    async def controlled_shutdown(self) -> bool:
+        """Asks the controller to move this broker's leaderships (Kafka's controlled shutdown),
+        up to CONTROLLED_SHUTDOWN_ATTEMPTS times within the session timeout (past it a crashed
+        broker's leaderships would have moved too); True once it leads no partition of more
+        than one replica. Whatever the outcome the node then stops, and closing its session
+        moves what is left."""
+        epoch = self.registration.broker_epoch
+        if epoch < 0 or not self.session.client.connected:
+            log.warning("broker %d: no controlled shutdown (not registered in ZooKeeper)", self.node_id)
+            return False
+        if not [b for b in self.loader.image.live_brokers() if b.broker_id != self.node_id]:
+            log.info("broker %d: no controlled shutdown (no other live broker to take over)", self.node_id)
+            return False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.session.settings.session_timeout_ms / 1000
+        for attempt in range(1, CONTROLLED_SHUTDOWN_ATTEMPTS + 1):
+            try:
+                remaining = await asyncio.wait_for(self._ask_controller(epoch), max(0.1, deadline - loop.time()))
+                if not remaining:
+                    log.info("broker %d: controlled shutdown done, its leaderships moved", self.node_id)
+                    return True
+                log.warning("broker %d: controlled shutdown attempt %d: still the leader of %s (their only "
+                            "in-sync replica)", self.node_id, attempt,
+                            ", ".join(f"{t}-{p}" for t, p in remaining[:10]) + (" ..." if len(remaining) > 10 else ""))
+            except Exception as e:
+                log.warning("broker %d: controlled shutdown attempt %d failed: %s: %s", self.node_id, attempt,
+                            type(e).__name__, e)
+            if attempt == CONTROLLED_SHUTDOWN_ATTEMPTS or loop.time() + CONTROLLED_SHUTDOWN_BACKOFF_S >= deadline:
+                break
+            await asyncio.sleep(CONTROLLED_SHUTDOWN_BACKOFF_S)
+        log.warning("broker %d: proceeding to shut down without a complete controlled shutdown", self.node_id)
+        return False
+
+    async def _ask_controller(self, broker_epoch: int) -> list[tuple[str, int]]:
+        controller_id = self.controller.controller_id
+        if controller_id is None:
+            controller_id = self.loader.image.controller_id
+        if controller_id == self.node_id and self.controller.is_active:
+            return await self.controller.controlled_shutdown(self.node_id, broker_epoch)
+        broker = self.loader.image.cluster.brokers.get(controller_id) if controller_id is not None else None
+        endpoint = broker.endpoint() if broker is not None else None
+        if endpoint is None:
+            raise KraftError("NOT_CONTROLLER", f"no known controller (last seen: {controller_id})")
+        security = self.controller.pusher.security  # the node's TLS and credential, as its pushes
+        body = json.dumps({"broker_id": self.node_id, "broker_epoch": broker_epoch}).encode()
+        async with aiohttp.ClientSession(connector=security.connector(),
+                                         timeout=aiohttp.ClientTimeout(total=CONTROLLED_SHUTDOWN_REQUEST_TIMEOUT_S)) as http:
+            async with http.post(security.url(endpoint.host, endpoint.port, CONTROLLED_SHUTDOWN_PATH), data=body,
+                                 headers={"Content-Type": "application/json",
+                                          **security.headers("POST", CONTROLLED_SHUTDOWN_PATH, body)}) as response:
+                answer = await response.json(content_type=None)
+        if response.status != 200:
+            raise KraftError.from_dict(answer if isinstance(answer, dict) else {})
+        return [(p["topic"], p["partition"]) for p in answer["remaining_partitions"]]
+
+
+def controlled_shutdown_route(controller: ZkController) -> web.RouteDef:
+    """`POST /v1/zk/controlled-shutdown` {"broker_id", "broker_epoch"} (inter-node only, as all of
+    /v1/zk): answered by the active controller with the partitions the broker still leads."""
+    async def handle(request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except ValueError as e:
+            raise KraftError("INVALID_REQUEST", f"body is not JSON: {e}") from None
+        if not isinstance(body, dict) or not all(isinstance(body.get(k), int) and not isinstance(body.get(k), bool)
+                                                 for k in ("broker_id", "broker_epoch")):
+            raise KraftError("INVALID_REQUEST", "expected {\"broker_id\": int, \"broker_epoch\": int}")
+        remaining = await controller.controlled_shutdown(body["broker_id"], body["broker_epoch"])
+        return web.json_response({"remaining_partitions": [{"topic": t, "partition": p} for t, p in remaining]})
+
+    return web.post(CONTROLLED_SHUTDOWN_PATH, handle)
 
 
 class ZkControllerEndpoint(ControllerEndpoint):
