@@ -13,14 +13,15 @@ changes them (DescribeConfigs / AlterConfigs on the cluster).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol
 
 from aiohttp import web
 
 from api import authz
-from api.errors import KraftError
+from api.errors import KraftError, invalid_request
 from api.wire import Fields, read_body, render
-from metadata.acl import CLUSTER, StandardAcl
+from metadata.acl import CLUSTER, StandardAcl, acl_from_dict, filter_from_dict
 
 MAX_ENTRIES = 1000
 FILTER_FIELDS = StandardAcl.FIELDS
@@ -57,8 +58,39 @@ def _acl_service(request: web.Request, operation: str) -> AclService:
     return _service(request)
 
 
-def _entries(f: Fields, name: str) -> list[dict[str, Any]]:
-    return [dict(f.child(raw, f"{name}[{i}]").obj) for i, raw in enumerate(f.get_list(name, MAX_ENTRIES))]
+def _quota_op(op: Fields) -> dict[str, Any]:
+    key = op.get_str("key")
+    remove = op.raw("remove", False)
+    if not isinstance(remove, bool):
+        raise invalid_request(f"{op.where}.remove must be a boolean")
+    if remove:
+        return {"key": key, "remove": True}
+    value = op.raw("value")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise invalid_request(f"{op.where}.value must be a number")
+    try:
+        as_float = float(value)  # quotas are doubles (Kafka's too); an int beyond int64 would not encode
+    except OverflowError:
+        as_float = math.inf
+    if not math.isfinite(as_float):
+        raise invalid_request(f"{op.where}.value must be a finite number")
+    return {"key": key, "value": as_float}
+
+
+def quota_entries(f: Fields) -> list[dict[str, Any]]:
+    """The `entries` of an AlterClientQuotas body, type-checked (INVALID_REQUEST naming the field)
+    and rebuilt from the known fields only: {entity: {user, client_id}, ops: [{key, value} |
+    {key, remove: true}]}. What the values mean (a known key, a positive rate) the controller
+    checks. Shared by this route and the controller's."""
+    entries = []
+    for i, raw in enumerate(f.get_list("entries", MAX_ENTRIES)):
+        entry = f.child(raw, f"entries[{i}]")
+        entity = entry.child(entry.get_object("entity"), "entity")
+        ops = [_quota_op(entry.child(op, f"ops[{j}]")) for j, op in enumerate(entry.get_list("ops", MAX_ENTRIES))]
+        entries.append({"entity": {"user": entity.get_str("user", None, nullable=True),
+                                   "client_id": entity.get_str("client_id", None, nullable=True)},
+                        "ops": ops})
+    return entries
 
 
 @routes.get("/v1/acls")
@@ -72,15 +104,24 @@ async def describe_acls(request: web.Request) -> web.Response:
 @routes.post("/v1/acls")
 async def create_acls(request: web.Request) -> web.Response:
     body, _ = await read_body(request)
-    acls = _entries(Fields(body), "acls")
-    return render(request, await _acl_service(request, "ALTER").create_acls(acls), status=201)
+    f = Fields(body)
+    service = _acl_service(request, "ALTER")
+    # parsed here, so only strings of the known fields travel to the controller
+    acls = [acl_from_dict(f.child(raw, f"acls[{i}]").obj).to_dict()
+            for i, raw in enumerate(f.get_list("acls", MAX_ENTRIES))]
+    return render(request, await service.create_acls(acls), status=201)
 
 
 @routes.post("/v1/acls/delete")
 async def delete_acls(request: web.Request) -> web.Response:
     body, _ = await read_body(request)
-    filters = _entries(Fields(body), "filters")
-    return render(request, await _acl_service(request, "ALTER").delete_acls(filters))
+    f = Fields(body)
+    service = _acl_service(request, "ALTER")
+    filters = []
+    for i, raw in enumerate(f.get_list("filters", MAX_ENTRIES)):
+        flt = filter_from_dict(f.child(raw, f"filters[{i}]").obj)
+        filters.append({name: getattr(flt, name) for name in FILTER_FIELDS if getattr(flt, name) is not None})
+    return render(request, await service.delete_acls(filters))
 
 
 @routes.get("/v1/client-quotas")
@@ -96,6 +137,6 @@ async def alter_client_quotas(request: web.Request) -> web.Response:
     validate_only = f.raw("validate_only", False)
     if not isinstance(validate_only, bool):
         raise KraftError("INVALID_REQUEST", "body.validate_only must be a boolean")
-    entries = _entries(f, "entries")
+    entries = quota_entries(f)
     authz.require(request, "ALTER_CONFIGS", CLUSTER)
     return render(request, await _service(request).alter_client_quotas(entries, validate_only))

@@ -20,6 +20,8 @@ from aiohttp import web
 
 from api import authz
 from api.errors import KraftError, invalid_request
+from api.routes.acls import quota_entries
+from api.routes.users import scram_alterations
 from api.wire import INT32_MAX, MSGPACK, Fields, check_topic_name, read_body, render
 
 routes = web.RouteTableDef()
@@ -118,7 +120,7 @@ def _bool(fields: Fields, name: str) -> bool:
 def _int_list(fields: Fields, name: str) -> list[int]:
     values = fields.get_list(name, 1000)
     if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= INT32_MAX for v in values):
-        raise invalid_request(f"body.{name} must be an array of broker ids")
+        raise invalid_request(f"{fields.where}.{name} must be an array of broker ids")
     return values
 
 
@@ -255,9 +257,7 @@ async def alter_configs(request: web.Request) -> web.Response:
 async def alter_user_scram_credentials(request: web.Request) -> web.Response:
     """Forwarded by nodes from `POST /v1/users/scram-credentials` (kafka-configs --entity-type users)."""
     f = await _body(request)
-    upsertions, deletions = (
-        [dict(f.child(raw, f"{name}[{i}]").obj) for i, raw in enumerate(f.get_list(name, 1000))] if f.has(name) else []
-        for name in ("upsertions", "deletions"))
+    upsertions, deletions = scram_alterations(f)
     return render(request, await _api(request).alter_user_scram_credentials(upsertions, deletions, _request_id(f)))
 
 
@@ -303,7 +303,7 @@ async def delete_acls(request: web.Request) -> web.Response:
 async def alter_client_quotas(request: web.Request) -> web.Response:
     f = await _body(request)
     return render(request, await _api(request).alter_client_quotas(
-        f.get_list("entries", MAX_ACL_ENTRIES), _bool(f, "validate_only"), _request_id(f)))
+        quota_entries(f), _bool(f, "validate_only"), _request_id(f)))
 
 
 # -- reassignments (kafka-reassign-partitions) ----------------------------------------------------

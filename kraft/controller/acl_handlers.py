@@ -72,12 +72,15 @@ def alter_client_quotas(image: MetadataImage, entries: Sequence[Any], validate_o
         for j, op in enumerate(ops):
             key = op.get("key") if isinstance(op, dict) else None
             value = op.get("value") if isinstance(op, dict) else None
-            remove = bool(op.get("remove", False)) if isinstance(op, dict) else False
-            if not isinstance(key, str) or (not remove and (isinstance(value, bool)
-                                                             or not isinstance(value, (int, float)))):
+            remove = op.get("remove", False) if isinstance(op, dict) else False
+            if not isinstance(key, str) or not isinstance(remove, bool) or (
+                    not remove and (isinstance(value, bool) or not isinstance(value, (int, float)))):
                 raise MetadataError("INVALID_REQUEST", f"entries[{i}].ops[{j}] must be {{key, value}} or "
                                                        "{key, remove: true}")
-            quota = None if remove else float(value)
+            try:
+                quota = None if remove else float(value)
+            except OverflowError:  # an integer beyond any float
+                raise MetadataError("INVALID_REQUEST", f"entries[{i}].ops[{j}]: {key} is out of range") from None
             check_quota(key, quota)
             records.append(ClientQuota(user=user, client_id=client_id, key=key, value=quota))
     return ControllerResult(() if validate_only else tuple(records), {"entries": len(entries)})

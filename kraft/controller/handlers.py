@@ -267,19 +267,23 @@ def alter_configs(
 
 
 def _b64(value: Any, what: str) -> bytes:
+    if not isinstance(value, str):
+        raise MetadataError("INVALID_REQUEST", f"{what} must be a base64 string")
     try:
-        return base64.b64decode(str(value), validate=True)
-    except (ValueError, TypeError):
+        return base64.b64decode(value, validate=True)
+    except ValueError:
         raise MetadataError("INVALID_REQUEST", f"{what} must be base64") from None
 
 
 def _scram_user(entry: Any, what: str) -> tuple[str, str]:
-    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
+    # type checks before any lookup: a dict or list in a field must not reach `in` on a dict
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str) or not entry["name"]:
         raise MetadataError("INVALID_REQUEST", f"{what}: a user name is required")
-    if entry.get("mechanism") not in scram.MECHANISMS:
+    mechanism = entry.get("mechanism")
+    if not isinstance(mechanism, str) or mechanism not in scram.MECHANISMS:
         raise MetadataError("UNSUPPORTED_SASL_MECHANISM", f"{what}: mechanism must be one of "
                                                           f"{', '.join(scram.MECHANISMS)}")
-    return entry["name"], entry["mechanism"]
+    return entry["name"], mechanism
 
 
 def alter_user_scram_credentials(image: MetadataImage, upsertions: Sequence[Any],
@@ -287,6 +291,8 @@ def alter_user_scram_credentials(image: MetadataImage, upsertions: Sequence[Any]
     """Kafka's AlterUserScramCredentials, all or nothing: upsertions {name, mechanism, iterations,
     salt, salted_password} (base64; the client salts, so the password never reaches the cluster)
     become StoredKey/ServerKey records; deletions {name, mechanism} remove existing credentials."""
+    if not isinstance(upsertions, (list, tuple)) or not isinstance(deletions, (list, tuple)):
+        raise MetadataError("INVALID_REQUEST", "upsertions and deletions must be lists")
     records: list[MetadataRecord] = []
     seen: set[tuple[str, str]] = set()
     for i, entry in enumerate(deletions):
@@ -301,7 +307,8 @@ def alter_user_scram_credentials(image: MetadataImage, upsertions: Sequence[Any]
             raise MetadataError("INVALID_REQUEST", f"user {name!r} {mechanism} appears twice")
         seen.add((name, mechanism))
         iterations = entry.get("iterations", scram.DEFAULT_ITERATIONS)
-        if not isinstance(iterations, int) or not scram.MIN_ITERATIONS <= iterations <= scram.MAX_ITERATIONS:
+        if (isinstance(iterations, bool) or not isinstance(iterations, int)
+                or not scram.MIN_ITERATIONS <= iterations <= scram.MAX_ITERATIONS):
             raise MetadataError("INVALID_REQUEST", f"upsertions[{i}]: iterations must be in "
                                                    f"[{scram.MIN_ITERATIONS}, {scram.MAX_ITERATIONS}]")
         salt = _b64(entry.get("salt"), f"upsertions[{i}].salt")

@@ -48,6 +48,10 @@ def test_an_invalid_binding_writes_nothing() -> None:
     [{"entity": {"user": "a"}, "ops": [{"key": "fly_rate", "value": 1}]}],
     [{"entity": {"user": 5}, "ops": []}],
     ["x"],
+    [{"entity": {"user": "a"}, "ops": [{"key": "producer_byte_rate", "value": 10**400}]}],  # beyond any float
+    [{"entity": {"user": "a"}, "ops": [{"key": "producer_byte_rate", "remove": "no"}]}],  # truthy, not a bool
+    [{"entity": {"user": "a"}, "ops": [{"key": {}, "remove": True}]}],
+    [{"entity": {"user": ["a"]}, "ops": []}],
 ])
 def test_bad_quota_entries_write_nothing(entries) -> None:
     with pytest.raises(MetadataError) as e:

@@ -54,6 +54,31 @@ def test_bad_upsertions_are_refused_and_write_nothing(upsertion, error):
     assert e.value.error_code == error
 
 
+@pytest.mark.parametrize("upsertion, error", [
+    ({"mechanism": {}}, "UNSUPPORTED_SASL_MECHANISM"),  # unhashable: must not reach the dict lookup
+    ({"mechanism": ["SCRAM-SHA-256"]}, "UNSUPPORTED_SASL_MECHANISM"),
+    ({"name": {"n": 1}}, "INVALID_REQUEST"),
+    ({"iterations": True}, "INVALID_REQUEST"),
+    ({"iterations": 10**40}, "INVALID_REQUEST"),
+    ({"salt": None}, "INVALID_REQUEST"),  # str(None) would be valid base64
+    ({"salt": ["AAAA"]}, "INVALID_REQUEST"),
+    ({"salted_password": 12345}, "INVALID_REQUEST"),
+])
+def test_upsertion_fields_of_the_wrong_type_are_refused(upsertion, error):
+    good = scram_upsertion("carol", "SCRAM-SHA-256", "pw")
+    with pytest.raises(MetadataError) as e:
+        alter_user_scram_credentials(MetadataImage.EMPTY, [{**good, **upsertion}], [])
+    assert e.value.error_code == error
+
+
+@pytest.mark.parametrize("deletion", [{"name": "x", "mechanism": {}}, {"name": "x", "mechanism": []},
+                                      {"name": [], "mechanism": "SCRAM-SHA-256"}, ["x", "SCRAM-SHA-256"]])
+def test_deletions_of_the_wrong_type_are_refused(deletion):
+    with pytest.raises(MetadataError) as e:
+        alter_user_scram_credentials(MetadataImage.EMPTY, [], [deletion])
+    assert e.value.error_code in ("INVALID_REQUEST", "UNSUPPORTED_SASL_MECHANISM")
+
+
 def test_deleting_a_missing_credential_is_refused():
     with pytest.raises(MetadataError, match="no SCRAM-SHA-256 credential"):
         alter_user_scram_credentials(MetadataImage.EMPTY, [], [{"name": "x", "mechanism": "SCRAM-SHA-256"}])
