@@ -373,7 +373,7 @@ class Node:
             "metadata_offset": self.loader.offset,
             "broker_state": broker_state,
             # why the metadata log cannot be written now (a full disk); None while it can
-            "metadata_log_error": self.quorum.storage_error if isinstance(self.quorum, LocalQuorum) else None,
+            "metadata_log_error": None if self.quorum is None else self.quorum.storage_error,
         }
 
     # -- services (the app's cleanup_ctx) -----------------------------------------------------

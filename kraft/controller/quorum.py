@@ -63,6 +63,11 @@ class Quorum(Protocol):
     @property
     def metadata_offset(self) -> int: ...
 
+    @property
+    def storage_error(self) -> str | None:
+        """Why the metadata log cannot be written now (a full disk); None while it can."""
+        ...
+
 
 class LocalQuorum:
     def __init__(

@@ -14,6 +14,10 @@ writing a dump and trimming the journal makes them do: acknowledged records were
 - At open, the journal is reconciled with the dump: pysyncobj installs a dump (fsynced, see
   `durable_replace`) before it trims the journal, so a journal that still starts before the
   dump's last two entries is trimmed to them here, and pysyncobj never clears it.
+- A failed append (a full disk: ENOSPC) leaves nothing of the entry in the file and raises
+  `JournalAppendError`; `storage_error` says why until an append succeeds again. The leader
+  answers the command at once (`raft_quorum`: KAFKA_STORAGE_ERROR) and the next command tries
+  the disk again, so space coming back ends the failure without a restart.
 
 docs/internals.md, "The controller quorum's journal", has the format and the recovery rules.
 """
@@ -51,6 +55,11 @@ class JournalFormatError(RuntimeError):
     """The journal file is not one of ours (wrong magic): refuse rather than overwrite it."""
 
 
+class JournalAppendError(OSError):
+    """`RaftJournal.add` could not write the entry (ENOSPC, EIO): nothing of it stays in the
+    journal, so the same index can be written again. Same errno and text as the cause."""
+
+
 class RaftJournal(pysyncobj.journal.Journal):
     """pysyncobj's `Journal` interface; used only by the Raft thread after `__init__`.
 
@@ -67,6 +76,8 @@ class RaftJournal(pysyncobj.journal.Journal):
         self._size = len(MAGIC)
         self._dirty = False  # written entries not fsynced yet
         self._fsync_error: OSError | None = None  # see flush
+        self._append_error: OSError | None = None  # the last `add` failed with this
+        self._meta_error: OSError | None = None  # the last save of the meta file failed with this
         self._matching_from: int | None = None  # see keep_matching_from
         self._meta: dict[str, Any] = {"current_term": 0, "voted_for": None, "commit_index": 1}
         self._meta_saved = True
@@ -101,11 +112,26 @@ class RaftJournal(pysyncobj.journal.Journal):
         command = pysyncobj.journal.to_bytes(command)
         payload = _ENTRY.pack(idx, term) + command
         try:
+            if os.fstat(self._fd).st_size > self._size:  # an earlier failed add could not cut its tail
+                os.ftruncate(self._fd, self._size)
             _write_all(self._fd, _FRAME.pack(len(payload), crc32c.crc32c(payload)) + payload)
-        except OSError:
+        except OSError as exc:
             # A half-written frame would hide every later entry from the next load.
-            os.ftruncate(self._fd, self._size)
-            raise
+            try:
+                os.ftruncate(self._fd, self._size)  # frees space: works on a full disk
+            except OSError:
+                pass  # cut before the next add (above), or by the next load
+            if self._append_error is None:  # the transition, not every refused command
+                logger.error("raft journal %s: metadata log append failed: %s; metadata changes "
+                             "fail with KAFKA_STORAGE_ERROR until a write succeeds", self.path, exc)
+            self._append_error = exc
+            if exc.errno is None:
+                raise JournalAppendError(str(exc)) from exc
+            raise JournalAppendError(exc.errno, exc.strerror or os.strerror(exc.errno)) from exc
+        if self._append_error is not None:
+            logger.warning("raft journal %s: metadata log is writable again (it failed with: %s)",
+                           self.path, self._append_error)
+            self._append_error = None
         self._entries.append((command, idx, term))
         self._starts.append(self._size)
         self._size += _FRAME.size + len(payload)
@@ -193,7 +219,20 @@ class RaftJournal(pysyncobj.journal.Journal):
         return self._meta["voted_for"]
 
     def onOneSecondTimer(self) -> None:
-        self._save_meta()
+        # Only the commit index can be unsaved here (term and vote are saved at once), and it is
+        # a hint: a save that failed (a full disk) is tried again next second, not raised into
+        # pysyncobj's tick, which would skip the rest of it.
+        try:
+            self._save_meta()
+        except OSError:
+            pass  # logged and kept in storage_error by _save_meta
+
+    @property
+    def storage_error(self) -> str | None:
+        """Why this voter's metadata log cannot be written now (None: the last writes
+        succeeded). A failed fsync stays until a restart (see `flush`)."""
+        error = self._fsync_error or self._append_error or self._meta_error
+        return None if error is None else str(error)
 
     # -- storage ----------------------------------------------------------------------------
 
@@ -261,14 +300,26 @@ class RaftJournal(pysyncobj.journal.Journal):
         if self._meta_saved:
             return
         tmp = self._meta_path.with_name(self._meta_path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            _write_all(fd, json.dumps(self._meta).encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self._meta_path)
-        fsync_dir(self._meta_path.parent)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _write_all(fd, json.dumps(self._meta).encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self._meta_path)
+            fsync_dir(self._meta_path.parent)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)  # a partial file only holds space a full disk needs
+            if self._meta_error is None:
+                logger.error("raft journal meta %s: save failed: %s; retried every second (a "
+                             "vote or a new term waits for it)", self._meta_path, exc)
+            self._meta_error = exc
+            raise
+        if self._meta_error is not None:
+            logger.warning("raft journal meta %s: saved again (it failed with: %s)",
+                           self._meta_path, self._meta_error)
+            self._meta_error = None
         self._meta_saved = True
 
     def _reconcile_with_dump(self, dump_file: Path) -> None:
@@ -341,6 +392,7 @@ def _parse(data: bytes) -> tuple[list[Entry], list[int], int, str | None]:
 
 
 def _write_all(fd: int, data: bytes) -> None:
+    fault_injection.before_write()
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]

@@ -8,6 +8,14 @@ order. It does not validate metadata requests: the controller service does, then
 Threads: pysyncobj ticks, applies and snapshots in its own thread; everything public here is
 called on the event loop. The Raft thread reaches the loop only via `call_soon_threadsafe`, so
 callbacks run in log order, and a proposal is answered after its records were delivered.
+
+A full disk (design.md §3: `apply` never raises, so the failure is met before it): the leader's
+journal append of a command fails with `JournalAppendError` and nothing of it is stored;
+`_KraftSyncObj` answers that command at once with `JOURNAL_WRITE_FAILED`, which `propose` raises
+as `MetadataStorageError` (KAFKA_STORAGE_ERROR, retriable), and `storage_error` says why. The
+voter stays leader and the active controller; every later command tries the disk again, so the
+first one that fits ends the failure, without a restart. pysyncobj itself would log the error
+from its tick and drop the command, leaving the proposer to time out.
 """
 
 from __future__ import annotations
@@ -24,12 +32,13 @@ from typing import Any, Callable, Mapping
 
 from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
 from pysyncobj.config import FAIL_REASON
+from pysyncobj.fast_queue import FastQueue
 from pysyncobj.syncobj import SyncObjException, _RAFT_STATE
 
 from kraft.config import ConfigError, parse_host_port
-from kraft.controller.errors import ControllerError, NotControllerError
+from kraft.controller.errors import ControllerError, MetadataStorageError, NotControllerError
 from kraft.controller.quorum import CommitCallback, SnapshotCallback
-from kraft.controller.raft_journal import JournalSyncingTransport, RaftJournal
+from kraft.controller.raft_journal import JournalAppendError, JournalSyncingTransport, RaftJournal
 from kraft.controller.raft_state import (
     CLAIM_CONTROLLER,
     BatchOutcome,
@@ -52,6 +61,9 @@ DEFAULT_CONTROLLER_ADDRESS = ("127.0.0.1", 9093)
 JOURNAL_FILE = "raft-journal.log"
 DUMP_FILE = "raft.snapshot"
 LEGACY_JOURNAL_FILE = "raft.journal"  # pysyncobj's FileJournal, imported once
+# A failure code of our own beside pysyncobj's FAIL_REASON values (0-7): the leader could not
+# append the command to its journal, so it was not replicated and will never be applied.
+JOURNAL_WRITE_FAILED = 100
 
 
 class QuorumTimeoutError(ControllerError):
@@ -172,6 +184,49 @@ _RAFT_STATE_NAMES = {_RAFT_STATE.LEADER: "Leader", _RAFT_STATE.CANDIDATE: "Candi
                      _RAFT_STATE.FOLLOWER: "Follower"}
 
 
+class _CommandQueue(FastQueue):
+    """pysyncobj's queue of commands waiting for the leader's journal; remembers the one taken
+    last (only the Raft thread takes), so the command whose append failed can be answered."""
+
+    last_taken: Any = None
+
+    def get_nowait(self) -> Any:
+        item = super().get_nowait()
+        self.last_taken = item
+        return item
+
+
+class _KraftSyncObj(SyncObj):
+    """pysyncobj's SyncObj, answering a command its journal could not store (see the module
+    docstring) instead of dropping it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # No command is queued before the constructor returns: swapping the queue loses none.
+        self._SyncObj__commandsQueue = _CommandQueue(self.conf.commandsQueueSize)
+
+    def _checkCommandsToApply(self) -> None:
+        try:
+            super()._checkCommandsToApply()
+        except JournalAppendError:
+            # Raised by the leader's `journal.add` right after the command was taken: it holds
+            # no index, nobody waits on one. Answer it; the rest of the queue waits for the next
+            # tick (each of its commands tries the disk again).
+            _command, callback = self._SyncObj__commandsQueue.last_taken
+            try:
+                self._SyncObj__callErrCallback(JOURNAL_WRITE_FAILED, callback)
+            except Exception:  # a forwarded command's answer could not be sent: it times out
+                logger.exception("could not answer a command the journal refused")
+
+    def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
+        try:
+            super()._SyncObj__onMessageReceived(node, message)
+        except JournalAppendError:
+            # A follower that cannot store the leader's entries does not acknowledge them; the
+            # leader sends them again. The journal logged the failure (storage_error has it).
+            pass
+
+
 class _MetadataLog(SyncObjConsumer):
     """The replicated object: one `MetadataLogState`, changed only by `apply`.
 
@@ -235,6 +290,7 @@ class RaftQuorum:
         self._node_ids = {addr: nid for nid, addr in self._addresses.items()}
         self._log = _MetadataLog(machine or MetadataImageMachine(), self)
         self._syncobj: SyncObj | None = None
+        self._journal: RaftJournal | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._commit_callbacks: list[CommitCallback] = []
         self._snapshot_callbacks: list[SnapshotCallback] = []
@@ -297,11 +353,12 @@ class RaftQuorum:
         )
         others = [addr for nid, addr in self._addresses.items() if nid != self.node_id]
         try:
-            self._syncobj = SyncObj(self_address, others, conf, consumers=[self._log],
-                                    transportClass=JournalSyncingTransport)
+            self._syncobj = _KraftSyncObj(self_address, others, conf, consumers=[self._log],
+                                          transportClass=JournalSyncingTransport)
         except BaseException:
             journal._destroy()
             raise
+        self._journal = journal
         try:
             await asyncio.to_thread(self._syncobj.waitBinded)
         except SyncObjException:
@@ -349,13 +406,20 @@ class RaftQuorum:
             and self._controller[0] == self.node_id
         )
 
+    @property
+    def storage_error(self) -> str | None:
+        """Why this voter's metadata log (its Raft journal) cannot be written now; None while
+        it can. Set by a failed write, cleared by the next one that succeeds."""
+        return None if self._journal is None else self._journal.storage_error
+
     # -- proposals --------------------------------------------------------------------------
 
     async def propose(self, records: list[dict[str, Any]], request_id: str | None = None) -> int:
         """Commit `records` atomically; returns the metadata offset of the last one once it is
         committed and delivered to `on_commit` here. Records get this controller's epoch, and
         `request_id` where they carry none (default: a new one). Raises NotControllerError,
-        QuorumTimeoutError (outcome unknown, retry with the same request id) or
+        QuorumTimeoutError (outcome unknown, retry with the same request id),
+        MetadataStorageError (the journal could not store them: nothing committed) or
         InvalidBatchError."""
         if not self.is_active_controller():
             raise NotControllerError(f"node {self.node_id} is not the active controller",
@@ -418,6 +482,10 @@ class RaftQuorum:
             return result
         if error in (FAIL_REASON.DISCARDED, FAIL_REASON.NOT_LEADER, FAIL_REASON.MISSING_LEADER):
             raise NotControllerError(f"not committed: {_fail_name(error)}", self._redirect_id())
+        if error == JOURNAL_WRITE_FAILED:
+            # our own journal when we lead; a forwarded command's leader otherwise
+            why = self.storage_error or "the Raft leader could not write its journal"
+            raise MetadataStorageError(f"metadata log append failed: {why}")
         raise QuorumTimeoutError(f"outcome unknown: {_fail_name(error)}")
 
     def _redirect_id(self) -> int | None:
@@ -453,7 +521,7 @@ class RaftQuorum:
             assert endpoint is not None
             try:
                 accepted = await self._replicate(self._log.announce, self.node_id, *endpoint)
-            except (NotControllerError, QuorumTimeoutError) as exc:
+            except (NotControllerError, QuorumTimeoutError, MetadataStorageError) as exc:
                 logger.debug("endpoint announcement not committed yet: %s", exc)
                 await asyncio.sleep(self.config.raft_min_timeout)
                 continue
@@ -476,6 +544,10 @@ class RaftQuorum:
             except (NotControllerError, QuorumTimeoutError) as exc:
                 logger.info("controller claim in term %d not committed yet: %s", term, exc)
                 await asyncio.sleep(self.config.append_entries_period)
+                continue
+            except MetadataStorageError as exc:  # a full disk: claim once space is back
+                logger.info("controller claim in term %d not written yet: %s", term, exc)
+                await asyncio.sleep(self.config.raft_min_timeout)
                 continue
             if outcome.applied:
                 self._active_term = term
@@ -625,4 +697,5 @@ def _read_status(syncobj: SyncObj, attempts: int = 5) -> dict[str, Any]:
 
 def _fail_name(code: int) -> str:
     names = {v: k for k, v in vars(FAIL_REASON).items() if k.isupper()}
+    names[JOURNAL_WRITE_FAILED] = "JOURNAL_WRITE_FAILED"
     return names.get(code, str(code))

@@ -5,12 +5,15 @@ again once space returns, without a restart."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import pytest
 
 from full_disk import BudgetedFile, DiskBudget, enospc
-from kraft.controller import log_store
+from harness import free_port
+from kraft.controller import log_store, raft_journal
 from log import segment as log_segment
 from routes_testing import create_topic, expect_error, read_all
 
@@ -50,3 +53,47 @@ async def test_full_disk_then_space_returns(make_client, monkeypatch: pytest.Mon
     stored = await client.post("/v1/topics/kept/records", json={"records": [{"value": "b"}], "acks": 1})
     assert (await stored.json())["offsets"] == [{"partition": 0, "offset": 1}]
     assert [r["value"] for r in (await read_all(client, "kept"))["records"]] == ["a", "b"]
+
+
+async def test_full_disk_under_a_raft_voter(make_client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same on a node running the Raft quorum (`controller.quorum.voters` set, here one
+    voter): its journal's append fails, and topic creation used to answer 504 REQUEST_TIMED_OUT
+    after 5 s with `metadata_log_error: null` (pysyncobj logged the error and dropped the
+    command)."""
+    budget = DiskBudget()
+    write = raft_journal._write_all
+
+    def budgeted(fd: int, data: bytes) -> None:
+        granted = budget.take(len(data))
+        write(fd, data[:granted])
+        if granted < len(data):
+            raise enospc()
+
+    monkeypatch.setattr(raft_journal, "_write_all", budgeted)
+    client = await make_client(controller_quorum_voters=f"1@127.0.0.1:{free_port()}", node_id=1)
+    deadline = time.monotonic() + 30
+    while True:  # the broker registers with its controller after the Raft election
+        resp = await client.post("/v1/topics", json={"name": "kept"})
+        if resp.status == 201:
+            break
+        assert time.monotonic() < deadline, await resp.text()
+        await asyncio.sleep(0.1)
+
+    budget.free = 10  # a part of the next write fits
+    for _ in range(2):  # answered at once, every time (the request timeout is 5 s)
+        started = time.monotonic()
+        body = await expect_error(await client.post("/v1/topics", json={"name": "wanted", "partitions": 30}),
+                                  503, "KAFKA_STORAGE_ERROR")
+        assert body["retriable"] is True and "No space left" in body["message"]
+        assert time.monotonic() - started < 2.5
+        health = await (await client.get("/v1/health")).json()
+        assert "No space left" in health["metadata_log_error"] and health["active_controller"] is True
+
+    budget.free = None
+    await create_topic(client, "wanted")
+    deadline = time.monotonic() + 5  # a pending save of the journal's meta file: within a second
+    while (await (await client.get("/v1/health")).json())["metadata_log_error"] is not None:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.1)
+    topics = (await (await client.get("/v1/topics")).json())["topics"]
+    assert sorted(t["name"] if isinstance(t, dict) else t for t in topics) == ["kept", "wanted"]
