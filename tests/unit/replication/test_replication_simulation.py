@@ -29,6 +29,13 @@ REGRESSION_SEEDS = {
     # the joiner from its maximal ISR and acknowledged a record that ISR member lacked. Fixed: a
     # proposal stays pending unless the refusal proves nothing was applied (KIP-497, as Kafka).
     333: "stale refusal of a committed expansion dropped the joiner from the HW",
+    # A power-lost follower's dead process had reported a position; the leader's expansion
+    # computed from it was dropped in flight. The follower restarted empty and re-registered,
+    # and the leader re-sent the old proposal as is after alter_partition_retry_ms: the controller
+    # (AlterPartition carries no broker epochs yet) put the empty replica into the ISR without a
+    # record the leader had acknowledged. Fixed: after the retry interval the proposal is computed
+    # afresh from the current positions (`LeaderState.propose_isr_change`).
+    100637: "re-sent stale expansion put a replica without the acknowledged records in the ISR",
 }
 # Also found, with a deterministic test in test_replication_partition.py: a power-lost
 # follower's dead process's position brought its restarted successor into the ISR without the
