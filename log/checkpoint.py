@@ -21,12 +21,15 @@ from typing import Any
 
 import msgpack
 
+from log import fault_injection
+
 PARTITION_CHECKPOINT = "partition.checkpoint"
 PRODUCER_STATE_SNAPSHOT = "producer_state.snapshot"
 _VERSION = 1
 
 
 def write_atomic(path: Path, data: bytes) -> None:
+    fault_injection.before_write()
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:

@@ -1,30 +1,43 @@
-"""A test-only slow disk: when the environment variable KRAFT_FAULT_FSYNC_DELAY_FILE names a file,
-every fsync of a log segment or of the controller's Raft journal first sleeps the number of
-milliseconds that file holds (missing, empty or 0: no delay). `kraft-bench chaos` writes it to
-slow a running node's disk and clears it to heal, without restarting the process.
+"""Test-only disk faults for a running node, switched by files the harness writes.
 
-An environment variable rather than a config key: a node started by an operator never has it,
-no config file or dynamic config change can turn it on, and the delay can change while the
-process runs. Unset, `fsync` is `os.fsync` plus one dictionary lookup done at import.
+- Slow disk: when the environment variable KRAFT_FAULT_FSYNC_DELAY_FILE names a file, every fsync
+  of a log segment or of the controller's Raft journal first sleeps the number of milliseconds
+  that file holds (missing, empty or 0: no delay).
+- Full disk: when KRAFT_FAULT_DISK_FULL_FILE names a file holding a non-zero number, every write
+  of the node's data files (partition segments, indexes and checkpoints, the controller's Raft
+  journal, log and snapshots, the broker's metadata snapshot) fails with ENOSPC before writing
+  anything, as on a disk with no space left; missing, empty or 0: writes go through. This is
+  `kraft-bench chaos`'s disk-full fault where no size-limited filesystem can be mounted.
+
+`kraft-bench chaos` writes these files to start a fault on a running node and clears them to heal
+it, without restarting the process. Environment variables rather than config keys: a node started
+by an operator never has them, no config file or dynamic config change can turn them on, and the
+fault can change while the process runs. Unset, `fsync` is `os.fsync` and `before_write` a no-op,
+plus one global lookup each (the variables are read once, at import).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 
 ENV = "KRAFT_FAULT_FSYNC_DELAY_FILE"
+DISK_FULL_ENV = "KRAFT_FAULT_DISK_FULL_FILE"
 _DELAY_FILE = os.environ.get(ENV)
+_DISK_FULL_FILE = os.environ.get(DISK_FULL_ENV)
 
 
-def delay_ms() -> int:
-    if not _DELAY_FILE:
-        return 0
+def _read_number(path: str) -> int:
     try:
-        with open(_DELAY_FILE) as f:
+        with open(path) as f:
             return max(0, int(f.read().strip() or 0))
     except (OSError, ValueError):
         return 0
+
+
+def delay_ms() -> int:
+    return _read_number(_DELAY_FILE) if _DELAY_FILE else 0
 
 
 def before_fsync() -> None:
@@ -38,3 +51,14 @@ def before_fsync() -> None:
 def fsync(fd: int) -> None:
     before_fsync()
     os.fsync(fd)
+
+
+def disk_full() -> bool:
+    """Whether the injected full disk is on."""
+    return bool(_DISK_FULL_FILE) and _read_number(_DISK_FULL_FILE) != 0  # type: ignore[arg-type]
+
+
+def before_write() -> None:
+    """Raises ENOSPC, writing nothing, while the injected full disk is on."""
+    if _DISK_FULL_FILE and disk_full():
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC) + " (injected: " + DISK_FULL_ENV + ")")

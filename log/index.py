@@ -16,6 +16,7 @@ import struct
 from bisect import bisect_right
 from pathlib import Path
 
+from log import fault_injection
 from log.errors import CorruptRecordError
 from log.file_cache import OPEN_FILES
 
@@ -83,6 +84,7 @@ class _SparseIndex:
             raise ValueError(f"{self.path}: key {key} not above last key {self._keys[-1]}")
         if self.is_full:
             raise ValueError(f"{self.path}: index is full ({self.max_entries} entries)")
+        fault_injection.before_write()
         with self._file as fd:
             os.pwrite(fd, self._encode(key, value), len(self._keys) * self._entry.size)
         self._keys.append(key)

@@ -494,6 +494,7 @@ class _ChunkReader:
 
 
 def _pwrite_all(file: CachedFile, data: bytes | bytearray, position: int) -> None:
+    fault_injection.before_write()
     view = memoryview(data)
     with file as fd:
         while view:

@@ -22,6 +22,7 @@ import msgpack
 from api.errors import KraftError
 from kraft.controller.client import ControllerClient
 from kraft.controller.metadata_loader import MetadataLoader
+from log import fault_injection
 from metadata.image import MetadataImage
 
 log = logging.getLogger("kraft.broker.metadata")
@@ -50,6 +51,7 @@ class BrokerSnapshotStore:
     def save(self, image: MetadataImage) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
+        fault_injection.before_write()
         with open(tmp, "wb") as f:
             f.write(msgpack.packb(image.to_snapshot(), use_bin_type=True))
             f.flush()

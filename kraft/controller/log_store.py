@@ -26,6 +26,7 @@ from typing import Any
 import crc32c
 import msgpack
 
+from log import fault_injection
 from metadata.image import MetadataImage
 
 log = logging.getLogger(__name__)
@@ -173,6 +174,7 @@ class MetadataLogStore:
         if os.fstat(fd).st_size != self._size:  # an earlier failed append could not cut its tail
             os.ftruncate(fd, self._size)
         try:
+            fault_injection.before_write()
             view = memoryview(data)
             while view:
                 view = view[self._active.write(view) or 0:]
@@ -209,6 +211,7 @@ class MetadataLogStore:
         tmp = final.with_suffix(".snapshot.tmp")
         payload = msgpack.packb(image.to_snapshot(), use_bin_type=True)
         try:
+            fault_injection.before_write()
             with open(tmp, "wb") as f:
                 f.write(encode_frame(payload))
                 f.flush()

@@ -32,7 +32,8 @@ def outcome_summary(outcome: ChaosOutcome, options: ChaosOptions) -> dict[str, o
     return {
         "bench": "chaos", "seed": options.seed, "duration_s": options.duration_s, "nodes": options.nodes,
         "faults_requested": options.faults, **{k: findings[k] for k in JSON_KEYS},
-        "faults": findings["faults"], "skipped": outcome.skipped, "failed_sends": findings["failed"],
+        "faults": findings["faults"], "faults_not_injected": findings["faults_not_injected"],
+        "disk_full_method": outcome.disk_full_method, "skipped": outcome.skipped, "failed_sends": findings["failed"],
         "seen": findings["seen"], "commits": findings["commits"], "unavailable_windows": findings["unavailable_windows"],
         "not_recovered": outcome.not_recovered, "not_injected_late": outcome.late, "worker_errors": findings["worker_errors"],
         "examples": findings["examples"], "ok": findings["ok"], "history": os.path.abspath(outcome.history_path),
@@ -50,6 +51,10 @@ def _print_table(summary: dict[str, object]) -> None:
         table.add_row(key, str(summary[key]))
     for fault, count in sorted(summary["faults"].items()):  # type: ignore[union-attr]
         table.add_row(f"faults.{fault}", str(count))
+    for fault, count in sorted(summary["faults_not_injected"].items()):  # type: ignore[union-attr]
+        table.add_row(f"faults_not_injected.{fault}", str(count))
+    if summary["disk_full_method"]:
+        table.add_row("disk_full_method", str(summary["disk_full_method"]))
     for fault, why in sorted(summary["skipped"].items()):  # type: ignore[union-attr]
         table.add_row(f"skipped.{fault}", why)
     Console(file=click.get_text_stream("stdout"), soft_wrap=True).print(table)

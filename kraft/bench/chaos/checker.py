@@ -18,7 +18,9 @@ group's committed offset per partition) and `final_topics` (topic -> partition c
 - metadata_lost: a topic whose creation was acknowledged (and never asked to be deleted) missing
   on a node, a deleted topic still present, or fewer partitions than an acknowledged increase;
 - max_unavailable_s: the longest time a partition had no usable leader (`avail` events), and
-  every window's length for percentiles.
+  every window's length for percentiles;
+- faults: fault type -> times injected (`fault` events), not counting those whose `heal` says
+  they could not be done (`"done": False` in its details: `faults_not_injected`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class Findings:
     unavailable_windows: int = 0
     worker_errors: int = 0
     faults: dict[str, int] = field(default_factory=dict)
+    faults_not_injected: dict[str, int] = field(default_factory=dict)
     examples: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
@@ -96,6 +99,15 @@ def check(events: Iterable[dict[str, Any]]) -> Findings:
             meta.append(e)
         elif kind == "fault":
             found.faults[e["fault"]] = found.faults.get(e["fault"], 0) + 1
+        elif kind == "heal" and (e.get("detail") or {}).get("done") is False:
+            fault = e["fault"]
+            left = found.faults.get(fault, 0) - 1
+            if left > 0:
+                found.faults[fault] = left
+            else:
+                found.faults.pop(fault, None)
+            found.faults_not_injected[fault] = found.faults_not_injected.get(fault, 0) + 1
+            found.example("not_injected", e)
         elif kind == "avail":
             tp = (e["topic"], e["part"])
             if not e["ok"]:

@@ -4,11 +4,16 @@
 - stop: SIGSTOP, wait, SIGCONT (a zombie leader that wakes believing it leads);
 - partition: cut links through the proxies (isolate the node from all others, or from one), heal;
 - disk-full: fill the node's size-limited data filesystem (a tmpfs mounted per node) until ENOSPC,
-  wait, delete the filler;
+  wait, delete the filler; where no tmpfs can be mounted, ENOSPC at the file layer instead: the
+  node runs with `KRAFT_FAULT_DISK_FULL_FILE` (`log.fault_injection`) and the fault writes 1 to
+  that file, then 0 (`prepare_disk_full` chooses, once per run);
 - torn-write: kill -9, then cut the tail of the active segment partway (torn-active) or flip one
   bit in the active or a closed segment (flip-active, flip-closed) of a produced partition, then
   restart: the CRC must catch it;
 - slow-disk: every fsync of the node sleeps the variant's milliseconds (`log.fault_injection`).
+
+A fault that could not be done (a torn write with no segment to tear) says so in its details
+(`"done": False`), and the checker does not count it as injected.
 """
 
 from __future__ import annotations
@@ -19,12 +24,16 @@ import random
 import shutil
 import signal
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from kraft.bench.chaos.proxy import LinkProxies
 from kraft.bench.chaos.schedule import FaultEvent
 from kraft.bench.cluster import LocalCluster, LocalNode
+from log.fault_injection import DISK_FULL_ENV
+
+TMPFS, FILE_LAYER = "tmpfs", "file-layer"
 
 
 def mount_tmpfs(directory: Path, size_mb: int) -> str | None:
@@ -53,6 +62,73 @@ def fill(directory: Path) -> Path:
                 if e.errno != errno.ENOSPC:
                     raise
     return filler
+
+
+@dataclass
+class DiskFull:
+    """How a run injects disk-full: `method` TMPFS (`paths`: each node's data directory, a
+    mounted tmpfs) or FILE_LAYER (`paths`: each node's KRAFT_FAULT_DISK_FULL_FILE); `why` says
+    why no tmpfs could be mounted."""
+
+    method: str
+    paths: dict[int, Path]
+    why: str = ""
+
+    def env(self, node_id: int) -> dict[str, str]:
+        """What node `node_id` must be started with."""
+        return {DISK_FULL_ENV: str(self.paths[node_id])} if self.method == FILE_LAYER else {}
+
+    def describe(self) -> str:
+        if self.method == TMPFS:
+            return "disk-full: each node's data directory is a size-limited tmpfs"
+        return (f"disk-full: cannot mount a size-limited filesystem here ({self.why}): ENOSPC is "
+                f"injected at the file layer instead ({DISK_FULL_ENV})")
+
+    def heal(self) -> None:
+        if self.method == FILE_LAYER:
+            for flag in self.paths.values():
+                flag.write_text("0")
+
+    def close(self) -> None:
+        if self.method == TMPFS:
+            for directory in self.paths.values():
+                unmount(directory)
+
+
+def prepare_disk_full(root: Path, node_ids: list[int], size_mb: int,
+                      mount: Callable[[Path, int], str | None] = mount_tmpfs,
+                      unmount_dir: Callable[[Path], None] = unmount) -> DiskFull:
+    """A tmpfs of `size_mb` as every node's data directory (`root/data-N`) where that can be
+    mounted; else (one failed: those mounted are unmounted) a disk-full flag file per node,
+    `root/disk-full-N`, holding 0."""
+    mounted: dict[int, Path] = {}
+    for i in node_ids:
+        directory = root / f"data-{i}"
+        why = mount(directory, size_mb)
+        if why is not None:
+            for done in mounted.values():
+                unmount_dir(done)
+            flags = {n: root / f"disk-full-{n}" for n in node_ids}
+            for flag in flags.values():
+                flag.write_text("0")
+            return DiskFull(FILE_LAYER, flags, why)
+        mounted[i] = directory
+    return DiskFull(TMPFS, mounted)
+
+
+def _node_log(node: LocalNode) -> Path:
+    return node.data_dir.parent / f"node-{node.node_id}.log"
+
+
+def _enospc_logged(node: LocalNode, since: int) -> int:
+    """Lines of the node's log after byte `since` that report ENOSPC (evidence the node met the
+    full disk; a node that wrote nothing meanwhile reports none)."""
+    try:
+        with open(_node_log(node), "rb") as f:
+            f.seek(since)
+            return sum(b"No space left" in line for line in f)
+    except OSError:
+        return 0
 
 
 def corrupt_segment(data_dir: Path, topics: list[str], variant: str, rng: random.Random) -> dict[str, Any]:
@@ -90,9 +166,9 @@ class Injector:
     """Applies `FaultEvent`s; `down` is the set of nodes a fault has made unusable right now."""
 
     def __init__(self, cluster: LocalCluster, proxies: LinkProxies, topics: list[str], delay_files: dict[int, Path],
-                 disks: dict[int, Path] | None, seed: int, sleep: Callable[[float], bool]) -> None:
+                 disk_full: DiskFull | None, seed: int, sleep: Callable[[float], bool]) -> None:
         self.cluster, self.proxies, self.topics = cluster, proxies, topics
-        self.delay_files, self.disks = delay_files, disks
+        self.delay_files, self.disk_full = delay_files, disk_full
         self.rng = random.Random(seed ^ 0x5EED)
         self.sleep = sleep  # waits, returns early (True) if the run is being stopped
         self.down: set[int] = set()
@@ -136,14 +212,27 @@ class Injector:
         return {"links": links}
 
     def _disk_full(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
-        assert self.disks is not None
-        filler = fill(self.disks[event.target])
-        size = filler.stat().st_size
+        disk = self.disk_full
+        if disk is None:
+            return {"done": False, "why": "disk-full was not prepared for this run"}
+        log = _node_log(node)
+        since = log.stat().st_size if log.exists() else 0
+        path = disk.paths[event.target]  # tmpfs: the data directory; file layer: the flag
+        if disk.method == TMPFS:
+            path = fill(path)  # the filler
+            detail: dict[str, Any] = {"method": TMPFS, "filler_bytes": path.stat().st_size}
+        else:
+            path.write_text("1")
+            detail = {"method": FILE_LAYER}
         try:
             self.sleep(event.duration_s)
         finally:
-            filler.unlink()
-        return {"filler_bytes": size}
+            if disk.method == TMPFS:
+                path.unlink()
+            else:
+                path.write_text("0")
+        detail["enospc_logged"] = _enospc_logged(node, since)
+        return detail
 
     def _torn_write(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
         node.kill()
@@ -165,6 +254,8 @@ class Injector:
         self.proxies.heal_all()
         for path in self.delay_files.values():
             path.write_text("0")
+        if self.disk_full is not None:
+            self.disk_full.heal()
         for node in self.cluster.nodes.values():
             if node.proc is not None and node.proc.poll() is None:
                 node.proc.send_signal(signal.SIGCONT)

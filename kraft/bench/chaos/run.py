@@ -1,5 +1,5 @@
 """One timed chaos run: a local cluster behind link proxies (and on size-limited disks when
-disk-full is asked for), the workload, the seeded fault schedule, then the final state and the
+disk-full is asked for, or with ENOSPC injected at the file layer where none can be mounted), the workload, the seeded fault schedule, then the final state and the
 checker's findings. `kraft-bench chaos --duration` is a thin command around `run_chaos`.
 """
 
@@ -18,7 +18,7 @@ import requests
 from api.client import Admin
 from kraft.bench.chaos.checker import Findings, check
 from kraft.bench.chaos.clients import read_partition
-from kraft.bench.chaos.faults import Injector, mount_tmpfs, unmount
+from kraft.bench.chaos.faults import DiskFull, Injector, prepare_disk_full
 from kraft.bench.chaos.proxy import LinkProxies
 from kraft.bench.chaos.schedule import COOLDOWN_S, FaultEvent, make_schedule
 from kraft.bench.chaos.workload import (GroupConsumerWorker, History, LeaderMonitor, MetadataWorker, ProducerWorker,
@@ -51,6 +51,7 @@ class ChaosOutcome:
     history_path: str
     not_recovered: int
     late: int  # scheduled faults left out because the run's time was up
+    disk_full_method: str | None = None  # faults.TMPFS or faults.FILE_LAYER, when disk-full was asked for
 
 
 def _overrides(options: ChaosOptions) -> dict[str, Any]:
@@ -126,18 +127,10 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
         echo("  " + event.describe())
     root = Path(tempfile.mkdtemp(prefix="kraft-chaos-"))
     skipped: dict[str, str] = {}
-    disks: dict[int, Path] | None = None
+    disk_full: DiskFull | None = None
     if "disk-full" in options.faults:
-        disks = {i: root / f"data-{i}" for i in node_ids}
-        for i, directory in disks.items():
-            why = mount_tmpfs(directory, options.disk_mb)
-            if why is not None:
-                skipped["disk-full"] = f"cannot mount a size-limited filesystem here ({why}): disk-full skipped"
-                echo(skipped["disk-full"])
-                for mounted in list(disks.values())[:i - 1]:
-                    unmount(mounted)
-                disks = None
-                break
+        disk_full = prepare_disk_full(root, node_ids, options.disk_mb)
+        echo(disk_full.describe())
     history = History(options.history_path)
     cluster: LocalCluster | None = None
     proxies = LinkProxies(lambda: {n.proc.pid: i for i, n in cluster.nodes.items()  # type: ignore[union-attr]
@@ -150,17 +143,18 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
         cluster = LocalCluster(options.nodes, combined=True, overrides=_overrides(options), root=root, proxies=proxies)
         for i, node in cluster.nodes.items():
             delay_files[i].write_text("0")
-            node.env = {FSYNC_DELAY_ENV: str(delay_files[i])}
+            node.env = {FSYNC_DELAY_ENV: str(delay_files[i]), **(disk_full.env(i) if disk_full else {})}
         with cluster:
             bootstrap = cluster.bootstrap
             with Admin(bootstrap, request_timeout_ms=10_000) as admin:
                 for topic, partitions in {**TOPICS, GROW_TOPIC: 1}.items():
                     admin.create_topic(topic, partitions, min(3, options.nodes))
             poll(lambda: recovered(cluster), 120, 0.2, "full ISRs")
-            injector = Injector(cluster, proxies, list(TOPICS), delay_files, disks, options.seed,
+            injector = Injector(cluster, proxies, list(TOPICS), delay_files, disk_full, options.seed,
                                 lambda s: stopping.wait(s))
             history.add("run", seed=options.seed, duration_s=options.duration_s, faults=options.faults,
-                        schedule=[e.as_dict() for e in schedule], skipped=skipped)
+                        schedule=[e.as_dict() for e in schedule], skipped=skipped,
+                        disk_full=disk_full.method if disk_full else None)
             workers = [
                 ProducerWorker("idem", bootstrap, IDEMPOTENT_TOPIC, TOPICS[IDEMPOTENT_TOPIC], True, history),
                 ProducerWorker("plain", bootstrap, PLAIN_TOPIC, TOPICS[PLAIN_TOPIC], False, history),
@@ -213,13 +207,13 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
             worker.stop(10)
         history.close()
         proxies.close()
-        if disks:
-            for directory in disks.values():
-                unmount(directory)
+        if disk_full is not None:
+            disk_full.close()
         for log in root.glob("node-*.log"):  # next to the history, for a post-mortem
             shutil.copy(log, f"{options.history_path}.{log.name}")
         shutil.rmtree(root, ignore_errors=True)
     findings = check(load_history(options.history_path))
     if late:
         echo(f"{late} scheduled faults not injected: recoveries took longer than planned")
-    return ChaosOutcome(findings, schedule, skipped, options.history_path, not_recovered, late)
+    return ChaosOutcome(findings, schedule, skipped, options.history_path, not_recovered, late,
+                        disk_full.method if disk_full else None)
