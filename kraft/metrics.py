@@ -140,7 +140,7 @@ class ReplicaManagerCollector(_Guarded):
                 if replica is None:
                     continue
                 counts["partitioncount"] += 1
-                if replica.open_error is not None:
+                if replica.offline:
                     counts["offlinereplicacount"] += 1
                 plog = replica.log
                 if plog is not None:

@@ -70,18 +70,24 @@ class LeaderEpochFileCache:
         """Records that `epoch` starts at `start_offset`; returns whether the cache changed.
 
         As Kafka: no-op when the latest entry already has this epoch at an offset <= start_offset;
-        otherwise later entries that conflict (epoch >= epoch or start >= start_offset) go."""
+        otherwise later entries that conflict (epoch >= epoch or start >= start_offset) go.
+
+        The new entries are checkpointed before the cache uses them: when the write fails (a full
+        disk) the cache is unchanged, so the next `assign` of this epoch writes it again. (Kept in
+        memory only, the entry would stop every later assign of its epoch from writing it, and a
+        restart would lose where the epoch starts.) Truncations change the cache first: a stale
+        checkpoint holding entries past the log end or before its start is trimmed at load."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid epoch entry ({epoch}, {start_offset})")
         latest = self.latest_entry
         if latest is not None and latest.epoch == epoch and start_offset >= latest.start_offset:
             return False
-        while self._entries and (
-            self._entries[-1].epoch >= epoch or self._entries[-1].start_offset >= start_offset
-        ):
-            self._entries.pop()
-        self._entries.append(EpochEntry(epoch, start_offset))
-        self._flush()
+        entries = list(self._entries)
+        while entries and (entries[-1].epoch >= epoch or entries[-1].start_offset >= start_offset):
+            entries.pop()
+        entries.append(EpochEntry(epoch, start_offset))
+        self._flush(entries)
+        self._entries = entries
         return True
 
     def truncate_from_end(self, end_offset: int) -> None:
@@ -126,11 +132,12 @@ class LeaderEpochFileCache:
             return requested_epoch, higher_start
         return self._entries[higher - 1].epoch, higher_start
 
-    def _flush(self) -> None:
+    def _flush(self, entries: list[EpochEntry] | None = None) -> None:
         if self.path is None:
             return
-        lines = [str(_VERSION), str(len(self._entries))]
-        lines += [f"{e.epoch} {e.start_offset}" for e in self._entries]
+        entries = self._entries if entries is None else entries
+        lines = [str(_VERSION), str(len(entries))]
+        lines += [f"{e.epoch} {e.start_offset}" for e in entries]
         write_atomic(self.path, ("\n".join(lines) + "\n").encode())
 
 

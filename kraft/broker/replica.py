@@ -37,7 +37,10 @@ class Replica:
     config: LogConfig
     log: Any = None  # log.partition_log.PartitionLog once `ready` is set
     ready: asyncio.Event = field(default_factory=asyncio.Event)
-    open_error: BaseException | None = None
+    open_error: BaseException | None = None  # the log could not be opened (OSError: retried)
+    # the log could not record the role the metadata gives (a full disk: the leader-epoch
+    # checkpoint): offline, requests answer KAFKA_STORAGE_ERROR, retried until it succeeds
+    storage_error: OSError | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     core: Partition | None = None  # once the log is open; None again when the replica is deleted
     _hw_waiters: list[asyncio.Future[None]] = field(default_factory=list)
@@ -47,6 +50,11 @@ class Replica:
         # Replay keeps reserved names out of the image; checked again here because a partition
         # named after the node's own state would share its directory (`__cluster_metadata-0`).
         validate_topic_name(self.topic)
+
+    @property
+    def offline(self) -> bool:
+        """Kafka's offline replica: no log, or a log that cannot take its role."""
+        return self.open_error is not None or self.storage_error is not None
 
     @property
     def leader_state(self) -> LeaderState | None:

@@ -78,6 +78,9 @@ class ReplicationSettings:
     fetcher: FetcherSettings = field(default_factory=FetcherSettings)
     # an AlterPartition neither refused nor visible in the metadata after this long is re-sent
     alter_partition_retry_ms: int = 5_000
+    # a replica offline on a storage error (its log could not be opened, or could not record the
+    # role the metadata gives it: a full disk) is tried again this often
+    offline_retry_ms: int = 2_000
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ReplicationSettings:
@@ -134,6 +137,7 @@ class ReplicaManager:
         self._retention_task: asyncio.Task[None] | None = None
         self._isr_task: asyncio.Task[None] | None = None
         self._checkpoint_task: asyncio.Task[None] | None = None
+        self._offline_task: asyncio.Task[None] | None = None
         self._fetch_errors: dict[TopicPartition, str] = {}  # the last error each partition backs off on
         self._unwritable: set[TopicPartition] = set()  # partitions whose last leader append failed
         self._closed = False
@@ -149,6 +153,7 @@ class ReplicaManager:
         self._retention_task = loop.create_task(self._retention_loop())
         self._isr_task = loop.create_task(self._isr_loop())
         self._checkpoint_task = loop.create_task(self._checkpoint_loop())
+        self._offline_task = loop.create_task(self._offline_loop())
         leftovers = [p for p in self.data_dir.glob(f"*{DELETED_SUFFIX}") if p.is_dir()]
         for path in leftovers:  # deletions a crash interrupted
             self._spawn(lambda p=path: asyncio.to_thread(shutil.rmtree, p, True))
@@ -157,8 +162,8 @@ class ReplicaManager:
         """Stops background work, then flushes and closes every log (checkpoints written)."""
         self._closed = True
         await self.fetchers.close()
-        background = [t for t in (self._retention_task, self._isr_task, self._checkpoint_task)
-                      if t is not None]
+        background = [t for t in (self._retention_task, self._isr_task, self._checkpoint_task,
+                                  self._offline_task) if t is not None]
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
@@ -204,7 +209,9 @@ class ReplicaManager:
     def apply_delta(self, changes: LocalReplicaChanges, image: MetadataImage) -> None:
         """Kafka's `ReplicaManager.applyDelta`: deletes, then the partitions this broker now
         leads or follows, then config changes; only the partitions named in `changes` are
-        touched. New logs open in batches in a thread (`_open_replicas`)."""
+        touched. New logs open in batches in a thread (`_open_replicas`). One partition's
+        failure never stops the others' changes: a storage error takes that replica offline
+        (`_apply_role`), anything else is logged."""
         if self._closed:
             return
         for key in changes.deletes:
@@ -219,22 +226,27 @@ class ReplicaManager:
             config = configs.get(key[0])
             if config is None:
                 config = configs[key[0]] = self._log_config(image, key[0])
-            replica = self._replicas.get(key)
-            if replica is not None and replica.state.topic_id != state.topic_id:
-                del self._replicas[key]  # the name was re-created: a fresh log
-                self._drop_replica(key, replica)
-                replica = None
-            if replica is None:
-                replica = Replica(
-                    key[0], key[1], self.data_dir / f"{key[0]}-{key[1]}", self.node_id, state, config
-                )
-                self._replicas[key] = replica
-                opening.append(replica)
-            else:
-                replica.state = state
-                self._set_config(replica, config)
-                if replica.log is not None:
-                    self._apply_role(replica)
+            try:
+                replica = self._replicas.get(key)
+                if replica is not None and replica.state.topic_id != state.topic_id:
+                    del self._replicas[key]  # the name was re-created: a fresh log
+                    self._drop_replica(key, replica)
+                    replica = None
+                if replica is None:
+                    replica = Replica(
+                        key[0], key[1], self.data_dir / f"{key[0]}-{key[1]}", self.node_id, state, config
+                    )
+                    self._replicas[key] = replica
+                    opening.append(replica)
+                else:
+                    replica.state = state
+                    self._set_config(replica, config)
+                    if replica.log is not None:
+                        self._apply_role(replica)
+            except Exception:
+                log.exception("%s-%d: applying the metadata (leader %d at epoch %d) failed; the "
+                              "other partitions of this update are applied", key[0], key[1],
+                              reg.leader, reg.leader_epoch)
         for topic in changes.config_topics - configs.keys():
             t = image.topic_by_name(topic)
             config = self._log_config(image, topic)
@@ -273,8 +285,33 @@ class ReplicaManager:
             )
         may_lead = self.broker_epoch is None or is_current_registration(
             self.image, self.node_id, self.broker_epoch())
-        self._perform(replica, replica.core.apply_registration(replica.state, self.clock_ms(),
-                                                               may_lead=may_lead))
+        try:
+            actions = replica.core.apply_registration(replica.state, self.clock_ms(), may_lead=may_lead)
+        except OSError as e:
+            self._perform(replica, replica.core.go_offline(replica.state))
+            self._mark_offline(replica, e)
+            return
+        self._perform(replica, actions)
+        if replica.storage_error is not None:
+            replica.storage_error = None
+            log.warning("%s-%d: back online (leader %d at epoch %d)", replica.topic,
+                        replica.partition, replica.state.leader, replica.state.leader_epoch)
+
+    def _mark_offline(self, replica: Replica, error: OSError) -> None:
+        """Kafka's offline partition, for one replica whose log cannot record its role: it has
+        none (no leading, no fetching), requests answer KAFKA_STORAGE_ERROR, and the role is
+        applied again by the next metadata change or `retry_offline`."""
+        first, replica.storage_error = replica.storage_error is None, error
+        state = replica.state
+        role = "leader" if state.leader == self.node_id else "follower"
+        if not first:
+            log.debug("%s-%d: still offline: %s", replica.topic, replica.partition, error)
+            return
+        log.error("%s-%d: offline: cannot become %s at leader epoch %d, the log cannot be written "
+                  "(%s). Requests for it answer KAFKA_STORAGE_ERROR until it can: free space on "
+                  "%s (or fix the disk); the role is tried again every %d ms and at the next "
+                  "metadata change", replica.topic, replica.partition, role, state.leader_epoch,
+                  error, self.data_dir, self.replication.offline_retry_ms)
 
     def _registered_broker_epoch(self, broker_id: int) -> int | None:
         broker = self.image.cluster.broker(broker_id)
@@ -324,12 +361,19 @@ class ReplicaManager:
             try:
                 if isinstance(result, BaseException):
                     raise result
-                replica.log = result
+                replica.log, replica.open_error = result, None
                 if self._replicas.get((replica.topic, replica.partition)) is replica:
                     self._apply_role(replica)
             except Exception as e:
-                replica.open_error = e
-                log.error("cannot open log %s", replica.directory, exc_info=e)
+                again, replica.open_error = replica.open_error is not None, e
+                if isinstance(e, OSError) and again:
+                    log.debug("%s: still cannot open: %s", replica.directory, e)
+                elif isinstance(e, OSError):
+                    log.error("cannot open log %s: %s; its requests answer KAFKA_STORAGE_ERROR; "
+                              "opening it is tried again every %d ms", replica.directory, e,
+                              self.replication.offline_retry_ms)
+                else:
+                    log.error("cannot open log %s", replica.directory, exc_info=e)
             finally:
                 replica.ready.set()
 
@@ -340,14 +384,18 @@ class ReplicaManager:
         for replica in replicas:
             try:
                 plog = PartitionLog.open(replica.directory, replica.config, now_ms())
-                state = replica.state
-                if state.leader == self.node_id:
-                    latest = plog.leader_epoch_cache.latest_epoch
-                    if latest is None or latest < state.leader_epoch:
-                        plog.assign_epoch_start(state.leader_epoch, plog.log_end_offset)
-                opened.append(plog)
             except Exception as e:
                 opened.append(e)
+                continue
+            state = replica.state
+            if state.leader == self.node_id:
+                latest = plog.leader_epoch_cache.latest_epoch
+                if latest is None or latest < state.leader_epoch:
+                    try:
+                        plog.assign_epoch_start(state.leader_epoch, plog.log_end_offset)
+                    except OSError:
+                        pass  # the role, applied on the loop, tries again (offline if it fails)
+            opened.append(plog)
         return opened
 
     async def _delete_replica(self, replica: Replica) -> None:
@@ -395,6 +443,9 @@ class ReplicaManager:
         await replica.ready.wait()
         if replica.open_error is not None or replica.log is None:
             raise KraftError("KAFKA_STORAGE_ERROR", f"log of {topic}-{partition} is unavailable")
+        if replica.storage_error is not None:
+            raise KraftError("KAFKA_STORAGE_ERROR", f"{topic}-{partition} is offline on node "
+                                                    f"{self.node_id}: {replica.storage_error}")
         return replica
 
     async def _leader_replica(
@@ -754,6 +805,28 @@ class ReplicaManager:
                 except Exception:
                     log.exception("checkpointing the recovery point of %s-%d failed",
                                   replica.topic, replica.partition)
+
+    async def _offline_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.replication.offline_retry_ms / 1000)
+            try:
+                await self.retry_offline()
+            except Exception:
+                log.exception("retrying offline replicas failed")
+
+    async def retry_offline(self) -> None:
+        """Tries again what a storage error left undone: the role of each replica that went
+        offline (`_mark_offline`), and opening each log whose open failed with an OSError. A
+        full disk that has space again brings its replicas back."""
+        for key, replica in list(self._replicas.items()):
+            if self._closed or self._replicas.get(key) is not replica:
+                continue
+            if replica.storage_error is not None and replica.log is not None and replica.core is not None:
+                self._apply_role(replica)
+            elif (isinstance(replica.open_error, OSError) and replica.log is None
+                  and replica.ready.is_set()):
+                replica.ready.clear()  # requests (and a deletion) wait for this attempt
+                await self._open_replicas([replica])
 
     async def _isr_loop(self) -> None:
         """Kafka's isr-expiration task: shrink out followers that stopped catching up."""

@@ -234,6 +234,14 @@ class Partition:
         self.state = state
         return self.stop()
 
+    def go_offline(self, state: ReplicaState) -> list[Action]:
+        """The log could not record the role `state` gives this broker (`apply_registration`
+        raised an OSError, e.g. the leader-epoch checkpoint on a full disk): no role until the
+        caller applies a registration again, as Kafka's offline partition. Epoch checks answer
+        by `state` meanwhile; produces waiting on the high watermark fail."""
+        self.state = state
+        return self.stop()
+
     def stop(self) -> list[Action]:
         """The replica is going away (topic deleted, moved off this broker)."""
         was_leader, self.leader_state = self.leader_state is not None, None

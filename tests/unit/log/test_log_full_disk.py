@@ -1,6 +1,8 @@
 """A full disk under a partition log: a failed append leaves no torn batch and changes nothing, a
-failed index write is only a missed hint, a failed flush does not fail the append it follows, and
-appends work again once space returns."""
+failed index write is only a missed hint, a failed flush does not fail the append it follows, a
+failed leader-epoch checkpoint leaves the epoch unrecorded (so the next try writes it), and
+appends work again once space returns; the test-only disk-full hook of `log.fault_injection`
+fails the writes it covers the same way."""
 
 from __future__ import annotations
 
@@ -13,9 +15,11 @@ import pytest
 
 from full_disk import DiskBudget, enospc, fill, tiny_tmpfs
 from log import checkpoint as log_checkpoint
+from log import fault_injection
 from log import index as log_index
 from log import segment as log_segment
 from log.config import LogConfig
+from log.epoch_cache import LeaderEpochFileCache
 from log.partition_log import PartitionLog
 from log_testing import all_records, make_batch
 
@@ -82,6 +86,47 @@ def test_failed_flush_after_an_append_still_answers_it(open_log, monkeypatch: py
     monkeypatch.undo()
     log.append_as_leader(make_batch(2), 0, 0)  # flushes and checkpoints again
     assert log.recovery_point == 7
+    log.close()
+    assert read_offsets(open_log()) == list(range(7))
+
+
+def test_failed_epoch_checkpoint_leaves_the_epoch_unrecorded(open_log, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new leader's epoch start is used only once durable: kept in memory after a failed write,
+    it made every later assign of the epoch a no-op, so the checkpoint never got it and a
+    restart lost where the epoch starts."""
+    log = open_log()
+    log.append_as_leader(make_batch(3), 0, 0)
+    monkeypatch.setattr(log_checkpoint, "os", os_failing("write"))
+    with pytest.raises(OSError, match="No space left"):
+        log.assign_epoch_start(1, 3)
+    assert [(e.epoch, e.start_offset) for e in log.leader_epoch_cache.entries] == [(0, 0)]
+    with pytest.raises(OSError, match="No space left"):  # an append at the new epoch records it first
+        log.append_as_leader(make_batch(2), 1, 0)
+    assert log.log_end_offset == 3 and log.leader_epoch_cache.latest_epoch == 0
+    monkeypatch.undo()
+    assert log.assign_epoch_start(1, 3)
+    assert [(e.epoch, e.start_offset) for e in LeaderEpochFileCache.load(log.directory).entries] == [(0, 0), (1, 3)]
+
+
+def test_injected_full_disk_fails_writes_until_cleared(open_log, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """`KRAFT_FAULT_DISK_FULL_FILE` (kraft-bench chaos's disk-full without a tmpfs): segment,
+    index and checkpoint writes fail with ENOSPC while the file holds a non-zero number."""
+    flag = tmp_path / "disk-full"
+    monkeypatch.setattr(fault_injection, "_DISK_FULL_FILE", str(flag))
+    log = open_log(index_interval_bytes=1)
+    log.append_as_leader(make_batch(3), 0, 0)
+    flag.write_text("1")
+    for write in (lambda: log.append_as_leader(make_batch(2), 0, 0), log.checkpoint,
+                  lambda: log.assign_epoch_start(1, 3)):
+        with pytest.raises(OSError, match="No space left") as failed:
+            write()
+        assert "injected" in str(failed.value)
+    assert log.log_end_offset == 3 and log.leader_epoch_cache.latest_epoch == 0
+    flag.write_text("0")
+    assert log.append_as_leader(make_batch(2), 0, 0).first_offset == 3
+    flag.unlink()  # missing: not full
+    assert log.append_as_leader(make_batch(2), 0, 0).first_offset == 5
     log.close()
     assert read_offsets(open_log()) == list(range(7))
 

@@ -79,7 +79,12 @@ class FakeReplica:
     config: LogConfig = field(default_factory=LogConfig)
     log: FakeLog | None = field(default_factory=FakeLog)
     open_error: BaseException | None = None
+    storage_error: OSError | None = None
     follower_leos: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def offline(self) -> bool:
+        return self.open_error is not None or self.storage_error is not None
 
 
 class FakeReplicaManager:
