@@ -442,7 +442,7 @@ def plot_sweep(results: dict[str, dict[str, Any]], path: str) -> None:
             ys = [max(p[key], 0.001) for p in points]  # a log axis has no 0
             ax.plot(xs, ys, marker=marker, color=color, label=label)
             for x, y in zip(xs, ys):
-                ax.annotate(f"{y:.2f}" if y < 10 else f"{y:.0f}", (x, y), textcoords="offset points",
+                ax.annotate(f"{y:.2f}" if y < 10 else f"{y:.1f}", (x, y), textcoords="offset points",
                             xytext=(0, 7), ha="center", fontsize=8, color=color)
         ax.set_xscale("log")
         ax.set_yscale("log")

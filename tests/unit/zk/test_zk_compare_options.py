@@ -1,0 +1,97 @@
+"""`kraft-bench compare-metadata`'s options that measure nothing: the sweep list, merging earlier
+runs (`--from-json`), the plot (`--plot`, matplotlib), and the refusals that come before an hour
+of measuring."""
+
+from __future__ import annotations
+
+import json
+import resource
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kraft.bench import main
+from kraft.zk.compare import merge_results
+
+RUN = {
+    "kraft": {"controller_failover_s": 0.6, "controller_load_s": 0.06, "partitions": 10000, "runs": 3,
+              "broker_session_timeout_ms": 9000, "sweep": [
+                  {"partitions": 1000, "controller_failover_s": 1.0, "controller_load_s": 0.2,
+                   "create_partitions_from": 0, "create_partitions_s": 0.7},
+                  {"partitions": 10000, "controller_failover_s": 0.6, "controller_load_s": 0.06,
+                   "create_partitions_from": 1000, "create_partitions_s": 10.0}]},
+    "zookeeper": {"controller_failover_s": 20.5, "controller_load_s": 4.3, "partitions": 10000, "runs": 3,
+                  "zookeeper_session_timeout_ms": 18000, "sweep": [
+                      {"partitions": 1000, "controller_failover_s": 18.9, "controller_load_s": 0.8,
+                       "create_partitions_from": 0, "create_partitions_s": 8.2},
+                      {"partitions": 10000, "controller_failover_s": 20.5, "controller_load_s": 4.3,
+                       "create_partitions_from": 1000, "create_partitions_s": 29.7}]},
+}
+
+
+def invoke(*args: str) -> object:
+    return CliRunner().invoke(main, ["compare-metadata", *args])
+
+
+def test_merged_runs_keep_every_sweep_point_and_the_later_figures() -> None:
+    later = {"zookeeper": {"controller_failover_s": 25.0, "partitions": 30000, "sweep": [
+        {"partitions": 30000, "controller_failover_s": 25.0, "controller_load_s": 9.0},
+        {"partitions": 1000, "controller_failover_s": 19.5, "controller_load_s": 0.9}]}}
+    merged = merge_results([RUN, later])
+    assert merged["kraft"] == RUN["kraft"]
+    zk = merged["zookeeper"]
+    assert zk["controller_failover_s"] == 25.0 and zk["zookeeper_session_timeout_ms"] == 18000
+    assert [(p["partitions"], p["controller_failover_s"]) for p in zk["sweep"]] == [
+        (1000, 19.5), (10000, 20.5), (30000, 25.0)]
+
+
+def test_from_json_prints_the_tables_and_draws_the_plot(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    data = tmp_path / "run.json"
+    data.write_text(json.dumps(RUN))
+    png = tmp_path / "plot.png"
+    result = invoke("--from-json", str(data), "--plot", str(png))
+    assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert "controller_failover_s" in result.output and "partition sweep" in result.output  # type: ignore[attr-defined]
+    assert "│ 10000      │ 0.6 " in result.output  # type: ignore[attr-defined]
+
+
+def test_a_plot_needs_sweep_figures(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    data = tmp_path / "run.json"
+    data.write_text(json.dumps({m: {k: v for k, v in f.items() if k != "sweep"} for m, f in RUN.items()}))
+    result = invoke("--from-json", str(data), "--plot", str(tmp_path / "plot.png"))
+    assert result.exit_code == 1 and "no --partitions-sweep figures" in result.output  # type: ignore[attr-defined]
+
+
+def test_refusals_before_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = invoke("--plot", "x.png")
+    if "needs matplotlib" not in result.output:  # type: ignore[attr-defined]
+        assert result.exit_code == 2 and "give --partitions-sweep" in result.output  # type: ignore[attr-defined]
+    result = invoke("--partitions", "10", "--partitions-sweep", "10,20")
+    assert result.exit_code == 2 and "not both" in result.output  # type: ignore[attr-defined]
+    result = invoke("--partitions-sweep", "10,x")
+    assert result.exit_code == 2 and "separated by commas" in result.output  # type: ignore[attr-defined]
+    # more partitions than the open-files limit lets three brokers hold
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (20_000, 20_000))
+    result = invoke("--partitions-sweep", "1000,10000,100000")
+    assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
+    assert "100000 partitions put about 33434 on each broker" in result.output  # type: ignore[attr-defined]
+    assert "ulimit -Hn 20000" in result.output  # type: ignore[attr-defined]
+
+
+def test_plot_without_matplotlib_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name: str, *args: object, **kwargs: object) -> object:
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    result = invoke("--partitions-sweep", "10,20", "--plot", str(tmp_path / "p.png"))
+    assert result.exit_code == 1 and "pip install 'kraft[bench]'" in result.output  # type: ignore[attr-defined]
