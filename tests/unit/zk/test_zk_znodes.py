@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kraft.zk import znodes
-from kraft.zk.image import image_offset, initial_registration, online_change
+from kraft.zk.image import image_offset, initial_registration, online_change, shutdown_change
 from kraft.controller.handlers import ControllerSettings
 from kraft.controller.metadata_loader import MetadataLoader
 from metadata.image import PartitionRegistration, TopicImage
@@ -130,6 +130,35 @@ def test_online_change_moves_leadership_off_dead_brokers() -> None:
     assert back is not None and back.leader == 1
     unclean = online_change(topic, 0, alone, {2}, unclean_allowed=True)
     assert unclean is not None and (unclean.leader, unclean.isr) == (2, (2,))
+
+
+def test_controlled_shutdown_moves_leadership_and_isr_off_the_leaving_broker() -> None:
+    """Kafka's ControlledShutdownPartitionLeaderElectionStrategy: the first live ISR member that
+    stays leads, the leaving broker leaves the ISR; as the only in-sync replica (or the only
+    replica) it keeps leading; other brokers' partitions follow online_change."""
+    topic = TopicImage("t", "tid")
+    live = {1, 2, 3}
+    led = PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2, 3), leader=1, leader_epoch=4, partition_epoch=9)
+    after = shutdown_change(topic, 0, led, live, {1}, unclean_allowed=False)
+    assert after is not None and (after.leader, after.isr, after.leader_epoch) == (2, (2, 3), 5)
+    # a follower leaves the ISR, the leader stays
+    followed = PartitionRegistration(replicas=(2, 1, 3), isr=(2, 1, 3), leader=2, leader_epoch=4)
+    after = shutdown_change(topic, 0, followed, live, {1}, unclean_allowed=False)
+    assert after is not None and (after.leader, after.isr, after.leader_epoch) == (2, (2, 3), 4)
+    # the next leader is a live ISR member that is not leaving too
+    after = shutdown_change(topic, 0, led, {1, 3}, {1}, unclean_allowed=False)
+    assert after is not None and (after.leader, after.isr) == (3, (3,))
+    assert shutdown_change(topic, 0, led, live, {1, 2}, unclean_allowed=False).leader == 3  # type: ignore[union-attr]
+    # the only in-sync replica, or the only replica: still led by the leaving broker
+    alone = PartitionRegistration(replicas=(1, 2), isr=(1,), leader=1)
+    assert shutdown_change(topic, 0, alone, live, {1}, unclean_allowed=False) is None
+    single = PartitionRegistration(replicas=(1,), isr=(1,), leader=1)
+    assert shutdown_change(topic, 0, single, live, {1}, unclean_allowed=False) is None
+    # a partition without the leaving broker: the online rules
+    other = PartitionRegistration(replicas=(2, 3), isr=(2, 3), leader=2)
+    assert shutdown_change(topic, 0, other, live, {1}, unclean_allowed=False) is None
+    moved = shutdown_change(topic, 0, other, {1, 3}, {1}, unclean_allowed=False)
+    assert moved is not None and (moved.leader, moved.isr) == (3, (3,))
 
 
 def test_initial_registration_and_offsets() -> None:
