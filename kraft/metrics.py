@@ -127,8 +127,8 @@ class ReplicaManagerCollector(_Guarded):
         under = GaugeMetricFamily("kafka_cluster_partition_underreplicated",
                                   "1 when this leader's partition has fewer in-sync replicas than "
                                   "replicas.", labels=labels)
-        quarantined_doc = ("Corrupt regions of the partition's log that recovery quarantined: kept, "
-                           "never served (reads answer CORRUPT_MESSAGE).")
+        quarantined_doc = ("Corrupt regions of the partition's log that recovery or a read quarantined: "
+                           "kept, never served (reads answer CORRUPT_MESSAGE).")
         quarantined = GaugeMetricFamily("kraft_log_quarantined_regions", quarantined_doc,
                                         labels=labels)
         total_size = total_segments = total_quarantined = 0

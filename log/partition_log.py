@@ -26,7 +26,7 @@ from log.cleaner import CleanerStats, LogCleaner
 from log.config import LogConfig
 from log.errors import CorruptRecordError, OffsetOutOfRangeError
 from log.producer_state import Duplicate, ProducerStateManager
-from log.recovery import LogLoader
+from log.recovery import LogLoader, report_quarantined
 from log.retention import segments_to_delete
 from log.segment import CorruptRegion, LogSegment
 from log.validator import LogValidator, ValidatedBatches
@@ -131,7 +131,8 @@ class PartitionLog:
 
     @property
     def quarantined(self) -> tuple[CorruptRegion, ...]:
-        """The corrupt regions recovery kept but will not serve (reads raise CORRUPT_MESSAGE)."""
+        """The corrupt regions recovery, or a read that met them, kept but will not serve
+        (reads raise CORRUPT_MESSAGE)."""
         return tuple(r for s in self._segments for r in s.corrupt_regions)
 
     @property
@@ -273,12 +274,47 @@ class PartitionLog:
                 log_end_offset=self._log_end_offset,
             )
 
-    def _read_batches(self, fetch_offset: int, max_bytes: int, limit: int, min_one_batch: bool) -> bytes:
+    def _read_batches(self, fetch_offset: int, max_bytes: int, limit: int, min_one_batch: bool,
+                      may_quarantine: bool = True) -> bytes:
         if fetch_offset >= limit:
             return b""
         i = max(0, bisect_right([s.base_offset for s in self._segments], fetch_offset) - 1)
+        try:
+            return self._read_from(i, fetch_offset, max_bytes, limit, min_one_batch)
+        except _CorruptRead as e:
+            if not may_quarantine or not self._quarantine_read(e.segment, fetch_offset):
+                raise CorruptRecordError(str(e)) from None
+        # Quarantined: the same read now stops before the region, or raises for an offset in it.
+        return self._read_batches(fetch_offset, max_bytes, limit, min_one_batch, may_quarantine=False)
+
+    def _quarantine_read(self, segment: LogSegment, fetch_offset: int) -> bool:
+        """A read met a corrupt batch in `segment` that no region covers yet (recovery never
+        scanned it: a clean restart, or flushed data): quarantine it as recovery would, so it is
+        reported (log line, `kraft_log_quarantined_regions`, the checkpoint), a follower
+        refetches it, and later batches and segments stay readable. Whether a region was added."""
+        if segment.corrupt_region_of(fetch_offset) is not None:
+            return False  # known already: the error says so
+        index = self._segments.index(segment)
+        following = self._segments[index + 1 : index + 2]
+        upper = following[0].base_offset if following else self._log_end_offset
+        indexed, position = segment.index_lookup(max(fetch_offset, segment.base_offset))
+        region = segment.quarantine_corruption(position, indexed if position > 0 else segment.base_offset,
+                                               upper)
+        if region is None:
+            return False
+        report_quarantined(self.directory, segment.log_path.name, region, found_by="a read")
+        # The next periodic checkpoint (or close) records the region, so a restart re-validates
+        # this segment; no fsync here, on the reader's thread.
+        return True
+
+    def _read_from(self, i: int, fetch_offset: int, max_bytes: int, limit: int, min_one_batch: bool) -> bytes:
+        """Whole checked batches from segment `i` on; `_CorruptRead` names the segment whose
+        batch or header failed."""
         for i, segment in enumerate(self._segments[i:], i):
-            found = segment.find_batch(fetch_offset)
+            try:
+                found = segment.find_batch(fetch_offset)
+            except CorruptRecordError as e:
+                raise _CorruptRead(str(e), segment) from None
             if found is not None:
                 break
         else:
@@ -302,9 +338,9 @@ class PartitionLog:
                     break
                 end = pos + header.size_in_bytes
         except CorruptRecordError as e:
-            raise CorruptRecordError(
+            raise _CorruptRead(
                 f"{self.directory.name}: corrupt batch at offset {fetch_offset} (segment "
-                f"{segment.base_offset}, position {position}): {e}"
+                f"{segment.base_offset}, position {position}): {e}", segment
             ) from None
         return data[:end]
 
@@ -557,6 +593,14 @@ class PartitionLog:
             f"PartitionLog({self.directory.name}, log_start_offset={self._log_start_offset}, "
             f"high_watermark={self._high_watermark}, log_end_offset={self._log_end_offset})"
         )
+
+
+class _CorruptRead(CorruptRecordError):
+    """A read met corruption in `segment` (internal: `read` raises CorruptRecordError)."""
+
+    def __init__(self, message: str, segment: LogSegment) -> None:
+        super().__init__(message)
+        self.segment = segment
 
 
 def _checked_batches(

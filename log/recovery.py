@@ -5,9 +5,10 @@ ending at or below the recovery point are trusted and opened from their indexes 
 or corrupt), unless the checkpoint lists a quarantined region in them. Every other segment is
 re-validated batch by batch. Only the active segment's tail above the recovery point can be torn by
 a crash: a corrupt batch there is cut with everything after it and logged at WARNING. A corrupt
-batch anywhere else (a closed segment, or flushed data below the recovery point) is bit rot: it is
-quarantined (kept, never served: reads answer CORRUPT_MESSAGE), logged at ERROR, and every later
-valid batch and segment is kept. The leader-epoch cache is trimmed to the recovered log, and rebuilt
+batch anywhere else (a closed segment, flushed data below the recovery point, or a region the
+checkpoint lists because a read quarantined it) is bit rot: it is quarantined (kept, never served:
+reads answer CORRUPT_MESSAGE), logged at ERROR, and every later valid batch and segment is kept.
+`PartitionLog.read` quarantines the same way what recovery never scanned (`report_quarantined`). The leader-epoch cache is trimmed to the recovered log, and rebuilt
 from batch headers when its checkpoint is missing.
 """
 
@@ -28,6 +29,20 @@ logger = logging.getLogger(__name__)
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
 _LEFTOVER_SUFFIXES = (".tmp", ".cleaned", ".deleted")
+
+
+def report_quarantined(directory: Path, segment_name: str, region: CorruptRegion,
+                       found_by: str = "recovery") -> None:
+    """The ERROR line of a quarantined region (found by recovery or by a read)."""
+    logger.error(
+        "%s: offsets [%d, %d) of segment %s (bytes %d-%d) are corrupt and quarantined%s: %s. "
+        "Reads of them answer CORRUPT_MESSAGE; later data is kept. A follower refetches them "
+        "from its leader; if this broker leads the partition, elect an in-sync replica leader "
+        "(or reassign the partition) so this one refetches them",
+        directory, region.start_offset, region.end_offset, segment_name, region.position,
+        region.end_position, "" if found_by == "recovery" else f" (found by {found_by})",
+        region.reason,
+    )
 
 
 @dataclass
@@ -60,10 +75,11 @@ class LogLoader:
         segments: list[LogSegment] = []
         for i, base_offset in enumerate(base_offsets):
             upper = base_offsets[i + 1] if i + 1 < len(base_offsets) else None
-            suspect = any(base_offset <= start < (upper if upper is not None else 2**63)
-                          for start, _ in checkpoint.quarantined)
+            known = [end for start, end in checkpoint.quarantined
+                     if base_offset <= start < (upper if upper is not None else 2**63)]
             segments.append(self._load_segment(
-                base_offset, upper, checkpoint.recovery_point, epoch_cache, rebuild_epochs, suspect
+                base_offset, upper, checkpoint.recovery_point, epoch_cache, rebuild_epochs,
+                bool(known), max(known, default=0),
             ))
 
         log_start_offset = max(checkpoint.log_start_offset, segments[0].base_offset if segments else 0)
@@ -121,11 +137,14 @@ class LogLoader:
         epoch_cache: LeaderEpochFileCache,
         rebuild_epochs: bool,
         suspect: bool,
+        quarantined_end: int = 0,
     ) -> LogSegment:
         """Opens one segment, trusting it when it ends at or below the recovery point (so a
         cleanly closed log starts without a scan) and re-validating it otherwise or when it
         held a quarantined region (`suspect`). `upper_offset` is the next segment's base offset
-        (None for the active segment)."""
+        (None for the active segment). `quarantined_end`: the end of the last region the
+        checkpoint lists in this segment; below it, corruption is rot (a read quarantined it in
+        the active segment above the recovery point), never a crash's torn tail to cut."""
         if recovery_point > base_offset and not suspect:
             try:
                 segment = LogSegment.open(self.directory, base_offset, self.config, self.now_ms)
@@ -144,18 +163,12 @@ class LogLoader:
         # A closed segment is never a crash's torn tail: all of its corruption is quarantined.
         result = segment.recover(
             epoch_cache,
-            quarantine_below=recovery_point if upper_offset is None else upper_offset,
+            quarantine_below=(max(recovery_point, quarantined_end) if upper_offset is None
+                              else upper_offset),
             upper_offset=upper_offset,
         )
         for region in result.quarantined:
-            logger.error(
-                "%s: offsets [%d, %d) of segment %s (bytes %d-%d) are corrupt and quarantined: "
-                "%s. Reads of them answer CORRUPT_MESSAGE; later data is kept. A follower "
-                "refetches them from its leader; if this broker leads the partition, elect an "
-                "in-sync replica leader (or reassign the partition) so this one refetches them",
-                self.directory, region.start_offset, region.end_offset, segment.log_path.name,
-                region.position, region.end_position, region.reason,
-            )
+            report_quarantined(self.directory, segment.log_path.name, region)
         if result.truncated_bytes:
             logger.warning(
                 "%s: truncated %d bytes of segment %s after %d valid bytes (log end offset now "

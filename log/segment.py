@@ -42,9 +42,9 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 
 @dataclass(frozen=True)
 class CorruptRegion:
-    """Offsets [start_offset, end_offset) of a segment that recovery found corrupt and kept
-    (quarantined) rather than cut: reads of them raise CorruptRecordError. The bytes sit at
-    [position, end_position) of the segment file."""
+    """Offsets [start_offset, end_offset) of a segment that recovery (or a read, see
+    `quarantine_corruption`) found corrupt and kept (quarantined) rather than cut: reads of them
+    raise CorruptRecordError. The bytes sit at [position, end_position) of the segment file."""
 
     segment_base_offset: int
     start_offset: int
@@ -239,11 +239,22 @@ class LogSegment:
                 f"offset {offset} is in the quarantined corrupt range [{region.start_offset}, "
                 f"{region.end_offset}) of segment {self.base_offset}: {region.reason}"
             )
-        indexed, position = self.offset_index.lookup(offset)
+        indexed, position = self.index_lookup(offset)
         for pos, header in self.batches(position, indexed if position > 0 else None):
             if header.last_offset >= offset:
                 return pos, header
         return None
+
+    def index_lookup(self, offset: int) -> tuple[int, int]:
+        """The offset index's (offset, position) to start a scan for `offset` from, never inside
+        a quarantined region: an entry written before a read quarantined bytes around it points
+        into them, so the scan starts after the region instead (the batch there starts at its end
+        offset; `offset` is past it, since offsets inside raise before any lookup)."""
+        indexed, position = self.offset_index.lookup(offset)
+        for region in self.corrupt_regions:
+            if region.position < position < region.end_position:
+                return region.end_offset, region.end_position
+        return indexed, position
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int
@@ -254,7 +265,7 @@ class LogSegment:
             return None
         entry = self.time_index.lookup(timestamp)
         start = max(entry[1] if entry else self.base_offset, starting_offset)
-        _, position = self.offset_index.lookup(start)
+        _, position = self.index_lookup(start)
         for pos, header in self.batches(position):
             if header.last_offset < starting_offset or header.max_timestamp < timestamp:
                 continue
@@ -320,12 +331,12 @@ class LogSegment:
         while pos < self.size:
             try:
                 header = reader.validate(pos)
-                self._check_offsets(header, upper_offset)
+                self._check_offsets(header, self.next_offset, upper_offset)
             except CorruptRecordError as e:
                 error = f"position {pos}: {e}"
                 if quarantine_below is None or self.next_offset >= quarantine_below:
                     break
-                resumed = self._resync(pos + 1, upper_offset)
+                resumed = self._resync(pos + 1, self.next_offset, upper_offset)
                 if resumed is None and upper_offset is None:
                     break  # nothing valid after it and no later segment: offsets are unknown
                 end_position, end_offset = resumed or (self.size, upper_offset)
@@ -350,10 +361,44 @@ class LogSegment:
         return SegmentRecovery(valid_bytes=pos, truncated_bytes=truncated, error=error,
                                quarantined=self.corrupt_regions)
 
-    def _resync(self, start: int, upper_offset: int | None) -> tuple[int, int] | None:
-        """(position, base offset) of the first valid batch at or after `start`: a position
-        whose header has the magic byte, plausible offsets and a matching CRC (a false match
-        needs a CRC-32C collision)."""
+    def quarantine_corruption(
+        self, start_position: int, start_offset: int, upper_offset: int
+    ) -> CorruptRegion | None:
+        """A read met a corrupt batch that recovery never saw (a clean restart trusts closed
+        segments; bit rot comes later): re-validate the batches from `start_position` (a batch
+        boundary, e.g. an offset index entry's; `start_offset` the lowest offset that may start
+        there) as recovery does, and quarantine the first corrupt one with everything up to the
+        next valid batch, or up to the segment's end and `upper_offset` (where the next segment,
+        or for the active one the log end, starts) when none follows. Returns the new region,
+        or None when every batch from there is valid. The scan stops at the first corrupt batch,
+        which is the one the read met; regions already known are skipped."""
+        reader = _ChunkReader(self._fd, self.size)
+        known = {r.position: r for r in self.corrupt_regions}
+        pos, expected = start_position, start_offset
+        while pos < self.size:
+            region = known.get(pos)
+            if region is not None:
+                pos, expected = region.end_position, region.end_offset
+                continue
+            try:
+                header = reader.validate(pos)
+                self._check_offsets(header, expected, upper_offset)
+            except CorruptRecordError as e:
+                end_position, end_offset = (self._resync(pos + 1, expected, upper_offset)
+                                            or (self.size, max(upper_offset, expected)))
+                new = CorruptRegion(self.base_offset, expected, end_offset, pos, end_position,
+                                    f"position {pos}: {e}")
+                self.corrupt_regions = tuple(sorted((*self.corrupt_regions, new),
+                                                    key=lambda r: r.position))
+                return new
+            expected = header.next_offset
+            pos += header.size_in_bytes
+        return None
+
+    def _resync(self, start: int, expected: int, upper_offset: int | None) -> tuple[int, int] | None:
+        """(position, base offset) of the first valid batch at or after `start` whose offsets
+        start at `expected` or later: a position whose header has the magic byte, plausible
+        offsets and a matching CRC (a false match needs a CRC-32C collision)."""
         reader = _ChunkReader(self._fd, self.size)
         magic = bytes((MAGIC,))
         pos = start
@@ -363,11 +408,11 @@ class LogSegment:
             while i >= 0:
                 candidate = pos + i - _MAGIC_POS
                 if len(chunk) - (i - _MAGIC_POS) < HEADER_SIZE or self._plausible(
-                    BatchHeader.parse(chunk, i - _MAGIC_POS), candidate
+                    BatchHeader.parse(chunk, i - _MAGIC_POS), candidate, expected
                 ):
                     try:
                         header = reader.validate(candidate)
-                        self._check_offsets(header, upper_offset)
+                        self._check_offsets(header, expected, upper_offset)
                         return candidate, header.base_offset
                     except CorruptRecordError:
                         pass
@@ -375,16 +420,16 @@ class LogSegment:
             pos += len(chunk) - _MAGIC_POS
         return None
 
-    def _plausible(self, header: BatchHeader, position: int) -> bool:
-        return (header.base_offset >= self.next_offset
+    def _plausible(self, header: BatchHeader, position: int, expected: int) -> bool:
+        return (header.base_offset >= expected
                 and HEADER_SIZE <= header.size_in_bytes <= self.size - position)
 
-    def _check_offsets(self, header: BatchHeader, upper_offset: int | None = None) -> None:
+    def _check_offsets(self, header: BatchHeader, expected: int, upper_offset: int | None = None) -> None:
         # base_offset and the epoch sit outside the CRC, so a torn write there must be caught here
-        if header.base_offset < self.next_offset or header.last_offset_delta < header.record_count - 1:
+        if header.base_offset < expected or header.last_offset_delta < header.record_count - 1:
             raise CorruptRecordError(
                 f"batch at offset {header.base_offset} breaks offset order "
-                f"(expected >= {self.next_offset}, last_offset_delta {header.last_offset_delta})"
+                f"(expected >= {expected}, last_offset_delta {header.last_offset_delta})"
             )
         if header.last_offset - self.base_offset > INT_MAX or header.last_offset_delta < 0:
             raise CorruptRecordError(f"batch at offset {header.base_offset} is out of range")
@@ -411,7 +456,7 @@ class LogSegment:
         time_entry = self.time_index.last_entry
         if time_entry is not None:
             self.max_timestamp, self.offset_of_max_timestamp = time_entry
-        offset, position = self.offset_index.lookup(2**63 - 1)
+        offset, position = self.index_lookup(2**63 - 1)
         self.next_offset = offset
         end = position
         for pos, header in self.batches(position, offset if position > 0 else None):

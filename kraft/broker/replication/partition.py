@@ -251,9 +251,10 @@ class Partition:
         return actions
 
     def _refetch_quarantined(self) -> None:
-        """A follower drops its log from the first corrupt region recovery quarantined and
-        fetches the rest again from the leader (as after a truncation to the leader's log); a
-        leader keeps its regions quarantined, since no one else is known to hold them intact."""
+        """A follower drops its log from the first corrupt region recovery (or a read)
+        quarantined and fetches the rest again from the leader (as after a truncation to the
+        leader's log); a leader keeps its regions quarantined, since no one else is known to hold
+        them intact."""
         plog = self.log
         start = min(r.start_offset for r in plog.quarantined)
         log.warning("%s-%d: truncating to %d, the start of a quarantined corrupt region (log end "
@@ -261,7 +262,7 @@ class Partition:
                     self.partition, start, plog.log_end_offset)
         try:
             plog.truncate_to(start)
-        except Exception:  # runs in the metadata publisher: one bad log must not stop it
+        except Exception:  # in the metadata publisher or a fetcher: one bad log must not stop it
             log.exception("%s-%d: truncating to %d failed; the region stays quarantined",
                           self.topic, self.partition, start)
 
@@ -413,8 +414,12 @@ class Partition:
     # -- follower side ----------------------------------------------------------------------------
 
     def fetch_position(self) -> tuple[int, int, int]:
-        """(fetch_offset, last_fetched_epoch, high_watermark) for the next fetch."""
+        """(fetch_offset, last_fetched_epoch, high_watermark) for the next fetch. A region
+        quarantined while following (a read met it) is dropped first, as `make_follower` drops
+        what recovery quarantined, so this fetch refetches it from the leader."""
         plog = self.log
+        if plog.quarantined and self.state is not None and self.state.leader != NO_LEADER:
+            self._refetch_quarantined()
         latest = plog.leader_epoch_cache.latest_epoch
         return plog.log_end_offset, NO_EPOCH if latest is None else latest, plog.high_watermark
 

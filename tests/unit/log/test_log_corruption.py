@@ -4,6 +4,7 @@ restart re-validates."""
 
 from __future__ import annotations
 
+import logging
 import struct
 from pathlib import Path
 
@@ -183,5 +184,84 @@ def test_compaction_stops_at_a_quarantined_segment(tmp_path: Path) -> None:
         assert [(r.start_offset, r.end_offset) for r in again.quarantined] == [(start, end)]
         with pytest.raises(CorruptRecordError):
             again.read(start, 10**6)
+    finally:
+        again.close()
+
+
+# -- corruption met by a read (issue 11 item 3: recovery never scanned it) ---------------------------
+
+
+@pytest.mark.parametrize("damage", ["crc", "length"])
+def test_a_read_quarantines_corruption_recovery_never_saw(tmp_path: Path, damage: str, caplog) -> None:
+    """After a clean restart closed segments are trusted, not scanned: a flipped byte there was
+    met only by a read, which answered CORRUPT_MESSAGE but quarantined, logged and counted
+    nothing (so a follower never refetched it). Now the read quarantines the region as recovery
+    would, and every later batch and segment stays readable."""
+    directory = tmp_path / "t-0"
+    log = _filled(directory)
+    total, segments = log.log_end_offset, len(log.segments)
+    path, pos, start, end = _batch_of(log, 1, 2)
+    log.close()
+    # crc: a field the CRC covers; length: the batch length (outside the CRC), so even header
+    # scans of the segment stop there
+    _flip(path, pos + (RECORD_COUNT_POS + 3 if damage == "crc" else 8))
+
+    again = PartitionLog.open(directory, CONFIG, 0)
+    try:
+        assert again.quarantined == ()  # a clean restart: nothing scanned, nothing found
+        with caplog.at_level(logging.ERROR, logger="log.recovery"):
+            with pytest.raises(CorruptRecordError, match=f"offset {start}"):
+                again.read(start, 10**6)
+        [region] = again.quarantined  # what kraft_log_quarantined_regions counts
+        assert (region.start_offset, region.end_offset) == (start, end)
+        assert (region.segment_base_offset, region.position) == (again.segments[1].base_offset, pos)
+        assert (f"t-0: offsets [{start}, {end}) of segment {path.name} (bytes {pos}-" in caplog.text
+                and "are corrupt and quarantined (found by a read)" in caplog.text)
+        # the region keeps answering CORRUPT_MESSAGE, reads before it stop at it, the rest is
+        # intact: no segment deleted, no offset lost
+        assert again.log_end_offset == total and len(again.segments) == segments
+        chunk = again.read(again.segments[1].base_offset, 10**6)
+        assert chunk.records and chunk.next_offset == start
+        assert _read_all_but(again, start, end) == total - (end - start)
+        assert len(again.quarantined) == 1  # met again: not quarantined twice
+        assert again.append_as_leader(make_batch(1), 0, 0).first_offset == total
+    finally:
+        again.close()  # checkpoints the region: the next start re-validates the segment
+    assert PartitionCheckpoint.read(directory).quarantined == ((start, end),)
+    third = PartitionLog.open(directory, CONFIG, 0)
+    try:
+        assert [(r.start_offset, r.end_offset) for r in third.quarantined] == [(start, end)]
+        assert _read_all_but(third, start, end) == total + 1 - (end - start)
+    finally:
+        third.close()
+
+
+def test_a_region_a_read_quarantined_in_the_active_segment_survives_kill_9(tmp_path: Path) -> None:
+    """Above the recovery point of the active segment recovery cuts a torn tail; a region a read
+    quarantined there (and the periodic checkpoint listed) is rot, not a torn tail: after kill -9
+    it stays quarantined and the batches after it are kept."""
+    directory = tmp_path / "t-0"
+    log = _filled(directory, 40)
+    log.flush_closed_segments()
+    active = len(log.segments) - 1
+    for _ in range(3):
+        log.append_as_leader(make_batch(5, size=20), 0, 0)
+    assert len(log.segments) - 1 == active
+    path, pos, start, end = _batch_of(log, active, 1)
+    total = log.log_end_offset
+    assert end < total and start >= log.recovery_point
+    _flip(path, pos + RECORD_COUNT_POS + 3)
+    with pytest.raises(CorruptRecordError):
+        log.read(start, 10**6)
+    assert [(r.start_offset, r.end_offset) for r in log.quarantined] == [(start, end)]
+    log.flush_closed_segments()  # the periodic checkpoint records it
+    assert PartitionCheckpoint.read(directory).quarantined == ((start, end),)
+    _crash(log)
+
+    again = PartitionLog.open(directory, CONFIG, 0)
+    try:
+        assert again.log_end_offset == total
+        assert [(r.start_offset, r.end_offset) for r in again.quarantined] == [(start, end)]
+        assert _read_all_but(again, start, end) == total - (end - start)
     finally:
         again.close()

@@ -8,14 +8,17 @@ import asyncio
 import time
 from pathlib import Path
 
+import pytest
+
 from api.routes.services import ProduceEntry
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraft.broker.replication.follower import Append, PartitionFetchResponse, Truncate
 from kraft.broker.replication.partition import (
     CompleteWaiters, Partition, ReplicaState, SendAlterPartition, StartFetching, StopFetching,
 )
-from log.batch import build_batch
+from log.batch import build_batch, iter_batches
 from log.config import LogConfig
+from log.errors import CorruptRecordError
 from log.partition_log import PartitionLog
 from metadata.delta import apply_records
 from metadata.image import MetadataImage
@@ -158,6 +161,55 @@ def test_no_leadership_without_this_brokers_registration(tmp_path: Path) -> None
     actions = p.apply_registration(state(1), now_ms=0, may_lead=False)
     assert actions == [StopFetching()] and not p.is_leader
     assert p.apply_registration(state(1), now_ms=1)[0] == StopFetching() and p.is_leader
+
+
+def test_a_follower_refetches_a_range_a_read_quarantined(tmp_path: Path) -> None:
+    """Issue 11: a corrupt batch in a follower's closed segment, met by a read after a clean
+    restart (recovery never scanned it), is quarantined by that read; the follower's next fetch
+    position truncates to the region's start, as make_follower does for what recovery
+    quarantined, and the leader's batches heal the log."""
+    config = LogConfig(segment_bytes=600, min_insync_replicas=2)
+
+    def replica(node_id: int) -> Partition:
+        plog = PartitionLog.open(tmp_path / f"t-0-{node_id}", config, 0)
+        return Partition(node_id, "t", 0, plog, replica_lag_time_max_ms=LAG, alter_partition_retry_ms=500)
+
+    def catch_up(follower: Partition) -> None:
+        while (offset := follower.fetch_position()[0]) < leader.log.log_end_offset:
+            records = leader.log.read(offset, 1 << 20).records
+            end = leader.log.log_end_offset
+            assert isinstance(follower.on_fetch_response(
+                PartitionFetchResponse(end, 0, end, records), now_ms=1), Append)
+
+    leader, follower = replica(1), replica(2)
+    leader.apply_registration(state(1), now_ms=0)
+    follower.apply_registration(state(1), now_ms=0)
+    for i in range(30):
+        leader.log.append_as_leader(batch(*(b"%d-%d" % (i, j) * 5 for j in range(4))), 0, 0)
+    catch_up(follower)
+    total = leader.log.log_end_offset
+    assert len(follower.log.segments) >= 3
+    segment = follower.log.segments[1]
+    pos, header = list(iter_batches(segment.read(0, segment.size)))[1]
+    path = segment.log_path
+    follower.log.close()  # a clean restart: closed segments are trusted, not scanned
+    data = bytearray(path.read_bytes())
+    data[pos + 60] ^= 0x40  # the record count, covered by the CRC
+    path.write_bytes(bytes(data))
+    follower = replica(2)
+    follower.apply_registration(state(1), now_ms=2)
+    assert follower.log.quarantined == () and follower.fetch_position()[0] == total
+
+    with pytest.raises(CorruptRecordError):
+        follower.log.read(header.base_offset, 1 << 20)
+    assert [(r.start_offset, r.end_offset) for r in follower.log.quarantined] == [
+        (header.base_offset, header.next_offset)]
+    assert follower.fetch_position()[0] == header.base_offset  # truncated to refetch from there
+    assert follower.log.quarantined == ()
+    catch_up(follower)
+    assert follower.log.read(0, 1 << 30).records == leader.log.read(0, 1 << 30).records
+    follower.log.close()
+    leader.log.close()
 
 
 # -- the shell ---------------------------------------------------------------------------------
