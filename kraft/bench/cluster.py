@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import random
 import signal
 import socket
 import subprocess
@@ -35,10 +36,35 @@ def node_headers(method: str, path_qs: str, body: bytes | None = None) -> dict[s
     return NodeCredential(0, BENCH_SECRET).sign(method, path_qs, body, int(time.time() * 1000))
 
 
+_HANDED_OUT: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    """The first port the kernel hands to outgoing connections (Linux: ip_local_port_range)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free right now and never handed out before in this process, chosen below the
+    kernel's ephemeral range: a port bound to 0 comes from that range, where any outgoing
+    connection (thousands of short inter-node ones under load) can take it between this check
+    and the node's own bind, and the node then cannot listen."""
+    low = _ephemeral_low()
+    rng = random.Random()
+    while True:
+        candidate = rng.randrange(10_000, low) if low > 11_000 else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def poll(condition: Callable[[], T], timeout_s: float, interval_s: float = 0.01, what: str = "condition") -> T:
