@@ -51,7 +51,9 @@ async def _serve(config: KraftConfig, add_scram: tuple[str, ...] = ()) -> int:
     try:
         await node.start()
     except OSError as e:
-        log.error("node %d cannot listen on %s: %s", config.node_id, config["listeners"], e.strerror)
+        # a Raft listener's failure names its own address; the client listener's carries an errno
+        log.error("node %d cannot listen: %s (listeners=%s); free the port or choose another",
+                  config.node_id, e.strerror or e, config["listeners"])
         await node.stop()
         return EXIT_STARTUP_FAILED
     except Exception:
