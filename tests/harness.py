@@ -74,6 +74,9 @@ class NodeProcess:
     overrides: dict[str, Any] = field(default_factory=dict)
     args: list[str] = field(default_factory=list)
     proc: subprocess.Popen | None = None
+    # start(wait=True) also waits for `?ready=true`: for a node that is ready on its own (a lone
+    # combined node); a cluster's node may not be while its peers are down, so the Cluster waits
+    wait_ready_on_start: bool = False
 
     @property
     def bootstrap(self) -> str:
@@ -111,6 +114,8 @@ class NodeProcess:
         log.close()
         if wait:
             self.wait_healthy(timeout)
+            if self.wait_ready_on_start:
+                self.wait_ready(timeout)
         return self
 
     def health(self, timeout: float = 2.0) -> dict[str, Any]:
@@ -130,6 +135,20 @@ class NodeProcess:
             return self.health().get("status") == "ok"
         try:
             wait_for(ready, timeout, what=f"node {self.node_id} healthy")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}\n--- node log ---\n{self.log_tail()}") from None
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Until `?ready=true` answers 200. A node answers plain health as soon as it serves, before
+        its broker has registered and been unfenced: a topic created then fails with
+        INVALID_REPLICATION_FACTOR (no unfenced broker), and after a restart its partitions have
+        no leader until it is unfenced."""
+        def ready() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"node {self.node_id} exited with {self.proc.returncode}:\n{self.log_tail()}")
+            return self.ready()
+        try:
+            wait_for(ready, timeout, what=f"node {self.node_id} ready")
         except TimeoutError as exc:
             raise TimeoutError(f"{exc}\n--- node log ---\n{self.log_tail()}") from None
 
@@ -179,9 +198,10 @@ class NodeProcess:
 
 
 def start_node(tmp_dir: Path, node_id: int = 1, **overrides: Any) -> NodeProcess:
-    """A single combined node (controller+broker) in `tmp_dir`, started and healthy."""
+    """A single combined node (controller+broker) in `tmp_dir`, started and ready (registered and
+    unfenced: it can create topics and lead partitions); so is it after each start()/restart()."""
     node = NodeProcess(node_id=node_id, data_dir=Path(tmp_dir) / f"data-{node_id}",
-                       overrides={k.replace("_", "."): v for k, v in overrides.items()})
+                       overrides={k.replace("_", "."): v for k, v in overrides.items()}, wait_ready_on_start=True)
     return node.start()
 
 
@@ -335,11 +355,23 @@ class Cluster:
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1, via: int | None = None,
                      timeout: float = 30.0) -> dict[str, Any]:
+        """Create a topic through `via` (default: the first running node) and wait until every
+        running node's metadata has it with a leader for each partition. The answer comes once
+        the node asked has applied the change; the others (the partition leader among them) apply
+        it a moment later, and a produce sent to the leader before that is refused with
+        UNKNOWN_TOPIC_OR_PARTITION."""
         node = self.nodes[via] if via is not None else self.running()[0]
         response = requests.post(f"{node.url}/v1/topics", json={
             "name": name, "partitions": partitions, "replication_factor": replication_factor}, timeout=timeout)
         assert response.status_code == 201, response.text
-        return response.json()
+        created = response.json()
+
+        def led_here(metadata: dict[str, Any]) -> bool:
+            found = [t for t in metadata["topics"] if t["name"] == name]
+            return (len(found) == 1 and len(found[0]["partitions"]) == created["partitions"]
+                    and all(p["leader"] is not None and p["leader"] >= 0 for p in found[0]["partitions"]))
+        self.wait_for_metadata(led_here, timeout=timeout, what=f"topic {name} with its leaders on every running node")
+        return created
 
 
 # Replication tests want failures noticed in seconds: short sessions and lag, min ISR 2 (RF 3).

@@ -52,9 +52,14 @@ def test_follower_refetches_a_quarantined_range(tmp_path: Path) -> None:
                  "log.flush.offset.checkpoint.interval.ms": 3_600_000}
     with Cluster(tmp_path, 3, combined=True, overrides=overrides) as cluster:
         cluster.start()
-        cluster.create_topic(TOPIC, replication_factor=3)
-        leader = wait_for(lambda: partition_state(cluster, 1, TOPIC)["leader"] > 0 and
-                          partition_state(cluster, 1, TOPIC)["leader"], 30, what="a leader")
+        cluster.create_topic(TOPIC, replication_factor=3)  # returns once every node knows it and its leader
+
+        def leader_serving() -> int | None:
+            # the leader as node 1 sees it, once the leader itself agrees: a produce sent there
+            # before it applied the topic would be refused with UNKNOWN_TOPIC_OR_PARTITION
+            leader = partition_state(cluster, 1, TOPIC)["leader"]
+            return leader if leader > 0 and partition_state(cluster, leader, TOPIC)["leader"] == leader else None
+        leader = wait_for(leader_serving, 30, what="a leader that serves the partition")
         url = cluster.node(leader).url
         for b in range(BATCHES):
             values = [_value(b * PER_BATCH + i) for i in range(PER_BATCH)]

@@ -32,7 +32,8 @@ def assert_storage_error(answer: requests.Response) -> None:
 
 def test_full_disk_then_space_returns(tmp_path: Path) -> None:
     with tiny_tmpfs(tmp_path / "data", size="8m") as data_dir:
-        node = NodeProcess(node_id=1, data_dir=data_dir)  # its log file stays outside, on tmp_path
+        # its log file stays outside, on tmp_path; started ready (its broker unfenced) to create topics
+        node = NodeProcess(node_id=1, data_dir=data_dir, wait_ready_on_start=True)
         try:
             node.start()
             assert create_topic(node, "kept", 1).status_code == 201

@@ -18,9 +18,12 @@ NODE = [sys.executable, "-c", "from kraft.main import main; main()"]
 KRAFT = [sys.executable, "-c", "from api.cli import main; main()"]
 
 
-def _health(port: int) -> dict | None:
+def _ready(port: int) -> dict | None:
+    """`/v1/health?ready=true`, as a user's script waits before creating topics: 503 (an
+    HTTPError, so None) until the broker has registered and been unfenced; before that a
+    CreateTopics fails with INVALID_REPLICATION_FACTOR (no unfenced broker), as Kafka's does."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/health", timeout=1) as r:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/health?ready=true", timeout=1) as r:
             return json.load(r)
     except OSError:
         return None
@@ -34,7 +37,7 @@ def test_stock_kafka_server_properties_start_a_combined_node(tmp_path: Path) -> 
     config.write_text(text)
     proc = subprocess.Popen(NODE + ["--config", str(config)], stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
-        wait_for(lambda: proc.poll() is not None or _health(client), timeout=60, what="the node to serve")
+        wait_for(lambda: proc.poll() is not None or _ready(client), timeout=60, what="the node to be ready")
         assert proc.poll() is None
         bootstrap = f"localhost:{client}"
         run = lambda *args, **kw: subprocess.run(KRAFT + list(args), capture_output=True, text=True, timeout=60, **kw)  # noqa: E731

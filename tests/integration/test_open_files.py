@@ -49,7 +49,8 @@ def read_values(node: NodeProcess, topic: str) -> list[str]:
 
 
 def test_tiny_segments_under_a_low_open_files_limit(tmp_path: Path) -> None:
-    node = LimitedNode(node_id=1, data_dir=tmp_path / "data-1").start()
+    # ready after each start: registered and unfenced, so it creates topics and leads them again
+    node = LimitedNode(node_id=1, data_dir=tmp_path / "data-1", wait_ready_on_start=True).start()
     try:
         topic = "tiny"
         r = requests.post(f"{node.url}/v1/topics", timeout=10,

@@ -27,6 +27,7 @@ def node(tmp_path_factory):
                    args=["--add-scram", f"SCRAM-SHA-256=[name=admin,password={ADMIN_PASSWORD}]"])
     try:
         n.start()
+        n.wait_ready(30)  # its broker unfenced: a topic created before fails with INVALID_REPLICATION_FACTOR
         wait_for(lambda: n.session().get(f"{n.url}/v1/metadata", timeout=5).status_code == 200, 30,
                  what="the admin credential in the metadata log")
         yield n

@@ -29,6 +29,8 @@ def cluster(tmp_path: Path):
             node.start(wait=False)
         for node in nodes:
             node.wait_healthy(60)
+        for node in nodes:  # registered and unfenced everywhere: an RF 3 topic needs all three
+            node.wait_ready(60)
         yield nodes
     finally:
         shutdown_all(nodes)
