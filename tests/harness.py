@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,24 +19,11 @@ from typing import Any, Callable, TypeVar
 
 import requests
 
+from kraft.bench.cluster import free_port  # noqa: F401 - one port rule for tests and bench
+
 T = TypeVar("T")
 
 NODE_COMMAND = [sys.executable, "-c", "from kraft.main import main; main()"]
-
-
-_HANDED_OUT: set[int] = set()
-
-
-def free_port() -> int:
-    """A port free right now and never handed out before in this process: a test that asks for
-    several ports before binding any must not get the same one twice."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
 
 
 def wait_for(condition: Callable[[], T], timeout: float = 30.0, interval: float = 0.05,
