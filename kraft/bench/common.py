@@ -257,7 +257,8 @@ def main() -> None:
 
 def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        click.option("--bootstrap-server", default="127.0.0.1:9092", show_default=True),
+        click.option("--bootstrap-server", default="127.0.0.1:9092", show_default=True, envvar="KRAFT_BOOTSTRAP_SERVER",
+                     help="HOST:PORT[,HOST:PORT] (or $KRAFT_BOOTSTRAP_SERVER, as for every kraft tool)."),
         click.option("--topic", default="kraft-bench", show_default=True),
         click.option("--num-records", type=click.IntRange(min=1), default=100_000, show_default=True),
         click.option("--record-size", type=click.IntRange(min=1), default=100, show_default=True),
