@@ -1,22 +1,82 @@
 #!/usr/bin/env bash
-# Installs everything the test suite needs (system packages only when missing) and runs it.
+# Installs what the test suite needs, then runs it (pytest -n 2 over tests/; arguments go to pytest).
+#
+# Debian packages, each installed with apt-get only when missing:
+#   Java 17+ (openjdk-17-jre-headless) for the Spark tests (tests/spark)
+#   prometheus (prometheus, promtool) for the metrics tests (tests/prometheus)
+#   zookeeper (its jars; the tests start their own server) for the ZooKeeper-mode tests (tests/zookeeper)
+#   curl for the test that runs the docs' commands (tests/integration/test_docs_commands.py)
+# as root, or through sudo when it asks no password; otherwise it says which are missing and which
+# suites will be skipped or fail, and goes on.
+# Python packages: this checkout, editable, with the extras dev, spark, zk and bench, pip-installed
+# into the active environment (the virtualenv when one is active).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
 
-need_apt=()
-command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
-command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
-# ZooKeeper-mode tests start their own server from the package's jars (tests/zookeeper)
-[ -f /usr/share/java/zookeeper.jar ] || need_apt+=(zookeeper)
-if [ ${#need_apt[@]} -gt 0 ]; then
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    # policy-rc.d keeps Debian from starting the packaged services: tests start their own.
-    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
-    apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
-    rm -f /usr/sbin/policy-rc.d
+# -- system packages ------------------------------------------------------------------------------
+
+java_ok() {  # Spark 4 needs Java 17 or later
+    command -v java >/dev/null 2>&1 && java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'
+}
+missing=()      # what is missing: "name|Debian package|consequence"
+java_ok || missing+=("Java 17+|openjdk-17-jre-headless|the Spark tests (tests/spark) will fail")
+{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 ||
+    missing+=("Prometheus|prometheus|the metrics tests (tests/prometheus) will fail")
+[ -f /usr/share/java/zookeeper.jar ] ||
+    missing+=("ZooKeeper|zookeeper|the ZooKeeper-mode tests (tests/zookeeper) will be skipped")
+command -v curl >/dev/null 2>&1 ||
+    missing+=("curl|curl|the docs commands test (tests/integration/test_docs_commands.py) will fail")
+
+if [ ${#missing[@]} -gt 0 ]; then
+    packages=()
+    for m in "${missing[@]}"; do IFS='|' read -r _ package _ <<<"$m"; packages+=("$package"); done
+    can_install=1
+    if [ "$(id -u)" -eq 0 ]; then
+        as_root=()
+    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        as_root=(sudo -n)
+    else
+        can_install=0
+        echo "scripts/test.sh: not root and no password-less sudo, so these Debian packages are not installed:" >&2
+        for m in "${missing[@]}"; do
+            IFS='|' read -r name package consequence <<<"$m"
+            echo "  $name ($package): $consequence" >&2
+        done
+        echo "  (as root: apt-get install ${packages[*]})" >&2
+    fi
+    if [ $can_install -eq 1 ]; then
+        "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        # Debian 13 has no Java 17: its default JRE (21) does as well
+        if ! apt-cache show openjdk-17-jre-headless >/dev/null 2>&1; then
+            packages=("${packages[@]/openjdk-17-jre-headless/default-jre-headless}")
+        fi
+        echo "scripts/test.sh: installing ${packages[*]} with apt-get" >&2
+        # policy-rc.d keeps Debian from starting the packaged services (tests start their own); one
+        # that was already there (container images ship one) stays.
+        own_policy=0
+        if [ ! -e /usr/sbin/policy-rc.d ]; then
+            "${as_root[@]}" sh -c \
+                "printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d"
+            own_policy=1
+        fi
+        status=0
+        "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null || status=$?
+        [ $own_policy -eq 0 ] || "${as_root[@]}" rm -f /usr/sbin/policy-rc.d
+        [ $status -eq 0 ] || exit $status
+    fi
 fi
 
-export PIP_BREAK_SYSTEM_PACKAGES=1
-python3 -m pip install -q --disable-pip-version-check -e ".[dev,spark,zk,bench]"
-python3 -m pytest -n 2 --dist loadgroup -q "$@"
+# -- Python packages ------------------------------------------------------------------------------
+
+if "$PYTHON" -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then
+    venv=$("$PYTHON" -c 'import sys; print(sys.prefix)')
+    echo "scripts/test.sh: installing .[dev,spark,zk,bench] into the virtualenv $venv" >&2
+else
+    # Debian's own Python is "externally managed" (PEP 668): pip refuses without this outside a
+    # virtualenv (and installs into the user's site-packages when not root).
+    export PIP_BREAK_SYSTEM_PACKAGES=1
+fi
+"$PYTHON" -m pip install -q --disable-pip-version-check -e ".[dev,spark,zk,bench]"
+"$PYTHON" -m pytest -n 2 --dist loadgroup -q "$@"
