@@ -98,7 +98,9 @@ class LocalNode:
 
     def start(self) -> None:
         log = open(self.data_dir.parent / f"node-{self.node_id}.log", "ab")
-        self.proc = subprocess.Popen(NODE_COMMAND + ["--node-id", str(self.node_id), "--role", self.roles,
+        # ZooKeeper mode has no --role: every node is a broker and a candidate controller
+        role = [] if "--zookeeper-connect" in self.args else ["--role", self.roles]
+        self.proc = subprocess.Popen(NODE_COMMAND + ["--node-id", str(self.node_id), *role,
                                                      "--listen", f"127.0.0.1:{self.port}",
                                                      "--data-dir", str(self.data_dir), *self.args],
                                      stdout=log, stderr=subprocess.STDOUT,
@@ -132,15 +134,16 @@ class LocalNode:
 
 class LocalCluster:
     """`controllers` voters (combined with the broker role when `combined`) and `brokers`
-    broker-only nodes, all with `overrides`."""
+    broker-only nodes, all with `overrides`; with `zookeeper_connect` (HOST:PORT[/chroot] of a
+    running ZooKeeper), `controllers + brokers` nodes in ZooKeeper mode instead (no Raft quorum)."""
 
     def __init__(self, controllers: int = 3, brokers: int = 0, *, combined: bool = True,
                  overrides: dict[str, Any] | None = None, root: Path | None = None,
-                 proxies: Any = None) -> None:
+                 proxies: Any = None, zookeeper_connect: str | None = None) -> None:
         self._owns_root = root is None  # a caller's root is the caller's to delete
         self.root = root or Path(tempfile.mkdtemp(prefix="kraft-bench-"))
         extra = [a for k, v in (overrides or {}).items() for a in ("--override", f"{k}={v}")]
-        raft_ports = {i: free_port() for i in range(1, controllers + 1)}
+        raft_ports = {i: free_port() for i in range(1, controllers + 1)} if zookeeper_connect is None else {}
         client_ports = {i: free_port() for i in range(1, controllers + brokers + 1)}
         # what nodes tell each other and clients: the proxies when there are any
         public_raft, public_client = dict(raft_ports), dict(client_ports)
@@ -152,13 +155,17 @@ class LocalCluster:
         self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in public_client.values())
         self.nodes: dict[int, LocalNode] = {}
         for i in client_ports:
-            args = ["--controller-quorum", quorum, "--override", f"advertised.listeners=127.0.0.1:{public_client[i]}",
+            args = ["--override", f"advertised.listeners=127.0.0.1:{public_client[i]}",
                     "--override", f"controller.quorum.secret={BENCH_SECRET}"]  # every node's credential
-            if i in raft_ports:
-                args += ["--controller-listen", f"127.0.0.1:{raft_ports[i]}"]
+            if zookeeper_connect is not None:
+                args += ["--zookeeper-connect", zookeeper_connect]
+                roles = "controller,broker"
+            elif i in raft_ports:
+                args += ["--controller-quorum", quorum, "--controller-listen", f"127.0.0.1:{raft_ports[i]}"]
                 roles = "controller,broker" if combined else "controller"
             else:
-                args += ["--override", f"controller.quorum.bootstrap.servers={bootstrap}"]
+                args += ["--controller-quorum", quorum,
+                         "--override", f"controller.quorum.bootstrap.servers={bootstrap}"]
                 roles = "broker"
             self.nodes[i] = LocalNode(i, roles, self.root / f"data-{i}", args + extra, port=client_ports[i])
 

@@ -49,7 +49,7 @@ from kraft.bench.common import main
 from kraft.bench.failover import _partition
 from kraft.bench.scale import controller_post as _controller_post
 from kraft.zk import znodes
-from kraft.zk.ensemble import ZooKeeperEnsemble, zookeeper_available
+from kraft.zk.ensemble import ZooKeeperEnsemble, tick_ms_for, zookeeper_available
 from metadata.placement import BrokerPlacement, place_replicas
 
 KAFKA_ZK_SESSION_TIMEOUT_MS = 18_000
@@ -77,7 +77,7 @@ class ZkLocalCluster:
     def __init__(self, nodes: int, zk_servers: int, session_timeout_ms: int) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="kraft-bench-zk-"))
         # a server accepts session timeouts up to 20 ticks
-        self.ensemble = ZooKeeperEnsemble(self.root, zk_servers, tick_ms=max(100, math.ceil(session_timeout_ms / 20)))
+        self.ensemble = ZooKeeperEnsemble(self.root, zk_servers, tick_ms=tick_ms_for(session_timeout_ms))
         self.nodes: dict[int, LocalNode] = {
             i: ZkLocalNode(i, "broker,controller", self.root / f"data-{i}",
                            ["--zookeeper-connect", self.ensemble.connect + CHROOT,

@@ -8,8 +8,8 @@ A short `tick_ms` lets callers use short session timeouts (a server bounds them 
 
 from __future__ import annotations
 
+import math
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -26,13 +26,19 @@ def zookeeper_available() -> bool:
 
 
 def _free_port(taken: set[int]) -> int:
+    """`kraft.bench.cluster.free_port` (below the ephemeral range, never twice in a process), not in `taken`."""
+    from kraft.bench.cluster import free_port  # here: importing kraft.bench imports this module
+
     while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         if port not in taken:
             taken.add(port)
             return port
+
+
+def tick_ms_for(session_timeout_ms: int) -> int:
+    """The shortest tick (at least 100 ms) whose servers accept `session_timeout_ms` (at most 20 ticks)."""
+    return max(100, math.ceil(session_timeout_ms / 20))
 
 
 class ZooKeeperEnsemble:

@@ -9,6 +9,10 @@ Two forms:
   then the independent checker (`checker`) over the recorded history. Exits non-zero when an
   acknowledged record, committed offset or topic was lost, or a record was duplicated by the
   idempotent producer, reordered, or served then truncated.
+
+`--mode zookeeper` runs the `--duration` form on brokers in ZooKeeper mode (`kraft.zk`), on a
+one-server ZooKeeper the run starts on free ports and never faults; the same schedule, workload and
+checker, and every fault type applies (the `--rounds` form is KRaft only).
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ import os
 import click
 
 from kraft.bench.chaos.rounds import run_rounds
-from kraft.bench.chaos.run import ChaosOptions, ChaosOutcome, run_chaos
+from kraft.bench.chaos.run import MODES, ChaosOptions, ChaosOutcome, run_chaos
 from kraft.bench.chaos.schedule import FAULTS
 from kraft.bench.common import main
+from kraft.zk.ensemble import zookeeper_available
 
 JSON_KEYS = ("acked", "lost", "duplicated", "duplicated_idempotent", "reordered", "truncated_after_seen",
              "offsets_lost", "metadata_lost", "max_unavailable_s", "p99_unavailable_s")
@@ -30,7 +35,8 @@ JSON_KEYS = ("acked", "lost", "duplicated", "duplicated_idempotent", "reordered"
 def outcome_summary(outcome: ChaosOutcome, options: ChaosOptions) -> dict[str, object]:
     findings = outcome.findings.as_dict()
     return {
-        "bench": "chaos", "seed": options.seed, "duration_s": options.duration_s, "nodes": options.nodes,
+        "bench": "chaos", "mode": options.mode, "seed": options.seed, "duration_s": options.duration_s,
+        "nodes": options.nodes,
         "faults_requested": options.faults, **{k: findings[k] for k in JSON_KEYS},
         "faults": findings["faults"], "faults_not_injected": findings["faults_not_injected"],
         "disk_full_method": outcome.disk_full_method, "skipped": outcome.skipped, "failed_sends": findings["failed"],
@@ -46,7 +52,8 @@ def _print_table(summary: dict[str, object]) -> None:
     from rich.table import Table
 
     table = Table("metric", "value", title="kraft-bench chaos", title_justify="left")
-    for key in ("seed", "duration_s", "nodes", *JSON_KEYS, "failed_sends", "seen", "commits", "unavailable_windows",
+    for key in ("mode", "seed", "duration_s", "nodes", *JSON_KEYS, "failed_sends", "seen", "commits",
+                "unavailable_windows",
                 "not_recovered", "not_injected_late", "worker_errors", "history"):
         table.add_row(key, str(summary[key]))
     for fault, count in sorted(summary["faults"].items()):  # type: ignore[union-attr]
@@ -76,22 +83,28 @@ def _faults(_: click.Context, __: click.Parameter, value: str) -> list[str]:
               help="Comma-separated fault types for --duration.")
 @click.option("--seed", type=int, default=1, show_default=True, help="Replays the same fault schedule.")
 @click.option("--nodes", type=click.IntRange(min=3), default=3, show_default=True)
+@click.option("--mode", type=click.Choice(MODES), default="kraft", show_default=True,
+              help="The cluster's metadata mode: KRaft, or ZooKeeper mode on a local ZooKeeper the run starts.")
 @click.option("--history", "history_path", default=None, help="Where to write the history (JSON lines); "
               "default chaos-history-SEED.jsonl.")
 @click.option("--session-timeout-ms", type=click.IntRange(min=100), default=3000, show_default=True,
-              help="broker.session.timeout.ms of the cluster.")
+              help="broker.session.timeout.ms of the cluster (zookeeper.session.timeout.ms in ZooKeeper mode).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), help="Write the summary as JSON here.")
-def chaos(rounds: int | None, duration: float | None, faults: list[str], seed: int, nodes: int,
+def chaos(rounds: int | None, duration: float | None, faults: list[str], seed: int, nodes: int, mode: str,
           history_path: str | None, session_timeout_ms: int, json_path: str | None) -> None:
     """Replication and metadata under faults on a local cluster (RF 3, min.insync.replicas 2),
     checked for lost, duplicated, reordered and truncated records, lost offsets and metadata."""
     if duration is None:
+        if mode != "kraft":
+            raise click.UsageError("--rounds runs in KRaft mode only: use --duration with --mode zookeeper")
         run_rounds(rounds or 3, session_timeout_ms, json_path)
         return
     if rounds is not None:
         raise click.UsageError("--rounds and --duration are two different runs: pick one")
+    if mode == "zookeeper" and not zookeeper_available():
+        raise click.ClickException("ZooKeeper mode needs the Debian zookeeper package and java")
     options = ChaosOptions(duration, faults, seed, history_path or f"chaos-history-{seed}.jsonl", nodes,
-                           session_timeout_ms)
+                           session_timeout_ms, mode=mode)
     outcome = run_chaos(options, lambda line: click.echo(line, err=True))
     summary = outcome_summary(outcome, options)
     _print_table(summary)

@@ -1,4 +1,5 @@
-"""One timed chaos run: a local cluster behind link proxies (and on size-limited disks when
+"""One timed chaos run: a local cluster (KRaft, or ZooKeeper mode on a local ZooKeeper server the
+run starts: `ChaosOptions.mode`) behind link proxies (and on size-limited disks when
 disk-full is asked for, or with ENOSPC injected at the file layer where none can be mounted), the workload, the seeded fault schedule, then the final state and the
 checker's findings. `kraft-bench chaos --duration` is a thin command around `run_chaos`.
 """
@@ -9,9 +10,10 @@ import shutil
 import tempfile
 import threading
 import time
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import requests
 
@@ -24,10 +26,13 @@ from kraft.bench.chaos.schedule import COOLDOWN_S, FaultEvent, make_schedule
 from kraft.bench.chaos.workload import (GroupConsumerWorker, History, LeaderMonitor, MetadataWorker, ProducerWorker,
                                         load_history)
 from kraft.bench.cluster import LocalCluster, poll
+from kraft.zk.ensemble import ZooKeeperEnsemble, tick_ms_for
 from log.fault_injection import ENV as FSYNC_DELAY_ENV
 
 IDEMPOTENT_TOPIC, PLAIN_TOPIC, GROW_TOPIC, GROUP = "chaos-idem", "chaos-plain", "chaos-grow", "chaos-group"
 TOPICS = {IDEMPOTENT_TOPIC: 3, PLAIN_TOPIC: 2}  # produced topics and their partition counts
+MODES = ("kraft", "zookeeper")
+ZK_CHROOT = "/kraft-chaos"
 
 
 @dataclass
@@ -40,6 +45,7 @@ class ChaosOptions:
     session_timeout_ms: int = 3000
     disk_mb: int = 256
     recover_timeout_s: float = 120.0
+    mode: str = "kraft"  # or "zookeeper": the brokers in ZooKeeper mode (the ZooKeeper server is no fault target)
     extra_overrides: dict[str, Any] = field(default_factory=dict)
 
 
@@ -61,6 +67,8 @@ def _overrides(options: ChaosOptions) -> dict[str, Any]:
         "min.insync.replicas": 2, "replica.lag.time.max.ms": session, "replica.fetch.wait.max.ms": 200,
         "log.segment.bytes": 64 * 1024,  # closed segments within a minute or two, for flip-closed
     }
+    if options.mode == "zookeeper":  # the broker session is the ZooKeeper session
+        out["zookeeper.session.timeout.ms"] = session
     if "slow-disk" in options.faults:
         out["log.flush.interval.ms"] = 2000  # segment fsyncs happen, so a slow one matters
     out.update(options.extra_overrides)
@@ -119,10 +127,26 @@ def _final_state(cluster: LocalCluster, history: History, timeout_s: float) -> N
         history.add("final_topics", node=node_id, topics=topics)
 
 
+@contextmanager
+def zookeeper_connect(options: ChaosOptions, root: Path) -> Iterator[str | None]:
+    """ZooKeeper mode: a one-server ZooKeeper on free ports under `root` for the run (its
+    zookeeper.connect, with a chroot); KRaft mode: None."""
+    if options.mode == "kraft":
+        yield None
+        return
+    ensemble = ZooKeeperEnsemble(root / "zookeeper", tick_ms=tick_ms_for(options.session_timeout_ms))
+    try:
+        yield ensemble.start().connect + ZK_CHROOT
+    finally:
+        ensemble.stop()
+
+
 def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcome:
+    if options.mode not in MODES:
+        raise ValueError(f"unknown mode {options.mode!r}; known: {', '.join(MODES)}")
     node_ids = list(range(1, options.nodes + 1))
     schedule = make_schedule(options.seed, options.duration_s, options.faults, node_ids)
-    echo(f"seed {options.seed}: {len(schedule)} faults over {options.duration_s:g} s")
+    echo(f"seed {options.seed} ({options.mode} mode): {len(schedule)} faults over {options.duration_s:g} s")
     for event in schedule:
         echo("  " + event.describe())
     root = Path(tempfile.mkdtemp(prefix="kraft-chaos-"))
@@ -139,8 +163,10 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
     stopping = threading.Event()
     workers: list[Any] = []
     not_recovered = late = 0
+    zookeeper = ExitStack()  # ZooKeeper mode: the server, stopped after the nodes
     try:
-        cluster = LocalCluster(options.nodes, combined=True, overrides=_overrides(options), root=root, proxies=proxies)
+        cluster = LocalCluster(options.nodes, combined=True, overrides=_overrides(options), root=root, proxies=proxies,
+                               zookeeper_connect=zookeeper.enter_context(zookeeper_connect(options, root)))
         for i, node in cluster.nodes.items():
             delay_files[i].write_text("0")
             node.env = {FSYNC_DELAY_ENV: str(delay_files[i]), **(disk_full.env(i) if disk_full else {})}
@@ -152,7 +178,8 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
             poll(lambda: recovered(cluster), 120, 0.2, "full ISRs")
             injector = Injector(cluster, proxies, list(TOPICS), delay_files, disk_full, options.seed,
                                 lambda s: stopping.wait(s))
-            history.add("run", seed=options.seed, duration_s=options.duration_s, faults=options.faults,
+            history.add("run", mode=options.mode, seed=options.seed, duration_s=options.duration_s,
+                        faults=options.faults,
                         schedule=[e.as_dict() for e in schedule], skipped=skipped,
                         disk_full=disk_full.method if disk_full else None)
             workers = [
@@ -207,9 +234,10 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
             worker.stop(10)
         history.close()
         proxies.close()
+        zookeeper.close()
         if disk_full is not None:
             disk_full.close()
-        for log in root.glob("node-*.log"):  # next to the history, for a post-mortem
+        for log in [*root.glob("node-*.log"), *root.glob("zookeeper/zookeeper-*.log")]:  # next to the history
             shutil.copy(log, f"{options.history_path}.{log.name}")
         shutil.rmtree(root, ignore_errors=True)
     findings = check(load_history(options.history_path))
