@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.openapi import openapi_document
+from kraft.api.openapi import openapi_document
 
 METHODS = ("get", "post", "put", "patch", "delete")
 

@@ -18,9 +18,9 @@ from typing import Callable, Iterable, Protocol, TypeVar
 
 from aiohttp import web
 
-from api.errors import KraftError
-from api.security import FORWARDED_BY, NODE_ID, principal_of
-from metadata.acl import CLUSTER, CLUSTER_NAME, GROUP, TOPIC, TRANSACTIONAL_ID, operation_name
+from kraft.api.errors import KraftError
+from kraft.api.security import FORWARDED_BY, NODE_ID, principal_of
+from kraft.metadata.acl import CLUSTER, CLUSTER_NAME, GROUP, TOPIC, TRANSACTIONAL_ID, operation_name
 
 log = logging.getLogger("kraft.authorizer")
 

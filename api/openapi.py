@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.wire import INT32_MAX, INT64_MAX
-from log.config import TOPIC_CONFIG_KEYS
+from kraft.api.wire import INT32_MAX, INT64_MAX
+from kraft.log.config import TOPIC_CONFIG_KEYS
 
 INT32 = {"type": "integer", "format": "int32"}
 INT64 = {"type": "integer", "format": "int64"}

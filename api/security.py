@@ -23,8 +23,8 @@ from typing import Awaitable, Callable, Protocol
 
 from aiohttp import web
 
-from api.errors import KraftError
-from api.wire import render_error
+from kraft.api.errors import KraftError
+from kraft.api.wire import render_error
 
 log = logging.getLogger("kraft.security")
 

@@ -16,16 +16,16 @@ from typing import AsyncIterator, Awaitable, Callable, Iterable
 
 from aiohttp import web
 
-from api.errors import KraftError, from_exception
-from api.routes import (
+from kraft.api.errors import KraftError, from_exception
+from kraft.api.routes import (
     acls, batch, controller, forward, groups, health, metadata, metrics, openapi, producers, records, topics, users,
 )
-from api.routes.services import (
+from kraft.api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, AdminService, MetadataView, NodeInfo, ReplicaService,
 )
-from api.security import SECURITY, SecurityService, security_middleware
-from api.throttle import request_quota_middleware
-from api.wire import render_error
+from kraft.api.security import SECURITY, SecurityService, security_middleware
+from kraft.api.throttle import request_quota_middleware
+from kraft.api.wire import render_error
 
 log = logging.getLogger("kraft.api")
 

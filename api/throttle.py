@@ -21,7 +21,7 @@ from typing import Any, Awaitable, Callable, Generator, Protocol
 
 from aiohttp import web
 
-from api.security import NODE_ID, principal_of
+from kraft.api.security import NODE_ID, principal_of
 
 CLIENT_ID_HEADER = "X-Kraft-Client-Id"
 THROTTLE_HEADER = "X-Kraft-Throttle-Time-Ms"

@@ -15,9 +15,9 @@ from typing import Any, Mapping
 import msgpack
 from aiohttp import web
 
-from api.errors import KraftError, invalid_request
-from metadata.errors import MetadataError
-from metadata.topic_name import check_client_topic, validate_topic_name
+from kraft.api.errors import KraftError, invalid_request
+from kraft.metadata.errors import MetadataError
+from kraft.metadata.topic_name import check_client_topic, validate_topic_name
 
 JSON = "application/json"
 MSGPACK = "application/msgpack"

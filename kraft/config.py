@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from kraft.kafka_broker_keys import KAFKA_BROKER_KEYS
-from log.config import TOPIC_CONFIG_KEYS, LogConfig
+from kraft.log.config import TOPIC_CONFIG_KEYS, LogConfig
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1

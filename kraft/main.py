@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from api.cli.common import version_option
+from kraft.api.cli.common import version_option
 from kraft.config import ConfigError, KraftConfig, describe_keys, load_config
 from kraft.logging import setup_logging
 

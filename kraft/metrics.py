@@ -33,9 +33,9 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
-from metadata.delta import MetadataDelta
-from metadata.image import MetadataImage
-from metadata.records import NO_LEADER
+from kraft.metadata.delta import MetadataDelta
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import NO_LEADER
 
 log = logging.getLogger("kraft.metrics")
 

@@ -30,16 +30,16 @@ from typing import Any, AsyncIterator, Sequence
 
 from aiohttp import web
 
-from api.routes.controller import CONTROLLER
-from api.routes.health import NODE_STATUS
-from api.client.admin import scram_upsertion
-from api.errors import KraftError
-from api.authz import AUTHORIZER
-from api.throttle import QUOTAS
-from api.routes.acls import ACLS
-from api.routes.services import NodeInfo
-from api.routes.users import USERS
-from api.server import build_app
+from kraft.api.routes.controller import CONTROLLER
+from kraft.api.routes.health import NODE_STATUS
+from kraft.api.client.admin import scram_upsertion
+from kraft.api.errors import KraftError
+from kraft.api.authz import AUTHORIZER
+from kraft.api.throttle import QUOTAS
+from kraft.api.routes.acls import ACLS
+from kraft.api.routes.services import NodeInfo
+from kraft.api.routes.users import USERS
+from kraft.api.server import build_app
 from kraft.broker.admin import LocalAdmin
 from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from kraft.broker.groups.membership import GroupConfig
@@ -72,8 +72,8 @@ from kraft.security.principal import parse_rules
 from kraft.security.scram import parse_scram_config
 from kraft.security.tls import peer_context, server_context
 from kraft.security.users import ScramUsers
-from log.config import TOPIC_CONFIG_KEYS
-from log.file_cache import NO_LIMIT_FILES, OPEN_FILES, default_open_files_max
+from kraft.log.config import TOPIC_CONFIG_KEYS
+from kraft.log.file_cache import NO_LIMIT_FILES, OPEN_FILES, default_open_files_max
 
 log = logging.getLogger("kraft.node")
 

@@ -23,7 +23,7 @@ import lz4.frame
 import msgpack
 import zstandard
 
-from log.errors import CorruptRecordError, InvalidRecordError
+from kraft.log.errors import CorruptRecordError, InvalidRecordError
 
 MAGIC = 0x4B  # "K": kraft's msgpack batch format (Kafka's v2 is 2)
 

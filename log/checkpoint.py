@@ -21,7 +21,7 @@ from typing import Any
 
 import msgpack
 
-from log import fault_injection
+from kraft.log import fault_injection
 
 PARTITION_CHECKPOINT = "partition.checkpoint"
 PRODUCER_STATE_SNAPSHOT = "producer_state.snapshot"

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from log.batch import TIMESTAMP_TYPE_FLAG, BatchHeader, Record, decode_records, encode_batch
-from log.checkpoint import fsync_dir
-from log.config import LogConfig
-from log.segment import LogSegment
+from kraft.log.batch import TIMESTAMP_TYPE_FLAG, BatchHeader, Record, decode_records, encode_batch
+from kraft.log.checkpoint import fsync_dir
+from kraft.log.config import LogConfig
+from kraft.log.segment import LogSegment
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from log.errors import KafkaStorageError
+from kraft.log.errors import KafkaStorageError
 
 _OUT_OF_FILES = (errno.EMFILE, errno.ENFILE)
 NO_LIMIT_FILES = 1_048_576  # what "unlimited" RLIMIT_NOFILE means in practice (Linux nr_open)

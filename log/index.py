@@ -16,9 +16,9 @@ import struct
 from bisect import bisect_right
 from pathlib import Path
 
-from log import fault_injection
-from log.errors import CorruptRecordError
-from log.file_cache import OPEN_FILES
+from kraft.log import fault_injection
+from kraft.log.errors import CorruptRecordError
+from kraft.log.file_cache import OPEN_FILES
 
 
 class _SparseIndex:

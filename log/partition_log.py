@@ -20,16 +20,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
-from log.batch import HEADER_SIZE, BatchHeader, iter_batches, validate_batch
-from log.checkpoint import PartitionCheckpoint, ProducerStateSnapshot, fsync_dir
-from log.cleaner import CleanerStats, LogCleaner
-from log.config import LogConfig
-from log.errors import CorruptRecordError, OffsetOutOfRangeError
-from log.producer_state import Duplicate, ProducerStateManager
-from log.recovery import LogLoader, report_quarantined
-from log.retention import segments_to_delete
-from log.segment import CorruptRegion, LogSegment
-from log.validator import LogValidator, ValidatedBatches
+from kraft.log.batch import HEADER_SIZE, BatchHeader, iter_batches, validate_batch
+from kraft.log.checkpoint import PartitionCheckpoint, ProducerStateSnapshot, fsync_dir
+from kraft.log.cleaner import CleanerStats, LogCleaner
+from kraft.log.config import LogConfig
+from kraft.log.errors import CorruptRecordError, OffsetOutOfRangeError
+from kraft.log.producer_state import Duplicate, ProducerStateManager
+from kraft.log.recovery import LogLoader, report_quarantined
+from kraft.log.retention import segments_to_delete
+from kraft.log.segment import CorruptRegion, LogSegment
+from kraft.log.validator import LogValidator, ValidatedBatches
 
 logger = logging.getLogger(__name__)
 

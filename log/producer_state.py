@@ -31,8 +31,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from log.batch import BatchHeader
-from log.errors import (
+from kraft.log.batch import BatchHeader
+from kraft.log.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     OutOfOrderSequenceError,

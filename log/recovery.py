@@ -19,11 +19,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from log.checkpoint import PartitionCheckpoint
-from log.config import LogConfig
-from log.epoch_cache import LeaderEpochFileCache
-from log.errors import CorruptRecordError
-from log.segment import CorruptRegion, LogSegment
+from kraft.log.checkpoint import PartitionCheckpoint
+from kraft.log.config import LogConfig
+from kraft.log.epoch_cache import LeaderEpochFileCache
+from kraft.log.errors import CorruptRecordError
+from kraft.log.segment import CorruptRegion, LogSegment
 
 logger = logging.getLogger(__name__)
 

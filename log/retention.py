@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Protocol, Sequence
 
-from log.config import LogConfig
+from kraft.log.config import LogConfig
 
 
 class SegmentInfo(Protocol):

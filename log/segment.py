@@ -16,17 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from log.batch import (
+from kraft.log.batch import (
     HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, Record, decode_records, validate_batch,
 )
-from log import fault_injection
-from log.config import INT_MAX, LogConfig
-from log.errors import CorruptRecordError
-from log.file_cache import OPEN_FILES, CachedFile
-from log.index import OffsetIndex, TimeIndex
+from kraft.log import fault_injection
+from kraft.log.config import INT_MAX, LogConfig
+from kraft.log.errors import CorruptRecordError
+from kraft.log.file_cache import OPEN_FILES, CachedFile
+from kraft.log.index import OffsetIndex, TimeIndex
 
 if TYPE_CHECKING:
-    from log.epoch_cache import LeaderEpochFileCache
+    from kraft.log.epoch_cache import LeaderEpochFileCache
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

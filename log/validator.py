@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from log.batch import (
+from kraft.log.batch import (
     COMPRESSION_CODES,
     CONTROL_FLAG,
     NO_TIMESTAMP,
@@ -25,8 +25,8 @@ from log.batch import (
     stamp,
     validate_batch,
 )
-from log.config import LogConfig
-from log.errors import (
+from kraft.log.config import LogConfig
+from kraft.log.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,

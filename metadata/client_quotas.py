@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, Iterable, Mapping
 
-from metadata.errors import MetadataError
+from kraft.metadata.errors import MetadataError
 
 DEFAULT = "<default>"
 PRODUCER_BYTE_RATE = "producer_byte_rate"

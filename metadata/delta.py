@@ -15,20 +15,20 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
-from metadata.acl import StandardAcl
-from metadata.client_quotas import Entity, check_entity, check_quota
-from metadata.errors import MetadataError
-from metadata.image import (
+from kraft.metadata.acl import StandardAcl
+from kraft.metadata.client_quotas import Entity, check_entity, check_quota
+from kraft.metadata.errors import MetadataError
+from kraft.metadata.image import (
     BrokerRegistration, ClusterImage, ConfigurationsImage, MetadataImage, PartitionRegistration,
     ProducerIdsImage, ScramCredentialData, ScramImage, TopicImage, TopicsImage, frozen_map,
 )
-from metadata.records import (
+from kraft.metadata.records import (
     AccessControlEntry, ClaimController, ClientQuota, Config, FenceBroker, MetadataRecord, NoOp, Partition,
     PartitionChange, ProducerIds, RegisterBroker, RemoveAccessControlEntry, RemoveTopic, RemoveUserScramCredential,
     Topic, UnfenceBroker, UnregisterBroker,
     UserScramCredential, record_from_dict,
 )
-from metadata.topic_name import validate_topic_name
+from kraft.metadata.topic_name import validate_topic_name
 
 log = logging.getLogger(__name__)
 

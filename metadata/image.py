@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, Iterable, Mapping
 
-from metadata.acl import AclsImage
-from metadata.client_quotas import ClientQuotasImage
-from metadata.records import NO_LEADER, Endpoint, PartitionChange
-from metadata.topic_name import is_internal
+from kraft.metadata.acl import AclsImage
+from kraft.metadata.client_quotas import ClientQuotasImage
+from kraft.metadata.records import NO_LEADER, Endpoint, PartitionChange
+from kraft.metadata.topic_name import is_internal
 
 SNAPSHOT_FORMAT = 1
 

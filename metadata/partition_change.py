@@ -21,9 +21,9 @@ from __future__ import annotations
 import enum
 from typing import Callable, Iterator, Sequence
 
-from metadata.errors import MetadataError
-from metadata.image import MetadataImage, PartitionRegistration, TopicImage
-from metadata.records import NO_LEADER, PartitionChange
+from kraft.metadata.errors import MetadataError
+from kraft.metadata.image import MetadataImage, PartitionRegistration, TopicImage
+from kraft.metadata.records import NO_LEADER, PartitionChange
 
 
 class ElectionType(enum.Enum):

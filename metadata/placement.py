@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from metadata.errors import MetadataError
+from kraft.metadata.errors import MetadataError
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from metadata.errors import MetadataError
+from kraft.metadata.errors import MetadataError
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")

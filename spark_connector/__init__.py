@@ -1,6 +1,6 @@
 """kraft as a Spark source and sink (PySpark's Python Data Source API; design §12, docs/spark.md).
 
-    import spark_connector
+    from kraft import spark_connector
     spark_connector.register(spark)
     spark.readStream.format("kraft").option("kraft.bootstrap.servers", "127.0.0.1:9092") ...
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spark_connector.source import FORMAT, KraftDataSource
+from kraft.spark_connector.source import FORMAT, KraftDataSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,7 +1,7 @@
 """The record batches the sink builds for one topic-partition.
 
-Rows are packed straight into one msgpack buffer (`log.batch.new_row_packer`), at C speed through
-`map`, and framed (`log.batch.frame_rows`) each time the buffer reaches `kraft.batch.size`, so
+Rows are packed straight into one msgpack buffer (`kraft.log.batch.new_row_packer`), at C speed through
+`map`, and framed (`kraft.log.batch.frame_rows`) each time the buffer reaches `kraft.batch.size`, so
 nothing per record outlives the packing.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 
 import msgpack
 
-from log.batch import frame_rows, new_row_packer
+from kraft.log.batch import frame_rows, new_row_packer
 
 RECORD_OVERHEAD = 16  # msgpack framing per record, for batch sizing
 _MAX_PACKER_HINT = 4 * 1024 * 1024

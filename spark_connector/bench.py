@@ -33,7 +33,7 @@ def main(bootstrap: str, records: int, record_size: int, partitions: int, master
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    import spark_connector
+    from kraft import spark_connector
 
     spark = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())

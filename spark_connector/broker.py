@@ -17,9 +17,9 @@ from typing import Any, Callable, Sequence, TypeVar
 import msgpack
 import requests
 
-from api.client.security import PLAINTEXT, ClientSecurity
-from api.errors import KraftError
-from spark_connector.offsets import TopicPartition
+from kraft.api.client.security import PLAINTEXT, ClientSecurity
+from kraft.api.errors import KraftError
+from kraft.spark_connector.offsets import TopicPartition
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from api.errors import KraftError
+from kraft.api.errors import KraftError
 
 TopicPartition = tuple[str, int]
 PartitionOffsets = dict[TopicPartition, int]

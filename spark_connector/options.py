@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from api.client.security import PLAINTEXT, ClientSecurity, from_kafka_properties, pop_security
-from api.errors import KraftError
-from log.batch import COMPRESSIONS
-from spark_connector.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition, from_json, parse_assign
+from kraft.api.client.security import PLAINTEXT, ClientSecurity, from_kafka_properties, pop_security
+from kraft.api.errors import KraftError
+from kraft.log.batch import COMPRESSIONS
+from kraft.spark_connector.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition, from_json, parse_assign
 
 BOOTSTRAP = "kraft.bootstrap.servers"
 _SPARK_OWNED = ("path", "checkpointLocation", "queryName")  # Spark passes these through to sources

@@ -7,10 +7,10 @@ lookups. Rules follow Spark's Kafka source: specific offsets must name every sub
 
 from __future__ import annotations
 
-from api.errors import KraftError
-from spark_connector.broker import BrokerClient
-from spark_connector.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition
-from spark_connector.options import OffsetSpec, Subscription
+from kraft.api.errors import KraftError
+from kraft.spark_connector.broker import BrokerClient
+from kraft.spark_connector.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition
+from kraft.spark_connector.options import OffsetSpec, Subscription
 
 
 def subscribed_partitions(client: BrokerClient, subscription: Subscription) -> list[TopicPartition]:

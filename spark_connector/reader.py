@@ -24,13 +24,13 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from api.errors import KraftError
-from log.batch import iter_batches
-from spark_connector import positions
-from spark_connector.broker import BrokerClient
-from spark_connector.offsets import OffsetRange, PartitionOffsets, from_json, plan_ranges, rate_limit, to_json
-from spark_connector.options import SourceOptions
-from spark_connector.schema import ColumnBuilder, arrow_schema
+from kraft.api.errors import KraftError
+from kraft.log.batch import iter_batches
+from kraft.spark_connector import positions
+from kraft.spark_connector.broker import BrokerClient
+from kraft.spark_connector.offsets import OffsetRange, PartitionOffsets, from_json, plan_ranges, rate_limit, to_json
+from kraft.spark_connector.options import SourceOptions
+from kraft.spark_connector.schema import ColumnBuilder, arrow_schema
 
 log = logging.getLogger(__name__)
 _FETCH_WAIT_MS = 500

@@ -25,8 +25,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from log.batch import decode_columns
-from log.errors import CorruptRecordError
+from kraft.log.batch import decode_columns
+from kraft.log.errors import CorruptRecordError
 
 TIMESTAMP_TYPE_CREATE_TIME = 0
 TIMESTAMP_TYPE_LOG_APPEND_TIME = 1
@@ -57,7 +57,7 @@ def arrow_schema(schema: StructType) -> pa.Schema:
 
 class ColumnBuilder:
     """Accumulates the records of one topic-partition column-wise, batch by batch (with
-    `log.batch.decode_columns`, compressed or not), then builds one Arrow batch from whole
+    `kraft.log.batch.decode_columns`, compressed or not), then builds one Arrow batch from whole
     columns."""
 
     def __init__(self, topic: str, partition: int, schema: pa.Schema) -> None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
-from spark_connector.options import parse_sink_options, parse_source_options
-from spark_connector.reader import KraftBatchReader, KraftStreamReader
-from spark_connector.schema import source_schema
-from spark_connector.writer import KraftBatchWriter, KraftStreamWriter, check_exactly_once_support, check_sink_schema
+from kraft.spark_connector.options import parse_sink_options, parse_source_options
+from kraft.spark_connector.reader import KraftBatchReader, KraftStreamReader
+from kraft.spark_connector.schema import source_schema
+from kraft.spark_connector.writer import KraftBatchWriter, KraftStreamWriter, check_exactly_once_support, check_sink_schema
 
 FORMAT = "kraft"
 

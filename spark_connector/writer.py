@@ -33,14 +33,14 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
-from api.errors import KraftError
-from api.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
-from api.producer_ids import MAX_PRODUCER_EPOCH, derived_producer_id
-from spark_connector.batches import RECORD_OVERHEAD, PartitionBatches, row_ends
-from spark_connector.broker import BrokerClient
-from spark_connector.offsets import TopicPartition
-from spark_connector.options import SinkOptions
-from spark_connector.schema import HEADERS_TYPE
+from kraft.api.errors import KraftError
+from kraft.api.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
+from kraft.api.producer_ids import MAX_PRODUCER_EPOCH, derived_producer_id
+from kraft.spark_connector.batches import RECORD_OVERHEAD, PartitionBatches, row_ends
+from kraft.spark_connector.broker import BrokerClient
+from kraft.spark_connector.offsets import TopicPartition
+from kraft.spark_connector.options import SinkOptions
+from kraft.spark_connector.schema import HEADERS_TYPE
 
 log = logging.getLogger(__name__)
 

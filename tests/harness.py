@@ -383,8 +383,8 @@ def partition_offsets(node: NodeProcess, topic: str, partition: int = 0) -> dict
 def raw_log(directory: Path, end: int) -> bytes:
     """The raw batches of a stopped node's partition log below `end`, to compare replicas byte
     for byte."""
-    from log.config import LogConfig
-    from log.partition_log import PartitionLog
+    from kraft.log.config import LogConfig
+    from kraft.log.partition_log import PartitionLog
 
     plog = PartitionLog.open(directory, LogConfig(), 0)
     try:

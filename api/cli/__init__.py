@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import click
 
-from api.cli.acls import acls
-from api.cli.cluster import cluster
-from api.cli.common import KraftGroup, version_option
-from api.cli.configs import configs
-from api.cli.console_consumer import MessageFormatter, console_consumer
-from api.cli.console_producer import LineReader, console_producer
-from api.cli.consumer_groups import consumer_groups
-from api.cli.get_offsets import get_offsets
-from api.cli.leader_election import election_lines, leader_election
-from api.cli.metadata_quorum import metadata_quorum, quorum_replication_lines, quorum_status_lines
-from api.cli.reassign_partitions import generate_plan, parse_reassignment_plan, plan_json, reassign_partitions, verify_lines
-from api.cli.topics import format_topic_description, topics
+from kraft.api.cli.acls import acls
+from kraft.api.cli.cluster import cluster
+from kraft.api.cli.common import KraftGroup, version_option
+from kraft.api.cli.configs import configs
+from kraft.api.cli.console_consumer import MessageFormatter, console_consumer
+from kraft.api.cli.console_producer import LineReader, console_producer
+from kraft.api.cli.consumer_groups import consumer_groups
+from kraft.api.cli.get_offsets import get_offsets
+from kraft.api.cli.leader_election import election_lines, leader_election
+from kraft.api.cli.metadata_quorum import metadata_quorum, quorum_replication_lines, quorum_status_lines
+from kraft.api.cli.reassign_partitions import generate_plan, parse_reassignment_plan, plan_json, reassign_partitions, verify_lines
+from kraft.api.cli.topics import format_topic_description, topics
 
 __all__ = [
     "LineReader", "MessageFormatter", "election_lines", "format_topic_description", "generate_plan", "main",

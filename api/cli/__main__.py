@@ -1,5 +1,5 @@
-"""`python -m api.cli`."""
+"""`python -m kraft.api.cli`."""
 
-from api.cli import main
+from kraft.api.cli import main
 
 main()

@@ -11,8 +11,8 @@ from typing import Any, Iterable
 
 import click
 
-from api.cli.common import KraftCommand, admin_client, bootstrap_option, version_option
-from metadata.acl import (
+from kraft.api.cli.common import KraftCommand, admin_client, bootstrap_option, version_option
+from kraft.metadata.acl import (
     CLUSTER, CLUSTER_NAME, GROUP, RESOURCE_TYPES, SUPPORTED_OPERATIONS, TOPIC, TRANSACTIONAL_ID, parse_operation,
 )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from api.cli.common import (
+from kraft.api.cli.common import (
     KraftCommand,
     KraftGroup,
     admin_client,

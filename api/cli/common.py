@@ -13,9 +13,9 @@ from typing import Any, Callable, Iterable
 
 import click
 
-from api.client import Admin, KraftError
-from api.client.security import from_kafka_properties
-from api.client.transport import parse_bootstrap
+from kraft.api.client import Admin, KraftError
+from kraft.api.client.security import from_kafka_properties
+from kraft.api.client.transport import parse_bootstrap
 
 # Admin calls from the CLI give up sooner than a long-running client would (Kafka: 60 s).
 CLI_API_TIMEOUT_MS = 15_000

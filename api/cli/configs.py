@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import click
 
-from api.cli.common import KraftCommand, Progress, admin_client, bootstrap_option, read_properties_file, version_option
-from api.client import Admin, KraftError
+from kraft.api.cli.common import KraftCommand, Progress, admin_client, bootstrap_option, read_properties_file, version_option
+from kraft.api.client import Admin, KraftError
 
 ENTITY_TYPES = ("topics", "brokers", "users", "clients")
 BROKER_DEFAULT = "<default>"

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from api.cli.common import (
+from kraft.api.cli.common import (
     KraftCommand,
     bootstrap_option,
     parse_bool,
@@ -20,7 +20,7 @@ from api.cli.common import (
     security_kwargs,
     version_option,
 )
-from api.client import Consumer, ConsumerRecord, TopicPartition
+from kraft.api.client import Consumer, ConsumerRecord, TopicPartition
 
 # Kafka consumer config -> Consumer keyword, with its type.
 CONSUMER_PROPERTIES: dict[str, tuple[str, type]] = {

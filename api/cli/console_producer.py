@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from api.cli.common import (
+from kraft.api.cli.common import (
     CLI_API_TIMEOUT_MS,
     KraftCommand,
     Progress,
@@ -20,8 +20,8 @@ from api.cli.common import (
     security_kwargs,
     version_option,
 )
-from api.client import KraftError, Producer
-from log.batch import COMPRESSIONS
+from kraft.api.client import KraftError, Producer
+from kraft.log.batch import COMPRESSIONS
 
 # Kafka producer property -> Producer keyword (int-valued unless listed in _STR_PRODUCER_PROPS).
 PRODUCER_PROPERTIES = {

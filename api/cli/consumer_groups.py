@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from api.cli.common import KraftCommand, Progress, admin_client, bootstrap_option, format_table, version_option
-from api.client import Admin
+from kraft.api.cli.common import KraftCommand, Progress, admin_client, bootstrap_option, format_table, version_option
+from kraft.api.client import Admin
 
 # Kafka's ConsumerGroupState names, as --list --state accepts and prints them.
 GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import click
 
-from api.cli.common import KraftCommand, Progress, admin_client, bootstrap_option, version_option
-from api.client import KraftError, TopicPartition
+from kraft.api.cli.common import KraftCommand, Progress, admin_client, bootstrap_option, version_option
+from kraft.api.client import KraftError, TopicPartition
 
 INT_MAX = 2**31 - 1
 # Kafka's TOPIC_PARTITION_PATTERN: topic regex, then a partition, a range lo-hi (hi exclusive),

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from api.cli.common import KraftCommand, admin_client, bootstrap_option, version_option
-from api.client import TopicPartition
+from kraft.api.cli.common import KraftCommand, admin_client, bootstrap_option, version_option
+from kraft.api.client import TopicPartition
 
 
 def election_lines(partitions: list[dict[str, Any]]) -> tuple[list[str], bool]:

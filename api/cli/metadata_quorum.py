@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from api.cli.common import (
+from kraft.api.cli.common import (
     KraftCommand,
     KraftGroup,
     admin_client,

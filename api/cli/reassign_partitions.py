@@ -9,10 +9,10 @@ from typing import Any, Iterable
 
 import click
 
-from api.cli.common import KraftCommand, admin_client, bootstrap_option, version_option
-from api.client import Admin, TopicPartition
-from api.client.admin import PartitionReassignment
-from metadata.placement import BrokerPlacement, place_replicas
+from kraft.api.cli.common import KraftCommand, admin_client, bootstrap_option, version_option
+from kraft.api.client import Admin, TopicPartition
+from kraft.api.client.admin import PartitionReassignment
+from kraft.metadata.placement import BrokerPlacement, place_replicas
 
 
 Plan = dict[TopicPartition, tuple[int, ...]]

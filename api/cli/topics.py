@@ -7,7 +7,7 @@ import re
 
 import click
 
-from api.cli.common import (
+from kraft.api.cli.common import (
     KraftCommand,
     Progress,
     admin_client,
@@ -16,7 +16,7 @@ from api.cli.common import (
     parse_properties,
     version_option,
 )
-from api.client import Admin, KraftError, TopicDescription
+from kraft.api.client import Admin, KraftError, TopicDescription
 ALTER_PARTITIONS_WARNING = ("WARNING: If partitions are increased for a topic that has a key, the partition logic "
                             "or ordering of the messages will be affected")
 

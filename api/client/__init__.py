@@ -1,15 +1,15 @@
 """The Python client of kraft: `Producer`, `Consumer` and `Admin` over the HTTP API (msgpack).
 
-It imports no server code: only the shared batch codec (`log.batch`), the error model
+It imports no server code: only the shared batch codec (`kraft.log.batch`), the error model
 (`api.errors`) and the partitioner (`api.partitioner`).
 """
 
-from api.client.admin import Admin, CreatedTopic, TopicConfigs
-from api.client.consumer import Consumer
-from api.client.futures import RecordFuture
-from api.client.producer import Producer
-from api.client.transport import NoBrokersAvailable
-from api.client.types import (
+from kraft.api.client.admin import Admin, CreatedTopic, TopicConfigs
+from kraft.api.client.consumer import Consumer
+from kraft.api.client.futures import RecordFuture
+from kraft.api.client.producer import Producer
+from kraft.api.client.transport import NoBrokersAvailable
+from kraft.api.client.types import (
     BrokerInfo,
     ClusterDescription,
     ConsumerRecord,
@@ -24,7 +24,7 @@ from api.client.types import (
     TopicListing,
     TopicPartition,
 )
-from api.errors import KraftError
+from kraft.api.errors import KraftError
 
 __all__ = [
     "Admin",

@@ -2,7 +2,7 @@
 
 Records are appended to per-partition batches (a deque each: the open batch last, retried batches
 at the front). Each record is packed into its batch's msgpack buffer as it is appended (one C
-call, see `log.batch.new_row_packer`): nothing per record is kept but the bytes, so a batch is
+call, see `kraft.log.batch.new_row_packer`): nothing per record is kept but the bytes, so a batch is
 framed with one copy and the cyclic GC has nothing to scan. `ready` says which leaders have
 something to send (a full batch, an expired linger, or a flush), `drain` takes all sendable
 batches of those leaders, bounded by `max_request_size`, and closes them, so the next record for
@@ -20,10 +20,10 @@ from typing import Any, Callable, Iterable
 
 import msgpack
 
-from api.client.futures import ProduceResult, RecordFuture
-from api.client.idempotence import BatchSequence
-from api.client.types import Headers, TopicPartition
-from log.batch import HEADER_SIZE, frame_rows, new_row_packer
+from kraft.api.client.futures import ProduceResult, RecordFuture
+from kraft.api.client.idempotence import BatchSequence
+from kraft.api.client.types import Headers, TopicPartition
+from kraft.log.batch import HEADER_SIZE, frame_rows, new_row_packer
 
 # Per-record bytes beyond key and value in the msgpack payload (array header, deltas, headers).
 RECORD_OVERHEAD = 16

@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import quote
 
-from api.client.cluster import ClusterSnapshot
-from api.client.compat import check_unused_configs
-from api.client.security import pop_security
-from api.client.consumer import offsets_path
-from api.client.group import GroupCoordinatorClient
-from api.client.retry import call_with_retries
-from api.client.transport import Address, Transport
-from api.client.types import (
+from kraft.api.client.cluster import ClusterSnapshot
+from kraft.api.client.compat import check_unused_configs
+from kraft.api.client.security import pop_security
+from kraft.api.client.consumer import offsets_path
+from kraft.api.client.group import GroupCoordinatorClient
+from kraft.api.client.retry import call_with_retries
+from kraft.api.client.transport import Address, Transport
+from kraft.api.client.types import (
     ClusterDescription,
     NewPartitions,
     NewTopic,
@@ -35,7 +35,7 @@ from api.client.types import (
     TopicPartition,
     partition_info_from_wire,
 )
-from api.errors import KraftError
+from kraft.api.errors import KraftError
 
 LIST_GROUPS_TIMEOUT_S = 5.0  # per broker: a paused broker must not stall the whole listing
 

@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from api.client.transport import Address, Transport
-from api.client.types import BrokerInfo, PartitionInfo, TopicPartition, partition_info_from_wire
-from api.errors import KraftError
+from kraft.api.client.transport import Address, Transport
+from kraft.api.client.types import BrokerInfo, PartitionInfo, TopicPartition, partition_info_from_wire
+from kraft.api.errors import KraftError
 
 METADATA_REQUEST_TIMEOUT_MS = 5000  # at most; never more than half the client's request timeout
 

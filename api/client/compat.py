@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from api.errors import KraftError
+from kraft.api.errors import KraftError
 
 log = logging.getLogger("kraft.client")
 

@@ -31,17 +31,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import quote
 
-from api.client.cluster import METADATA_ERRORS, MetadataCache
-from api.client.compat import check_unused_configs, deserializing
-from api.client.security import pop_security
-from api.client.fetcher import fetch_body, records_from_batches
-from api.client.throttle import BrokerThrottle
-from api.client.group import GroupCoordinatorClient, GroupMembership, HeartbeatThread
-from api.client.retry import call_with_retries
-from api.client.subscription import SubscriptionState
-from api.client.transport import Transport
-from api.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
-from api.errors import KraftError
+from kraft.api.client.cluster import METADATA_ERRORS, MetadataCache
+from kraft.api.client.compat import check_unused_configs, deserializing
+from kraft.api.client.security import pop_security
+from kraft.api.client.fetcher import fetch_body, records_from_batches
+from kraft.api.client.throttle import BrokerThrottle
+from kraft.api.client.group import GroupCoordinatorClient, GroupMembership, HeartbeatThread
+from kraft.api.client.retry import call_with_retries
+from kraft.api.client.subscription import SubscriptionState
+from kraft.api.client.transport import Transport
+from kraft.api.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kraft.api.errors import KraftError
 
 log = logging.getLogger("kraft.client.consumer")
 

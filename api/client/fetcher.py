@@ -14,8 +14,8 @@ from functools import partial
 from itertools import islice, repeat
 from typing import Any
 
-from api.client.types import ConsumerRecord, TopicPartition
-from log.batch import decode_columns, iter_batches
+from kraft.api.client.types import ConsumerRecord, TopicPartition
+from kraft.log.batch import decode_columns, iter_batches
 
 # ConsumerRecord from a 7-tuple without its Python-level __new__ (NamedTuple fields are positional).
 _make_record = partial(tuple.__new__, ConsumerRecord)

@@ -14,8 +14,8 @@ import logging
 import threading
 from typing import Any, Callable
 
-from api.client.types import RecordMetadata, TopicPartition
-from api.errors import KraftError
+from kraft.api.client.types import RecordMetadata, TopicPartition
+from kraft.api.errors import KraftError
 
 log = logging.getLogger(__name__)
 

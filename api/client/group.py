@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 from urllib.parse import quote
 
-from api.client.retry import call_with_retries
-from api.client.transport import Address, Transport
-from api.client.types import OffsetAndMetadata, TopicPartition
-from api.errors import KraftError
+from kraft.api.client.retry import call_with_retries
+from kraft.api.client.transport import Address, Transport
+from kraft.api.client.types import OffsetAndMetadata, TopicPartition
+from kraft.api.errors import KraftError
 
 log = logging.getLogger("kraft.client.group")
 REDISCOVER = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "NETWORK_EXCEPTION",

@@ -13,17 +13,17 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Mapping
 
-from api.client.accumulator import RECORD_OVERHEAD, RecordAccumulator
-from api.client.cluster import ClusterSnapshot, MetadataCache
-from api.client.compat import check_unused_configs, serializing
-from api.client.security import pop_security
-from api.client.futures import RecordFuture
-from api.client.sender import Sender, SenderConfig, now_ms
-from api.client.transport import Transport
-from api.client.types import Headers, TopicPartition
-from api.errors import KraftError
-from api.partitioner import StickyPartitioner, partition_for_key
-from log.batch import COMPRESSIONS
+from kraft.api.client.accumulator import RECORD_OVERHEAD, RecordAccumulator
+from kraft.api.client.cluster import ClusterSnapshot, MetadataCache
+from kraft.api.client.compat import check_unused_configs, serializing
+from kraft.api.client.security import pop_security
+from kraft.api.client.futures import RecordFuture
+from kraft.api.client.sender import Sender, SenderConfig, now_ms
+from kraft.api.client.transport import Transport
+from kraft.api.client.types import Headers, TopicPartition
+from kraft.api.errors import KraftError
+from kraft.api.partitioner import StickyPartitioner, partition_for_key
+from kraft.log.batch import COMPRESSIONS
 
 MAX_TIMESTAMP = 2**63  # timestamps are int64 milliseconds, and never negative (as in Kafka)
 

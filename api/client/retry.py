@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Callable, TypeVar
 
-from api.errors import KraftError
+from kraft.api.errors import KraftError
 
 T = TypeVar("T")
 

@@ -15,7 +15,7 @@ import ssl
 from dataclasses import dataclass
 from typing import Any
 
-from api.errors import KraftError
+from kraft.api.errors import KraftError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")

@@ -21,13 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from api.client.accumulator import ProducerBatch, RecordAccumulator
-from api.client.cluster import METADATA_ERRORS, MetadataCache
-from api.client.idempotence import IdempotenceState
-from api.client.throttle import BrokerThrottle
-from api.client.transport import Address, Transport
-from api.client.types import TopicPartition
-from api.errors import KraftError
+from kraft.api.client.accumulator import ProducerBatch, RecordAccumulator
+from kraft.api.client.cluster import METADATA_ERRORS, MetadataCache
+from kraft.api.client.idempotence import IdempotenceState
+from kraft.api.client.throttle import BrokerThrottle
+from kraft.api.client.transport import Address, Transport
+from kraft.api.client.types import TopicPartition
+from kraft.api.errors import KraftError
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from api.client.types import TopicPartition
-from api.errors import KraftError
+from kraft.api.client.types import TopicPartition
+from kraft.api.errors import KraftError
 
 RESET_STRATEGIES = ("earliest", "latest", "none")
 

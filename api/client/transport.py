@@ -22,8 +22,8 @@ from urllib.parse import urlencode
 
 import msgpack
 
-from api.client.security import PLAINTEXT, ClientSecurity
-from api.errors import KraftError
+from kraft.api.client.security import PLAINTEXT, ClientSecurity
+from kraft.api.errors import KraftError
 
 Address = tuple[str, int]
 MSGPACK = "application/msgpack"

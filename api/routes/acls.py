@@ -18,10 +18,10 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from api import authz
-from api.errors import KraftError, invalid_request
-from api.wire import Fields, read_body, render
-from metadata.acl import CLUSTER, StandardAcl, acl_from_dict, filter_from_dict
+from kraft.api import authz
+from kraft.api.errors import KraftError, invalid_request
+from kraft.api.wire import Fields, read_body, render
+from kraft.metadata.acl import CLUSTER, StandardAcl, acl_from_dict, filter_from_dict
 
 MAX_ENTRIES = 1000
 FILTER_FIELDS = StandardAcl.FIELDS

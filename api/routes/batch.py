@@ -12,19 +12,19 @@ from typing import Any
 
 from aiohttp import web
 
-from api import authz
-from api.throttle import throttle
-from api.errors import KraftError, invalid_request
-from api.routes.metrics import FETCH_CONSUMER, FETCH_FOLLOWER, count_as
-from api.routes.records import MAX_TIMEOUT_MS, topic_or_create
-from api.routes.replication import (
+from kraft.api import authz
+from kraft.api.throttle import throttle
+from kraft.api.errors import KraftError, invalid_request
+from kraft.api.routes.metrics import FETCH_CONSUMER, FETCH_FOLLOWER, count_as
+from kraft.api.routes.records import MAX_TIMEOUT_MS, topic_or_create
+from kraft.api.routes.replication import (
     NO_EPOCH, NO_REPLICA, ReplicaFetchEntry, as_replica_fetch_service, render_result,
 )
-from api.routes.services import REPLICAS, FetchEntry, ProduceEntry
-from api.security import require_node
-from api.wire import INT32_MAX, INT64_MAX, Fields, check_topic_name, parse_acks, read_body, render
-from log.batch import validate_batch
-from log.errors import LogError
+from kraft.api.routes.services import REPLICAS, FetchEntry, ProduceEntry
+from kraft.api.security import require_node
+from kraft.api.wire import INT32_MAX, INT64_MAX, Fields, check_topic_name, parse_acks, read_body, render
+from kraft.log.batch import validate_batch
+from kraft.log.errors import LogError
 
 routes = web.RouteTableDef()
 

@@ -18,11 +18,11 @@ from typing import Any, Callable, Iterable, Mapping, Protocol
 import msgpack
 from aiohttp import web
 
-from api import authz
-from api.errors import KraftError, invalid_request
-from api.routes.acls import quota_entries
-from api.routes.users import scram_alterations
-from api.wire import INT32_MAX, MSGPACK, Fields, check_topic_name, read_body, render
+from kraft.api import authz
+from kraft.api.errors import KraftError, invalid_request
+from kraft.api.routes.acls import quota_entries
+from kraft.api.routes.users import scram_alterations
+from kraft.api.wire import INT32_MAX, MSGPACK, Fields, check_topic_name, read_body, render
 
 routes = web.RouteTableDef()
 

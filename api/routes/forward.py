@@ -17,11 +17,11 @@ import msgpack
 from aiohttp import web
 from yarl import URL
 
-from api.errors import KraftError
-from api.routes.services import METADATA, NODE_INFO, ProduceEntry, ProduceResult
-from api.authz import CLIENT_HOST_HEADER, client_host
-from api.throttle import CLIENT_ID_HEADER
-from api.security import FORWARDED_PRINCIPAL_HEADER, SECURITY, principal_of
+from kraft.api.errors import KraftError
+from kraft.api.routes.services import METADATA, NODE_INFO, ProduceEntry, ProduceResult
+from kraft.api.authz import CLIENT_HOST_HEADER, client_host
+from kraft.api.throttle import CLIENT_ID_HEADER
+from kraft.api.security import FORWARDED_PRINCIPAL_HEADER, SECURITY, principal_of
 
 FORWARDED_HEADER = "X-Kraft-Forwarded"
 FORWARD_TIMEOUT_S = 330.0  # above the longest long poll a read route accepts (300 s)

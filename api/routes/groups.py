@@ -14,10 +14,10 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from api import authz
-from api.errors import KraftError, invalid_request
-from api.wire import INT32_MAX, INT64_MAX, Fields, check_topic_name, read_body, render
-from metadata.acl import GROUP
+from kraft.api import authz
+from kraft.api.errors import KraftError, invalid_request
+from kraft.api.wire import INT32_MAX, INT64_MAX, Fields, check_topic_name, read_body, render
+from kraft.metadata.acl import GROUP
 
 routes = web.RouteTableDef()
 

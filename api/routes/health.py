@@ -8,9 +8,9 @@ from typing import Any, Callable
 
 from aiohttp import web
 
-from api.errors import invalid_request
-from api.routes.services import NODE_INFO
-from api.wire import render
+from kraft.api.errors import invalid_request
+from kraft.api.routes.services import NODE_INFO
+from kraft.api.wire import render
 
 routes = web.RouteTableDef()
 

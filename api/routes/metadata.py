@@ -12,11 +12,11 @@ from typing import Any
 
 from aiohttp import web
 
-from api import authz
-from api.errors import KraftError, invalid_request
-from api.routes.services import METADATA, NODE_INFO, PartitionDescription, TopicDescription
-from api.wire import check_topic_name, render
-from metadata.acl import TOPIC
+from kraft.api import authz
+from kraft.api.errors import KraftError, invalid_request
+from kraft.api.routes.services import METADATA, NODE_INFO, PartitionDescription, TopicDescription
+from kraft.api.wire import check_topic_name, render
+from kraft.metadata.acl import TOPIC
 
 routes = web.RouteTableDef()
 
@@ -54,7 +54,7 @@ async def _missing_topic_error(request: web.Request, name: str, auto_create: boo
     if not request.app[NODE_INFO].auto_create_topics:
         return KraftError("UNKNOWN_TOPIC_OR_PARTITION",
                           f"topic {name!r} does not exist and auto.create.topics.enable is false on this broker")
-    from api.routes.records import topic_or_create  # records imports this module
+    from kraft.api.routes.records import topic_or_create  # records imports this module
 
     try:
         check_topic_name(name, "create")  # internal topics are created by their owners, with their settings

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from api.openapi import openapi_document
-from api.wire import render_json
+from kraft.api.openapi import openapi_document
+from kraft.api.wire import render_json
 
 routes = web.RouteTableDef()
 

@@ -13,10 +13,10 @@ from typing import Protocol
 
 from aiohttp import web
 
-from api import authz
-from api.errors import KraftError
-from api.producer_ids import derived_producer_id
-from api.wire import Fields, read_body, render
+from kraft.api import authz
+from kraft.api.errors import KraftError
+from kraft.api.producer_ids import derived_producer_id
+from kraft.api.wire import Fields, read_body, render
 
 routes = web.RouteTableDef()
 

@@ -15,18 +15,18 @@ from typing import Any
 
 from aiohttp import web
 
-from api import authz
-from api.throttle import throttle
-from api.errors import KraftError, invalid_request
-from api.partitioner import partition_for_key
-from api.routes.forward import not_leader, produce_remote, proxy, remote_leader
-from api.routes.metadata import require_topic
-from api.routes.services import (
+from kraft.api import authz
+from kraft.api.throttle import throttle
+from kraft.api.errors import KraftError, invalid_request
+from kraft.api.partitioner import partition_for_key
+from kraft.api.routes.forward import not_leader, produce_remote, proxy, remote_leader
+from kraft.api.routes.metadata import require_topic
+from kraft.api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, FetchEntry, ProduceEntry, ProduceResult, TopicDescription,
 )
-from api.wire import INT32_MAX, Fields, check_topic_name, parse_acks, read_body, render, wants_msgpack
-from log.batch import build_batch, decode_records, iter_batches
-from metadata.acl import TOPIC
+from kraft.api.wire import INT32_MAX, Fields, check_topic_name, parse_acks, read_body, render, wants_msgpack
+from kraft.log.batch import build_batch, decode_records, iter_batches
+from kraft.metadata.acl import TOPIC
 
 routes = web.RouteTableDef()
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
-from api.errors import KraftError
+from kraft.api.errors import KraftError
 
 NO_REPLICA = -1  # a consumer
 NO_EPOCH = -1

@@ -9,12 +9,12 @@ from typing import Any, Mapping
 
 from aiohttp import web
 
-from api import authz
-from api.errors import invalid_request
-from api.routes.metadata import partition_json, require_topic
-from api.routes.services import ADMIN, METADATA
-from api.wire import Fields, check_topic_name, read_body, render
-from metadata.acl import TOPIC
+from kraft.api import authz
+from kraft.api.errors import invalid_request
+from kraft.api.routes.metadata import partition_json, require_topic
+from kraft.api.routes.services import ADMIN, METADATA
+from kraft.api.wire import Fields, check_topic_name, read_body, render
+from kraft.metadata.acl import TOPIC
 
 routes = web.RouteTableDef()
 

@@ -13,8 +13,8 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from api.errors import KraftError, invalid_request
-from api.wire import INT32_MAX, Fields, read_body, render
+from kraft.api.errors import KraftError, invalid_request
+from kraft.api.wire import INT32_MAX, Fields, read_body, render
 
 
 class UserService(Protocol):

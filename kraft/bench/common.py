@@ -16,10 +16,10 @@ from typing import Any, Callable, TextIO
 
 import click
 
-from api.cli.common import version_option
-from api.client import Admin, ConsumerRecord, KraftError, RecordFuture
-from api.client.futures import ProduceResult
-from log.batch import COMPRESSIONS
+from kraft.api.cli.common import version_option
+from kraft.api.client import Admin, ConsumerRecord, KraftError, RecordFuture
+from kraft.api.client.futures import ProduceResult
+from kraft.log.batch import COMPRESSIONS
 
 PROGRESS_INTERVAL_S = 1.0
 _KEY = operator.attrgetter("key")

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from api.client import Consumer
+from kraft.api.client import Consumer
 from kraft.bench.common import (BenchResult, Progress, common_options, consumer_perf_summary, ensure_topic, main,
                                 print_format_option, record_bytes, report)
 

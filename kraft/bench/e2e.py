@@ -8,7 +8,7 @@ import time
 
 import click
 
-from api.client import Consumer, Producer
+from kraft.api.client import Consumer, Producer
 from kraft.bench.common import (BenchResult, Progress, common_options, ensure_topic, main, make_payload,
                                 producer_options, report)
 

@@ -21,9 +21,9 @@ from kraft.bench.scale import (
     wait_offset,
 )
 from kraft.controller.raft_state import PendingImage
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import ClaimController, Endpoint, Partition, RegisterBroker, Topic
+from kraft.metadata.delta import apply_records
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import ClaimController, Endpoint, Partition, RegisterBroker, Topic
 
 
 def snapshot_load_s(node: Any) -> tuple[float, int]:

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from api.client import Producer
+from kraft.api.client import Producer
 from kraft.bench.common import (AckLatencyRecorder, BenchResult, Progress, common_options, ensure_topic, main,
                                 make_payload, print_format_option, producer_options, producer_perf_summary, report)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kraft.controller.channel import ControllerChannel
-from metadata.acl import filter_from_dict
-from metadata.image import MetadataImage
+from kraft.metadata.acl import filter_from_dict
+from kraft.metadata.image import MetadataImage
 
 
 class AclAdmin:

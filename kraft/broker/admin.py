@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from api.errors import KraftError
-from api.routes.services import TopicDescription
+from kraft.api.errors import KraftError
+from kraft.api.routes.services import TopicDescription
 from kraft.broker.metadata_view import BrokerMetadataView
 from kraft.controller.channel import ControllerChannel
 

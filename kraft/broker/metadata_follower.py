@@ -19,11 +19,11 @@ from typing import Any
 
 import msgpack
 
-from api.errors import KraftError
+from kraft.api.errors import KraftError
 from kraft.controller.client import ControllerClient
 from kraft.controller.metadata_loader import MetadataLoader
-from log import fault_injection
-from metadata.image import MetadataImage
+from kraft.log import fault_injection
+from kraft.metadata.image import MetadataImage
 
 log = logging.getLogger("kraft.broker.metadata")
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
-from metadata.delta import LocalReplicaChanges, MetadataDelta
-from metadata.image import MetadataImage
+from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta
+from kraft.metadata.image import MetadataImage
 
 
 class _Cache(Protocol):

@@ -2,17 +2,17 @@
 (Kafka's `KRaftMetadataCache`). `BrokerMetadataPublisher` sets it first on every delta; the
 replica manager, the group coordinator and the metrics read `cache.image` rather than keep
 copies. `BrokerMetadataView` is the cache as the HTTP routes read it (answer-shaped values of
-`api.routes.services`).
+`kraft.api.routes.services`).
 """
 
 from __future__ import annotations
 
 from typing import Mapping
 
-from api.routes.services import (
+from kraft.api.routes.services import (
     BrokerDescription, ClusterDescription, PartitionDescription, TopicDescription,
 )
-from metadata.image import MetadataImage, TopicImage
+from kraft.metadata.image import MetadataImage, TopicImage
 
 
 def describe_topic(topic: TopicImage, configs: Mapping[str, str]) -> TopicDescription:

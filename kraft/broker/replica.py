@@ -21,8 +21,8 @@ from typing import Any
 
 from kraft.broker.replication.leader import LeaderState
 from kraft.broker.replication.partition import Partition, ReplicaState
-from log.config import LogConfig
-from metadata.topic_name import validate_topic_name
+from kraft.log.config import LogConfig
+from kraft.metadata.topic_name import validate_topic_name
 
 __all__ = ["Replica", "ReplicaState"]
 
@@ -35,7 +35,7 @@ class Replica:
     node_id: int
     state: ReplicaState
     config: LogConfig
-    log: Any = None  # log.partition_log.PartitionLog once `ready` is set
+    log: Any = None  # kraft.log.partition_log.PartitionLog once `ready` is set
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     open_error: BaseException | None = None  # the log could not be opened (OSError: retried)
     # the log could not record the role the metadata gives (a full disk: the leader-epoch

@@ -15,7 +15,7 @@ Replication (design §6, `kraft/broker/replication/`): followers fetch through `
 went its own way, records the follower's position, advances the high watermark and proposes ISR
 changes to the controller (AlterPartition). acks=all produces wait until the high watermark passes
 their batch in the leader epoch they were appended in. It implements
-`api.routes.services.ReplicaService` and `api.routes.replication.ReplicaFetchService`.
+`kraft.api.routes.services.ReplicaService` and `kraft.api.routes.replication.ReplicaFetchService`.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
-from api.errors import KraftError, from_exception
-from api.routes.replication import NO_EPOCH, NO_REPLICA, ReplicaFetchEntry, ReplicaFetchResult
-from api.routes.services import (
+from kraft.api.errors import KraftError, from_exception
+from kraft.api.routes.replication import NO_EPOCH, NO_REPLICA, ReplicaFetchEntry, ReplicaFetchResult
+from kraft.api.routes.services import (
     FetchEntry, FetchResult, PartitionOffsets, ProduceEntry, ProduceResult,
 )
 from kraft.broker.replica import Replica, ReplicaState
@@ -44,11 +44,11 @@ from kraft.broker.replication.partition import (
     is_current_registration,
 )
 from kraft.metrics import NULL_METRICS, MetricsSink
-from log.config import LogConfig
-from log.partition_log import PartitionLog
+from kraft.log.config import LogConfig
+from kraft.log.partition_log import PartitionLog
 from kraft.broker.metadata_view import MetadataCache
-from metadata.delta import LocalReplicaChanges, MetadataDelta
-from metadata.image import MetadataImage
+from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta
+from kraft.metadata.image import MetadataImage
 
 log = logging.getLogger("kraft.broker")
 

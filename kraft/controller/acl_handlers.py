@@ -14,11 +14,11 @@ import uuid
 from typing import Any, Sequence
 
 from kraft.controller.handlers import ControllerResult
-from metadata.acl import AclBindingFilter, StandardAcl
-from metadata.client_quotas import check_entity, check_quota
-from metadata.errors import MetadataError
-from metadata.image import MetadataImage
-from metadata.records import AccessControlEntry, ClientQuota, MetadataRecord, RemoveAccessControlEntry
+from kraft.metadata.acl import AclBindingFilter, StandardAcl
+from kraft.metadata.client_quotas import check_entity, check_quota
+from kraft.metadata.errors import MetadataError
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import AccessControlEntry, ClientQuota, MetadataRecord, RemoveAccessControlEntry
 
 MAX_ACLS_PER_REQUEST = 1000
 MAX_QUOTA_ENTRIES = 1000

@@ -19,7 +19,7 @@ import aiohttp
 import msgpack
 from yarl import URL
 
-from api.errors import KraftError
+from kraft.api.errors import KraftError
 from kraft.security.peers import PLAIN_PEERS, PeerSecurity
 
 log = logging.getLogger("kraft.controller.client")

@@ -15,18 +15,18 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from metadata.errors import MetadataError
-from metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
-from metadata.partition_change import (
+from kraft.metadata.errors import MetadataError
+from kraft.metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
+from kraft.metadata.partition_change import (
     PartitionChangeBuilder, check_isr_change, fence_broker_changes, preferred_leader_change,
     reassignment_change, unfence_broker_changes,
 )
-from metadata.placement import BrokerPlacement, place_replicas
-from metadata.records import (
+from kraft.metadata.placement import BrokerPlacement, place_replicas
+from kraft.metadata.records import (
     Config, Endpoint, FenceBroker, MetadataRecord, Partition, PartitionChange, ProducerIds, RegisterBroker,
     RemoveTopic, RemoveUserScramCredential, Topic, UnfenceBroker, UnregisterBroker, UserScramCredential,
 )
-from metadata.topic_name import collision_key, validate_topic_name
+from kraft.metadata.topic_name import collision_key, validate_topic_name
 from kraft.security import scram
 
 ConfigValidator = Callable[[Mapping[str, str]], None]  # raises ValueError for a bad value

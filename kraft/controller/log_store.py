@@ -26,8 +26,8 @@ from typing import Any
 import crc32c
 import msgpack
 
-from log import fault_injection
-from metadata.image import MetadataImage
+from kraft.log import fault_injection
+from kraft.metadata.image import MetadataImage
 
 log = logging.getLogger(__name__)
 

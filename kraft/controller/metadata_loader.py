@@ -21,8 +21,8 @@ import bisect
 import logging
 from typing import Any, Callable, Protocol
 
-from metadata.delta import MetadataDelta
-from metadata.image import MetadataImage
+from kraft.metadata.delta import MetadataDelta
+from kraft.metadata.image import MetadataImage
 
 log = logging.getLogger(__name__)
 

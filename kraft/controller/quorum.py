@@ -31,8 +31,8 @@ from typing import Any, Callable, Protocol
 
 from kraft.controller.errors import MetadataStorageError, NotControllerError
 from kraft.controller.log_store import MetadataLogStore, encode_batch
-from metadata.image import MetadataImage
-from metadata.records import ClaimController
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import ClaimController
 
 log = logging.getLogger(__name__)
 

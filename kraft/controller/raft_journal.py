@@ -39,7 +39,7 @@ import pysyncobj.syncobj
 from pysyncobj import pickle as syncobj_pickle
 from pysyncobj.transport import TCPTransport
 
-from log import fault_injection
+from kraft.log import fault_injection
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ state (the metadata image) is folded in by an injected pure `StateMachine`.
 
 A log entry is one *batch*: the list of record dicts of one `propose` call, applied atomically.
 Each record is a dict of builtins with `type`, `controller_epoch` and `request_id`, as
-`metadata.records` writes them. No clock, no randomness, no I/O: every voter computes the same
+`kraft.metadata.records` writes them. No clock, no randomness, no I/O: every voter computes the same
 result from the same entries, and a snapshot of `MetadataLogState` is the whole truth.
 """
 
@@ -18,9 +18,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import ClaimController
+from kraft.metadata.delta import apply_records
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import ClaimController
 
 logger = logging.getLogger(__name__)
 

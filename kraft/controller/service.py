@@ -30,8 +30,8 @@ from kraft.controller.handlers import ConfigValidator, ControllerResult, Control
 from kraft.controller.heartbeats import BrokerHeartbeatManager
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.quorum import Quorum
-from metadata.acl import acl_from_dict, filter_from_dict
-from metadata.image import MetadataImage
+from kraft.metadata.acl import acl_from_dict, filter_from_dict
+from kraft.metadata.image import MetadataImage
 
 log = logging.getLogger(__name__)
 

@@ -23,10 +23,10 @@ from typing import Callable
 from aiohttp import web
 from cryptography import x509
 
-from api.security import ANONYMOUS, AuthenticationFailed
+from kraft.api.security import ANONYMOUS, AuthenticationFailed
 from kraft.security import scram
 from kraft.security.principal import Rule, map_subject
-from metadata.image import MetadataImage, ScramCredentialData
+from kraft.metadata.image import MetadataImage, ScramCredentialData
 
 MECHANISM_HEADER = "X-Kraft-Sasl-Mechanism"
 MAX_CACHED = 10_000

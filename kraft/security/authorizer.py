@@ -12,8 +12,8 @@ from typing import Callable
 from prometheus_client import CollectorRegistry, Counter
 
 from kraft.config import STANDARD_AUTHORIZER, KraftConfig
-from metadata.acl import RESOURCE_TYPES, AuthorizerSettings, authorize
-from metadata.image import MetadataImage
+from kraft.metadata.acl import RESOURCE_TYPES, AuthorizerSettings, authorize
+from kraft.metadata.image import MetadataImage
 
 
 def authorizer_settings(config: KraftConfig) -> AuthorizerSettings | None:

@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter
 
-from api.security import ANONYMOUS
+from kraft.api.security import ANONYMOUS
 from kraft.security.node_auth import NodeCredential
 from kraft.security.peers import PeerSecurity
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from metadata.image import MetadataImage
+from kraft.metadata.image import MetadataImage
 
 
 class ScramUsers:

@@ -28,16 +28,16 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
-from api.errors import KraftError
+from kraft.api.errors import KraftError
 from kraft.controller import handlers
 from kraft.controller.handlers import ConfigValidator, ControllerSettings
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.zk import znodes
 from kraft.zk.image import partition_state
 from kraft.zk.session import ZkSession
-from metadata.errors import MetadataError
-from metadata.image import MetadataImage
-from metadata.records import Partition
+from kraft.metadata.errors import MetadataError
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import Partition
 
 log = logging.getLogger("kraft.zk.broker")
 

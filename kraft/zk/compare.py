@@ -50,7 +50,7 @@ from kraft.bench.failover import _partition
 from kraft.bench.scale import controller_post as _controller_post
 from kraft.zk import znodes
 from kraft.zk.ensemble import ZooKeeperEnsemble, tick_ms_for, zookeeper_available
-from metadata.placement import BrokerPlacement, place_replicas
+from kraft.metadata.placement import BrokerPlacement, place_replicas
 
 KAFKA_ZK_SESSION_TIMEOUT_MS = 18_000
 TOPIC_CHUNK = 1000
@@ -323,7 +323,7 @@ def check_open_files(partitions: int, brokers: int = 3) -> None:
     """Each broker holds about partitions/brokers of them (RF 1, spread): refuse a run the
     open-files limit its nodes will have cannot hold, rather than fail an hour in."""
     from kraft.node import partition_budget
-    from log.file_cache import NO_LIMIT_FILES, default_open_files_max
+    from kraft.log.file_cache import NO_LIMIT_FILES, default_open_files_max
 
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     limit = NO_LIMIT_FILES if hard == resource.RLIM_INFINITY else hard  # a node raises its soft limit to this

@@ -36,7 +36,7 @@ import msgpack
 from kazoo.exceptions import NodeExistsError, NoNodeError, RolledBackError
 from kazoo.protocol.states import WatchedEvent
 
-from api.errors import KraftError
+from kraft.api.errors import KraftError
 from kraft.security.peers import PLAIN_PEERS
 from kraft.zk import znodes
 from kraft.zk.broker import UPDATE_METADATA_PATH, ZkMetadataReceiver
@@ -45,7 +45,7 @@ from kraft.zk.image import (
     partition_state, shutdown_change, with_brokers, with_partitions, with_topic_config, with_topics,
 )
 from kraft.zk.session import ZkSession
-from metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
+from kraft.metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 
 log = logging.getLogger("kraft.zk.controller")
 

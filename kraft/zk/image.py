@@ -12,12 +12,12 @@ import dataclasses
 from typing import Iterable, Mapping
 
 from kraft.zk.znodes import LISTENER, BrokerInfo, PartitionState, TopicAssignment
-from metadata.image import (
+from kraft.metadata.image import (
     BrokerRegistration, ClusterImage, ConfigurationsImage, MetadataImage, PartitionRegistration,
     TopicImage, TopicsImage, frozen_map,
 )
-from metadata.partition_change import PartitionChangeBuilder
-from metadata.records import NO_LEADER, Endpoint
+from kraft.metadata.partition_change import PartitionChangeBuilder
+from kraft.metadata.records import NO_LEADER, Endpoint
 
 EPOCH_SHIFT = 32  # image offsets: controller epoch in the high bits, so a new controller's are higher
 

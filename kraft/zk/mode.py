@@ -20,7 +20,7 @@ from typing import Any, Callable
 import aiohttp
 from aiohttp import web
 
-from api.errors import KraftError
+from kraft.api.errors import KraftError
 
 from kraft.controller.client import ControllerClient, ControllerDirectory
 from kraft.controller.endpoint import ControllerEndpoint

@@ -15,12 +15,12 @@ import msgpack
 import pytest
 import requests
 
-from api.client import KraftError, Producer
+from kraft.api.client import KraftError, Producer
 from harness import NodeProcess, start_node
 from security_support import node_request
 
 SECRET = "acl-test-cluster-secret"
-KRAFT = [sys.executable, "-c", "from api.cli import main; main()"]
+KRAFT = [sys.executable, "-c", "from kraft.api.cli import main; main()"]
 ME = "User:ANONYMOUS"
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.client import Admin, KraftError, Producer
+from kraft.api.client import Admin, KraftError, Producer
 from harness import shutdown_all, wait_for
 from security_support import SecureNode, make_certs, tls_overrides
 

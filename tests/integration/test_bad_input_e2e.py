@@ -9,7 +9,7 @@ import msgpack
 import pytest
 import requests
 
-from log.batch import build_batch
+from kraft.log.batch import build_batch
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from api.client import Admin, Producer
+from kraft.api.client import Admin, Producer
 from harness import wait_for
 from kraft.bench.chaos.proxy import LinkProxies
 from kraft.bench.cluster import LocalCluster

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import uuid
 
-KRAFT = [sys.executable, "-c", "from api.cli import main; main()"]
+KRAFT = [sys.executable, "-c", "from kraft.api.cli import main; main()"]
 
 
 def kraft(node, *args, input=None, check=True):

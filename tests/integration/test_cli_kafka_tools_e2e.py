@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from api.cli import main
-from api.cli.consumer_groups import DRY_RUN_WARNING
-from api.client import Producer
+from kraft.api.cli import main
+from kraft.api.cli.consumer_groups import DRY_RUN_WARNING
+from kraft.api.client import Producer
 
-KRAFT = [sys.executable, "-c", "from api.cli import main; main()"]
+KRAFT = [sys.executable, "-c", "from kraft.api.cli import main; main()"]
 
 
 def kraft(node, *args, input=None, check=True, env=None):
@@ -251,7 +251,7 @@ BENCH = [sys.executable, "-c", "from kraft.bench import main; main()"]
 def test_version_on_every_command(node, path) -> None:
     """`kraft`, each of its subcommands, `kraft-node` and `kraft-bench` (and each of its subcommands)
     print the bare version, as Kafka's tools do, and exit 0."""
-    from api.cli.common import kraft_version
+    from kraft.api.cli.common import kraft_version
 
     if path and path[0] == "kraft-node":
         proc = subprocess.run(NODE + ["--version"], capture_output=True, text=True, timeout=60)
@@ -297,7 +297,7 @@ def test_bench_prints_kafkas_perf_test_summaries(node) -> None:
 
 
 def test_delete_offsets_of_a_subscribed_topic_is_refused(node) -> None:
-    from api.client import Admin, Consumer
+    from kraft.api.client import Admin, Consumer
     from harness import wait_for
 
     t, g = name("sub-t"), name("sub")

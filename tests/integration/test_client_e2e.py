@@ -11,10 +11,10 @@ import uuid
 import pytest
 import requests
 
-from api.client import (
+from kraft.api.client import (
     Admin, Consumer, KraftError, NoBrokersAvailable, OffsetAndMetadata, Producer, TopicPartition,
 )
-from api.partitioner import partition_for_key
+from kraft.api.partitioner import partition_for_key
 from harness import free_port, shutdown_all, start_node
 
 
@@ -144,7 +144,7 @@ def test_not_enough_replicas_is_the_reported_cause(node, caplog):
     with Producer(node.bootstrap, acks="all", retries=0) as producer:
         error = producer.send(t, b"x").exception(timeout=60)
     assert error is not None and error.error_code == "NOT_ENOUGH_REPLICAS"
-    with caplog.at_level(logging.WARNING, logger="api.client.sender"):
+    with caplog.at_level(logging.WARNING, logger="kraft.api.client.sender"):
         with Producer(node.bootstrap, acks="all", delivery_timeout_ms=3000, retry_backoff_ms=100) as producer:
             error = producer.send(t, b"x").exception(timeout=60)
     assert error is not None and error.error_code == "REQUEST_TIMED_OUT"

@@ -11,7 +11,7 @@ import requests
 import pytest
 from click.testing import CliRunner
 
-from api.cli import main as kraft_cli
+from kraft.api.cli import main as kraft_cli
 from harness import Cluster, wait_for
 from security_support import node_request
 

@@ -11,8 +11,8 @@ import pytest
 import requests
 
 from harness import start_node, wait_for
-from log.batch import build_batch, iter_batches
-from log.checkpoint import PartitionCheckpoint
+from kraft.log.batch import build_batch, iter_batches
+from kraft.log.checkpoint import PartitionCheckpoint
 
 pytestmark = pytest.mark.cluster
 

@@ -11,9 +11,9 @@ import pytest
 import requests
 
 from harness import REPLICATION_OVERRIDES, Cluster, partition_state, wait_for
-from log.batch import decode_records, iter_batches
-from log.config import LogConfig
-from log.partition_log import PartitionLog
+from kraft.log.batch import decode_records, iter_batches
+from kraft.log.config import LogConfig
+from kraft.log.partition_log import PartitionLog
 
 pytestmark = pytest.mark.cluster
 

@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from harness import start_node, wait_for
-from log.batch import build_batch, iter_batches
+from kraft.log.batch import build_batch, iter_batches
 
 pytestmark = pytest.mark.cluster
 

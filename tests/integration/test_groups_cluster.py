@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import requests
 
-from api.client import Admin, Consumer, Producer, TopicPartition
+from kraft.api.client import Admin, Consumer, Producer, TopicPartition
 from tests.harness import Cluster, evenly_assigned, wait_for
 
 pytestmark = pytest.mark.cluster
 
-KRAFT = [sys.executable, "-c", "from api.cli import main; main()"]
+KRAFT = [sys.executable, "-c", "from kraft.api.cli import main; main()"]
 SESSION_MS = 3000
 OVERRIDES = {
     "offsets.topic.replication.factor": 3,

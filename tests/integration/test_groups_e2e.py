@@ -12,11 +12,11 @@ import uuid
 import pytest
 import requests
 
-from api.client import Admin, Consumer, Producer, TopicPartition
-from api.errors import KraftError
+from kraft.api.client import Admin, Consumer, Producer, TopicPartition
+from kraft.api.errors import KraftError
 from harness import evenly_assigned, poll_assignments, shutdown_all, start_node, wait_for
 
-KRAFT = [sys.executable, "-c", "from api.cli import main; main()"]
+KRAFT = [sys.executable, "-c", "from kraft.api.cli import main; main()"]
 SESSION_MS = 2500
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from api.client import Admin, Consumer
+from kraft.api.client import Admin, Consumer
 from harness import Cluster, wait_for
 
 pytestmark = pytest.mark.cluster

@@ -8,7 +8,7 @@ import uuid
 import msgpack
 import requests
 
-from api.partitioner import partition_for_key
+from kraft.api.partitioner import partition_for_key
 
 
 def topic_name() -> str:
@@ -153,7 +153,7 @@ def test_timestamp_seek_and_offsets(node):
 
 
 def test_batch_routes_msgpack(node):
-    from log.batch import build_batch, decode_records, iter_batches
+    from kraft.log.batch import build_batch, decode_records, iter_batches
 
     name = topic_name()
     create(node, name, partitions=2)

@@ -10,7 +10,7 @@ import msgpack
 import pytest
 import requests
 
-from log.batch import build_batch
+from kraft.log.batch import build_batch
 from tests.harness import Cluster, wait_for
 
 TOPIC = "idem"

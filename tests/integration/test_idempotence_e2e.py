@@ -13,11 +13,11 @@ import msgpack
 import pytest
 import requests
 
-from api.client import Admin, Consumer, Producer, TopicPartition
-from api.errors import KraftError
-from api.producer_ids import TRANSACTIONAL_ID_BASE, derived_producer_id
+from kraft.api.client import Admin, Consumer, Producer, TopicPartition
+from kraft.api.errors import KraftError
+from kraft.api.producer_ids import TRANSACTIONAL_ID_BASE, derived_producer_id
 from harness import shutdown_all, start_node
-from log.batch import build_batch
+from kraft.log.batch import build_batch
 
 MSGPACK = "application/msgpack"
 

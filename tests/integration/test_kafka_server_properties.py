@@ -15,7 +15,7 @@ from harness import free_port, wait_for
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "kafka-kraft-server.properties"
 NODE = [sys.executable, "-c", "from kraft.main import main; main()"]
-KRAFT = [sys.executable, "-c", "from api.cli import main; main()"]
+KRAFT = [sys.executable, "-c", "from kraft.api.cli import main; main()"]
 
 
 def _ready(port: int) -> dict | None:

@@ -10,9 +10,9 @@ import uuid
 
 import requests
 
-from api.wire import MAX_BODY_DEPTH
+from kraft.api.wire import MAX_BODY_DEPTH
 
-KRAFT = [sys.executable, "-c", "from api.cli import main; main()"]
+KRAFT = [sys.executable, "-c", "from kraft.api.cli import main; main()"]
 DEPTH = 100_000
 
 

@@ -16,10 +16,10 @@ from typing import Callable
 import msgpack
 import requests
 
-from api.client import Producer
+from kraft.api.client import Producer
 from harness import start_node, wait_for
 
-KRAFT = [sys.executable, "-c", "from api.cli import main; main()"]
+KRAFT = [sys.executable, "-c", "from kraft.api.cli import main; main()"]
 VALUE = b"q" * 4000  # batch framing adds ~2%, well inside the tolerance
 RATE = 20_000  # bytes per second
 

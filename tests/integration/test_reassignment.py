@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from api.cli import main as cli_main
+from kraft.api.cli import main as cli_main
 from kraft.bench.chaos.clients import AckedProducer, audit, read_partition
 from tests.harness import (
     REPLICATION_OVERRIDES, Cluster, partition_offsets, partition_state, raw_log, wait_for,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from api.cli import main as cli_main
+from kraft.api.cli import main as cli_main
 from kraft.bench.chaos.clients import AckedProducer, WatchingConsumer, audit, read_partition
 from tests.harness import (
     REPLICATION_OVERRIDES, Cluster, partition_offsets, partition_state, raw_log, wait_for,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from api.client import Consumer, Producer, TopicPartition
+from kraft.api.client import Consumer, Producer, TopicPartition
 from harness import REPLICATION_OVERRIDES, Cluster, partition_state, wait_for
 
 pytestmark = pytest.mark.cluster

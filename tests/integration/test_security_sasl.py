@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import requests
 
-from api.client import Admin
-from api.errors import KraftError
+from kraft.api.client import Admin
+from kraft.api.errors import KraftError
 from harness import shutdown_all, wait_for
 from security_support import SecureNode, make_certs, tls_overrides
 
@@ -110,7 +110,7 @@ def test_mtls_required_refuses_clients_without_a_certificate(tmp_path):
 def test_cli_command_config_manages_users_over_sasl_ssl(node, tmp_path):
     from click.testing import CliRunner
 
-    from api.cli import main as kraft_cli
+    from kraft.api.cli import main as kraft_cli
 
     props = tmp_path / "admin.properties"
     props.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\n"
@@ -134,8 +134,8 @@ def test_cli_command_config_manages_users_over_sasl_ssl(node, tmp_path):
 
 
 def test_spark_options_take_kafkas_security_keys_with_the_kraft_prefix(node):
-    from spark_connector.broker import BrokerClient
-    from spark_connector.options import parse_sink_options
+    from kraft.spark_connector.broker import BrokerClient
+    from kraft.spark_connector.options import parse_sink_options
 
     jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
             f'password="{ADMIN_PASSWORD}";')
@@ -160,7 +160,7 @@ def test_spark_options_take_kafkas_security_keys_with_the_kraft_prefix(node):
 
 
 def test_a_consumer_group_reads_over_sasl_ssl(node):
-    from api.client import Consumer, Producer
+    from kraft.api.client import Consumer, Producer
 
     security = {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "admin",
                 "sasl_plain_password": ADMIN_PASSWORD, "ssl_cafile": str(node.ca)}

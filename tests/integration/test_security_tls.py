@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from api.client import Producer
+from kraft.api.client import Producer
 from harness import CLUSTER_SECRET, free_port, shutdown_all, wait_for
 from security_support import SecureNode, make_certs, tls_overrides
 

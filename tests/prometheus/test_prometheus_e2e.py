@@ -21,9 +21,9 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from api.client import Consumer, Producer  # noqa: E402
+from kraft.api.client import Consumer, Producer  # noqa: E402
 from harness import Cluster, wait_for  # noqa: E402
-from log.batch import build_batch  # noqa: E402
+from kraft.log.batch import build_batch  # noqa: E402
 from prometheus_support import (  # noqa: E402
     INSTALL_HINT, PROMETHEUS_BINARIES, PROMTOOL_BINARIES, RULE_TESTS, RULES, STATIC_CONFIG,
     FILE_SD_CONFIG, Prometheus, Query, alert_queries, alert_rules, find_binary, grouping_labels,

@@ -50,7 +50,7 @@ def spark() -> Iterator[Any]:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    import spark_connector
+    from kraft import spark_connector
 
     session = (
         SparkSession.builder.master("local[2]")

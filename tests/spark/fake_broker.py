@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlparse
 
 import msgpack
 
-from log.batch import iter_batches, stamp, validate_batch
+from kraft.log.batch import iter_batches, stamp, validate_batch
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 import requests
 
-from log.batch import build_batch, decode_records, iter_batches
+from kraft.log.batch import build_batch, decode_records, iter_batches
 
 if TYPE_CHECKING:
     from fake_broker import FakeBroker

@@ -7,9 +7,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.batch import decode_columns, iter_batches
-from spark_connector.batches import RECORD_OVERHEAD, PartitionBatches, row_ends
-from spark_connector.schema import ColumnBuilder, arrow_schema, source_schema
+from kraft.log.batch import decode_columns, iter_batches
+from kraft.spark_connector.batches import RECORD_OVERHEAD, PartitionBatches, row_ends
+from kraft.spark_connector.schema import ColumnBuilder, arrow_schema, source_schema
 
 _ROW = st.tuples(
     st.one_of(st.none(), st.binary(max_size=40)),

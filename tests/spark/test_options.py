@@ -7,9 +7,9 @@ import json
 import pytest
 from hypothesis import given, strategies as st
 
-from api.errors import KraftError
-from spark_connector.offsets import from_json, parse_assign, plan_ranges, rate_limit, to_json_text
-from spark_connector.options import parse_sink_options, parse_source_options
+from kraft.api.errors import KraftError
+from kraft.spark_connector.offsets import from_json, parse_assign, plan_ranges, rate_limit, to_json_text
+from kraft.spark_connector.options import parse_sink_options, parse_source_options
 
 BOOT = {"kraft.bootstrap.servers": "127.0.0.1:9092"}
 topics = st.text(alphabet="abcxyz-._", min_size=1, max_size=5)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from api.partitioner import partition_for_key
+from kraft.api.partitioner import partition_for_key
 
 pytestmark = pytest.mark.spark
 
@@ -139,8 +139,8 @@ def test_exactly_once_refuses_brokers_without_idempotence(spark, fake_broker, tm
 
 
 def test_exactly_once_producer_epochs_follow_the_micro_batch_id():
-    from api.producer_ids import TRANSACTIONAL_ID_BASE, derived_producer_id
-    from spark_connector.writer import SinkProducer
+    from kraft.api.producer_ids import TRANSACTIONAL_ID_BASE, derived_producer_id
+    from kraft.spark_connector.writer import SinkProducer
 
     first, later = SinkProducer.for_task("q", 3, 0), SinkProducer.for_task("q", 3, 32766)
     assert first.producer_id == later.producer_id == derived_producer_id("q-3") >= TRANSACTIONAL_ID_BASE

@@ -20,7 +20,7 @@ def main() -> None:
     os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    import spark_connector
+    from kraft import spark_connector
 
     spark = (SparkSession.builder.master("local[1]").appName("kraft-value-only-write")
              .config("spark.ui.enabled", "false").config("spark.task.maxFailures", "1").getOrCreate())

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import requests
 
-from api.client import Admin
+from kraft.api.client import Admin
 from harness import CLUSTER_SECRET, NODE_COMMAND, free_port, partition_offsets, raw_log, wait_for
 from kraft.bench.chaos.clients import AckedProducer, WatchingConsumer, audit, read_partition
 from integration.test_replication_cluster import chaos_round, wait_full_isr, wait_leader
@@ -152,7 +152,7 @@ def test_produce_consume_and_leader_written_isr_expansion(cluster: ZkCluster, zo
 
 
 def kraft_cli(node: ZkNode, command: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-c", "from api.cli import main; main()", command,
+    result = subprocess.run([sys.executable, "-c", "from kraft.api.cli import main; main()", command,
                              "--bootstrap-server", node.bootstrap, *args],
                             input=stdin, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr + result.stdout

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from api.client import Consumer, KraftError, Producer, TopicPartition
+from kraft.api.client import Consumer, KraftError, Producer, TopicPartition
 
 
 @dataclass(frozen=True)

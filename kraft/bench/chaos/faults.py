@@ -31,7 +31,7 @@ from typing import Any, Callable
 from kraft.bench.chaos.proxy import LinkProxies
 from kraft.bench.chaos.schedule import FaultEvent
 from kraft.bench.cluster import LocalCluster, LocalNode
-from log.fault_injection import DISK_FULL_ENV
+from kraft.log.fault_injection import DISK_FULL_ENV
 
 TMPFS, FILE_LAYER = "tmpfs", "file-layer"
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 
 import requests
 
-from api.client import Admin
+from kraft.api.client import Admin
 from kraft.bench.chaos.checker import Findings, check
 from kraft.bench.chaos.clients import read_partition
 from kraft.bench.chaos.faults import DiskFull, Injector, prepare_disk_full
@@ -27,7 +27,7 @@ from kraft.bench.chaos.workload import (GroupConsumerWorker, History, LeaderMoni
                                         load_history)
 from kraft.bench.cluster import LocalCluster, poll
 from kraft.zk.ensemble import ZooKeeperEnsemble, tick_ms_for
-from log.fault_injection import ENV as FSYNC_DELAY_ENV
+from kraft.log.fault_injection import ENV as FSYNC_DELAY_ENV
 
 IDEMPOTENT_TOPIC, PLAIN_TOPIC, GROW_TOPIC, GROUP = "chaos-idem", "chaos-plain", "chaos-grow", "chaos-group"
 TOPICS = {IDEMPOTENT_TOPIC: 3, PLAIN_TOPIC: 2}  # produced topics and their partition counts

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable
 
 import requests
 
-from api.client import Admin, Consumer, KraftError, Producer, TopicPartition
+from kraft.api.client import Admin, Consumer, KraftError, Producer, TopicPartition
 
 
 class History:

@@ -1,5 +1,5 @@
 """The group coordinator: the asyncio shell around `ConsumerGroup` that implements
-`api.routes.groups.GroupService`.
+`kraft.api.routes.groups.GroupService`.
 
 It is a metadata publisher: for every `__consumer_offsets` partition this broker leads it loads
 the groups by replaying the partition (requests for those groups get COORDINATOR_LOAD_IN_PROGRESS
@@ -22,9 +22,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from api.errors import KraftError
-from api.routes.groups import GroupHeartbeat, OffsetCommitEntry, OffsetReset
-from api.routes.services import AdminService, ProduceEntry
+from kraft.api.errors import KraftError
+from kraft.api.routes.groups import GroupHeartbeat, OffsetCommitEntry, OffsetReset
+from kraft.api.routes.services import AdminService, ProduceEntry
 from kraft.broker.groups.hashing import OFFSETS_TOPIC, coordinator_partition
 from kraft.broker.groups.leader_offsets import LeaderOffsets
 from kraft.broker.groups.membership import (
@@ -36,8 +36,8 @@ from kraft.broker.groups.records import (
 from kraft.broker.replica import Replica
 from kraft.broker.metadata_view import MetadataCache
 from kraft.broker.replica_manager import ReplicaManager
-from log.batch import build_batch, decode_records, iter_batches
-from metadata.image import MetadataImage
+from kraft.log.batch import build_batch, decode_records, iter_batches
+from kraft.metadata.image import MetadataImage
 
 log = logging.getLogger("kraft.groups")
 

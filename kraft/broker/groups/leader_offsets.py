@@ -17,11 +17,11 @@ import aiohttp
 import msgpack
 from yarl import URL
 
-from api.errors import KraftError
-from api.routes.services import PartitionOffsets
+from kraft.api.errors import KraftError
+from kraft.api.routes.services import PartitionOffsets
 from kraft.broker.replica_manager import ReplicaManager
 from kraft.security.peers import PLAIN_PEERS
-from metadata.image import MetadataImage
+from kraft.metadata.image import MetadataImage
 
 MSGPACK = "application/msgpack"
 DEFAULT_TIMEOUT_S = 3.0

@@ -4,7 +4,7 @@
 make-leader and make-follower, the leader-epoch checks of requests, the leader's side of a follower
 fetch (divergence, the follower's position, the high watermark, ISR expansion), the follower's side
 of a fetch answer (truncate by diverging epoch, append, learn the high watermark), ISR shrink and
-the AlterPartition round trip. It works on a synchronous log (`log.partition_log.PartitionLog`, or
+the AlterPartition round trip. It works on a synchronous log (`kraft.log.partition_log.PartitionLog`, or
 the simulation's in-memory log with the same methods), takes the time as `now_ms` (monotonic), and
 returns what the caller must do as actions: start or stop fetching, send an AlterPartition, wake the
 produces and long polls waiting on the high watermark or the role. It never touches the network,
@@ -22,13 +22,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from api.errors import KraftError
+from kraft.api.errors import KraftError
 from kraft.broker.replication.follower import (
     Append, Backoff, FollowerAction, PartitionFetchResponse, Truncate, TruncateFully, on_fetch_response,
 )
 from kraft.broker.replication.leader import EpochEndOffset, IsrProposal, LeaderState, diverging_epoch
-from metadata.image import MetadataImage
-from metadata.records import NO_LEADER
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import NO_LEADER
 
 log = logging.getLogger("kraft.broker")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from api.apidoc import render
-from api.openapi import openapi_document
+from kraft.api.apidoc import render
+from kraft.api.openapi import openapi_document
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "api.md"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from aiohttp.test_utils import TestClient
 
-from log.batch import build_batch
+from kraft.log.batch import build_batch
 from routes_testing import MSGPACK, create_topic, expect_error, post_msgpack
 
 

@@ -7,7 +7,7 @@ import base64
 
 from aiohttp.test_utils import TestClient
 
-from log.batch import build_batch, decode_records, iter_batches
+from kraft.log.batch import build_batch, decode_records, iter_batches
 from routes_testing import create_topic, post_msgpack
 
 

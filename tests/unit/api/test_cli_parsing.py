@@ -6,10 +6,10 @@ from __future__ import annotations
 import click
 import pytest
 
-from api.cli.configs import parse_add_config
-from api.cli.consumer_groups import delete_offsets_lines, export_csv, list_state_lines, parse_duration_ms
-from api.cli.get_offsets import offset_lines, parse_rules, parse_time
-from api.client import TopicPartition
+from kraft.api.cli.configs import parse_add_config
+from kraft.api.cli.consumer_groups import delete_offsets_lines, export_csv, list_state_lines, parse_duration_ms
+from kraft.api.cli.get_offsets import offset_lines, parse_rules, parse_time
+from kraft.api.client import TopicPartition
 
 
 @pytest.mark.parametrize("text, ms", [

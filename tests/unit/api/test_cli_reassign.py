@@ -8,9 +8,9 @@ import random
 import click
 import pytest
 
-from api.cli import generate_plan, parse_reassignment_plan, plan_json, verify_lines
-from api.client import TopicPartition
-from api.client.admin import PartitionReassignment
+from kraft.api.cli import generate_plan, parse_reassignment_plan, plan_json, verify_lines
+from kraft.api.client import TopicPartition
+from kraft.api.client.admin import PartitionReassignment
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 

@@ -14,7 +14,7 @@ import pytest
 from full_disk import BudgetedFile, DiskBudget, enospc
 from harness import free_port
 from kraft.controller import log_store, raft_journal
-from log import segment as log_segment
+from kraft.log import segment as log_segment
 from routes_testing import create_topic, expect_error, read_all
 
 

@@ -8,9 +8,9 @@ import msgpack
 import pytest
 from aiohttp.test_utils import TestClient
 
-from api.openapi import openapi_document
-from api.errors import KraftError
-from api.wire import MAX_BODY_DEPTH, check_body
+from kraft.api.openapi import openapi_document
+from kraft.api.errors import KraftError
+from kraft.api.wire import MAX_BODY_DEPTH, check_body
 from routes_testing import MSGPACK, create_topic, expect_error, read_all
 
 DEPTH = 100_000

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp.test_utils import TestClient
 from openapi_spec_validator import validate
 
-from api.openapi import openapi_document
+from kraft.api.openapi import openapi_document
 
 
 def test_document_is_valid_openapi() -> None:

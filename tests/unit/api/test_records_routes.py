@@ -7,7 +7,7 @@ import base64
 
 from aiohttp.test_utils import TestClient
 
-from api.partitioner import partition_for_key
+from kraft.api.partitioner import partition_for_key
 from routes_testing import create_topic, expect_error, read_all
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from api.throttle import _TimedAwait
+from kraft.api.throttle import _TimedAwait
 
 
 async def test_the_time_a_handler_waits_is_not_charged() -> None:

@@ -16,11 +16,11 @@ from full_disk import tiny_tmpfs
 from kraft.bench.chaos.checker import check
 from kraft.bench.chaos.faults import FILE_LAYER, TMPFS, Injector, prepare_disk_full
 from kraft.bench.chaos.schedule import FaultEvent
-from log import fault_injection
-from log.batch import build_batch
-from log.config import LogConfig
-from log.fault_injection import DISK_FULL_ENV
-from log.partition_log import PartitionLog
+from kraft.log import fault_injection
+from kraft.log.batch import build_batch
+from kraft.log.config import LogConfig
+from kraft.log.fault_injection import DISK_FULL_ENV
+from kraft.log.partition_log import PartitionLog
 
 
 def batch_of(value: bytes) -> bytes:

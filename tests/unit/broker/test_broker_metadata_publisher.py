@@ -13,10 +13,10 @@ from kraft.broker.metadata_publisher import BrokerMetadataPublisher
 from kraft.broker.metadata_view import MetadataCache
 from kraft.broker.replica_manager import ReplicaManager
 from kraft.metrics import NodeMetrics
-from log.config import LogConfig
-from metadata.delta import LocalReplicaChanges, MetadataDelta, apply_records
-from metadata.image import MetadataImage
-from metadata.records import (
+from kraft.log.config import LogConfig
+from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta, apply_records
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import (
     ClaimController, Endpoint, MetadataRecord, Partition, PartitionChange, RegisterBroker,
     RemoveTopic, Topic, UnfenceBroker,
 )

@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[1] / "metadata"))
 from metadata_testing import build, cluster_records, topic_records  # noqa: E402
 
-from api.errors import KraftError  # noqa: E402
+from kraft.api.errors import KraftError  # noqa: E402
 from kraft.broker.admin import LocalAdmin  # noqa: E402
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from kraft.broker.quotas import FETCH, PRODUCE, REQUEST, ClientQuotaManager, Rate, quota_user
-from metadata.client_quotas import DEFAULT, ClientQuotasImage
+from kraft.metadata.client_quotas import DEFAULT, ClientQuotasImage
 
 
 def quotas(**entities: dict[str, float]) -> ClientQuotasImage:

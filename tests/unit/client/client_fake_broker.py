@@ -14,8 +14,8 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 import msgpack
 
-from api.errors import KraftError
-from log.batch import iter_batches, stamp, validate_batch
+from kraft.api.errors import KraftError
+from kraft.log.batch import iter_batches, stamp, validate_batch
 
 
 class FakeBroker:
@@ -185,7 +185,7 @@ class FakeBroker:
             end = self.end_offset(name, partition)
             answer: dict[str, Any] = {"partition": partition, "log_start_offset": 0, "high_watermark": end, "log_end_offset": end}
             if "timestamp" in query:
-                from log.batch import decode_records
+                from kraft.log.batch import decode_records
 
                 ts = int(query["timestamp"])
                 hit = next((r for _, _, b in self.logs[(name, partition)] for r in decode_records(b) if r.timestamp >= ts), None)

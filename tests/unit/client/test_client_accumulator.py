@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.client.accumulator import RECORD_OVERHEAD, RecordAccumulator
-from api.client.sender import SenderConfig, partition_outcomes, produce_body
-from api.client.types import TopicPartition
-from api.errors import KraftError
-from log.batch import HEADER_SIZE, build_batch, decode_records, iter_batches
+from kraft.api.client.accumulator import RECORD_OVERHEAD, RecordAccumulator
+from kraft.api.client.sender import SenderConfig, partition_outcomes, produce_body
+from kraft.api.client.types import TopicPartition
+from kraft.api.errors import KraftError
+from kraft.log.batch import HEADER_SIZE, build_batch, decode_records, iter_batches
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)

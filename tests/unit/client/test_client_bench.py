@@ -8,8 +8,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from api.client.futures import ProduceResult, RecordFuture
-from api.client.types import TopicPartition
+from kraft.api.client.futures import ProduceResult, RecordFuture
+from kraft.api.client.types import TopicPartition
 from client_fake_broker import FakeBroker
 from kraft.bench import AckLatencyRecorder, BenchResult, Progress, main, percentile
 
@@ -52,7 +52,7 @@ def test_ack_latency_interpolates_sends_within_a_batch() -> None:
 
 
 def test_failed_batches_are_counted_not_timed() -> None:
-    from api.errors import KraftError
+    from kraft.api.errors import KraftError
 
     rec = AckLatencyRecorder(FakeClock())
     r = ProduceResult(TopicPartition("t", 0))

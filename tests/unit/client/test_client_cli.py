@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from api.cli import LineReader, MessageFormatter, format_topic_description, main
-from api.client import ConsumerRecord, KraftError
-from api.client.types import PartitionInfo, TopicDescription
+from kraft.api.cli import LineReader, MessageFormatter, format_topic_description, main
+from kraft.api.client import ConsumerRecord, KraftError
+from kraft.api.client.types import PartitionInfo, TopicDescription
 from client_fake_broker import FakeBroker
 
 
@@ -125,7 +125,7 @@ def test_cluster_describe(broker: FakeBroker) -> None:
 def test_unreachable_cluster_reports_network_error(monkeypatch: pytest.MonkeyPatch) -> None:
     import socket
 
-    from api.cli import common
+    from kraft.api.cli import common
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.client.fetcher import records_from_batches
-from api.client.subscription import SubscriptionState
-from api.client.types import TopicPartition
-from api.errors import KraftError
-from log.batch import build_batch, stamp
+from kraft.api.client.fetcher import records_from_batches
+from kraft.api.client.subscription import SubscriptionState
+from kraft.api.client.types import TopicPartition
+from kraft.api.errors import KraftError
+from kraft.log.batch import build_batch, stamp
 
 TP = TopicPartition("t", 0)
 

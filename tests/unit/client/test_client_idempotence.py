@@ -3,9 +3,9 @@ errors (once per burst), a new producer id when the epoch is exhausted."""
 
 from __future__ import annotations
 
-from api.client.idempotence import BatchSequence, IdempotenceState, ProducerIdAndEpoch
-from api.client.types import TopicPartition
-from api.producer_ids import MAX_PRODUCER_EPOCH
+from kraft.api.client.idempotence import BatchSequence, IdempotenceState, ProducerIdAndEpoch
+from kraft.api.client.types import TopicPartition
+from kraft.api.producer_ids import MAX_PRODUCER_EPOCH
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -63,7 +63,7 @@ def test_a_sequence_error_behind_an_unacknowledged_batch_is_retried() -> None:
 
 
 def test_a_retried_batch_is_drained_alone_for_its_partition() -> None:
-    from api.client.accumulator import RecordAccumulator
+    from kraft.api.client.accumulator import RecordAccumulator
 
     leaders = {T0: 1, T1: 1}.get
     for isolate, expected in ((True, [[T0, T1], [T0], [T0]]), (False, [[T0, T1], [T0, T0]])):

@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from api.client import (
+from kraft.api.client import (
     Admin, Consumer, KraftError, NewPartitions, NewTopic, NoBrokersAvailable, OffsetAndTimestamp, Producer,
     TopicPartition,
 )
@@ -230,7 +230,7 @@ def test_expired_records_name_the_error_their_retries_got(broker: FakeBroker, ca
     NOT_ENOUGH_REPLICAS only at DEBUG."""
     broker.create_topic("isr", 1)
     broker.fail_next("produce", "NOT_ENOUGH_REPLICAS", partition_level=True, times=10_000)
-    with caplog.at_level(logging.WARNING, logger="api.client.sender"):
+    with caplog.at_level(logging.WARNING, logger="kraft.api.client.sender"):
         with Producer(broker.bootstrap, acks="all", delivery_timeout_ms=500, retry_backoff_ms=20) as producer:
             future = producer.send("isr", b"x")
             error = future.exception(timeout=30)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
+from kraft.api.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
 
 # org.apache.kafka.common.utils.UtilsTest.testMurmur2: the Java client's own expectations.
 KAFKA_VECTORS = {

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from api.client import Admin, Consumer, KraftError, Producer, TopicPartition
-from api.client.producer import normalize_headers, parse_acks, to_bytes
-from api.partitioner import partition_for_key
+from kraft.api.client import Admin, Consumer, KraftError, Producer, TopicPartition
+from kraft.api.client.producer import normalize_headers, parse_acks, to_bytes
+from kraft.api.partitioner import partition_for_key
 from client_fake_broker import FakeBroker
-from log.batch import decode_records, iter_batches
+from kraft.log.batch import decode_records, iter_batches
 
 
 def stored(broker: FakeBroker, topic: str, partition: int) -> list:

@@ -3,7 +3,7 @@ throttled request was sent, so a broker that held its answer back costs nothing 
 
 from __future__ import annotations
 
-from api.client.throttle import BrokerThrottle
+from kraft.api.client.throttle import BrokerThrottle
 
 
 def test_waits_the_rest_of_the_throttle_only() -> None:

@@ -13,10 +13,10 @@ import msgpack
 import pytest
 import requests
 
-from api.client.cluster import ClusterSnapshot, MetadataCache
-from api.client.transport import NoBrokersAvailable, Transport, error_from_response, parse_address, parse_bootstrap
-from api.client.types import TopicPartition
-from api.errors import KraftError
+from kraft.api.client.cluster import ClusterSnapshot, MetadataCache
+from kraft.api.client.transport import NoBrokersAvailable, Transport, error_from_response, parse_address, parse_bootstrap
+from kraft.api.client.types import TopicPartition
+from kraft.api.errors import KraftError
 from client_fake_broker import FakeBroker
 
 

@@ -6,7 +6,7 @@ import uuid
 from typing import Any, Callable
 
 from kraft.controller.errors import NotControllerError
-from metadata.records import ClaimController
+from kraft.metadata.records import ClaimController
 
 
 class FakeQuorum:

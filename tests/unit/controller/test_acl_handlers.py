@@ -8,11 +8,11 @@ import random
 import pytest
 
 from kraft.controller.acl_handlers import alter_client_quotas, create_acls, delete_acls
-from metadata.acl import AclBindingFilter, StandardAcl
-from metadata.delta import apply_records
-from metadata.errors import MetadataError
-from metadata.image import MetadataImage
-from metadata.records import AccessControlEntry, ClientQuota, RemoveAccessControlEntry
+from kraft.metadata.acl import AclBindingFilter, StandardAcl
+from kraft.metadata.delta import apply_records
+from kraft.metadata.errors import MetadataError
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import AccessControlEntry, ClientQuota, RemoveAccessControlEntry
 
 READ = StandardAcl("TOPIC", "orders", "LITERAL", "User:alice", "*", "READ", "ALLOW")
 WRITE = StandardAcl("TOPIC", "orders", "LITERAL", "User:alice", "*", "WRITE", "ALLOW")

@@ -12,8 +12,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.cli import election_lines, quorum_replication_lines, quorum_status_lines
-from api.errors import KraftError
+from kraft.api.cli import election_lines, quorum_replication_lines, quorum_status_lines
+from kraft.api.errors import KraftError
 from kraft.broker.metadata_follower import BrokerSnapshotStore
 from kraft.controller.channel import ControllerChannel
 from kraft.controller.client import ControllerClient, ControllerDirectory
@@ -21,9 +21,9 @@ from kraft.controller.endpoint import ReplicaState
 from kraft.controller.handlers import ControllerSettings
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.raft_state import MetadataLogState, apply_endpoint
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import ClaimController, RegisterBroker, Topic
+from kraft.metadata.delta import apply_records
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import ClaimController, RegisterBroker, Topic
 
 
 @given(st.lists(st.tuples(st.one_of(st.integers(-5, 5), st.text(max_size=3), st.none()),

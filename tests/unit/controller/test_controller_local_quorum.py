@@ -15,7 +15,7 @@ from kraft.controller.errors import MetadataStorageError, NotControllerError
 from kraft.controller.log_store import LOG_DIR_NAME
 from kraft.controller.metadata_loader import MetadataLoader, SnapshotNeededError
 from kraft.controller.quorum import LocalQuorum
-from metadata.records import Partition, Topic
+from kraft.metadata.records import Partition, Topic
 
 
 def topic_batch(name: str, partitions: int = 1) -> list[dict]:

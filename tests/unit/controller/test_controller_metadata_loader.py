@@ -10,8 +10,8 @@ import pytest
 from kraft.controller.heartbeats import BrokerHeartbeatManager
 from kraft.controller.metadata_loader import MetadataLoader, SnapshotNeededError
 from kraft.controller.raft_state import MetadataImageMachine
-from metadata.image import MetadataImage
-from metadata.records import ClaimController, NoOp, Partition, Topic
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import ClaimController, NoOp, Partition, Topic
 
 
 def records(n_topics: int, start: int = 0) -> list[tuple[int, dict]]:

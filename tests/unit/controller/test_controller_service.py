@@ -12,8 +12,8 @@ from kraft.controller.errors import NotControllerError
 from kraft.controller.handlers import ControllerSettings
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.service import ControllerService
-from metadata.errors import MetadataError
-from metadata.records import NO_LEADER
+from kraft.metadata.errors import MetadataError
+from kraft.metadata.records import NO_LEADER
 
 KEYS = frozenset({"retention.ms", "cleanup.policy", "min.insync.replicas", "unclean.leader.election.enable"})
 SESSION_MS = 9000

@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from api.client.group import GroupCoordinatorClient, GroupMembership, HeartbeatResult
-from api.client.types import TopicPartition
-from api.errors import KraftError
+from kraft.api.client.group import GroupCoordinatorClient, GroupMembership, HeartbeatResult
+from kraft.api.client.types import TopicPartition
+from kraft.api.errors import KraftError
 
 A, B = ("10.0.0.1", 1), ("10.0.0.2", 2)
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)

@@ -11,12 +11,12 @@ from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinato
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.broker.groups.membership import OffsetAndMetadata
 from kraft.broker.groups.records import offset_key, offset_value
-from log.batch import build_batch
-from log.config import LogConfig
-from log.partition_log import PartitionLog
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import ClaimController, Partition, Topic
+from kraft.log.batch import build_batch
+from kraft.log.config import LogConfig
+from kraft.log.partition_log import PartitionLog
+from kraft.metadata.delta import apply_records
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import ClaimController, Partition, Topic
 
 GROUP = "g"
 

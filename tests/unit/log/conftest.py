@@ -7,8 +7,8 @@ from typing import Callable, Iterator
 
 import pytest
 
-from log.config import LogConfig
-from log.partition_log import PartitionLog
+from kraft.log.config import LogConfig
+from kraft.log.partition_log import PartitionLog
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from log.batch import Record, build_batch, decode_records, iter_batches
+from kraft.log.batch import Record, build_batch, decode_records, iter_batches
 
 
 def make_batch(

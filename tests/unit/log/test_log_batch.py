@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.batch import (
+from kraft.log.batch import (
     ATTRIBUTES_POS,
     COMPRESSIONS,
     HEADER_SIZE,
@@ -29,7 +29,7 @@ from log.batch import (
     stamp,
     validate_batch,
 )
-from log.errors import CorruptRecordError, InvalidRecordError
+from kraft.log.errors import CorruptRecordError, InvalidRecordError
 from log_testing import make_batch
 
 optional_bytes = st.one_of(st.none(), st.binary(max_size=64))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.batch import build_batch
+from kraft.log.batch import build_batch
 from log_testing import all_records, make_batch
 
 COMPACT = dict(cleanup_policy="compact", segment_bytes=400, index_interval_bytes=50)
@@ -35,8 +35,8 @@ def _everything(log) -> list:
     drop_tombstones=st.booleans(),
 )
 def test_last_value_per_key_survives(tmp_path_factory, entries, drop_tombstones) -> None:
-    from log.config import LogConfig
-    from log.partition_log import PartitionLog
+    from kraft.log.config import LogConfig
+    from kraft.log.partition_log import PartitionLog
 
     log = PartitionLog.open(
         tmp_path_factory.mktemp("c") / "t-0",
@@ -90,8 +90,8 @@ def test_delete_policy_does_not_compact(open_log) -> None:
 
 
 def test_compacted_batches_replicate_to_a_follower(open_log, tmp_path) -> None:
-    from log.config import LogConfig
-    from log.partition_log import PartitionLog
+    from kraft.log.config import LogConfig
+    from kraft.log.partition_log import PartitionLog
 
     leader = open_log(**COMPACT)
     _produce(leader, [(b"k%d" % (i % 3), b"v%d" % i) for i in range(30)])

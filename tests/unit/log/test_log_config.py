@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from log.config import LONG_MAX, TOPIC_CONFIG_KEYS, LogConfig
+from kraft.log.config import LONG_MAX, TOPIC_CONFIG_KEYS, LogConfig
 
 
 def test_kafka_defaults() -> None:

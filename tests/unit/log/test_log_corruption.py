@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from log.batch import iter_batches
-from log.checkpoint import PARTITION_CHECKPOINT, PartitionCheckpoint
-from log.config import LogConfig
-from log.errors import CorruptRecordError
-from log.partition_log import PartitionLog
+from kraft.log.batch import iter_batches
+from kraft.log.checkpoint import PARTITION_CHECKPOINT, PartitionCheckpoint
+from kraft.log.config import LogConfig
+from kraft.log.errors import CorruptRecordError
+from kraft.log.partition_log import PartitionLog
 from log_testing import make_batch
 
 CONFIG = LogConfig(segment_bytes=2000, index_interval_bytes=200)

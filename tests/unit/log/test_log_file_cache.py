@@ -9,10 +9,10 @@ from typing import Iterator
 
 import pytest
 
-from log.config import LogConfig
-from log.errors import KafkaStorageError
-from log.file_cache import OPEN_FILES, FileCache
-from log.partition_log import PartitionLog
+from kraft.log.config import LogConfig
+from kraft.log.errors import KafkaStorageError
+from kraft.log.file_cache import OPEN_FILES, FileCache
+from kraft.log.partition_log import PartitionLog
 from log_testing import all_records, make_batch
 
 CAPACITY = 32

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from full_disk import DiskBudget, enospc, fill, tiny_tmpfs
-from log import checkpoint as log_checkpoint
-from log import fault_injection
-from log import index as log_index
-from log import segment as log_segment
-from log.config import LogConfig
-from log.epoch_cache import LeaderEpochFileCache
-from log.partition_log import PartitionLog
+from kraft.log import checkpoint as log_checkpoint
+from kraft.log import fault_injection
+from kraft.log import index as log_index
+from kraft.log import segment as log_segment
+from kraft.log.config import LogConfig
+from kraft.log.epoch_cache import LeaderEpochFileCache
+from kraft.log.partition_log import PartitionLog
 from log_testing import all_records, make_batch
 
 

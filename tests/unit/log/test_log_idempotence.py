@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from log.batch import build_batch
-from log.checkpoint import PRODUCER_STATE_SNAPSHOT
-from log.errors import InvalidProducerEpochError, OutOfOrderSequenceError, UnknownProducerIdError
+from kraft.log.batch import build_batch
+from kraft.log.checkpoint import PRODUCER_STATE_SNAPSHOT
+from kraft.log.errors import InvalidProducerEpochError, OutOfOrderSequenceError, UnknownProducerIdError
 from log_testing import all_records
 
 PID = 4242
@@ -117,8 +117,8 @@ def test_truncation_rolls_the_state_back(open_log) -> None:
 
 
 def test_a_follower_learns_the_state_from_replicated_batches(open_log, tmp_path) -> None:
-    from log.config import LogConfig
-    from log.partition_log import PartitionLog
+    from kraft.log.config import LogConfig
+    from kraft.log.partition_log import PartitionLog
 
     leader = PartitionLog.open(tmp_path / "leader", LogConfig(), 0)
     try:

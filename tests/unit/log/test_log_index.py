@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.errors import CorruptRecordError
-from log.index import OffsetIndex, TimeIndex
+from kraft.log.errors import CorruptRecordError
+from kraft.log.index import OffsetIndex, TimeIndex
 
 
 def _linear_floor(entries: list[tuple[int, int]], key: int) -> tuple[int, int] | None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from log.batch import iter_batches
-from log.config import LogConfig
-from log.errors import CorruptRecordError, OffsetOutOfRangeError
-from log.partition_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionLog
+from kraft.log.batch import iter_batches
+from kraft.log.config import LogConfig
+from kraft.log.errors import CorruptRecordError, OffsetOutOfRangeError
+from kraft.log.partition_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionLog
 from log_testing import all_records, make_batch
 
 

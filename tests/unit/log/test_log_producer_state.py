@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.batch import MAGIC, BatchHeader
-from log.errors import (
+from kraft.log.batch import MAGIC, BatchHeader
+from kraft.log.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     OutOfOrderSequenceError,
     UnknownProducerIdError,
 )
-from log.producer_state import (
+from kraft.log.producer_state import (
     APPEND,
     INT32_MAX,
     UNKNOWN_OFFSETS_DUPLICATE,

@@ -9,11 +9,11 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.batch import iter_batches
-from log.checkpoint import PARTITION_CHECKPOINT
-from log.config import LogConfig
-from log.errors import CorruptRecordError
-from log.partition_log import PartitionLog
+from kraft.log.batch import iter_batches
+from kraft.log.checkpoint import PARTITION_CHECKPOINT
+from kraft.log.config import LogConfig
+from kraft.log.errors import CorruptRecordError
+from kraft.log.partition_log import PartitionLog
 from log_testing import make_batch
 
 CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=64)

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from log.config import LogConfig
-from log.retention import segments_to_delete
+from kraft.log.config import LogConfig
+from kraft.log.retention import segments_to_delete
 from log_testing import all_records, make_batch
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from log.batch import BatchHeader, stamp
-from log.config import LogConfig
-from log.segment import LogSegment
+from kraft.log.batch import BatchHeader, stamp
+from kraft.log.config import LogConfig
+from kraft.log.segment import LogSegment
 from log_testing import all_records, make_batch
 
 CONFIG = LogConfig(index_interval_bytes=100, segment_bytes=10_000)

@@ -7,15 +7,15 @@ import struct
 import crc32c
 import pytest
 
-from log.batch import ATTRIBUTES_POS, BatchHeader, build_batch, encode_batch, stamp
-from log.config import LogConfig
-from log.errors import (
+from kraft.log.batch import ATTRIBUTES_POS, BatchHeader, build_batch, encode_batch, stamp
+from kraft.log.config import LogConfig
+from kraft.log.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
     RecordTooLargeError,
 )
-from log.validator import LogValidator
+from kraft.log.validator import LogValidator
 from log_testing import make_batch
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from metadata.delta import MetadataDelta, apply_records
-from metadata.image import MetadataImage
-from metadata.records import (
+from kraft.metadata.delta import MetadataDelta, apply_records
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import (
     ClaimController, Endpoint, MetadataRecord, Partition, RegisterBroker, Topic, UnfenceBroker,
 )
 

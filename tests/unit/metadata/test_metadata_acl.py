@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from metadata.acl import (
+from kraft.metadata.acl import (
     ALLOW, DENY, LITERAL, OPERATIONS, PREFIXED, AclBindingFilter, AclIndex, AclsImage, AuthorizerSettings,
     StandardAcl, acl_from_dict, authorize, filter_from_dict, operation_name, parse_operation,
 )
-from metadata.errors import MetadataError
+from kraft.metadata.errors import MetadataError
 
 HOST = "10.0.0.1"
 DEFAULT = AuthorizerSettings()

@@ -3,11 +3,11 @@ removed; the quota of a request resolved in Kafka's order."""
 
 from __future__ import annotations
 
-from metadata.acl import AclBindingFilter
-from metadata.client_quotas import DEFAULT
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import AccessControlEntry, ClientQuota, RemoveAccessControlEntry, record_from_dict
+from kraft.metadata.acl import AclBindingFilter
+from kraft.metadata.client_quotas import DEFAULT
+from kraft.metadata.delta import apply_records
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import AccessControlEntry, ClientQuota, RemoveAccessControlEntry, record_from_dict
 
 
 def entry(acl_id: str, name: str = "orders", op: str = "WRITE", perm: str = "ALLOW") -> AccessControlEntry:

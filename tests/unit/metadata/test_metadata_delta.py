@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from metadata_testing import EPOCH, build, cluster_records, replay, topic_records
 
-from metadata.delta import MetadataDelta
-from metadata.image import MetadataImage
-from metadata.records import (
+from kraft.metadata.delta import MetadataDelta
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import (
     ClaimController, Config, FenceBroker, NoOp, Partition, PartitionChange, ProducerIds, RegisterBroker, RemoveTopic,
     Topic, UnregisterBroker,
 )

@@ -7,13 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from metadata_testing import EPOCH, build, cluster_records, replay, topic_records
 
-from metadata.errors import MetadataError
-from metadata.image import PartitionRegistration
-from metadata.partition_change import (
+from kraft.metadata.errors import MetadataError
+from kraft.metadata.image import PartitionRegistration
+from kraft.metadata.partition_change import (
     ElectionType, PartitionChangeBuilder, check_isr_change, fence_broker_changes, preferred_leader_change,
     unfence_broker_changes,
 )
-from metadata.records import NO_LEADER, FenceBroker, PartitionChange, UnfenceBroker
+from kraft.metadata.records import NO_LEADER, FenceBroker, PartitionChange, UnfenceBroker
 
 
 def reg(replicas, isr, leader) -> PartitionRegistration:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from metadata.errors import MetadataError
-from metadata.placement import BrokerPlacement, _rack_alternated, place_replicas
+from kraft.metadata.errors import MetadataError
+from kraft.metadata.placement import BrokerPlacement, _rack_alternated, place_replicas
 
 
 def brokers(n: int, racks: int | None = None) -> list[BrokerPlacement]:

@@ -7,9 +7,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from metadata.delta import MetadataDelta, apply_records
-from metadata.image import MetadataImage
-from metadata.records import RECORD_TYPES
+from kraft.metadata.delta import MetadataDelta, apply_records
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import RECORD_TYPES
 
 ids = st.integers(-1, 4)
 small_lists = st.lists(st.integers(-1, 4), max_size=4)

@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from metadata_testing import EPOCH, build, cluster_records, replay, topic_records
 
-from metadata.errors import MetadataError
-from metadata.image import MetadataImage, PartitionRegistration
-from metadata.partition_change import PartitionChangeBuilder, check_isr_change, reassignment_change
+from kraft.metadata.errors import MetadataError
+from kraft.metadata.image import MetadataImage, PartitionRegistration
+from kraft.metadata.partition_change import PartitionChangeBuilder, check_isr_change, reassignment_change
 
 BROKERS = (1, 2, 3, 4)
 

@@ -7,7 +7,7 @@ import json
 import msgpack
 import pytest
 
-from metadata.records import (
+from kraft.metadata.records import (
     RECORD_TYPES, ClaimController, Config, Endpoint, FenceBroker, NoOp, Partition, PartitionChange, ProducerIds,
     RegisterBroker, RemoveTopic, Topic, UnfenceBroker, UnregisterBroker, record_from_dict,
     RemoveUserScramCredential, UserScramCredential, AccessControlEntry, RemoveAccessControlEntry, ClientQuota,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import RemoveUserScramCredential, UserScramCredential
+from kraft.metadata.delta import apply_records
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import RemoveUserScramCredential, UserScramCredential
 
 
 def credential(name: str, mechanism: str = "SCRAM-SHA-256", iterations: int = 4096) -> UserScramCredential:

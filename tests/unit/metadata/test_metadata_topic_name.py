@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from metadata.errors import MetadataError
-from metadata.topic_name import INTERNAL_TOPICS, check_client_topic, collision_key, is_internal, validate_topic_name
+from kraft.metadata.errors import MetadataError
+from kraft.metadata.topic_name import INTERNAL_TOPICS, check_client_topic, collision_key, is_internal, validate_topic_name
 
 
 @pytest.mark.parametrize("name", ["a", "A.b_c-9", "x" * 249, "__consumer_offsets", "..."])

@@ -15,10 +15,10 @@ from prometheus_client import generate_latest
 
 from kraft.controller.raft_quorum import QuorumStatus, VoterStatus
 from kraft.metrics import NULL_METRICS, UNKNOWN_TOPIC, IsrChangeCounter, NodeMetrics, RaftCollector
-from log.config import LogConfig
-from metadata.delta import MetadataDelta, apply_records
-from metadata.image import MetadataImage
-from metadata.records import (
+from kraft.log.config import LogConfig
+from kraft.metadata.delta import MetadataDelta, apply_records
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import (
     ClaimController, Endpoint, FenceBroker, Partition, PartitionChange, RegisterBroker, Topic,
     UnfenceBroker,
 )

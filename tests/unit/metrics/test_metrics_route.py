@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.openapi import openapi_document
+from kraft.api.openapi import openapi_document
 from kraft.config import load_config
 from kraft.node import Node
 from harness import free_port

@@ -11,7 +11,7 @@ import pytest
 
 from kraft.config import ConfigError, load_config
 from kraft.node import FILES_PER_PARTITION, RESERVED_FILES, partition_budget
-from log.file_cache import default_open_files_max
+from kraft.log.file_cache import default_open_files_max
 
 RAISE_IN_A_CHILD = """
 import logging, resource, sys

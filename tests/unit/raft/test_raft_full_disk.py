@@ -22,7 +22,7 @@ from kraft.controller.errors import MetadataStorageError
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.raft_journal import JournalAppendError, RaftJournal
 from kraft.controller.raft_quorum import METADATA_DIR, JOURNAL_FILE, RaftQuorum, RaftQuorumConfig
-from metadata.records import Partition, Topic
+from kraft.metadata.records import Partition, Topic
 
 # far above an answer's time: only a dropped command reaches it (the bug answered after 5 s)
 REQUEST_TIMEOUT_S = 30.0

@@ -20,7 +20,7 @@ from kraft.controller.raft_quorum import (
     RaftQuorumConfig,
     resolve_secret,
 )
-from metadata.image import MetadataImage
+from kraft.metadata.image import MetadataImage
 
 from harness import free_port  # tests/ is on sys.path (tests/conftest.py)
 

@@ -9,9 +9,9 @@ import pickle
 import msgpack
 
 from kraft.controller.raft_state import MetadataImageMachine, MetadataLogState, apply_batch, claim_record
-from metadata.delta import MetadataDelta
-from metadata.image import MetadataImage
-from metadata.records import Endpoint, Partition, RegisterBroker, Topic
+from kraft.metadata.delta import MetadataDelta
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import Endpoint, Partition, RegisterBroker, Topic
 
 PARTITIONS = 100_000
 PER_TOPIC = 1000

@@ -20,7 +20,7 @@ from kraft.controller.raft_state import (
     claim_record,
     validate_batch,
 )
-from metadata.image import MetadataImage
+from kraft.metadata.image import MetadataImage
 
 
 class Keys:
@@ -155,7 +155,7 @@ def test_metadata_image_machine_keeps_entries_until_the_loop_hands_the_image_bac
         assert apply_batch(state, [dict(noop), dict(noop)], machine).applied
     assert [len(c) for c in state.app_state.chunks] == [1, 2, 2, 2]
     folded = MetadataImage.EMPTY
-    from metadata.delta import apply_records
+    from kraft.metadata.delta import apply_records
     folded = apply_records(folded, [e for c in state.app_state.chunks[:2] for e in c])[1]
     assert folded.offset == 2
     machine.folded(folded)

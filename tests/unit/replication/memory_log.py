@@ -1,4 +1,4 @@
-"""An in-memory partition log with `log.partition_log.PartitionLog`'s replication interface, for
+"""An in-memory partition log with `kraft.log.partition_log.PartitionLog`'s replication interface, for
 the deterministic simulation: the real PartitionLog fsyncs its epoch cache and checkpoints on
 every change, too slow for thousands of seeds. Batches are real batch bytes, validated and
 stamped by the real `LogValidator`; the epoch cache is the real `LeaderEpochFileCache` (no file).
@@ -19,12 +19,12 @@ import copy
 from dataclasses import dataclass
 from typing import Callable
 
-from log.batch import decode_records
-from log.config import LogConfig
-from log.epoch_cache import LeaderEpochFileCache
-from log.errors import OffsetOutOfRangeError
-from log.partition_log import FetchDataInfo, LogAppendInfo
-from log.validator import LogValidator
+from kraft.log.batch import decode_records
+from kraft.log.config import LogConfig
+from kraft.log.epoch_cache import LeaderEpochFileCache
+from kraft.log.errors import OffsetOutOfRangeError
+from kraft.log.partition_log import FetchDataInfo, LogAppendInfo
+from kraft.log.validator import LogValidator
 
 
 @dataclass(frozen=True)

@@ -13,18 +13,18 @@ from typing import Any
 
 from aiohttp import web
 
-from api.routes import batch
-from api.routes.services import REPLICAS, ProduceEntry
-from api.server import error_middleware
+from kraft.api.routes import batch
+from kraft.api.routes.services import REPLICAS, ProduceEntry
+from kraft.api.server import error_middleware
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraft.broker.replication.alter_partition import ControllerAlterPartition
 from kraft.broker.replication.fetcher import FetcherSettings
 from kraft.controller import handlers
-from log.batch import build_batch, decode_records, iter_batches
-from log.config import LogConfig
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import (
+from kraft.log.batch import build_batch, decode_records, iter_batches
+from kraft.log.config import LogConfig
+from kraft.metadata.delta import apply_records
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import (
     ClaimController, Endpoint, MetadataRecord, Partition, RegisterBroker, Topic, UnfenceBroker,
 )
 

@@ -7,7 +7,7 @@ follower and leader rules under it, the real `LogValidator` and `LeaderEpochFile
 in-memory log (`memory_log.py`), and as the controller the real handlers
 (`kraft.controller.handlers`: register_broker, broker_heartbeat, fence_broker, alter_partition,
 elect_leaders, with `metadata/partition_change.py`'s election and ISR rules) replayed into real
-images by `metadata.delta.apply_records`. This module is only the shell around them, doing what
+images by `kraft.metadata.delta.apply_records`. This module is only the shell around them, doing what
 the replica manager, the fetchers, the broker lifecycle and the network do: the actions each core
 returns are performed, and every message (fetch request and response, AlterPartition and its answer,
 registration, heartbeat, metadata fetch) goes through a network that drops, delays (so reorders)
@@ -49,12 +49,12 @@ from kraft.broker.replication.partition import (
     is_current_registration,
 )
 from kraft.controller import handlers
-from log.batch import build_batch
-from log.config import LogConfig
-from metadata.delta import apply_records
-from metadata.errors import MetadataError
-from metadata.image import MetadataImage
-from metadata.records import (
+from kraft.log.batch import build_batch
+from kraft.log.config import LogConfig
+from kraft.metadata.delta import apply_records
+from kraft.metadata.errors import MetadataError
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import (
     NO_LEADER, ClaimController, Endpoint, MetadataRecord, Partition as PartitionRecord, RegisterBroker, Topic,
     UnfenceBroker,
 )

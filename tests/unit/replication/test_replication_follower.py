@@ -10,7 +10,7 @@ from kraft.broker.replication.follower import (
     truncation_offset,
 )
 from kraft.broker.replication.leader import EpochEndOffset, diverging_epoch
-from log.epoch_cache import LeaderEpochFileCache
+from kraft.log.epoch_cache import LeaderEpochFileCache
 
 
 def cache_of(epochs: list[int]) -> LeaderEpochFileCache:

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from api.routes.services import ProduceEntry
+from kraft.api.routes.services import ProduceEntry
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
-from log import fault_injection
-from log.batch import build_batch
-from log.config import LogConfig
-from log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import (
+from kraft.log import fault_injection
+from kraft.log.batch import build_batch
+from kraft.log.config import LogConfig
+from kraft.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
+from kraft.metadata.delta import apply_records
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import (
     ClaimController, Endpoint, MetadataRecord, Partition, PartitionChange, RegisterBroker, Topic,
     UnfenceBroker,
 )

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from kraft.broker.replication.leader import (
     EpochEndOffset, IsrProposal, LeaderState, diverging_epoch,
 )
-from log.epoch_cache import LeaderEpochFileCache
+from kraft.log.epoch_cache import LeaderEpochFileCache
 
 LAG = 30_000
 

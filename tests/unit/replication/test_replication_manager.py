@@ -11,8 +11,8 @@ from typing import Any, Callable
 import aiohttp
 import pytest
 
-from api.routes.replication import ReplicaFetchEntry
-from log.batch import iter_batches
+from kraft.api.routes.replication import ReplicaFetchEntry
+from kraft.log.batch import iter_batches
 from tests.unit.replication.replication_cluster import TOPIC, Cluster, values_of
 
 

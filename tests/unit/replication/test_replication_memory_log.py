@@ -11,9 +11,9 @@ from typing import Any, Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.batch import build_batch, stamp
-from log.config import LogConfig
-from log.partition_log import PartitionLog
+from kraft.log.batch import build_batch, stamp
+from kraft.log.config import LogConfig
+from kraft.log.partition_log import PartitionLog
 from tests.unit.replication.memory_log import MemoryLog
 
 CONFIG = LogConfig(segment_bytes=600)  # several segments, so truncations cross them

@@ -10,19 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from api.routes.services import ProduceEntry
+from kraft.api.routes.services import ProduceEntry
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraft.broker.replication.follower import Append, PartitionFetchResponse, Truncate
 from kraft.broker.replication.partition import (
     CompleteWaiters, Partition, ReplicaState, SendAlterPartition, StartFetching, StopFetching,
 )
-from log.batch import build_batch, iter_batches
-from log.config import LogConfig
-from log.errors import CorruptRecordError
-from log.partition_log import PartitionLog
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import (
+from kraft.log.batch import build_batch, iter_batches
+from kraft.log.config import LogConfig
+from kraft.log.errors import CorruptRecordError
+from kraft.log.partition_log import PartitionLog
+from kraft.metadata.delta import apply_records
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.records import (
     ClaimController, Endpoint, MetadataRecord, Partition as PartitionRecord, RegisterBroker, Topic,
     UnfenceBroker,
 )

@@ -12,14 +12,14 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from api.security import PRINCIPAL, SECURITY, security_middleware
+from kraft.api.security import PRINCIPAL, SECURITY, security_middleware
 from kraft.security import certs, scram
 from kraft.security.authn import ClientAuthenticator
 from kraft.security.node_auth import NodeCredential
 from kraft.security.peers import PeerSecurity
 from kraft.security.principal import parse_rules
 from kraft.security.service import NodeSecurity
-from metadata.image import MetadataImage, ScramCredentialData, ScramImage, frozen_map
+from kraft.metadata.image import MetadataImage, ScramCredentialData, ScramImage, frozen_map
 
 SECRET = "unit-secret"
 

@@ -7,12 +7,12 @@ import base64
 
 import pytest
 
-from api.client.admin import scram_upsertion
+from kraft.api.client.admin import scram_upsertion
 from kraft.controller.handlers import alter_user_scram_credentials
 from kraft.security import scram
-from metadata.delta import apply_records
-from metadata.errors import MetadataError
-from metadata.image import MetadataImage
+from kraft.metadata.delta import apply_records
+from kraft.metadata.errors import MetadataError
+from kraft.metadata.image import MetadataImage
 
 
 def stored(image: MetadataImage, user: str, mechanism: str) -> scram.ScramCredential:

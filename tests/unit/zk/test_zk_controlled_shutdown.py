@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from api.errors import KraftError
+from kraft.api.errors import KraftError
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.zk import znodes
 from kraft.zk.broker import ZkMetadataReceiver
 from kraft.zk.controller import ZkController
 from kraft.zk.image import broker_registration, with_brokers, with_partitions, with_topics
-from metadata.image import MetadataImage, PartitionRegistration, TopicImage
+from kraft.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 
 EPOCHS = {1: 101, 2: 102, 3: 103}
 

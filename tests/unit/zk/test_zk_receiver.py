@@ -8,11 +8,11 @@ import dataclasses
 
 import pytest
 
-from api.errors import SPECS, KraftError
+from kraft.api.errors import SPECS, KraftError
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.zk.broker import ZkMetadataReceiver
 from kraft.zk.image import image_offset
-from metadata.image import MetadataImage
+from kraft.metadata.image import MetadataImage
 
 
 def push(receiver: ZkMetadataReceiver, epoch: int, sequence: int, cluster_id: str = "c1") -> dict:

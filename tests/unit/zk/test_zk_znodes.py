@@ -12,7 +12,7 @@ from kraft.zk import znodes
 from kraft.zk.image import image_offset, initial_registration, online_change, shutdown_change
 from kraft.controller.handlers import ControllerSettings
 from kraft.controller.metadata_loader import MetadataLoader
-from metadata.image import PartitionRegistration, TopicImage
+from kraft.metadata.image import PartitionRegistration, TopicImage
 
 
 def test_cluster_id_and_controller_are_kafkas_json() -> None:
