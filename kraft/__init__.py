@@ -8,36 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-_CLIENT_NAMES = (
-    "Admin",
-    "BrokerInfo",
-    "ClusterDescription",
-    "Consumer",
-    "ConsumerRecord",
-    "CreatedTopic",
-    "KraftError",
-    "NewPartitions",
-    "NewTopic",
-    "NoBrokersAvailable",
-    "OffsetAndMetadata",
-    "OffsetAndTimestamp",
-    "PartitionInfo",
-    "PartitionOffsets",
-    "Producer",
-    "RecordFuture",
-    "RecordMetadata",
-    "TopicConfigs",
-    "TopicDescription",
-    "TopicListing",
-    "TopicPartition",
-)
-
-__all__ = list(_CLIENT_NAMES)
-
 
 def __getattr__(name: str) -> Any:
-    if name in _CLIENT_NAMES:
+    # The client's public names are its classes (capitalised); anything else, a submodule asked
+    # for by `from kraft import x` included, must not load the client.
+    if name == "__all__" or name[:1].isupper():
         from kraft.api import client
 
-        return getattr(client, name)
+        if name == "__all__":
+            return list(client.__all__)
+        if name in client.__all__:
+            return getattr(client, name)
     raise AttributeError(f"module 'kraft' has no attribute {name!r}")

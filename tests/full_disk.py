@@ -73,6 +73,20 @@ class DiskBudget:
         self.free -= granted
         return granted
 
+    def patch_raft_journal(self, monkeypatch: Any) -> None:
+        """Every write of the Raft journal and its meta file draws on this budget."""
+        from kraft.controller import raft_journal
+
+        write = raft_journal._write_all
+
+        def budgeted(fd: int, data: bytes) -> None:
+            granted = self.take(len(data))
+            write(fd, data[:granted])
+            if granted < len(data):
+                raise enospc()
+
+        monkeypatch.setattr(raft_journal, "_write_all", budgeted)
+
 
 class BudgetedFile:
     """A raw binary file whose writes draw on a `DiskBudget` (a short write, then ENOSPC)."""

@@ -38,4 +38,5 @@ def test_the_client_is_importable_from_kraft() -> None:
     from kraft import Admin, Consumer, Producer
 
     assert (Producer, Consumer, Admin) == (client.Producer, client.Consumer, client.Admin)
-    assert sorted(kraft.__all__) == sorted(client.__all__)
+    assert kraft.__all__ == list(client.__all__)
+    assert all(getattr(kraft, name) is getattr(client, name) for name in client.__all__)

@@ -13,7 +13,7 @@ import pytest
 
 from full_disk import BudgetedFile, DiskBudget, enospc
 from harness import free_port
-from kraft.controller import log_store, raft_journal
+from kraft.controller import log_store
 from kraft.log import segment as log_segment
 from routes_testing import create_topic, expect_error, read_all
 
@@ -61,15 +61,7 @@ async def test_full_disk_under_a_raft_voter(make_client, monkeypatch: pytest.Mon
     after 5 s with `metadata_log_error: null` (pysyncobj logged the error and dropped the
     command)."""
     budget = DiskBudget()
-    write = raft_journal._write_all
-
-    def budgeted(fd: int, data: bytes) -> None:
-        granted = budget.take(len(data))
-        write(fd, data[:granted])
-        if granted < len(data):
-            raise enospc()
-
-    monkeypatch.setattr(raft_journal, "_write_all", budgeted)
+    budget.patch_raft_journal(monkeypatch)
     client = await make_client(controller_quorum_voters=f"1@127.0.0.1:{free_port()}", node_id=1)
     deadline = time.monotonic() + 30
     while True:  # the broker registers with its controller after the Raft election

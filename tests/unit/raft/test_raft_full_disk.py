@@ -15,9 +15,8 @@ from typing import Any, Callable
 
 import pytest
 
-from full_disk import DiskBudget, enospc, fill, tiny_tmpfs
+from full_disk import DiskBudget, fill, tiny_tmpfs
 from harness import free_port  # tests/ is on sys.path (tests/conftest.py)
-from kraft.controller import raft_journal
 from kraft.controller.errors import MetadataStorageError
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.raft_journal import JournalAppendError, RaftJournal
@@ -100,15 +99,7 @@ async def check_full_disk_then_recovery(data_dir: Path, fill_disk: Callable[[], 
 
 async def test_full_disk_injected_at_the_file_layer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     budget = DiskBudget()
-    write = raft_journal._write_all  # every write of the journal and its meta file
-
-    def budgeted(fd: int, data: bytes) -> None:
-        granted = budget.take(len(data))
-        write(fd, data[:granted])
-        if granted < len(data):
-            raise enospc()
-
-    monkeypatch.setattr(raft_journal, "_write_all", budgeted)
+    budget.patch_raft_journal(monkeypatch)
 
     def fill_disk() -> None:
         budget.free = 100  # part of the next entry fits, then ENOSPC
@@ -134,15 +125,7 @@ def test_a_failed_append_leaves_nothing_and_the_next_one_writes(tmp_path: Path,
     journal.flush()
     size = journal.path.stat().st_size
     budget = DiskBudget()
-    write = raft_journal._write_all
-
-    def budgeted(fd: int, data: bytes) -> None:
-        granted = budget.take(len(data))
-        write(fd, data[:granted])
-        if granted < len(data):
-            raise enospc()
-
-    monkeypatch.setattr(raft_journal, "_write_all", budgeted)
+    budget.patch_raft_journal(monkeypatch)
     budget.free = 5
     with pytest.raises(JournalAppendError) as failed:
         journal.add(b"three" * 100, 3, 1)
