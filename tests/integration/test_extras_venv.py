@@ -74,3 +74,14 @@ def test_zk_extra_in_a_clean_virtualenv(tmp_path: Path) -> None:
         "for name in names: importlib.import_module('kraft.zk.' + name)\n"
         "print('imported', kazoo.client.KazooClient.__name__, *names)\n")], tmp_path)
     assert out.startswith("imported KazooClient"), out
+    # a real (non-editable) install is one namespace: only `kraft` and Spark's discovery module at
+    # the top of site-packages, and the client is `from kraft import ...`
+    out = run_in(python, ["-c", (
+        "import importlib.metadata as md, importlib.util as u\n"
+        "top = sorted({f.parts[0].removesuffix('.py') for f in md.files('kraft')\n"
+        "              if (f.parts[0].endswith('.py') or '.' not in f.parts[0]) and f.parts[0] != '__pycache__'})\n"
+        "print(top, [n for n in ('api', 'log', 'metadata', 'spark_connector') if u.find_spec(n)])\n"
+        "from kraft import Admin, Consumer, Producer\n"
+        "print(Producer.__module__)\n")], tmp_path).splitlines()
+    assert out == ["['kraft', 'pyspark_kraft'] []", "kraft.api.client.producer"], out
+
