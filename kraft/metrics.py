@@ -132,6 +132,7 @@ class ReplicaManagerCollector(_Guarded):
         quarantined = GaugeMetricFamily("kraft_log_quarantined_regions", quarantined_doc,
                                         labels=labels)
         total_size = total_segments = total_quarantined = 0
+        exporter = _ExporterGauges() if self.topic_labels else None
         for topic in image.topics.by_name.values():
             for index, reg in topic.partitions.items():
                 if self.node_id not in reg.replicas:
@@ -164,6 +165,8 @@ class ReplicaManagerCollector(_Guarded):
                 counts["atminisrpartitioncount"] += len(reg.isr) == min_isr
                 if self.topic_labels:
                     under.add_metric([topic.name, str(index)], int(lacking))
+                if exporter is not None:
+                    exporter.add(topic.name, len(topic.partitions), index, reg, plog)
                 if plog is not None:
                     max_lag = max(max_lag, _max_follower_lag(replica, reg.replicas, self.node_id))
         docs = {
@@ -182,6 +185,11 @@ class ReplicaManagerCollector(_Guarded):
             "partitions this broker leads.", labels=["clientid"])
         fetcher_lag.add_metric(["Replica"], max_lag)
         yield fetcher_lag
+        yield _gauge("kafka_brokers", "Registered, unfenced brokers in this broker's metadata image "
+                     "(kafka_exporter's name; every broker reports it: take the max).",
+                     len(image.cluster.live_brokers()))
+        if exporter is not None:
+            yield from exporter.families()
         if self.topic_labels:
             yield from (size, segments, start, end, under, quarantined)
         else:
@@ -191,6 +199,45 @@ class ReplicaManagerCollector(_Guarded):
             yield _gauge("kraft_log_quarantined_regions", quarantined_doc, total_quarantined)
         yield _gauge("kafka_server_brokermetadatametrics_last_applied_record_offset",
                      "Offset of the last metadata record this broker applied.", image.offset)
+
+
+class _ExporterGauges:
+    """kafka_exporter's kafka_topic_* gauges, added by the partition's leader only, so a sum over
+    the brokers counts each partition once (kafka_topic_partitions by the leader of partition 0)."""
+
+    def __init__(self) -> None:
+        tp = ["topic", "partition"]
+        self.partitions = GaugeMetricFamily("kafka_topic_partitions", "Partitions of the topic "
+                                            "(reported by the leader of partition 0).", labels=["topic"])
+        self.current = GaugeMetricFamily("kafka_topic_partition_current_offset",
+                                         "High watermark of the partition (on its leader).", labels=tp)
+        self.oldest = GaugeMetricFamily("kafka_topic_partition_oldest_offset",
+                                        "Log start offset of the partition (on its leader).", labels=tp)
+        self.isr = GaugeMetricFamily("kafka_topic_partition_in_sync_replica",
+                                     "In-sync replicas of the partition (on its leader).", labels=tp)
+        self.leader = GaugeMetricFamily("kafka_topic_partition_leader",
+                                        "Leader broker id of the partition (on its leader).", labels=tp)
+        self.replicas = GaugeMetricFamily("kafka_topic_partition_replicas",
+                                          "Replicas of the partition (on its leader).", labels=tp)
+        self.under = GaugeMetricFamily("kafka_topic_partition_under_replicated_partition",
+                                       "1 when the partition's ISR is smaller than its replica set "
+                                       "(on its leader).", labels=tp)
+
+    def add(self, topic: str, count: int, index: int, reg: Any, plog: Any) -> None:
+        tp = [topic, str(index)]
+        if index == 0:
+            self.partitions.add_metric([topic], count)
+        if plog is not None:
+            self.current.add_metric(tp, plog.high_watermark)
+            self.oldest.add_metric(tp, plog.log_start_offset)
+        self.isr.add_metric(tp, len(reg.isr))
+        self.leader.add_metric(tp, reg.leader)
+        self.replicas.add_metric(tp, len(reg.replicas))
+        self.under.add_metric(tp, int(len(reg.isr) < len(reg.replicas)))
+
+    def families(self) -> tuple[GaugeMetricFamily, ...]:
+        return (self.partitions, self.current, self.oldest, self.isr, self.leader, self.replicas,
+                self.under)
 
 
 def _max_follower_lag(replica: Any, replicas: Iterable[int], node_id: int) -> int:
@@ -480,6 +527,11 @@ class NodeMetrics(MetricsSink):
                                    f"every {LOOP_LAG_PROBE_S * 1000:g} ms), seconds.",
                                    buckets=LOOP_LAG_BUCKETS_S, registry=self.registry)
         self._isr_changes = IsrChangeCounter(node_id, self._isr_shrinks, self._isr_expands)
+        # Kafka's BrokerTopicMetrics exist at 0 for every topic: created with the topic, removed
+        # with it (on_delta), so rate() and the dashboards show 0 rather than no data.
+        self._per_topic = (self._messages_in, self._bytes_in, self._bytes_out,
+                           self._replication_bytes_in, self._replication_bytes_out,
+                           self._failed_produce, self._failed_fetch)
 
     def _topic(self, metric: Counter, topic: str) -> Counter:
         return metric.labels(topic) if self.topic_labels else metric
@@ -501,6 +553,22 @@ class NodeMetrics(MetricsSink):
     def on_delta(self, delta: MetadataDelta) -> None:
         """The broker metadata publisher's last step: metrics that count metadata changes."""
         self._isr_changes.on_delta(delta)
+        if self.topic_labels:
+            self._topic_series(delta)
+
+    def _topic_series(self, delta: MetadataDelta) -> None:
+        """The per-topic counters of topics the delta removed go, those of topics it created (or
+        gave partitions) appear at 0: work ∝ the delta."""
+        created = {name for name, _index, old, _reg in delta.changed_partitions() if old is None}
+        for topic in delta.deleted_topics.values():  # a re-created name starts again at 0
+            for metric in self._per_topic:
+                try:
+                    metric.remove(topic.name)
+                except KeyError:
+                    pass
+        for name in created:
+            for metric in self._per_topic:
+                metric.labels(name)
 
     def start_loop_probe(self) -> asyncio.Task[None]:
         """`kraft_event_loop_lag_seconds` on the running loop until the task is cancelled."""

@@ -19,8 +19,8 @@ from kraft.log.config import LogConfig
 from kraft.metadata.delta import MetadataDelta, apply_records
 from kraft.metadata.image import MetadataImage
 from kraft.metadata.records import (
-    ClaimController, Endpoint, FenceBroker, Partition, PartitionChange, RegisterBroker, Topic,
-    UnfenceBroker,
+    ClaimController, Endpoint, FenceBroker, Partition, PartitionChange, RegisterBroker, RemoveTopic,
+    Topic, UnfenceBroker,
 )
 
 NODE = 1
@@ -206,6 +206,85 @@ def test_topic_labels_off_aggregates_per_broker() -> None:
     assert value(s, "kafka_server_brokertopicmetrics_messagesin_total") == 3
     assert not any("topic" in dict(labels) for _, labels in s)
     assert not any(name == "kafka_log_log_logendoffset" for name, _ in s)
+
+
+def test_kafka_exporter_topic_gauges_come_from_the_partition_leader_only() -> None:
+    image = build(cluster((1, 2, 3), fenced=(3,)) + [
+        Topic(name="a", topic_id="A", controller_epoch=1),
+        partition("A", 0, (1, 2, 3), (1, 2), 1),  # led here, under-replicated
+        partition("A", 1, (2, 1, 3), (2, 1, 3), 2),  # followed here: its leader reports it
+        partition("A", 2, (1, 2), (1, 2), 1),  # led here
+    ])
+    replicas = {("a", 0): FakeReplica(log=FakeLog(5, 120, 110)),
+                ("a", 1): FakeReplica(log=FakeLog(0, 9, 9)),
+                ("a", 2): FakeReplica(log=FakeLog(0, 3, 3))}
+    metrics, _, _ = with_broker(image, replicas)
+    s = scrape(metrics)
+    assert value(s, "kafka_brokers") == 2
+    assert value(s, "kafka_topic_partitions", topic="a") == 3
+    t = "kafka_topic_partition_"
+    assert value(s, t + "current_offset", topic="a", partition="0") == 110  # the high watermark
+    assert value(s, t + "oldest_offset", topic="a", partition="0") == 5
+    assert value(s, t + "in_sync_replica", topic="a", partition="0") == 2
+    assert value(s, t + "replicas", topic="a", partition="0") == 3
+    assert value(s, t + "leader", topic="a", partition="2") == NODE
+    assert value(s, t + "under_replicated_partition", topic="a", partition="0") == 1
+    assert value(s, t + "under_replicated_partition", topic="a", partition="2") == 0
+    assert not any(labels == (("partition", "1"), ("topic", "a")) and name.startswith(t)
+                   for name, labels in s)
+    # a broker that leads no partition 0 does not report the topic's partition count
+    follower = NodeMetrics(2)
+    follower.watch_broker(FakeReplicaManager(image, replicas))
+    s = scrape(follower)
+    assert value(s, t + "leader", topic="a", partition="1") == 2
+    assert not any(name == "kafka_topic_partitions" for name, _ in s)
+    off, _, _ = with_broker(image, replicas, topic_labels=False)
+    assert not any(name.startswith("kafka_topic_") for name, _ in scrape(off))
+
+
+def test_per_topic_counters_exist_at_zero_from_creation_to_deletion() -> None:
+    base = build(cluster((1,)))
+    metrics, rm, loader = with_broker(base, {})
+    loader.publish(base)
+    t = "kafka_server_brokertopicmetrics_"
+    names = ("messagesin", "bytesin", "bytesout", "replicationbytesin", "replicationbytesout",
+             "failedproducerequests", "failedfetchrequests")
+    created = build([Topic(name="a", topic_id="A", controller_epoch=1), partition("A", 0, (1,), (1,), 1),
+                     Topic(name="b", topic_id="B", controller_epoch=1), partition("B", 0, (2,), (2,), 2)],
+                    base)
+    rm.image = created
+    loader.publish(created)
+    s = scrape(metrics)
+    for name in names:  # every topic, led here or not
+        assert value(s, t + name + "_total", topic="a") == 0
+        assert value(s, t + name + "_total", topic="b") == 0
+    metrics.failed_produce("a")
+    assert value(scrape(metrics), t + "failedproducerequests_total", topic="a") == 1
+    deleted = build([RemoveTopic(topic_id="A", controller_epoch=1)], created)
+    rm.image = deleted
+    loader.publish(deleted)
+    s = scrape(metrics)
+    assert not any(dict(labels).get("topic") == "a" for _, labels in s)
+    assert value(s, t + "failedfetchrequests_total", topic="b") == 0
+    recreated = build([Topic(name="a", topic_id="A2", controller_epoch=1),
+                       partition("A2", 0, (1,), (1,), 1)], deleted)
+    loader.publish(recreated)
+    assert value(scrape(metrics), t + "failedproducerequests_total", topic="a") == 0
+
+
+def test_per_topic_counters_follow_delta_records_not_just_snapshots() -> None:
+    image = build(cluster((1,)))
+    metrics, _, _ = with_broker(image, {})
+    delta = MetadataDelta(image)
+    for offset, rec in enumerate([Topic(name="c", topic_id="C", controller_epoch=1),
+                                  partition("C", 0, (1,), (1,), 1)], image.offset + 1):
+        delta.replay(rec, offset)
+    metrics.on_delta(delta)
+    assert value(scrape(metrics), "kafka_server_brokertopicmetrics_failedfetchrequests_total",
+                 topic="c") == 0
+    labels_off = NodeMetrics(NODE, topic_labels=False)
+    labels_off.on_delta(delta)
+    assert value(scrape(labels_off), "kafka_server_brokertopicmetrics_failedfetchrequests_total") == 0
 
 
 # -- push counters ----------------------------------------------------------------------------
