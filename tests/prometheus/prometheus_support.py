@@ -38,15 +38,48 @@ class Query:
     legend: str = ""
 
 
+def template_variables(dashboard: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {v["name"]: v for v in dashboard.get("templating", {}).get("list", [])}
+
+
+def with_all_selected(dashboard: dict[str, Any], expr: str) -> str:
+    """`expr` as Grafana sends it with every query variable on All (its `allValue`)."""
+    for name, variable in template_variables(dashboard).items():
+        if variable["type"] == "query":
+            for spelling in (f"${{{name}}}", f"${name}"):
+                expr = expr.replace(spelling, variable["allValue"])
+    return expr
+
+
 def panel_queries() -> list[Query]:
+    """Every panel target's PromQL, with the dashboard's variables on All."""
     queries = []
     for path in sorted(DASHBOARDS.glob("*.json")):
         dashboard = json.loads(path.read_text())
         for panel in dashboard["panels"]:
             for target in panel.get("targets", []):
-                queries.append(Query(f"{dashboard['title']} / {panel['title']}", target["expr"],
+                queries.append(Query(f"{dashboard['title']} / {panel['title']}",
+                                     with_all_selected(dashboard, target["expr"]),
                                      target.get("legendFormat", "")))
     return queries
+
+
+_LABEL_VALUES = re.compile(r"^label_values\((.*),\s*([A-Za-z_][A-Za-z0-9_]*)\)$")
+
+
+def variable_queries() -> list[tuple[Query, str]]:
+    """(the selector, the label) of every `label_values(selector, label)` query variable."""
+    found = []
+    for path in sorted(DASHBOARDS.glob("*.json")):
+        dashboard = json.loads(path.read_text())
+        for name, variable in template_variables(dashboard).items():
+            if variable["type"] != "query":
+                continue
+            query = variable["query"]["query"] if isinstance(variable["query"], dict) else variable["query"]
+            match = _LABEL_VALUES.match(query.strip())
+            assert match, f"{dashboard['title']} / ${name}: {query!r} is not label_values(selector, label)"
+            found.append((Query(f"{dashboard['title']} / variable ${name}", match.group(1)), match.group(2)))
+    return found
 
 
 def alert_rules() -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ needed: these run everywhere."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -14,10 +15,21 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from prometheus_support import (  # noqa: E402
     DASHBOARDS, DEPLOY, alert_rules, grouping_labels, legend_labels, matcher_labels, metric_names,
+    panel_queries, template_variables, variable_queries, with_all_selected,
 )
 
 OPERATIONS = DEPLOY.parent / "docs" / "operations.md"
 EXPECTED_DASHBOARDS = {"kraft / Cluster overview", "kraft / KRaft quorum", "kraft / Consumer groups"}
+# Cluster-wide counts the active controller alone reports: summed over every node, never filtered
+# by $instance (a selection without the active controller would read 0).
+CLUSTER_WIDE = {f"kafka_controller_kafkacontroller_{name}" for name in (
+    "offlinepartitionscount", "globaltopiccount", "globalpartitioncount", "activebrokercount",
+    "fencedbrokercount", "preferredreplicaimbalancecount")}
+CLUSTER_WIDE_PANELS = {("Active controllers", "kafka_controller_kafkacontroller_activecontrollercount"),
+                       ("Metadata lag", "kafka_controller_kafkacontroller_lastcommittedrecordoffset")}
+TOPIC_LABELLED = ("kafka_server_brokertopicmetrics_", "kafka_log_log_", "kafka_consumergroup_lag",
+                  "kafka_consumergroup_current_offset", "kafka_topic_")
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 EXPECTED_ALERTS = {"KraftNoActiveController", "KraftMultipleActiveControllers",
                    "KraftUnderReplicatedPartitions", "KraftUnderMinIsrPartitions",
                    "KraftOfflinePartitions", "KraftFencedBrokers", "KraftConsumerLagGrowing",
@@ -42,9 +54,10 @@ def test_metric_names_of_promql() -> None:
     assert legend_labels("{{consumergroup}} {{ topic }}-{{partition}}") == {"consumergroup", "topic", "partition"}
 
 
-def test_dashboards_are_provisioned_against_the_provisioned_datasource() -> None:
+def test_dashboards_query_the_datasource_variable() -> None:
     datasources = yaml.safe_load((DEPLOY / "grafana/provisioning/datasources/prometheus.yml").read_text())
-    uid = datasources["datasources"][0]["uid"]
+    provisioned = datasources["datasources"][0]
+    assert provisioned["type"] == "prometheus" and provisioned["isDefault"]  # what $datasource picks
     found = dashboards()
     assert {d["title"] for d in found} == EXPECTED_DASHBOARDS
     assert len({d["uid"] for d in found}) == len(found)
@@ -52,12 +65,64 @@ def test_dashboards_are_provisioned_against_the_provisioned_datasource() -> None
         ids = [p["id"] for p in d["panels"]]
         assert len(ids) == len(set(ids)), d["title"]
         for panel in d["panels"]:
-            assert panel["datasource"]["uid"] == uid, panel["title"]
+            assert panel["datasource"] == DATASOURCE, panel["title"]
             assert panel["description"] and panel["targets"], panel["title"]
             grid = panel["gridPos"]
             assert grid["x"] + grid["w"] <= 24, panel["title"]
             for target in panel["targets"]:
-                assert target["datasource"]["uid"] == uid and metric_names(target["expr"]), target
+                assert target["datasource"] == DATASOURCE and metric_names(target["expr"]), target
+
+
+def test_dashboards_import_like_community_dashboards() -> None:
+    """Grafana's import asks for DS_PROMETHEUS; $datasource, $instance and $topic select."""
+    for d in dashboards():
+        assert d["__inputs"] == [{"name": "DS_PROMETHEUS", "label": "Prometheus", "description": "",
+                                  "type": "datasource", "pluginId": "prometheus",
+                                  "pluginName": "Prometheus"}], d["title"]
+        assert {"type": "datasource", "id": "prometheus", "name": "Prometheus", "version": "1.0.0"} in d["__requires"]
+        assert {r["id"] for r in d["__requires"] if r["type"] == "panel"} == {p["type"] for p in d["panels"]}
+        variables = template_variables(d)
+        uses_topic = any(m.startswith(TOPIC_LABELLED) for p in d["panels"] for t in p["targets"]
+                         for m in metric_names(t["expr"]))
+        assert list(variables) == ["datasource", "instance"] + (["topic"] if uses_topic else []), d["title"]
+        assert variables["datasource"]["type"] == "datasource"
+        assert variables["datasource"]["query"] == "prometheus"
+        for name in list(variables)[1:]:
+            v = variables[name]
+            assert v["type"] == "query" and v["datasource"] == DATASOURCE, (d["title"], name)
+            assert v["includeAll"] and v["multi"] and v["allValue"] == ".*", (d["title"], name)
+            assert v["current"]["value"] == ["$__all"], (d["title"], name)
+            assert v["definition"] == v["query"]["query"], (d["title"], name)
+
+
+def test_panel_queries_filter_by_instance_and_topic() -> None:
+    missing = []
+    for d in dashboards():
+        for panel in d["panels"]:
+            for target in panel["targets"]:
+                expr = target["expr"]
+                selectors = dict(re.findall(r"([A-Za-z_:][A-Za-z0-9_:]*)\s*(\{[^}]*\})?", expr))
+                for metric in metric_names(expr):
+                    body = selectors.get(metric, "")
+                    cluster_wide = metric in CLUSTER_WIDE or (panel["title"], metric) in CLUSTER_WIDE_PANELS
+                    if not cluster_wide and 'instance=~"$instance"' not in body:
+                        missing.append(f"{panel['title']}: {metric} without $instance")
+                    if metric.startswith(TOPIC_LABELLED) and 'topic=~"$topic"' not in body:
+                        missing.append(f"{panel['title']}: {metric} without $topic")
+                    if cluster_wide and "$instance" in body:
+                        missing.append(f"{panel['title']}: cluster-wide {metric} filtered by $instance")
+    assert not missing, "\n".join(missing)
+
+
+def test_panel_and_variable_queries_as_prometheus_gets_them() -> None:
+    d = {"templating": {"list": [{"name": "instance", "type": "query", "allValue": ".*"},
+                                 {"name": "datasource", "type": "datasource"}]}}
+    assert with_all_selected(d, 'up{instance=~"$instance", x=~"${instance}"}') == 'up{instance=~".*", x=~".*"}'
+    assert not any("$" in q.expr for q in panel_queries())
+    variables = variable_queries()
+    assert {label for _, label in variables} == {"instance", "topic"}
+    for query, _label in variables:
+        assert metric_names(query.expr) and "$" not in query.expr, query
 
 
 def test_compose_mounts_what_provisioning_reads() -> None:

@@ -27,7 +27,7 @@ from kraft.log.batch import build_batch  # noqa: E402
 from prometheus_support import (  # noqa: E402
     INSTALL_HINT, PROMETHEUS_BINARIES, PROMTOOL_BINARIES, RULE_TESTS, RULES, STATIC_CONFIG,
     FILE_SD_CONFIG, Prometheus, Query, alert_queries, alert_rules, find_binary, grouping_labels,
-    legend_labels, matcher_labels, metric_names, panel_queries,
+    legend_labels, matcher_labels, metric_names, panel_queries, variable_queries,
 )
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.cluster, pytest.mark.xdist_group("prometheus")]
@@ -37,6 +37,7 @@ PARTITIONS = 3
 RECORDS = 300  # produced, then consumed and committed by GROUP
 LATE = 40  # produced after the commit: GROUP's lag
 GROUP = "dashboards"
+QUIET = "quiet"  # created, never written or read: its counters exist at 0
 OVERRIDES = {
     "broker.session.timeout.ms": 2000, "broker.heartbeat.interval.ms": 300,
     "replica.lag.time.max.ms": 2000, "offsets.topic.num.partitions": 3,
@@ -86,6 +87,7 @@ def load(cluster: Cluster, prometheus: Prometheus) -> None:
     one failed fetch and one request error, so every panel has something to show."""
     bootstrap = [n.bootstrap for n in cluster.nodes.values()]
     cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
+    cluster.create_topic(QUIET, partitions=2, replication_factor=3)
     produce(bootstrap, range(RECORDS))
     with Consumer(bootstrap, group_id=GROUP, auto_offset_reset="earliest", enable_auto_commit=False,
                   fetch_max_wait_ms=100) as consumer:
@@ -170,6 +172,42 @@ def test_every_dashboard_and_alert_name_exists(prometheus: Prometheus, load: Non
         pytest.fail("\n".join(problems))
 
 
+def test_every_dashboard_variable_has_values(prometheus: Prometheus, load: None) -> None:
+    problems: list[str] = []
+
+    def all_answer() -> bool:
+        problems[:] = check_names_and_labels(prometheus, [q for q, _ in variable_queries()])
+        for q, label in variable_queries():
+            if not any(label in series for series in prometheus.api("series", **{"match[]": q.expr})):
+                problems.append(f"{q.where}: no series of {q.expr} has label {label}")
+        return not problems
+    try:
+        wait_for(all_answer, 20, interval=0.5, what="dashboard variables")
+    except TimeoutError:
+        pytest.fail("\n".join(problems))
+
+
+def test_a_quiet_topic_has_its_counters_at_zero(prometheus: Prometheus, load: None) -> None:
+    """Kafka's JMX has the per-topic counters at 0: panels of a healthy cluster show 0, not no data."""
+    for name in ("messagesin", "bytesin", "bytesout", "failedproducerequests", "failedfetchrequests"):
+        metric = f"kafka_server_brokertopicmetrics_{name}_total"
+        wait_value(prometheus, f'sum({metric}{{topic="{QUIET}"}})', 0)
+        wait_value(prometheus, f'count({metric}{{topic="{QUIET}"}})', 3)  # on every broker
+        wait_value(prometheus, f'count(sum by (topic) (rate({metric}{{topic="{QUIET}"}}[1m])))', 1)
+
+
+def test_kafka_exporter_names_count_each_partition_once(prometheus: Prometheus, load: None) -> None:
+    wait_value(prometheus, "max(kafka_brokers)", 3)
+    wait_value(prometheus, f'sum(kafka_topic_partitions{{topic="{TOPIC}"}})', PARTITIONS)
+    wait_value(prometheus, f'sum(kafka_topic_partitions{{topic="{QUIET}"}})', 2)
+    wait_value(prometheus, f'count(kafka_topic_partition_leader{{topic="{TOPIC}"}})', PARTITIONS)
+    wait_value(prometheus, f'sum(kafka_topic_partition_current_offset{{topic="{TOPIC}"}})', RECORDS + LATE)
+    wait_value(prometheus, f'sum(kafka_topic_partition_oldest_offset{{topic="{TOPIC}"}})', 0)
+    wait_value(prometheus, f'sum(kafka_topic_partition_replicas{{topic="{TOPIC}"}})', 3 * PARTITIONS)
+    wait_value(prometheus, f'sum(kafka_topic_partition_in_sync_replica{{topic="{TOPIC}"}})', 3 * PARTITIONS)
+    wait_value(prometheus, f'sum(kafka_topic_partition_under_replicated_partition{{topic="{TOPIC}"}})', 0)
+
+
 def test_every_panel_query_returns_data(prometheus: Prometheus, load: None) -> None:
     pending: dict[Query, str] = {}
 
@@ -210,7 +248,7 @@ def test_values_agree_with_the_load(prometheus: Prometheus, load: None) -> None:
     wait_value(prometheus, "sum(kafka_controller_kafkacontroller_activecontrollercount)", 1)
     wait_value(prometheus, "count(kafka_controller_kafkacontroller_activecontrollercount == 1)", 1)
     wait_value(prometheus, "sum(kafka_controller_kafkacontroller_activebrokercount)", 3)
-    wait_value(prometheus, "sum(kafka_controller_kafkacontroller_globaltopiccount)", 2)  # + __consumer_offsets
+    wait_value(prometheus, "sum(kafka_controller_kafkacontroller_globaltopiccount)", 3)  # + QUIET, __consumer_offsets
     wait_value(prometheus, f'sum(kafka_consumergroup_current_offset{{consumergroup="{GROUP}"}})', RECORDS)
     wait_value(prometheus, f'sum(kafka_consumergroup_lag{{consumergroup="{GROUP}"}})', LATE)
     wait_value(prometheus, f'sum(kafka_server_brokertopicmetrics_failedproducerequests_total{{topic="{TOPIC}"}})', 1)
