@@ -78,6 +78,7 @@ class PartitionLog:
         self._last_flush_ms = now_ms
         self._dir_dirty = False  # a segment file was created or removed since the last flush
         self._lock = threading.RLock()
+        self._read_quarantined = False  # a read quarantined a region since `take_read_quarantine`
         self._closed = False
         self._checkpointed: tuple[object, ...] | None = None  # what the last checkpoint() wrote
         self._producer_state = self._load_producer_state()
@@ -134,6 +135,13 @@ class PartitionLog:
         """The corrupt regions recovery, or a read that met them, kept but will not serve
         (reads raise CORRUPT_MESSAGE)."""
         return tuple(r for s in self._segments for r in s.corrupt_regions)
+
+    def take_read_quarantine(self) -> bool:
+        """Whether a read quarantined a region since the last call (a follower's cue to refetch;
+        one flag, so the fetch path does not walk every segment's regions)."""
+        with self._lock:
+            taken, self._read_quarantined = self._read_quarantined, False
+            return taken
 
     @property
     def size_in_bytes(self) -> int:
@@ -303,6 +311,7 @@ class PartitionLog:
         if region is None:
             return False
         report_quarantined(self.directory, segment.log_path.name, region, found_by="a read")
+        self._read_quarantined = True
         # The next periodic checkpoint (or close) records the region, so a restart re-validates
         # this segment; no fsync here, on the reader's thread.
         return True

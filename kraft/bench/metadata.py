@@ -131,6 +131,7 @@ def metadata_image(partitions: int, partitions_per_topic: int, json_path: str | 
     loaded = MetadataImage.from_snapshot(msgpack.unpackb(packed, raw=False, strict_map_key=False))
     load_s, load_cpu_s = time.monotonic() - started, time.process_time() - cpu
     assert loaded == image
+    # pysyncobj's dump format is pickle; both sides are this process's own bytes, never input
     dump = pickle.dumps(PendingImage(image))
     started, cpu = time.monotonic(), time.process_time()
     pickle.loads(dump).fold()

@@ -50,6 +50,9 @@ class MemoryLog:
         self.truncations = 0  # how often records were removed (the simulation's checks re-run)
         self._records: dict[int, tuple[int, bytes | None]] = {}  # decoded once, for the checks
 
+    def take_read_quarantine(self) -> bool:
+        return False  # the simulation's log is never corrupt
+
     # -- offsets ----------------------------------------------------------------------------------
 
     @property
