@@ -1,19 +1,19 @@
 """Renders the OpenAPI document (`api/openapi.py`) as the Markdown reference `docs/api.md`, so the
-reference is never out of step with what the node serves: `python -m api.apidoc > docs/api.md`,
+reference is never out of step with what the node serves: `python -m kraft.api.apidoc > docs/api.md`,
 and a test compares the committed file with a fresh rendering."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kraft.api.openapi import openapi_document
+from kraft.api.openapi import BODY_ERRORS, COMMON_ERRORS, openapi_document
 
 METHODS = ("get", "post", "put", "patch", "delete")
 
 PREAMBLE = """# kraft HTTP API reference
 
 Generated from the OpenAPI document every node serves at `GET /v1/openapi.json`
-(`python -m api.apidoc > docs/api.md`; a test keeps this file in step). Bodies are JSON
+(`python -m kraft.api.apidoc > docs/api.md`; a test keeps this file in step). Bodies are JSON
 (`application/json`) or msgpack (`application/msgpack`) by Content-Type, answers follow Accept. Errors
 are `{"error_code", "message", "retriable"}` with Kafka's error names; per-partition errors of the
 batch routes sit inside a 200 answer, as in Kafka. Conventions for strings, binary and tombstones
@@ -35,14 +35,18 @@ def _type(doc: dict[str, Any], schema: dict[str, Any]) -> str:
     schema = _resolve(doc, schema)
     if "oneOf" in schema or "anyOf" in schema:
         return " or ".join(_type(doc, s) for s in schema.get("oneOf", schema.get("anyOf", [])))
-    kind = schema.get("type", "any")
+    kind = schema.get("type", "string" if "enum" in schema else "any")
+    if "prefixItems" in schema:
+        return "[" + ", ".join(_type(doc, s) for s in schema["prefixItems"]) + "]"
     if kind == "array":
         return f"array of {_type(doc, schema.get('items', {}))}"
-    if schema.get("format") == "binary":
-        return "bytes"
+    if schema.get("contentEncoding") == "base64":
+        return "bytes (base64 in JSON)"
     bounds = []
     if "minimum" in schema:
         bounds.append(f">= {schema['minimum']}")
+    if "exclusiveMinimum" in schema:
+        bounds.append(f"> {schema['exclusiveMinimum']}")
     if "maximum" in schema:
         bounds.append(f"<= {schema['maximum']}")
     if "enum" in schema:
@@ -87,19 +91,29 @@ def _operation(doc: dict[str, Any], method: str, path: str, op: dict[str, Any]) 
             lines += [f"Answer `{code}`" + (":" if fields else "."), ""]
             if fields:
                 lines += ["| answer field | type | always |", "|---|---|---|", *fields, ""]
+    own = [f"`{c}`" for codes in _error_codes(op).values() for c in codes if c not in (*COMMON_ERRORS, *BODY_ERRORS)]
+    if own:
+        lines += ["Errors: " + ", ".join(own) + ".", ""]
     return lines
 
 
+def _error_codes(op: dict[str, Any]) -> dict[str, list[str]]:
+    """HTTP status -> the Kafka error codes an operation answers with it."""
+    return {status: resp["x-error-codes"] for status, resp in op.get("responses", {}).items()
+            if "x-error-codes" in resp}
+
+
 def _errors(doc: dict[str, Any]) -> list[str]:
-    """The error statuses, once: every route shares them."""
-    statuses: dict[str, str] = {}
+    """The error statuses, once, with every Kafka error code some route answers with each."""
+    statuses: dict[str, set[str]] = {}
     for ops in doc["paths"].values():
         for method in METHODS:
-            for code, resp in ops.get(method, {}).get("responses", {}).items():
-                if code[0] in "45":
-                    statuses.setdefault(code, resp.get("description", ""))
-    rows = [f"| {code} | {statuses[code]} |" for code in sorted(statuses)]
-    return ["| HTTP status | meaning |", "|---|---|", *rows, ""]
+            for status, codes in _error_codes(ops.get(method, {})).items():
+                statuses.setdefault(status, set()).update(codes)
+    rows = [f"| {status} | {', '.join(f'`{c}`' for c in sorted(statuses[status]))} |" for status in sorted(statuses)]
+    return ["| HTTP status | Kafka error codes |", "|---|---|", *rows,
+            "", f"Every route may answer {', '.join(f'`{c}`' for c in COMMON_ERRORS)}; a route with a body also "
+            f"{', '.join(f'`{c}`' for c in BODY_ERRORS)}. Each route below lists its other codes.", ""]
 
 
 def render(doc: dict[str, Any] | None = None) -> str:

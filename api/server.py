@@ -96,7 +96,7 @@ def build_app(
     security: SecurityService | None = None,
 ) -> web.Application:
     """The application; `cleanup` (an aiohttp cleanup_ctx generator) ties the node's lifecycle;
-    `extra_routes` are other components' routes (each must be in api/openapi.py). The group
+    `extra_routes` are other components' routes (each must be in api/openapi.py's ROUTES). The group
     routes are always served; without `group_service` they answer COORDINATOR_NOT_AVAILABLE.
     With `metrics_service`, `GET /metrics` is served and every request is counted. Without
     `producer_id_service`, `POST /v1/producers/init` serves transactional ids only. With

@@ -13,17 +13,20 @@ changes them (DescribeConfigs / AlterConfigs on the cluster).
 
 from __future__ import annotations
 
-import math
 from typing import Any, Protocol
 
+import msgspec
 from aiohttp import web
 
 from kraft.api import authz
-from kraft.api.errors import KraftError, invalid_request
-from kraft.api.wire import Fields, read_body, render
+from kraft.api.errors import KraftError
+from kraft.api.messages.security import (
+    AclFilter, AlterClientQuotasRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsResponse,
+    DescribeClientQuotasResponse, QuotaEntry,
+)
+from kraft.api.wire import read_message, read_query, render
 from kraft.metadata.acl import CLUSTER, StandardAcl, acl_from_dict, filter_from_dict
 
-MAX_ENTRIES = 1000
 FILTER_FIELDS = StandardAcl.FIELDS
 
 
@@ -58,68 +61,35 @@ def _acl_service(request: web.Request, operation: str) -> AclService:
     return _service(request)
 
 
-def _quota_op(op: Fields) -> dict[str, Any]:
-    key = op.get_str("key")
-    remove = op.raw("remove", False)
-    if not isinstance(remove, bool):
-        raise invalid_request(f"{op.where}.remove must be a boolean")
-    if remove:
-        return {"key": key, "remove": True}
-    value = op.raw("value")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise invalid_request(f"{op.where}.value must be a number")
-    try:
-        as_float = float(value)  # quotas are doubles (Kafka's too); an int beyond int64 would not encode
-    except OverflowError:
-        as_float = math.inf
-    if not math.isfinite(as_float):
-        raise invalid_request(f"{op.where}.value must be a finite number")
-    return {"key": key, "value": as_float}
-
-
-def quota_entries(f: Fields) -> list[dict[str, Any]]:
-    """The `entries` of an AlterClientQuotas body, type-checked (INVALID_REQUEST naming the field)
-    and rebuilt from the known fields only: {entity: {user, client_id}, ops: [{key, value} |
-    {key, remove: true}]}. What the values mean (a known key, a positive rate) the controller
-    checks. Shared by this route and the controller's."""
-    entries = []
-    for i, raw in enumerate(f.get_list("entries", MAX_ENTRIES)):
-        entry = f.child(raw, f"entries[{i}]")
-        entity = entry.child(entry.get_object("entity"), "entity")
-        ops = [_quota_op(entry.child(op, f"ops[{j}]")) for j, op in enumerate(entry.get_list("ops", MAX_ENTRIES))]
-        entries.append({"entity": {"user": entity.get_str("user", None, nullable=True),
-                                   "client_id": entity.get_str("client_id", None, nullable=True)},
-                        "ops": ops})
-    return entries
+def quota_entries(entries: list[QuotaEntry]) -> list[dict[str, Any]]:
+    """AlterClientQuotas entries as the controller takes them: {entity: {user, client_id}, ops:
+    [{key, value} | {key, remove: true}]}. Shared by this route and the controller's."""
+    return msgspec.to_builtins(entries)
 
 
 @routes.get("/v1/acls")
 async def describe_acls(request: web.Request) -> web.Response:
     service = _acl_service(request, "DESCRIBE")
-    q = Fields(request.query, "query")
-    flt = {name: q.get_str(name, None) for name in FILTER_FIELDS if name in request.query}
-    return render(request, {"acls": service.describe_acls(flt)})
+    flt = msgspec.to_builtins(read_query(request, AclFilter))
+    return render(request, DescribeAclsResponse(acls=service.describe_acls(flt)))
 
 
 @routes.post("/v1/acls")
 async def create_acls(request: web.Request) -> web.Response:
-    body, _ = await read_body(request)
-    f = Fields(body)
+    body = await read_message(request, CreateAclsRequest)
     service = _acl_service(request, "ALTER")
-    # parsed here, so only strings of the known fields travel to the controller
-    acls = [acl_from_dict(f.child(raw, f"acls[{i}]").obj).to_dict()
-            for i, raw in enumerate(f.get_list("acls", MAX_ENTRIES))]
+    # parsed here, so the controller gets Kafka's names (READ for Read)
+    acls = [acl_from_dict(binding).to_dict() for binding in msgspec.to_builtins(body.acls)]
     return render(request, await service.create_acls(acls), status=201)
 
 
 @routes.post("/v1/acls/delete")
 async def delete_acls(request: web.Request) -> web.Response:
-    body, _ = await read_body(request)
-    f = Fields(body)
+    body = await read_message(request, DeleteAclsRequest)
     service = _acl_service(request, "ALTER")
     filters = []
-    for i, raw in enumerate(f.get_list("filters", MAX_ENTRIES)):
-        flt = filter_from_dict(f.child(raw, f"filters[{i}]").obj)
+    for raw in msgspec.to_builtins(body.filters):
+        flt = filter_from_dict(raw)
         filters.append({name: getattr(flt, name) for name in FILTER_FIELDS if getattr(flt, name) is not None})
     return render(request, await service.delete_acls(filters))
 
@@ -127,16 +97,12 @@ async def delete_acls(request: web.Request) -> web.Response:
 @routes.get("/v1/client-quotas")
 async def describe_client_quotas(request: web.Request) -> web.Response:
     authz.require(request, "DESCRIBE_CONFIGS", CLUSTER)
-    return render(request, {"entries": _service(request).describe_client_quotas()})
+    return render(request, DescribeClientQuotasResponse(entries=_service(request).describe_client_quotas()))
 
 
 @routes.post("/v1/client-quotas")
 async def alter_client_quotas(request: web.Request) -> web.Response:
-    body, _ = await read_body(request)
-    f = Fields(body)
-    validate_only = f.raw("validate_only", False)
-    if not isinstance(validate_only, bool):
-        raise KraftError("INVALID_REQUEST", "body.validate_only must be a boolean")
-    entries = quota_entries(f)
+    body = await read_message(request, AlterClientQuotasRequest)
     authz.require(request, "ALTER_CONFIGS", CLUSTER)
-    return render(request, await _service(request).alter_client_quotas(entries, validate_only))
+    return render(request, await _service(request).alter_client_quotas(quota_entries(body.entries),
+                                                                      body.validate_only))

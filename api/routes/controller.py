@@ -16,20 +16,30 @@ import asyncio
 from typing import Any, Callable, Iterable, Mapping, Protocol
 
 import msgpack
+import msgspec
 from aiohttp import web
+from msgspec.structs import asdict
 
 from kraft.api import authz
-from kraft.api.errors import KraftError, invalid_request
+from kraft.api.errors import KraftError
+from kraft.api.messages.common import config_strings
+from kraft.api.messages.controller import (
+    AllocateProducerIdsRequest, AlterPartitionRequest, AlterReassignmentsRequest, BrokerHeartbeatRequest,
+    ElectLeadersRequest, MetadataLogQuery, RegisterBrokerRequest, UnregisterBrokerRequest,
+)
+from kraft.api.messages.security import (
+    ControllerAlterClientQuotasRequest, ControllerAlterScramCredentialsRequest, ControllerCreateAclsRequest,
+    ControllerDeleteAclsRequest,
+)
+from kraft.api.messages.topics import (
+    ControllerAlterConfigsRequest, ControllerCreatePartitionsRequest, ControllerCreateTopicRequest,
+    ControllerDeleteTopicRequest,
+)
 from kraft.api.routes.acls import quota_entries
 from kraft.api.routes.users import scram_alterations
-from kraft.api.wire import INT32_MAX, MSGPACK, Fields, check_topic_name, read_body, render
+from kraft.api.wire import MSGPACK, read_message, read_query, render
 
 routes = web.RouteTableDef()
-
-MAX_FETCH_RECORDS = 10_000
-MAX_FETCH_WAIT_MS = 1_000
-MAX_ELECTION_PARTITIONS = 100_000
-MAX_REASSIGNMENTS = 100_000
 
 
 class ControllerApi(Protocol):
@@ -98,41 +108,6 @@ def _api(request: web.Request) -> ControllerApi:
     return api
 
 
-async def _body(request: web.Request) -> Fields:
-    body, _ = await read_body(request)
-    return Fields(body)
-
-
-def _request_id(fields: Fields) -> str | None:
-    request_id = fields.get_str("request_id", None, nullable=True)
-    if request_id is not None and not 0 < len(request_id) <= 256:
-        raise invalid_request("body.request_id must be 1-256 characters")
-    return request_id
-
-
-def _bool(fields: Fields, name: str) -> bool:
-    value = fields.raw(name, False)
-    if not isinstance(value, bool):
-        raise invalid_request(f"body.{name} must be a boolean")
-    return value
-
-
-def _int_list(fields: Fields, name: str) -> list[int]:
-    values = fields.get_list(name, 1000)
-    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= INT32_MAX for v in values):
-        raise invalid_request(f"{fields.where}.{name} must be an array of broker ids")
-    return values
-
-
-def _endpoints(fields: Fields) -> list[dict[str, Any]]:
-    endpoints = []
-    for i, raw in enumerate(fields.get_list("endpoints", 16)):
-        e = fields.child(raw, f"endpoints[{i}]")
-        endpoints.append({"name": e.get_str("name", "HTTP"), "host": e.get_str("host"),
-                          "port": e.get_int("port", minimum=1, maximum=65535)})
-    return endpoints
-
-
 # -- status and the metadata log ----------------------------------------------------------------
 
 
@@ -149,12 +124,9 @@ async def local_status(request: web.Request) -> web.Response:
 
 @routes.get("/v1/controller/metadata")
 async def fetch_metadata(request: web.Request) -> web.Response:
-    query = Fields(request.query, "query")
-    broker_id = query.get_int("broker_id", None, 0, INT32_MAX)
-    from_offset = query.get_int("from_offset", 0, 0)
-    max_records = query.get_int("max_records", 1000, 1, MAX_FETCH_RECORDS)
-    max_wait_ms = query.get_int("max_wait_ms", 0, 0, MAX_FETCH_WAIT_MS)
-    return render(request, await _api(request).fetch_metadata(broker_id, from_offset, max_records, max_wait_ms))
+    q = read_query(request, MetadataLogQuery)
+    return render(request, await _api(request).fetch_metadata(q.broker_id, q.from_offset, q.max_records,
+                                                              q.max_wait_ms))
 
 
 @routes.get("/v1/controller/snapshot")
@@ -169,44 +141,38 @@ async def snapshot(request: web.Request) -> web.Response:
 
 @routes.post("/v1/controller/brokers/register")
 async def register_broker(request: web.Request) -> web.Response:
-    f = await _body(request)
+    b = await read_message(request, RegisterBrokerRequest)
     answer = await _api(request).register_broker(
-        f.get_int("broker_id", maximum=INT32_MAX), f.get_str("incarnation_id"), _endpoints(f),
-        f.get_str("rack", None, nullable=True), f.get_str("cluster_id", None, nullable=True), _request_id(f))
+        b.broker_id, b.incarnation_id, [asdict(e) for e in b.endpoints], b.rack, b.cluster_id,
+        b.request_id)
     return render(request, answer)
 
 
 @routes.post("/v1/controller/brokers/heartbeat")
 async def broker_heartbeat(request: web.Request) -> web.Response:
-    f = await _body(request)
-    answer = await _api(request).broker_heartbeat(
-        f.get_int("broker_id", maximum=INT32_MAX), f.get_int("broker_epoch", minimum=-1),
-        f.get_int("current_metadata_offset", minimum=-1), _bool(f, "want_fence"), _bool(f, "want_shutdown"))
+    b = await read_message(request, BrokerHeartbeatRequest)
+    answer = await _api(request).broker_heartbeat(b.broker_id, b.broker_epoch, b.current_metadata_offset,
+                                                  b.want_fence, b.want_shutdown)
     return render(request, answer)
 
 
 @routes.post("/v1/controller/brokers/unregister")
 async def unregister_broker(request: web.Request) -> web.Response:
-    f = await _body(request)
-    return render(request, await _api(request).unregister_broker(f.get_int("broker_id", maximum=INT32_MAX),
-                                                                 _request_id(f)))
+    b = await read_message(request, UnregisterBrokerRequest)
+    return render(request, await _api(request).unregister_broker(b.broker_id, b.request_id))
 
 
 @routes.post("/v1/controller/producer-ids")
 async def allocate_producer_ids(request: web.Request) -> web.Response:
-    f = await _body(request)
-    return render(request, await _api(request).allocate_producer_ids(
-        f.get_int("broker_id", maximum=INT32_MAX), f.get_int("broker_epoch", minimum=-1), _request_id(f)))
+    b = await read_message(request, AllocateProducerIdsRequest)
+    return render(request, await _api(request).allocate_producer_ids(b.broker_id, b.broker_epoch, b.request_id))
 
 
 @routes.post("/v1/controller/alter-partition")
 async def alter_partition(request: web.Request) -> web.Response:
-    f = await _body(request)
-    answer = await _api(request).alter_partition(
-        f.get_int("broker_id", maximum=INT32_MAX), f.get_int("broker_epoch", minimum=-1),
-        check_topic_name(f.raw("topic")), f.get_int("partition", maximum=INT32_MAX),
-        f.get_int("leader_epoch", maximum=INT32_MAX), f.get_int("partition_epoch", maximum=INT32_MAX),
-        _int_list(f, "new_isr"), _request_id(f))
+    b = await read_message(request, AlterPartitionRequest)
+    answer = await _api(request).alter_partition(b.broker_id, b.broker_epoch, b.topic, b.partition, b.leader_epoch,
+                                                 b.partition_epoch, b.new_isr, b.request_id)
     return render(request, answer)
 
 
@@ -215,95 +181,69 @@ async def alter_partition(request: web.Request) -> web.Response:
 
 @routes.post("/v1/controller/topics")
 async def create_topic(request: web.Request) -> web.Response:
-    f = await _body(request)
-    configs = f.get_object("configs", None) or {}
-    answer = await _api(request).create_topic(
-        check_topic_name(f.raw("name")),
-        f.get_int("partitions", None, 1, 100_000, "INVALID_PARTITIONS"),
-        f.get_int("replication_factor", None, 1, 32767, "INVALID_REPLICATION_FACTOR"),
-        dict(configs), _bool(f, "validate_only"), _request_id(f))
+    b = await read_message(request, ControllerCreateTopicRequest)
+    answer = await _api(request).create_topic(b.name, b.partitions, b.replication_factor,
+                                              config_strings(b.configs), b.validate_only, b.request_id)
     return render(request, answer)
 
 
 @routes.post("/v1/controller/topics/delete")
 async def delete_topic(request: web.Request) -> web.Response:
-    f = await _body(request)
-    return render(request, await _api(request).delete_topic(check_topic_name(f.raw("name")), _request_id(f)))
+    b = await read_message(request, ControllerDeleteTopicRequest)
+    return render(request, await _api(request).delete_topic(b.name, b.request_id))
 
 
 @routes.post("/v1/controller/topics/partitions")
 async def create_partitions(request: web.Request) -> web.Response:
-    f = await _body(request)
-    answer = await _api(request).create_partitions(
-        check_topic_name(f.raw("name")), f.get_int("count", minimum=1, maximum=100_000,
-                                                   range_error="INVALID_PARTITIONS"),
-        _bool(f, "validate_only"), _request_id(f))
-    return render(request, answer)
+    b = await read_message(request, ControllerCreatePartitionsRequest)
+    return render(request, await _api(request).create_partitions(b.name, b.count, b.validate_only, b.request_id))
 
 
 @routes.post("/v1/controller/configs")
 async def alter_configs(request: web.Request) -> web.Response:
-    f = await _body(request)
-    resource_type = f.get_str("resource_type", "topic")
-    if resource_type != "topic":
-        raise invalid_request(f"unsupported config resource type {resource_type!r}")
-    answer = await _api(request).alter_configs(
-        resource_type, check_topic_name(f.raw("resource_name")), dict(f.get_object("configs")),
-        _bool(f, "validate_only"), _request_id(f))
+    b = await read_message(request, ControllerAlterConfigsRequest)
+    answer = await _api(request).alter_configs(b.resource_type, b.resource_name, config_strings(b.configs),
+                                               b.validate_only, b.request_id)
     return render(request, answer)
 
 
 @routes.post("/v1/controller/users/scram-credentials")
 async def alter_user_scram_credentials(request: web.Request) -> web.Response:
     """Forwarded by nodes from `POST /v1/users/scram-credentials` (kafka-configs --entity-type users)."""
-    f = await _body(request)
-    upsertions, deletions = scram_alterations(f)
-    return render(request, await _api(request).alter_user_scram_credentials(upsertions, deletions, _request_id(f)))
+    b = await read_message(request, ControllerAlterScramCredentialsRequest)
+    upsertions, deletions = scram_alterations(b)
+    return render(request, await _api(request).alter_user_scram_credentials(upsertions, deletions, b.request_id))
 
 
 @routes.post("/v1/controller/elect-leaders")
 async def elect_leaders(request: web.Request) -> web.Response:
     """Preferred leader election (the only type: unclean elections follow the topic config)."""
     authz.require(request, "ALTER", "CLUSTER")
-    f = await _body(request)
-    election_type = f.get_str("election_type", "preferred")
-    if election_type != "preferred":
-        raise invalid_request(f"election_type {election_type!r}: only 'preferred' is supported")
-    raw = f.raw("partitions", None, nullable=True)
-    partitions = None
-    if raw is not None:
-        entries = f.get_list("partitions", MAX_ELECTION_PARTITIONS)
-        partitions = []
-        for i, entry in enumerate(entries):
-            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], int)
-                    and not isinstance(entry[1], bool) and 0 <= entry[1] <= INT32_MAX):
-                raise invalid_request(f"body.partitions[{i}] must be [topic, partition]")
-            partitions.append((check_topic_name(entry[0]), entry[1]))
-    return render(request, await _api(request).elect_leaders(partitions, _request_id(f)))
+    b = await read_message(request, ElectLeadersRequest)
+    return render(request, await _api(request).elect_leaders(b.partitions, b.request_id))
 
 
 # -- ACLs and client quotas, forwarded by nodes from /v1/acls and /v1/client-quotas --------------
 
-MAX_ACL_ENTRIES = 1000
-
 
 @routes.post("/v1/controller/acls")
 async def create_acls(request: web.Request) -> web.Response:
-    f = await _body(request)
-    return render(request, await _api(request).create_acls(f.get_list("acls", MAX_ACL_ENTRIES), _request_id(f)))
+    b = await read_message(request, ControllerCreateAclsRequest)
+    return render(request, await _api(request).create_acls([asdict(acl) for acl in b.acls],
+                                                           b.request_id))
 
 
 @routes.post("/v1/controller/acls/delete")
 async def delete_acls(request: web.Request) -> web.Response:
-    f = await _body(request)
-    return render(request, await _api(request).delete_acls(f.get_list("filters", MAX_ACL_ENTRIES), _request_id(f)))
+    b = await read_message(request, ControllerDeleteAclsRequest)
+    return render(request, await _api(request).delete_acls(msgspec.to_builtins(b.filters), b.request_id))
 
 
 @routes.post("/v1/controller/client-quotas")
 async def alter_client_quotas(request: web.Request) -> web.Response:
-    f = await _body(request)
-    return render(request, await _api(request).alter_client_quotas(
-        quota_entries(f), _bool(f, "validate_only"), _request_id(f)))
+    b = await read_message(request, ControllerAlterClientQuotasRequest)
+    return render(request, await _api(request).alter_client_quotas(quota_entries(b.entries), b.validate_only,
+                                                                   b.request_id))
 
 
 # -- reassignments (kafka-reassign-partitions) ----------------------------------------------------
@@ -319,13 +259,6 @@ async def list_partition_reassignments(request: web.Request) -> web.Response:
 async def alter_partition_reassignments(request: web.Request) -> web.Response:
     """Start (`replicas`: the target) or cancel (`replicas`: null) reassignments, all or none."""
     authz.require(request, "ALTER", "CLUSTER")
-    f = await _body(request)
-    reassignments = []
-    for i, raw in enumerate(f.get_list("partitions", MAX_REASSIGNMENTS)):
-        entry = f.child(raw, f"partitions[{i}]")
-        replicas = entry.raw("replicas", nullable=True)
-        if replicas is not None:
-            replicas = _int_list(entry, "replicas")
-        reassignments.append({"topic": check_topic_name(entry.raw("topic")),
-                              "partition": entry.get_int("partition", maximum=INT32_MAX), "replicas": replicas})
-    return render(request, await _api(request).alter_partition_reassignments(reassignments, _request_id(f)))
+    b = await read_message(request, AlterReassignmentsRequest)
+    reassignments = [asdict(p) for p in b.partitions]
+    return render(request, await _api(request).alter_partition_reassignments(reassignments, b.request_id))

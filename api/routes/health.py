@@ -8,9 +8,9 @@ from typing import Any, Callable
 
 from aiohttp import web
 
-from kraft.api.errors import invalid_request
+from kraft.api.messages.node import HealthQuery
 from kraft.api.routes.services import NODE_INFO
-from kraft.api.wire import render
+from kraft.api.wire import read_query, render
 
 routes = web.RouteTableDef()
 
@@ -22,13 +22,11 @@ FEATURES = ("idempotence",)  # idempotent produce: producer ids, sequences, dupl
 async def health(request: web.Request) -> web.Response:
     """Always 200 while the node serves (liveness); with `?ready=true`, 503 and status
     "not_ready" until `ready` (a readiness probe: kraft/readiness.py says what ready means)."""
-    probe = request.query.get("ready", "false")
-    if probe not in ("true", "false"):
-        raise invalid_request(f"query.ready must be true or false, got {probe!r}")
+    probe = read_query(request, HealthQuery).ready
     info = request.app[NODE_INFO]
     status = request.app.get(NODE_STATUS)
     extra = {"ready": True, **(status() if status is not None else {})}
-    unready = probe == "true" and not extra["ready"]
+    unready = probe and not extra["ready"]
     return render(request, {"status": "not_ready" if unready else "ok", "node_id": info.node_id,
                             "roles": list(info.roles), "features": list(FEATURES), **extra},
                   503 if unready else 200)

@@ -8,43 +8,29 @@ by the same rule as produce. A named topic that is missing after that is reporte
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
 from kraft.api import authz
-from kraft.api.errors import KraftError, invalid_request
+from kraft.api.errors import KraftError
+from kraft.api.messages.common import check_topic_name
+from kraft.api.messages.topics import (
+    Broker, MetadataQuery, MetadataResponse, PartitionState, TopicError, TopicMetadata,
+)
 from kraft.api.routes.services import METADATA, NODE_INFO, PartitionDescription, TopicDescription
-from kraft.api.wire import check_topic_name, render
+from kraft.api.wire import read_query, render
 from kraft.metadata.acl import TOPIC
 
 routes = web.RouteTableDef()
 
 
-def partition_json(p: PartitionDescription) -> dict[str, Any]:
-    return {
-        "partition": p.partition,
-        "leader": p.leader,
-        "leader_epoch": p.leader_epoch,
-        "replicas": list(p.replicas),
-        "isr": list(p.isr),
-    }
+def partition_state(p: PartitionDescription) -> PartitionState:
+    return PartitionState(partition=p.partition, leader=p.leader, leader_epoch=p.leader_epoch,
+                          replicas=list(p.replicas), isr=list(p.isr))
 
 
-def topic_json(t: TopicDescription) -> dict[str, Any]:
-    return {
-        "name": t.name,
-        "topic_id": t.topic_id,
-        "internal": t.internal,
-        "partitions": [partition_json(p) for p in t.partitions],
-    }
-
-
-def _flag(request: web.Request, name: str) -> bool:
-    value = request.query.get(name, "false").lower()
-    if value not in ("true", "false"):
-        raise invalid_request(f"query.{name} must be true or false, got {value!r}")
-    return value == "true"
+def _topic_metadata(t: TopicDescription) -> TopicMetadata:
+    return TopicMetadata(name=t.name, topic_id=t.topic_id, internal=t.internal,
+                         partitions=[partition_state(p) for p in t.partitions])
 
 
 async def _missing_topic_error(request: web.Request, name: str, auto_create: bool) -> KraftError | TopicDescription:
@@ -67,9 +53,9 @@ async def _missing_topic_error(request: web.Request, name: str, auto_create: boo
 async def metadata(request: web.Request) -> web.Response:
     view = request.app[METADATA]
     cluster = view.cluster()
-    wanted = request.query.get("topics")
-    auto_create = _flag(request, "allow_auto_topic_creation")
-    topic_errors: list[dict[str, Any]] = []
+    query = read_query(request, MetadataQuery)
+    wanted, auto_create = query.topics, query.allow_auto_topic_creation
+    topic_errors: list[TopicError] = []
     if wanted is None:  # only the topics the principal may describe, as Kafka answers
         topics = authz.visible(request, "DESCRIBE", TOPIC, view.topics(), lambda t: t.name)
     else:
@@ -78,25 +64,23 @@ async def metadata(request: web.Request) -> web.Response:
         for name in dict.fromkeys(names):
             if not authz.allowed(request, "DESCRIBE", TOPIC, name):
                 error = authz.authorization_failed(request, "DESCRIBE", TOPIC, (name,))
-                topic_errors.append({"name": name, **error.to_dict()})
+                topic_errors.append(_topic_error(name, error))
                 continue
             found: TopicDescription | KraftError | None = view.topic(name)
             if found is None:
                 found = await _missing_topic_error(request, name, auto_create)
             if isinstance(found, KraftError):
-                topic_errors.append({"name": name, **found.to_dict()})
+                topic_errors.append(_topic_error(name, found))
             else:
                 topics.append(found)
-    return render(request, {
-        "cluster_id": cluster.cluster_id,
-        "controller_id": cluster.controller_id,
-        "brokers": [
-            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in cluster.brokers
-        ],
-        "topics": [topic_json(t) for t in topics],
-        "topic_errors": topic_errors,
-    })
+    return render(request, MetadataResponse(
+        cluster_id=cluster.cluster_id, controller_id=cluster.controller_id,
+        brokers=[Broker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in cluster.brokers],
+        topics=[_topic_metadata(t) for t in topics], topic_errors=topic_errors))
+
+
+def _topic_error(name: str, error: KraftError) -> TopicError:
+    return TopicError(name=name, error_code=error.error_code, message=error.message, retriable=error.retriable)
 
 
 def require_topic(request: web.Request, name: str) -> TopicDescription:

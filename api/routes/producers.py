@@ -16,11 +16,10 @@ from aiohttp import web
 from kraft.api import authz
 from kraft.api.errors import KraftError
 from kraft.api.producer_ids import derived_producer_id
-from kraft.api.wire import Fields, read_body, render
+from kraft.api.messages.node import InitProducerIdRequest, InitProducerIdResponse
+from kraft.api.wire import read_message, render
 
 routes = web.RouteTableDef()
-
-MAX_TRANSACTIONAL_ID_CHARS = 1024
 
 
 class ProducerIdService(Protocol):
@@ -32,16 +31,12 @@ PRODUCER_IDS = web.AppKey("producer_id_service", ProducerIdService)
 
 @routes.post("/v1/producers/init")
 async def init_producer_id(request: web.Request) -> web.Response:
-    body, _ = await read_body(request)
-    f = Fields(body)
-    transactional_id = f.get_str("transactional_id", None, nullable=True)
+    transactional_id = (await read_message(request, InitProducerIdRequest)).transactional_id
     if transactional_id is not None:
-        if not 0 < len(transactional_id) <= MAX_TRANSACTIONAL_ID_CHARS:
-            raise KraftError("INVALID_REQUEST", f"body.transactional_id must have 1 to "
-                                                f"{MAX_TRANSACTIONAL_ID_CHARS} characters")
         authz.require(request, "WRITE", "TRANSACTIONAL_ID", transactional_id)
-        return render(request, {"producer_id": derived_producer_id(transactional_id), "producer_epoch": 0})
+        return render(request, InitProducerIdResponse(producer_id=derived_producer_id(transactional_id),
+                                                      producer_epoch=0))
     service = request.app.get(PRODUCER_IDS)
     if service is None:
         raise KraftError("BROKER_NOT_AVAILABLE", "this node allocates no producer ids (it is not a broker)")
-    return render(request, {"producer_id": await service.allocate_producer_id(), "producer_epoch": 0})
+    return render(request, InitProducerIdResponse(producer_id=await service.allocate_producer_id(), producer_epoch=0))

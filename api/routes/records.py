@@ -13,6 +13,7 @@ import random
 import time
 from typing import Any
 
+import msgspec
 from aiohttp import web
 
 from kraft.api import authz
@@ -24,17 +25,19 @@ from kraft.api.routes.metadata import require_topic
 from kraft.api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, FetchEntry, ProduceEntry, ProduceResult, TopicDescription,
 )
-from kraft.api.wire import INT32_MAX, Fields, check_topic_name, parse_acks, read_body, render, wants_msgpack
+from kraft.api.messages.common import check_topic_name, parse_acks
+from kraft.api.messages.records import (
+    FetchRecordsQuery, FetchRecordsResponse, Header, PartitionOffsetsQuery, PartitionOffsetsResponse,
+    ProducedPartition, ProduceRecordsQuery, ProduceRecordsRequest, ProduceRecordsResponse, RecordIn, RecordOffset,
+    RecordOut,
+)
+from kraft.api.wire import read_message, read_query, render, wants_msgpack
 from kraft.log.batch import build_batch, decode_records, iter_batches
 from kraft.metadata.acl import TOPIC
 
 routes = web.RouteTableDef()
 
-MAX_RECORDS_PER_REQUEST = 100_000
-MAX_FETCH_RECORDS = 10_000
-MAX_TIMEOUT_MS = 300_000
 PRODUCE_TIMEOUT_MS = 30_000
-DEFAULT_FETCH_BYTES = 1024 * 1024
 
 
 async def topic_or_create(request: web.Request, name: str) -> TopicDescription:
@@ -54,40 +57,29 @@ async def topic_or_create(request: web.Request, name: str) -> TopicDescription:
     return require_topic(request, name)
 
 
-def _text_or_b64(fields: Fields, name: str) -> bytes | None:
-    """`name` as a UTF-8 string, or `name_b64` as base64; neither (or null) is None."""
-    if f"{name}_b64" in fields.obj:
-        value = fields.raw(f"{name}_b64")
-        if not isinstance(value, str):
-            raise invalid_request(f"{fields.where}.{name}_b64 must be a base64 string")
-        return Fields({}, binary_b64=True).to_bytes(value, f"{fields.where}.{name}_b64")
-    raw = fields.raw(name, None, nullable=True)
-    if isinstance(raw, bytes):  # msgpack bodies carry binary natively
-        return raw
-    text = fields.get_str(name, None, nullable=True)
-    return None if text is None else text.encode("utf-8")
+def _data(value: Any, index: int, field: str) -> bytes | None:
+    """A key, value or header value of record `index`: text as UTF-8, bin (msgpack) as it is, or
+    null."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise invalid_request(f"Expected `str | null`, got `{type(value).__name__}` - at `$.records[{index}].{field}`")
 
 
-def _headers(fields: Fields) -> list[tuple[str, bytes | None]]:
-    raw = fields.raw("headers", None)
-    if raw is None:
+def _key_or_value(record: RecordIn, index: int, name: str) -> bytes | None:
+    """`name` as text (or bin), or `name_b64` decoded; neither (or null) is None."""
+    b64 = record.key_b64 if name == "key" else record.value_b64
+    return b64 if b64 is not None else _data(getattr(record, name), index, name)
+
+
+def _headers(record: RecordIn, index: int) -> list[tuple[str, bytes | None]]:
+    headers = record.headers
+    if headers is None:
         return []
-    where = f"{fields.where}.headers"
-    if isinstance(raw, dict):
-        pairs = list(raw.items())
-    elif isinstance(raw, list):
-        pairs = []
-        for i, item in enumerate(raw):
-            h = Fields(item, f"{where}[{i}]")
-            pairs.append((h.get_str("key"), h.raw("value", None, nullable=True)))
-    else:
-        raise invalid_request(f"{where} must be an object or an array of {{key, value}}")
-    out = []
-    for key, value in pairs:
-        if not isinstance(key, str) or not (value is None or isinstance(value, (str, bytes))):
-            raise invalid_request(f"{where}: header keys are strings, values strings or null (binary in msgpack)")
-        out.append((key, value.encode("utf-8") if isinstance(value, str) else value))
-    return out
+    if isinstance(headers, dict):
+        return [(key, _data(value, index, f"headers.{key}")) for key, value in headers.items()]
+    return [(h.key, _data(h.value, index, f"headers[{j}].value")) for j, h in enumerate(headers)]
 
 
 def _choose_partition(topic: TopicDescription, key: bytes | None, sticky: int) -> int:
@@ -98,21 +90,14 @@ def _choose_partition(topic: TopicDescription, key: bytes | None, sticky: int) -
 async def produce_records(request: web.Request) -> web.Response:
     name = check_topic_name(request.match_info["topic"], "produce to")
     authz.require(request, "WRITE", TOPIC, name)
-    body, _ = await read_body(request)
-    fields = Fields(body)
-    query_acks = parse_acks(request.query.get("acks", "all"))
-    acks = parse_acks(fields.raw("acks")) if "acks" in fields.obj else query_acks
-    items = fields.get_list("records", MAX_RECORDS_PER_REQUEST)
-    if not items:
-        raise invalid_request("body.records must hold at least one record")
+    query_acks = parse_acks(read_query(request, ProduceRecordsQuery).acks)
+    body = await read_message(request, ProduceRecordsRequest)
+    acks = query_acks if body.acks is None else body.acks
     now_ms = int(time.time() * 1000)
     parsed = []
-    for i, item in enumerate(items):
-        r = fields.child(item, f"records[{i}]")
-        parsed.append((
-            _text_or_b64(r, "key"), _text_or_b64(r, "value"), _headers(r),
-            r.get_int("timestamp", now_ms, 0), r.get_int("partition", None, 0, INT32_MAX), i,
-        ))
+    for i, r in enumerate(body.records):
+        parsed.append((_key_or_value(r, i, "key"), _key_or_value(r, i, "value"), _headers(r, i),
+                       now_ms if r.timestamp is None else r.timestamp, r.partition, i))
     # Everything validated: only now may the topic be created and records appended.
     topic = await topic_or_create(request, name)
     count = len(topic.partitions)
@@ -132,20 +117,24 @@ async def produce_records(request: web.Request) -> web.Response:
     results = sorted(await _produce_anywhere(request, entries, acks), key=lambda r: r.partition)
     # as Kafka, every partition is answered on its own: a client resends only the failed ones
     partitions = []
-    offsets: list[dict[str, Any]] = [{}] * len(items)
+    offsets: list[RecordOffset] = [None] * len(body.records)  # type: ignore[list-item]
     for result in results:
         rows = by_partition[result.partition]
-        error = None if not result.error_code else KraftError(result.error_code, result.message or "").to_dict()
+        error = None if not result.error_code else KraftError(result.error_code, result.message or "")
+        fields = {} if error is None else {"error_code": error.error_code, "message": error.message,
+                                           "retriable": error.retriable}
         stored = error is None and acks != 0
-        partitions.append({"partition": result.partition, "base_offset": result.base_offset if stored else None,
-                           "record_count": len(rows), **(error or {})})
+        partitions.append(ProducedPartition(partition=result.partition,
+                                            base_offset=result.base_offset if stored else None,
+                                            record_count=len(rows), **fields))
         for delta, row in enumerate(rows):
-            offsets[row[4]] = {"partition": result.partition,
-                               "offset": result.base_offset + delta if stored else None, **(error or {})}
+            offsets[row[4]] = RecordOffset(partition=result.partition,
+                                           offset=result.base_offset + delta if stored else None, **fields)
     if all(r.error_code for r in results):  # no partition stored its records: one error answers
         first = results[0]
-        raise KraftError(first.error_code or "UNKNOWN_SERVER_ERROR", first.message or "", partitions=partitions)
-    return render(request, {"offsets": offsets, "partitions": partitions})
+        raise KraftError(first.error_code or "UNKNOWN_SERVER_ERROR", first.message or "",
+                         partitions=msgspec.to_builtins(partitions))
+    return render(request, ProduceRecordsResponse(offsets=offsets, partitions=partitions))
 
 
 async def _produce_anywhere(request: web.Request, entries: list[ProduceEntry], acks: int) -> list[ProduceResult]:
@@ -180,30 +169,32 @@ def _partition_number(request: web.Request, topic: TopicDescription) -> int:
     return partition
 
 
-def _decoded(data: bytes | None, name: str, binary: bool = False) -> dict[str, Any]:
-    """A key/value back as a string when it is UTF-8, else `<name>_b64`; msgpack answers
+def _decoded(data: bytes | None, binary: bool) -> tuple[Any, str | None]:
+    """A key/value back as text when it is UTF-8, else null and its base64; msgpack answers
     (`binary`) carry the bytes as they are."""
     if data is None or binary:
-        return {name: data}
+        return data, None
     try:
-        return {name: data.decode("utf-8")}
+        return data.decode("utf-8"), None
     except UnicodeDecodeError:
-        return {name: None, f"{name}_b64": base64.b64encode(data).decode("ascii")}
+        return None, base64.b64encode(data).decode("ascii")
 
 
-async def _start_offset(request: web.Request, query: Fields, name: str, partition: int) -> int:
+def _header(key: str, value: bytes | None, binary: bool) -> Header:
+    text, b64 = _decoded(value, binary)
+    return Header(key=key, value=text, value_b64=b64)
+
+
+async def _start_offset(request: web.Request, query: FetchRecordsQuery, name: str, partition: int) -> int:
     replicas = request.app[REPLICAS]
-    text = query.get_str("offset", "earliest")
-    offset = None if text in ("earliest", "latest") else query.get_int("offset")
-    if query.has("timestamp"):
-        ts = query.get_int("timestamp", minimum=0)
-        found = await replicas.offset_for_timestamp(name, partition, ts)
+    if query.timestamp is not None:
+        found = await replicas.offset_for_timestamp(name, partition, query.timestamp)
         return (await replicas.offsets(name, partition)).high_watermark if found is None else found[0]
-    if text == "earliest":
+    if query.offset == "earliest":
         return (await replicas.offsets(name, partition)).log_start_offset
-    if text == "latest":
+    if query.offset == "latest":
         return (await replicas.offsets(name, partition)).high_watermark
-    return offset
+    return int(query.offset)
 
 
 @routes.get("/v1/topics/{topic}/partitions/{partition}/records")
@@ -213,19 +204,17 @@ async def fetch_records(request: web.Request) -> web.Response:
     partition = _partition_number(request, topic)
     if (leader := remote_leader(request, topic.name, partition)) is not None:
         return await proxy(request, leader)
-    query = Fields(request.query, "query")
-    max_records = query.get_int("max_records", 100, 1, MAX_FETCH_RECORDS)
-    max_bytes = query.get_int("max_bytes", DEFAULT_FETCH_BYTES, 1, INT32_MAX)
-    timeout_ms = query.get_int("timeout_ms", 0, 0, MAX_TIMEOUT_MS)
+    query = read_query(request, FetchRecordsQuery)
+    max_records, max_bytes = query.max_records, query.max_bytes
     offset = await _start_offset(request, query, topic.name, partition)
     [result] = await request.app[REPLICAS].fetch(
-        [FetchEntry(topic.name, partition, offset, max_bytes)], timeout_ms, 1, max_bytes
+        [FetchEntry(topic.name, partition, offset, max_bytes)], query.timeout_ms, 1, max_bytes
     )
     if result.error_code == "NOT_LEADER_OR_FOLLOWER":
         raise not_leader(request, topic.name, partition, result.message or "")
     if result.error_code:
         raise KraftError(result.error_code, result.message or "")
-    records: list[dict[str, Any]] = []
+    records: list[RecordOut] = []
     binary = wants_msgpack(request)
     for pos, header in iter_batches(result.records):
         if header.last_offset < offset:
@@ -233,21 +222,17 @@ async def fetch_records(request: web.Request) -> web.Response:
         for rec in decode_records(result.records, pos):
             if rec.offset < offset or rec.offset >= result.high_watermark:
                 continue
-            records.append({
-                "partition": partition, "offset": rec.offset, "timestamp": rec.timestamp,
-                **_decoded(rec.key, "key", binary), **_decoded(rec.value, "value", binary),
-                "headers": [{"key": k, **_decoded(v, "value", binary)} for k, v in rec.headers],
-            })
+            (key, key_b64), (value, value_b64) = _decoded(rec.key, binary), _decoded(rec.value, binary)
+            records.append(RecordOut(
+                partition=partition, offset=rec.offset, timestamp=rec.timestamp, key=key, value=value,
+                headers=[_header(k, v, binary) for k, v in rec.headers], key_b64=key_b64, value_b64=value_b64))
             if len(records) == max_records:
                 break
         if len(records) == max_records:
             break
-    return render(request, {
-        "records": records,
-        "high_watermark": result.high_watermark,
-        "log_start_offset": result.log_start_offset,
-        "next_offset": records[-1]["offset"] + 1 if records else offset,
-    })
+    return render(request, FetchRecordsResponse(
+        records=records, high_watermark=result.high_watermark, log_start_offset=result.log_start_offset,
+        next_offset=records[-1].offset + 1 if records else offset))
 
 
 @routes.get("/v1/topics/{topic}/partitions/{partition}/offsets")
@@ -258,17 +243,12 @@ async def partition_offsets(request: web.Request) -> web.Response:
     if (leader := remote_leader(request, topic.name, partition)) is not None:
         return await proxy(request, leader)
     replicas = request.app[REPLICAS]
+    query = read_query(request, PartitionOffsetsQuery)
     offsets = await replicas.offsets(topic.name, partition)
-    body: dict[str, Any] = {
-        "partition": partition,
-        "log_start_offset": offsets.log_start_offset,
-        "high_watermark": offsets.high_watermark,
-        "log_end_offset": offsets.log_end_offset,
-    }
-    query = Fields(request.query, "query")
-    if query.has("timestamp"):
-        found = await replicas.offset_for_timestamp(
-            topic.name, partition, query.get_int("timestamp", minimum=0)
-        )
-        body["offset"], body["timestamp"] = found if found is not None else (None, None)
+    body = PartitionOffsetsResponse(
+        partition=partition, log_start_offset=offsets.log_start_offset, high_watermark=offsets.high_watermark,
+        log_end_offset=offsets.log_end_offset)
+    if query.timestamp is not None:
+        found = await replicas.offset_for_timestamp(topic.name, partition, query.timestamp)
+        body.offset, body.timestamp = found if found is not None else (None, None)
     return render(request, body)

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
 from kraft.api.errors import KraftError
+from kraft.api.messages.batch import NO_EPOCH, NO_REPLICA, DivergingEpoch, FetchPartitionResponse
+from kraft.api.messages.common import Node
 
-NO_REPLICA = -1  # a consumer
-NO_EPOCH = -1
+__all__ = ["NO_EPOCH", "NO_REPLICA", "ReplicaFetchEntry", "ReplicaFetchResult", "ReplicaFetchService",
+           "as_replica_fetch_service", "render_result"]
 
 
 @dataclass(frozen=True)
@@ -53,20 +55,13 @@ class ReplicaFetchService(Protocol):
     ) -> list[ReplicaFetchResult]: ...
 
 
-def render_result(r: ReplicaFetchResult) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "topic": r.topic, "partition": r.partition, "high_watermark": r.high_watermark,
-        "log_start_offset": r.log_start_offset, "log_end_offset": r.log_end_offset,
-        "records": r.records,
-    }
-    if r.diverging_epoch is not None:
-        out["diverging_epoch"] = {"epoch": r.diverging_epoch[0], "end_offset": r.diverging_epoch[1]}
-    if r.error_code is not None:
-        out["error_code"] = r.error_code
-        out["message"] = r.message
-    if r.leader is not None:
-        out["leader"] = r.leader
-    return out
+def render_result(r: ReplicaFetchResult) -> FetchPartitionResponse:
+    diverging = r.diverging_epoch
+    return FetchPartitionResponse(
+        topic=r.topic, partition=r.partition, high_watermark=r.high_watermark, log_start_offset=r.log_start_offset,
+        records=r.records, log_end_offset=r.log_end_offset,
+        diverging_epoch=None if diverging is None else DivergingEpoch(epoch=diverging[0], end_offset=diverging[1]),
+        error_code=r.error_code, message=r.message, leader=None if r.leader is None else Node(**r.leader))
 
 
 def as_replica_fetch_service(service: object) -> ReplicaFetchService:

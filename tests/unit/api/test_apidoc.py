@@ -11,7 +11,7 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "api.md"
 
 
 def test_docs_api_md_is_up_to_date():
-    assert DOC.read_text() == render(), "regenerate with: python -m api.apidoc > docs/api.md"
+    assert DOC.read_text() == render(), "regenerate with: python -m kraft.api.apidoc > docs/api.md"
 
 
 def test_every_operation_is_rendered():

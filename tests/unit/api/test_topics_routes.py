@@ -67,7 +67,7 @@ async def test_create_errors_change_nothing(client: TestClient) -> None:
         ({"name": "bad/name"}, 400, "INVALID_TOPIC_EXCEPTION"),
         ({"name": ".."}, 400, "INVALID_TOPIC_EXCEPTION"),
         ({"name": "x" * 250}, 400, "INVALID_TOPIC_EXCEPTION"),
-        ({"name": 7}, 400, "INVALID_TOPIC_EXCEPTION"),
+        ({"name": 7}, 400, "INVALID_REQUEST"),  # not a string: a malformed body, before any name rule
         ({}, 400, "INVALID_REQUEST"),
         ({"name": "a", "partitions": 0}, 400, "INVALID_PARTITIONS"),
         ({"name": "a", "partitions": -1}, 400, "INVALID_PARTITIONS"),

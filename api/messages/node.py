@@ -1,0 +1,49 @@
+"""A node's own answers: its health and readiness, and producer ids for idempotent producers
+(Kafka's InitProducerId)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from msgspec import Meta
+
+from kraft.api.messages.common import Message
+
+MAX_TRANSACTIONAL_ID_CHARS = 1024
+
+
+class HealthQuery(Message):
+    ready: Annotated[bool, Meta(description="true: answer 503 until the node is ready (a readiness probe)")] = False
+
+
+class HealthResponse(Message):
+    """With `?ready=true`, a node that is not ready answers 503 with this body: `status` `not_ready`,
+    `ready` false and the `reason` (for a readiness probe, or a script that waits before creating
+    topics)."""
+
+    status: Literal["ok", "not_ready"]
+    node_id: int
+    roles: list[str]
+    features: Annotated[list[Literal["idempotence"]], Meta(description="optional features this node supports")]
+    ready: Annotated[bool, Meta(description="caught up with the metadata log, knows the active controller, "
+                                            "and (a broker) registered and unfenced")]
+    cluster_id: str | None = None
+    active_controller: Annotated[bool | None, Meta(description="this node is the active controller")] = None
+    controller_id: Annotated[int | None, Meta(
+        description="the active controller as this node knows it (-1: unknown)")] = None
+    metadata_offset: Annotated[int | None, Meta(description="last metadata offset applied here")] = None
+    broker_state: Literal["STARTING", "FENCED", "RUNNING"] | None = None
+    metadata_log_error: Annotated[str | None, Meta(
+        description="why this node's metadata log cannot be written now (e.g. a full disk); null while it can")] = None
+    reason: Annotated[str | None, Meta(description="why the node is not ready (only when it is not)")] = None
+
+
+class InitProducerIdRequest(Message):
+    transactional_id: Annotated[str, Meta(
+        min_length=1, max_length=MAX_TRANSACTIONAL_ID_CHARS,
+        description="derive the id from this name (stateless, the same on every broker)")] | None = None
+
+
+class InitProducerIdResponse(Message):
+    producer_id: int
+    producer_epoch: Annotated[int, Meta(ge=0, le=32767)]
