@@ -78,6 +78,8 @@ async def fetch(request: web.Request) -> web.Response:
         require_node(request, as_node_id=replica_id)
     else:
         authz.require_topics(request, "READ", {e.topic for e in entries})
+    if not entries:  # nothing to wait for: answered at once, as Kafka's ReplicaManager.fetchMessages does
+        return render(request, FetchResponse(throttle_time_ms=0, partitions=[]))
     service = request.app[REPLICAS]
     if replica_id != NO_REPLICA or any(
         e.current_leader_epoch != NO_EPOCH or e.last_fetched_epoch != NO_EPOCH for e in entries

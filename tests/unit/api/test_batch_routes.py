@@ -108,3 +108,10 @@ async def test_batch_produce_to_reserved_and_internal_topics_is_refused(client: 
         assert (status, body["error_code"]) == (400, code), body
     topics = await (await client.get("/v1/topics")).json()
     assert topics["topics"] == []  # nothing auto-created
+
+
+async def test_an_empty_fetch_answers_at_once(client: TestClient) -> None:
+    """Nothing to wait for (Kafka's ReplicaManager.fetchMessages answers an empty fetch at once)."""
+    status, body = await asyncio.wait_for(
+        post_msgpack(client, "/v1/fetch", {"max_wait_ms": 300_000, "partitions": []}), 10)
+    assert (status, body) == (200, {"throttle_time_ms": 0, "partitions": []})
