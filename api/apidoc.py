@@ -12,8 +12,8 @@ METHODS = ("get", "post", "put", "patch", "delete")
 
 PREAMBLE = """# kraft HTTP API reference
 
-Generated from the OpenAPI document every node serves at `GET /v1/openapi.json`
-(`python -m kraft.api.apidoc > docs/api.md`; a test keeps this file in step). Bodies are JSON
+Generated from the OpenAPI document every node serves at `GET /v1/openapi.json` and shows at
+`GET /docs` (`python -m kraft.api.apidoc > docs/api.md`; a test keeps this file in step). Bodies are JSON
 (`application/json`) or msgpack (`application/msgpack`) by Content-Type, answers follow Accept. Errors
 are `{"error_code", "message", "retriable"}` with Kafka's error names; per-partition errors of the
 batch routes sit inside a 200 answer, as in Kafka. Conventions for strings, binary and tombstones

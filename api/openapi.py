@@ -1,4 +1,4 @@
-"""The OpenAPI 3.1 document of every route (served at `/v1/openapi.json`),
+"""The OpenAPI 3.1 document of every route (served at `/v1/openapi.json`, browsable at `/docs`),
 generated from the messages of `api/messages/`: one row per route below names its request, query
 and answer Structs and the Kafka error codes it answers with; the schemas are msgspec's JSON
 Schema of those Structs (OpenAPI 3.1 is JSON Schema 2020-12), so the document cannot differ from
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -27,7 +27,11 @@ GROUP = ("GROUP_AUTHORIZATION_FAILED", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDIN
          "COORDINATOR_LOAD_IN_PROGRESS")
 NODE = ("CLUSTER_AUTHORIZATION_FAILED", "NOT_CONTROLLER")  # the controller's routes for the cluster's nodes
 CLUSTER = ("CLUSTER_AUTHORIZATION_FAILED", "SECURITY_DISABLED", "UNSUPPORTED_VERSION")
-PATH_PARAMETERS: dict[str, Any] = {"topic": TopicName, "partition": PartitionNumber, "group": GroupId}
+# The files of the /docs page (api/static/), with their types.
+DOCS_ASSETS = {"swagger-ui-bundle.js": "application/javascript", "swagger-ui.css": "text/css",
+               "docs.js": "application/javascript"}
+PATH_PARAMETERS: dict[str, Any] = {"topic": TopicName, "partition": PartitionNumber, "group": GroupId,
+                                   "asset": Literal[tuple(DOCS_ASSETS)]}
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,10 @@ ROUTES = (
           errors=("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "BROKER_NOT_AVAILABLE")),
     Route("GET", "/v1/openapi.json", "This document", None,
           content={"application/json": {"schema": {"type": "object", "description": "OpenAPI 3.1 document"}}}),
+    Route("GET", "/docs", "This document, browsable (Swagger UI, served by the node itself)", None,
+          content=_text("text/html", "the page")),
+    Route("GET", "/docs/{asset}", "The page's scripts and style (Swagger UI, shipped in the package)", None,
+          content={media: {"schema": {"type": "string"}} for media in dict.fromkeys(DOCS_ASSETS.values())}),
     Route("GET", "/v1/groups", "Consumer groups coordinated by this broker", groups.ListGroupsResponse,
           errors=GROUP),
     Route("GET", "/v1/groups/{group}", "Describe a group: state, members, assignments, offsets and lag",

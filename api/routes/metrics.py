@@ -54,7 +54,7 @@ KAFKA_REQUESTS: dict[tuple[str, str], str] = {
     ("POST", "/v1/groups/{group}/offsets/delete"): "OffsetDelete",
 }
 # Not Kafka APIs: scrapes and probes must not inflate the request rates.
-UNCOUNTED = frozenset({"/metrics", "/v1/health", "/v1/openapi.json"})
+UNCOUNTED = frozenset({"/metrics", "/v1/health", "/v1/openapi.json", "/docs", "/docs/{asset}"})
 UNKNOWN_REQUEST = "Unknown"  # no route matched (404, 405): one bounded label value
 _COUNT_AS = web.RequestKey("kafka_request", str)
 

@@ -82,6 +82,10 @@ def test_zk_extra_in_a_clean_virtualenv(tmp_path: Path) -> None:
         "              if (f.parts[0].endswith('.py') or '.' not in f.parts[0]) and f.parts[0] != '__pycache__'})\n"
         "print(top, [n for n in ('api', 'log', 'metadata', 'spark_connector') if u.find_spec(n)])\n"
         "from kraft import Admin, Consumer, Producer\n"
-        "print(Producer.__module__)\n")], tmp_path).splitlines()
-    assert out == ["['kraft', 'pyspark_kraft'] []", "kraft.api.client.producer"], out
+        "print(Producer.__module__)\n"
+        "from kraft.api.openapi import DOCS_ASSETS\n"
+        "from kraft.api.routes.openapi import PAGE, STATIC\n"
+        "print(all((STATIC / name).is_file() for name in (PAGE, *DOCS_ASSETS)))\n")], tmp_path).splitlines()
+    # ... and GET /docs finds its page and Swagger UI's files in the installed package
+    assert out == ["['kraft', 'pyspark_kraft'] []", "kraft.api.client.producer", "True"], out
 

@@ -1,8 +1,10 @@
-"""The routes decode bodies and query strings through the messages (refusals name the field), and
-the answers the node's services build have the shape of their messages."""
+"""The routes decode bodies and query strings through the messages (refusals name the field), the
+answers the node's services build have the shape of their messages, and `GET /docs` serves the
+browsable document from the package's own files."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from kraft.api.messages import controller, groups, node, security, topics
+from kraft.api.openapi import DOCS_ASSETS
 from kraft.security.node_auth import NodeCredential
 from routes_testing import MSGPACK, create_topic, expect_error
 
@@ -111,3 +114,25 @@ async def test_service_answers_have_their_messages_shape(make_client) -> None:
     await answer_of(client, controller.ListReassignmentsResponse, "GET", "/v1/controller/reassignments")
     await answer_of(client, security.DescribeScramCredentialsResponse, "GET", "/v1/users/scram-credentials")
     await answer_of(client, security.DescribeClientQuotasResponse, "GET", "/v1/client-quotas")
+
+
+# -- GET /docs ------------------------------------------------------------------------------------------
+
+
+async def test_docs_page_loads_only_files_of_this_node(client: TestClient) -> None:
+    resp = await client.get("/docs")
+    assert resp.status == 200 and resp.content_type == "text/html"
+    page = await resp.text()
+    links = re.findall(r'(?:src|href)="([^"]+)"', page)
+    assert links and all("//" not in link and not link.startswith("/") for link in links), links  # relative
+    script = ""
+    for link in links:
+        asset = await client.get(f"/{link}")
+        assert asset.status == 200, link
+        assert asset.content_type == DOCS_ASSETS[link.removeprefix("docs/")], link
+        if link == "docs/docs.js":
+            script = await asset.text()
+    assert 'url: "v1/openapi.json"' in script and "://" not in script
+    assert (await client.get("/docs/swagger-ui-bundle.js")).content_type == "application/javascript"
+    await expect_error(await client.get("/docs/..%2Fopenapi.py"), 404, "NOT_FOUND")
+    await expect_error(await client.get("/docs/nothing.js"), 404, "NOT_FOUND")
