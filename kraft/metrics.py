@@ -23,16 +23,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
+from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
+from kraft.broker.partition_state import PartitionStateReader, PartitionView
 from kraft.metadata.delta import MetadataDelta
 from kraft.metadata.image import MetadataImage
 from kraft.metadata.records import NO_LEADER
@@ -103,16 +108,19 @@ def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
 
 class ReplicaManagerCollector(_Guarded):
     """kafka.server:type=ReplicaManager, kafka.log:type=Log and the broker's metadata offset,
-    from the broker's image and its local replicas (`replica_manager.replica(topic, p)`)."""
+    from the views of this broker's replicas (`PartitionStateReader.local_partitions`): a
+    scrape's work is ∝ the local partitions, never the whole image (which gives only the
+    metadata offset, the live brokers and, for a partition 0 led here, its topic's size)."""
 
-    def __init__(self, node_id: int, replica_manager: Any, topic_labels: bool) -> None:
+    def __init__(self, node_id: int, reader: PartitionStateReader,
+                 image: Callable[[], MetadataImage], topic_labels: bool) -> None:
         self.node_id = node_id
-        self.replica_manager = replica_manager
+        self.reader = reader
+        self.image = image
         self.topic_labels = topic_labels
 
     def _collect(self) -> Iterator[Metric]:
-        rm = self.replica_manager
-        image: MetadataImage = rm.image
+        image = self.image()
         prefix = "kafka_server_replicamanager_"
         counts = dict.fromkeys(("partitioncount", "leadercount", "underreplicatedpartitions",
                                 "underminisrpartitioncount", "atminisrpartitioncount",
@@ -133,42 +141,37 @@ class ReplicaManagerCollector(_Guarded):
                                         labels=labels)
         total_size = total_segments = total_quarantined = 0
         exporter = _ExporterGauges() if self.topic_labels else None
-        for topic in image.topics.by_name.values():
-            for index, reg in topic.partitions.items():
-                if self.node_id not in reg.replicas:
-                    continue
-                replica = rm.replica(topic.name, index)
-                if replica is None:
-                    continue
-                counts["partitioncount"] += 1
-                if replica.offline:
-                    counts["offlinereplicacount"] += 1
-                plog = replica.log
-                if plog is not None:
-                    total_size += plog.size_in_bytes
-                    total_segments += len(plog.segments)
-                    total_quarantined += len(plog.quarantined)
-                    if self.topic_labels:
-                        tp = [topic.name, str(index)]
-                        size.add_metric(tp, plog.size_in_bytes)
-                        segments.add_metric(tp, len(plog.segments))
-                        start.add_metric(tp, plog.log_start_offset)
-                        end.add_metric(tp, plog.log_end_offset)
-                        quarantined.add_metric(tp, len(plog.quarantined))
-                if reg.leader != self.node_id:
-                    continue
-                counts["leadercount"] += 1
-                lacking = len(reg.isr) < len(reg.replicas)
-                counts["underreplicatedpartitions"] += lacking
-                min_isr = replica.config.min_insync_replicas
-                counts["underminisrpartitioncount"] += len(reg.isr) < min_isr
-                counts["atminisrpartitioncount"] += len(reg.isr) == min_isr
+        for topic, index, view in self.reader.local_partitions():
+            if self.node_id not in view.replicas:
+                continue
+            counts["partitioncount"] += 1
+            if view.offline:
+                counts["offlinereplicacount"] += 1
+            if view.has_log:
+                total_size += view.size_in_bytes
+                total_segments += view.segment_count
+                total_quarantined += view.quarantined_count
                 if self.topic_labels:
-                    under.add_metric([topic.name, str(index)], int(lacking))
-                if exporter is not None:
-                    exporter.add(topic.name, len(topic.partitions), index, reg, plog)
-                if plog is not None:
-                    max_lag = max(max_lag, _max_follower_lag(replica, reg.replicas, self.node_id))
+                    tp = [topic, str(index)]
+                    size.add_metric(tp, view.size_in_bytes)
+                    segments.add_metric(tp, view.segment_count)
+                    start.add_metric(tp, view.log_start_offset)
+                    end.add_metric(tp, view.log_end_offset)
+                    quarantined.add_metric(tp, view.quarantined_count)
+            if view.leader != self.node_id:
+                continue
+            counts["leadercount"] += 1
+            isr = len(view.isr)
+            lacking = isr < len(view.replicas)
+            counts["underreplicatedpartitions"] += lacking
+            counts["underminisrpartitioncount"] += isr < view.min_insync_replicas
+            counts["atminisrpartitioncount"] += isr == view.min_insync_replicas
+            if self.topic_labels:
+                under.add_metric([topic, str(index)], int(lacking))
+            if exporter is not None:
+                described = image.topic_by_name(topic) if index == 0 else None
+                exporter.add(topic, index, view, None if described is None else len(described.partitions))
+            max_lag = max(max_lag, view.max_follower_lag)
         docs = {
             "partitioncount": "Partitions with a replica on this broker.",
             "leadercount": "Partitions this broker leads.",
@@ -223,28 +226,22 @@ class _ExporterGauges:
                                        "1 when the partition's ISR is smaller than its replica set "
                                        "(on its leader).", labels=tp)
 
-    def add(self, topic: str, count: int, index: int, reg: Any, plog: Any) -> None:
+    def add(self, topic: str, index: int, view: PartitionView, count: int | None) -> None:
+        """A partition led here; `count`: its topic's partitions, for partition 0."""
         tp = [topic, str(index)]
-        if index == 0:
+        if count is not None:
             self.partitions.add_metric([topic], count)
-        if plog is not None:
-            self.current.add_metric(tp, plog.high_watermark)
-            self.oldest.add_metric(tp, plog.log_start_offset)
-        self.isr.add_metric(tp, len(reg.isr))
-        self.leader.add_metric(tp, reg.leader)
-        self.replicas.add_metric(tp, len(reg.replicas))
-        self.under.add_metric(tp, int(len(reg.isr) < len(reg.replicas)))
+        if view.has_log:
+            self.current.add_metric(tp, view.high_watermark)
+            self.oldest.add_metric(tp, view.log_start_offset)
+        self.isr.add_metric(tp, len(view.isr))
+        self.leader.add_metric(tp, view.leader)
+        self.replicas.add_metric(tp, len(view.replicas))
+        self.under.add_metric(tp, int(len(view.isr) < len(view.replicas)))
 
     def families(self) -> tuple[GaugeMetricFamily, ...]:
         return (self.partitions, self.current, self.oldest, self.isr, self.leader, self.replicas,
                 self.under)
-
-
-def _max_follower_lag(replica: Any, replicas: Iterable[int], node_id: int) -> int:
-    leo = replica.log.log_end_offset
-    follower_leos = replica.follower_leos  # the followers that fetched at least once
-    lags = [leo - follower_leos[m] for m in replicas if m != node_id and m in follower_leos]
-    return max(lags, default=0)
 
 
 class ControllerCollector(_Guarded):
@@ -283,6 +280,15 @@ class ControllerCollector(_Guarded):
         yield _gauge(prefix + "lastcommittedrecordoffset",
                      "Offset of the last committed metadata record this controller knows.",
                      self.quorum.metadata_offset)
+        info = GaugeMetricFamily("kafka_broker_info", "1 per registered, unfenced broker, with its id "
+                                 "and client address (kafka_exporter's name; on the active controller "
+                                 "only).", labels=["id", "address"])
+        if active:
+            for broker in image.cluster.live_brokers():
+                endpoint = broker.endpoint()
+                address = "" if endpoint is None else f"{endpoint.host}:{endpoint.port}"
+                info.add_metric([str(broker.broker_id), address], 1)
+        yield info
 
 
 def _cluster_counts(image: MetadataImage) -> dict[str, int]:
@@ -313,6 +319,7 @@ class RaftView:
     high_watermark: int
     log_end_offset: int
     unknown_voter_connections: int
+    voted_id: int = -1  # Kafka's current-vote: -1 unless leading, a candidate, or voted with no leader known
 
 
 def raft_view(quorum: Any, node_id: int) -> RaftView:
@@ -323,22 +330,98 @@ def raft_view(quorum: Any, node_id: int) -> RaftView:
         claim = quorum.active_controller()
         offset = quorum.metadata_offset
         return RaftView("leader" if leader == node_id else "follower",
-                        -1 if leader is None else leader, claim[1] if claim else 0, offset, offset, 0)
+                        -1 if leader is None else leader, claim[1] if claim else 0, offset, offset, 0,
+                        node_id if leader == node_id else -1)
     s = status()
     own = next((v for v in s.voters if v.node_id == node_id), None)
+    state = s.raft_state.lower()
+    if state in ("leader", "candidate"):  # both voted for themselves
+        voted = node_id
+    else:  # Kafka's follower of a known leader shows no vote (-1), a voted one its vote
+        voted = -1 if s.leader_id is not None or s.voted_id is None else s.voted_id
     return RaftView(
-        s.raft_state.lower(), -1 if s.leader_id is None else s.leader_id, s.leader_epoch,
+        state, -1 if s.leader_id is None else s.leader_id, s.leader_epoch,
         s.high_watermark, own.log_end_offset if own is not None else s.last_applied_index,
-        sum(1 for v in s.voters if v.node_id != node_id and not v.connected),
+        sum(1 for v in s.voters if v.node_id != node_id and not v.connected), voted,
     )
 
 
-class RaftCollector(_Guarded):
-    """kafka.server:type=raft-metrics gauges (the latencies and record rates are pushed)."""
+# Kafka's sampled statistics: metrics.sample.window.ms (30 s) times metrics.num.samples (2).
+SAMPLE_WINDOW_S = 30.0
+SAMPLE_COUNT = 2
 
-    def __init__(self, node_id: int, quorum: Any) -> None:
+
+class SampledStat:
+    """Kafka's windowed Avg, Max and Rate of one measurement (raft-metrics' commit-latency-avg,
+    append-records-rate, ...): SAMPLE_COUNT samples of SAMPLE_WINDOW_S each, the oldest dropped as
+    time moves on, so the figures cover the last 30 to 60 s. Avg and Max are NaN without a
+    recording in that time, as Kafka's are; Rate is the sum over the time the samples cover, at
+    least every window but the current one, as Kafka's Rate divides. Bounded by construction:
+    SAMPLE_COUNT samples, whatever the number of recordings. `now` is a monotonic time in s."""
+
+    def __init__(self, window_s: float = SAMPLE_WINDOW_S, count: int = SAMPLE_COUNT) -> None:
+        assert window_s > 0 and count >= 2
+        self.window_s = window_s
+        self.count = count
+        self._samples: deque[_Sample] = deque(maxlen=count)
+
+    def record(self, value: float, now: float) -> None:
+        if not self._samples or now >= self._samples[-1].start + self.window_s:
+            self._samples.append(_Sample(now))
+        sample = self._samples[-1]
+        sample.events += 1
+        sample.total += value
+        sample.max = max(sample.max, value)
+
+    def _live(self, now: float) -> list[_Sample]:
+        return [s for s in self._samples if now - s.start < self.window_s * self.count]
+
+    def avg(self, now: float) -> float:
+        live = self._live(now)
+        events = sum(s.events for s in live)
+        return sum(s.total for s in live) / events if events else math.nan
+
+    def max(self, now: float) -> float:
+        return max((s.max for s in self._live(now)), default=math.nan)
+
+    def rate(self, now: float) -> float:
+        """Per second (Kafka's Rate with its default unit)."""
+        live = self._live(now)
+        elapsed = now - live[0].start if live else 0.0
+        full_windows = int(elapsed // self.window_s)
+        if full_windows < self.count - 1:  # a young or quiet stat: Kafka pads to count - 1 windows
+            elapsed += (self.count - 1 - full_windows) * self.window_s
+        return sum(s.total for s in live) / elapsed
+
+
+@dataclass
+class _Sample:
+    start: float
+    events: int = 0
+    total: float = 0.0
+    max: float = -math.inf
+
+
+class RaftStats:
+    """The sampled raft-metrics (commit and election latency in ms, records appended and fetched),
+    recorded on the event loop by `NodeMetrics`' push side, read by `RaftCollector`."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.commit_latency_ms = SampledStat()
+        self.election_latency_ms = SampledStat()
+        self.append_records = SampledStat()
+        self.fetch_records = SampledStat()
+
+
+class RaftCollector(_Guarded):
+    """kafka.server:type=raft-metrics gauges and the raft-channel-metrics counters (the latency
+    histograms and record counters are pushed)."""
+
+    def __init__(self, node_id: int, quorum: Any, stats: RaftStats | None = None) -> None:
         self.node_id = node_id
         self.quorum = quorum
+        self.stats = stats or RaftStats()
 
     def _collect(self) -> Iterator[Metric]:
         view = raft_view(self.quorum, self.node_id)
@@ -350,11 +433,66 @@ class RaftCollector(_Guarded):
         yield state
         yield _gauge(prefix + "current_leader", "Node id of the Raft leader (-1: unknown).",
                      view.leader_id)
+        yield _gauge(prefix + "current_vote", "The voter this one voted for in the current epoch: "
+                     "itself when leading or a candidate, -1 once a leader is known or with no vote.",
+                     view.voted_id)
         yield _gauge(prefix + "current_epoch", "The Raft epoch (term).", view.epoch)
         yield _gauge(prefix + "high_watermark", "The Raft commit index.", view.high_watermark)
         yield _gauge(prefix + "log_end_offset", "This voter's Raft log end.", view.log_end_offset)
         yield _gauge(prefix + "number_unknown_voter_connections",
                      "Other voters this one is not connected to.", view.unknown_voter_connections)
+        yield from self._sampled(prefix)
+        yield from self._channel()
+
+    def _sampled(self, prefix: str) -> Iterator[Metric]:
+        stats, now = self.stats, self.stats.clock()
+        window = f"over the last {SAMPLE_WINDOW_S * SAMPLE_COUNT:g} s"
+        for name, stat, what in (("commit_latency", stats.commit_latency_ms,
+                                  "from proposing metadata records to their commit, ms"),
+                                 ("election_latency", stats.election_latency_ms,
+                                  "spent as a candidate before a leader was known, ms")):
+            yield _gauge(f"{prefix}{name}_avg", f"Average time {what}, {window} (NaN: none).",
+                         stat.avg(now))
+            yield _gauge(f"{prefix}{name}_max", f"Longest time {what}, {window} (NaN: none).",
+                         stat.max(now))
+        yield _gauge(prefix + "append_records_rate", f"Metadata records committed per second while "
+                     f"this voter led, {window}.", stats.append_records.rate(now))
+        yield _gauge(prefix + "fetch_records_rate", f"Metadata records committed per second while "
+                     f"this voter followed, {window}.", stats.fetch_records.rate(now))
+
+    def _channel(self) -> Iterator[Metric]:
+        """Kafka's raft-channel-metrics: the Raft transport's traffic (pysyncobj's TCP links to the
+        other voters; 0 for a single voter, which has none)."""
+        channel = getattr(self.quorum, "channel", None)
+        prefix = "kafka_server_raftchannelmetrics_"
+        for name, attribute, doc in (
+                ("incoming_byte", "incoming_bytes", "Bytes received from the other voters."),
+                ("outgoing_byte", "outgoing_bytes", "Bytes sent to the other voters."),
+                ("request", "sent", "Raft messages sent to the other voters."),
+                ("response", "received", "Raft messages received from the other voters.")):
+            yield CounterMetricFamily(prefix + name, doc,
+                                      value=0 if channel is None else getattr(channel, attribute))
+
+
+class LinuxIoCollector(_Guarded):
+    """kafka.server:type=KafkaServer,name=linux-disk-{read,write}-bytes: the bytes this process
+    made the block layer read and write, from /proc/self/io, as Kafka's LinuxIoMetricsCollector
+    reads them (nothing where the file is missing: not Linux, or no access)."""
+
+    def __init__(self, path: Path = Path("/proc/self/io")) -> None:
+        self.path = path
+
+    def _collect(self) -> Iterator[Metric]:
+        try:
+            text = self.path.read_text()
+        except OSError:
+            return
+        fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+        prefix = "kafka_server_kafkaserver_linux_disk_"
+        for name, doc in (("read_bytes", "Bytes this process read from disk (not the page cache)."),
+                          ("write_bytes", "Bytes this process caused to be written to disk.")):
+            if name in fields:
+                yield _gauge(prefix + name, doc, int(fields[name]))
 
 
 @dataclass(frozen=True)
@@ -451,6 +589,22 @@ class IsrChangeCounter:
                 self.expands.inc()
 
 
+class UncleanElectionCounter:
+    """Kafka's UncleanLeaderElectionsPerSec, from each metadata delta: a partition whose new
+    leader is this broker and was not in the ISR before (only an unclean election chooses such a
+    leader), so every election is counted once, by its new leader. Work ∝ the delta."""
+
+    def __init__(self, node_id: int, elections: Counter) -> None:
+        self.node_id = node_id
+        self.elections = elections
+
+    def on_delta(self, delta: MetadataDelta) -> None:
+        for _name, _index, old, reg in delta.changed_partitions():
+            if (old is not None and old is not reg and reg.leader == self.node_id
+                    and old.leader != reg.leader and reg.leader not in old.isr):
+                self.elections.inc()
+
+
 LOOP_LAG_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 LOOP_LAG_PROBE_S = 0.05
 
@@ -474,6 +628,9 @@ class NodeMetrics(MetricsSink):
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+        self.registry.register(LinuxIoCollector())
+        self.raft_stats = RaftStats()
         self._refreshers: list[Callable[[], Any]] = []
         self._replica_manager: Any = None
         self._candidate_since: float | None = None
@@ -498,6 +655,11 @@ class NodeMetrics(MetricsSink):
                                        "Failed produce requests (per partition).", by_topic)
         self._failed_fetch = counter(topic_metrics + "failedfetchrequests",
                                      "Failed fetch requests (per partition).", by_topic)
+        self._total_produce = counter(topic_metrics + "totalproducerequests",
+                                      "Produce requests (per partition), failed ones included.", by_topic)
+        self._total_fetch = counter(topic_metrics + "totalfetchrequests",
+                                    "Fetch requests of consumers and followers (per partition), failed "
+                                    "ones included.", by_topic)
         self._isr_shrinks = counter("kafka_server_replicamanager_isrshrinks",
                                     "ISR shrinks of partitions led here.")
         self._isr_expands = counter("kafka_server_replicamanager_isrexpands",
@@ -527,11 +689,16 @@ class NodeMetrics(MetricsSink):
                                    f"every {LOOP_LAG_PROBE_S * 1000:g} ms), seconds.",
                                    buckets=LOOP_LAG_BUCKETS_S, registry=self.registry)
         self._isr_changes = IsrChangeCounter(node_id, self._isr_shrinks, self._isr_expands)
+        self._unclean = UncleanElectionCounter(node_id, counter(
+            "kafka_controller_controllerstats_uncleanleaderelections",
+            "Unclean leader elections: counted by the new leader's broker (a sum over the nodes is "
+            "the cluster's)."))
         # Kafka's BrokerTopicMetrics exist at 0 for every topic: created with the topic, removed
         # with it (on_delta), so rate() and the dashboards show 0 rather than no data.
         self._per_topic = (self._messages_in, self._bytes_in, self._bytes_out,
                            self._replication_bytes_in, self._replication_bytes_out,
-                           self._failed_produce, self._failed_fetch)
+                           self._failed_produce, self._failed_fetch, self._total_produce,
+                           self._total_fetch)
 
     def _topic(self, metric: Counter, topic: str) -> Counter:
         return metric.labels(topic) if self.topic_labels else metric
@@ -546,13 +713,14 @@ class NodeMetrics(MetricsSink):
     def watch_broker(self, replica_manager: Any) -> None:
         """Replica manager and log gauges (ISR change counts come with `on_delta`)."""
         self._replica_manager = replica_manager
-        self.registry.register(ReplicaManagerCollector(self.node_id, replica_manager,
-                                                       self.topic_labels))
+        self.registry.register(ReplicaManagerCollector(
+            self.node_id, replica_manager, lambda: replica_manager.image, self.topic_labels))
         _become_sink(replica_manager, self)
 
     def on_delta(self, delta: MetadataDelta) -> None:
         """The broker metadata publisher's last step: metrics that count metadata changes."""
         self._isr_changes.on_delta(delta)
+        self._unclean.on_delta(delta)
         if self.topic_labels:
             self._topic_series(delta)
 
@@ -577,7 +745,7 @@ class NodeMetrics(MetricsSink):
     def watch_controller(self, controller: Any, quorum: Any) -> None:
         """Controller and Raft gauges; counts committed metadata records."""
         self.registry.register(ControllerCollector(controller, quorum))
-        self.registry.register(RaftCollector(self.node_id, quorum))
+        self.registry.register(RaftCollector(self.node_id, quorum, self.raft_stats))
         quorum.on_commit(lambda offset, record: self._count_metadata_record(quorum))
         _become_sink(quorum, self)
 
@@ -597,18 +765,20 @@ class NodeMetrics(MetricsSink):
                 log.exception("metrics refresh failed; serving the previous snapshot")
 
     def _local_high_watermark(self, topic: str, partition: int) -> int | None:
-        rm = self._replica_manager
-        replica = None if rm is None else rm.replica(topic, partition)
-        plog = None if replica is None else replica.log
-        return None if plog is None else plog.high_watermark
+        reader: PartitionStateReader | None = self._replica_manager
+        view = None if reader is None else reader.partition_state(topic, partition)
+        return view.high_watermark if view is not None and view.has_log else None
 
     def _count_metadata_record(self, quorum: Any) -> None:
         leads = quorum.leader() == self.node_id
         (self._append_records if leads else self._fetch_records).inc()
+        stats = self.raft_stats
+        (stats.append_records if leads else stats.fetch_records).record(1, stats.clock())
 
     # -- push ---------------------------------------------------------------------------------
 
     def messages_in(self, topic: str, count: int, nbytes: int) -> None:
+        self._topic(self._total_produce, topic).inc()
         self._topic(self._messages_in, topic).inc(count)
         self._topic(self._bytes_in, topic).inc(nbytes)
 
@@ -616,14 +786,18 @@ class NodeMetrics(MetricsSink):
         bytes_out = self._replication_bytes_out if replication else self._bytes_out
         for result in results:
             if result.error_code:
+                self._failed(self._total_fetch, result.topic)
                 self._failed(self._failed_fetch, result.topic)
-            elif result.records:
+                continue
+            self._topic(self._total_fetch, result.topic).inc()
+            if result.records:
                 self._topic(bytes_out, result.topic).inc(len(result.records))
 
     def replication_bytes_in(self, topic: str, nbytes: int) -> None:
         self._topic(self._replication_bytes_in, topic).inc(nbytes)
 
     def failed_produce(self, topic: str) -> None:
+        self._failed(self._total_produce, topic)
         self._failed(self._failed_produce, topic)
 
     def observe_request(self, request: str, error: str, seconds: float) -> None:
@@ -633,16 +807,19 @@ class NodeMetrics(MetricsSink):
 
     def raft_commit(self, seconds: float) -> None:
         self._commit_latency.observe(seconds * 1000)
+        self.raft_stats.commit_latency_ms.record(seconds * 1000, self.raft_stats.clock())
 
     def raft_state_changed(self, state: str, now: float | None = None) -> None:
         """Election latency (Kafka's): from becoming a candidate to leading or following."""
-        now = time.monotonic() if now is None else now
+        now = self.raft_stats.clock() if now is None else now
         state = state.lower()
         if state == "candidate":
             if self._candidate_since is None:  # a split vote starts another round: same election
                 self._candidate_since = now
         elif self._candidate_since is not None:
-            self._election_latency.observe((now - self._candidate_since) * 1000)
+            elapsed_ms = (now - self._candidate_since) * 1000
+            self._election_latency.observe(elapsed_ms)
+            self.raft_stats.election_latency_ms.record(elapsed_ms, now)
             self._candidate_since = None
 
 

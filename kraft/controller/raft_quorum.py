@@ -38,7 +38,9 @@ from pysyncobj.syncobj import SyncObjException, _RAFT_STATE
 from kraft.config import ConfigError, parse_host_port
 from kraft.controller.errors import ControllerError, MetadataStorageError, NotControllerError
 from kraft.controller.quorum import CommitCallback, SnapshotCallback
-from kraft.controller.raft_journal import JournalAppendError, JournalSyncingTransport, RaftJournal
+from kraft.controller.raft_journal import (
+    JournalAppendError, JournalSyncingTransport, RaftChannelCounts, RaftJournal,
+)
 from kraft.controller.raft_state import (
     CLAIM_CONTROLLER,
     BatchOutcome,
@@ -174,6 +176,7 @@ class QuorumStatus:
     # the leader's commit index as this node last learned it (-1: none yet); unlike
     # high_watermark, never capped at this node's own log end, so it tells how far behind it is
     leader_commit_index: int = -1
+    voted_id: int | None = None  # the voter this one voted for in the current term
 
     @property
     def max_follower_lag(self) -> int:
@@ -641,6 +644,12 @@ class RaftQuorum:
         """The last metadata offset delivered to this loop (-1 before any record)."""
         return self._metadata_offset
 
+    @property
+    def channel(self) -> RaftChannelCounts | None:
+        """This voter's Raft traffic (bytes, messages) since start; None before `start`."""
+        syncobj = self._syncobj
+        return None if syncobj is None else syncobj._SyncObj__transport.channel
+
     def status(self) -> QuorumStatus:
         assert self._syncobj is not None, "not started"
         raw = _read_status(self._syncobj)
@@ -677,6 +686,7 @@ class RaftQuorum:
             controller_epoch=controller[1] if controller else 0,
             has_quorum=bool(raw["has_quorum"]), voters=tuple(voters),
             leader_commit_index=-1 if raw.get("leader_commit_idx") is None else raw["leader_commit_idx"],
+            voted_id=self._node_ids.get(self._syncobj._SyncObj__votedForNodeId),
         )
 
 

@@ -1,5 +1,6 @@
 """Helpers of the Prometheus tests: the PromQL of every Grafana panel and alert rule in deploy/,
-the metric and label names an expression uses, and a real Prometheus server in a temp dir."""
+the metric and label names an expression uses, the names Strimzi's dashboards and rules use, and a
+real Prometheus server in a temp dir."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 DASHBOARDS = DEPLOY / "grafana" / "dashboards"
 RULES = DEPLOY / "prometheus" / "rules" / "kraft-alerts.yml"
 RULE_TESTS = DEPLOY / "prometheus" / "rules" / "kraft-alerts.test.yml"
+STRIMZI_NAMES = DEPLOY.parent / "tests" / "fixtures" / "strimzi_metric_names.txt"
 FILE_SD_CONFIG = DEPLOY / "prometheus" / "prometheus-file-sd.yml"
 STATIC_CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
 PROMETHEUS_BINARIES = ("/usr/bin/prometheus", "prometheus")
@@ -88,6 +90,17 @@ def alert_rules() -> list[dict[str, Any]]:
 
 def alert_queries() -> list[Query]:
     return [Query(f"alert {rule['alert']}", rule["expr"]) for rule in alert_rules()]
+
+
+def strimzi_names() -> dict[str, list[str]]:
+    """The metric names of Strimzi's Kafka, KRaft and Kafka Exporter dashboards and Kafka alert
+    rules (tests/fixtures/strimzi_metric_names.txt): name -> the Strimzi files that use it."""
+    names = {}
+    for line in STRIMZI_NAMES.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, sources = line.split("\t")
+            names[name] = sources.split()
+    return names
 
 
 # -- names in PromQL ------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 and a consumer group, through deploy/'s file-SD config and alert rules:
 - every metric and label that a Grafana panel or an alert rule uses exists in Prometheus, every
   panel query returns data, every rule evaluates cleanly;
+- every metric name of Strimzi's Kafka, KRaft and Kafka Exporter dashboards and Kafka alert rules
+  exists but those kraft/metrics_coverage.py lists as unserved (which do not);
 - the values agree with what the test did (messages in = records sent, group lag = records left
   unconsumed, exactly one active controller);
 - killing a broker raises the under-replicated count (and puts its alert in pending);
@@ -27,8 +29,9 @@ from kraft.log.batch import build_batch  # noqa: E402
 from prometheus_support import (  # noqa: E402
     INSTALL_HINT, PROMETHEUS_BINARIES, PROMTOOL_BINARIES, RULE_TESTS, RULES, STATIC_CONFIG,
     FILE_SD_CONFIG, Prometheus, Query, alert_queries, alert_rules, find_binary, grouping_labels,
-    legend_labels, matcher_labels, metric_names, panel_queries, variable_queries,
+    legend_labels, matcher_labels, metric_names, panel_queries, strimzi_names, variable_queries,
 )
+from kraft.metrics_coverage import UNSERVED  # noqa: E402
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.cluster, pytest.mark.xdist_group("prometheus")]
 
@@ -260,6 +263,31 @@ def test_values_agree_with_the_load(prometheus: Prometheus, load: None) -> None:
     produced = prometheus.scalar(f'sum(kafka_server_brokertopicmetrics_bytesin_total{{topic="{TOPIC}"}})')
     assert produced and replicated == 2 * produced
     assert prometheus.scalar('sum(kafka_network_requestmetrics_requests_total{request="FetchFollower"})') > 0
+
+
+def test_every_strimzi_name_is_served_or_listed_unserved(prometheus: Prometheus, load: None) -> None:
+    expected = set(strimzi_names()) - set(UNSERVED)
+    problems: list[str] = []
+
+    def as_listed() -> bool:
+        known = prometheus.metric_names()
+        problems[:] = ([f"{name}: not in Prometheus, nor in kraft/metrics_coverage.py's UNSERVED"
+                        for name in sorted(expected - known)]
+                       + [f"{name}: in Prometheus, yet listed in UNSERVED" for name in sorted(set(UNSERVED) & known)])
+        return not problems
+    try:
+        wait_for(as_listed, 20, interval=0.5, what="Strimzi's metric names")
+    except TimeoutError:
+        pytest.fail("\n".join(problems))
+    # what Strimzi's KRaft dashboard shows of a healthy quorum of three
+    wait_value(prometheus, "count(kafka_server_raftmetrics_current_vote == -1)", 2)  # followers
+    assert prometheus.scalar("max(kafka_server_raftmetrics_current_vote)") == prometheus.scalar(
+        'max(kafka_server_raftmetrics_current_leader)')
+    for name in ("incoming_byte", "outgoing_byte", "request", "response"):
+        wait_value(prometheus, f"count(kafka_server_raftchannelmetrics_{name}_total > 0)", 3)
+    wait_value(prometheus, "sum(kafka_broker_info)", 3)
+    for name in ("totalproducerequests", "totalfetchrequests"):
+        assert prometheus.scalar(f'sum(kafka_server_brokertopicmetrics_{name}_total{{topic="{TOPIC}"}})') > 0
 
 
 def test_promtool_accepts_the_deploy_files(promtool: str) -> None:

@@ -4,7 +4,9 @@ they read (replica manager, controller, quorum, group coordinator) and real meta
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable
 
 import pytest
@@ -13,11 +15,16 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client import generate_latest
 
+from kraft.controller.raft_journal import RaftChannelCounts
 from kraft.controller.raft_quorum import QuorumStatus, VoterStatus
-from kraft.metrics import NULL_METRICS, UNKNOWN_TOPIC, IsrChangeCounter, NodeMetrics, RaftCollector
+from kraft.metrics import (
+    NULL_METRICS, UNKNOWN_TOPIC, IsrChangeCounter, LinuxIoCollector, NodeMetrics, RaftCollector, RaftStats,
+    SampledStat,
+)
+from kraft.broker.partition_state import PartitionView
 from kraft.log.config import LogConfig
 from kraft.metadata.delta import MetadataDelta, apply_records
-from kraft.metadata.image import MetadataImage
+from kraft.metadata.image import MetadataImage, PartitionRegistration
 from kraft.metadata.records import (
     ClaimController, Endpoint, FenceBroker, Partition, PartitionChange, RegisterBroker, RemoveTopic,
     Topic, UnfenceBroker,
@@ -88,13 +95,33 @@ class FakeReplica:
 
 
 class FakeReplicaManager:
+    """A `PartitionStateReader` over fake replicas, their registrations from the image."""
+
     def __init__(self, image: MetadataImage, replicas: dict[tuple[str, int], FakeReplica]) -> None:
         self.image = image
         self.replicas = replicas
         self.metrics = NULL_METRICS
 
-    def replica(self, topic: str, p: int) -> FakeReplica | None:
-        return self.replicas.get((topic, p))
+    def local_partitions(self) -> Iterable[tuple[str, int, PartitionView]]:
+        for (topic, p), replica in self.replicas.items():
+            yield topic, p, self._view(topic, p, replica)
+
+    def partition_state(self, topic: str, p: int) -> PartitionView | None:
+        replica = self.replicas.get((topic, p))
+        return None if replica is None else self._view(topic, p, replica)
+
+    def _view(self, topic: str, p: int, replica: FakeReplica) -> PartitionView:
+        # a registration the image lacks: a partition led here alone
+        reg = self.image.partition(topic, p) or PartitionRegistration((NODE,), (NODE,), NODE)
+        plog = replica.log
+        args = (reg.leader, reg.leader_epoch, reg.replicas, reg.isr, reg.leader == NODE,
+                replica.offline, replica.config.min_insync_replicas)
+        if plog is None:
+            return PartitionView(*args)
+        lags = [plog.log_end_offset - leo for m, leo in replica.follower_leos.items() if m in reg.replicas]
+        return PartitionView(*args, True, plog.log_start_offset, plog.log_end_offset,
+                             plog.high_watermark, plog.size_in_bytes, len(plog.segments),
+                             len(plog.quarantined), max(lags, default=0))
 
 
 class FakeLoader:
@@ -248,7 +275,7 @@ def test_per_topic_counters_exist_at_zero_from_creation_to_deletion() -> None:
     loader.publish(base)
     t = "kafka_server_brokertopicmetrics_"
     names = ("messagesin", "bytesin", "bytesout", "replicationbytesin", "replicationbytesout",
-             "failedproducerequests", "failedfetchrequests")
+             "failedproducerequests", "failedfetchrequests", "totalproducerequests", "totalfetchrequests")
     created = build([Topic(name="a", topic_id="A", controller_epoch=1), partition("A", 0, (1,), (1,), 1),
                      Topic(name="b", topic_id="B", controller_epoch=1), partition("B", 0, (2,), (2,), 2)],
                     base)
@@ -321,6 +348,11 @@ def test_push_counters_count_per_topic_and_bound_unknown_topics() -> None:
     assert value(s, t + "failedproducerequests_total", topic="a") == 1
     assert value(s, t + "replicationbytesin_total", topic="a") == 9
     assert value(s, t + "replicationbytesout_total", topic="a") == 11
+    # every partition's produce and fetch, failed ones included, consumers' and followers'
+    assert value(s, t + "totalproducerequests_total", topic="a") == 3
+    assert value(s, t + "totalproducerequests_total", topic=UNKNOWN_TOPIC) == 2
+    assert value(s, t + "totalfetchrequests_total", topic="a") == 5
+    assert value(s, t + "totalfetchrequests_total", topic=UNKNOWN_TOPIC) == 1
 
 
 def test_request_metrics_count_errors_and_latency_in_ms() -> None:
@@ -426,12 +458,39 @@ def test_controller_counts_on_the_active_controller_only() -> None:
     assert value(s, c + "lastappliedrecordoffset") == image.offset
     assert value(s, c + "lastcommittedrecordoffset") == image.offset
 
+    # kafka_exporter's broker list: the unfenced brokers, once, by the active controller
+    assert {dict(labels)["id"]: dict(labels)["address"] for name, labels in s if name == "kafka_broker_info"} == {
+        "1": "127.0.0.1:9001", "2": "127.0.0.1:9002"}
+
     standby = NodeMetrics(2)
     standby.watch_controller(FakeController(image, False), FakeLocalQuorum(NODE, 4, image.offset))
     s = scrape(standby)
     assert value(s, c + "activecontrollercount") == 0
     assert value(s, c + "globalpartitioncount") == 0
     assert value(s, c + "lastappliedrecordoffset") == image.offset
+    assert not any(name == "kafka_broker_info" for name, _ in s)
+
+
+def test_unclean_elections_are_counted_by_the_new_leader() -> None:
+    base = build(cluster((1, 2, 3)) + [Topic(name="a", topic_id="A", controller_epoch=1),
+                                       partition("A", 0, (2, 1), (2,), 2),
+                                       partition("A", 1, (2, 1), (2, 1), 2)])
+    here, _, here_loader = with_broker(base, {})
+    there, _, there_loader = with_broker(base, {})
+    there.node_id = there._unclean.node_id = 2
+    for loader in (here_loader, there_loader):
+        loader.publish(base)
+    # 2 fails: A-0's ISR held only 2, so A-0 goes offline; A-1 elects 1 from its ISR (clean)
+    offline = build([PartitionChange(topic_id="A", partition=0, leader=-1, controller_epoch=1),
+                     PartitionChange(topic_id="A", partition=1, leader=1, isr=(1,), controller_epoch=1)], base)
+    # then A-0 elects 1, which was not in its ISR: unclean
+    elected = build([PartitionChange(topic_id="A", partition=0, leader=1, isr=(1,), controller_epoch=1)], offline)
+    for image in (offline, elected):
+        for loader in (here_loader, there_loader):
+            loader.publish(image)
+    name = "kafka_controller_controllerstats_uncleanleaderelections_total"
+    assert value(scrape(here), name) == 1
+    assert value(scrape(there), name) == 0
 
 
 def test_raft_gauges_of_a_local_quorum() -> None:
@@ -472,6 +531,96 @@ def test_raft_gauges_of_a_raft_follower_and_its_push_sink() -> None:
     assert value(s, r + "log_end_offset") == 88
     assert value(s, r + "number_unknown_voter_connections") == 1
     assert value(s, r + "fetch_records_total") == 1
+
+
+def test_sampled_stat_is_kafkas_avg_max_and_rate_over_two_windows() -> None:
+    stat = SampledStat(window_s=30, count=2)
+    assert math.isnan(stat.avg(0)) and math.isnan(stat.max(0))
+    assert stat.rate(0) == 0
+    stat.record(10, now=100)
+    stat.record(30, now=110)
+    assert stat.avg(110) == 20 and stat.max(110) == 30
+    assert stat.rate(110) == 40 / 40  # 10 s covered, padded by one window as Kafka's Rate does
+    stat.record(5, now=135)  # a second sample
+    assert stat.avg(135) == 15 and stat.max(135) == 30
+    assert stat.rate(150) == 45 / 50
+    assert stat.avg(165) == 5 and stat.max(165) == 5  # the first sample is 60 s old: dropped
+    assert math.isnan(stat.avg(200)) and stat.rate(200) == 0
+    for t in range(1000):  # bounded: two samples whatever the recordings
+        stat.record(1, now=300 + t * 0.01)
+    assert len(stat._samples) <= 2 and stat.avg(310) == 1 and stat.rate(310) == 1000 / 40
+
+
+def test_raft_sampled_gauges_and_current_vote() -> None:
+    clock = [1000.0]
+    status = QuorumStatus(
+        node_id=1, raft_state="Leader", leader_id=1, leader_epoch=7, high_watermark=90,
+        last_applied_index=90, metadata_offset=60, active_controller_id=1, controller_epoch=3,
+        has_quorum=True, voters=(VoterStatus(1, 90, 0, True, "Leader"),))
+    quorum = FakeRaftQuorum(status)
+    metrics = NodeMetrics(1)
+    metrics.raft_stats.clock = lambda: clock[0]
+    metrics.watch_controller(FakeController(MetadataImage.EMPTY, True), quorum)
+    r = "kafka_server_raftmetrics_"
+    s = scrape(metrics)
+    assert math.isnan(value(s, r + "commit_latency_avg")) and math.isnan(value(s, r + "commit_latency_max"))
+    assert value(s, r + "append_records_rate") == 0 and value(s, r + "fetch_records_rate") == 0
+    assert value(s, r + "current_vote") == 1  # a leader voted for itself
+    metrics.raft_commit(0.010)
+    metrics.raft_commit(0.030)
+    for offset in range(60):
+        quorum.callbacks[0](offset, {})
+    metrics.raft_state_changed("Candidate", now=clock[0])
+    metrics.raft_state_changed("Leader", now=clock[0] + 0.5)
+    clock[0] += 1
+    s = scrape(metrics)
+    assert value(s, r + "commit_latency_avg") == pytest.approx(20)
+    assert value(s, r + "commit_latency_max") == pytest.approx(30)
+    assert value(s, r + "election_latency_avg") == pytest.approx(500)
+    assert value(s, r + "append_records_rate") == pytest.approx(60 / 31)
+    assert value(s, r + "fetch_records_rate") == 0
+    clock[0] += 61
+    assert math.isnan(value(scrape(metrics), r + "commit_latency_avg"))
+
+
+@pytest.mark.parametrize("state,leader,voted,shown", [
+    ("Candidate", None, 1, 1),  # candidates vote for themselves
+    ("Follower", None, 3, 3),  # voted, no leader known yet
+    ("Follower", 3, 3, -1),  # Kafka's follower of a known leader shows no vote
+    ("Follower", None, None, -1),
+])
+def test_current_vote_follows_kafkas_rule(state: str, leader: int | None, voted: int | None, shown: int) -> None:
+    status = QuorumStatus(1, state, leader, 2, 0, 0, 0, leader, 1, leader is not None, (), voted_id=voted)
+    metrics = NodeMetrics(1)
+    metrics.registry.register(RaftCollector(1, FakeRaftQuorum(status), RaftStats()))
+    assert value(scrape(metrics), "kafka_server_raftmetrics_current_vote") == shown
+
+
+def test_raft_channel_counters_come_from_the_quorums_transport() -> None:
+    status = QuorumStatus(1, "Follower", 2, 2, 0, 0, 0, 2, 1, True, ())
+    quorum = FakeRaftQuorum(status)
+    quorum.channel = RaftChannelCounts(incoming_bytes=100, outgoing_bytes=50, sent=7, received=9)
+    metrics = NodeMetrics(1)
+    metrics.registry.register(RaftCollector(1, quorum))
+    s = scrape(metrics)
+    c = "kafka_server_raftchannelmetrics_"
+    assert [value(s, c + n) for n in ("incoming_byte_total", "outgoing_byte_total", "request_total",
+                                      "response_total")] == [100, 50, 7, 9]
+    local = NodeMetrics(1)  # a single voter has no Raft transport: nothing moved
+    local.registry.register(RaftCollector(1, FakeLocalQuorum(1, 1, 0)))
+    assert value(scrape(local), c + "incoming_byte_total") == 0
+
+
+def test_linux_disk_bytes_from_proc_self_io(tmp_path: Path) -> None:
+    io = tmp_path / "io"
+    io.write_text("rchar: 5\nwchar: 6\nsyscr: 1\nsyscw: 1\nread_bytes: 4096\nwrite_bytes: 8192\n"
+                  "cancelled_write_bytes: 0\n")
+    metrics = NodeMetrics(NODE)
+    metrics.registry.register(LinuxIoCollector(io))  # beside the node's own (/proc/self/io)
+    k = "kafka_server_kafkaserver_linux_disk_"
+    samples = [s for f in LinuxIoCollector(io).collect() for s in f.samples]
+    assert {s.name: s.value for s in samples} == {k + "read_bytes": 4096, k + "write_bytes": 8192}
+    assert list(LinuxIoCollector(tmp_path / "missing").collect()) == []
 
 
 def test_election_latency_runs_from_candidate_to_a_known_leader() -> None:
