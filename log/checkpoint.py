@@ -28,7 +28,10 @@ PRODUCER_STATE_SNAPSHOT = "producer_state.snapshot"
 _VERSION = 1
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
+    """Replaces `path` with `data` whole; `sync` False skips both fsyncs, for a file that a
+    crash may lose or tear because it can be rebuilt (the rename still never shows a torn one
+    to a reader of the live system)."""
     fault_injection.before_write()
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -36,11 +39,13 @@ def write_atomic(path: Path, data: bytes) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 def fsync_dir(directory: Path) -> None:

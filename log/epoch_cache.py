@@ -4,6 +4,12 @@ Followers ask the leader for `end_offset_for(epoch)` of their last epoch and tru
 they hold past it. Entries are strictly increasing in both epoch and start offset. Every change is
 checkpointed atomically to `leader-epoch-checkpoint` in Kafka's text format
 (version line, count line, then `epoch start_offset` lines).
+
+A log without segment files (a new partition's, created lazily) keeps its cache in memory only
+(`deferred`) and writes it with its first append (`write_deferred`, no fsync: every batch carries
+its epoch, so recovery rebuilds a lost file from the batches). An entry with no record at its
+epoch is all such a log can hold, and it changes no answer: an empty log's epochs end at its log
+end either way.
 """
 
 from __future__ import annotations
@@ -30,10 +36,13 @@ class EpochEntry:
 
 
 class LeaderEpochFileCache:
-    def __init__(self, path: Path | None, entries: list[EpochEntry] | None = None) -> None:
-        """`path` None keeps the cache in memory only (tests, scratch logs)."""
+    def __init__(self, path: Path | None, entries: list[EpochEntry] | None = None,
+                 *, deferred: bool = False) -> None:
+        """`path` None keeps the cache in memory only (tests, scratch logs); `deferred` keeps it
+        in memory until `write_deferred`."""
         self.path = path
         self._entries: list[EpochEntry] = list(entries or [])
+        self._deferred = deferred
 
     @classmethod
     def load(cls, directory: Path) -> LeaderEpochFileCache:
@@ -48,6 +57,23 @@ class LeaderEpochFileCache:
             logger.warning("ignoring unreadable %s: %s", path, e)
             entries = []
         return cls(path, entries)
+
+    @property
+    def deferred(self) -> bool:
+        """Changes are kept in memory until `write_deferred` (a log without segment files)."""
+        return self._deferred
+
+    def defer_writes(self) -> None:
+        self._deferred = True
+
+    def write_deferred(self) -> None:
+        """Writes the entries kept in memory (without fsync, see the module) and from then on
+        every change. When the write fails the cache stays deferred, so the next call retries."""
+        if not self._deferred:
+            return
+        if self.path is not None:
+            write_atomic(self.path, self._encode(self._entries), sync=False)
+        self._deferred = False
 
     @property
     def entries(self) -> tuple[EpochEntry, ...]:
@@ -133,12 +159,15 @@ class LeaderEpochFileCache:
         return self._entries[higher - 1].epoch, higher_start
 
     def _flush(self, entries: list[EpochEntry] | None = None) -> None:
-        if self.path is None:
+        if self.path is None or self._deferred:
             return
-        entries = self._entries if entries is None else entries
+        write_atomic(self.path, self._encode(self._entries if entries is None else entries))
+
+    @staticmethod
+    def _encode(entries: list[EpochEntry]) -> bytes:
         lines = [str(_VERSION), str(len(entries))]
         lines += [f"{e.epoch} {e.start_offset}" for e in entries]
-        write_atomic(self.path, ("\n".join(lines) + "\n").encode())
+        return ("\n".join(lines) + "\n").encode()
 
 
 def _parse(text: str) -> list[EpochEntry]:

@@ -1,19 +1,22 @@
 """FileCache: the open files of segments, a bounded LRU of descriptors.
 
-Kafka keeps every segment's files open; with tiny segments (`segment.bytes=14`) that runs the
-process out of descriptors, and a node that cannot open its log dir at start never comes back.
-Here a `CachedFile` names one segment file and `with cached_file as fd:` lends a descriptor,
-reopening the file when the cache closed it. When more than `capacity` unpinned files are open,
-the least recently used idle one is closed. A pinned file (the active segment's, which every
-append writes) stays open and is not counted: the node budgets those per partition. A file lent
-out is never closed under its borrower, so a descriptor number is never reused mid-read; when
-every file is lent out the cache goes over capacity until they come back.
+Kafka keeps every segment's files open; with tiny segments (`segment.bytes=14`), or with tens of
+thousands of partitions, that runs the process out of descriptors, and a node that cannot open its
+log dir at start never comes back. Here a `CachedFile` names one segment file and
+`with cached_file as fd:` lends a descriptor, reopening the file when the cache closed it. When
+more than `capacity` files are open, the least recently used idle one is closed: the active
+segment's files too, so an idle partition holds no descriptor and a broker's descriptors are
+bounded by the cache, not by its partition count (a busy partition's files stay at the recent
+end of the LRU). A file lent out is never closed under its borrower, so a descriptor number is
+never reused mid-read; when every file is lent out the cache goes over capacity until they come
+back.
 
 Descriptors belong to the process, so there is one cache per process, `OPEN_FILES`; the node
 sizes it from `log.open.files.max`. Closing a descriptor loses nothing written (the data is in
 the page cache), and fsync through a reopened descriptor flushes the same file. Index entries stay
 in memory, so reading a closed segment reopens only its `.log`: one open(2), no cheaper off the
-event loop than the pread that follows it, which the broker also does inline.
+event loop than the pread that follows it, which the broker also does inline. A `CachedFile` is
+created on its first use (`O_CREAT`): a segment that was never written has no file at all.
 """
 
 from __future__ import annotations
@@ -45,20 +48,25 @@ def default_open_files_max(soft_limit: int) -> int:
 class CachedFile:
     """One file of a segment; `with f as fd:` lends an open descriptor (see the module)."""
 
-    __slots__ = ("path", "_cache", "_fd", "_flags", "_users", "_pinned", "_closed")
+    __slots__ = ("path", "_cache", "_fd", "_flags", "_users", "_closed")
 
     def __init__(self, cache: FileCache, path: Path) -> None:
+        """Names the file; nothing is opened (nor created) until the first `with`."""
         self.path = path
         self._cache = cache
         self._fd = -1
         self._flags = os.O_RDWR | os.O_CREAT  # created on first open only: a reopen finds it
         self._users = 0
-        self._pinned = False
         self._closed = False
 
     @property
     def is_open(self) -> bool:
         return self._fd >= 0
+
+    @property
+    def created(self) -> bool:
+        """Whether the file was opened once, so exists (a new segment's is made by its first write)."""
+        return not self._flags & os.O_CREAT
 
     def __enter__(self) -> int:
         return self._cache._acquire(self)
@@ -66,19 +74,12 @@ class CachedFile:
     def __exit__(self, *exc: object) -> None:
         self._cache._release(self)
 
-    def pin(self) -> None:
-        """Keeps the file open once opened, outside the cache's bound (the active segment)."""
-        self._cache._pin(self, True)
-
-    def unpin(self) -> None:
-        self._cache._pin(self, False)
-
     def close(self) -> None:
         """Closes the descriptor for good; lending it again raises KafkaStorageError."""
         self._cache._close(self)
 
     def __repr__(self) -> str:
-        return f"CachedFile({self.path.name}, fd={self._fd}, pinned={self._pinned})"
+        return f"CachedFile({self.path.name}, fd={self._fd})"
 
 
 class FileCache:
@@ -86,7 +87,7 @@ class FileCache:
         assert capacity >= 1, capacity
         self._capacity = capacity
         self._lock = threading.Lock()
-        self._lru: OrderedDict[CachedFile, None] = OrderedDict()  # open and unpinned, LRU first
+        self._lru: OrderedDict[CachedFile, None] = OrderedDict()  # open files, LRU first
 
     @property
     def capacity(self) -> int:
@@ -101,7 +102,7 @@ class FileCache:
 
     @property
     def open_count(self) -> int:
-        """Unpinned files open now (at most `capacity` unless all of them are lent out)."""
+        """Files open now (at most `capacity` unless all of them are lent out)."""
         return len(self._lru)
 
     def open(self, path: Path) -> CachedFile:
@@ -111,6 +112,10 @@ class FileCache:
             pass
         return cached
 
+    def file(self, path: Path) -> CachedFile:
+        """The file at `path`, opened (and created) at its first use only."""
+        return CachedFile(self, path)
+
     def _acquire(self, cached: CachedFile) -> int:
         with self._lock:
             if cached._fd < 0:
@@ -118,9 +123,8 @@ class FileCache:
                     raise KafkaStorageError(f"{cached.path} is closed")
                 cached._fd = self._open_fd(cached)
                 cached._flags = os.O_RDWR
-                if not cached._pinned:
-                    self._lru[cached] = None
-            elif not cached._pinned:
+                self._lru[cached] = None
+            else:
                 self._lru.move_to_end(cached)
             cached._users += 1
             return cached._fd
@@ -130,15 +134,6 @@ class FileCache:
             assert cached._users > 0, cached
             cached._users -= 1
             if len(self._lru) > self._capacity:  # went over while every file was lent out
-                self._evict(self._capacity)
-
-    def _pin(self, cached: CachedFile, pinned: bool) -> None:
-        with self._lock:
-            cached._pinned = pinned
-            if pinned:
-                self._lru.pop(cached, None)
-            elif cached._fd >= 0:
-                self._lru[cached] = None
                 self._evict(self._capacity)
 
     def _close(self, cached: CachedFile) -> None:
@@ -151,7 +146,7 @@ class FileCache:
                 os.close(fd)
 
     def _evict(self, keep: int) -> None:
-        """Closes idle unpinned files, least recently used first, until at most `keep` are open."""
+        """Closes idle files, least recently used first, until at most `keep` are open."""
         excess = len(self._lru) - keep
         if excess <= 0:
             return
@@ -169,8 +164,7 @@ class FileCache:
     def _open_fd(self, cached: CachedFile) -> int:
         """Opens after making room; out of descriptors, closes every idle file and tries once
         more, then answers KAFKA_STORAGE_ERROR naming the limit rather than an OSError."""
-        if not cached._pinned:
-            self._evict(self._capacity - 1)
+        self._evict(self._capacity - 1)
         try:
             return os.open(cached.path, cached._flags, 0o644)
         except OSError as e:

@@ -6,7 +6,8 @@ max timestamp so far and the base offset of the batch that first reached it. Bot
 files mirrored in memory; lookups are binary searches for the last entry at or below the target,
 and need no descriptor: the file's is lent by `log/file_cache.py` for writes only.
 Entries are a hint: a missing tail only makes lookups scan further, so the files need no fsync,
-and a file that fails `sanity_check` is rebuilt from the `.log` by the segment.
+and a file that fails `sanity_check` is rebuilt from the `.log` by the segment. A new index
+(`new=True`, a segment that was never written) has no file until the segment creates its files.
 """
 
 from __future__ import annotations
@@ -26,12 +27,18 @@ class _SparseIndex:
 
     _entry: struct.Struct
 
-    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
+    def __init__(self, path: Path, base_offset: int, max_index_bytes: int, *, new: bool = False) -> None:
+        """Loads the file at `path` (created empty if missing), or with `new` starts empty
+        without touching the disk."""
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_bytes // self._entry.size)
         self._keys: list[int] = []
         self._values: list[int] = []
+        self._corrupt = False
+        if new:
+            self._file = OPEN_FILES.file(path)
+            return
         self._file = OPEN_FILES.open(path)  # lent per call: a closed segment's may be evicted
         try:
             self._load()
@@ -97,22 +104,23 @@ class _SparseIndex:
     def _truncate_entries(self, count: int) -> None:
         del self._keys[count:]
         del self._values[count:]
-        with self._file as fd:
-            os.ftruncate(fd, count * self._entry.size)
+        if self._file.created:
+            with self._file as fd:
+                os.ftruncate(fd, count * self._entry.size)
         self._corrupt = False
 
     def reset(self) -> None:
         self._truncate_entries(0)
 
+    def create(self) -> None:
+        """Creates the (empty) file of a new index."""
+        with self._file:
+            pass
+
     def flush(self) -> None:
-        with self._file as fd:
-            os.fsync(fd)
-
-    def pin(self) -> None:
-        self._file.pin()
-
-    def unpin(self) -> None:
-        self._file.unpin()
+        if self._file.created:
+            with self._file as fd:
+                os.fsync(fd)
 
     def close(self) -> None:
         self._file.close()

@@ -6,7 +6,10 @@ high watermark, recovery point), the leader-epoch cache, the idempotent-producer
 checkpoints. Appends are batch-oriented (validate all, stamp, one write); reads return whole raw
 batches from one segment.
 Blocking file I/O: the broker calls it from a worker thread; a lock makes calls atomic.
-See docs/internals.md §2.
+A log is created lazily: opening one whose directory does not exist creates nothing, holds no
+file descriptor and does no fsync; it answers as an empty log (log start, log end and high
+watermark 0), keeps its leader epochs in memory, and creates its directory, its first segment's
+files and its epoch checkpoint at its first append. See docs/internals.md §2.
 """
 
 from __future__ import annotations
@@ -68,8 +71,8 @@ class PartitionLog:
         self._config = config
         self._validator = LogValidator(config)
         self._segments = loaded.segments
-        self._pinned: LogSegment | None = None
-        self._pin_active()
+        self._directory_exists = loaded.directory_exists
+        self._parent_dirty = False  # this log created its directory since the last flush
         self._log_start_offset = loaded.log_start_offset
         self._log_end_offset = loaded.log_end_offset
         self._recovery_point = loaded.recovery_point
@@ -81,7 +84,12 @@ class PartitionLog:
         self._read_quarantined = False  # a read quarantined a region since `take_read_quarantine`
         self._closed = False
         self._checkpointed: tuple[object, ...] | None = None  # what the last checkpoint() wrote
-        self._producer_state = self._load_producer_state()
+        if loaded.directory_exists:
+            self._producer_state = self._load_producer_state()
+        else:
+            self._producer_state = ProducerStateManager(config.producer_id_expiration_ms)
+        if not self._segments[0].has_files:  # nothing but checkpoints (or nothing) on disk
+            self._checkpointed = self._checkpoint_state()
         self._check_invariants()
 
     @classmethod
@@ -90,6 +98,12 @@ class PartitionLog:
         return cls(Path(directory), config, now_ms)
 
     # -- offsets --------------------------------------------------------------------------------
+
+    @property
+    def on_disk(self) -> bool:
+        """Whether the partition's directory exists (a new log creates it at its first append):
+        a log that is not on disk has nothing to flush, checkpoint, retain or compact."""
+        return self._directory_exists
 
     @property
     def log_start_offset(self) -> int:
@@ -136,6 +150,14 @@ class PartitionLog:
         (reads raise CORRUPT_MESSAGE)."""
         return tuple(r for s in self._segments for r in s.corrupt_regions)
 
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def quarantined_count(self) -> int:
+        return sum(len(s.corrupt_regions) for s in self._segments)
+
     def take_read_quarantine(self) -> bool:
         """Whether a read quarantined a region since the last call (a follower's cue to refetch;
         one flag, so the fetch path does not walk every segment's regions)."""
@@ -150,16 +172,6 @@ class PartitionLog:
     @property
     def _active(self) -> LogSegment:
         return self._segments[-1]
-
-    def _pin_active(self) -> None:
-        """The active segment keeps its files open (every append writes them); closed segments'
-        files go back to the bounded cache (`log/file_cache.py`). Called when the active changes."""
-        active = self._segments[-1]
-        if self._pinned is not active:
-            if self._pinned is not None:
-                self._pinned.unpin_files()
-            active.pin_files()
-            self._pinned = active
 
     def _check_invariants(self) -> None:
         assert self._log_start_offset <= self._high_watermark <= self._log_end_offset, (
@@ -217,6 +229,8 @@ class PartitionLog:
             validated.last_offset, now_ms,
         ):
             self.roll(now_ms)
+        if not self._active.has_files or self.leader_epoch_cache.deferred:
+            self._create_files()
         self._active.append(validated.buffer, validated.batches)
         self._log_end_offset = validated.last_offset + 1
         self._producer_state.update_all(header for _, header in validated.batches)
@@ -238,18 +252,31 @@ class PartitionLog:
         return info
 
     def roll(self, now_ms: int) -> LogSegment:
-        """Starts a new active segment at the log end offset (no-op when the active one is empty)."""
+        """Starts a new active segment at the log end offset (no-op when the active one is empty);
+        its files are created by the first append to it."""
         with self._lock:
             active = self._active
             if active.size == 0:
                 return active
             active.on_become_inactive()
-            segment = LogSegment(self.directory, self._log_end_offset, self._config, now_ms)
+            segment = LogSegment(self.directory, self._log_end_offset, self._config, now_ms, new=True)
             self._segments.append(segment)
-            self._pin_active()
-            self._dir_dirty = True
             return segment
 
+    def _create_directory(self) -> None:
+        if not self._directory_exists:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._directory_exists = True
+            self._parent_dirty = True  # the next flush makes the new directory durable
+
+    def _create_files(self) -> None:
+        """Before an append to a segment without files: the directory, the segment's files and
+        the epoch checkpoint kept in memory until now. No fsync: the next flush does it."""
+        self._create_directory()
+        if not self._active.has_files:
+            self._active.create_files()
+            self._dir_dirty = True
+        self.leader_epoch_cache.write_deferred()
     # -- read -----------------------------------------------------------------------------------
 
     def read(
@@ -423,7 +450,6 @@ class PartitionLog:
             while len(self._segments) > 1 and self._active.base_offset >= offset:
                 self._segments.pop().delete()
                 self._dir_dirty = True
-            self._pin_active()
             removed = self._active.truncate_to(offset)
             logger.info(
                 "%s: truncated to offset %d (%d bytes from the active segment)",
@@ -440,19 +466,23 @@ class PartitionLog:
             self._check_invariants()
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
-        """Deletes every segment and restarts the log empty at `offset`."""
+        """Deletes every segment and restarts the log empty at `offset` (a new segment: its files
+        come with the next append). The new log start is checkpointed, creating the directory
+        if needed, unless the log never had one and starts at 0 again (what it would recover)."""
         now_ms = _now_ms() if now_ms is None else now_ms
         with self._lock:
             for segment in self._segments:
                 segment.delete()
-            self._segments = [LogSegment(self.directory, offset, self._config, now_ms)]
-            self._pin_active()
+            self._segments = [LogSegment(self.directory, offset, self._config, now_ms, new=True)]
             self._dir_dirty = True
             self.leader_epoch_cache.clear()
             self._producer_state.clear()
             self._log_start_offset = self._log_end_offset = offset
             self._recovery_point = self._high_watermark = offset
-            self.checkpoint()
+            if self._directory_exists or offset != 0:
+                self._create_directory()
+                self.leader_epoch_cache.write_deferred()  # the cleared cache replaces any old file
+                self.checkpoint()
 
     def assign_epoch_start(self, epoch: int, start_offset: int) -> bool:
         """Records in the epoch cache that `epoch` starts at `start_offset` (a new leader's
@@ -500,7 +530,7 @@ class PartitionLog:
             if count == 0:
                 return 0
             if count == len(self._segments):
-                self.roll(now_ms)
+                self.roll(now_ms)  # a new segment: the log keeps no files but its checkpoints
             doomed, self._segments = self._segments[:count], self._segments[count:]
             for segment in doomed:
                 logger.info("%s: retention deletes segment %r", self.directory, segment)
@@ -517,7 +547,7 @@ class PartitionLog:
         """Compacts the segments below the active one and the high watermark
         (cleanup.policy=compact); a no-op for delete-only topics."""
         with self._lock:
-            if not self._config.compact:
+            if not self._config.compact or not self._directory_exists:
                 return CleanerStats()
             cleaner = LogCleaner(self.directory, self._config)
             self._segments, stats = cleaner.clean(self._segments, self._high_watermark, now_ms)
@@ -534,9 +564,7 @@ class PartitionLog:
             for segment in self._segments:
                 if segment.next_offset > self._recovery_point or segment is self._active:
                     segment.flush()
-            if self._dir_dirty:
-                fsync_dir(self.directory)
-                self._dir_dirty = False
+            self._sync_directories()
             self._recovery_point = self._log_end_offset
             self._last_flush_ms = _now_ms() if now_ms is None else now_ms
             self.checkpoint()
@@ -552,12 +580,20 @@ class PartitionLog:
                 for segment in self._segments[:-1]:
                     if segment.next_offset > self._recovery_point:
                         segment.flush()
-                if self._dir_dirty:
-                    fsync_dir(self.directory)
-                    self._dir_dirty = False
+                self._sync_directories()
                 self._recovery_point = target
             if self._checkpoint_state() != self._checkpointed:  # idle partitions write nothing
                 self.checkpoint()
+
+    def _sync_directories(self) -> None:
+        """fsyncs the partition directory after files were created or removed in it, and its
+        parent after this log created it."""
+        if self._dir_dirty and self._directory_exists:
+            fsync_dir(self.directory)
+        self._dir_dirty = False
+        if self._parent_dirty:
+            fsync_dir(self.directory.parent)
+            self._parent_dirty = False
 
     def _checkpoint_state(self) -> tuple[object, ...]:
         return (self._log_start_offset, self._recovery_point, self._high_watermark,
@@ -565,8 +601,11 @@ class PartitionLog:
 
     def checkpoint(self) -> None:
         """Writes log start offset, recovery point and high watermark, and the producer state
-        as of the log end offset (atomic file replaces)."""
+        as of the log end offset (atomic file replaces); nothing for a log not on disk, whose
+        state is that of an empty log."""
         with self._lock:
+            if not self._directory_exists:
+                return
             PartitionCheckpoint(
                 log_start_offset=self._log_start_offset,
                 recovery_point=self._recovery_point,

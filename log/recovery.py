@@ -8,8 +8,11 @@ a crash: a corrupt batch there is cut with everything after it and logged at WAR
 batch anywhere else (a closed segment, flushed data below the recovery point, or a region the
 checkpoint lists because a read quarantined it) is bit rot: it is quarantined (kept, never served:
 reads answer CORRUPT_MESSAGE), logged at ERROR, and every later valid batch and segment is kept.
-`PartitionLog.read` quarantines the same way what recovery never scanned (`report_quarantined`). The leader-epoch cache is trimmed to the recovered log, and rebuilt
-from batch headers when its checkpoint is missing.
+`PartitionLog.read` quarantines the same way what recovery never scanned (`report_quarantined`).
+The leader-epoch cache is trimmed to the recovered log, and rebuilt from batch headers when its
+checkpoint is missing.
+A directory that does not exist (a partition never written) or holds no segment is an empty log:
+its active segment is a new one (no files until the first append), nothing is created here.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 
 from kraft.log.checkpoint import PartitionCheckpoint
 from kraft.log.config import LogConfig
-from kraft.log.epoch_cache import LeaderEpochFileCache
+from kraft.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from kraft.log.errors import CorruptRecordError
 from kraft.log.segment import CorruptRegion, LogSegment
 
@@ -54,6 +57,7 @@ class LoadedLog:
     high_watermark: int
     leader_epoch_cache: LeaderEpochFileCache
     quarantined: list[CorruptRegion]
+    directory_exists: bool = True
 
 
 class LogLoader:
@@ -63,7 +67,14 @@ class LogLoader:
         self.now_ms = now_ms
 
     def load(self) -> LoadedLog:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        if not self.directory.is_dir():  # never written: an empty log, created at its first append
+            return LoadedLog(
+                segments=[LogSegment(self.directory, 0, self.config, self.now_ms, new=True)],
+                log_start_offset=0, log_end_offset=0, recovery_point=0, high_watermark=0,
+                leader_epoch_cache=LeaderEpochFileCache(self.directory / LEADER_EPOCH_CHECKPOINT,
+                                                        deferred=True),
+                quarantined=[], directory_exists=False,
+            )
         base_offsets = self._clean_directory()
         checkpoint = PartitionCheckpoint.read(self.directory)
         if checkpoint is None and base_offsets:
@@ -92,7 +103,9 @@ class LogLoader:
                 for segment in segments:
                     segment.delete()
                 epoch_cache.clear()
-            segments = [LogSegment(self.directory, log_start_offset, self.config, self.now_ms)]
+            segments = [LogSegment(self.directory, log_start_offset, self.config, self.now_ms,
+                                   new=True)]
+            epoch_cache.defer_writes()  # written with the first segment file
 
         log_end_offset = segments[-1].next_offset
         epoch_cache.truncate_from_end(log_end_offset)

@@ -7,6 +7,9 @@ every batch, rebuilds the indexes, cuts a torn tail or quarantines a corrupt reg
 header scans then skip and its lookups refuse). File I/O goes straight to the OS
 (pwrite/pread on a raw descriptor): an append has reached the page cache when it returns, so a
 killed process loses nothing acknowledged, and readers never share a file position with writers.
+A new segment (`new=True`: a new partition's, or the one a roll starts) has no files until
+`create_files`, which the partition log calls before its first append: an idle partition costs
+no file and no descriptor.
 """
 
 from __future__ import annotations
@@ -65,32 +68,35 @@ class SegmentRecovery:
 
 
 class LogSegment:
-    def __init__(self, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, now_ms: int,
+                 *, new: bool = False) -> None:
+        """Opens the segment's files (created if missing), or with `new` an empty segment that
+        creates them at `create_files`."""
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = config.index_interval_bytes
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         self.created_ms = now_ms
-        # a CachedFile, not a descriptor: lent per call, so a closed segment holds none
-        self._fd = OPEN_FILES.open(self.log_path)
-        opened: list[CachedFile | OffsetIndex] = [self._fd]
-        try:
-            self.size = self.log_path.stat().st_size
-            self.offset_index = OffsetIndex(
-                directory / segment_file_name(base_offset, INDEX_SUFFIX),
-                base_offset,
-                config.segment_index_bytes,
-            )
-            opened.append(self.offset_index)
-            self.time_index = TimeIndex(
-                directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
-                base_offset,
-                config.segment_index_bytes,
-            )
-        except BaseException:  # out of descriptors, say: leave nothing open
-            for cached in opened:
-                cached.close()
-            raise
+        index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
+        time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        if new:
+            self._fd = OPEN_FILES.file(self.log_path)
+            self.size = 0
+            self.offset_index = OffsetIndex(index_path, base_offset, config.segment_index_bytes, new=True)
+            self.time_index = TimeIndex(time_index_path, base_offset, config.segment_index_bytes, new=True)
+        else:
+            # a CachedFile, not a descriptor: lent per call, so a closed segment holds none
+            self._fd = OPEN_FILES.open(self.log_path)
+            opened: list[CachedFile | OffsetIndex] = [self._fd]
+            try:
+                self.size = self.log_path.stat().st_size
+                self.offset_index = OffsetIndex(index_path, base_offset, config.segment_index_bytes)
+                opened.append(self.offset_index)
+                self.time_index = TimeIndex(time_index_path, base_offset, config.segment_index_bytes)
+            except BaseException:  # out of descriptors, say: leave nothing open
+                for cached in opened:
+                    cached.close()
+                raise
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
         self.next_offset = base_offset  # offset after the last batch's last offset
@@ -117,10 +123,26 @@ class LogSegment:
             raise
         return segment
 
+    @property
+    def has_files(self) -> bool:
+        """False for a new segment until `create_files` (nothing of it is on disk)."""
+        return self._fd.created
+
+    def create_files(self) -> None:
+        """Creates the files of a new segment (its directory must exist): `.log`, `.index`
+        and `.timeindex` together, so a restart finds a whole segment."""
+        with self._fd:
+            pass
+        self.offset_index.create()
+        self.time_index.create()
+
     # -- appending ------------------------------------------------------------------------------
 
     def append(self, data: bytes | bytearray, batches: Sequence[tuple[int, BatchHeader]]) -> None:
-        """Appends validated batches; `batches` holds each batch's position within `data`."""
+        """Appends validated batches; `batches` holds each batch's position within `data`.
+        A new segment's files are created first (its directory must exist)."""
+        if not self.has_files:
+            self.create_files()
         position = self.size
         try:
             _pwrite_all(self._fd, data, position)
@@ -282,6 +304,8 @@ class LogSegment:
         """Max record timestamp, or the file's modification time when no batch has one (Kafka)."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
+        if not self.has_files:
+            return self.created_ms
         return int(self.log_path.stat().st_mtime * 1000)
 
     # -- truncation and recovery ----------------------------------------------------------------
@@ -483,20 +507,12 @@ class LogSegment:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def flush(self) -> None:
+        if not self.has_files:
+            return
         with self._fd as fd:
             fault_injection.fsync(fd)
         self.offset_index.flush()
         self.time_index.flush()
-
-    def pin_files(self) -> None:
-        """Keeps the files open outside the cache's bound while this is the active segment."""
-        for cached in (self._fd, self.offset_index, self.time_index):
-            cached.pin()
-
-    def unpin_files(self) -> None:
-        """Hands the files back to the cache, which may close them (a closed segment)."""
-        for cached in (self._fd, self.offset_index, self.time_index):
-            cached.unpin()
 
     def close(self) -> None:
         self.offset_index.close()

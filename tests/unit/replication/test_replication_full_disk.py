@@ -2,8 +2,10 @@
 leader-epoch checkpoint, and an ENOSPC there used to escape `ReplicaManager.apply_delta`, so every
 partition after it in that metadata update kept its old role (a deposed leader went on leading).
 Now the partition that cannot write goes offline (KAFKA_STORAGE_ERROR, Kafka's offline replica),
-the others change role, and the offline one takes its role once space returns. ENOSPC is injected
-at the file layer (`log.fault_injection`'s disk-full hook, as `kraft-bench chaos` uses it)."""
+the others change role, and the offline one takes its role once space returns. (A log with no
+file yet, a partition never written, keeps its epochs in memory: its leadership changes write
+nothing, and its first produce writes the checkpoint.) ENOSPC is injected at the file layer
+(`log.fault_injection`'s disk-full hook, as `kraft-bench chaos` uses it)."""
 
 from __future__ import annotations
 
@@ -64,9 +66,8 @@ async def test_enospc_on_one_leader_change_takes_only_that_partition_offline_unt
                                    endpoints=(Endpoint("HTTP", "127.0.0.1", port),), broker_epoch=10 + b),
                     UnfenceBroker(broker_id=b, broker_epoch=10 + b)]
     records.append(Topic(name="t", topic_id="tid"))
-    # broker 1 follows partitions 0 and 1 (led by 2) and leads partition 2
-    for p, leader in ((0, 2), (1, 2), (2, 1)):
-        records.append(Partition(topic_id="tid", partition=p, replicas=(1, 2, 3), isr=(1, 2, 3), leader=leader))
+    for p in range(3):  # led here first, so each log holds a record (and files)
+        records.append(Partition(topic_id="tid", partition=p, replicas=(1, 2, 3), isr=(1, 2, 3), leader=1))
     _, image = _image(records)
     data = tmp_path / "data"
     data.mkdir()
@@ -76,8 +77,13 @@ async def test_enospc_on_one_leader_change_takes_only_that_partition_offline_unt
     for p in range(3):
         await manager.replica("t", p).ready.wait()
     try:
-        assert manager.replica("t", 2).is_leader
-        assert await _produce(manager, 2) is None
+        for p in range(3):
+            assert await _produce(manager, p) is None
+        # broker 1 follows partitions 0 and 1 (led by 2 at epoch 1) and leads partition 2
+        delta, image = _image([PartitionChange(topic_id="tid", partition=0, leader=2),
+                               PartitionChange(topic_id="tid", partition=1, leader=2)], image)
+        manager.on_metadata_update(delta, image)
+        assert manager.replica("t", 2).is_leader and not manager.replica("t", 0).is_leader
 
         # the disk fills; then broker 2 fails: broker 1 leads 0 and 1, broker 3 leads 2
         full_disk.write_text("1")
@@ -91,12 +97,11 @@ async def test_enospc_on_one_leader_change_takes_only_that_partition_offline_unt
         assert await _produce(manager, 2) == "NOT_LEADER_OR_FOLLOWER"
         for p in (0, 1):
             replica = manager.replica("t", p)
-            assert replica.offline and not replica.is_leader and replica.core.leader_epoch == 1
+            assert replica.offline and not replica.is_leader and replica.core.leader_epoch == 2
             assert replica.storage_error is not None and "No space left" in str(replica.storage_error)
             assert await _produce(manager, p) == "KAFKA_STORAGE_ERROR"
-            # epoch 1 was not recorded, not in memory either, so the retry writes it (as a
-            # follower that fetched nothing, the replica had no epoch yet)
-            assert replica.log.leader_epoch_cache.latest_epoch is None
+            # epoch 2 was not recorded, not in memory either, so the retry writes it
+            assert replica.log.leader_epoch_cache.latest_epoch == 0
 
         await manager.retry_offline()  # still full: still offline
         assert all(manager.replica("t", p).offline for p in (0, 1))
@@ -105,11 +110,11 @@ async def test_enospc_on_one_leader_change_takes_only_that_partition_offline_unt
         await manager.retry_offline()
         for p in (0, 1):
             replica = manager.replica("t", p)
-            assert replica.is_leader and not replica.offline and replica.core.leader_epoch == 1
+            assert replica.is_leader and not replica.offline and replica.core.leader_epoch == 2
             assert await _produce(manager, p) is None
             on_disk = LeaderEpochFileCache.load(data / f"t-{p}")
             assert (data / f"t-{p}" / LEADER_EPOCH_CHECKPOINT).exists()
-            assert [(e.epoch, e.start_offset) for e in on_disk.entries] == [(1, 0)]
+            assert [(e.epoch, e.start_offset) for e in on_disk.entries] == [(0, 0), (2, 1)]
     finally:
         full_disk.write_text("0")
         await manager.close()
@@ -125,7 +130,7 @@ async def test_a_later_metadata_change_also_brings_an_offline_replica_back(
                                    broker_epoch=10 + b),
                     UnfenceBroker(broker_id=b, broker_epoch=10 + b)]
     records += [Topic(name="t", topic_id="tid"),
-                Partition(topic_id="tid", partition=0, replicas=(1, 2), isr=(1, 2), leader=2)]
+                Partition(topic_id="tid", partition=0, replicas=(1, 2), isr=(1, 2), leader=1)]
     _, image = _image(records)
     manager = ReplicaManager(1, tmp_path / "data", LogConfig(), 3_600_000, 1 << 20,
                              replication=ReplicationSettings(offline_retry_ms=3_600_000))
@@ -134,6 +139,9 @@ async def test_a_later_metadata_change_also_brings_an_offline_replica_back(
     replica = manager.replica("t", 0)
     await replica.ready.wait()
     try:
+        assert await _produce(manager, 0) is None  # the log has files: its epochs are written
+        delta, image = _image([PartitionChange(topic_id="tid", partition=0, leader=2)], image)
+        manager.on_metadata_update(delta, image)
         full_disk.write_text("1")
         delta, image = _image([PartitionChange(topic_id="tid", partition=0, leader=1)], image)
         manager.on_metadata_update(delta, image)
@@ -147,11 +155,12 @@ async def test_a_later_metadata_change_also_brings_an_offline_replica_back(
         await manager.close()
 
 
-async def test_a_new_partition_led_here_on_a_full_disk_comes_online_when_space_returns(
+async def test_a_new_partition_led_here_on_a_full_disk_takes_writes_when_space_returns(
     tmp_path: Path, full_disk: Path,
 ) -> None:
-    """Its log opens (empty files take no space) but the epoch start cannot be written: offline,
-    not a log that stays unusable until a restart."""
+    """Its log writes nothing until its first produce (no file, the epoch in memory), so it leads
+    at once; produces answer KAFKA_STORAGE_ERROR while the disk is full, then succeed and write
+    the epoch checkpoint, with no restart or retry."""
     records: list[MetadataRecord] = [
         ClaimController(node_id=1, controller_epoch=1),
         RegisterBroker(broker_id=1, incarnation_id="inc-1",
@@ -169,10 +178,13 @@ async def test_a_new_partition_led_here_on_a_full_disk_comes_online_when_space_r
     replica = manager.replica("t", 0)
     await replica.ready.wait()
     try:
-        assert replica.offline and await _produce(manager, 0) == "KAFKA_STORAGE_ERROR"
+        assert replica.is_leader and not replica.offline
+        assert await _produce(manager, 0) == "KAFKA_STORAGE_ERROR"
+        assert replica.log.leader_epoch_cache.deferred
         full_disk.write_text("0")
-        await manager.retry_offline()
-        assert replica.is_leader and await _produce(manager, 0) is None
+        assert await _produce(manager, 0) is None
+        assert LeaderEpochFileCache.load(tmp_path / "data" / "t-0").entries == replica.log.leader_epoch_cache.entries
+        assert [(e.epoch, e.start_offset) for e in replica.log.leader_epoch_cache.entries] == [(0, 0)]
     finally:
         full_disk.write_text("0")
         await manager.close()
