@@ -9,7 +9,8 @@ leads the partition at the registration's leader epoch; the core exists once the
 so a broker in the middle of a leadership change answers as the metadata it has applied says,
 never from a stale role.
 Two kinds of waiters: high-watermark waiters (consumer long polls, acks=all produces) and append
-waiters (follower long polls, woken by new data or a new high watermark).
+waiters (follower long polls, woken by new data or a new high watermark). `view()` is the frozen
+copy readers get (`kraft/broker/partition_state.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kraft.broker.partition_state import PartitionView
 from kraft.broker.replication.leader import LeaderState
 from kraft.broker.replication.partition import Partition, ReplicaState
 from kraft.log.config import LogConfig
@@ -65,13 +67,24 @@ class Replica:
     def is_leader(self) -> bool:
         return self.leader_state is not None
 
-    @property
-    def follower_leos(self) -> dict[int, int]:
-        """As leader: each follower's last known log end offset (those that fetched)."""
-        if self.leader_state is None:
-            return {}
-        return {r: f.log_end_offset for r, f in self.leader_state.followers.items()
-                if f.log_end_offset >= 0}
+    def view(self) -> PartitionView:
+        """This replica's state now, as readers see it."""
+        state, plog, leader_state = self.state, self.log, self.leader_state
+        if plog is None:
+            return PartitionView(state.leader, state.leader_epoch, state.replicas, state.isr,
+                                 leader_state is not None, self.offline, self.config.min_insync_replicas)
+        leo = plog.log_end_offset
+        lag = 0
+        if leader_state is not None:
+            for replica_id, follower in leader_state.followers.items():
+                if follower.log_end_offset >= 0 and replica_id in state.replicas:
+                    lag = max(lag, leo - follower.log_end_offset)
+        return PartitionView(
+            state.leader, state.leader_epoch, state.replicas, state.isr, leader_state is not None,
+            self.offline, self.config.min_insync_replicas, True, plog.log_start_offset, leo,
+            plog.high_watermark, plog.size_in_bytes, plog.segment_count, plog.quarantined_count,
+            lag,
+        )
 
     def wait_for_data(self, future: asyncio.Future[None]) -> None:
         """Resolves `future` at the next high-watermark advance or role change."""

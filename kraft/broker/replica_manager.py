@@ -7,7 +7,13 @@ each replica's role is applied from the registration by its sans-I/O core
 leader's and the follower's side of a fetch, ISR changes), and this shell performs the actions the
 core returns (start / stop a fetcher, send an AlterPartition, wake waiters). Blocking file work (open with
 recovery, flush, retention, compaction, delete, close) runs in a thread under the partition's
-lock; appends, truncations and reads are small and run inline.
+lock; appends, truncations and reads are small and run inline. A new partition's log is lazy
+(`kraft/log/partition_log.py`): no file, descriptor or fsync until its first append, so the
+periodic passes (retention, recovery-point checkpoints) skip logs that are not on disk, and the
+offline retry walks only the offline replicas.
+
+It is the broker's `PartitionStateReader` (`kraft/broker/partition_state.py`): the metrics read
+frozen views of the local replicas, never the replicas themselves.
 
 Replication (design §6, `kraft/broker/replication/`): followers fetch through `/v1/fetch` with a
 `replica_id` (`replica_fetch` here); the leader checks the leader epoch the request carries
@@ -27,13 +33,14 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence
 
 from kraft.api.errors import KraftError, from_exception
 from kraft.api.routes.replication import NO_EPOCH, NO_REPLICA, ReplicaFetchEntry, ReplicaFetchResult
 from kraft.api.routes.services import (
     FetchEntry, FetchResult, PartitionOffsets, ProduceEntry, ProduceResult,
 )
+from kraft.broker.partition_state import PartitionView
 from kraft.broker.replica import Replica, ReplicaState
 from kraft.broker.replication.alter_partition import AlterPartitionChannel
 from kraft.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
@@ -140,6 +147,7 @@ class ReplicaManager:
         self._offline_task: asyncio.Task[None] | None = None
         self._fetch_errors: dict[TopicPartition, str] = {}  # the last error each partition backs off on
         self._unwritable: set[TopicPartition] = set()  # partitions whose last leader append failed
+        self._offline: set[TopicPartition] = set()  # replicas `retry_offline` tries again
         self._closed = False
         self.fetchers = ReplicaFetcherManager(
             node_id, self, self._broker_endpoint, broker_epoch or (lambda: -1), replication.fetcher
@@ -294,6 +302,7 @@ class ReplicaManager:
         self._perform(replica, actions)
         if replica.storage_error is not None:
             replica.storage_error = None
+            self._offline.discard((replica.topic, replica.partition))
             log.warning("%s-%d: back online (leader %d at epoch %d)", replica.topic,
                         replica.partition, replica.state.leader, replica.state.leader_epoch)
 
@@ -302,6 +311,7 @@ class ReplicaManager:
         none (no leading, no fetching), requests answer KAFKA_STORAGE_ERROR, and the role is
         applied again by the next metadata change or `retry_offline`."""
         first, replica.storage_error = replica.storage_error is None, error
+        self._offline.add((replica.topic, replica.partition))
         state = replica.state
         role = "leader" if state.leader == self.node_id else "follower"
         if not first:
@@ -362,10 +372,13 @@ class ReplicaManager:
                 if isinstance(result, BaseException):
                     raise result
                 replica.log, replica.open_error = result, None
+                self._offline.discard((replica.topic, replica.partition))
                 if self._replicas.get((replica.topic, replica.partition)) is replica:
                     self._apply_role(replica)
             except Exception as e:
                 again, replica.open_error = replica.open_error is not None, e
+                if isinstance(e, OSError):
+                    self._offline.add((replica.topic, replica.partition))
                 if isinstance(e, OSError) and again:
                     log.debug("%s: still cannot open: %s", replica.directory, e)
                 elif isinstance(e, OSError):
@@ -378,8 +391,10 @@ class ReplicaManager:
                 replica.ready.set()
 
     def _open_logs(self, replicas: list[Replica]) -> list[PartitionLog | BaseException]:
-        """In a thread: open each log; a new leader's epoch start is written here too, so the
-        epoch checkpoint's fsync is not done on the loop when the role is applied."""
+        """In a thread: open each log (a new partition's creates nothing, see
+        `kraft/log/partition_log.py`); a new leader's epoch start is assigned here too, so the
+        epoch checkpoint of a log with files is not written (with fsync) on the loop when the
+        role is applied (a log without files keeps it in memory until its first append)."""
         opened: list[PartitionLog | BaseException] = []
         for replica in replicas:
             try:
@@ -583,12 +598,30 @@ class ReplicaManager:
         end, recording its position). Long poll: answers when `min_bytes` are there, on an
         error or a diverging epoch, when a follower has a high watermark to learn, or at
         `max_wait_ms`."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max_wait_ms / 1000
-        max_bytes = min(max_bytes, self.fetch_max_bytes)
         stale = self._stale_replica_epoch(replica_id, replica_epoch)
         if stale is not None:
             return [_error_result(e.topic, e.partition, stale) for e in entries]
+        results = await self._fetch(replica_id, replica_epoch, entries, max_wait_ms, min_bytes,
+                                    max_bytes)
+        self.metrics.fetched(results, replication=replica_id != NO_REPLICA)
+        return results
+
+    async def read_committed(self, topic: str, partition: int, offset: int, max_bytes: int,
+                             max_wait_ms: int) -> FetchResult:
+        """The group coordinator loading a partition it leads: a consumer's read (batches below
+        the high watermark, a long poll for them), not counted in the fetch metrics."""
+        [r] = await self._fetch(NO_REPLICA, -1, [ReplicaFetchEntry(topic, partition, offset, max_bytes)],
+                                max_wait_ms, 1, max_bytes)
+        return FetchResult(r.topic, r.partition, r.high_watermark, r.log_start_offset, r.records,
+                           r.error_code, r.message)
+
+    async def _fetch(
+        self, replica_id: int, replica_epoch: int, entries: Sequence[ReplicaFetchEntry],
+        max_wait_ms: int, min_bytes: int, max_bytes: int,
+    ) -> list[ReplicaFetchResult]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait_ms / 1000
+        max_bytes = min(max_bytes, self.fetch_max_bytes)
         first_pass = True
         while True:
             results, replicas, news = await self._read_all(
@@ -598,7 +631,6 @@ class ReplicaManager:
             total = sum(len(r.records) for r in results)
             remaining = deadline - loop.time()
             if total >= min_bytes or remaining <= 0 or news:
-                self.metrics.fetched(results, replication=replica_id != NO_REPLICA)
                 return results
             future = loop.create_future()
             for replica in replicas:
@@ -795,7 +827,7 @@ class ReplicaManager:
 
     async def checkpoint_recovery_points(self) -> None:
         for replica in list(self._replicas.values()):
-            if replica.log is None:
+            if replica.log is None or not replica.log.on_disk:
                 continue
             async with replica.lock:
                 if replica.log is None:
@@ -818,15 +850,21 @@ class ReplicaManager:
         """Tries again what a storage error left undone: the role of each replica that went
         offline (`_mark_offline`), and opening each log whose open failed with an OSError. A
         full disk that has space again brings its replicas back."""
-        for key, replica in list(self._replicas.items()):
-            if self._closed or self._replicas.get(key) is not replica:
+        for key in sorted(self._offline):
+            replica = self._replicas.get(key)
+            if replica is None:
+                self._offline.discard(key)
                 continue
+            if self._closed:
+                return
             if replica.storage_error is not None and replica.log is not None and replica.core is not None:
                 self._apply_role(replica)
-            elif (isinstance(replica.open_error, OSError) and replica.log is None
-                  and replica.ready.is_set()):
-                replica.ready.clear()  # requests (and a deletion) wait for this attempt
-                await self._open_replicas([replica])
+            elif isinstance(replica.open_error, OSError) and replica.log is None:
+                if replica.ready.is_set():  # not while an attempt is under way
+                    replica.ready.clear()  # requests (and a deletion) wait for this attempt
+                    await self._open_replicas([replica])
+            elif not replica.offline:  # a metadata change or a re-created topic healed it
+                self._offline.discard(key)
 
     async def _isr_loop(self) -> None:
         """Kafka's isr-expiration task: shrink out followers that stopped catching up."""
@@ -874,7 +912,7 @@ class ReplicaManager:
     async def run_retention(self) -> None:
         """One pass of retention and compaction over the local replicas, one at a time."""
         for replica in list(self._replicas.values()):
-            if replica.log is None:
+            if replica.log is None or not replica.log.on_disk:
                 continue
             async with replica.lock:
                 if replica.log is None:
@@ -892,6 +930,16 @@ class ReplicaManager:
 
     def replica_count(self) -> int:
         return len(self._replicas)
+
+    # -- PartitionStateReader -----------------------------------------------------------------
+
+    def local_partitions(self) -> Iterator[tuple[str, int, PartitionView]]:
+        for (topic, partition), replica in list(self._replicas.items()):
+            yield topic, partition, replica.view()
+
+    def partition_state(self, topic: str, partition: int) -> PartitionView | None:
+        replica = self._replicas.get((topic, partition))
+        return None if replica is None else replica.view()
 
     def replica(self, topic: str, partition: int) -> Replica | None:
         return self._replicas.get((topic, partition))

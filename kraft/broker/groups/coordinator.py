@@ -10,6 +10,10 @@ coordinator rebuilds exactly what was answered. One lock per partition orders ch
 records. A periodic tick expires members whose session timed out. Lag and offset resets read the
 high watermark and log start of each partition from its leader (`leader_offsets.py`). The lag
 metrics (kraft/metrics.py) read `list_groups` and `describe_group`.
+
+It reaches the replicas only through `CoordinatorReplicas` (the replica manager's produce API,
+a partition's offsets and its committed records), never a replica or a log. A heartbeat or a tick
+reads the topics its groups subscribe to by name (`TopicPartitionCounts`), never the whole image.
 """
 
 from __future__ import annotations
@@ -20,28 +24,28 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from kraft.api.errors import KraftError
 from kraft.api.routes.groups import GroupHeartbeat, OffsetCommitEntry, OffsetReset
-from kraft.api.routes.services import AdminService, ProduceEntry
+from kraft.api.routes.services import AdminService, FetchResult, ProduceEntry, ProduceResult
 from kraft.broker.groups.hashing import OFFSETS_TOPIC, coordinator_partition
-from kraft.broker.groups.leader_offsets import LeaderOffsets
+from kraft.broker.groups.leader_offsets import LeaderOffsets, LocalOffsets
 from kraft.broker.groups.membership import (
     ConsumerGroup, GroupConfig, GroupError, HeartbeatRequest, OffsetAndMetadata,
 )
 from kraft.broker.groups.records import (
     GroupsReplay, group_key, group_value, offset_key, offset_value,
 )
-from kraft.broker.replica import Replica
 from kraft.broker.metadata_view import MetadataCache
-from kraft.broker.replica_manager import ReplicaManager
 from kraft.log.batch import build_batch, decode_records, iter_batches
 from kraft.metadata.image import MetadataImage
 
 log = logging.getLogger("kraft.groups")
 
 LOAD_CHUNK_BYTES = 1 << 20
+LOAD_WAIT_MS = 500  # a load's read waits this long for the high watermark to pass the records
+LOAD_RETRY_S = 0.1  # a partition not readable yet (its role not applied, offline) is asked again
 APPEND_TIMEOUT_MS = 30_000
 COORDINATOR_WAIT_S = 15.0  # how long a first request waits for __consumer_offsets to come up
 
@@ -70,14 +74,42 @@ class _Partition:
     task: asyncio.Task[None] | None = None
 
 
-async def _high_watermark_advance(replica: Replica) -> None:
-    """Returns at the replica's next high-watermark advance or role change."""
-    future = asyncio.get_running_loop().create_future()
-    replica.wait_for_data(future)
-    try:
-        await future
-    finally:
-        replica.forget_waiter(future)
+class CoordinatorReplicas(LocalOffsets, Protocol):
+    """What the coordinator asks of the replica manager: produce, and the offsets and committed
+    records of a partition led here."""
+
+    async def produce(
+        self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int
+    ) -> list[ProduceResult]: ...
+
+    async def read_committed(self, topic: str, partition: int, offset: int, max_bytes: int,
+                             max_wait_ms: int) -> FetchResult:
+        """Whole batches below the high watermark from `offset` of a partition led here,
+        waiting up to `max_wait_ms` for some (a consumer fetch, not counted as one)."""
+        ...
+
+
+class TopicPartitionCounts(Mapping[str, int]):
+    """The partition counts of the image's topics a subscription may name (internal topics are
+    left out), looked up by name: a heartbeat costs the topics its group names, not the cluster.
+    Only iteration (a regex subscription) walks every topic."""
+
+    __slots__ = ("_image",)
+
+    def __init__(self, image: MetadataImage) -> None:
+        self._image = image
+
+    def __getitem__(self, name: str) -> int:
+        topic = self._image.topic_by_name(name)
+        if topic is None or topic.internal:
+            raise KeyError(name)
+        return len(topic.partitions)
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, t in self._image.topics.by_name.items() if not t.internal)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _error(e: GroupError) -> KraftError:
@@ -95,7 +127,7 @@ class GroupCoordinator:
     def __init__(
         self,
         node_id: int,
-        replicas: ReplicaManager,
+        replicas: CoordinatorReplicas,
         admin: AdminService,
         settings: CoordinatorSettings,
         clock: Callable[[], int] = now_ms,
@@ -168,34 +200,22 @@ class GroupCoordinator:
             log.exception("loading %s-%d failed", OFFSETS_TOPIC, state.partition)
 
     async def _replay(self, state: _Partition) -> None:
-        replica = self.replicas.replica(OFFSETS_TOPIC, state.partition)
-        if replica is None:
-            return
-        await replica.ready.wait()
-        if replica.log is None:
-            log.error("cannot load %s-%d: its log did not open", OFFSETS_TOPIC, state.partition)
-            return
+        """Up to the log end as we took over, trusting only records below the high watermark:
+        the tail the previous leader wrote counts once the ISR has it (Kafka's loader waits on
+        the HW; `read_committed` waits for it)."""
+        tp = (OFFSETS_TOPIC, state.partition)
+        offsets = await self._readable(tp, lambda: self.replicas.offsets(*tp))
         replay = GroupsReplay(self.settings.group)
         started = time.monotonic()
-        offset = replica.log.log_start_offset
-        count = 0
-        # Up to the log end as we took over, trusting only records below the high watermark: the
-        # tail the previous leader wrote counts once the ISR has it (Kafka's loader waits on the HW).
-        target = replica.log.log_end_offset
+        offset, target, count = offsets.log_start_offset, offsets.log_end_offset, 0
         while offset < target:
-            high_watermark = replica.log.high_watermark
-            if offset >= high_watermark:
-                await _high_watermark_advance(replica)
-                continue
-            info = await asyncio.to_thread(replica.log.read, offset, LOAD_CHUNK_BYTES, high_watermark)
-            if info.next_offset <= offset:
-                break
-            for pos, _header in iter_batches(info.records):
+            info = await self._readable(tp, lambda: self._read(tp, offset))
+            for pos, header in iter_batches(info.records):
                 for record in decode_records(info.records, pos):
-                    if offset <= record.offset < high_watermark:
+                    if offset <= record.offset < info.high_watermark:
                         replay.replay(record.key, record.value)
                         count += 1
-            offset = info.next_offset
+                offset = header.next_offset
         now = self.clock()
         for group in replay.groups.values():
             group.refresh_sessions(now)
@@ -204,6 +224,29 @@ class GroupCoordinator:
         log.info("loaded %d groups from %d records of %s-%d in %.3f s%s", len(state.groups), count,
                  OFFSETS_TOPIC, state.partition, time.monotonic() - started,
                  f" ({replay.skipped} undecodable skipped)" if replay.skipped else "")
+
+    async def _read(self, tp: tuple[str, int], offset: int) -> FetchResult:
+        info = await self.replicas.read_committed(tp[0], tp[1], offset, LOAD_CHUNK_BYTES, LOAD_WAIT_MS)
+        if info.error_code is not None:
+            raise KraftError(info.error_code, info.message or "")
+        return info
+
+    @staticmethod
+    async def _readable(tp: tuple[str, int], read: Callable[[], Any]) -> Any:
+        """`read()`, asked again while it answers a retriable error (the partition's log still
+        opening, its role not applied yet, offline on a storage error); the load is cancelled
+        when leadership moves."""
+        waiting = None
+        while True:
+            try:
+                return await read()
+            except KraftError as e:
+                if not e.retriable:
+                    raise
+                if waiting != e.error_code:
+                    waiting = e.error_code
+                    log.info("loading %s-%d waits: %s", tp[0], tp[1], e)
+            await asyncio.sleep(LOAD_RETRY_S)
 
     # -- routing ------------------------------------------------------------------------------
 
@@ -274,8 +317,8 @@ class GroupCoordinator:
                 "KAFKA_STORAGE_ERROR", "UNKNOWN_TOPIC_OR_PARTITION") else result.error_code
             raise KraftError(code, f"writing to {OFFSETS_TOPIC}-{partition}: {result.message}")
 
-    def _topic_counts(self) -> dict[str, int]:
-        return {t.name: len(t.partitions) for t in self.image.topics.by_name.values() if not t.internal}
+    def _topic_counts(self) -> TopicPartitionCounts:
+        return TopicPartitionCounts(self.image)
 
     async def _change_group(
         self, state: _Partition, group_id: str, change: Callable[[ConsumerGroup], Any]

@@ -2,15 +2,15 @@
 partition's *leader*, as kafka-consumer-groups does (ListOffsets to the leaders): the coordinator
 needs them for lag and offset resets of partitions that other brokers lead.
 
-Partitions this broker leads are read from its own replica manager; the others go to their
-leader's `GET /v1/topics/{t}/partitions/{p}/offsets`, all in parallel, each bounded by
+Partitions this broker leads are read from its own replica manager (`LocalOffsets`, the part of
+its API this needs); the others go to their leader's `GET /v1/topics/{t}/partitions/{p}/offsets`, all in parallel, each bounded by
 `timeout_s`, so one dead or paused broker costs at most that long and only its partitions.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Protocol
 from urllib.parse import quote
 
 import aiohttp
@@ -19,7 +19,6 @@ from yarl import URL
 
 from kraft.api.errors import KraftError
 from kraft.api.routes.services import PartitionOffsets
-from kraft.broker.replica_manager import ReplicaManager
 from kraft.security.peers import PLAIN_PEERS
 from kraft.metadata.image import MetadataImage
 
@@ -29,8 +28,18 @@ DEFAULT_TIMEOUT_S = 3.0
 TopicPartition = tuple[str, int]
 
 
+class LocalOffsets(Protocol):
+    """The replica manager's answers for a partition led here (KraftError otherwise)."""
+
+    async def offsets(self, topic: str, partition: int) -> PartitionOffsets: ...
+
+    async def offset_for_timestamp(
+        self, topic: str, partition: int, timestamp: int
+    ) -> tuple[int, int] | None: ...
+
+
 class LeaderOffsets:
-    def __init__(self, node_id: int, replicas: ReplicaManager, image: Callable[[], MetadataImage],
+    def __init__(self, node_id: int, replicas: LocalOffsets, image: Callable[[], MetadataImage],
                  timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.node_id = node_id
         self.replicas = replicas

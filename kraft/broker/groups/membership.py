@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Mapping
 
 from kraft.broker.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, TopicPartition
 
@@ -88,13 +88,13 @@ class Member:
         """Every partition this member may still be reading."""
         return self.assigned | self.pending_revocation
 
-    def subscription(self, topics: Iterable[str]) -> frozenset[str]:
-        """The subscribed topic names that exist, resolving the regex against `topics`."""
-        names = set(topics)
-        out = {t for t in self.subscribed_topics if t in names}
+    def subscription(self, topics: Mapping[str, int]) -> frozenset[str]:
+        """The subscribed topic names that exist in `topics`: a lookup per named topic; only a
+        regex walks every topic name."""
+        out = {t for t in self.subscribed_topics if t in topics}
         if self.subscribed_topic_regex is not None:
             pattern = re.compile(self.subscribed_topic_regex)
-            out.update(t for t in names if pattern.fullmatch(t))
+            out.update(t for t in topics if pattern.fullmatch(t))
         return frozenset(out)
 
 

@@ -1,18 +1,22 @@
 """BrokerMetadataPublisher with hand-made deltas, on a real ReplicaManager (real log files): the
 replica manager is handed only the delta's partitions, in Kafka's publish order, and the group
-coordinator hears about the `__consumer_offsets` partitions among them."""
+coordinator hears about the `__consumer_offsets` partitions among them; new partitions' logs are
+lazy (no file until written)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
+from kraft.api.routes.services import ProduceEntry
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.broker.metadata_publisher import BrokerMetadataPublisher
 from kraft.broker.metadata_view import MetadataCache
 from kraft.broker.replica_manager import ReplicaManager
 from kraft.metrics import NodeMetrics
+from kraft.log.batch import build_batch
 from kraft.log.config import LogConfig
 from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta, apply_records
 from kraft.metadata.image import MetadataImage
@@ -175,3 +179,47 @@ async def test_a_one_partition_delta_touches_one_partition_of_a_large_image(tmp_
         assert [(name, p) for name, p, _, _ in delta.changed_partitions()] == [("big", 7)]
     finally:
         await broker.close()
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def test_new_partitions_create_no_files_until_written(tmp_path: Path) -> None:
+    """Issue 13: 2,000 partitions led here and 10 followed (their leader unreachable) open with
+    no directory, file or descriptor each; a produce creates its partition's files; the periodic
+    passes create nothing; a restart finds the same; deleting the topics works."""
+    records = cluster(1, 2) + topic("lazy", "LAZY", [(1,)] * 2000) + topic("f", "F", [(2, 1)] * 10)
+    broker = Broker(tmp_path)
+    before = open_descriptors()
+    try:
+        broker.publish(records)
+        await broker.settle()
+        assert broker.rm.replica_count() == 2010
+        assert os.listdir(tmp_path) == []
+        assert open_descriptors() - before < 20  # the follower fetchers' sockets, not 6,000 files
+        view = broker.rm.partition_state("lazy", 5)
+        assert view is not None and view.is_leader and view.has_log
+        assert (view.log_start_offset, view.high_watermark, view.log_end_offset) == (0, 0, 0)
+        [result] = await broker.rm.produce([ProduceEntry("lazy", 5, build_batch([(None, b"v", (), 1)]))],
+                                           acks=1, timeout_ms=1000)
+        assert result.error_code is None and result.base_offset == 0
+        assert os.listdir(tmp_path) == ["lazy-5"]
+        await broker.rm.run_retention()
+        await broker.rm.checkpoint_recovery_points()
+        assert os.listdir(tmp_path) == ["lazy-5"]
+    finally:
+        await broker.close()
+    restarted = Broker(tmp_path)
+    try:
+        restarted.publish(records)
+        await restarted.settle()
+        assert restarted.rm.partition_state("lazy", 5).log_end_offset == 1
+        assert restarted.rm.partition_state("lazy", 6).log_end_offset == 0
+        assert os.listdir(tmp_path) == ["lazy-5"]
+        restarted.publish([RemoveTopic(topic_id="LAZY", controller_epoch=EPOCH),
+                           RemoveTopic(topic_id="F", controller_epoch=EPOCH)])
+        await restarted.settle()
+        assert restarted.rm.replica_count() == 0 and os.listdir(tmp_path) == []
+    finally:
+        await restarted.close()
