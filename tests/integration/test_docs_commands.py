@@ -25,6 +25,14 @@ the lines after a `$ command` are its output. Each shown line must match a line 
 (stdout and stderr together), in order, other lines may come between (a node's log lines, partitions
 a doc leaves out); runs of whitespace compare equal, `...` matches anything, and a shown line that
 is JSON compares as JSON. Every command must exit 0 unless its block lists another exit code.
+
+Python: every fenced `python` block runs too, in its place in the doc's session (after the shell
+blocks above it, against the same node), as a script of its own run by this interpreter: the doc's
+ports are substituted as in shell blocks, and it must exit 0. It imports `kraft` as installed (this
+checkout, `pip install -e .`), without the checkout on PYTHONPATH, so an import a user's install
+would refuse (`import spark_connector`) fails here too. A block that cannot run is marked in the
+doc itself, on the line before its fence: `<!-- not-run: the reason -->`; NOT_RUN_PYTHON_BLOCKS
+counts the marked blocks per doc, so they cannot grow unnoticed.
 """
 
 from __future__ import annotations
@@ -50,6 +58,14 @@ pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("test_docs_commands")
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SHELL_LANGUAGES = {"", "bash", "sh", "shell", "console"}
+PYTHON_LANGUAGES = {"python", "python3", "py"}
+NOT_RUN = re.compile(r"^\s*<!--\s*not-run:(.*?)-->\s*$")
+# Python blocks marked `<!-- not-run: ... -->`, per doc. Raise a count only with a reason in the doc.
+NOT_RUN_PYTHON_BLOCKS = {
+    "docs/groups.md": 1,  # a synopsis of the consumer's calls
+    "docs/security.md": 1,  # the reader's secured cluster (node1:9093, ca.pem)
+    "docs/spark.md": 2,  # a Spark session: the fragment that registers, and the pipeline (about a minute)
+}
 SCALED_RECORDS = 500
 # A doc port: 9092-9394 as the docs number them (client 9x92/9x93, Raft 9x93/9x94), and the
 # benchmarks' 19092 / 29xxx.
@@ -147,13 +163,20 @@ class Block:
     line: int  # of the opening fence, 1-based
     language: str
     lines: list[str]
+    not_run: str | None = None  # the reason of a `<!-- not-run: ... -->` on the line before the fence
 
     @property
     def key(self) -> tuple[str, str]:
         return self.doc, next((ln.strip() for ln in self.lines if ln.strip()), "")
 
     @property
+    def python(self) -> bool:
+        return self.language in PYTHON_LANGUAGES
+
+    @property
     def treatment(self) -> Skip | Run:
+        if self.python:
+            return Run() if self.not_run is None else Skip(self.not_run)
         return BLOCKS.get(self.key, Run())
 
 
@@ -181,13 +204,19 @@ def fenced_blocks(path: Path) -> list[Block]:
         while j < len(lines) and not lines[j].strip().startswith(fence):
             j += 1
         body = [ln[len(indent):] if ln.startswith(indent) else ln.lstrip() for ln in lines[i + 1:j]]
-        blocks.append(Block(doc, i + 1, language, body))
+        marker = NOT_RUN.match(lines[i - 1]) if i else None
+        blocks.append(Block(doc, i + 1, language, body, marker.group(1).strip() if marker else None))
         i = j + 1
     return blocks
 
 
 def shell_blocks(path: Path) -> list[Block]:
     return [b for b in fenced_blocks(path) if b.language in SHELL_LANGUAGES]
+
+
+def session_blocks(path: Path) -> list[Block]:
+    """The shell and Python blocks of a doc, in its order."""
+    return [b for b in fenced_blocks(path) if b.language in SHELL_LANGUAGES or b.python]
 
 
 def _complete(command: str) -> bool:
@@ -246,6 +275,24 @@ def test_block_listings_match_the_docs() -> None:
     keys = {b.key for path in DOCS for b in shell_blocks(path)}
     stale = [key for key in BLOCKS if key not in keys]
     assert not stale, f"BLOCKS entries that match no shell block in the docs: {stale}"
+
+
+def test_python_blocks_not_run_are_marked_and_counted() -> None:
+    """Each `not-run` marker stands before a Python block and gives a reason; their number per doc
+    is NOT_RUN_PYTHON_BLOCKS'."""
+    counts: dict[str, int] = {}
+    for path in DOCS:
+        blocks = fenced_blocks(path)
+        for block in blocks:
+            if block.not_run is not None:
+                where = f"{block.doc}:{block.line}"
+                assert block.python, f"{where}: a not-run marker before a {block.language or 'plain'} block"
+                assert block.not_run, f"{where}: a not-run marker without a reason"
+                counts[block.doc] = counts.get(block.doc, 0) + 1
+        markers = [n for n, ln in enumerate(path.read_text().splitlines(), 1) if NOT_RUN.match(ln)]
+        fences = {b.line - 1 for b in blocks if b.not_run is not None}
+        assert set(markers) <= fences, f"{path.name}: not-run markers not right before a fence, lines {markers}"
+    assert counts == NOT_RUN_PYTHON_BLOCKS
 
 
 def test_outputs_are_read_from_the_docs() -> None:
@@ -320,10 +367,23 @@ class Ports:
         return DOC_PORT.sub(one, text)
 
 
-def _script(runnable: list[tuple[Block, Run]], ports: Ports) -> tuple[str, list[tuple[Block, Run, Step]]]:
+def _python_step(block: Block, ports: Ports, scripts: Path) -> Step:
+    """The block as a script of its own, run by this interpreter without the checkout on
+    PYTHONPATH (the shell blocks' wrappers put it there): `kraft` is imported as installed."""
+    script = scripts / f"{Path(block.doc).stem}-{block.line}.py"
+    script.write_text(ports.substitute("\n".join(block.lines) + "\n", cluster=False))
+    path = os.environ.get("PYTHONPATH")
+    env = f"PYTHONPATH={shlex.quote(path)}" if path else "env -u PYTHONPATH"
+    first = next((ln for ln in block.lines if ln.strip()), "")
+    return Step(f"# python: {first}\n{env} {shlex.quote(sys.executable)} {shlex.quote(str(script))}", [],
+                block.line + 1)
+
+
+def _script(runnable: list[tuple[Block, Run]], ports: Ports,
+            scripts: Path) -> tuple[str, list[tuple[Block, Run, Step]]]:
     parts, index = ["exec 2>&1 </dev/null"], []
     for block, treatment in runnable:
-        for step in steps(block):
+        for step in [_python_step(block, ports, scripts)] if block.python else steps(block):
             command = ports.substitute(step.command, treatment.cluster)
             if treatment.scale:
                 command = re.sub(r"--num-records (\d+)",
@@ -370,17 +430,31 @@ def _kill_session(proc: subprocess.Popen) -> None:
 DOC_TIMEOUT_S = 240
 
 
+def _installed_kraft_is_this_checkout(cwd: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    found = subprocess.run([sys.executable, "-c", "import kraft; print(kraft.__file__)"], cwd=cwd, env=env,
+                           capture_output=True, text=True)
+    if found.returncode != 0 or not Path(found.stdout.strip()).is_relative_to(REPO):
+        pytest.fail(f"the docs' Python blocks import kraft as installed, which is not this checkout "
+                    f"({found.stdout.strip() or found.stderr.strip()[-200:]}): pip install -e . here "
+                    f"(scripts/test.sh does)")
+
+
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(REPO)))
 def test_doc_commands(path: Path, tmp_path: Path) -> None:
-    runnable = [(b, b.treatment) for b in shell_blocks(path) if isinstance(b.treatment, Run)]
+    runnable = [(b, b.treatment) for b in session_blocks(path) if isinstance(b.treatment, Run)]
     if not runnable:
-        pytest.skip("no shell block to run")
+        pytest.skip("no shell or Python block to run")
+    if any(b.python for b, _ in runnable):
+        _installed_kraft_is_this_checkout(tmp_path)
     node = None
     if any(not t.cluster for _, t in runnable):
         node = start_node(tmp_path / "node")
     try:
         ports = Ports(node.port if node else None)
-        script, index = _script(runnable, ports)
+        scripts = tmp_path / "python"
+        scripts.mkdir()
+        script, index = _script(runnable, ports, scripts)
         work = tmp_path / "work"
         work.mkdir()
         env = {**os.environ, "PATH": f"{_bin_dir(tmp_path)}{os.pathsep}{os.environ['PATH']}",
