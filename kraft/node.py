@@ -170,10 +170,6 @@ def advertised_endpoint(config: KraftConfig, bound_port: int) -> tuple[str, int]
     return host, port or bound_port
 
 
-FILES_PER_PARTITION = 4  # .log, .index, .timeindex of the active segment, and headroom
-RESERVED_FILES = 512  # sockets, the metadata log, libraries (a quarter of a lower limit)
-
-
 def raise_open_files_limit() -> int:
     """Raises the soft open-files limit (RLIMIT_NOFILE) to the hard one, as `ulimit -n` would;
     returns the soft limit now in force."""
@@ -190,14 +186,6 @@ def raise_open_files_limit() -> int:
         return soft
     log.info("open-files limit (RLIMIT_NOFILE) raised from %d to %d", soft, target)
     return target
-
-
-def partition_budget(open_files_limit: int, open_files_max: int) -> int:
-    """How many partitions this node can hold: each keeps its active segment's files open, the
-    closed segments of all of them share `open_files_max` (log.open.files.max), and sockets,
-    the metadata log and libraries keep the rest."""
-    reserved = min(RESERVED_FILES, open_files_limit // 4)
-    return max(1, (open_files_limit - reserved - open_files_max) // FILES_PER_PARTITION)
 
 
 LOCAL_REGISTRATION_TIMEOUT_S = 30.0
@@ -277,10 +265,10 @@ class Node:
         )
         open_files_limit = raise_open_files_limit()
         OPEN_FILES.capacity = config["log.open.files.max"] or default_open_files_max(open_files_limit)
-        max_partitions = partition_budget(open_files_limit, OPEN_FILES.capacity)
-        log.info("open files: %d for closed segments (log.open.files.max), room for %d partitions",
-                 OPEN_FILES.capacity, max_partitions)
-        admin = LocalAdmin(front, self.view, config["delete.topic.enable"], max_partitions)
+        # every segment file, active or not, borrows a descriptor from this cache (a partition
+        # never written has no file), so the partition count is not bounded by the limit
+        log.info("open files: %d for segment files (log.open.files.max)", OPEN_FILES.capacity)
+        admin = LocalAdmin(front, self.view, config["delete.topic.enable"])
         self.groups = GroupCoordinator(
             self.node_id, self.replica_manager, admin,
             CoordinatorSettings(

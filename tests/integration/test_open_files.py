@@ -1,6 +1,6 @@
-"""A node under a low open-files limit (issue 11): hundreds of tiny segments neither exhaust its
-descriptors nor keep it from restarting, and a topic past its partition budget is refused with
-POLICY_VIOLATION before the node could run out."""
+"""A node under a low open-files limit (issues 11 and 13): hundreds of tiny segments, or more
+partitions than it has descriptors, neither exhaust its descriptors nor keep it from restarting:
+every segment file borrows a descriptor from the bounded cache (log.open.files.max)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ pytestmark = pytest.mark.cluster
 
 OPEN_FILES_LIMIT = 256
 SEGMENTS = 600  # 1,800 segment files: the node used to fail after about 60 of them
+WIDE = 400  # partitions, each written: 1,200 segment files, more than the limit
 
 
 class LimitedNode(NodeProcess):
@@ -35,10 +36,10 @@ def open_descriptors(node: NodeProcess) -> int:
     return len(os.listdir(f"/proc/{node.proc.pid}/fd"))
 
 
-def read_values(node: NodeProcess, topic: str) -> list[str]:
+def read_values(node: NodeProcess, topic: str, partition: int = 0) -> list[str]:
     session, values, offset = requests.Session(), [], 0
     while True:
-        r = session.get(f"{node.url}/v1/topics/{topic}/partitions/0/records",
+        r = session.get(f"{node.url}/v1/topics/{topic}/partitions/{partition}/records",
                         params={"offset": offset, "timeout_ms": 0}, timeout=10)
         assert r.status_code == 200, r.text
         body = r.json()
@@ -67,10 +68,15 @@ def test_tiny_segments_under_a_low_open_files_limit(tmp_path: Path) -> None:
         expected = [f"v{i}" for i in range(SEGMENTS)]
         assert read_values(node, topic) == expected
 
-        # the budget leaves room for the segment cache: 60 more partitions do not fit in 256
-        r = requests.post(f"{node.url}/v1/topics", json={"name": "wide", "partitions": 60}, timeout=10)
-        assert r.status_code == 403 and r.json()["error_code"] == "POLICY_VIOLATION", r.text
-        assert "ulimit -n" in r.json()["message"]
+        # more partitions than descriptors: a partition holds none of its own
+        r = requests.post(f"{node.url}/v1/topics", json={"name": "wide", "partitions": WIDE}, timeout=30)
+        assert r.status_code == 201, r.text
+        r = requests.post(f"{node.url}/v1/topics/wide/records?acks=1", timeout=30,
+                          json={"records": [{"value": f"w{p}", "partition": p} for p in range(WIDE)]})
+        assert r.status_code == 200 and len(r.json()["partitions"]) == WIDE, r.text
+        assert all(p.get("error_code") is None for p in r.json()["partitions"]), r.text
+        assert len(list(node.data_dir.glob("wide-*/*.log"))) == WIDE
+        assert open_descriptors(node) < OPEN_FILES_LIMIT
 
         node.kill()  # a crash: recovery re-validates the unflushed segments, a few files at a time
         node.start()
@@ -84,6 +90,7 @@ def test_tiny_segments_under_a_low_open_files_limit(tmp_path: Path) -> None:
         node.start()
         assert read_values(node, topic) == expected
         assert open_descriptors(node) < OPEN_FILES_LIMIT
+        assert read_values(node, "wide", WIDE - 1) == [f"w{WIDE - 1}"]
     finally:
         if node.running:
             node.stop()
