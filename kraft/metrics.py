@@ -135,6 +135,14 @@ class ReplicaManagerCollector(_Guarded):
         under = GaugeMetricFamily("kafka_cluster_partition_underreplicated",
                                   "1 when this leader's partition has fewer in-sync replicas than "
                                   "replicas.", labels=labels)
+        under_min = GaugeMetricFamily("kafka_cluster_partition_underminisr",
+                                      "1 when this leader's partition has fewer in-sync replicas than "
+                                      "min.insync.replicas.", labels=labels)
+        at_min = GaugeMetricFamily("kafka_cluster_partition_atminisr",
+                                   "1 when this leader's partition has exactly min.insync.replicas "
+                                   "in-sync replicas.", labels=labels)
+        replicas_count = GaugeMetricFamily("kafka_cluster_partition_replicascount",
+                                           "Replicas of the partition (on its leader).", labels=labels)
         quarantined_doc = ("Corrupt regions of the partition's log that recovery or a read quarantined: "
                            "kept, never served (reads answer CORRUPT_MESSAGE).")
         quarantined = GaugeMetricFamily("kraft_log_quarantined_regions", quarantined_doc,
@@ -167,7 +175,11 @@ class ReplicaManagerCollector(_Guarded):
             counts["underminisrpartitioncount"] += isr < view.min_insync_replicas
             counts["atminisrpartitioncount"] += isr == view.min_insync_replicas
             if self.topic_labels:
-                under.add_metric([topic, str(index)], int(lacking))
+                tp = [topic, str(index)]
+                under.add_metric(tp, int(lacking))
+                under_min.add_metric(tp, int(isr < view.min_insync_replicas))
+                at_min.add_metric(tp, int(isr == view.min_insync_replicas))
+                replicas_count.add_metric(tp, len(view.replicas))
             if exporter is not None:
                 described = image.topic_by_name(topic) if index == 0 else None
                 exporter.add(topic, index, view, None if described is None else len(described.partitions))
@@ -194,7 +206,7 @@ class ReplicaManagerCollector(_Guarded):
         if exporter is not None:
             yield from exporter.families()
         if self.topic_labels:
-            yield from (size, segments, start, end, under, quarantined)
+            yield from (size, segments, start, end, under, under_min, at_min, replicas_count, quarantined)
         else:
             yield _gauge("kafka_log_log_size", "Bytes of this broker's logs.", total_size)
             yield _gauge("kafka_log_log_numlogsegments", "Segments of this broker's logs.",
@@ -225,6 +237,9 @@ class _ExporterGauges:
         self.under = GaugeMetricFamily("kafka_topic_partition_under_replicated_partition",
                                        "1 when the partition's ISR is smaller than its replica set "
                                        "(on its leader).", labels=tp)
+        self.preferred = GaugeMetricFamily("kafka_topic_partition_leader_is_preferred",
+                                           "1 when the partition's leader is its preferred replica, the "
+                                           "first of its replicas (on its leader).", labels=tp)
 
     def add(self, topic: str, index: int, view: PartitionView, count: int | None) -> None:
         """A partition led here; `count`: its topic's partitions, for partition 0."""
@@ -238,10 +253,11 @@ class _ExporterGauges:
         self.leader.add_metric(tp, view.leader)
         self.replicas.add_metric(tp, len(view.replicas))
         self.under.add_metric(tp, int(len(view.isr) < len(view.replicas)))
+        self.preferred.add_metric(tp, int(view.leader == view.replicas[0]))
 
     def families(self) -> tuple[GaugeMetricFamily, ...]:
         return (self.partitions, self.current, self.oldest, self.isr, self.leader, self.replicas,
-                self.under)
+                self.under, self.preferred)
 
 
 class ControllerCollector(_Guarded):
@@ -495,6 +511,22 @@ class LinuxIoCollector(_Guarded):
                 yield _gauge(prefix + name, doc, int(fields[name]))
 
 
+class ConnectionCountCollector(_Guarded):
+    """kafka.server:type=socket-server-metrics,name=connection-count: the client listener's open
+    connections. One event loop serves them all, so `networkProcessor` is always 0."""
+
+    def __init__(self, listener: str, connections: Callable[[], int]) -> None:
+        self.listener = listener
+        self.connections = connections
+
+    def _collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
+                                   "Open connections of the client listener.",
+                                   labels=["listener", "networkProcessor"])
+        family.add_metric([self.listener, "0"], self.connections())
+        yield family
+
+
 @dataclass(frozen=True)
 class GroupPartitionLag:
     group: str
@@ -709,6 +741,9 @@ class NodeMetrics(MetricsSink):
         self._topic(metric, topic if known else UNKNOWN_TOPIC).inc()
 
     # -- wiring -------------------------------------------------------------------------------
+
+    def watch_connections(self, listener: str, connections: Callable[[], int]) -> None:
+        self.registry.register(ConnectionCountCollector(listener, connections))
 
     def watch_broker(self, replica_manager: Any) -> None:
         """Replica manager and log gauges (ISR change counts come with `on_delta`)."""

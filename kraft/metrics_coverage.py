@@ -3,8 +3,8 @@
 The names are those of Strimzi's community Grafana dashboards (Kafka, KRaft, Kafka Exporter) and
 its Prometheus rules for Kafka, listed in tests/fixtures/strimzi_metric_names.txt. Every name of
 that list is served by a kraft node (or, for `up`, by Prometheus for every node it scrapes) unless
-it is a key of UNSERVED: a concept kraft does not have, a metric of Kubernetes rather than of the
-broker, or (`pending`) a concept kraft has whose metric is still to be added.
+it is a key of UNSERVED: a concept kraft does not have, or a metric of Kubernetes rather than of
+the broker.
 
 docs/operations.md's table "Names Kafka dashboards use that kraft does not serve" is this dict
 (`markdown_table()` prints it); tests/unit/metrics/test_strimzi_names.py holds the two equal, and
@@ -19,16 +19,12 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Unserved:
     reason: str  # markdown, as the docs table shows it
-    pending: bool = False  # the concept exists in kraft: the metric is still to be added
 
 
 _KUBERNETES = "a metric of Kubernetes (the kubelet's cAdvisor), not of the broker"
 _NO_JVM = "no JVM (a node is one Python process)"
 _ONE_LOOP = ("no thread pools: one asyncio event loop does a node's network I/O and request handling; "
              "when it is saturated, `kraft_event_loop_lag_seconds` grows")
-_PARTITION_GAUGES = ("not yet served: a per-partition gauge of the replica manager's collector "
-                     "(`kafka_cluster_partition_underreplicated` is served), to come with its rework")
-
 UNSERVED: dict[str, Unserved] = {
     "container_cpu_usage_seconds_total": Unserved(f"{_KUBERNETES}; a node serves `process_cpu_seconds_total`"),
     "container_memory_usage_bytes": Unserved(f"{_KUBERNETES}; a node serves `process_resident_memory_bytes`"),
@@ -52,16 +48,6 @@ UNSERVED: dict[str, Unserved] = {
         "kraft has one data directory (`log.dirs` takes one) and never takes it offline: a replica whose "
         "log cannot be opened or written goes offline alone and is retried "
         "(`kafka_server_replicamanager_offlinereplicacount`)"),
-    "kafka_cluster_partition_atminisr": Unserved(_PARTITION_GAUGES, pending=True),
-    "kafka_cluster_partition_underminisr": Unserved(_PARTITION_GAUGES, pending=True),
-    "kafka_cluster_partition_replicascount": Unserved(_PARTITION_GAUGES, pending=True),
-    "kafka_topic_partition_leader_is_preferred": Unserved(
-        "not yet served: kafka_exporter's per-partition gauge, from the replica manager's collector like "
-        "the other `kafka_topic_partition_*` (`kafka_controller_kafkacontroller_preferredreplicaimbalancecount` "
-        "counts them)", pending=True),
-    "kafka_server_socket_server_metrics_connection_count": Unserved(
-        "not yet served: the node's HTTP server (aiohttp) knows its open connections, but does not hand "
-        "them to the metrics", pending=True),
 }
 
 

@@ -289,6 +289,7 @@ class Node:
         if self.controller is not None:
             self.metrics.watch_controller(self.controller, self.quorum)
         self.metrics.watch_groups(self.groups)
+        self.metrics.watch_connections(config.listener_name or config.security_protocol, self._open_connections)
         self.app = build_app(info, self.view, admin, self.replica_manager, cleanup=self._services,
                              group_service=self.groups, metrics_service=self.metrics,
                              producer_id_service=ProducerIdManager(front, self.node_id, broker_epoch),
@@ -445,6 +446,10 @@ class Node:
         scheme = "https" if self.tls is not None else "http"
         log.info("kraft node %d serving on %s://%s:%d (%s; metrics at %s://%s:%d/metrics)", self.node_id,
                  scheme, host, self.port, self.config.security_protocol, scheme, host, self.port)
+
+    def _open_connections(self) -> int:
+        server = None if self._runner is None else self._runner.server
+        return 0 if server is None else len(server.connections)
 
     async def stop(self) -> None:
         """Stops accepting, lets in-flight requests finish, then stops the services."""

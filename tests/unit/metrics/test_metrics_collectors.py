@@ -213,6 +213,12 @@ def test_replica_manager_counts_follow_the_image_and_local_replicas() -> None:
     assert value(s, "kafka_log_log_logendoffset", topic="a", partition="2") == 7
     assert value(s, "kafka_cluster_partition_underreplicated", topic="a", partition="1") == 1
     assert value(s, "kafka_cluster_partition_underreplicated", topic="a", partition="0") == 0
+    assert value(s, "kafka_cluster_partition_underminisr", topic="a", partition="1") == 1
+    assert value(s, "kafka_cluster_partition_underminisr", topic="a", partition="0") == 0
+    assert value(s, "kafka_cluster_partition_atminisr", topic="a", partition="0") == 0  # ISR 3, min 2
+    assert value(s, "kafka_cluster_partition_replicascount", topic="a", partition="0") == 3
+    assert value(s, "kafka_topic_partition_leader_is_preferred", topic="a", partition="0") == 1
+    assert ("kafka_cluster_partition_replicascount", (("partition", "2"), ("topic", "a"))) not in s  # followed
     assert value(s, "kraft_log_quarantined_regions", topic="a", partition="2") == 1
     assert value(s, "kraft_log_quarantined_regions", topic="a", partition="0") == 0
     assert ("kafka_log_log_size", (("partition", "3"), ("topic", "a"))) not in s
