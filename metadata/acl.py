@@ -26,6 +26,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Iterable, Mapping
 
 from kraft.metadata.errors import MetadataError
+from kraft.metadata.persistent import frozen_map, with_changes
 
 TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = "TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"
 RESOURCE_TYPES = (TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID)
@@ -291,7 +292,7 @@ def authorize(index: AclIndex, settings: AuthorizerSettings, principal: str, hos
 class AclsImage:
     """The cluster's ACLs by id (Kafka's AclsImage); `index` is built once per image."""
 
-    acls: Mapping[str, StandardAcl] = field(default_factory=lambda: MappingProxyType({}))
+    acls: Mapping[str, StandardAcl] = field(default_factory=frozen_map)
     EMPTY: ClassVar["AclsImage"]
 
     @functools.cached_property
@@ -319,20 +320,14 @@ class AclsImage:
         """The image after adding (binding) / removing (None) ACLs by id."""
         if not changes:
             return self
-        acls = dict(self.acls)
-        for acl_id, acl in changes.items():
-            if acl is None:
-                acls.pop(acl_id, None)
-            else:
-                acls[acl_id] = acl
-        return AclsImage(MappingProxyType(acls))
+        return AclsImage(with_changes(self.acls, changes))  # persistent: O(changes · log n), shares the rest
 
     def to_snapshot(self) -> list[list[str]]:
         return [[acl_id, *(getattr(acl, f) for f in StandardAcl.FIELDS)] for acl_id, acl in sorted(self.acls.items())]
 
     @classmethod
     def from_snapshot(cls, rows: Iterable[Any]) -> "AclsImage":
-        return cls(MappingProxyType({str(row[0]): StandardAcl(*map(str, row[1:8])) for row in rows}))
+        return cls(frozen_map({str(row[0]): StandardAcl(*map(str, row[1:8])) for row in rows}))
 
 
 AclsImage.EMPTY = AclsImage()

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, ClassVar, Iterable, Mapping
 
 from kraft.metadata.errors import MetadataError
+from kraft.metadata.persistent import frozen_map, with_changes
 
 DEFAULT = "<default>"
 PRODUCER_BYTE_RATE = "producer_byte_rate"
@@ -60,7 +60,7 @@ def resolution_order(user: str, client_id: str) -> tuple[Entity, ...]:
 class ClientQuotasImage:
     """entity -> {quota key: value}; only entities with at least one quota."""
 
-    entities: Mapping[Entity, Mapping[str, float]] = field(default_factory=lambda: MappingProxyType({}))
+    entities: Mapping[Entity, Mapping[str, float]] = field(default_factory=frozen_map)
     EMPTY: ClassVar["ClientQuotasImage"]
 
     def quota(self, user: str, client_id: str, key: str) -> float | None:
@@ -82,19 +82,16 @@ class ClientQuotasImage:
     def with_changes(self, changes: Mapping[Entity, Mapping[str, float | None]]) -> "ClientQuotasImage":
         if not changes:
             return self
-        entities = dict(self.entities)
+        updated: dict[Entity, Mapping[str, float] | None] = {}
         for entity, updates in changes.items():
-            values = dict(entities.get(entity, {}))
+            values = dict(self.entities.get(entity, {}))
             for key, value in updates.items():
                 if value is None:
                     values.pop(key, None)
                 else:
                     values[key] = value
-            if values:
-                entities[entity] = MappingProxyType(values)
-            else:
-                entities.pop(entity, None)
-        return ClientQuotasImage(MappingProxyType(entities))
+            updated[entity] = frozen_map(values) if values else None
+        return ClientQuotasImage(with_changes(self.entities, updated))  # persistent: shares the rest
 
     def describe(self) -> list[dict[str, Any]]:
         """Every entity and its quotas, for /v1/client-quotas."""
@@ -106,9 +103,9 @@ class ClientQuotasImage:
 
     @classmethod
     def from_snapshot(cls, rows: Iterable[Any]) -> "ClientQuotasImage":
-        return cls(MappingProxyType({
+        return cls(frozen_map({
             (None if u is None else str(u), None if c is None else str(c)):
-                MappingProxyType({str(k): float(v) for k, v in values.items()})
+                frozen_map({str(k): float(v) for k, v in values.items()})
             for u, c, values in rows
         }))
 

@@ -1,12 +1,19 @@
 """MetadataDelta: replays records on top of an image and builds the next image (Kafka's `MetadataDelta`).
 
-`replay(record, offset)` never raises: a record that is malformed, refers to something that does
-not exist, breaks an invariant, comes from a stale controller epoch, or repeats an earlier request
-(same `request_id` not directly continuing it) is a no-op whose reason is logged and kept in
-`ignored`. The offset still advances. `apply()` builds the next `MetadataImage`, sharing what did
-not change; `local_changes(broker_id)` says which partitions a broker now leads, follows or must
-delete (Kafka's `TopicsDelta.localChanges`). `MetadataDelta.from_snapshot` gives the same view
-for a snapshot installed over an older image.
+Records with metadata offsets are those of batches the log's one admission rule applied
+(`kraft.metadata.log_rules.admit`: fencing and request dedup, decided per batch by the Raft state
+machine), so replay trusts them: a `ClaimController` makes its node the active controller, and
+every record's request id goes into the image's `RequestWindow` with the same `remembered` the
+rule's own window uses. `replay(record, offset)` never raises: a record that is malformed, refers
+to something that does not exist or breaks an invariant is a no-op whose reason is logged and kept
+in `ignored`. The offset still advances.
+
+`apply()` builds the next `MetadataImage` from persistent maps (`frozen_map`): the work is
+O(changes · log n), never a copy of a topic's partitions or of the topic, broker or config maps,
+and `TopicsImage.partition_count` is carried forward from the delta. `local_changes(broker_id)`
+says which partitions a broker now leads, follows or must delete (Kafka's
+`TopicsDelta.localChanges`). `MetadataDelta.from_snapshot` gives the same view for a snapshot
+installed over an older image.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from kraft.metadata.image import (
     BrokerRegistration, ClusterImage, ConfigurationsImage, MetadataImage, PartitionRegistration,
     ProducerIdsImage, ScramCredentialData, ScramImage, TopicImage, TopicsImage, frozen_map,
 )
+from kraft.metadata.log_rules import RequestWindow, request_runs
+from kraft.metadata.persistent import with_changes
 from kraft.metadata.records import (
     AccessControlEntry, ClaimController, ClientQuota, Config, FenceBroker, MetadataRecord, NoOp, Partition,
     PartitionChange, ProducerIds, RegisterBroker, RemoveAccessControlEntry, RemoveTopic, RemoveUserScramCredential,
@@ -32,7 +41,6 @@ from kraft.metadata.topic_name import validate_topic_name
 
 log = logging.getLogger(__name__)
 
-MAX_REMEMBERED_REQUESTS = 5000  # request ids kept for retry dedupe (a retry window's worth)
 MAX_IGNORED = 100
 RESOURCE_TYPES = ("topic", "broker")
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -63,7 +71,7 @@ class _TopicChange:
     name: str
     created: bool  # by this delta: no partitions in the base image
     count: int  # partitions after the delta
-    partitions: dict[int, PartitionRegistration] = field(default_factory=dict)  # new or changed
+    partitions: Mapping[int, PartitionRegistration] = field(default_factory=dict)  # new or changed
 
 
 class MetadataDelta:
@@ -82,7 +90,7 @@ class MetadataDelta:
         self._scram: dict[tuple[str, str], ScramCredentialData | None] = {}  # changed credentials (None: removed)
         self._acls: dict[str, StandardAcl | None] = {}  # changed ACLs by id (None: removed)
         self._quotas: dict[Entity, dict[str, float | None]] = {}  # changed client quotas (None: removed)
-        self._request_ids: dict[str, int] = {}
+        self._request_ids: list[tuple[str, int]] = []  # (request id, last offset) per run of records
         self._replacement: MetadataImage | None = None
         self._handlers: dict[type, Callable[[Any, int], None]] = {
             RegisterBroker: self._register_broker,
@@ -112,7 +120,7 @@ class MetadataDelta:
         delta.offset = snapshot.offset
         for tid, t in snapshot.topics.by_id.items():
             delta._topics[tid] = _TopicChange(t.name, tid not in previous.topics.by_id, len(t.partitions),
-                                              dict(t.partitions))
+                                              t.partitions)  # read only: no copy
         delta._deleted = {tid: t for tid, t in previous.topics.by_id.items() if tid not in snapshot.topics.by_id}
         delta._brokers = {b: snapshot.cluster.brokers.get(b) for b in {*previous.cluster.brokers,
                                                                         *snapshot.cluster.brokers}}
@@ -151,12 +159,10 @@ class MetadataDelta:
         if offset <= self.offset:
             self._ignore(offset, f"offset {offset} is not after {self.offset}")
             return False
+        # the record belongs to its request whether or not it is valid, as the admission rule sees it
+        self._remember_request(record, offset)
         try:
             rec = record if isinstance(record, MetadataRecord) else record_from_dict(record)
-            self._check_fencing(rec)
-            self._check_duplicate(rec)
-            # from here on the record belongs to its request, whether or not it is valid
-            self._remember_request(rec.request_id, offset)
             self._handlers[type(rec)](rec, offset)
             ok = True
         except (_Invalid, ValueError, MetadataError) as e:
@@ -174,32 +180,16 @@ class MetadataDelta:
         self.ignored.append((offset, reason))
         del self.ignored[:-MAX_IGNORED]
 
-    def _request_offset(self, request_id: str) -> int | None:
-        if request_id in self._request_ids:
-            return self._request_ids[request_id]
-        return self.image.request_ids.get(request_id)
-
-    def _remember_request(self, request_id: str | None, offset: int) -> None:
-        if request_id is not None:
-            self._request_ids.pop(request_id, None)  # re-insert: the dict is ordered by recency
-            self._request_ids[request_id] = offset
-
-    def _check_fencing(self, rec: MetadataRecord) -> None:
-        if isinstance(rec, ClaimController):
-            if rec.controller_epoch <= self._controller_epoch:
-                raise _Invalid(f"stale claim of controller epoch {rec.controller_epoch} "
-                               f"(current {self._controller_epoch})")
-        elif rec.controller_epoch != self._controller_epoch:
-            raise _Invalid(f"{rec.type} from controller epoch {rec.controller_epoch}, "
-                           f"current is {self._controller_epoch}")
-
-    def _check_duplicate(self, rec: MetadataRecord) -> None:
-        # The records of one request are contiguous (quorum proposals are atomic), so a known
-        # request id that does not continue the previous record is a retry of a committed request.
-        if rec.request_id is not None:
-            last = self._request_offset(rec.request_id)
-            if last is not None and last != self.offset:
-                raise _Invalid(f"duplicate of request {rec.request_id!r} committed at offset {last}")
+    def _remember_request(self, record: Any, offset: int) -> None:
+        if isinstance(record, MetadataRecord):
+            request_id = record.request_id
+        else:
+            request_id = record.get("request_id") if isinstance(record, dict) else None
+        runs = self._request_ids
+        if runs and runs[-1][0] == request_id:
+            runs[-1] = (request_id, offset)
+        else:
+            runs.extend(request_runs(offset, (request_id,)))
 
     # -- per record type --------------------------------------------------------------------------
 
@@ -209,6 +199,7 @@ class MetadataDelta:
         return self.image.cluster.brokers.get(broker_id)
 
     def _claim_controller(self, rec: ClaimController, offset: int) -> None:
+        # admitted by the log's rule (exactly the next epoch), so it is the active controller now
         self._controller_epoch = rec.controller_epoch
         self._controller_id = rec.node_id
 
@@ -387,60 +378,45 @@ class MetadataDelta:
     def _apply_scram(self, scram: ScramImage) -> ScramImage:
         if not self._scram:
             return scram
-        credentials = dict(scram.credentials)
-        for key, credential in self._scram.items():
-            if credential is None:
-                credentials.pop(key, None)
-            else:
-                credentials[key] = credential
-        return ScramImage(frozen_map(credentials))
+        return ScramImage(with_changes(scram.credentials, self._scram))
 
     def _apply_cluster(self, cluster: ClusterImage) -> ClusterImage:
         if not self._brokers:
             return cluster
-        brokers = dict(cluster.brokers)
-        for broker_id, registration in self._brokers.items():
-            if registration is None:
-                brokers.pop(broker_id, None)
-            else:
-                brokers[broker_id] = registration
-        return ClusterImage(frozen_map(brokers))
+        return ClusterImage(with_changes(cluster.brokers, self._brokers))
 
     def _apply_topics(self, topics: TopicsImage) -> TopicsImage:
         if not self._topics and not self._deleted:
             return topics
-        by_id = dict(topics.by_id)
-        by_name = dict(topics.by_name)
+        by_id = frozen_map(topics.by_id).mutate()
+        by_name = frozen_map(topics.by_name).mutate()
+        count = topics.partition_count
         for topic_id, t in self._deleted.items():
             del by_id[topic_id]
             del by_name[t.name]
+            count -= len(t.partitions)
         for topic_id, tc in self._topics.items():
-            base = None if tc.created else topics.by_id[topic_id]
-            partitions = dict(base.partitions) if base is not None else {}
-            partitions.update(tc.partitions)
-            assert sorted(partitions) == list(range(len(partitions))), "partitions must be 0..n-1"
-            by_id[topic_id] = by_name[tc.name] = TopicImage(tc.name, topic_id, frozen_map(partitions))
-        return TopicsImage(frozen_map(by_id), frozen_map(by_name))
+            if tc.created:
+                partitions = frozen_map(tc.partitions)
+            else:
+                base = topics.by_id[topic_id].partitions
+                partitions = frozen_map(base).update(tc.partitions)  # O(changes · log n), shares the rest
+                count -= len(base)
+            # partitions are 0..n-1: a new one is always the next, a change needs an existing one
+            assert len(partitions) == tc.count and all(0 <= p < tc.count for p in tc.partitions), \
+                "partitions must be 0..n-1"
+            count += tc.count
+            by_id[topic_id] = by_name[tc.name] = TopicImage(tc.name, topic_id, partitions)
+        return TopicsImage(by_id.finish(), by_name.finish(), count)
 
     def _apply_configs(self, configs: ConfigurationsImage) -> ConfigurationsImage:
         if not self._configs:
             return configs
-        resources = dict(configs.resources)
-        for key, values in self._configs.items():
-            if values:
-                resources[key] = frozen_map(values)
-            else:
-                resources.pop(key, None)
-        return ConfigurationsImage(frozen_map(resources))
+        return ConfigurationsImage(with_changes(
+            configs.resources, {key: frozen_map(values) if values else None for key, values in self._configs.items()}))
 
-    def _apply_request_ids(self, request_ids: Mapping[str, int]) -> Mapping[str, int]:
-        if not self._request_ids:
-            return request_ids
-        merged = {r: o for r, o in request_ids.items() if r not in self._request_ids}
-        merged.update(self._request_ids)
-        if len(merged) > MAX_REMEMBERED_REQUESTS:
-            merged = dict(list(merged.items())[-MAX_REMEMBERED_REQUESTS:])
-        return frozen_map(merged)
+    def _apply_request_ids(self, request_ids: RequestWindow) -> RequestWindow:
+        return request_ids.remembered(self._request_ids) if self._request_ids else request_ids
 
     def local_changes(self, broker_id: int) -> LocalReplicaChanges:
         """Partitions `broker_id` now leads or follows (changed by this delta), or must delete."""

@@ -2,9 +2,12 @@
 
 `MetadataImage` is made of per-concern images (`ClusterImage`, `TopicsImage`,
 `ConfigurationsImage`, `ProducerIdsImage`), each with an `EMPTY`. Nothing mutates an image: a
-`MetadataDelta` builds the next one, sharing every unchanged part (topics untouched by a delta are
-the same objects), so a change to one partition of a 100k-partition cluster stays cheap.
-Maps are read-only views (`MappingProxyType`) so a publisher cannot corrupt a shared image.
+`MetadataDelta` builds the next one, sharing every unchanged part. Maps are persistent HAMTs
+(`frozen_map`, `immutables.Map`): immutable, so a publisher cannot corrupt a shared image, and a
+new image shares all but the O(log n) nodes its delta changed, so changing one partition of a
+100k-partition topic costs a few node copies, not a copy of the topic or of the topic maps.
+Derived counts a per-delta caller needs (`TopicsImage.partition_count`) are kept running by the
+delta, never rescanned.
 
 Also here: the read helpers brokers and the HTTP layer need, `to_dict()` for `/v1/metadata`, and
 `to_snapshot()`/`from_snapshot()` (builtins only) for snapshots and for brokers too far behind.
@@ -13,22 +16,21 @@ Also here: the read helpers brokers and the HTTP layer need, `to_dict()` for `/v
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, ClassVar, Iterable, Mapping
+from typing import Any, Callable, ClassVar, Iterable, Mapping
 
 from kraft.metadata.acl import AclsImage
 from kraft.metadata.client_quotas import ClientQuotasImage
+from kraft.metadata.log_rules import RequestWindow
+from kraft.metadata.persistent import frozen_map
 from kraft.metadata.records import NO_LEADER, Endpoint, PartitionChange
 from kraft.metadata.topic_name import is_internal
+
+__all__ = ["frozen_map"]  # re-exported: the image's one map constructor
 
 SNAPSHOT_FORMAT = 1
 
 
-def frozen_map(d: Mapping | None = None) -> Mapping:
-    return MappingProxyType(dict(d or {}))
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BrokerRegistration:
     broker_id: int
     incarnation_id: str
@@ -65,7 +67,7 @@ class ClusterImage:
 ClusterImage.EMPTY = ClusterImage()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PartitionRegistration:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
@@ -119,7 +121,7 @@ class PartitionRegistration:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TopicImage:
     name: str
     topic_id: str
@@ -142,11 +144,15 @@ class TopicImage:
 class TopicsImage:
     by_id: Mapping[str, TopicImage] = field(default_factory=frozen_map)
     by_name: Mapping[str, TopicImage] = field(default_factory=frozen_map)
+    # partitions of all topics: kept running by the delta (counted here only when not given)
+    partition_count: int = field(default=-1, compare=False)
     EMPTY: ClassVar["TopicsImage"]
 
     def __post_init__(self) -> None:
         if len(self.by_id) != len(self.by_name):
             raise ValueError("topic names and ids must match one to one")
+        if self.partition_count < 0:
+            object.__setattr__(self, "partition_count", sum(len(t.partitions) for t in self.by_id.values()))
 
 
 TopicsImage.EMPTY = TopicsImage()
@@ -220,12 +226,14 @@ class MetadataImage:
     scram: ScramImage = ScramImage.EMPTY
     acls: AclsImage = AclsImage.EMPTY
     client_quotas: ClientQuotasImage = ClientQuotasImage.EMPTY
-    # recent request ids -> offset of their last record, oldest first (bounded): retry dedupe
-    request_ids: Mapping[str, int] = field(default_factory=frozen_map)
+    # recent request ids -> offset of their last record, oldest first (bounded): the window the
+    # log's admission rule reads (`log_rules`), at this image's offset
+    request_ids: RequestWindow = RequestWindow.EMPTY
     EMPTY: ClassVar["MetadataImage"]
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # pickled (e.g. in a Raft snapshot) as its compact snapshot form; read-only maps cannot be
+        # pickled (e.g. in a Raft snapshot) as its compact snapshot form: builtins only, so a dump
+        # does not depend on the maps' implementation
         return (MetadataImage.from_snapshot, (self.to_snapshot(),))
 
     # -- reads ----------------------------------------------------------------------------------
@@ -289,11 +297,11 @@ class MetadataImage:
                  b.rack, b.fenced]
                 for _, b in sorted(self.cluster.brokers.items())
             ],
-            "topics": [
+            "topics": [  # partitions are 0..n-1: read in order, not sorted; tuples pack as arrays
                 [t.name, t.topic_id, [
-                    [i, list(p.replicas), list(p.isr), p.leader, p.leader_epoch, p.partition_epoch,
-                     list(p.adding_replicas), list(p.removing_replicas)]
-                    for i, p in sorted(t.partitions.items())
+                    [i, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch, p.adding_replicas,
+                     p.removing_replicas]
+                    for i, p in enumerate(map(t.partitions.__getitem__, range(len(t.partitions))))
                 ]]
                 for _, t in sorted(self.topics.by_name.items())
             ],
@@ -308,53 +316,81 @@ class MetadataImage:
 
     @classmethod
     def from_snapshot(cls, d: Any) -> "MetadataImage":
-        """Parse `to_snapshot()` output; ValueError when it is malformed."""
+        """Parse `to_snapshot()` output; ValueError when it is malformed. Maps are built in bulk."""
         try:
-            if not isinstance(d, dict) or d.get("format") != SNAPSHOT_FORMAT:
-                raise ValueError(f"unsupported snapshot format {d.get('format') if isinstance(d, dict) else d!r}")
-            brokers = {
-                int(bid): BrokerRegistration(
-                    int(bid), str(inc), int(epoch), tuple(Endpoint(str(n), str(h), int(p)) for n, h, p in eps),
-                    None if rack is None else str(rack), bool(fenced),
-                )
-                for bid, inc, epoch, eps, rack, fenced in d["brokers"]
-            }
-            topics = [
-                TopicImage(str(name), str(tid), frozen_map({
-                    int(i): PartitionRegistration(
-                        tuple(map(int, rep)), tuple(map(int, isr)), int(leader), int(le), int(pe),
-                        tuple(map(int, add)), tuple(map(int, rem)),
-                    )
-                    for i, rep, isr, leader, le, pe, add, rem in parts
-                }))
-                for name, tid, parts in d["topics"]
-            ]
-            controller_id = d["controller_id"]
-            return cls(
-                offset=int(d["offset"]),
-                controller_epoch=int(d["controller_epoch"]),
-                controller_id=None if controller_id is None else int(controller_id),
-                cluster=ClusterImage(frozen_map(brokers)),
-                topics=TopicsImage(
-                    frozen_map({t.topic_id: t for t in topics}), frozen_map({t.name: t for t in topics})
-                ),
-                configs=ConfigurationsImage(frozen_map({
-                    (str(rt), str(rn)): frozen_map({str(k): str(v) for k, v in c.items()})
-                    for rt, rn, c in d["configs"]
-                })),
-                producer_ids=ProducerIdsImage(int(d["next_producer_id"])),
-                scram=ScramImage(frozen_map({  # absent from snapshots older than SCRAM
-                    (str(n), str(m)): ScramCredentialData(str(salt), str(stored), str(server), int(it))
-                    for n, m, salt, stored, server, it in d.get("scram", ())
-                })),
-                acls=AclsImage.from_snapshot(d.get("acls", ())),  # absent from snapshots older than ACLs
-                client_quotas=ClientQuotasImage.from_snapshot(d.get("client_quotas", ())),
-                request_ids=frozen_map({str(r): int(o) for r, o in d["request_ids"]}),
-            )
+            return cls._from_snapshot(d)
         except ValueError:
             raise
         except (KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"malformed snapshot: {type(e).__name__}: {e}") from None
 
+    @classmethod
+    def _from_snapshot(cls, d: Any) -> "MetadataImage":
+        if not isinstance(d, dict) or d.get("format") != SNAPSHOT_FORMAT:
+            raise ValueError(f"unsupported snapshot format {d.get('format') if isinstance(d, dict) else d!r}")
+        brokers = {
+            int(bid): BrokerRegistration(
+                int(bid), str(inc), int(epoch), tuple(Endpoint(str(n), str(h), int(p)) for n, h, p in eps),
+                None if rack is None else str(rack), bool(fenced),
+            )
+            for bid, inc, epoch, eps, rack, fenced in d["brokers"]
+        }
+        registration = _registration_parser()
+        topics = [TopicImage(str(name), str(tid), _partitions_from_snapshot(parts, registration))
+                  for name, tid, parts in d["topics"]]
+        controller_id = d["controller_id"]
+        return cls(
+            offset=int(d["offset"]),
+            controller_epoch=int(d["controller_epoch"]),
+            controller_id=None if controller_id is None else int(controller_id),
+            cluster=ClusterImage(frozen_map(brokers)),
+            topics=TopicsImage(
+                frozen_map({t.topic_id: t for t in topics}), frozen_map({t.name: t for t in topics}),
+                sum(len(t.partitions) for t in topics),
+            ),
+            configs=ConfigurationsImage(frozen_map({
+                (str(rt), str(rn)): frozen_map({str(k): str(v) for k, v in c.items()})
+                for rt, rn, c in d["configs"]
+            })),
+            producer_ids=ProducerIdsImage(int(d["next_producer_id"])),
+            scram=ScramImage(frozen_map({  # absent from snapshots older than SCRAM
+                (str(n), str(m)): ScramCredentialData(str(salt), str(stored), str(server), int(it))
+                for n, m, salt, stored, server, it in d.get("scram", ())
+            })),
+            acls=AclsImage.from_snapshot(d.get("acls", ())),  # absent from snapshots older than ACLs
+            client_quotas=ClientQuotasImage.from_snapshot(d.get("client_quotas", ())),
+            request_ids=RequestWindow.from_items(d["request_ids"]),
+        )
+
 
 MetadataImage.EMPTY = MetadataImage()
+
+
+def _registration_parser() -> Callable[[Any, Any, Any, Any, Any, Any, Any], PartitionRegistration]:
+    """Parses a snapshot's partition rows into registrations, one shared object per distinct
+    registration (they are immutable): most partitions of a large cluster repeat an assignment
+    and epochs, so a load checks and keeps each distinct one once."""
+    seen: dict[tuple[Any, ...], PartitionRegistration] = {}
+
+    def parse(rep: Any, isr: Any, leader: Any, le: Any, pe: Any, add: Any, rem: Any) -> PartitionRegistration:
+        key = (tuple(rep), tuple(isr), leader, le, pe, tuple(add), tuple(rem))
+        reg = seen.get(key)
+        if reg is None:
+            reg = seen[key] = PartitionRegistration(
+                tuple(map(int, rep)), tuple(map(int, isr)), int(leader), int(le), int(pe),
+                tuple(map(int, add)), tuple(map(int, rem)),
+            )
+        return reg
+
+    return parse
+
+
+def _partitions_from_snapshot(
+    rows: Any, registration: Callable[..., PartitionRegistration]
+) -> Mapping[int, PartitionRegistration]:
+    """One topic's partition map, built in bulk; ValueError unless its indexes are 0..n-1."""
+    partitions = {int(i): registration(rep, isr, leader, le, pe, add, rem)
+                  for i, rep, isr, leader, le, pe, add, rem in rows}
+    if len(partitions) != len(rows) or (partitions and (min(partitions), max(partitions)) != (0, len(rows) - 1)):
+        raise ValueError("a topic's partitions must be numbered 0..n-1")
+    return frozen_map(partitions)

@@ -4,8 +4,9 @@ Each record is a frozen dataclass with a `type` name and a `version`; `to_dict()
 only (msgpack/JSON friendly) and `record_from_dict()` parses one back, raising `ValueError` with a
 clear reason for an unknown type or a malformed field (replay turns that into a no-op).
 
-Every record carries `controller_epoch` (the epoch of the controller that wrote it; `apply` ignores
-stale ones) and `request_id` (the client request it came from; replay skips a request seen before).
+Every record carries `controller_epoch` (the epoch of the controller that wrote it) and
+`request_id` (the client request it came from): the log's admission rule (`log_rules.admit`) drops
+a stale controller's batch and a request applied before, so replay never sees them.
 Lists are stored as tuples so records stay immutable.
 """
 
@@ -77,9 +78,9 @@ class MetadataRecord:
         if unknown:
             raise ValueError(f"{cls.type}: unknown fields {sorted(unknown)}")
         kwargs: dict[str, Any] = {}
-        for name, (convert, required) in fields.items():
+        for name, (convert, required, where) in fields.items():
             if name in d:
-                kwargs[name] = convert(d[name], f"{cls.type}.{name}")
+                kwargs[name] = convert(d[name], where)
             elif required:
                 raise ValueError(f"{cls.type}: missing field {name!r}")
         return cls(**kwargs)
@@ -195,7 +196,8 @@ class NoOp(MetadataRecord):
 
 @dataclass(frozen=True)
 class ClaimController(MetadataRecord):
-    """`node_id` becomes the active controller for `controller_epoch` (which must be newer)."""
+    """`node_id` becomes the active controller for `controller_epoch` (exactly the next epoch:
+    `log_rules.check_fencing`)."""
 
     type: ClassVar[str] = "ClaimController"
     node_id: int
@@ -283,17 +285,19 @@ def record_from_dict(d: Any) -> MetadataRecord:
 
 Converter = Callable[[Any, str], Any]
 _KIND = {int: "an int", bool: "a bool", str: "a string"}
-_FIELDS: dict[type, dict[str, tuple[Converter, bool]]] = {}
+_FIELDS: dict[type, dict[str, tuple[Converter, bool, str]]] = {}
 
 
-def _fields(cls: type) -> dict[str, tuple[Converter, bool]]:
-    """Per field of a record class: its converter (built once from the type hint) and whether it is required."""
+def _fields(cls: type) -> dict[str, tuple[Converter, bool, str]]:
+    """Per field of a record class: its converter (built once from the type hint), whether it is
+    required, and its name in error messages (built once too: parsing runs per record)."""
     fields = _FIELDS.get(cls)
     if fields is None:
         hints = typing.get_type_hints(cls)
         fields = _FIELDS[cls] = {
             f.name: (_converter(hints[f.name]),
-                     f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+                     f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                     f"{getattr(cls, 'type', cls.__name__)}.{f.name}")
             for f in dataclasses.fields(cls)
         }
     return fields
@@ -315,7 +319,10 @@ def _converter(hint: Any) -> Converter:
         def convert_tuple(value: Any, where: str) -> tuple[Any, ...]:
             if not isinstance(value, (list, tuple)):
                 raise ValueError(f"{where}: expected a list, got {type(value).__name__}")
-            return tuple(convert_item(v, f"{where}[{i}]") for i, v in enumerate(value))
+            try:
+                return tuple([convert_item(v, where) for v in value])
+            except ValueError:  # again, naming the bad item (only on this path: it formats per item)
+                return tuple(convert_item(v, f"{where}[{i}]") for i, v in enumerate(value))
 
         return convert_tuple
     if hint is Endpoint:
@@ -343,8 +350,8 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
 
 
 def _to_builtin(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return [_to_builtin(v) for v in value]
+    if isinstance(value, tuple):  # record tuples hold scalars or endpoints, never tuples
+        return [v.to_dict() if isinstance(v, Endpoint) else v for v in value]
     if isinstance(value, Endpoint):
         return value.to_dict()
     return value

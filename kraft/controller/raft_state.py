@@ -2,8 +2,10 @@
 
 It owns what every voter must agree on besides the application's own state: the metadata offset
 of the last applied record, the active controller and its epoch (fencing inside the log), and a
-bounded window of recent request ids (so a retried proposal is applied once). The application
-state (the metadata image) is folded in by an injected pure `StateMachine`.
+bounded window of recent request ids (so a retried proposal is applied once). Which batch is
+applied is decided by `kraft.metadata.log_rules.admit`, the one rule of the metadata log (the
+image's replay trusts what it admitted). The application state (the metadata image) is folded in
+by an injected pure `StateMachine`.
 
 A log entry is one *batch*: the list of record dicts of one `propose` call, applied atomically.
 Each record is a dict of builtins with `type`, `controller_epoch` and `request_id`, as
@@ -14,21 +16,25 @@ result from the same entries, and a snapshot of `MetadataLogState` is the whole 
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kraft.metadata.delta import apply_records
 from kraft.metadata.image import MetadataImage
+from kraft.metadata.log_rules import (
+    CLAIM_CONTROLLER, MAX_RECORDS_PER_BATCH, MAX_REMEMBERED_REQUESTS, MAX_REQUEST_ID_LENGTH, RequestWindow, admit,
+    batch_request_id, check_fencing, claim_of, is_int, request_runs, validate_batch,
+)
 from kraft.metadata.records import ClaimController
 
 logger = logging.getLogger(__name__)
 
-CLAIM_CONTROLLER = ClaimController.type
-# Both limits are part of the replicated semantics: every voter must use the same values.
-MAX_RECORDS_PER_BATCH = 100_000
-MAX_REMEMBERED_REQUESTS = 10_000
-MAX_REQUEST_ID_LENGTH = 256
+# The log's rule is defined once, in kraft.metadata.log_rules; its names are re-exported here.
+__all__ = [
+    "CLAIM_CONTROLLER", "MAX_RECORDS_PER_BATCH", "MAX_REMEMBERED_REQUESTS", "MAX_REQUEST_ID_LENGTH",
+    "BatchOutcome", "MetadataImageMachine", "MetadataLogState", "NoStateMachine", "PendingImage", "StateMachine",
+    "apply_batch", "apply_endpoint", "batch_request_id", "check_fencing", "claim_record", "validate_batch",
+]
 
 
 class StateMachine(Protocol):
@@ -144,12 +150,17 @@ class MetadataLogState:
     offset: int = -1  # metadata offset of the last applied record; the first record gets 0
     controller_id: int | None = None
     controller_epoch: int = 0
-    # request_id -> offset of the last record of its batch, oldest first, bounded.
-    request_ids: "OrderedDict[str, int]" = field(default_factory=OrderedDict)
+    # request_id -> offset of its last record, oldest first, bounded (`log_rules.RequestWindow`)
+    request_ids: RequestWindow = RequestWindow.EMPTY
     app_state: Any = None
     # node_id -> (host, port) of each voter's client listener, where brokers and other nodes reach
     # its controller API; announced by the voters themselves, outside the metadata offsets.
     controller_endpoints: dict[int, tuple[str, int]] = field(default_factory=dict)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if not isinstance(self.request_ids, RequestWindow):  # a dump from before the window: an OrderedDict
+            self.request_ids = RequestWindow.from_items(self.request_ids.items())
 
 
 @dataclass(frozen=True)
@@ -173,68 +184,6 @@ def claim_record(node_id: int, controller_epoch: int) -> dict[str, Any]:
     return ClaimController(node_id=node_id, controller_epoch=controller_epoch).to_dict()
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def validate_batch(batch: Any) -> str | None:
-    """Why `batch` is malformed, or None. Shape only; fencing is `check_fencing`."""
-    if not isinstance(batch, list) or not batch:
-        return "a batch is a non-empty list of records"
-    if len(batch) > MAX_RECORDS_PER_BATCH:
-        return f"a batch holds at most {MAX_RECORDS_PER_BATCH} records, got {len(batch)}"
-    epoch = None
-    for i, record in enumerate(batch):
-        if not isinstance(record, dict):
-            return f"record {i} is a {type(record).__name__}, not a dict"
-        if not isinstance(record.get("type"), str) or not record["type"]:
-            return f"record {i} has no string `type`"
-        if not _is_int(record.get("controller_epoch")) or record["controller_epoch"] < 0:
-            return f"record {i} has no non-negative integer `controller_epoch`"
-        request_id = record.get("request_id")
-        if request_id is not None and (
-            not isinstance(request_id, str) or not 0 < len(request_id) <= MAX_REQUEST_ID_LENGTH
-        ):
-            return f"record {i} has a bad `request_id` (a string of 1-{MAX_REQUEST_ID_LENGTH} chars or null)"
-        if epoch is not None and record["controller_epoch"] != epoch:
-            return "the records of a batch carry different controller epochs"
-        epoch = record["controller_epoch"]
-    claims = [r for r in batch if r["type"] == CLAIM_CONTROLLER]
-    if claims:
-        if len(batch) != 1:
-            return f"a {CLAIM_CONTROLLER} record travels alone in its batch"
-        if not _is_int(claims[0].get("node_id")) or claims[0]["node_id"] < 0:
-            return f"{CLAIM_CONTROLLER} needs a non-negative integer `node_id`"
-    return None
-
-
-def batch_request_id(batch: list[dict[str, Any]]) -> str | None:
-    """The request a batch answers: the first request id its records carry."""
-    return next((r["request_id"] for r in batch if r.get("request_id") is not None), None)
-
-
-def check_fencing(controller_id: int | None, controller_epoch: int,
-                  batch: list[dict[str, Any]]) -> str | None:
-    """Why a well-formed batch must be ignored under the current controller, or None.
-
-    A claim must name exactly the next epoch (an older leader's late claim is stale); any other
-    batch must come from the current controller's epoch (a deposed controller's writes are stale).
-    """
-    epoch = batch[0]["controller_epoch"]
-    if batch[0]["type"] == CLAIM_CONTROLLER:
-        if epoch != controller_epoch + 1:
-            kind = "stale claim" if epoch <= controller_epoch else "claim skips epochs"
-            return (f"{kind}: epoch {epoch} by node {batch[0]['node_id']}, the current "
-                    f"epoch is {controller_epoch}")
-        return None
-    if controller_id is None:
-        return "no active controller has claimed an epoch yet"
-    if epoch != controller_epoch:
-        return (f"fenced: written in controller epoch {epoch}, the active controller is node "
-                f"{controller_id} in epoch {controller_epoch}")
-    return None
-
-
 def apply_batch(state: MetadataLogState, batch: Any, machine: StateMachine) -> BatchOutcome:
     """Apply one committed batch to `state` in place. Deterministic; never raises.
 
@@ -255,34 +204,30 @@ def _outcome(state: MetadataLogState, status: str, reason: str = "",
 
 
 def _apply(state: MetadataLogState, batch: Any, machine: StateMachine) -> BatchOutcome:
-    reason = validate_batch(batch)
-    if reason is not None:
-        logger.warning("ignoring invalid metadata batch: %s", reason)
-        return _outcome(state, "invalid", reason)
-    reason = check_fencing(state.controller_id, state.controller_epoch, batch)
-    if reason is not None:
-        logger.info("ignoring metadata batch: %s", reason)
-        return _outcome(state, "fenced", reason)
-    request_id = batch_request_id(batch)
-    if request_id is not None and request_id in state.request_ids:
-        last = state.request_ids[request_id]
-        return _outcome(state, "duplicate", f"request {request_id} already applied", -1, last)
+    admission = admit(state.controller_id, state.controller_epoch, state.request_ids, batch)
+    if admission.status == "duplicate":
+        return _outcome(state, "duplicate", admission.reason, -1, admission.duplicate_of)
+    if not admission.applied:
+        if admission.status == "invalid":
+            logger.warning("ignoring invalid metadata batch: %s", admission.reason)
+        else:
+            logger.info("ignoring metadata batch: %s", admission.reason)
+        return _outcome(state, admission.status, admission.reason)
 
     first = state.offset + 1
     entries = list(zip(range(first, first + len(batch)), batch))
     state.offset += len(batch)
-    if batch[0]["type"] == CLAIM_CONTROLLER:
-        state.controller_id = batch[0]["node_id"]
-        state.controller_epoch = batch[0]["controller_epoch"]
+    claim = claim_of(batch)
+    if claim is not None:
+        state.controller_id, state.controller_epoch = claim
     try:
         state.app_state = machine.replay(state.app_state, entries)
     except Exception as exc:  # same batch, same code: every voter skips it alike
         logger.warning("batch at offsets %d-%d left the state unchanged: %s: %s",
                        first, state.offset, type(exc).__name__, exc)
-    if request_id is not None:
-        state.request_ids[request_id] = state.offset
-        while len(state.request_ids) > MAX_REMEMBERED_REQUESTS:
-            state.request_ids.popitem(last=False)
+    runs = request_runs(first, (r.get("request_id") for r in batch))
+    if runs:
+        state.request_ids = state.request_ids.remembered(runs)
     return _outcome(state, "applied", "", first, state.offset)
 
 
@@ -292,8 +237,8 @@ MAX_HOST_LENGTH = 255
 def apply_endpoint(state: MetadataLogState, node_id: Any, host: Any, port: Any) -> bool:
     """Record a voter's announced client endpoint; False (nothing changed) when malformed.
     Deterministic and never raises, like `apply_batch`."""
-    if not (_is_int(node_id) and node_id >= 0 and isinstance(host, str)
-            and 0 < len(host) <= MAX_HOST_LENGTH and _is_int(port) and 0 < port < 65536):
+    if not (is_int(node_id) and node_id >= 0 and isinstance(host, str)
+            and 0 < len(host) <= MAX_HOST_LENGTH and is_int(port) and 0 < port < 65536):
         logger.warning("ignoring a malformed controller endpoint: %r %r %r", node_id, host, port)
         return False
     endpoints = getattr(state, "controller_endpoints", None)

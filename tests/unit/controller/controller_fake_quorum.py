@@ -1,4 +1,7 @@
-"""An in-memory `Quorum` for controller tests: commits at once, and fails or deposes on demand."""
+"""An in-memory `Quorum` for controller tests: commits at once, and fails or deposes on demand.
+
+Like the Raft quorum, it gives offsets only to batches the metadata log's admission rule
+(`log_rules.admit`: fencing, request dedup) lets in; replay trusts what it commits."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import uuid
 from typing import Any, Callable
 
 from kraft.controller.errors import NotControllerError
+from kraft.metadata.log_rules import RequestWindow, admit, claim_of, request_runs
 from kraft.metadata.records import ClaimController
 
 
@@ -19,6 +23,7 @@ class FakeQuorum:
         self._commit: list[Callable[[int, dict[str, Any]], None]] = []
         self._snapshot: list[Callable[[int, Any], None]] = []
         self._controller: tuple[int, int] | None = None
+        self._admitted: tuple[int | None, int, RequestWindow] = (None, 0, RequestWindow.EMPTY)
 
     def on_commit(self, callback: Callable[[int, dict[str, Any]], None]) -> None:
         self._commit.append(callback)
@@ -67,6 +72,15 @@ class FakeQuorum:
         return offset
 
     def _append(self, batch: list[dict[str, Any]]) -> int:
+        controller_id, epoch, window = self._admitted
+        admission = admit(controller_id, epoch, window, batch)
+        if admission.status == "duplicate":
+            return admission.duplicate_of
+        if not admission.applied:  # fenced: the Raft quorum answers NOT_CONTROLLER too
+            raise NotControllerError(f"fake: {admission.reason}", self.leader())
+        first = len(self.log)
+        claim = claim_of(batch) or (controller_id, epoch)
+        self._admitted = (*claim, window.remembered(request_runs(first, (r.get("request_id") for r in batch))))
         for record in batch:
             self.log.append(record)
             for callback in self._commit:

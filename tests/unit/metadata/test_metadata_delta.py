@@ -1,4 +1,5 @@
-"""MetadataDelta replay/apply and the image it builds: validation, fencing, dedupe, local changes."""
+"""MetadataDelta replay/apply and the image it builds: validation, trusted claims and request ids,
+local changes. (Fencing and dedup are the log's admission rule: test_metadata_log_rules.py.)"""
 
 from __future__ import annotations
 
@@ -77,9 +78,6 @@ def test_unchanged_topics_are_shared(image: MetadataImage) -> None:
     (Config(resource_type="group", resource_name="t", name="a", value="b", controller_epoch=E), "resource type"),
     (ProducerIds(broker_id=1, broker_epoch=1, next_producer_id=0, controller_epoch=E), "not after"),
     (RegisterBroker(broker_id=1, incarnation_id="x", endpoints=(), controller_epoch=E), "no endpoint"),
-    (NoOp(controller_epoch=0), "from controller epoch 0, current is 1"),
-    (NoOp(controller_epoch=2), "current is 1"),
-    (ClaimController(node_id=2, controller_epoch=1), "stale claim"),
     ({"type": "Topic"}, "missing field"),
     ({"type": "Unknown"}, "unknown record type"),
 ])
@@ -98,38 +96,37 @@ def test_non_increasing_offset_is_ignored(image: MetadataImage) -> None:
     assert delta.apply().offset == image.offset
 
 
-def test_new_claim_fences_the_old_controller(image: MetadataImage) -> None:
+def test_replay_trusts_admitted_records_claims_and_epochs(image: MetadataImage) -> None:
+    """Records with offsets were admitted by the log's rule (log_rules.admit) before they got
+    them: replay applies a claim as the new active controller and does not fence again."""
     delta, after = replay([
         ClaimController(node_id=2, controller_epoch=E + 1),
-        Topic(name="late", topic_id="late-id", controller_epoch=E),  # the deposed controller's write
         Topic(name="new", topic_id="new-id", controller_epoch=E + 1),
     ], image)
     assert (after.controller_id, after.controller_epoch) == (2, E + 1)
-    assert after.topic_by_name("late") is None and after.topic_by_name("new") is not None
-    assert [o for o, _ in delta.ignored] == [image.offset + 2]
+    assert after.topic_by_name("new") is not None and not delta.ignored
 
 
-def test_retried_request_is_applied_once(image: MetadataImage) -> None:
+def test_request_ids_are_remembered_per_request_with_its_last_offset(image: MetadataImage) -> None:
     request = [r.stamped(E, "req-1") for r in topic_records("u", "uid", [[1], [2]])]
-    delta, after = replay(request + [NoOp(controller_epoch=E)] + request, image)
-    assert len(after.topic_by_name("u").partitions) == 2
-    assert len(delta.ignored) == len(request)
-    assert after.request_ids["req-1"] == image.offset + len(request)
-    # the same holds across deltas (images)
-    delta2, after2 = replay(request, after)
-    assert len(delta2.ignored) == len(request) and after2.topics is after.topics
+    delta, after = replay(request + [NoOp(controller_epoch=E), NoOp(controller_epoch=E, request_id="req-2")], image)
+    assert dict(after.request_ids) == {"req-1": image.offset + len(request), "req-2": image.offset + len(request) + 2}
+    assert list(after.request_ids) == ["req-1", "req-2"] and after.has_request("req-1")
+    # a record replay ignores still belongs to its request (the rule admitted its batch whole)
+    bad = replay([Topic(name="u", topic_id="x", controller_epoch=E, request_id="req-3")], after)
+    assert bad[0].ignored and bad[1].request_ids["req-3"] == after.offset + 1
 
 
 def test_remove_topic_drops_partitions_and_configs_and_frees_the_name(image: MetadataImage) -> None:
     with_config = replay([Config(resource_type="topic", resource_name="t", name="retention.ms", value="5",
                                  controller_epoch=E)], image)[1]
-    assert with_config.topic_configs("t") == {"retention.ms": "5"}
+    assert dict(with_config.topic_configs("t")) == {"retention.ms": "5"}
     delta, after = replay([
         RemoveTopic(topic_id="tid", controller_epoch=E),
         *topic_records("t", "tid2", [[3]]),
     ], with_config)
     assert after.topic_by_name("t").topic_id == "tid2" and after.topic_by_id("tid") is None
-    assert after.topic_configs("t") == {}
+    assert not after.topic_configs("t")
     changes = delta.local_changes(3)
     assert changes.deletes == {("t", 0), ("t", 1)}  # the old topic's replicas; apply deletes first
     assert set(changes.leaders) == {("t", 0)} and changes.topic_ids == {"t": "tid2"}
