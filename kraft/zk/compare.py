@@ -30,7 +30,6 @@ import contextlib
 import json
 import math
 import random
-import resource
 import shutil
 import statistics
 import subprocess
@@ -319,23 +318,6 @@ def _sweep(ctx: click.Context, param: click.Parameter, value: str | None) -> lis
     return counts
 
 
-def check_open_files(partitions: int, brokers: int = 3) -> None:
-    """Each broker holds about partitions/brokers of them (RF 1, spread): refuse a run the
-    open-files limit its nodes will have cannot hold, rather than fail an hour in."""
-    from kraft.node import partition_budget
-    from kraft.log.file_cache import NO_LIMIT_FILES, default_open_files_max
-
-    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    limit = NO_LIMIT_FILES if hard == resource.RLIM_INFINITY else hard  # a node raises its soft limit to this
-    budget = partition_budget(limit, default_open_files_max(limit))
-    needed = math.ceil(partitions / brokers) + 100  # the probe, failover and broker-failover topics
-    if needed > budget:
-        raise click.ClickException(
-            f"{partitions} partitions put about {needed} on each broker, and the open-files limit "
-            f"(ulimit -Hn {limit}) lets a node hold {budget}: raise it (ulimit -Hn, which needs the "
-            f"privilege to) or measure fewer partitions")
-
-
 @main.command("compare-metadata")
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True, help="Failovers per figure (median).")
 @click.option("--partitions", type=click.IntRange(min=1), default=None,
@@ -376,7 +358,6 @@ def compare_metadata(runs: int, partitions: int | None, sweep: list[int] | None,
     if plot_path and not sweep:
         raise click.UsageError("--plot draws figures against the partition count: give --partitions-sweep")
     counts = sweep or [partitions or 10_000]
-    check_open_files(counts[-1])
     if "zookeeper" in (modes or ("zookeeper",)) and not zookeeper_available():
         raise click.ClickException("ZooKeeper mode needs the Debian zookeeper package and java")
     results: dict[str, dict[str, Any]] = {}
