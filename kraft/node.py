@@ -55,6 +55,7 @@ from kraft.controller.channel import ControllerChannel
 from kraft.controller.client import ControllerClient, ControllerDirectory
 from kraft.controller.endpoint import ControllerEndpoint
 from kraft.controller.handlers import ControllerSettings
+from kraft.controller.heap import HeapFreezer
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.quorum import LocalQuorum, Quorum
 from kraft.controller.raft_quorum import METADATA_DIR, RaftQuorum, RaftQuorumConfig, resolve_secret
@@ -201,6 +202,7 @@ class Node:
         self.cluster_id = ""
         self.endpoint = advertised_endpoint(config, config.listener[1])
         self.loader = MetadataLoader()
+        HeapFreezer().install()  # full collections walk only what the heap grew by (process-wide)
         self.directory = ControllerDirectory(
             bootstrap=[parse_host_port(a) for a in config["controller.quorum.bootstrap.servers"]])
         # every node, in every mode, signs its inter-node requests with the cluster's secret

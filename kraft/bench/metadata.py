@@ -18,7 +18,7 @@ from kraft.bench.cluster import LocalCluster, node_headers
 from kraft.bench.common import BenchResult, main, percentile, report
 from kraft.bench.scale import (
     active_controller, controller_post, controllers, create_partitions, lag_p99_ms, loop_lag_buckets,
-    wait_offset,
+    quorum_epochs, wait_offset,
 )
 from kraft.controller.raft_state import PendingImage
 from kraft.metadata.delta import apply_records
@@ -59,11 +59,13 @@ def metadata(partitions: int, partitions_per_topic: int, brokers: int, samples: 
         cluster.wait_ready(120)
         nodes = cluster.running()
         lag_before = {n.node_id: loop_lag_buckets(n) for n in nodes}
+        epochs_before = quorum_epochs(cluster)
         last_offset, create_s = create_partitions(cluster, partitions, partitions_per_topic, "metadata")
         receivers = cluster.brokers() or controllers(cluster)
         reached = wait_offset(receivers, last_offset)
         visible_s = create_s + max(reached.values())
         lag_after = {n.node_id: loop_lag_buckets(n) for n in nodes}
+        epochs_after = quorum_epochs(cluster)
         lags = {i: lag_p99_ms(lag_before[i], lag_after[i]) for i in lag_after}
         http = requests.Session()
         delays: list[float] = []
@@ -85,6 +87,9 @@ def metadata(partitions: int, partitions_per_topic: int, brokers: int, samples: 
         "propagation_p99_ms": round(percentile(delays, 99) or 0, 1),
         "event_loop_lag_p99_ms": max((v for v in lags.values() if v is not None), default=None),
         "event_loop_lag_p99_ms_by_node": lags,
+        # while creating: active-controller changes and Raft elections (terms begun)
+        "controller_changes": epochs_after[0] - epochs_before[0],
+        "raft_elections": epochs_after[1] - epochs_before[1],
         "rss_mb_controller": round(max(v for k, v in rss.items() if k in controller_ids), 1),
         "rss_mb_broker": round(max((v for k, v in rss.items() if k not in controller_ids), default=0), 1),
         "snapshot_load_s": round(load_s, 3), "snapshot_bytes": snapshot_bytes,

@@ -103,6 +103,22 @@ def wait_offset(nodes: Iterable[LocalNode], offset: int, timeout_s: float = 600.
     return reached
 
 
+def quorum_epochs(cluster: LocalCluster) -> tuple[int, int]:
+    """(highest controller epoch, highest Raft term) the running controllers report: their
+    differences between two reads count the active-controller changes and the Raft elections
+    in between (a term that elected nobody counts too)."""
+    path = "/v1/controller/quorum/local"
+    controller_epoch = raft_term = 0
+    for node in controllers(cluster):
+        try:
+            status = requests.get(f"{node.url}{path}", timeout=30, headers=node_headers("GET", path)).json()
+        except (requests.RequestException, ValueError):
+            continue
+        controller_epoch = max(controller_epoch, int(status.get("controller_epoch") or 0))
+        raft_term = max(raft_term, int((status.get("raft") or {}).get("leader_epoch") or 0))
+    return controller_epoch, raft_term
+
+
 def loop_lag_buckets(node: LocalNode) -> dict[float, float]:
     """The node's cumulative `kraft_event_loop_lag_seconds` buckets: upper bound -> count."""
     text = requests.get(f"{node.url}/metrics", timeout=120).text
