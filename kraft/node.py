@@ -201,7 +201,8 @@ class Node:
         self.data_dir = config.data_dir
         self.cluster_id = ""
         self.endpoint = advertised_endpoint(config, config.listener[1])
-        self.loader = MetadataLoader()
+        # a broker-only node serves no metadata log: it keeps no tail of records
+        self.loader = MetadataLoader(max_retained_records=100_000 if config.is_controller else 0)
         HeapFreezer().install()  # full collections walk only what the heap grew by (process-wide)
         self.directory = ControllerDirectory(
             bootstrap=[parse_host_port(a) for a in config["controller.quorum.bootstrap.servers"]])
@@ -245,7 +246,7 @@ class Node:
             self.node_id, self.loader, self.client, BrokerSnapshotStore(self.data_dir / METADATA_DIR))
         self.lifecycle = None if not config.is_broker or self.zk is not None else BrokerLifecycle(
             self.channel, self.node_id, self.endpoint, config["broker.rack"],
-            config["broker.heartbeat.interval.ms"], lambda: self.loader.offset, lambda: self.cluster_id,
+            config["broker.heartbeat.interval.ms"], lambda: self.loader.image.offset, lambda: self.cluster_id,
         )
         self.view = BrokerMetadataView("", config.topic_defaults())
         broker_epoch = (lambda: self.lifecycle.broker_epoch) if self.lifecycle is not None else (lambda: -1)
@@ -349,7 +350,7 @@ class Node:
         if raft is not None:
             progress = MetadataProgress(raft.last_applied_index, raft.leader_commit_index)
         elif self.follower is not None:
-            progress = MetadataProgress(self.loader.offset + 1, self.follower.high_watermark)
+            progress = MetadataProgress(self.loader.image.offset + 1, self.follower.high_watermark)
         else:  # the embedded quorum and ZooKeeper mode have nothing to catch up with
             progress = MetadataProgress(0, 0)
         broker_state = (self.lifecycle.state if self.lifecycle is not None else
@@ -361,7 +362,7 @@ class Node:
             "cluster_id": self.cluster_id,
             "active_controller": self.controller_api.is_active(),
             "controller_id": -1 if leader is None else leader,
-            "metadata_offset": self.loader.offset,
+            "metadata_offset": self.loader.image.offset,  # applied (published), not only fetched
             "broker_state": broker_state,
             # why the metadata log cannot be written now (a full disk); None while it can
             "metadata_log_error": None if self.quorum is None else self.quorum.storage_error,

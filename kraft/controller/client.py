@@ -20,6 +20,7 @@ import msgpack
 from yarl import URL
 
 from kraft.api.errors import KraftError
+from kraft.controller.heap import gc_paused
 from kraft.security.peers import PLAIN_PEERS, PeerSecurity
 
 log = logging.getLogger("kraft.controller.client")
@@ -89,8 +90,11 @@ class ControllerClient:
             self._session = None
 
     async def request_at(self, address: Address, method: str, path: str, body: Any = None,
-                         params: dict[str, Any] | None = None, timeout_s: float | None = None) -> Any:
-        """One request to one node; its error answer is raised as a KraftError."""
+                         params: dict[str, Any] | None = None, timeout_s: float | None = None,
+                         *, raw_answer: bool = False) -> Any:
+        """One request to one node; its error answer is raised as a KraftError. `raw_answer`:
+        a successful answer's body is returned undecoded (bytes), for a caller that decodes a
+        large one off the loop."""
         data = None if body is None else msgpack.packb(body, use_bin_type=True)
         target = URL(path).with_query(params) if params else URL(path)
         headers = self.security.headers(method, target.raw_path_qs, data)
@@ -101,8 +105,10 @@ class ControllerClient:
         async with self._http().request(method, URL(url, encoded=True), data=data, headers=headers,
                                         timeout=timeout) as response:
             raw = await response.read()
+            if raw_answer and response.status < 400:
+                return raw
             try:
-                answer = msgpack.unpackb(raw, raw=False) if raw else {}
+                answer = _unpack(raw) if raw else {}
             except (ValueError, msgpack.UnpackException) as e:
                 raise KraftError("UNKNOWN_SERVER_ERROR", f"{url} answered {response.status} "
                                                          f"with an undecodable body: {e}") from None
@@ -111,7 +117,8 @@ class ControllerClient:
         return answer
 
     async def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None,
-                   *, timeout_s: float | None = None, request_timeout_s: float | None = None) -> Any:
+                   *, timeout_s: float | None = None, request_timeout_s: float | None = None,
+                   raw_answer: bool = False) -> Any:
         """Send to the active controller, following NOT_CONTROLLER and trying the other known
         controllers on connection failures, until `timeout_s` passes. Non-retriable errors of
         the controller are raised at once."""
@@ -126,7 +133,8 @@ class ControllerClient:
                 remaining = max(0.05, deadline - time.monotonic())
                 per_request = min(remaining, request_timeout_s or self.request_timeout_s)
                 try:
-                    return await self.request_at(address, method, path, body, params, per_request)
+                    return await self.request_at(address, method, path, body, params, per_request,
+                                                 raw_answer=raw_answer)
                 except KraftError as e:
                     last = e
                     if e.error_code == "NOT_CONTROLLER":
@@ -151,3 +159,15 @@ class ControllerClient:
                 tried.clear()  # went round everyone: back off before the next round
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, MAX_RETRY_BACKOFF_S)
+
+
+LARGE_ANSWER_BYTES = 64 * 1024
+
+
+def _unpack(raw: bytes) -> Any:
+    """msgpack.unpackb; without garbage collections for a large body (a metadata fetch of
+    thousands of records: its own allocations would trigger collections of the whole heap)."""
+    if len(raw) < LARGE_ANSWER_BYTES:
+        return msgpack.unpackb(raw, raw=False)
+    with gc_paused():
+        return msgpack.unpackb(raw, raw=False)

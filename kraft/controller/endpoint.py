@@ -25,6 +25,7 @@ from kraft.controller.service import ControllerService
 log = logging.getLogger("kraft.controller.endpoint")
 
 VOTER_STATUS_TIMEOUT_S = 0.5
+MAX_ANSWER_RECORDS = 2_000  # records per metadata fetch answer
 
 
 def wall_ms() -> int:
@@ -199,22 +200,24 @@ class ControllerEndpoint:
     async def fetch_metadata(self, broker_id: int | None, from_offset: int, max_records: int,
                              max_wait_ms: int) -> dict[str, Any]:
         """Records from `from_offset` (long poll up to `max_wait_ms` when there are none yet), or
-        `snapshot_needed` when they are no longer retained."""
+        `snapshot_needed` when they are no longer retained. At most `MAX_ANSWER_RECORDS` per
+        answer, whatever is asked, so encoding one stays a bounded piece of the loop's work."""
         self._active()
+        loader = self.loader
         if broker_id is not None:
             self._observers.setdefault(broker_id, ReplicaState()).update(
-                from_offset, self.loader.offset + 1, self.clock_ms())
-        if from_offset > self.loader.offset and max_wait_ms > 0:
-            await self.loader.wait_for_offset(from_offset, max_wait_ms / 1000)
+                from_offset, loader.retained_offset + 1, self.clock_ms())
+        if from_offset > loader.retained_offset and max_wait_ms > 0:
+            await loader.wait_for_records(from_offset, max_wait_ms / 1000)
         answer: dict[str, Any] = {"cluster_id": self.cluster_id(), "leader": self.leader_json(),
                                   "controllers": self._controllers_json()}
+        high_watermark = loader.retained_offset + 1
         try:
-            entries = self.loader.read(from_offset, max_records)
+            records = loader.read(from_offset, min(max_records, MAX_ANSWER_RECORDS))
         except SnapshotNeededError as e:
             return {**answer, "snapshot_needed": True, "first_available": e.first_available, "records": [],
-                    "high_watermark": self.loader.offset + 1}
-        return {**answer, "snapshot_needed": False, "records": [[offset, record] for offset, record in entries],
-                "high_watermark": self.loader.offset + 1}
+                    "high_watermark": high_watermark}
+        return {**answer, "snapshot_needed": False, "records": records, "high_watermark": high_watermark}
 
     def snapshot(self) -> Callable[[], dict[str, Any]]:
         """The whole image at the last applied offset, for a broker too far behind: a function

@@ -7,9 +7,12 @@ applied last, and records stamped with an older `controller_epoch` are ignored b
   records of one request are never interleaved with others), stamped with the active controller's
   epoch and `request_id` where they carry none; it returns the offset of the last record once
   every `on_commit` callback has seen it. Not the active controller: `NotControllerError`.
-- `on_commit(callback(offset, record))`: every committed record, in offset order.
+- `on_commit(callback(offset, record))`: every committed record, in offset order;
+  `on_commit_batch(callback(entries))` the same, one committed batch (one `propose`, one list of
+  (offset, record)) per call, so a consumer can apply a batch as a whole.
 - `on_snapshot(callback(offset, state))`: the state was replaced wholesale (a snapshot loaded at
-  start or installed from the leader); `state` is a `MetadataImage` at `offset`.
+  start or installed from the leader); `state` is a `MetadataImage` at `offset`, or a pure
+  function building it (for a consumer to run off the loop).
 `RaftQuorum` (pysyncobj, `raft_quorum.py`) has the same surface; `LocalQuorum` is the one-voter
 log for the embedded single node: an fsynced file (`log_store.py`, written from a thread so the
 loop never blocks), replayed at `start()`, then the node claims the next controller epoch.
@@ -37,6 +40,7 @@ from kraft.metadata.records import ClaimController
 log = logging.getLogger(__name__)
 
 CommitCallback = Callable[[int, dict[str, Any]], None]
+BatchCallback = Callable[[list[tuple[int, dict[str, Any]]]], None]
 SnapshotCallback = Callable[[int, Any], None]
 CLAIM_CONTROLLER = ClaimController.type
 
@@ -49,6 +53,8 @@ class Quorum(Protocol):
     async def propose(self, records: list[dict[str, Any]], request_id: str | None = None) -> int: ...
 
     def on_commit(self, callback: CommitCallback) -> None: ...
+
+    def on_commit_batch(self, callback: BatchCallback) -> None: ...
 
     def on_snapshot(self, callback: SnapshotCallback) -> None: ...
 
@@ -78,6 +84,7 @@ class LocalQuorum:
         self.snapshot_interval_records = snapshot_interval_records
         self._store = MetadataLogStore(data_dir)
         self._commit_callbacks: list[CommitCallback] = []
+        self._batch_callbacks: list[BatchCallback] = []
         self._snapshot_callbacks: list[SnapshotCallback] = []
         self._snapshot_source: Callable[[], MetadataImage] | None = None
         self._lock = asyncio.Lock()
@@ -94,6 +101,9 @@ class LocalQuorum:
 
     def on_commit(self, callback: CommitCallback) -> None:
         self._commit_callbacks.append(callback)
+
+    def on_commit_batch(self, callback: BatchCallback) -> None:
+        self._batch_callbacks.append(callback)
 
     def on_snapshot(self, callback: SnapshotCallback) -> None:
         self._snapshot_callbacks.append(callback)
@@ -213,6 +223,11 @@ class LocalQuorum:
                     callback(offset, record)
                 except Exception:  # one consumer's bug must not starve the others
                     log.exception("on_commit callback failed at offset %d", offset)
+        for batch_callback in self._batch_callbacks if entries else ():
+            try:
+                batch_callback(entries)
+            except Exception:
+                log.exception("on_commit_batch callback failed at offsets %d-%d", entries[0][0], entries[-1][0])
 
     # -- snapshots --------------------------------------------------------------------------------
 

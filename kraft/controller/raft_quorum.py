@@ -37,7 +37,7 @@ from pysyncobj.syncobj import SyncObjException, _RAFT_STATE
 
 from kraft.config import ConfigError, parse_host_port
 from kraft.controller.errors import ControllerError, MetadataStorageError, NotControllerError
-from kraft.controller.quorum import CommitCallback, SnapshotCallback
+from kraft.controller.quorum import BatchCallback, CommitCallback, SnapshotCallback
 from kraft.controller.raft_journal import (
     JournalAppendError, JournalSyncingTransport, RaftChannelCounts, RaftJournal,
 )
@@ -296,6 +296,7 @@ class RaftQuorum:
         self._journal: RaftJournal | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._commit_callbacks: list[CommitCallback] = []
+        self._batch_callbacks: list[BatchCallback] = []
         self._snapshot_callbacks: list[SnapshotCallback] = []
         self._inflight = asyncio.Semaphore(config.max_inflight_proposals)
         self._pending: set[asyncio.Future] = set()
@@ -317,10 +318,16 @@ class RaftQuorum:
         """`callback(offset, record)` on the loop for every applied record, in offset order."""
         self._commit_callbacks.append(callback)
 
+    def on_commit_batch(self, callback: BatchCallback) -> None:
+        """`callback(entries)` on the loop for every applied batch (its (offset, record) list)."""
+        self._batch_callbacks.append(callback)
+
     def on_snapshot(self, callback: SnapshotCallback) -> None:
         """`callback(offset, state)` on the loop when a snapshot replaced the state wholesale:
-        `state` is the `StateMachine` value at metadata offset `offset`; records after it follow
-        through `on_commit`. Rebuild the image from it rather than expecting the missed records."""
+        `state` is the `StateMachine` value at metadata offset `offset` (the metadata image's is
+        handed over as a function building the image, to be run off the loop); records after it
+        follow through `on_commit`. Rebuild the image from it rather than expecting the missed
+        records."""
         self._snapshot_callbacks.append(callback)
 
     async def start(self) -> None:
@@ -617,11 +624,16 @@ class RaftQuorum:
                     callback(offset, record)
                 except Exception:  # one consumer's bug must not starve the others
                     logger.exception("on_commit callback failed at offset %d", offset)
+        for batch_callback in self._batch_callbacks if entries else ():
+            try:
+                batch_callback(entries)
+            except Exception:
+                logger.exception("on_commit_batch callback failed at offsets %d-%d", entries[0][0], entries[-1][0])
 
     def _deliver_snapshot(self, offset: int, controller: tuple[int, int] | None, state: Any) -> None:
         logger.info("metadata snapshot installed at offset %d", offset)
-        if isinstance(state, PendingImage):  # parsed here, on the loop, not on the Raft thread
-            state = state.fold()
+        if isinstance(state, PendingImage):  # parsed by the consumer off the loop, not on the Raft thread
+            state = state.fold
         self._metadata_offset = offset
         self._controller = controller
         for callback in self._snapshot_callbacks:

@@ -1,8 +1,9 @@
 """ControllerService: the active controller's asyncio shell around the pure handlers.
 
-Requests run one at a time (an asyncio lock): validate against the applied image
-(`handlers.py`), stamp the records with this controller's epoch and the request id, propose them,
-wait until they are committed and applied, answer. State changes only through replay, so the same
+Requests run one at a time (an asyncio lock): wait until the image holds everything committed so
+far, validate against it (`handlers.py`), stamp the records with this controller's epoch and the
+request id (both in a thread: placing 1,000 partitions is CPU work the loop must not wait on),
+propose them, wait until they are committed and published by the loader, answer. State changes only through replay, so the same
 code serves the active controller and a standby that takes over.
 
 The quorum makes a node the active controller by committing its `ClaimController` record; the
@@ -36,10 +37,18 @@ from kraft.metadata.image import MetadataImage
 log = logging.getLogger(__name__)
 
 MAX_REMEMBERED_RESPONSES = 1000
+APPLY_TIMEOUT_S = 30.0  # from a commit to its publication here (the loader's slices)
 
 
 def monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+def _build(build: Callable[[MetadataImage], ControllerResult], image: MetadataImage, epoch: int,
+           request_id: str) -> tuple[ControllerResult, list[dict[str, Any]]]:
+    """A request's result and its records, stamped and in their log form (pure: runs in a thread)."""
+    result = build(image)
+    return result, [r.stamped(epoch, request_id).to_dict() for r in result.records]
 
 
 class ControllerService:
@@ -122,19 +131,24 @@ class ControllerService:
 
     # -- request plumbing -------------------------------------------------------------------------
 
-    async def _run(self, request_id: str | None, build: Callable[[MetadataImage], ControllerResult]) -> dict[str, Any]:
+    async def _run(self, request_id: str | None, build: Callable[[MetadataImage], ControllerResult],
+                   *, in_thread: bool = True) -> dict[str, Any]:
         async with self._lock:
+            await self._loader.caught_up()
             epoch = self._active_epoch()
             if epoch is None:
                 raise NotControllerError(f"node {self.node_id} is not the active controller", self.leader_id())
             image = self.image
             if request_id is not None and image.has_request(request_id):
                 return self._responses.get(request_id) or {"request_id": request_id, "duplicate": True}
-            result = build(image)
             request_id = request_id or uuid.uuid4().hex
-            if result.records:
-                await self._quorum.propose([r.stamped(epoch, request_id).to_dict() for r in result.records],
-                                           request_id)
+            if in_thread:
+                result, records = await asyncio.to_thread(_build, build, image, epoch, request_id)
+            else:  # a small build that touches the service's own state
+                result, records = _build(build, image, epoch, request_id)
+            if records:
+                offset = await self._quorum.propose(records, request_id)
+                await self._loader.wait_for_offset(offset, APPLY_TIMEOUT_S)
                 if self.image.controller_epoch != epoch:
                     # another controller claimed meanwhile: replay ignored our records
                     raise NotControllerError("controller epoch changed during the request", self.leader_id())
@@ -252,7 +266,7 @@ class ControllerService:
             self._heartbeats.touch(broker_id, now)  # only once the epoch checked out
             return result
 
-        return await self._run(None, build)
+        return await self._run(None, build, in_thread=False)
 
     async def check_sessions(self, now_ms: int | None = None) -> list[int]:
         """Fence every live broker whose session expired; the ids fenced."""

@@ -36,6 +36,7 @@ async def open_quorum(data_dir: Path, **kwargs) -> tuple[LocalQuorum, MetadataLo
     loader = MetadataLoader()
     loader.attach(quorum)
     await quorum.start()
+    await loader.caught_up()  # the loader publishes in its own task
     return quorum, loader
 
 
@@ -47,6 +48,7 @@ async def test_propose_commits_applies_and_survives_restart(tmp_path: Path) -> N
     quorum, loader = await open_quorum(tmp_path)
     assert quorum.is_active_controller() and quorum.active_controller() == (1, 1) and quorum.leader() == 1
     offset = await quorum.propose(strip_epoch(topic_batch("a", 3)), request_id="r1")
+    await loader.caught_up()
     assert offset == quorum.metadata_offset == loader.image.offset == 4  # claim at 0, then 4 records
     assert len(loader.image.topic_by_name("a").partitions) == 3
     assert loader.image.request_ids == {"r1": 4}
@@ -108,6 +110,7 @@ async def test_snapshots_bound_the_log_and_restart_from_them(tmp_path: Path) -> 
     quorum, loader = await open_quorum(tmp_path, snapshot_interval_records=10)
     for i in range(12):
         await quorum.propose(strip_epoch(topic_batch(f"t{i}", 2)))
+    await loader.caught_up()
     assert await quorum.snapshot() == loader.image.offset
     final = loader.image
     await quorum.close()

@@ -42,13 +42,14 @@ async def test_a_burst_of_commits_is_published_once() -> None:
     loader.install_publisher(good)
     for offset, record in records(50):
         loader.handle_commit(offset, record)
-    assert good.images == []  # not yet: applied at the next loop turn...
-    await asyncio.sleep(0)
+    assert good.images == [] and loader.offset == 100  # handed in, applied by the loader's task...
+    await loader.caught_up()
     assert len(good.images) == 1 and len(bad.images) == 1  # ...once, for all 101 records
     assert good.images[0].offset == 100 and len(good.images[0].topics.by_id) == 50
     loader.handle_commit(100, records(1)[1][1])  # redelivered offset: ignored
     loader.handle_commit(101, NoOp(controller_epoch=1).to_dict())
-    assert loader.image.offset == 101  # reading the image applies what is pending
+    assert loader.image.offset == 100  # the image is the last one published: it never waits
+    assert (await loader.caught_up()).offset == 101 == loader.image.offset
 
 
 def test_without_a_loop_commits_apply_at_once_and_new_publishers_get_the_image() -> None:

@@ -280,6 +280,7 @@ async def test_retry_after_an_unknown_outcome_is_harmless(ctl) -> None:
     ctl.quorum.lose_answer_next = TimeoutError("outcome unknown")
     with pytest.raises(TimeoutError):
         await ctl.create_topics("t", request_id="req-1")
+    await ctl.loader.caught_up()  # committed: the loader publishes it all the same
     committed = len(ctl.quorum.log)
     assert ctl.image.topic_by_name("t") is not None
     retry = await ctl.create_topics("t", request_id="req-1")
@@ -296,6 +297,7 @@ async def test_retry_after_an_unknown_outcome_is_harmless(ctl) -> None:
     before = ctl.image.topic_by_name("t")
     ctl.quorum._append([{"type": "NoOp", "controller_epoch": 1}])
     ctl.quorum._append(batch)
+    await ctl.loader.caught_up()
     assert ctl.image.topic_by_name("t") is before and before.partitions[0].partition_epoch == 1
 
 
@@ -309,6 +311,7 @@ async def test_failure_before_commit_changes_nothing(ctl) -> None:
 async def test_deposed_controller_answers_not_controller(ctl) -> None:
     await add_brokers(ctl, [1, 2])
     ctl.quorum.claim(2)
+    await ctl.loader.caught_up()
     assert not ctl.is_active and ctl.leader_id() == 2
     with pytest.raises(NotControllerError) as e:
         await ctl.create_topics("t")
@@ -319,8 +322,10 @@ async def test_deposed_controller_answers_not_controller(ctl) -> None:
 async def test_new_controller_gives_brokers_a_fresh_session(ctl) -> None:
     await add_brokers(ctl, [1, 2])
     ctl.quorum.claim(2)
+    await ctl.loader.caught_up()
     ctl.clock.now += 10 * SESSION_MS
     ctl.quorum.claim(1)  # back: epoch 3, sessions restart now
+    await ctl.loader.caught_up()
     assert await ctl.check_sessions() == []
     ctl.clock.now += SESSION_MS + 1
     assert sorted(await ctl.check_sessions()) == [1, 2]

@@ -32,7 +32,8 @@ class Recorder:
         self.commits: list[tuple[int, Any]] = []
         self.snapshots: list[tuple[int, MetadataImage]] = []
         quorum.on_commit(lambda offset, record: self.commits.append((offset, record["request_id"])))
-        quorum.on_snapshot(lambda offset, state: self.snapshots.append((offset, state)))
+        # the image comes as a function building it (the loader runs it in a thread)
+        quorum.on_snapshot(lambda offset, build: self.snapshots.append((offset, build())))
 
 
 def noop() -> dict[str, Any]:
