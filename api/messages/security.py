@@ -7,13 +7,14 @@ length, a known quota key) the controller checks, with Kafka's error codes."""
 
 from __future__ import annotations
 
-import math
 from typing import Annotated
 
 from msgspec import Meta
 
 from kraft.api.errors import invalid_request
 from kraft.api.messages.common import INT32_MAX, Message, RequestId
+from kraft.metadata.client_quotas import QUOTA_KEYS, check_quota
+from kraft.metadata.errors import MetadataError
 
 MAX_ENTRIES = 1000
 MAX_NAME_CHARS = 1024
@@ -107,7 +108,8 @@ class QuotaOp(Message):
 
     key: Annotated[str, Meta(extra_json_schema={
         "enum": ["producer_byte_rate", "consumer_byte_rate", "request_percentage"]})]
-    value: Annotated[float, Meta(gt=0)] | None = None
+    # the range is checked by check_quota, whose message names the quota (the schema states it too)
+    value: Annotated[float, Meta(extra_json_schema={"exclusiveMinimum": 0})] | None = None
     remove: bool = False
 
     def __post_init__(self) -> None:
@@ -115,8 +117,11 @@ class QuotaOp(Message):
             self.value = None
         elif self.value is None:
             raise invalid_request("Object missing required field `value` (or `remove: true`)")
-        elif not math.isfinite(self.value):
-            raise invalid_request(f"Expected a finite number, got {self.value} - at `value`")
+        elif self.key in QUOTA_KEYS:  # an unknown key is the controller's to refuse, as the others
+            try:
+                check_quota(self.key, self.value)
+            except MetadataError as e:
+                raise invalid_request(e.message) from None
 
 
 class QuotaEntry(Message):

@@ -31,7 +31,7 @@ from routes_testing import MSGPACK, create_topic, expect_error
     ("POST", "/v1/groups/g/offsets", {"offsets": [{"topic": "t", "partition": 0, "offset": "1"}]},
      "at `$.offsets[0].offset`"),
     ("POST", "/v1/client-quotas", {"entries": [{"entity": {}, "ops": [{"key": "producer_byte_rate", "value": -1}]}]},
-     "Expected `float` > 0.0 - at `$.entries[0].ops[0].value`"),
+     "producer_byte_rate must be a positive number, got -1"),
 ])
 @pytest.mark.parametrize("form", ["json", "msgpack"])
 async def test_a_refused_body_names_the_field(client: TestClient, method: str, path: str, body: Any, field: str,
