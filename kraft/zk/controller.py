@@ -29,7 +29,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import aiohttp
 import msgpack
@@ -532,6 +532,7 @@ class ZkController:
                 raise KraftError("STALE_BROKER_EPOCH", f"broker {broker_id}'s epoch is {registration.broker_epoch}, "
                                                        f"not {broker_epoch}")
             self._shutting_down[broker_id] = broker_epoch
+            self.image = with_brokers(self.image, self._fence_leaving(self.image.cluster.brokers))
             led = self._led_by(broker_id)
             await self._elect_leaders()
             remaining = self._led_by(broker_id)
@@ -561,8 +562,14 @@ class ZkController:
                 del self._shutting_down[broker_id]
         if gone or new:
             log.info("controller %d: brokers %s registered, %s gone", self.node_id, new, gone)
-        self.image = with_brokers(self.image, brokers)
+        self.image = with_brokers(self.image, self._fence_leaving(brokers))
         await self._elect_leaders()
+
+    def _fence_leaving(self, brokers: Mapping[int, BrokerRegistration]) -> dict[int, BrokerRegistration]:
+        """Brokers in a controlled shutdown are pushed as fenced: no longer eligible for an ISR
+        (KIP-841), so a leader cannot add one back between its removal and its departure."""
+        return {b: dataclasses.replace(reg, fenced=True) if self._shutting_down.get(b) == reg.broker_epoch else reg
+                for b, reg in brokers.items()}
 
     async def _on_topics(self) -> None:
         names = await asyncio.to_thread(self._zk.get_children, znodes.TOPICS, self._watch("topics"))
