@@ -137,7 +137,7 @@ class BrokerSnapshotStore:
 
 class MetadataFollower:
     def __init__(self, broker_id: int, loader: MetadataLoader, client: ControllerClient, store: BrokerSnapshotStore,
-                 *, max_wait_ms: int = 1000, max_records: int = 2000,
+                 *, max_wait_ms: int = 1000, max_records: int = 1000,
                  snapshot_interval_records: int = 20_000) -> None:
         self.broker_id = broker_id
         self.loader = loader

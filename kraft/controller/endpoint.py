@@ -200,8 +200,10 @@ class ControllerEndpoint:
     async def fetch_metadata(self, broker_id: int | None, from_offset: int, max_records: int,
                              max_wait_ms: int) -> dict[str, Any]:
         """Records from `from_offset` (long poll up to `max_wait_ms` when there are none yet), or
-        `snapshot_needed` when they are no longer retained. At most `MAX_ANSWER_RECORDS` per
-        answer, whatever is asked, so encoding one stays a bounded piece of the loop's work."""
+        `snapshot_needed` when they are no longer retained. Whole batches only (a broker applies
+        a request's records together), as many as fit in `max_records` and at most
+        `MAX_ANSWER_RECORDS` whatever is asked, so encoding one stays a bounded piece of the
+        loop's work; a batch larger than that comes alone."""
         self._active()
         loader = self.loader
         if broker_id is not None:

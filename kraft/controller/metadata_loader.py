@@ -8,8 +8,8 @@ bounded slices (at most `slice_records` records or `slice_seconds` of work, then
 longer than one slice.
 
 Publishing is at batch boundaries, as Kafka's loader does: a batch is the records of one request
-(one Raft entry, one fetched answer), and no publisher, reader of `image` or waiter ever sees part
-of one. Consecutive batches are folded into one delta (one image) until the queue is empty or the
+(one Raft entry; on a broker one fetched answer, which the controller cuts at its batches' ends),
+and no publisher, reader of `image` or waiter ever sees part of one. Consecutive batches are folded into one delta (one image) until the queue is empty or the
 delta holds `publish_records` records. Each applied delta goes to every publisher's
 `on_metadata_update(delta, image)` (a publisher that raises is logged and skipped); a snapshot is
 published whole, as the delta from the previous image. A snapshot's parse (`MetadataImage`
@@ -21,10 +21,11 @@ Offsets: `offset` is the last record handed in, `retained_offset` the last one `
 whoever needs its own write applied awaits `wait_for_offset`. Without a running loop (a plain
 caller), input is applied at once; `image_now()` drains the queue synchronously.
 
-For serving brokers (`read_encoded(from_offset)`, long poll `wait_for_records`), it keeps a
-bounded tail of recent records msgpack-encoded, encoded once as they are replayed: an answer is a
-slice of bytes (no per-fetch encoding), and the tail holds no objects for the garbage collector to
-walk. Older offsets raise `SnapshotNeededError`. A broker keeps no tail (`max_retained_records=0`).
+For serving brokers (`read`, long poll `wait_for_records`), it keeps a bounded tail of recent
+records msgpack-encoded as they are replayed, with the ends of their batches: an answer holds whole
+batches only, is a slice of bytes (`read_encoded`) or decoded once for every broker asking the same
+range (`read`), and the tail holds no objects for the garbage collector to walk. Older offsets
+raise `SnapshotNeededError`. A broker keeps no tail (`max_retained_records=0`).
 
 On a controller the image is built here (the Raft thread only keeps the entries,
 `raft_state.PendingImage`): each image published is handed back to the quorum (`image_folded`) so
@@ -53,7 +54,7 @@ log = logging.getLogger(__name__)
 Entries = list[tuple[int, dict[str, Any]]]
 SLICE_RECORDS = 500
 SLICE_SECONDS = 0.005
-PUBLISH_RECORDS = 2_000
+PUBLISH_RECORDS = 1_000
 TAIL_CHUNK_RECORDS = 1_024
 
 
@@ -105,7 +106,9 @@ def _array_header(count: int) -> bytes:
 
 
 class _RecordTail:
-    """The last `limit` records, msgpack-encoded in chunks (offsets need not be contiguous)."""
+    """The last `limit` records, msgpack-encoded in chunks, and where the batches they came in
+    end: `read` serves whole batches only (a broker never applies part of one). Offsets are
+    consecutive between two resets, as the metadata log's are."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -113,63 +116,71 @@ class _RecordTail:
         self.chunk_records = max(1, min(TAIL_CHUNK_RECORDS, limit // 4))
         self._packer = msgpack.Packer(use_bin_type=True)
         self._firsts: list[int] = []  # first offset of each chunk
-        self._offsets: list[array] = []  # per chunk: the offset of each record
         self._ends: list[array] = []  # per chunk: where each record's bytes end
         self._data: list[bytearray] = []
+        self._batch_ends: list[int] = []  # offset of the last record of each retained batch
         self._count = 0
         self.first_available = 0  # the oldest offset `read` can serve
-        self.last_offset = -1
+        self.last_offset = -1  # the last record appended
+        self.servable_offset = -1  # the end of the last whole batch appended
         self.generation = 0  # bumped by every reset
 
     def reset(self, next_offset: int) -> None:
         self.generation += 1
-        self._firsts.clear()
-        self._offsets.clear()
-        self._ends.clear()
-        self._data.clear()
+        for kept in (self._firsts, self._ends, self._data, self._batch_ends):
+            kept.clear()
         self._count = 0
         self.first_available = next_offset
-        self.last_offset = next_offset - 1
+        self.last_offset = self.servable_offset = next_offset - 1
 
     def append(self, offset: int, record: dict[str, Any]) -> None:
+        assert offset == self.last_offset + 1 or self.last_offset < 0, (offset, self.last_offset)
         self.last_offset = offset
         if self.limit <= 0:
             self.first_available = offset + 1
             return
-        if not self._data or len(self._offsets[-1]) >= self.chunk_records:
+        if not self._data or len(self._ends[-1]) >= self.chunk_records:
             self._firsts.append(offset)
-            self._offsets.append(array("q"))
             self._ends.append(array("Q"))
             self._data.append(bytearray())
         data = self._data[-1]
         data += self._packer.pack([offset, record])
-        self._offsets[-1].append(offset)
         self._ends[-1].append(len(data))
         self._count += 1
-        if self._count - len(self._offsets[0]) >= self.limit and len(self._data) > 1:
-            self._count -= len(self._offsets[0])  # drop the oldest chunk: the rest still holds `limit`
-            for chunks in (self._firsts, self._offsets, self._ends, self._data):
+        if self._count - len(self._ends[0]) >= self.limit and len(self._data) > 1:
+            self._count -= len(self._ends[0])  # drop the oldest chunk: the rest still holds `limit`
+            for chunks in (self._firsts, self._ends, self._data):
                 del chunks[0]
             self.first_available = self._firsts[0]
+            del self._batch_ends[:bisect.bisect_left(self._batch_ends, self.first_available)]
+
+    def end_batch(self) -> None:
+        """The records appended so far end a batch: they can be served."""
+        if self.servable_offset < self.last_offset:
+            self.servable_offset = self.last_offset
+            if self.limit > 0:
+                self._batch_ends.append(self.last_offset)
 
     def read(self, from_offset: int, max_records: int) -> EncodedRecords:
-        if from_offset > self.last_offset:
+        """Whole batches from `from_offset` on: as many as fit in `max_records`, or the first
+        one alone when it is larger."""
+        if from_offset > self.servable_offset:
             return EncodedRecords.EMPTY
         if from_offset < self.first_available:
             raise SnapshotNeededError(from_offset, self.first_available)
+        ends = self._batch_ends
+        fits = bisect.bisect_right(ends, min(from_offset + max_records - 1, self.servable_offset)) - 1
+        last = ends[fits] if fits >= 0 and ends[fits] >= from_offset else ends[bisect.bisect_left(ends, from_offset)]
         parts: list[bytes] = []
-        count = 0
-        chunk = max(0, bisect.bisect_right(self._firsts, from_offset) - 1)
-        index = bisect.bisect_left(self._offsets[chunk], from_offset)
-        while chunk < len(self._data) and count < max_records:
-            offsets, ends = self._offsets[chunk], self._ends[chunk]
-            stop = min(len(offsets), index + max_records - count)
-            if stop > index:
-                start = ends[index - 1] if index > 0 else 0
-                parts.append(bytes(memoryview(self._data[chunk])[start:ends[stop - 1]]))
-                count += stop - index
-            chunk, index = chunk + 1, 0
-        return EncodedRecords(count, b"".join(parts))
+        chunk = bisect.bisect_right(self._firsts, from_offset) - 1
+        offset = from_offset
+        while offset <= last:
+            first, ends_in_chunk = self._firsts[chunk], self._ends[chunk]
+            index, stop = offset - first, min(len(ends_in_chunk), last - first + 1)
+            start = ends_in_chunk[index - 1] if index > 0 else 0
+            parts.append(bytes(memoryview(self._data[chunk])[start:ends_in_chunk[stop - 1]]))
+            offset, chunk = first + stop, chunk + 1
+        return EncodedRecords(last - from_offset + 1, b"".join(parts))
 
 
 @dataclass(eq=False)
@@ -231,8 +242,8 @@ class MetadataLoader:
 
     @property
     def retained_offset(self) -> int:
-        """The last offset replayed (readable by `read` where the tail still holds it)."""
-        return self._tail.last_offset
+        """The end of the last whole batch replayed (readable by `read` while the tail holds it)."""
+        return self._tail.servable_offset
 
     def attach(self, quorum: Any) -> None:
         """Follow a quorum: apply its commits and snapshots (and be its snapshot source if it takes one)."""
@@ -325,8 +336,9 @@ class MetadataLoader:
     # -- serving brokers --------------------------------------------------------------------------
 
     def read_encoded(self, from_offset: int, max_records: int = 1000) -> EncodedRecords:
-        """Replayed records with offset >= from_offset (at most max_records), msgpack-encoded;
-        empty when none yet; `SnapshotNeededError` when no longer retained."""
+        """Replayed records from `from_offset` on, msgpack-encoded: whole batches, as many as fit
+        in `max_records` (or the first one alone when it is larger); empty when none yet;
+        `SnapshotNeededError` when no longer retained."""
         return self._tail.read(from_offset, max(1, max_records))
 
     def read(self, from_offset: int, max_records: int = 1000) -> list[list[Any]]:
@@ -340,7 +352,7 @@ class MetadataLoader:
 
     async def wait_for_records(self, offset: int, timeout_s: float) -> bool:
         """Wait until `read` can serve `offset` (long poll); False on timeout."""
-        return await self._wait(self._record_waiters, offset, timeout_s, lambda: self._tail.last_offset)
+        return await self._wait(self._record_waiters, offset, timeout_s, lambda: self._tail.servable_offset)
 
     async def wait_for_offset(self, offset: int, timeout_s: float | None) -> bool:
         """Wait until the published image reaches `offset`; False on timeout."""
@@ -461,10 +473,11 @@ class MetadataLoader:
             replayed += i - work.position
             self._delta_records += i - work.position
             work.position = i
-            self._wake(self._record_waiters, tail.last_offset)
             if i < n:
                 return False  # the slice ended inside the batch
             self._queue.popleft()
+            tail.end_batch()
+            self._wake(self._record_waiters, tail.servable_offset)
             if not self._queue or isinstance(self._queue[0], _Snapshot) or self._delta_records >= self.publish_records:
                 self._publish_pending()
                 return not self._queue

@@ -65,7 +65,7 @@ def test_read_tail_and_snapshot_needed() -> None:
     loader.apply_batch(records(10))  # offsets 0..20
     assert loader.read(25) == [] and loader.read(21) == []
     assert [o for o, _ in loader.read(18)] == [18, 19, 20]
-    assert [o for o, _ in loader.read(18, max_records=2)] == [18, 19]
+    assert [o for o, _ in loader.read(18, max_records=2)] == [18, 19, 20]  # the rest of the batch
     with pytest.raises(SnapshotNeededError) as e:
         loader.read(0)
     assert e.value.error_code == "OFFSET_OUT_OF_RANGE"
