@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -334,10 +335,17 @@ class Cluster:
                                ) -> dict[str, Any]:
         """Wait until every running node serves the same `/v1/metadata` (changes in flight settle)
         and it satisfies `predicate`; returns it."""
+        last: dict[int, dict[str, Any]] = {}
+
         def agreed() -> dict[str, Any] | None:
-            seen = [self.metadata(n.node_id) for n in self.running()]
+            last.clear()
+            last.update({n.node_id: self.metadata(n.node_id) for n in self.running()})
+            seen = list(last.values())
             return seen[0] if all(m == seen[0] for m in seen) and predicate(seen[0]) else None
-        return wait_for(agreed, timeout, what="the same metadata on every node")
+        try:
+            return wait_for(agreed, timeout, what="the same metadata on every node")
+        except TimeoutError as exc:  # say what differed: the test's log then names the lagging node
+            raise TimeoutError(f"{exc}; last seen: {json.dumps(last, sort_keys=True)}") from None
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1, via: int | None = None,
                      timeout: float = 30.0) -> dict[str, Any]:

@@ -24,7 +24,7 @@ def describe_topic(topic: TopicImage, configs: Mapping[str, str]) -> TopicDescri
             PartitionDescription(i, p.leader, p.leader_epoch, p.replicas, p.isr)
             for i, p in sorted(topic.partitions.items())
         ),
-        configs=dict(configs),
+        configs=dict(sorted(configs.items())),
     )
 
 
@@ -58,7 +58,9 @@ class BrokerMetadataView(MetadataCache):
         )
 
     def topics(self) -> list[TopicDescription]:
-        return [self._describe(t) for t in self.image.topics.by_name.values()]
+        """By name: the image's maps iterate in hash order, which differs between processes, and
+        every node must give the same answer (kafka-topics lists sorted too)."""
+        return [self._describe(t) for _, t in sorted(self.image.topics.by_name.items())]
 
     def topic(self, name: str) -> TopicDescription | None:
         t = self.image.topic_by_name(name)

@@ -223,3 +223,21 @@ async def test_new_partitions_create_no_files_until_written(tmp_path: Path) -> N
         assert restarted.rm.replica_count() == 0 and os.listdir(tmp_path) == []
     finally:
         await restarted.close()
+
+
+def test_every_node_lists_topics_in_the_same_order() -> None:
+    """The image's maps iterate in hash order, which differs between processes (string hashes
+    are salted): the view lists topics by name, so every node serves the same metadata answer."""
+    from kraft.broker.metadata_view import BrokerMetadataView
+
+    names = [f"topic-{i:03d}" for i in range(60)]
+    records: list[tuple[int, MetadataRecord]] = []
+    for i, name in enumerate(reversed(names)):
+        records.append((2 * i, Topic(name=name, topic_id=f"id-{name}")))
+        records.append((2 * i + 1, Partition(topic_id=f"id-{name}", partition=0, replicas=(NODE,), isr=(NODE,),
+                                             leader=NODE)))
+    _, image = apply_records(MetadataImage.EMPTY, records)
+    assert list(image.topics.by_name) != names  # else this test could not fail
+    view = BrokerMetadataView("cluster", {})
+    view.set_image(image)
+    assert [t.name for t in view.topics()] == names
