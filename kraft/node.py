@@ -415,9 +415,7 @@ class Node:
         if self.zk is not None:  # closing the session deletes our znodes: leaderships move at once
             await self.zk.stop()
         if self.lifecycle is not None:
-            # a controlled shutdown moves our leaderships now, when there is anyone to take them
-            others = [b for b in self.loader.image.live_brokers() if b.broker_id != self.node_id]
-            await self.lifecycle.stop(controlled=bool(others))
+            await self.lifecycle.stop(controlled=False)  # `controlled_shutdown` asked already, if it could
         if self.follower is not None:
             await self.follower.stop()
         if self._loop_probe is not None:
@@ -454,8 +452,24 @@ class Node:
         server = None if self._runner is None else self._runner.server
         return 0 if server is None else len(server.connections)
 
+    async def controlled_shutdown(self) -> None:
+        """Moves this broker's leaderships away (Kafka's controlled shutdown) while the node still
+        serves: its followers keep fetching, so the ISRs stay whole and the controller can move
+        every leadership to an in-sync replica. Closing the listener first would stop those
+        fetches, the leader would shrink its ISRs to itself, and nothing could move."""
+        if self.zk is not None:
+            if self.zk.controlled_shutdown_enable:
+                await self.zk.controlled_shutdown()
+        elif self.lifecycle is not None:
+            # the controller fences us and moves our leaderships, when there is anyone to take them
+            others = [b for b in self.loader.image.live_brokers() if b.broker_id != self.node_id]
+            await self.lifecycle.stop(controlled=bool(others))
+
     async def stop(self) -> None:
-        """Stops accepting, lets in-flight requests finish, then stops the services."""
+        """Kafka's order: the controlled shutdown, then stop accepting (no ISR shrinks and no
+        waiting for replication from here), let in-flight requests finish, and stop the services."""
         if self._runner is not None:
+            await self.controlled_shutdown()
+            self.replica_manager.begin_shutdown()
             await self._runner.cleanup()
             self._runner = None

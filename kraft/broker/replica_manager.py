@@ -149,6 +149,7 @@ class ReplicaManager:
         self._unwritable: set[TopicPartition] = set()  # partitions whose last leader append failed
         self._offline: set[TopicPartition] = set()  # replicas `retry_offline` tries again
         self._closed = False
+        self._stopping = False  # `begin_shutdown` ran: the node no longer serves
         self.fetchers = ReplicaFetcherManager(
             node_id, self, self._broker_endpoint, broker_epoch or (lambda: -1), replication.fetcher
         )
@@ -165,6 +166,18 @@ class ReplicaManager:
         leftovers = [p for p in self.data_dir.glob(f"*{DELETED_SUFFIX}") if p.is_dir()]
         for path in leftovers:  # deletions a crash interrupted
             self._spawn(lambda p=path: asyncio.to_thread(shutil.rmtree, p, True))
+
+    def begin_shutdown(self) -> None:
+        """The node is about to stop serving (its controlled shutdown done). Its followers will
+        stop reaching it because it stops, not because they fell behind: no ISR shrinks from here
+        (Kafka stops its isr-expiration task with the broker), and acks=all produces still
+        waiting answer now with a retriable error (the client retries with the new leader)
+        instead of holding the shutdown until their timeout."""
+        self._stopping = True
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+        for replica in self._replicas.values():
+            replica.wake_all()
 
     async def close(self) -> None:
         """Stops background work, then flushes and closes every log (checkpoints written)."""
@@ -556,6 +569,9 @@ class ReplicaManager:
                 return self._not_leader(replica.topic, replica.partition)
             if completed:
                 return None
+            if self._stopping:
+                return KraftError("NOT_LEADER_OR_FOLLOWER", f"broker {self.node_id} is shutting down: "
+                                  f"retry {replica.topic}-{replica.partition} with its new leader")
             remaining = deadline - loop.time()
             if remaining <= 0:
                 if core.under_min_isr():

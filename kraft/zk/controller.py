@@ -60,7 +60,7 @@ class ControllerMovedError(Exception):
 
 
 class MetadataPusher:
-    """Sends the latest image to every live broker; one sender per broker, latest wins, retried
+    """Sends the latest image to every registered broker; one sender per broker, latest wins, retried
     until delivered or superseded. Its own node gets it directly."""
 
     def __init__(self, node_id: int, local: ZkMetadataReceiver, on_stale: Callable[[int], None]) -> None:
@@ -79,11 +79,13 @@ class MetadataPusher:
         body = {"cluster_id": cluster_id, "controller_id": image.controller_id,
                 "controller_epoch": image.controller_epoch, "image": snapshot}
         payload = msgpack.packb(body, use_bin_type=True)
-        live = {b.broker_id: b for b in image.live_brokers()}
-        for broker_id in [b for b in self._senders if b not in live]:
+        # every registered broker, a fenced one too: a broker in a controlled shutdown must learn
+        # that it no longer leads (its waiting acks=all produces then fail over at once)
+        registered = image.cluster.brokers
+        for broker_id in [b for b in self._senders if b not in registered]:
             self._senders.pop(broker_id).cancel()
             self._latest.pop(broker_id, None)
-        for broker_id, broker in live.items():
+        for broker_id, broker in sorted(registered.items()):
             if broker_id == self.node_id:
                 continue
             endpoint = broker.endpoint()
@@ -95,7 +97,7 @@ class MetadataPusher:
                 self._wakeups[broker_id] = asyncio.Event()
                 self._senders[broker_id] = asyncio.get_running_loop().create_task(self._send_loop(broker_id))
             self._wakeups[broker_id].set()
-        if self.node_id in live or self.node_id == image.controller_id:
+        if self.node_id in registered or self.node_id == image.controller_id:
             try:
                 self.local.update_metadata(cluster_id, image.controller_id, image.controller_epoch, snapshot)
             except KraftError as e:

@@ -82,12 +82,11 @@ class ZkServices:
         await self.controller.start()
 
     async def stop(self) -> None:
-        if self.controlled_shutdown_enable:
-            await self.controlled_shutdown()
+        """Stops the controller, then closes the session: that deletes our znodes, so what we
+        still lead moves now (the node ran `controlled_shutdown` before, while still serving)."""
         await self.controller.stop()
         await self.registration.stop()
         await self.session.stop()
-
 
     async def controlled_shutdown(self) -> bool:
         """Asks the controller to move this broker's leaderships (Kafka's controlled shutdown),

@@ -117,6 +117,25 @@ async def test_leader_change_fails_pending_acks_all(cluster: Cluster) -> None:
     assert result.error_code == "NOT_LEADER_OR_FOLLOWER"
 
 
+async def test_a_stopping_leader_fails_waiting_produces_at_once_and_shrinks_no_isr(cluster: Cluster) -> None:
+    """A node that stops serving: its followers stop reaching it because it stops, so it does
+    not shrink them out (the controller then elects one of them), and acks=all produces still
+    waiting do not hold the shutdown until their timeout."""
+    await cluster.stop_node(3)
+    await cluster.stop_node(2)
+    leader = cluster.nodes[1]
+    pending = asyncio.ensure_future(cluster.produce(1, b"in-doubt", timeout_ms=60_000))
+    await until(lambda: cluster.log(1).log_end_offset == 1, what="appended")
+    leader.begin_shutdown()
+    result = await asyncio.wait_for(pending, 10)
+    assert result.error_code == "NOT_LEADER_OR_FOLLOWER" and "shutting down" in result.message
+    # every follower now far past replica.lag.time.max.ms: a running ISR check would shrink at once
+    clock = leader.clock_ms
+    leader.clock_ms = lambda: clock() + 60_000
+    await asyncio.sleep(4 * leader.replication.isr_check_interval_ms / 1000)  # a window: nothing may happen
+    assert isr(cluster) == (1, 2, 3) and cluster.controller.refused == []
+
+
 async def test_fetch_epoch_checks(cluster: Cluster) -> None:
     leader, follower = cluster.nodes[1], cluster.nodes[2]
     [unchecked] = await leader.replica_fetch(-1, -1, [_entry(0)], 0, 0, 1 << 20)  # no epoch given

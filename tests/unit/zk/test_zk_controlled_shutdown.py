@@ -6,15 +6,19 @@ still leads (it is the only in-sync replica)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import socket
 from typing import Any
 
+import msgpack
 import pytest
+from aiohttp import web
 
 from kraft.api.errors import KraftError
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.zk import znodes
-from kraft.zk.broker import ZkMetadataReceiver
-from kraft.zk.controller import ZkController
+from kraft.zk.broker import UPDATE_METADATA_PATH, ZkMetadataReceiver
+from kraft.zk.controller import MetadataPusher, ZkController
 from kraft.zk.image import broker_registration, with_brokers, with_partitions, with_topics
 from kraft.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 
@@ -87,3 +91,34 @@ async def test_leaderships_and_isr_places_move_and_stay_moved() -> None:
     # the broker asking again (its retry) moves nothing more and gets the same answer
     assert await shutdown(controller, 2, EPOCHS[2]) == [("t", 2)]
     assert controller.written == []
+
+
+async def test_the_leaving_broker_is_still_pushed_the_leaderships_it_lost() -> None:
+    """A broker in a controlled shutdown is fenced in the pushed image, yet still gets the pushes:
+    it must learn that it no longer leads, so its waiting acks=all produces fail over at once
+    (Kafka's controller sends to live and shutting-down brokers alike)."""
+    received: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def update_metadata(request: web.Request) -> web.Response:
+        await received.put(msgpack.unpackb(await request.read(), raw=False))
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_post(UPDATE_METADATA_PATH, update_metadata)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    sock = socket.create_server(("127.0.0.1", 0))
+    await web.SockSite(runner, sock).start()
+    leaving = dataclasses.replace(
+        broker_registration(znodes.BrokerInfo(2, "127.0.0.1", sock.getsockname()[1]), EPOCHS[2]), fenced=True)
+    image = with_brokers(MetadataImage(controller_epoch=1, controller_id=1), {
+        1: broker_registration(znodes.BrokerInfo(1, "127.0.0.1", 9001), EPOCHS[1]), 2: leaving})
+    pusher = MetadataPusher(1, ZkMetadataReceiver(1, MetadataLoader(), lambda: "c"), lambda epoch: None)
+    try:
+        pusher.push("c", image)
+        body = await asyncio.wait_for(received.get(), 10)
+        assert (body["controller_id"], body["controller_epoch"]) == (1, 1)
+        assert MetadataImage.from_snapshot(body["image"]).cluster.broker(2).fenced
+    finally:
+        await pusher.close()
+        await runner.cleanup()
