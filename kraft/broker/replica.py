@@ -33,7 +33,7 @@ __all__ = ["Replica", "ReplicaState"]
 class Replica:
     topic: str
     partition: int
-    directory: Path
+    data_dir: Path
     node_id: int
     state: ReplicaState
     config: LogConfig
@@ -52,6 +52,12 @@ class Replica:
         # Replay keeps reserved names out of the image; checked again here because a partition
         # named after the node's own state would share its directory (`__cluster_metadata-0`).
         validate_topic_name(self.topic)
+
+    @property
+    def directory(self) -> Path:
+        """The log's directory, `<data dir>/<topic>-<partition>`: built when used (opening or
+        deleting, in a thread), not per replica on the loop (a Path costs a parse)."""
+        return self.data_dir / f"{self.topic}-{self.partition}"
 
     @property
     def offline(self) -> bool:

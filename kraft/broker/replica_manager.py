@@ -254,9 +254,7 @@ class ReplicaManager:
                     self._drop_replica(key, replica)
                     replica = None
                 if replica is None:
-                    replica = Replica(
-                        key[0], key[1], self.data_dir / f"{key[0]}-{key[1]}", self.node_id, state, config
-                    )
+                    replica = Replica(key[0], key[1], self.data_dir, self.node_id, state, config)
                     self._replicas[key] = replica
                     opening.append(replica)
                 else:
@@ -434,9 +432,10 @@ class ReplicaManager:
             if replica.log is not None:
                 await asyncio.to_thread(replica.log.close)
             replica.log = None
-            if replica.directory.exists():
-                doomed = replica.directory.with_name(deleted_dir_name(replica.directory.name))
-                replica.directory.rename(doomed)
+            directory = replica.directory
+            if directory.exists():
+                doomed = directory.with_name(deleted_dir_name(directory.name))
+                directory.rename(doomed)
                 await asyncio.to_thread(shutil.rmtree, doomed, True)
         log.info("deleted replica %s-%d", replica.topic, replica.partition)
 
