@@ -77,16 +77,16 @@ class ZkCluster:
 
     def wait_for_brokers(self, broker_ids: list[int], timeout: float = 60.0,
                          on: list[int] | None = None) -> dict[int, dict[str, Any]]:
-        """Every node of `on` (default: the running ones) sees exactly `broker_ids` live and one
-        controller among them; answers the metadata by node."""
+        """Every node of `on` (default: the running ones) sees exactly `broker_ids` live and the
+        same controller among them (a node that was paused keeps its old view until the
+        controller pushes to it); answers the metadata by node."""
         def agreed() -> dict[int, dict[str, Any]] | None:
             answers = {i: self.metadata(i) for i in (on or [i for i, n in self.nodes.items() if n.running])}
             for answer in answers.values():
                 if sorted(b["node_id"] for b in answer["brokers"]) != broker_ids:
                     return None
-                if answer["controller_id"] not in broker_ids:
-                    return None
-            return answers
+            controllers = {answer["controller_id"] for answer in answers.values()}
+            return answers if len(controllers) == 1 and controllers <= set(broker_ids) else None
         return wait_for(agreed, timeout, what=f"brokers {broker_ids} seen by every node")
 
     def controller(self, timeout: float = 60.0, exclude: tuple[int, ...] = ()) -> int:
