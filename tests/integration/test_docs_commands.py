@@ -16,8 +16,8 @@ them is a free one, and the session's processes are killed when the doc is done.
 Substitutions: the doc's ports (9092, 9193, ..., 19092, 29092, ...) become free ports; `kraft`,
 `kraft-node`, `kraft-bench`, `python` and `python3` run this checkout with this interpreter;
 `$KRAFT_BOOTSTRAP_SERVER` points the tools' default `--bootstrap-server` (127.0.0.1:9092) at the
-doc's node; `Run(scale=True)` caps `--num-records` at SCALED_RECORDS (a benchmark's figures need
-the full size, its flags and output do not).
+doc's node; `Run(scale=True)` caps `--num-records`, `--partitions` and `--runs` (SCALED: a
+benchmark's figures need the full size, its flags and output do not).
 
 Shown output: comment lines right after a command (no blank line between) are its output, with
 `# ` removed (`kraft topics --create ...` then `# Created topic clicks.`); in a `$ `-prompt block,
@@ -66,7 +66,7 @@ NOT_RUN_PYTHON_BLOCKS = {
     "docs/security.md": 1,  # the reader's secured cluster (node1:9093, ca.pem)
     "docs/spark.md": 2,  # a Spark session: the fragment that registers, and the pipeline (about a minute)
 }
-SCALED_RECORDS = 500
+SCALED = {"--num-records": 500, "--partitions": 2000, "--runs": 1}  # Run(scale=True)'s caps
 # A doc port: 9092-9394 as the docs number them (client 9x92/9x93, Raft 9x93/9x94), and the
 # benchmarks' 19092 / 29xxx.
 DOC_PORT = re.compile(r"(?<![\w.\-/])(?:[12]?9[0-4]9[2-4])(?![\w])")
@@ -81,7 +81,7 @@ class Skip:
 class Run:
     cluster: bool = False  # runs against nodes the doc's blocks start themselves, not the test's node
     exit_codes: dict[str, int] = field(default_factory=dict)  # command (its start) -> exit code
-    scale: bool = False  # --num-records capped at SCALED_RECORDS
+    scale: bool = False  # --num-records, --partitions and --runs capped as SCALED says
     env: dict[str, str] = field(default_factory=dict)  # "{bootstrap}" is the doc node's address
 
 
@@ -111,6 +111,10 @@ BLOCKS: dict[tuple[str, str], Skip | Run] = {
         Skip("a 10-minute fault-injection run (tests/integration/test_chaos_run.py runs a short one)"),
     ("docs/benchmarks.md", "kraft-bench metadata --partitions 10000 --brokers 2 --samples 30 --json m10k.json"):
         Skip("measurements that start clusters of their own and take minutes each"),
+    ("docs/benchmarks.md", "kraft-bench metadata --partitions 20000 --brokers 2 --json m20k.json"):
+        Run(scale=True),
+    ("docs/benchmarks.md", "kraft-bench failover --target controller --partitions 100000 --runs 5 --json f100k.json"):
+        Run(scale=True),
     ("docs/groups.md", "kraft consumer-groups --bootstrap-server H:P --list"):
         Skip("a synopsis of the flags (H:P, G, [a | b]), not a command"),
     ("docs/kraft-vs-zookeeper.md", "nice -n 10 kraft-bench compare-metadata --partitions-sweep 1000,3000,10000 "
@@ -386,8 +390,9 @@ def _script(runnable: list[tuple[Block, Run]], ports: Ports,
         for step in [_python_step(block, ports, scripts)] if block.python else steps(block):
             command = ports.substitute(step.command, treatment.cluster)
             if treatment.scale:
-                command = re.sub(r"--num-records (\d+)",
-                                 lambda m: f"--num-records {min(int(m.group(1)), SCALED_RECORDS)}", command)
+                for flag, cap in SCALED.items():
+                    command = re.sub(rf"{flag} (\d+)", lambda m, flag=flag, cap=cap: f"{flag} {min(int(m.group(1)), cap)}",
+                                     command)
             i = len(index)
             index.append((block, treatment, step))
             parts.append(f"printf '\\n@@step {i}@@\\n'\n{command}\nprintf '\\n@@end {i} %s@@\\n' \"$?\"")
