@@ -13,7 +13,7 @@ import re
 from kraft.metadata.errors import MetadataError
 
 MAX_NAME_LENGTH = 249
-_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+LEGAL_CHARACTERS = re.compile(r"[a-zA-Z0-9._-]+")  # one or more; schemas anchor it
 
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
@@ -30,7 +30,7 @@ def validate_topic_name(name: object) -> str:
             "INVALID_TOPIC_EXCEPTION",
             f"topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}",
         )
-    if not _LEGAL.fullmatch(name):
+    if not LEGAL_CHARACTERS.fullmatch(name):
         raise MetadataError(
             "INVALID_TOPIC_EXCEPTION",
             f"topic name {name!r} is illegal, it contains a character other than "

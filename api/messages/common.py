@@ -83,10 +83,10 @@ ReplicationFactor = Annotated[int, REPLICATION_FACTOR.meta]
 
 # -- names ----------------------------------------------------------------------------------------
 
-# The legal characters of `kraft.metadata.topic_name` (its `_LEGAL`: that module exports no public
-# name for them yet), anchored as JSON Schema wants it.
-TOPIC_NAME_PATTERN = f"^{topic_name._LEGAL.pattern}$"
-TOPIC_LIST_PATTERN = f"^({topic_name._LEGAL.pattern}(,{topic_name._LEGAL.pattern})*)?$"  # comma-separated
+# The legal characters of `kraft.metadata.topic_name`, anchored as JSON Schema wants it.
+_LEGAL = topic_name.LEGAL_CHARACTERS.pattern
+TOPIC_NAME_PATTERN = f"^{_LEGAL}$"
+TOPIC_LIST_PATTERN = f"^({_LEGAL}(,{_LEGAL})*)?$"  # comma-separated
 _NAME_RULE = {"pattern": TOPIC_NAME_PATTERN, "minLength": 1, "maxLength": topic_name.MAX_NAME_LENGTH}
 TopicName = Annotated[str, Meta(
     description="Kafka's topic name: 1-249 of [a-zA-Z0-9._-], not '.' or '..' "

@@ -7,8 +7,8 @@ propose them, wait until they are committed and published by the loader, answer.
 code serves the active controller and a standby that takes over.
 
 The quorum makes a node the active controller by committing its `ClaimController` record; the
-service acts only once that claim is in its image too, stamps records with that epoch (replay
-ignores older epochs), and gives every broker a fresh session when it becomes active. A request
+service acts only once that claim is in its image too, stamps records with that epoch (the log
+admits no batch of an older epoch, `metadata/log_rules.py`), and gives every broker a fresh session when it becomes active. A request
 id seen in the image is a retry: the remembered answer is returned and nothing is written again.
 
 Broker liveness is soft state (`heartbeats.py`): a background task fences brokers whose session

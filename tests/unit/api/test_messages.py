@@ -135,7 +135,7 @@ def test_components_are_msgspec_schemas_of_the_messages() -> None:
 
 
 def test_the_topic_name_rule_is_the_metadata_one_everywhere() -> None:
-    assert TOPIC_NAME_PATTERN == f"^{topic_name._LEGAL.pattern}$"
+    assert TOPIC_NAME_PATTERN == f"^{topic_name.LEGAL_CHARACTERS.pattern}$"
     doc = openapi_document()
     rules = [node for node in _walk(doc) if node.get("pattern") == TOPIC_NAME_PATTERN]
     assert len(rules) >= 15  # bodies, path parameters, group ids
