@@ -29,3 +29,9 @@ class MetadataStorageError(ControllerError):
     the next proposal tries the disk again."""
 
     error_code = "KAFKA_STORAGE_ERROR"
+
+
+class InvalidBatchError(ControllerError, ValueError):
+    """The proposed records break the metadata log's shape rule (`log_rules.validate_batch`)."""
+
+    error_code = "INVALID_REQUEST"

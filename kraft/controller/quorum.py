@@ -2,11 +2,14 @@
 
 A quorum orders metadata records (plain dicts) into the metadata log and fences controllers
 inside it: the active controller is the node whose `ClaimController(node_id, epoch)` record was
-applied last, and records stamped with an older `controller_epoch` are ignored by replay.
+applied last. Both quorums admit batches by the one rule of the metadata log
+(`kraft.metadata.log_rules.admit`): a batch stamped with an older `controller_epoch` gets no
+offset, and a request id already in the log's window is not written again.
 - `propose(records, request_id=None)` commits the records atomically and contiguously (the
   records of one request are never interleaved with others), stamped with the active controller's
   epoch and `request_id` where they carry none; it returns the offset of the last record once
-  every `on_commit` callback has seen it. Not the active controller: `NotControllerError`.
+  every `on_commit` callback has seen it (for a request already committed: the offset it got
+  then). Not the active controller: `NotControllerError`; a malformed batch: `InvalidBatchError`.
 - `on_commit(callback(offset, record))`: every committed record, in offset order;
   `on_commit_batch(callback(entries))` the same, one committed batch (one `propose`, one list of
   (offset, record)) per call, so a consumer can apply a batch as a whole.
@@ -32,9 +35,12 @@ import os
 import uuid
 from typing import Any, Callable, Protocol
 
-from kraft.controller.errors import MetadataStorageError, NotControllerError
+from kraft.controller.errors import InvalidBatchError, MetadataStorageError, NotControllerError
 from kraft.controller.log_store import MetadataLogStore, encode_batch
 from kraft.metadata.image import MetadataImage
+from kraft.metadata.log_rules import (
+    CLAIM_CONTROLLER, RequestWindow, admit, claim_of, request_runs, validate_batch,
+)
 from kraft.metadata.records import ClaimController
 
 log = logging.getLogger(__name__)
@@ -42,7 +48,31 @@ log = logging.getLogger(__name__)
 CommitCallback = Callable[[int, dict[str, Any]], None]
 BatchCallback = Callable[[list[tuple[int, dict[str, Any]]]], None]
 SnapshotCallback = Callable[[int, Any], None]
-CLAIM_CONTROLLER = ClaimController.type
+
+
+def stamp_proposal(records: list[dict[str, Any]], epoch: int, request_id: str | None,
+                   node_id: int) -> list[dict[str, Any]]:
+    """The batch a controller proposes: copies of `records` stamped with its epoch and the
+    request id (a new one by default) where they carry none, checked against the log's shape
+    rule. A record of another epoch: NotControllerError; a claim or a malformed batch:
+    InvalidBatchError (nothing is proposed)."""
+    request_id = request_id or uuid.uuid4().hex
+    batch: list[Any] = []
+    for record in records:
+        stamped = dict(record) if isinstance(record, dict) else record
+        if isinstance(stamped, dict):
+            if stamped.get("type") == CLAIM_CONTROLLER:
+                raise InvalidBatchError("controller claims are the quorum's own business")
+            if stamped.setdefault("controller_epoch", epoch) != epoch:
+                raise NotControllerError(f"record written for controller epoch {stamped['controller_epoch']}, "
+                                         f"this controller's epoch is {epoch}", node_id)
+            if stamped.get("request_id") is None:
+                stamped["request_id"] = request_id
+        batch.append(stamped)
+    reason = validate_batch(batch)
+    if reason is not None:
+        raise InvalidBatchError(reason)
+    return batch
 
 
 class Quorum(Protocol):
@@ -90,6 +120,7 @@ class LocalQuorum:
         self._lock = asyncio.Lock()
         self._next_offset = 0
         self._controller: tuple[int, int] | None = None
+        self._request_ids = RequestWindow.EMPTY  # the window `log_rules.admit` reads, at the log's end
         self._since_snapshot = 0
         self._snapshot_task: asyncio.Task[None] | None = None
         self._running = False
@@ -141,6 +172,7 @@ class LocalQuorum:
             snapshot = loaded.snapshot
             if snapshot.controller_id is not None:
                 self._controller = (snapshot.controller_id, snapshot.controller_epoch)
+            self._request_ids = snapshot.request_ids
             for snapshot_callback in self._snapshot_callbacks:
                 snapshot_callback(snapshot.offset, snapshot)
         self._deliver(loaded.entries)
@@ -151,7 +183,7 @@ class LocalQuorum:
                  None if loaded.snapshot is None else loaded.snapshot.offset, self._next_offset)
         self._running = True
         epoch = 1 if self._controller is None else self._controller[1] + 1
-        await self._append([ClaimController(node_id=self.node_id, controller_epoch=epoch).to_dict()])
+        await self._append([ClaimController(node_id=self.node_id, controller_epoch=epoch).to_dict()], claim=True)
         log.info("node %d is the active controller, epoch %d", self.node_id, epoch)
 
     async def close(self) -> None:
@@ -171,25 +203,24 @@ class LocalQuorum:
         if not self.is_active_controller():
             raise NotControllerError(f"node {self.node_id} is not the active controller", None)
         assert self._controller is not None
-        epoch = self._controller[1]
-        request_id = request_id or uuid.uuid4().hex
-        batch = []
-        for record in records:
-            stamped = dict(record)
-            if stamped.setdefault("controller_epoch", epoch) != epoch:
-                raise NotControllerError(f"record written for controller epoch {stamped['controller_epoch']}, "
-                                         f"this controller's epoch is {epoch}", self.node_id)
-            if stamped.get("request_id") is None:
-                stamped["request_id"] = request_id
-            if stamped.get("type") == CLAIM_CONTROLLER:
-                raise ValueError("controller claims are the quorum's own business")
-            batch.append(stamped)
+        batch = stamp_proposal(records, self._controller[1], request_id, self.node_id)
         # Shielded: once the write started it must finish and be delivered, or later offsets
         # would be reused; a cancelled caller just stops waiting.
         return await asyncio.shield(asyncio.ensure_future(self._append(batch)))
 
-    async def _append(self, records: list[dict[str, Any]]) -> int:
+    async def _append(self, records: list[dict[str, Any]], *, claim: bool = False) -> int:
+        """Commit one batch if the log's rule admits it (as every Raft voter decides): a request
+        already in the window answers its first offset and writes nothing (a retry after the
+        caller gave up waiting), a fenced batch raises NotControllerError."""
         async with self._lock:
+            controller_id, controller_epoch = self._controller or (None, 0)
+            admission = admit(controller_id, controller_epoch, self._request_ids, records)
+            if admission.status == "duplicate":
+                return admission.duplicate_of
+            if admission.status == "fenced":
+                raise NotControllerError(admission.reason, controller_id)
+            if not admission.applied or claim != (claim_of(records) is not None):
+                raise InvalidBatchError(admission.reason or "controller claims are the quorum's own business")
             entries = [(self._next_offset + i, r) for i, r in enumerate(records)]
             data = encode_batch(self._next_offset, records)  # TypeError here (nothing written) for a bad record
             try:
@@ -212,12 +243,14 @@ class LocalQuorum:
             return entries[-1][0]
 
     def _deliver(self, entries: list[tuple[int, dict[str, Any]]]) -> None:
+        """Hand admitted records (appended now, or replayed at start: admitted when written) to
+        the callbacks, after noting their claim and request ids for `admit`."""
+        if entries:  # contiguous offsets: one append's batch, or the log after the snapshot
+            self._request_ids = self._request_ids.remembered(
+                request_runs(entries[0][0], [record.get("request_id") for _, record in entries]))
         for offset, record in entries:
             if record.get("type") == CLAIM_CONTROLLER:
-                epoch, node = record.get("controller_epoch"), record.get("node_id")
-                if isinstance(epoch, int) and isinstance(node, int) and (
-                        self._controller is None or epoch > self._controller[1]):
-                    self._controller = (node, epoch)  # the same rule replay applies
+                self._controller = claim_of([record])
             for callback in self._commit_callbacks:
                 try:
                     callback(offset, record)

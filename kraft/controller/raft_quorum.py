@@ -25,7 +25,6 @@ import logging
 import os
 import secrets
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -36,13 +35,12 @@ from pysyncobj.fast_queue import FastQueue
 from pysyncobj.syncobj import SyncObjException, _RAFT_STATE
 
 from kraft.config import ConfigError, parse_host_port
-from kraft.controller.errors import ControllerError, MetadataStorageError, NotControllerError
-from kraft.controller.quorum import BatchCallback, CommitCallback, SnapshotCallback
+from kraft.controller.errors import ControllerError, InvalidBatchError, MetadataStorageError, NotControllerError
+from kraft.controller.quorum import BatchCallback, CommitCallback, SnapshotCallback, stamp_proposal
 from kraft.controller.raft_journal import (
     JournalAppendError, JournalSyncingTransport, RaftChannelCounts, RaftJournal,
 )
 from kraft.controller.raft_state import (
-    CLAIM_CONTROLLER,
     BatchOutcome,
     MetadataImageMachine,
     MetadataLogState,
@@ -51,7 +49,6 @@ from kraft.controller.raft_state import (
     apply_batch,
     apply_endpoint,
     claim_record,
-    validate_batch,
 )
 from kraft.metrics import NULL_METRICS, MetricsSink
 
@@ -73,10 +70,6 @@ class QuorumTimeoutError(ControllerError):
     request id is harmless: the replicated state applies a request once."""
 
     error_code = "REQUEST_TIMED_OUT"
-
-
-class InvalidBatchError(ControllerError, ValueError):
-    error_code = "INVALID_REQUEST"
 
 
 @dataclass(frozen=True)
@@ -435,24 +428,7 @@ class RaftQuorum:
             raise NotControllerError(f"node {self.node_id} is not the active controller",
                                      self._redirect_id())
         assert self._controller is not None
-        epoch = self._controller[1]
-        request_id = request_id or uuid.uuid4().hex
-        batch = []
-        for record in records:
-            stamped = dict(record) if isinstance(record, dict) else record
-            if isinstance(stamped, dict):
-                if stamped.get("type") == CLAIM_CONTROLLER:
-                    raise InvalidBatchError("controller claims are the quorum's own business")
-                if stamped.setdefault("controller_epoch", epoch) != epoch:
-                    raise NotControllerError(
-                        f"record written for controller epoch {stamped['controller_epoch']}, "
-                        f"this controller's epoch is {epoch}", self.node_id)
-                if stamped.get("request_id") is None:
-                    stamped["request_id"] = request_id
-            batch.append(stamped)
-        reason = validate_batch(batch)
-        if reason is not None:
-            raise InvalidBatchError(reason)
+        batch = stamp_proposal(records, self._controller[1], request_id, self.node_id)
         started = time.monotonic()
         outcome = await self.submit(batch)
         self.metrics.raft_commit(time.monotonic() - started)

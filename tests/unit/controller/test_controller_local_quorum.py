@@ -11,10 +11,11 @@ import pytest
 
 from full_disk import BudgetedFile, DiskBudget, fill, tiny_tmpfs
 from kraft.controller import log_store
-from kraft.controller.errors import MetadataStorageError, NotControllerError
+from kraft.controller.errors import InvalidBatchError, MetadataStorageError, NotControllerError
 from kraft.controller.log_store import LOG_DIR_NAME
 from kraft.controller.metadata_loader import MetadataLoader, SnapshotNeededError
 from kraft.controller.quorum import LocalQuorum
+from kraft.metadata.log_rules import CLAIM_CONTROLLER
 from kraft.metadata.records import Partition, Topic
 
 
@@ -74,8 +75,37 @@ async def test_records_of_another_epoch_are_refused(tmp_path: Path) -> None:
         await quorum.propose([])
     with pytest.raises(TypeError):  # not msgpack-able: nothing written
         await quorum.propose([{"type": "NoOp", "bad": object()}])
+    with pytest.raises(InvalidBatchError):  # claims are the quorum's own records
+        await quorum.propose([{"type": CLAIM_CONTROLLER, "node_id": 1}])
     assert quorum.metadata_offset == 0
     await quorum.close()
+
+
+@pytest.mark.parametrize("restart_from", ["log", "snapshot"])
+async def test_a_request_is_committed_once_even_across_restarts(tmp_path: Path, restart_from: str) -> None:
+    """The log's rule (`log_rules.admit`), as on every Raft voter: a request id already in the
+    window commits nothing again and answers the offset it got first; the window is rebuilt
+    from the log or the snapshot at start."""
+    quorum, loader = await open_quorum(tmp_path)
+    first, again = await asyncio.gather(  # e.g. a caller that gave up waiting, retrying at once
+        quorum.propose(strip_epoch(topic_batch("a", 2)), request_id="r1"),
+        quorum.propose(strip_epoch(topic_batch("a-retry", 2)), request_id="r1"))
+    assert first == again == 3 == quorum.metadata_offset
+    await loader.caught_up()
+    assert loader.image.topic_by_name("a-retry") is None and loader.image.request_ids == {"r1": 3}
+    await quorum.propose(strip_epoch(topic_batch("b")), request_id="r2")
+    if restart_from == "snapshot":
+        assert await quorum.snapshot() == 5
+    await quorum.close()
+
+    restarted, loader2 = await open_quorum(tmp_path)
+    assert await restarted.propose(strip_epoch(topic_batch("a-late")), request_id="r1") == 3
+    assert await restarted.propose(strip_epoch(topic_batch("b-late")), request_id="r2") == 5
+    assert restarted.metadata_offset == 6  # only the restart's claim was written
+    assert await restarted.propose(strip_epoch(topic_batch("c")), request_id="r3") == 8
+    await loader2.caught_up()
+    assert {t for t in ("a-late", "b-late", "c") if loader2.image.topic_by_name(t)} == {"c"}
+    await restarted.close()
 
 
 @pytest.mark.parametrize("damage", ["partial_frame", "garbage", "flipped_byte"])
