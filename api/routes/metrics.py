@@ -8,6 +8,7 @@ to it under `request_name(request)`.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -86,6 +87,10 @@ async def metrics(request: web.Request) -> web.Response:
     service = request.app[METRICS]
     await service.refresh()
     encode, content_type = choose_encoder(request.headers.get("Accept", ""))
-    response = web.Response(body=encode(service.registry), headers={"Content-Type": content_type})
+    # Collecting and encoding is ∝ the series (per partition, with topic labels): a thread, so
+    # a large scrape never stalls the loop. Collectors read snapshots taken by `refresh`,
+    # immutable images, or prometheus_client's own thread-safe metrics.
+    body = await asyncio.to_thread(encode, service.registry)
+    response = web.Response(body=body, headers={"Content-Type": content_type})
     response.enable_compression()  # honours Accept-Encoding (Prometheus asks for gzip)
     return response

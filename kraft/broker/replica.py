@@ -11,6 +11,10 @@ never from a stale role.
 Two kinds of waiters: high-watermark waiters (consumer long polls, acks=all produces) and append
 waiters (follower long polls, woken by new data or a new high watermark). `view()` is the frozen
 copy readers get (`kraft/broker/partition_state.py`).
+
+A broker holds one Replica per local partition (hundreds of thousands at scale), so it is slotted
+and allocates waiter queues only while someone waits: an `asyncio.Event` allocates a deque
+(~600 B) up front, and every tracked object is one more for each full garbage collection to walk.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from kraft.metadata.topic_name import validate_topic_name
 __all__ = ["Replica", "ReplicaState"]
 
 
-@dataclass
+@dataclass(slots=True)
 class Replica:
     topic: str
     partition: int
@@ -37,21 +41,40 @@ class Replica:
     node_id: int
     state: ReplicaState
     config: LogConfig
-    log: Any = None  # kraft.log.partition_log.PartitionLog once `ready` is set
-    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    log: Any = None  # kraft.log.partition_log.PartitionLog once `is_ready`
     open_error: BaseException | None = None  # the log could not be opened (OSError: retried)
     # the log could not record the role the metadata gives (a full disk: the leader-epoch
     # checkpoint): offline, requests answer KAFKA_STORAGE_ERROR, retried until it succeeds
     storage_error: OSError | None = None
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # allocates its queue when contended
     core: Partition | None = None  # once the log is open; None again when the replica is deleted
-    _hw_waiters: list[asyncio.Future[None]] = field(default_factory=list)
-    _append_waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    is_ready: bool = False  # an attempt to open the log finished (`log` or `open_error` is set)
+    _ready_event: asyncio.Event | None = None  # only while someone waits for `is_ready`
+    _hw_waiters: list[asyncio.Future[None]] | None = None
+    _append_waiters: list[asyncio.Future[None]] | None = None
 
     def __post_init__(self) -> None:
         # Replay keeps reserved names out of the image; checked again here because a partition
         # named after the node's own state would share its directory (`__cluster_metadata-0`).
         validate_topic_name(self.topic)
+
+    async def wait_ready(self) -> None:
+        """Returns once an attempt to open the log has finished (at once if one has)."""
+        if self.is_ready:
+            return
+        if self._ready_event is None:
+            self._ready_event = asyncio.Event()
+        await self._ready_event.wait()
+
+    def set_ready(self) -> None:
+        self.is_ready = True
+        event, self._ready_event = self._ready_event, None
+        if event is not None:
+            event.set()  # wakes every current waiter; later ones see `is_ready`
+
+    def clear_ready(self) -> None:
+        """An attempt to open the log again is under way: requests (and a deletion) wait for it."""
+        self.is_ready = False
 
     @property
     def directory(self) -> Path:
@@ -94,30 +117,32 @@ class Replica:
 
     def wait_for_data(self, future: asyncio.Future[None]) -> None:
         """Resolves `future` at the next high-watermark advance or role change."""
+        if self._hw_waiters is None:
+            self._hw_waiters = []
         self._hw_waiters.append(future)
 
     def wait_for_append(self, future: asyncio.Future[None]) -> None:
         """Resolves `future` at the next append, high-watermark advance or role change."""
+        if self._append_waiters is None:
+            self._append_waiters = []
         self._append_waiters.append(future)
 
     def forget_waiter(self, future: asyncio.Future[None]) -> None:
         for waiters in (self._hw_waiters, self._append_waiters):
-            try:
+            if waiters is not None and future in waiters:
                 waiters.remove(future)
-            except ValueError:
-                pass
 
     def wake_appended(self) -> None:
         _resolve(self._append_waiters)
-        self._append_waiters = []
+        self._append_waiters = None
 
     def wake_all(self) -> None:
         _resolve(self._hw_waiters)
         _resolve(self._append_waiters)
-        self._hw_waiters, self._append_waiters = [], []
+        self._hw_waiters = self._append_waiters = None
 
 
-def _resolve(futures: list[asyncio.Future[None]]) -> None:
-    for future in futures:
+def _resolve(futures: list[asyncio.Future[None]] | None) -> None:
+    for future in futures or ():
         if not future.done():
             future.set_result(None)

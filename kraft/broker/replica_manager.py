@@ -62,6 +62,7 @@ log = logging.getLogger("kraft.broker")
 TopicPartition = tuple[str, int]
 DELETED_SUFFIX = "-delete"
 OPEN_BATCH = 256  # new logs opened per thread hop
+ISR_CHECK_SLICE = 256  # replicas checked for ISR expiry per loop turn
 MAX_FILE_NAME = 255
 
 
@@ -193,7 +194,7 @@ class ReplicaManager:
         await asyncio.gather(*(self._close_replica(r) for r in replicas))
 
     async def _close_replica(self, replica: Replica) -> None:
-        await replica.ready.wait()
+        await replica.wait_ready()
         if replica.log is None:
             return
         async with replica.lock:
@@ -376,7 +377,7 @@ class ReplicaManager:
             opened = await asyncio.to_thread(self._open_logs, replicas)
         except BaseException:
             for replica in replicas:
-                replica.ready.set()
+                replica.set_ready()
             raise
         for replica, result in zip(replicas, opened):
             try:
@@ -399,7 +400,7 @@ class ReplicaManager:
                 else:
                     log.error("cannot open log %s", replica.directory, exc_info=e)
             finally:
-                replica.ready.set()
+                replica.set_ready()
 
     def _open_logs(self, replicas: list[Replica]) -> list[PartitionLog | BaseException]:
         """In a thread: open each log (a new partition's creates nothing, see
@@ -427,7 +428,7 @@ class ReplicaManager:
     async def _delete_replica(self, replica: Replica) -> None:
         """Renames the directory out of the way at once (a re-created topic gets a fresh one),
         then deletes it in a thread, as Kafka's `-delete` suffix does."""
-        await replica.ready.wait()
+        await replica.wait_ready()
         async with replica.lock:
             if replica.log is not None:
                 await asyncio.to_thread(replica.log.close)
@@ -467,7 +468,7 @@ class ReplicaManager:
         replica = self._replicas.get((topic, partition))
         if replica is None:
             raise self._not_here(topic, partition)
-        await replica.ready.wait()
+        await replica.wait_ready()
         if replica.open_error is not None or replica.log is None:
             raise KraftError("KAFKA_STORAGE_ERROR", f"log of {topic}-{partition} is unavailable")
         if replica.storage_error is not None:
@@ -875,8 +876,8 @@ class ReplicaManager:
             if replica.storage_error is not None and replica.log is not None and replica.core is not None:
                 self._apply_role(replica)
             elif isinstance(replica.open_error, OSError) and replica.log is None:
-                if replica.ready.is_set():  # not while an attempt is under way
-                    replica.ready.clear()  # requests (and a deletion) wait for this attempt
+                if replica.is_ready:  # not while an attempt is under way
+                    replica.clear_ready()  # requests (and a deletion) wait for this attempt
                     await self._open_replicas([replica])
             elif not replica.offline:  # a metadata change or a re-created topic healed it
                 self._offline.discard(key)
@@ -885,9 +886,20 @@ class ReplicaManager:
         """Kafka's isr-expiration task: shrink out followers that stopped catching up."""
         while True:
             await asyncio.sleep(self.replication.isr_check_interval_ms / 1000)
-            for replica in list(self._replicas.values()):
+            await self.check_isr()
+
+    async def check_isr(self) -> None:
+        """One pass of the isr-expiration task over every local replica, `ISR_CHECK_SLICE` at a
+        time with a loop turn between slices: a pass over 50k replicas in one go stalled the
+        loop ~170 ms every 15 s (requests and metadata waited), and the pass grows with the
+        replicas a broker holds."""
+        replicas = list(self._replicas.values())
+        for start in range(0, len(replicas), ISR_CHECK_SLICE):
+            if start:
+                await asyncio.sleep(0)
+            for replica in replicas[start:start + ISR_CHECK_SLICE]:
                 core = replica.core
-                if core is None:
+                if core is None:  # not open yet, or deleted since the pass began
                     continue
                 try:
                     state = core.state

@@ -16,7 +16,7 @@ them is a free one, and the session's processes are killed when the doc is done.
 Substitutions: the doc's ports (9092, 9193, ..., 19092, 29092, ...) become free ports; `kraft`,
 `kraft-node`, `kraft-bench`, `python` and `python3` run this checkout with this interpreter;
 `$KRAFT_BOOTSTRAP_SERVER` points the tools' default `--bootstrap-server` (127.0.0.1:9092) at the
-doc's node; `Run(scale=True)` caps `--num-records`, `--partitions` and `--runs` (SCALED: a
+doc's node; `Run(scale=True)` caps `--num-records`, `--partitions`, `--runs` and `--samples` (SCALED: a
 benchmark's figures need the full size, its flags and output do not).
 
 Shown output: comment lines right after a command (no blank line between) are its output, with
@@ -66,7 +66,7 @@ NOT_RUN_PYTHON_BLOCKS = {
     "docs/security.md": 1,  # the reader's secured cluster (node1:9093, ca.pem)
     "docs/spark.md": 2,  # a Spark session: the fragment that registers, and the pipeline (about a minute)
 }
-SCALED = {"--num-records": 500, "--partitions": 2000, "--runs": 1}  # Run(scale=True)'s caps
+SCALED = {"--num-records": 500, "--partitions": 2000, "--runs": 1, "--samples": 30}  # Run(scale=True)'s caps
 # A doc port: 9092-9394 as the docs number them (client 9x92/9x93, Raft 9x93/9x94), and the
 # benchmarks' 19092 / 29xxx.
 DOC_PORT = re.compile(r"(?<![\w.\-/])(?:[12]?9[0-4]9[2-4])(?![\w])")
@@ -115,6 +115,8 @@ BLOCKS: dict[tuple[str, str], Skip | Run] = {
         Run(scale=True),
     ("docs/benchmarks.md", "kraft-bench failover --target controller --partitions 100000 --runs 5 --json f100k.json"):
         Run(scale=True),
+    ("docs/benchmarks.md", "kraft-bench metadata --partitions 100000 --brokers 2 --json m100k.json"):
+        Skip("the second round's `kraft-bench metadata` runs scaled; these differ only in their sizes"),
     ("docs/groups.md", "kraft consumer-groups --bootstrap-server H:P --list"):
         Skip("a synopsis of the flags (H:P, G, [a | b]), not a command"),
     ("docs/kraft-vs-zookeeper.md", "nice -n 10 kraft-bench compare-metadata --partitions-sweep 1000,3000,10000 "

@@ -113,7 +113,7 @@ async def test_the_replica_managers_views(tmp_path: Path) -> None:
     manager = ReplicaManager(NODE, tmp_path, LogConfig(min_insync_replicas=2), 3_600_000, 1 << 20)
     manager.on_metadata_update(None, led_image())
     for p in (0, 1):
-        await manager.replica("t", p).ready.wait()
+        await manager.replica("t", p).wait_ready()
     try:
         batch = build_batch([(None, b"v", (), 1)] * 4)
         [result] = await manager.produce([ProduceEntry("t", 0, batch)], acks=1, timeout_ms=1000)

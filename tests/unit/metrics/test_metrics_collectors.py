@@ -3,6 +3,7 @@ they read (replica manager, controller, quorum, group coordinator) and real meta
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from dataclasses import dataclass, field
@@ -16,10 +17,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client import generate_latest
 
 from kraft.controller.raft_journal import RaftChannelCounts
+from loop_turns import loop_turns
 from kraft.controller.raft_quorum import QuorumStatus, VoterStatus
 from kraft.metrics import (
-    NULL_METRICS, UNKNOWN_TOPIC, IsrChangeCounter, LinuxIoCollector, NodeMetrics, RaftCollector, RaftStats,
-    SampledStat,
+    NULL_METRICS, UNKNOWN_TOPIC, VIEW_SLICE, IsrChangeCounter, LinuxIoCollector, NodeMetrics, RaftCollector,
+    RaftStats, SampledStat,
 )
 from kraft.broker.partition_state import PartitionView
 from kraft.log.config import LogConfig
@@ -103,7 +105,7 @@ class FakeReplicaManager:
         self.metrics = NULL_METRICS
 
     def local_partitions(self) -> Iterable[tuple[str, int, PartitionView]]:
-        for (topic, p), replica in self.replicas.items():
+        for (topic, p), replica in list(self.replicas.items()):  # as the replica manager: a copy
             yield topic, p, self._view(topic, p, replica)
 
     def partition_state(self, topic: str, p: int) -> PartitionView | None:
@@ -223,6 +225,26 @@ def test_replica_manager_counts_follow_the_image_and_local_replicas() -> None:
     assert value(s, "kraft_log_quarantined_regions", topic="a", partition="0") == 0
     assert ("kafka_log_log_size", (("partition", "3"), ("topic", "a"))) not in s
     assert value(s, "kafka_server_brokermetadatametrics_last_applied_record_offset") == image.offset
+
+
+async def test_a_scrape_takes_the_replica_views_on_the_loop_in_slices() -> None:
+    """Counts loop turns, not time: `refresh` (on the loop, before a scrape) takes the views of
+    1,000 local replicas with the loop running between slices of `VIEW_SLICE`; the scrape after
+    it (the route encodes in a thread) shows those views, once: the next one reads afresh."""
+    image = build(cluster((1,)) + [Topic(name="a", topic_id="A", controller_epoch=1)]
+                  + [partition("A", p, (1,), (1,), 1) for p in range(1000)])
+    replicas = {("a", p): FakeReplica(log=FakeLog(0, p, p, size_in_bytes=p)) for p in range(1000)}
+    metrics, _, _ = with_broker(image, replicas)
+    direct = scrape(metrics)
+    async with loop_turns() as turns:
+        await metrics.refresh()
+    assert turns() >= 1000 // VIEW_SLICE - 1
+    replicas[("a", 7)].log = FakeLog(0, 70, 70, size_in_bytes=70)  # after the views were taken
+    refreshed = await asyncio.to_thread(scrape, metrics)
+    assert value(refreshed, "kafka_log_log_size", topic="a", partition="7") == 7
+    assert {k: v for k, v in refreshed.items() if k[0].startswith("kafka_log")} == {
+        k: v for k, v in direct.items() if k[0].startswith("kafka_log")}
+    assert value(scrape(metrics), "kafka_log_log_size", topic="a", partition="7") == 70
 
 
 def test_topic_labels_off_aggregates_per_broker() -> None:

@@ -3,6 +3,7 @@ formats, Kafka API names per route, error names, and messages in equal to the re
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable
 
@@ -10,8 +11,10 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
 
 from kraft.api.openapi import openapi_document
+from kraft.api.routes.metrics import METRICS
 from kraft.config import load_config
 from kraft.node import Node
 from harness import free_port
@@ -58,6 +61,22 @@ async def produce_until_accepted(client: TestClient, topic: str, records: list[d
             return
         assert (await response.json())["retriable"], await response.text()
     raise AssertionError(f"{topic} never accepted the records")
+
+
+async def test_the_scrape_is_encoded_off_the_event_loop(make_client: ClientFactory) -> None:
+    """Collecting and encoding are ∝ the series (per partition with topic labels): the route does
+    them in a thread, so a large scrape never stalls the loop."""
+    client = await make_client()
+    threads: list[int] = []
+
+    class Recorder(Collector):
+        def collect(self):  # type: ignore[no-untyped-def]
+            threads.append(threading.get_ident())
+            return []
+
+    client.server.app[METRICS].registry.register(Recorder())
+    await samples(client)
+    assert threads and threading.get_ident() not in threads
 
 
 async def test_produce_fetch_and_errors_are_counted_with_kafka_names(make_client: ClientFactory) -> None:

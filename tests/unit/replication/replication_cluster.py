@@ -133,7 +133,7 @@ class Cluster:
         self.nodes[b], self.runners[b] = node, runner
         replica = node.replica(TOPIC, 0)
         if replica is not None:
-            await replica.ready.wait()
+            await replica.wait_ready()
         return node
 
     async def stop_node(self, b: int) -> None:

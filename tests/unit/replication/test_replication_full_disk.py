@@ -75,7 +75,7 @@ async def test_enospc_on_one_leader_change_takes_only_that_partition_offline_unt
                              replication=ReplicationSettings(offline_retry_ms=3_600_000))
     manager.on_metadata_update(None, image)
     for p in range(3):
-        await manager.replica("t", p).ready.wait()
+        await manager.replica("t", p).wait_ready()
     try:
         for p in range(3):
             assert await _produce(manager, p) is None
@@ -137,7 +137,7 @@ async def test_a_later_metadata_change_also_brings_an_offline_replica_back(
     (tmp_path / "data").mkdir()
     manager.on_metadata_update(None, image)
     replica = manager.replica("t", 0)
-    await replica.ready.wait()
+    await replica.wait_ready()
     try:
         assert await _produce(manager, 0) is None  # the log has files: its epochs are written
         delta, image = _image([PartitionChange(topic_id="tid", partition=0, leader=2)], image)
@@ -176,7 +176,7 @@ async def test_a_new_partition_led_here_on_a_full_disk_takes_writes_when_space_r
     full_disk.write_text("1")
     manager.on_metadata_update(None, image)
     replica = manager.replica("t", 0)
-    await replica.ready.wait()
+    await replica.wait_ready()
     try:
         assert replica.is_leader and not replica.offline
         assert await _produce(manager, 0) == "KAFKA_STORAGE_ERROR"

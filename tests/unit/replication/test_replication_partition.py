@@ -239,7 +239,7 @@ async def test_a_restarted_broker_leads_only_once_the_metadata_holds_its_registr
     manager = ReplicaManager(1, tmp_path, LogConfig(), 3_600_000, 1 << 20,
                              broker_epoch=lambda: lifecycle_epoch)
     manager.on_metadata_update(None, image)
-    await manager.replica("t", 0).ready.wait()
+    await manager.replica("t", 0).wait_ready()
     try:
         [result] = await manager.produce([ProduceEntry("t", 0, batch(b"a"))], 1, 1000)
         assert result.error_code == "NOT_LEADER_OR_FOLLOWER"
@@ -269,7 +269,7 @@ async def test_a_broker_leads_once_its_registration_answer_comes_after_the_metad
     manager.start()
     manager.on_metadata_update(None, image)
     replica = manager.replica("t", 0)
-    await replica.ready.wait()
+    await replica.wait_ready()
     try:
         assert not replica.is_leader
         lifecycle_epoch = 40
