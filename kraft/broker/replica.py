@@ -129,8 +129,10 @@ class Replica:
 
     def forget_waiter(self, future: asyncio.Future[None]) -> None:
         for waiters in (self._hw_waiters, self._append_waiters):
-            if waiters is not None and future in waiters:
-                waiters.remove(future)
+            try:
+                waiters.remove(future)  # type: ignore[union-attr]
+            except (AttributeError, ValueError):  # no waiters list, or not in it: one scan, not two
+                pass
 
     def wake_appended(self) -> None:
         _resolve(self._append_waiters)
