@@ -17,7 +17,7 @@ from aiohttp import web
 from kraft.api import authz
 from kraft.api.errors import invalid_request
 from kraft.api.messages.records import DeletedRecordsPartition, DeleteRecordsRequest, DeleteRecordsResponse
-from kraft.api.routes.forward import delete_records_remote, remote_leader
+from kraft.api.routes.forward import by_leader, delete_records_remote
 from kraft.api.routes.services import REPLICAS, DeleteRecordsEntry, DeleteRecordsResult
 from kraft.api.wire import read_message, render
 
@@ -34,14 +34,7 @@ async def delete_records(request: web.Request) -> web.Response:
             raise invalid_request(f"partition {e.topic}-{e.partition} is named twice")
         seen.add((e.topic, e.partition))
     authz.require_topics(request, "DELETE", {e.topic for e in entries})
-    local: list[DeleteRecordsEntry] = []
-    remote: dict[tuple[str, int], list[DeleteRecordsEntry]] = {}
-    for entry in entries:
-        address = remote_leader(request, entry.topic, entry.partition)
-        if address is None:
-            local.append(entry)
-        else:
-            remote.setdefault(address, []).append(entry)
+    local, remote = by_leader(request, entries)
     calls = [request.app[REPLICAS].delete_records(local, body.timeout_ms)] if local else []
     calls += [delete_records_remote(request, address, group, body.timeout_ms) for address, group in remote.items()]
     answered: dict[tuple[str, int], DeleteRecordsResult] = {

@@ -12,7 +12,7 @@ leadership cannot make requests bounce between brokers.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 import msgpack
@@ -81,6 +81,28 @@ def remote_leader(request: web.Request, topic: str, partition: int) -> tuple[str
     if leader is None or leader["node_id"] == request.app[NODE_INFO].node_id:
         return None
     return str(leader["host"]), int(leader["port"])  # type: ignore[call-overload]
+
+
+class PartitionEntry(Protocol):
+    topic: str
+    partition: int
+
+
+E = TypeVar("E", bound=PartitionEntry)
+
+
+def by_leader(request: web.Request, entries: Sequence[E]) -> tuple[list[E], dict[tuple[str, int], list[E]]]:
+    """The entries this node serves itself (`remote_leader` is None) and the others by their
+    leader's address, for one forwarded request per leader."""
+    local: list[E] = []
+    remote: dict[tuple[str, int], list[E]] = {}
+    for entry in entries:
+        address = remote_leader(request, entry.topic, entry.partition)
+        if address is None:
+            local.append(entry)
+        else:
+            remote.setdefault(address, []).append(entry)
+    return local, remote
 
 
 def not_leader(request: web.Request, topic: str, partition: int, message: str) -> KraftError:

@@ -26,7 +26,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from kraft.api.errors import KraftError
 from kraft.api.routes.groups import GroupHeartbeat, OffsetCommitEntry, OffsetReset
@@ -156,8 +156,9 @@ class GroupCoordinator:
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._tick_task = loop.create_task(self._tick_loop())
-        self._expiry_task = loop.create_task(self._expiry_loop())
+        self._tick_task = loop.create_task(self._every(self.settings.tick_interval_ms, self.tick))
+        self._expiry_task = loop.create_task(
+            self._every(self.settings.offsets_retention_check_interval_ms, self.expire_offsets))
 
     async def close(self) -> None:
         self._closed = True
@@ -575,13 +576,14 @@ class GroupCoordinator:
 
     # -- session timeouts ---------------------------------------------------------------------
 
-    async def _tick_loop(self) -> None:
+    @staticmethod
+    async def _every(interval_ms: int, work: Callable[[], Awaitable[Any]]) -> None:
         while True:
-            await asyncio.sleep(self.settings.tick_interval_ms / 1000)
+            await asyncio.sleep(interval_ms / 1000)
             try:
-                await self.tick()
+                await work()
             except Exception:
-                log.exception("group tick failed")
+                log.exception("%s failed", work.__name__)
 
     async def tick(self) -> None:
         """Expires members whose session timed out and records the new membership."""
@@ -602,14 +604,6 @@ class GroupCoordinator:
                     log.info("group %s: removed %s after session timeout", group_id, ", ".join(expired))
 
     # -- offset retention ---------------------------------------------------------------------
-
-    async def _expiry_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.offsets_retention_check_interval_ms / 1000)
-            try:
-                await self.expire_offsets()
-            except Exception:
-                log.exception("offset expiration failed")
 
     async def expire_offsets(self) -> int:
         """Kafka's cleanupGroupMetadata: per loaded partition, under its lock, appends tombstones
