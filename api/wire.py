@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import msgpack
 import msgspec
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from kraft.api.errors import KraftError, invalid_request
 
@@ -118,6 +119,19 @@ def _refusal(raw: bytes, form: str, error: Exception) -> KraftError:
     except KraftError as e:
         return e
     return invalid_request(str(error))
+
+
+def parser_error_text(exc: BaseException, limit: int = 200) -> str:
+    """Why aiohttp's HTTP parser refused what a client sent (a body that does not decode as its
+    Content-Encoding says, a request line too long, ...) in one short line: the parser's message
+    without its traceback or line breaks."""
+    for error in (exc, exc.__cause__):
+        if isinstance(error, HttpProcessingError) and error.message:
+            text = str(error.message)
+            break
+    else:
+        text = str(exc.__cause__ or exc)
+    return " ".join(text.split())[:limit]
 
 
 def read_query(request: web.Request, message: type[M]) -> M:
