@@ -1,8 +1,11 @@
 """Bodies no route can take (issue 11, item 8): nesting beyond the decoder's limit and strings that
-are not Unicode (a lone UTF-16 surrogate). Each is a 400 INVALID_REQUEST on every route, before
-anything is written, and the node goes on serving."""
+are not Unicode (a lone UTF-16 surrogate); and (issue 21, item 9) a body that is not the gzip or
+deflate its Content-Encoding says. Each is a 400 INVALID_REQUEST on every route, before anything is
+written, and the node goes on serving."""
 
 from __future__ import annotations
+
+import gzip
 
 import msgpack
 import pytest
@@ -188,4 +191,16 @@ async def test_a_body_that_is_not_its_content_encoding_is_invalid_on_every_route
         error = await expect_error(resp, 400, "INVALID_REQUEST")
         assert error["message"].startswith("the request body cannot be read"), (method, path, error)
     assert await state(client) == before
+    await assert_healthy(client)
+
+
+async def test_a_compressed_body_is_bounded_by_its_inflated_size(make_client) -> None:
+    """socket.request.max.bytes bounds the body as the route would see it: a small gzip body that
+    inflates past it is 413 MESSAGE_TOO_LARGE, decompressed as it streams in, never whole."""
+    client = await make_client(socket_request_max_bytes=1_000_000)
+    bomb = gzip.compress(b"[" + b" " * 5_000_000 + b"]")
+    assert len(bomb) < 10_000
+    resp = await client.post("/v1/topics", data=bomb, headers={"Content-Type": "application/json",
+                                                                "Content-Encoding": "gzip"})
+    await expect_error(resp, 413, "MESSAGE_TOO_LARGE")
     await assert_healthy(client)
