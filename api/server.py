@@ -6,8 +6,9 @@ carrying a Kafka `error_code` keep their name, aiohttp's own HTTP errors map to 
 METHOD_NOT_ALLOWED / MESSAGE_TOO_LARGE / INVALID_REQUEST, a body that cannot be read as sent (not
 the gzip its Content-Encoding says) is INVALID_REQUEST logged in one line, and anything else is a
 logged 500 UNKNOWN_SERVER_ERROR: a bad request never takes the node down. A body left unread (a
-refused request's) is never drained: the answer closes the connection (`SERVER_OPTIONS`). With a metrics service, the
-request-metrics middleware (inside the error one, so it sees the error) counts every answer.
+refused request's) is never drained: the answer closes the connection (`SERVER_OPTIONS`). With a
+metrics service, the request-metrics middleware (inside the error one, so it sees the error) counts
+every answer.
 """
 
 from __future__ import annotations

@@ -119,7 +119,7 @@ class ControllerClient:
             async with self._http().request(method, URL(url, encoded=True), data=data, headers=headers,
                                             timeout=timeout) as response:
                 raw = await response.read()
-        except BaseException:
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
             self.directory.asked.pop(address, None)  # another node may be there next time: ask again
             raise
         if response.status == 403:  # addressed to a node that is no longer there, perhaps
