@@ -39,7 +39,7 @@ from kraft.api.throttle import QUOTAS
 from kraft.api.routes.acls import ACLS
 from kraft.api.routes.services import NodeInfo
 from kraft.api.routes.users import USERS
-from kraft.api.server import build_app
+from kraft.api.server import SERVER_OPTIONS, build_app
 from kraft.broker.admin import LocalAdmin
 from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from kraft.broker.groups.membership import GroupConfig
@@ -439,7 +439,7 @@ class Node:
         self.endpoint = advertised_endpoint(self.config, self.port)
         if self.lifecycle is not None:
             self.lifecycle.endpoint = self.endpoint
-        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, **SERVER_OPTIONS)
         try:
             await self._runner.setup()
         except BaseException:

@@ -142,7 +142,7 @@ async def _produce_anywhere(request: web.Request, entries: list[ProduceEntry], a
     result per entry, an error for what failed (never an exception once anything may be stored)."""
     local, remote = by_leader(request, entries)
     calls = [request.app[REPLICAS].produce(local, acks, PRODUCE_TIMEOUT_MS)] if local else []
-    calls += [produce_remote(request, address, group, acks, PRODUCE_TIMEOUT_MS) for address, group in remote.items()]
+    calls += [produce_remote(request, leader, group, acks, PRODUCE_TIMEOUT_MS) for leader, group in remote.items()]
     results = [result for results in await asyncio.gather(*calls) for result in results]
     # the leaders charge what they were forwarded; this node charges what it appended itself
     await throttle(request, "produce", sum(len(e.records) for e in local))
