@@ -2,7 +2,8 @@
 authorization rules (the Kafka docs' "Operations and Resources on Protocols", KafkaApis and
 ControllerApis), so that no route can be served without a rule (a unit test walks the router).
 
-An `Access` is the `Rule`s of a route, or none (`PUBLIC`: probes and the API's own description).
+An `Access` is the `Rule`s of a route, or none with a note saying why (probes, the API's own
+description).
 A rule is an operation on a resource type, and where the resource's name comes from:
 - `CLUSTER`: the cluster (`kafka-cluster`);
 - `path(name)`: the route's path parameter;
@@ -86,8 +87,9 @@ ACCESS: dict[tuple[str, str], Access] = {
     ("GET", "/v1/openapi.json"): PUBLIC_DOCS,
     ("GET", "/docs"): PUBLIC_DOCS,
     ("GET", "/docs/{asset}"): PUBLIC_DOCS,
-    ("GET", "/metrics"): Access((Rule("DESCRIBE", CLUSTER_TYPE, CLUSTER),),
-                                note="it shows every topic's series, as Kafka's DescribeLogDirs every partition's size"),
+    ("GET", "/metrics"): Access(
+        (Rule("DESCRIBE", CLUSTER_TYPE, CLUSTER),),
+        note="its series name every topic, as Kafka's DescribeLogDirs (which needs the same) does"),
     # -- topics and records
     ("GET", "/v1/metadata"): Access((Rule("DESCRIBE", TOPIC, LISTED), _AUTO_CREATE_NAMED)),
     ("POST", "/v1/topics"): Access((Rule("CREATE", TOPIC, NAMED, or_cluster=True),)),
