@@ -14,7 +14,7 @@ import requests
 
 from kraft.api.client import Admin
 from harness import free_port, shutdown_all, wait_for
-from security_support import SecureNode
+from security_support import SecureNode, start_all
 
 SECRET = "acl-forwarding-cluster-secret"
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -34,12 +34,7 @@ def cluster(tmp_path_factory):
                         args=["--add-scram", f"SCRAM-SHA-256=[name={ADMIN[0]},password={ADMIN[1]}]"])
              for i in (1, 2, 3)]
     try:
-        for n in nodes:
-            n.start(wait=False)
-        for n in nodes:
-            n.wait_healthy(60)
-        wait_for(lambda: all(n.ready() and n.session().get(f"{n.url}/v1/metadata", timeout=5).status_code == 200
-                             for n in nodes), 60, what="every node ready and the admin credential everywhere")
+        start_all(nodes)
         with admin_client(nodes[0], ADMIN) as admin:
             admin.alter_user_scram_credentials(upsertions=[("mallory", "SCRAM-SHA-256", MALLORY[1], 4096)])
             admin.create_topic("orders", 1, 1)
