@@ -104,6 +104,7 @@ ACCESS: dict[tuple[str, str], Access] = {
     ("GET", "/v1/topics/{topic}/partitions/{partition}/records"): Access((Rule("READ", TOPIC, TOPIC_PATH),)),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets"): Access((Rule("DESCRIBE", TOPIC, TOPIC_PATH),)),
     ("POST", "/v1/produce"): Access((Rule("WRITE", TOPIC, NAMED), _AUTO_CREATE_NAMED)),
+    ("POST", "/v1/delete-records"): Access((Rule("DELETE", TOPIC, NAMED),)),
     ("POST", "/v1/fetch"): Access((Rule("READ", TOPIC, NAMED),
                                    Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES, when=REPLICA_FETCH))),
     ("POST", "/v1/producers/init"): Access(

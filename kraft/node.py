@@ -281,6 +281,8 @@ class Node:
                     session_timeout_ms=config["group.consumer.session.timeout.ms"],
                     heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
                 ),
+                offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+                offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
             ),
             metadata_cache=self.view,
         )

@@ -4,14 +4,16 @@ answers (`remote_controller`, KIP-590), forwarded whole with the client's princi
 
 People with curl do not know which broker leads a partition; the Python client does and never
 needs this. The JSON produce route sends its already-built batches for remote partitions to each
-leader's `POST /v1/produce` (which never forwards), and the single-partition read routes proxy the
-whole request. A forwarded request carries `X-Kraft-Forwarded`, and a node never forwards such a
-request again, so a stale view of leadership cannot make requests bounce between brokers.
+leader's `POST /v1/produce` (which never forwards), `POST /v1/delete-records` sends each leader
+its partitions, and the single-partition read routes proxy the whole request. A forwarded request
+carries `X-Kraft-Forwarded`, and a node never forwards such a request again, so a stale view of
+leadership cannot make requests bounce between brokers.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 import msgpack
@@ -20,7 +22,9 @@ from yarl import URL
 
 from kraft.api.errors import KraftError
 from kraft.api.routes.controller import CONTROLLER
-from kraft.api.routes.services import METADATA, NODE_INFO, ProduceEntry, ProduceResult
+from kraft.api.routes.services import (
+    METADATA, NODE_INFO, DeleteRecordsEntry, DeleteRecordsResult, ProduceEntry, ProduceResult,
+)
 from kraft.api.authz import CLIENT_HOST_HEADER, client_host
 from kraft.api.throttle import CLIENT_ID_HEADER
 from kraft.api.security import FORWARDED_PRINCIPAL_HEADER, SECURITY, principal_of
@@ -29,7 +33,8 @@ FORWARDED_HEADER = "X-Kraft-Forwarded"
 FORWARD_TIMEOUT_S = 330.0  # above the longest long poll a read route accepts (300 s)
 SESSION = web.AppKey("forward_session", aiohttp.ClientSession)
 MSGPACK = "application/msgpack"
-PRODUCE_ANSWER_MARGIN_S = 5.0  # beyond a forwarded produce's own timeout_ms
+T = TypeVar("T")
+FORWARD_ANSWER_MARGIN_S = 5.0  # beyond a forwarded batch request's own timeout_ms
 
 
 async def session_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -93,6 +98,28 @@ def remote_controller(request: web.Request) -> tuple[str, int] | None:
     return str(leader["host"]), int(leader["port"])
 
 
+class PartitionEntry(Protocol):
+    topic: str
+    partition: int
+
+
+E = TypeVar("E", bound=PartitionEntry)
+
+
+def by_leader(request: web.Request, entries: Sequence[E]) -> tuple[list[E], dict[tuple[str, int], list[E]]]:
+    """The entries this node serves itself (`remote_leader` is None) and the others by their
+    leader's address, for one forwarded request per leader."""
+    local: list[E] = []
+    remote: dict[tuple[str, int], list[E]] = {}
+    for entry in entries:
+        address = remote_leader(request, entry.topic, entry.partition)
+        if address is None:
+            local.append(entry)
+        else:
+            remote.setdefault(address, []).append(entry)
+    return local, remote
+
+
 def not_leader(request: web.Request, topic: str, partition: int, message: str) -> KraftError:
     """NOT_LEADER_OR_FOLLOWER naming the leader, so a client can go there itself."""
     leader = leader_of(request, topic, partition)
@@ -128,32 +155,58 @@ async def produce_remote(request: web.Request, address: tuple[str, int], entries
     only (the caller may have stored other partitions already)."""
     body = {"acks": acks, "timeout_ms": timeout_ms,
             "partitions": [{"topic": e.topic, "partition": e.partition, "records": e.records} for e in entries]}
+    try:
+        return await forward_partitions(
+            request, address, "/v1/produce", body, timeout_ms, "the records may or may not be stored",
+            lambda p: ProduceResult(p["topic"], p["partition"], p.get("base_offset", -1),
+                                    p.get("log_start_offset", -1), p.get("error_code"), p.get("message")))
+    except KraftError as error:
+        return [ProduceResult(e.topic, e.partition, -1, -1, error.error_code, error.message) for e in entries]
+
+
+async def delete_records_remote(request: web.Request, address: tuple[str, int],
+                                entries: Sequence[DeleteRecordsEntry], timeout_ms: int) -> list[DeleteRecordsResult]:
+    """DeleteRecords of `entries` on their leader; one result per entry, never an exception."""
+    body = {"timeout_ms": timeout_ms,
+            "partitions": [{"topic": e.topic, "partition": e.partition, "offset": e.offset} for e in entries]}
+    try:
+        return await forward_partitions(
+            request, address, "/v1/delete-records", body, timeout_ms,
+            "the log start offset may or may not have moved",
+            lambda p: DeleteRecordsResult(p["topic"], p["partition"], p.get("low_watermark", -1),
+                                          p.get("error_code"), p.get("message")))
+    except KraftError as error:
+        return [DeleteRecordsResult(e.topic, e.partition, -1, error.error_code, error.message) for e in entries]
+
+
+async def forward_partitions(request: web.Request, address: tuple[str, int], path: str, body: dict[str, Any],
+                             timeout_ms: int, outcome_unknown: str,
+                             parse: Callable[[dict[str, Any]], T]) -> list[T]:
+    """POSTs `body` to the batch route `path` of the partitions' leader at `address`, which
+    answers within `timeout_ms` (a leader that does not, paused or overloaded, costs a margin
+    more), and parses each partition of its answer. Raises a KraftError when the whole request
+    failed: NETWORK_EXCEPTION when nothing was sent, REQUEST_TIMED_OUT or NETWORK_EXCEPTION when
+    it was sent but not answered (`outcome_unknown` says what that leaves open), the leader's
+    own error when it refused the request."""
     data = msgpack.packb(body)
-    url, headers = _forwarding(request, "POST", address, "/v1/produce", data)
+    url, headers = _forwarding(request, "POST", address, path, data)
     headers.update({"Content-Type": MSGPACK, "Accept": MSGPACK})
-    # the leader answers within timeout_ms; a leader that does not (paused, overloaded) costs no more
-    limit = aiohttp.ClientTimeout(total=timeout_ms / 1000 + PRODUCE_ANSWER_MARGIN_S)
+    limit = aiohttp.ClientTimeout(total=timeout_ms / 1000 + FORWARD_ANSWER_MARGIN_S)
+    leader = f"the partition leader at {address[0]}:{address[1]}"
     try:
         async with request.app[SESSION].post(url, data=data, headers=headers, timeout=limit) as answer:
             reply = msgpack.unpackb(await answer.read())
         if answer.status >= 400:
             raise KraftError.from_dict(reply if isinstance(reply, dict) else {"message": str(reply)})
-        return [
-            ProduceResult(p["topic"], p["partition"], p.get("base_offset", -1), p.get("log_start_offset", -1),
-                          p.get("error_code"), p.get("message"))
-            for p in reply["partitions"]
-        ]
-    except aiohttp.ClientConnectorError as e:  # nothing was sent: nothing was stored
-        error = _unreachable(address, e)
-    except TimeoutError:  # sent, but no answer: the records may be stored
-        error = KraftError("REQUEST_TIMED_OUT", f"the partition leader at {address[0]}:{address[1]} did not "
-                           f"answer within {limit.total:.0f} s; the records may or may not be stored")
+        return [parse(p) for p in reply["partitions"]]
+    except aiohttp.ClientConnectorError as e:  # nothing was sent: nothing was done
+        raise _unreachable(address, e) from None
+    except TimeoutError:
+        raise KraftError("REQUEST_TIMED_OUT", f"{leader} did not answer within {limit.total:.0f} s; "
+                         f"{outcome_unknown}") from None
     except aiohttp.ClientError as e:
-        error = KraftError("NETWORK_EXCEPTION", f"the connection to the partition leader at {address[0]}:"
-                           f"{address[1]} failed ({type(e).__name__}); the records may or may not be stored")
+        raise KraftError("NETWORK_EXCEPTION", f"the connection to {leader} failed ({type(e).__name__}); "
+                         f"{outcome_unknown}") from None
     except (ValueError, KeyError, TypeError) as e:
-        error = KraftError("UNKNOWN_SERVER_ERROR", f"the partition leader at {address[0]}:{address[1]} answered "
-                           f"something unreadable ({type(e).__name__}: {e})")
-    except KraftError as e:
-        error = e
-    return [ProduceResult(entry.topic, entry.partition, -1, -1, error.error_code, error.message) for entry in entries]
+        raise KraftError("UNKNOWN_SERVER_ERROR", f"{leader} answered something unreadable "
+                         f"({type(e).__name__}: {e})") from None
