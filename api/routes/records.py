@@ -17,6 +17,7 @@ import msgspec
 from aiohttp import web
 
 from kraft.api import authz
+from kraft.api.access import AUTO_CREATE
 from kraft.api.throttle import throttle
 from kraft.api.errors import KraftError, invalid_request
 from kraft.api.partitioner import partition_for_key
@@ -33,7 +34,6 @@ from kraft.api.messages.records import (
 )
 from kraft.api.wire import read_message, read_query, render, wants_msgpack
 from kraft.log.batch import build_batch, decode_records, iter_batches
-from kraft.metadata.acl import TOPIC
 
 routes = web.RouteTableDef()
 
@@ -47,8 +47,7 @@ async def topic_or_create(request: web.Request, name: str) -> TopicDescription:
         return topic
     if not request.app[NODE_INFO].auto_create_topics:
         raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
-    if not authz.may_create_topic(request, name):
-        raise authz.authorization_failed(request, "CREATE", TOPIC, (name,))
+    authz.require_named(request, [name], when=AUTO_CREATE)
     try:
         return await request.app[ADMIN].create_topic(name, None, None, {})
     except KraftError as e:
@@ -89,7 +88,6 @@ def _choose_partition(topic: TopicDescription, key: bytes | None, sticky: int) -
 @routes.post("/v1/topics/{topic}/records")
 async def produce_records(request: web.Request) -> web.Response:
     name = check_topic_name(request.match_info["topic"], "produce to")
-    authz.require(request, "WRITE", TOPIC, name)
     query_acks = parse_acks(read_query(request, ProduceRecordsQuery).acks)
     body = await read_message(request, ProduceRecordsRequest)
     acks = query_acks if body.acks is None else body.acks
@@ -192,7 +190,6 @@ async def _start_offset(request: web.Request, query: FetchRecordsQuery, name: st
 
 @routes.get("/v1/topics/{topic}/partitions/{partition}/records")
 async def fetch_records(request: web.Request) -> web.Response:
-    authz.require(request, "READ", TOPIC, request.match_info["topic"])
     topic = require_topic(request, request.match_info["topic"])
     partition = _partition_number(request, topic)
     if (leader := remote_leader(request, topic.name, partition)) is not None:
@@ -230,7 +227,6 @@ async def fetch_records(request: web.Request) -> web.Response:
 
 @routes.get("/v1/topics/{topic}/partitions/{partition}/offsets")
 async def partition_offsets(request: web.Request) -> web.Response:
-    authz.require(request, "DESCRIBE", TOPIC, request.match_info["topic"])
     topic = require_topic(request, request.match_info["topic"])
     partition = _partition_number(request, topic)
     if (leader := remote_leader(request, topic.name, partition)) is not None:
