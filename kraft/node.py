@@ -315,6 +315,7 @@ class Node:
             if authorization is not None:
                 self.app[AUTHORIZER] = StandardAuthorizer(lambda: self.loader.image, authorization,
                                                           self.metrics.registry)
+                self.groups.regexes.authorizer = self.app[AUTHORIZER]  # regexes resolve to what one may Describe
         self.app[NODE_STATUS] = self.status
         self.readiness = ReadinessCheck()
         self._runner: web.AppRunner | None = None

@@ -20,6 +20,7 @@ from kraft.api.messages.common import GroupId, check_topic_name
 from kraft.api.messages.groups import (
     CommitOffsetsRequest, DeleteOffsetsRequest, FetchOffsetsQuery, HeartbeatRequest, ResetOffsetsRequest,
 )
+from kraft.api.security import principal_of
 from kraft.api.wire import read_message, read_query, render
 from kraft.metadata.acl import GROUP
 
@@ -32,6 +33,7 @@ class GroupHeartbeat:
     member_epoch: int
     client_id: str
     client_host: str
+    principal: str  # with client_host, whose Describe rights a regex subscription resolves with
     subscribed_topics: tuple[str, ...] | None
     subscribed_topic_regex: str | None
     server_assignor: str | None
@@ -129,6 +131,9 @@ async def heartbeat(request: web.Request) -> web.Response:
     group_id = group_id_of(request)
     authz.require(request, "READ", GROUP, group_id)
     body = await read_message(request, HeartbeatRequest)
+    if body.subscribed_topics:
+        # Kafka: a member may subscribe only to topics it may Describe (a regex is resolved to those)
+        authz.require_topics(request, "DESCRIBE", body.subscribed_topics)
     owned = None
     if body.owned_partitions is not None:
         owned = frozenset((entry.topic, p) for entry in body.owned_partitions for p in entry.partitions)
@@ -136,7 +141,8 @@ async def heartbeat(request: web.Request) -> web.Response:
         member_id=body.member_id,
         member_epoch=body.member_epoch,
         client_id=body.client_id[:255],
-        client_host=request.remote or "",
+        client_host=authz.client_host(request),
+        principal=principal_of(request),
         subscribed_topics=None if body.subscribed_topics is None else tuple(dict.fromkeys(body.subscribed_topics)),
         subscribed_topic_regex=body.subscribed_topic_regex,
         server_assignor=body.server_assignor,
