@@ -265,6 +265,7 @@ class Node:
             node_id=self.node_id, roles=config.roles,
             max_request_bytes=config["socket.request.max.bytes"],
             auto_create_topics=config["auto.create.topics.enable"],
+            fetch_max_bytes=config["fetch.max.bytes"],
         )
         open_files_limit = raise_open_files_limit()
         OPEN_FILES.capacity = config["log.open.files.max"] or default_open_files_max(open_files_limit)
