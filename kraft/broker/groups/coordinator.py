@@ -96,7 +96,7 @@ class CoordinatorReplicas(LocalOffsets, Protocol):
 class TopicPartitionCounts(Mapping[str, int]):
     """The partition counts of the image's topics a subscription may name (internal topics are
     left out), looked up by name: a heartbeat costs the topics its group names, not the cluster.
-    Only iteration (a regex subscription) walks every topic."""
+    Only iteration walks every topic (regexes are resolved beforehand, `regex_resolver`)."""
 
     __slots__ = ("_image",)
 
