@@ -19,12 +19,10 @@ from typing import Callable, Iterable, Protocol, TypeVar
 from aiohttp import web
 
 from kraft.api.errors import KraftError
-from kraft.api.security import FORWARDED_BY, NODE_ID, principal_of
+from kraft.api.security import CLIENT_HOST_HEADER, FORWARDED_BY, NODE_ID, principal_of
 from kraft.metadata.acl import CLUSTER, CLUSTER_NAME, GROUP, TOPIC, TRANSACTIONAL_ID, operation_name
 
 log = logging.getLogger("kraft.authorizer")
-
-CLIENT_HOST_HEADER = "X-Kraft-Client-Host"
 
 ERROR_CODES = {
     TOPIC: "TOPIC_AUTHORIZATION_FAILED",

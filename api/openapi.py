@@ -81,6 +81,14 @@ ROUTES = (
     Route("GET", "/v1/topics/{topic}/partitions/{partition}/offsets",
           "A partition's offsets, or the offset for a timestamp", records.PartitionOffsetsResponse,
           query=records.PartitionOffsetsQuery, errors=(*TOPIC, *LEADER)),
+    Route("POST", "/v1/delete-records",
+          "Delete the records before an offset (Kafka's DeleteRecords); per partition an error_code when refused",
+          records.DeleteRecordsResponse, records.DeleteRecordsRequest,
+          errors=("INVALID_TOPIC_EXCEPTION", "TOPIC_AUTHORIZATION_FAILED"),
+          description="Per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE "
+                      "(above the high watermark), POLICY_VIOLATION (cleanup.policy=compact), "
+                      "INVALID_TOPIC_EXCEPTION (an internal topic), REQUEST_TIMED_OUT (the replicas did not follow "
+                      "in time), KAFKA_STORAGE_ERROR."),
     Route("POST", "/v1/produce", "Produce record batches to many partitions", batch.ProduceResponse,
           batch.ProduceRequest, errors=(*TOPIC, "INVALID_REQUIRED_ACKS", "CORRUPT_MESSAGE", "INVALID_RECORD")),
     Route("POST", "/v1/fetch", "Fetch record batches from many partitions (long poll)", batch.FetchResponse,

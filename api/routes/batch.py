@@ -71,7 +71,7 @@ async def fetch(request: web.Request) -> web.Response:
     replica_id = body.replica_id
     entries = [
         ReplicaFetchEntry(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
-                          p.last_fetched_epoch, p.high_watermark)
+                          p.last_fetched_epoch, p.high_watermark, p.log_start_offset)
         for p in body.partitions
     ]
     if replica_id != NO_REPLICA:  # a replica's fetch moves the high watermark and the ISR: nodes only

@@ -22,7 +22,7 @@ from kraft.api import authz
 from kraft.api.throttle import throttle
 from kraft.api.errors import KraftError, invalid_request
 from kraft.api.partitioner import partition_for_key
-from kraft.api.routes.forward import not_leader, produce_remote, proxy, remote_leader
+from kraft.api.routes.forward import by_leader, not_leader, produce_remote, proxy, remote_leader
 from kraft.api.routes.metadata import require_topic
 from kraft.api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, FetchEntry, ProduceEntry, ProduceResult, TopicDescription,
@@ -142,16 +142,9 @@ async def produce_records(request: web.Request) -> web.Response:
 async def _produce_anywhere(request: web.Request, entries: list[ProduceEntry], acks: int) -> list[ProduceResult]:
     """Appends here what this node leads and forwards the rest to the partitions' leaders: one
     result per entry, an error for what failed (never an exception once anything may be stored)."""
-    local: list[ProduceEntry] = []
-    remote: dict[tuple[str, int], list[ProduceEntry]] = {}
-    for entry in entries:
-        address = remote_leader(request, entry.topic, entry.partition)
-        if address is None:
-            local.append(entry)
-        else:
-            remote.setdefault(address, []).append(entry)
+    local, remote = by_leader(request, entries)
     calls = [request.app[REPLICAS].produce(local, acks, PRODUCE_TIMEOUT_MS)] if local else []
-    calls += [produce_remote(request, address, group, acks, PRODUCE_TIMEOUT_MS) for address, group in remote.items()]
+    calls += [produce_remote(request, leader, group, acks, PRODUCE_TIMEOUT_MS) for leader, group in remote.items()]
     results = [result for results in await asyncio.gather(*calls) for result in results]
     # the leaders charge what they were forwarded; this node charges what it appended itself
     await throttle(request, "produce", sum(len(e.records) for e in local))
