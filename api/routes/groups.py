@@ -33,12 +33,12 @@ class GroupHeartbeat:
     member_epoch: int
     client_id: str
     client_host: str
-    principal: str  # with client_host, whose Describe rights a regex subscription resolves with
     subscribed_topics: tuple[str, ...] | None
     subscribed_topic_regex: str | None
     server_assignor: str | None
     owned: frozenset[tuple[str, int]] | None
     rebalance_timeout_ms: int
+    principal: str = ""  # with client_host, whose Describe rights a regex subscription resolves with
 
 
 @dataclass(frozen=True)
