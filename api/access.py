@@ -118,7 +118,9 @@ ACCESS: dict[tuple[str, str], Access] = {
         Rule("DESCRIBE", TOPIC, LISTED, names="offsets of the topics"))),
     ("DELETE", "/v1/groups/{group}"): Access((Rule("DELETE", GROUP, GROUP_PATH),)),
     ("GET", "/v1/groups/{group}/coordinator"): Access((Rule("DESCRIBE", GROUP, GROUP_PATH),)),
-    ("POST", "/v1/groups/{group}/heartbeat"): Access((Rule("READ", GROUP, GROUP_PATH),)),
+    ("POST", "/v1/groups/{group}/heartbeat"): Access(
+        (Rule("READ", GROUP, GROUP_PATH), Rule("DESCRIBE", TOPIC, NAMED, names="it subscribes to by name")),
+        note="a subscription regex resolves to the topics the member may Describe (the coordinator filters)"),
     ("POST", "/v1/groups/{group}/offsets"): Access((Rule("READ", GROUP, GROUP_PATH), Rule("READ", TOPIC, NAMED))),
     ("GET", "/v1/groups/{group}/offsets"): Access((Rule("DESCRIBE", GROUP, GROUP_PATH),
                                                    Rule("DESCRIBE", TOPIC, LISTED, names="offsets of the topics"))),

@@ -265,6 +265,7 @@ class Node:
             node_id=self.node_id, roles=config.roles,
             max_request_bytes=config["socket.request.max.bytes"],
             auto_create_topics=config["auto.create.topics.enable"],
+            fetch_max_bytes=config["fetch.max.bytes"],
         )
         open_files_limit = raise_open_files_limit()
         OPEN_FILES.capacity = config["log.open.files.max"] or default_open_files_max(open_files_limit)
@@ -317,6 +318,7 @@ class Node:
             if authorization is not None:
                 self.app[AUTHORIZER] = StandardAuthorizer(lambda: self.loader.image, authorization,
                                                           self.metrics.registry)
+                self.groups.regexes.authorizer = self.app[AUTHORIZER]  # regexes resolve to what one may Describe
         self.app[NODE_STATUS] = self.status
         self.readiness = ReadinessCheck()
         self._runner: web.AppRunner | None = None

@@ -161,6 +161,54 @@ def _decompress(payload: bytes | memoryview, code: int) -> bytes | memoryview:
     raise InvalidRecordError(f"unsupported compression code {code}")
 
 
+_INFLATE_CHUNK = 64 * 1024
+
+
+def _inflate(payload: memoryview, code: int) -> Iterator[bytes]:
+    """The decompressed payload in chunks of at most `_INFLATE_CHUNK` bytes, for counting it
+    without holding it (a truncated stream just ends)."""
+    if code == 4:
+        reader = zstandard.ZstdDecompressor().stream_reader(payload)
+        while chunk := reader.read(_INFLATE_CHUNK):
+            yield chunk
+    elif code == 3:
+        lz4_stream = lz4.frame.LZ4FrameDecompressor()
+        chunk = lz4_stream.decompress(payload, max_length=_INFLATE_CHUNK)
+        while chunk:
+            yield chunk
+            if lz4_stream.eof or lz4_stream.needs_input:
+                return
+            chunk = lz4_stream.decompress(b"", max_length=_INFLATE_CHUNK)
+    elif code == 1:
+        gzip_stream = zlib.decompressobj(wbits=31)
+        chunk = gzip_stream.decompress(payload, _INFLATE_CHUNK)
+        while chunk:
+            yield chunk
+            if gzip_stream.eof:
+                return
+            chunk = gzip_stream.decompress(gzip_stream.unconsumed_tail, _INFLATE_CHUNK)
+    else:
+        raise InvalidRecordError(f"unsupported compression code {code}")
+
+
+def decompressed_size(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, limit: int) -> int:
+    """The size of the validated batch at `pos` with its records payload decompressed, counted a
+    chunk at a time so that nothing past `limit` is ever allocated: counting stops once the size
+    passes `limit` (the answer is then larger than it). Raises CorruptRecordError."""
+    body = memoryview(buf)[pos + HEADER_SIZE : pos + header.size_in_bytes]
+    size = HEADER_SIZE
+    if header.compression_code == 0:
+        return size + len(body)
+    try:
+        for chunk in _inflate(body, header.compression_code):
+            size += len(chunk)
+            if size > limit:
+                break
+    except (zstandard.ZstdError, RuntimeError, zlib.error, ValueError) as e:
+        raise CorruptRecordError(f"cannot decompress batch payload: {e}") from e
+    return size
+
+
 def _array_header(count: int) -> bytes:
     """The msgpack array header of `count` elements, in the shortest form (as packb writes it)."""
     if count < 16:

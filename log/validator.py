@@ -5,7 +5,12 @@ max.message.bytes, record count and offset deltas, supported compression, no tra
 control batches from producers, keys on compacted topics. A request is all-or-nothing: the first bad
 batch rejects the whole blob. The leader then stamps offsets and its epoch (and LogAppendTime when
 configured); a follower keeps what the leader stamped, so only offset order is checked.
-Nothing here decodes records except the key check on compacted topics.
+
+A producer's compressed batch must fit in max.message.bytes decompressed too (a 3 KB zstd batch of
+100 MB of zeros made every JSON read of it allocate a gigabyte): its payload is decompressed a
+chunk at a time and counted, never held, and counting stops at the bound. An uncompressed batch
+is not decoded: its header's size is its size. Nothing else here decodes records except the key
+check on compacted topics.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from kraft.log.batch import (
     TRANSACTIONAL_FLAG,
     BatchHeader,
     decode_records,
+    decompressed_size,
     iter_batches,
     set_log_append_time,
     stamp,
@@ -159,6 +165,13 @@ class LogValidator:
             )
         if header.compression_code not in SUPPORTED_COMPRESSION_CODES:
             raise InvalidRecordError(f"unsupported compression code {header.compression_code}")
+        if from_producer and header.compression_code != 0:
+            limit = self.config.max_message_bytes
+            if decompressed_size(buf, pos, header, limit) > limit:
+                raise RecordTooLargeError(
+                    f"compressed batch of {header.size_in_bytes} bytes exceeds max.message.bytes "
+                    f"{limit} decompressed"
+                )
         if from_producer and min(header.base_timestamp, header.max_timestamp) < NO_TIMESTAMP:
             raise InvalidTimestampError(
                 f"batch at position {pos} has a negative timestamp other than {NO_TIMESTAMP}"

@@ -20,6 +20,7 @@ from kraft.api.messages.common import GroupId, check_topic_name
 from kraft.api.messages.groups import (
     CommitOffsetsRequest, DeleteOffsetsRequest, FetchOffsetsQuery, HeartbeatRequest, ResetOffsetsRequest,
 )
+from kraft.api.security import principal_of
 from kraft.api.wire import read_message, read_query, render
 
 routes = web.RouteTableDef()
@@ -36,6 +37,7 @@ class GroupHeartbeat:
     server_assignor: str | None
     owned: frozenset[tuple[str, int]] | None
     rebalance_timeout_ms: int
+    principal: str = ""  # with client_host, whose Describe rights a regex subscription resolves with
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,9 @@ async def delete_group(request: web.Request) -> web.Response:
 async def heartbeat(request: web.Request) -> web.Response:
     group_id = group_id_of(request)
     body = await read_message(request, HeartbeatRequest)
+    if body.subscribed_topics:
+        # Kafka: a member may subscribe only to topics it may Describe (a regex is resolved to those)
+        authz.require_named(request, body.subscribed_topics)
     owned = None
     if body.owned_partitions is not None:
         owned = frozenset((entry.topic, p) for entry in body.owned_partitions for p in entry.partitions)
@@ -141,7 +146,8 @@ async def heartbeat(request: web.Request) -> web.Response:
         member_id=body.member_id,
         member_epoch=body.member_epoch,
         client_id=body.client_id[:255],
-        client_host=request.remote or "",
+        client_host=authz.client_host(request),
+        principal=principal_of(request),
         subscribed_topics=None if body.subscribed_topics is None else tuple(dict.fromkeys(body.subscribed_topics)),
         subscribed_topic_regex=body.subscribed_topic_regex,
         server_assignor=body.server_assignor,

@@ -5,7 +5,7 @@ whenever its first two entries differ from the dump it loads, which a crash (or 
 writing a dump and trimming the journal makes them do: acknowledged records were lost. Here:
 
 - `RaftJournal`: one append-only file of entries framed with length + CRC32C. An entry is
-  fsynced before this voter acknowledges it to anyone (`JournalSyncingTransport`) or counts it
+  fsynced before this voter acknowledges it to anyone (`raft_transport.RaftTransport`) or counts it
   committed (`setRaftCommitIndex`): one fsync per batch, not per entry. A torn or corrupt tail
   is cut at the last whole entry on load. Prefix deletion (log compaction) rewrites the kept tail
   into a new file renamed over the old one; suffix deletion (a Raft conflict) and `clear`
@@ -29,7 +29,6 @@ import json
 import logging
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +36,7 @@ import crc32c
 import pysyncobj.journal
 import pysyncobj.serializer
 import pysyncobj.syncobj
-import pysyncobj.tcp_server
-import pysyncobj.transport
 from pysyncobj import pickle as syncobj_pickle
-from pysyncobj.tcp_connection import TcpConnection
-from pysyncobj.transport import TCPTransport
 
 from kraft.log import fault_injection
 
@@ -423,69 +418,6 @@ def durable_replace(source: str, target: str) -> None:
     fsync_dir(Path(target).parent)
 
 
-@dataclass
-class RaftChannelCounts:
-    """A voter's Raft traffic since it started (Kafka's raft-channel-metrics), counted in the Raft
-    thread; the metrics read the ints as they are."""
-
-    incoming_bytes: int = 0
-    outgoing_bytes: int = 0
-    sent: int = 0  # messages sent to the other voters
-    received: int = 0  # messages received from them
-
-
-class _CountingConnection(TcpConnection):
-    """pysyncobj's TCP connection, adding the bytes it moves to `channel` (set by the transport
-    that owns it; a connection of another transport counts nowhere)."""
-
-    channel: RaftChannelCounts | None = None
-
-    def _TcpConnection__processSend(self) -> bool:  # only ever takes bytes off the write buffer
-        pending = len(self._TcpConnection__writeBuffer)
-        progressed = super()._TcpConnection__processSend()
-        if progressed and self.channel is not None:
-            self.channel.outgoing_bytes += pending - len(self._TcpConnection__writeBuffer)
-        return progressed
-
-    def _TcpConnection__processRead(self) -> bool:  # only ever appends to the read buffer
-        buffered = len(self._TcpConnection__readBuffer)
-        progressed = super()._TcpConnection__processRead()
-        if progressed and self.channel is not None:
-            self.channel.incoming_bytes += len(self._TcpConnection__readBuffer) - buffered
-        return progressed
-
-
-class JournalSyncingTransport(TCPTransport):
-    """Raft: an entry is on stable storage before this voter acknowledges it, and the leader's
-    entries before it sends them on, so every message goes out after the journal's fsync. Counts
-    the traffic in `channel`."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.channel = RaftChannelCounts()  # before TCPTransport's constructor adds the voters
-        super().__init__(*args, **kwargs)
-
-    def addNode(self, node: Any) -> None:
-        super().addNode(node)
-        connection = self._connections.get(node)
-        if connection is not None:
-            connection.channel = self.channel
-
-    def _onNewIncomingConnection(self, conn: Any) -> None:
-        conn.channel = self.channel
-        super()._onNewIncomingConnection(conn)
-
-    def send(self, node: Any, message: Any) -> bool:
-        self._syncObj.conf.journalFile.flush()
-        sent = super().send(node, message)
-        if sent:
-            self.channel.sent += 1
-        return sent
-
-    def _onMessageReceived(self, node: Any, message: Any) -> None:
-        self.channel.received += 1
-        super()._onMessageReceived(node, message)
-
-
 _pysyncobj_create_journal = pysyncobj.journal.createJournal
 
 
@@ -515,10 +447,8 @@ def _keep_matching_entries(syncobj: pysyncobj.syncobj.SyncObj, fromIDx: int) -> 
 # `createJournal(conf.journalFile)` (a subclass cannot override a global lookup), so an opened
 # `RaftJournal` passed as `journalFile` is handed over as is; any other value still gets
 # pysyncobj's journal. The serializer installs dumps with a bare rename: `durable_replace` makes
-# that rename durable. A follower's AppendEntries keeps the entries it holds (above). Connections
-# are built by module-level names too: `_CountingConnection` counts the Raft traffic.
+# that rename durable. A follower's AppendEntries keeps the entries it holds (above). The
+# connections are `raft_transport`'s.
 pysyncobj.syncobj.createJournal = _create_journal
-pysyncobj.transport.TcpConnection = _CountingConnection
-pysyncobj.tcp_server.TcpConnection = _CountingConnection
 pysyncobj.serializer.atomicReplace = durable_replace
 pysyncobj.syncobj.SyncObj._SyncObj__deleteEntriesFrom = _keep_matching_entries  # type: ignore[attr-defined]

@@ -37,9 +37,7 @@ from pysyncobj.syncobj import SyncObjException, _RAFT_STATE
 from kraft.config import ConfigError, parse_host_port
 from kraft.controller.errors import ControllerError, InvalidBatchError, MetadataStorageError, NotControllerError
 from kraft.controller.quorum import BatchCallback, CommitCallback, SnapshotCallback, stamp_proposal
-from kraft.controller.raft_journal import (
-    JournalAppendError, JournalSyncingTransport, RaftChannelCounts, RaftJournal,
-)
+from kraft.controller.raft_journal import JournalAppendError, RaftJournal
 from kraft.controller.raft_state import (
     BatchOutcome,
     MetadataImageMachine,
@@ -50,6 +48,7 @@ from kraft.controller.raft_state import (
     apply_endpoint,
     claim_record,
 )
+from kraft.controller.raft_transport import RaftChannelCounts, RaftTransport
 from kraft.metrics import NULL_METRICS, MetricsSink
 
 logger = logging.getLogger(__name__)
@@ -357,7 +356,7 @@ class RaftQuorum:
         others = [addr for nid, addr in self._addresses.items() if nid != self.node_id]
         try:
             self._syncobj = _KraftSyncObj(self_address, others, conf, consumers=[self._log],
-                                          transportClass=JournalSyncingTransport)
+                                          transportClass=RaftTransport)
         except BaseException:
             journal._destroy()
             raise
