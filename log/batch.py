@@ -10,19 +10,16 @@ could coexist later. See docs/internals.md §1.
 
 from __future__ import annotations
 
-import gzip
 import struct
-import zlib
 from dataclasses import dataclass
 from itertools import repeat
 from operator import add
 from typing import Any, Iterator, NamedTuple, Sequence
 
 import crc32c
-import lz4.frame
 import msgpack
-import zstandard
 
+from kraft.log import compression as codec
 from kraft.log.errors import CorruptRecordError, InvalidRecordError
 
 MAGIC = 0x4B  # "K": kraft's msgpack batch format (Kafka's v2 is 2)
@@ -44,9 +41,8 @@ _TIMESTAMPS = struct.Struct(">hiqq")  # attributes, last_offset_delta, base/max 
 _LENGTH_POS = 8
 _EPOCH_POS = 12
 
-COMPRESSION_CODES: dict[str, int] = {"none": 0, "gzip": 1, "lz4": 3, "zstd": 4}
+COMPRESSION_CODES: dict[str, int] = codec.CODES  # Kafka's codes: log/compression.py
 COMPRESSIONS: tuple[str, ...] = tuple(COMPRESSION_CODES)
-_COMPRESSION_NAMES = {code: name for name, code in COMPRESSION_CODES.items()}
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_FLAG = 0x08  # set: LogAppendTime, clear: CreateTime
 TRANSACTIONAL_FLAG = 0x10
@@ -112,53 +108,11 @@ class BatchHeader:
     @property
     def compression(self) -> str:
         """The codec name; raises InvalidRecordError for a codec kraft does not support."""
-        try:
-            return _COMPRESSION_NAMES[self.compression_code]
-        except KeyError:
-            raise InvalidRecordError(
-                f"unsupported compression code {self.compression_code}"
-            ) from None
+        return codec.name(self.compression_code)
 
     @property
     def is_log_append_time(self) -> bool:
         return bool(self.attributes & TIMESTAMP_TYPE_FLAG)
-
-
-def _compress(payload: bytes, compression: str) -> bytes:
-    if compression == "none":
-        return payload
-    if compression == "zstd":
-        return zstandard.compress(payload)
-    if compression == "lz4":
-        return lz4.frame.compress(payload)
-    if compression == "gzip":
-        return gzip.compress(payload, compresslevel=6)
-    raise InvalidRecordError(f"unknown compression {compression!r}; use one of {COMPRESSIONS}")
-
-
-def _decompress(payload: bytes | memoryview, code: int) -> bytes | memoryview:
-    try:
-        if code == 0:
-            return payload
-        if code == 4:
-            return zstandard.ZstdDecompressor().decompress(
-                payload, max_output_size=MAX_DECOMPRESSED_BYTES
-            )
-        if code == 3:
-            lz4_stream = lz4.frame.LZ4FrameDecompressor()
-            out = lz4_stream.decompress(payload, max_length=MAX_DECOMPRESSED_BYTES)
-            if not lz4_stream.eof:
-                raise ValueError("truncated or oversized lz4 frame")
-            return out
-        if code == 1:
-            gzip_stream = zlib.decompressobj(wbits=31)
-            out = gzip_stream.decompress(payload, MAX_DECOMPRESSED_BYTES)
-            if not gzip_stream.eof:
-                raise ValueError("truncated or oversized gzip stream")
-            return out
-    except (zstandard.ZstdError, RuntimeError, zlib.error, ValueError) as e:
-        raise CorruptRecordError(f"cannot decompress batch payload: {e}") from e
-    raise InvalidRecordError(f"unsupported compression code {code}")
 
 
 def _array_header(count: int) -> bytes:
@@ -187,14 +141,11 @@ def _frame(
     """Header + (compressed) `array_header + payload`, the CRC computed piecewise so the payload
     is copied once when uncompressed."""
     code = attributes & COMPRESSION_MASK
-    name = _COMPRESSION_NAMES.get(code)
-    if name is None:
-        raise InvalidRecordError(f"unsupported compression code {code}")
     parts: tuple[Any, ...]
-    if name == "none":
+    if code == codec.NONE:
         parts = (array_header, payload) if array_header else (payload,)
     else:
-        parts = (_compress(array_header + bytes(payload), name),)
+        parts = (codec.compress(code, array_header + bytes(payload)),)
     header = bytearray(HEADER_SIZE)
     _HEADER.pack_into(
         header, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD + sum(map(len, parts)),
@@ -390,7 +341,7 @@ def decompress_payload(
     if header is None:
         header = validate_batch(buf, pos)
     body = memoryview(buf)[pos + HEADER_SIZE : pos + header.size_in_bytes]
-    return _decompress(body, header.compression_code)
+    return codec.decompress(header.compression_code, body, MAX_DECOMPRESSED_BYTES)
 
 
 def _only(types: frozenset[type], column: tuple[Any, ...]) -> bool:

@@ -53,7 +53,7 @@ def test_log_append_time_topic_overwrites_timestamps() -> None:
                       base_timestamp=0, max_timestamp=0), InvalidRecordError),
         (encode_batch([], base_offset=0, last_offset_delta=-1, base_timestamp=0,
                       max_timestamp=0), InvalidRecordError),
-        (_with_attributes(make_batch(1), 2), InvalidRecordError),  # snappy
+        (_with_attributes(make_batch(1), 5), InvalidRecordError),  # no codec has code 5
         (_with_attributes(make_batch(1), 0x10), InvalidRecordError),  # transactional
         (make_batch(1, ts=-5), InvalidTimestampError),
     ],
