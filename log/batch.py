@@ -315,6 +315,18 @@ def set_log_append_time(buf: bytearray, pos: int, size: int, timestamp: int) -> 
     _CRC.pack_into(buf, pos + _CRC_POS, compute_crc(buf, pos, size))
 
 
+def recompress(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, code: int) -> bytes:
+    """The validated batch at `pos` with its payload in codec `code`: the same header fields with
+    the new codec in the attributes, a new length and CRC (a topic's compression.type)."""
+    payload = decompress_payload(buf, pos, header)
+    return _frame(
+        payload, b"", header.record_count, header.last_offset_delta, header.base_offset,
+        header.base_timestamp, header.max_timestamp, (header.attributes & ~COMPRESSION_MASK) | code,
+        header.partition_leader_epoch, header.producer_id, header.producer_epoch,
+        header.base_sequence,
+    )
+
+
 class BatchColumns(NamedTuple):
     """A decoded batch, column-wise: the consumers' fast path (no per-record object is built).
     `offsets` is a `range` when the batch has no gaps (it was not compacted)."""
