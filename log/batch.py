@@ -137,9 +137,10 @@ def _frame(
     producer_id: int,
     producer_epoch: int,
     base_sequence: int,
+    magic: int = MAGIC,
 ) -> bytes:
     """Header + (compressed) `array_header + payload`, the CRC computed piecewise so the payload
-    is copied once when uncompressed."""
+    is copied once when uncompressed. `magic` 2 frames Kafka's v2 records (log/kafka_batch.py)."""
     code = attributes & COMPRESSION_MASK
     parts: tuple[Any, ...]
     if code == codec.NONE:
@@ -149,7 +150,7 @@ def _frame(
     header = bytearray(HEADER_SIZE)
     _HEADER.pack_into(
         header, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD + sum(map(len, parts)),
-        partition_leader_epoch, MAGIC, 0, attributes, last_offset_delta, base_timestamp,
+        partition_leader_epoch, magic, 0, attributes, last_offset_delta, base_timestamp,
         max_timestamp, producer_id, producer_epoch, base_sequence, record_count,
     )
     crc = crc32c.crc32c(memoryview(header)[ATTRIBUTES_POS:])
@@ -252,8 +253,9 @@ def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int
     return crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_POS : pos + size])
 
 
-def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
-    """Parses and checks the framing (length, magic, CRC) of the batch at `pos`.
+def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0, magic: int = MAGIC) -> BatchHeader:
+    """Parses and checks the framing (length, magic, CRC) of the batch at `pos`: a kraft batch,
+    or with `magic=2` a Kafka v2 one (the same header).
 
     Raises CorruptRecordError; content rules (record counts, sizes) are `LogValidator`'s job."""
     header = BatchHeader.parse(buf, pos)
@@ -267,8 +269,8 @@ def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHe
         raise CorruptRecordError(
             f"batch at position {pos} claims {size} bytes but only {len(buf) - pos} remain"
         )
-    if header.magic != MAGIC:
-        raise CorruptRecordError(f"batch at position {pos} has magic {header.magic}, expected {MAGIC}")
+    if header.magic != magic:
+        raise CorruptRecordError(f"batch at position {pos} has magic {header.magic}, expected {magic}")
     crc = compute_crc(buf, pos, size)
     if crc != header.crc:
         raise CorruptRecordError(
@@ -316,14 +318,20 @@ def set_log_append_time(buf: bytearray, pos: int, size: int, timestamp: int) -> 
 
 
 def recompress(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, code: int) -> bytes:
-    """The validated batch at `pos` with its payload in codec `code`: the same header fields with
-    the new codec in the attributes, a new length and CRC (a topic's compression.type)."""
-    payload = decompress_payload(buf, pos, header)
+    """The validated batch at `pos` (either format: the records payload is codec-independent)
+    with its payload in codec `code`: the same header fields with the new codec in the
+    attributes, a new length and CRC (a topic's compression.type)."""
+    return reframe(header, decompress_payload(buf, pos, header), code)
+
+
+def reframe(header: BatchHeader, payload: bytes | bytearray | memoryview, code: int) -> bytes:
+    """A batch with `header`'s fields (magic included, length and CRC new) around the
+    uncompressed records `payload`, compressed with codec `code`."""
     return _frame(
         payload, b"", header.record_count, header.last_offset_delta, header.base_offset,
         header.base_timestamp, header.max_timestamp, (header.attributes & ~COMPRESSION_MASK) | code,
         header.partition_leader_epoch, header.producer_id, header.producer_epoch,
-        header.base_sequence,
+        header.base_sequence, header.magic,
     )
 
 
