@@ -39,14 +39,19 @@ def _consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
     return values
 
 
+def _produce(bootstrap: str, topic: str, values: list[bytes], compression: str) -> None:
+    with Producer(bootstrap, acks="all", linger_ms=20, compression_type=compression) as producer:
+        futures = [producer.send(topic, value=v) for v in values]
+        producer.flush()
+        for future in futures:
+            future.result(timeout=30)
+
+
 def test_topic_compression_type_recompresses_the_producers_batches(node) -> None:
     topic = f"zstd-{uuid.uuid4().hex[:8]}"
     Admin(node.bootstrap).create_topic(topic, partitions=1, configs={"compression.type": "zstd"})
     values = [b"value-%d " % i * 20 for i in range(300)]
-    with Producer(node.bootstrap, acks="all", linger_ms=20, compression_type="none") as producer:
-        futures = [producer.send(topic, value=v) for v in values]
-        producer.flush()
-        [f.result(timeout=30) for f in futures]
+    _produce(node.bootstrap, topic, values, "none")
     stored = _stored_batches(node.url, topic)
     batches = list(iter_batches(stored))
     assert batches and all(validate_batch(stored, pos).compression == "zstd" for pos, _ in batches)
@@ -59,10 +64,7 @@ def test_snappy_round_trip_through_the_client(node) -> None:
     admin = Admin(node.bootstrap)
     admin.create_topic(topic, partitions=1)  # compression.type=producer: stored as sent
     values = [b"snappy-%d " % i * 10 for i in range(500)]
-    with Producer(node.bootstrap, acks="all", linger_ms=20, compression_type="snappy") as producer:
-        futures = [producer.send(topic, value=v) for v in values]
-        producer.flush()
-        [f.result(timeout=30) for f in futures]
+    _produce(node.bootstrap, topic, values, "snappy")
     stored = _stored_batches(node.url, topic)
     assert {validate_batch(stored, pos).compression for pos, _ in iter_batches(stored)} == {"snappy"}
     assert _consume(node.bootstrap, topic, len(values)) == values
