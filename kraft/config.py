@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from kraft.kafka_broker_keys import KAFKA_BROKER_KEYS
-from kraft.log.config import TOPIC_CONFIG_KEYS, LogConfig
+from kraft.log.config import COMPRESSION_TYPES, TOPIC_CONFIG_KEYS, LogConfig
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -335,6 +335,9 @@ _KEYS = [
               "Minimum age before a record may be compacted.", _NON_NEG),
     ConfigKey("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.",
               one_of("CreateTime", "LogAppendTime")),
+    ConfigKey("compression.type", "string", "producer",
+              "Codec topics store batches in: producer (keep the producer's), uncompressed, gzip, "
+              "snappy, lz4 or zstd.", one_of(*COMPRESSION_TYPES)),
     ConfigKey("unclean.leader.election.enable", "boolean", False,
               "Elect a leader outside the ISR when no ISR member is alive."),
     ConfigKey("broker.rack", "string", None, "Rack of this broker, for replica placement."),
@@ -467,6 +470,7 @@ class KraftConfig:
             "index.interval.bytes": str(self["log.index.interval.bytes"]),
             "max.message.bytes": str(self["message.max.bytes"]),
             "message.timestamp.type": self["log.message.timestamp.type"],
+            "compression.type": self["compression.type"],
             "min.compaction.lag.ms": str(self["log.cleaner.min.compaction.lag.ms"]),
             "min.insync.replicas": str(self["min.insync.replicas"]),
             "retention.bytes": str(self["log.retention.bytes"]),

@@ -44,7 +44,7 @@ KAFKA_BROKER_KEYS: frozenset[str] = frozenset({
     "log.segment.delete.delay.ms", "log.preallocate", "log.message.downconversion.enable",
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
     "log.message.timestamp.difference.max.ms", "log.message.format.version", "log.roll.jitter.ms",
-    "log.roll.jitter.hours", "log.local.retention.ms", "log.local.retention.bytes", "compression.type",
+    "log.roll.jitter.hours", "log.local.retention.ms", "log.local.retention.bytes",
     "remote.log.storage.system.enable", "replica.high.watermark.checkpoint.interval.ms",
     "replica.fetch.min.bytes", "replica.fetch.backoff.ms", "replica.fetch.response.max.bytes",
     "replica.selector.class",

@@ -115,6 +115,9 @@ BLOCKS: dict[tuple[str, str], Skip | Run] = {
         Run(scale=True),
     ("docs/benchmarks.md", "kraft-bench failover --target controller --partitions 100000 --runs 5 --json f100k.json"):
         Run(scale=True),
+    ("docs/benchmarks.md", "for direction in to-kraft from-kraft; do"):
+        Skip("six in-memory measurements, a python start-up each, in a doc already near DOC_TIMEOUT_S "
+             "(tests/unit/bench/test_convert_bench.py runs the command small)"),
     ("docs/benchmarks.md", "kraft-bench metadata --partitions 100000 --brokers 2 --json m100k.json"):
         Skip("the second round's `kraft-bench metadata` runs scaled; these differ only in their sizes"),
     ("docs/groups.md", "kraft consumer-groups --bootstrap-server H:P --list"):

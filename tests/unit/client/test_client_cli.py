@@ -33,7 +33,7 @@ def run(*args: str, input: str | None = None):
     (["console-producer", "--topic", "t", "--property", "parse.key=maybe"], "true or false"),
     (["console-producer", "--topic", "t", "--producer-property", "nope=1"], "unknown producer property"),
     (["console-producer", "--topic", "t", "--producer-property", "linger.ms=soon"], "integer"),
-    (["console-producer", "--topic", "t", "--compression-codec", "snappy"], "snappy"),
+    (["console-producer", "--topic", "t", "--compression-codec", "brotli"], "brotli"),
     (["console-consumer", "--topic", "t", "--offset", "5"], "--offset needs --partition"),
     (["console-consumer", "--topic", "t", "--partition", "0", "--offset", "5", "--from-beginning"], "cannot be used together"),
     (["console-consumer", "--topic", "t", "--partition", "0", "--offset", "-3"], "non-negative"),

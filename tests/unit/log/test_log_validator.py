@@ -8,7 +8,17 @@ import tracemalloc
 import crc32c
 import pytest
 
-from kraft.log.batch import ATTRIBUTES_POS, HEADER_SIZE, BatchHeader, build_batch, encode_batch, stamp
+from kraft.log.batch import (
+    ATTRIBUTES_POS,
+    COMPRESSIONS,
+    HEADER_SIZE,
+    BatchHeader,
+    build_batch,
+    decode_records,
+    encode_batch,
+    stamp,
+    validate_batch,
+)
 from kraft.log.config import LogConfig
 from kraft.log.errors import (
     CorruptRecordError,
@@ -54,7 +64,7 @@ def test_log_append_time_topic_overwrites_timestamps() -> None:
                       base_timestamp=0, max_timestamp=0), InvalidRecordError),
         (encode_batch([], base_offset=0, last_offset_delta=-1, base_timestamp=0,
                       max_timestamp=0), InvalidRecordError),
-        (_with_attributes(make_batch(1), 2), InvalidRecordError),  # snappy
+        (_with_attributes(make_batch(1), 5), InvalidRecordError),  # no codec has code 5
         (_with_attributes(make_batch(1), 0x10), InvalidRecordError),  # transactional
         (make_batch(1, ts=-5), InvalidTimestampError),
     ],
@@ -123,3 +133,35 @@ def test_an_uncompressed_batch_is_not_decoded() -> None:
     buf[HEADER_SIZE] = 0xC1  # a byte msgpack never uses
     struct.pack_into(">I", buf, 17, crc32c.crc32c(bytes(buf[ATTRIBUTES_POS:])))
     assert LogValidator(LogConfig()).validate_for_leader(bytes(buf)).record_count == 1
+
+
+@pytest.mark.parametrize("target", ["gzip", "snappy", "lz4", "zstd", "uncompressed"])
+def test_compression_type_recompresses_other_codecs_and_keeps_its_own(target: str) -> None:
+    # Kafka's LogValidator: a topic codec other than the batch's recompresses it at append
+    code = "none" if target == "uncompressed" else target
+    batches = [make_batch(3, compression=c) for c in COMPRESSIONS]
+    validator = LogValidator(LogConfig(compression_type=target))
+    validated = validator.validate_for_leader(b"".join(batches))
+    assert [h.compression for _, h in validated.batches] == [code] * len(batches)
+    for (pos, header), original in zip(validated.batches, batches):
+        assert validate_batch(validated.buffer, pos) == header  # length and CRC are new and right
+        if BatchHeader.parse(original).compression == code:
+            assert validated.buffer[pos:pos + header.size_in_bytes] == original  # kept as sent
+        assert decode_records(validated.buffer, pos) == decode_records(original)
+        old = BatchHeader.parse(original)
+        assert (header.record_count, header.base_timestamp, header.max_timestamp) == (
+            old.record_count, old.base_timestamp, old.max_timestamp)
+    stamped = validator.assign_offsets(validated, 10, 2, now_ms=0)
+    assert [h.base_offset for _, h in stamped.batches] == [10 + 3 * i for i in range(len(batches))]
+
+
+def test_compression_type_producer_keeps_every_batch_byte_for_byte() -> None:
+    blob = b"".join(make_batch(2, compression=c) for c in COMPRESSIONS)
+    assert LogValidator(LogConfig()).validate_for_leader(blob).buffer == blob
+
+
+def test_a_batch_recompressed_past_max_message_bytes_is_too_large() -> None:
+    batch = make_batch(50, size=100, compression="zstd")  # compresses well, stored uncompressed
+    assert len(batch) < 1000
+    with pytest.raises(RecordTooLargeError, match="max.message.bytes"):
+        LogValidator(LogConfig(max_message_bytes=1000, compression_type="uncompressed")).validate_for_leader(batch)

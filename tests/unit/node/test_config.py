@@ -136,7 +136,7 @@ def test_topic_configs() -> None:
         "retention.ms": "5", "cleanup.policy": "compact", "min.insync.replicas": "2",
         "unclean.leader.election.enable": "true"}
     for bad in ({"retention.ms": "soon"}, {"min.insync.replicas": "0"}, {"colour": "red"},
-                {"cleanup.policy": "shred"}):
+                {"cleanup.policy": "shred"}, {"compression.type": "snappier"}):
         with pytest.raises(ConfigError) as info:
             validate_topic_configs(bad)
         assert info.value.error_code == "INVALID_CONFIG"
@@ -151,6 +151,14 @@ def test_broker_log_config_follows_the_keys() -> None:
     assert log_config.compact and log_config.delete
     assert log_config.min_insync_replicas == 2
     assert log_config.segment_ms == 60000
+
+
+def test_broker_compression_type_is_the_topics_default() -> None:
+    # Kafka's broker key compression.type (was ignored with a warning as a key kraft had no use for)
+    assert load_config().log_config().compression_type == "producer"
+    assert load_config(overrides=["compression.type=snappy"]).log_config().target_compression == "snappy"
+    with pytest.raises(ConfigError, match="compression.type"):
+        load_config(overrides=["compression.type=none"])
 
 
 @given(st.integers(0, 2**31 - 1), st.integers(0, 65535))
