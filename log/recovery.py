@@ -40,13 +40,14 @@ def report_quarantined(directory: Path, segment_name: str, region: CorruptRegion
                        found_by: str = "recovery") -> None:
     """The ERROR line of a quarantined region (found by recovery or by a read)."""
     logger.error(
-        "%s: offsets [%d, %d) of segment %s (%s) are corrupt and quarantined%s: %s. "
+        "%s: offsets [%d, %d) of segment %s (%s) are %s and quarantined%s: %s. "
         "Reads of them answer CORRUPT_MESSAGE; later data is kept. A follower refetches them "
         "from its leader; if this broker leads the partition, elect an in-sync replica leader "
         "(or reassign the partition) so this one refetches them",
         directory, region.start_offset, region.end_offset, segment_name,
-        f"bytes {region.position}-{region.end_position}" if region.end_position > region.position
-        else "no bytes on disk", "" if found_by == "recovery" else f" (found by {found_by})",
+        *((f"bytes {region.position}-{region.end_position}", "corrupt")
+          if region.end_position > region.position else ("no bytes on disk", "missing")),
+        "" if found_by == "recovery" else f" (found by {found_by})",
         region.reason,
     )
 
@@ -140,7 +141,7 @@ class LogLoader:
             if following.base_offset <= first_dirty_offset:
                 continue
             region = segment.mark_missing(following.base_offset, (
-                f"missing: {segment.log_path.name} ends at offset {segment.next_offset} but the next "
+                f"{segment.log_path.name} ends at offset {segment.next_offset} but the next "
                 f"segment {following.log_path.name} starts at {following.base_offset} (the file was "
                 f"truncated or a segment deleted)"))
             report_quarantined(self.directory, segment.log_path.name, region)

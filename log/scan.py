@@ -133,7 +133,7 @@ def scan(read: Read, size: int, framing: Framing, *, position: int = 0, expected
             elif held is not None:
                 yield held[0]
             held = None
-            reason = f"position {pos}: {e}"
+            reason = str(e) if start == pos else f"{e} (at byte {pos})"
             following = _next_valid(window, framing, pos + 1, start_expected)
             if following is not None:
                 yield CorruptRange(start, following.position, start_expected,

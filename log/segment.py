@@ -366,10 +366,11 @@ class LogSegment:
             elif upper_offset is not None and event.start_offset < upper_offset:
                 end_position, end_offset = self.size, upper_offset
             else:  # a torn tail (or garbage after a closed segment's last offset): cut
-                error, valid_end = event.reason, event.position
+                error, valid_end = f"position {event.position}: {event.reason}", event.position
                 break
             regions.append(CorruptRegion(self.base_offset, event.start_offset, end_offset,
-                                         event.position, end_position, event.reason))
+                                         event.position, end_position,
+                                         f"position {event.position}: {event.reason}"))
             self.next_offset = end_offset
             # index the batch after the region: lookups past it never scan into it
             self._bytes_since_last_index_entry = self.index_interval_bytes + 1
@@ -405,7 +406,7 @@ class LogSegment:
             else:
                 end_position, end_offset = self.size, max(upper_offset, event.start_offset)
             new = CorruptRegion(self.base_offset, event.start_offset, end_offset, event.position,
-                                end_position, event.reason)
+                                end_position, f"position {event.position}: {event.reason}")
             self.add_corrupt_region(new)
             return new
         return None
