@@ -46,7 +46,7 @@ class BadOffsetsError(CorruptRecordError):
         self.overlaps = overlaps
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Frame:
     """A valid frame at `position` of `size` bytes holding offsets [first_offset, next_offset)."""
 
@@ -127,14 +127,21 @@ def scan(read: Read, size: int, framing: Framing, *, position: int = 0, expected
             frame = _check_at(window, framing, pos, expected)
         except CorruptRecordError as e:
             start, start_expected, spans = pos, expected, 0
-            if held is not None and isinstance(e, BadOffsetsError) and e.overlaps:
-                start, start_expected = held[0].position, held[1]  # either may be the damaged one
-                spans = held[0].next_offset - held[0].first_offset
-            elif held is not None:
-                yield held[0]
-            held = None
+            if held is None:
+                following = _next_valid(window, framing, pos + 1, expected)
+            else:
+                # the held frame's offsets are checked by the next valid frame, wherever it is
+                before, before_expected = held
+                held = None
+                following = _next_valid(window, framing, pos + 1, before_expected)
+                # (the damaged bytes between them held a frame, so at least one offset)
+                if (isinstance(e, BadOffsetsError) and e.overlaps) or (
+                        following is not None and following.first_offset <= before.next_offset):
+                    start, start_expected = before.position, before_expected  # either may be damaged
+                    spans = before.next_offset - before.first_offset
+                else:
+                    yield before
             reason = str(e) if start == pos else f"{e} (at byte {pos})"
-            following = _next_valid(window, framing, pos + 1, start_expected)
             if following is not None:
                 yield CorruptRange(start, following.position, start_expected,
                                    following.first_offset, reason)

@@ -15,6 +15,7 @@ no file and no descriptor.
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
@@ -38,6 +39,8 @@ TIME_INDEX_SUFFIX = ".timeindex"
 _SCAN_CHUNK = 16 * 1024  # header scans read this much at a time (index entries are ~4 KiB apart)
 _MAGIC_POS = 16  # where the magic byte sits in a batch header
 _MAGIC_BYTE = bytes((MAGIC,))
+_LENGTH = struct.Struct(">i")  # batch_length, after the base offset
+_LENGTH_POS = 8
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -508,7 +511,7 @@ class BatchFraming:
         self.upper_offset = upper_offset
 
     def frame_size(self, buf: bytes, off: int) -> int:
-        return BatchHeader.parse(buf, off).size_in_bytes
+        return LOG_OVERHEAD + _LENGTH.unpack_from(buf, off + _LENGTH_POS)[0]
 
     def check(self, buf: bytes, off: int, position: int, expected: int) -> Frame:
         header = validate_batch(buf, off)
