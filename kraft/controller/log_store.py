@@ -31,7 +31,7 @@ import msgpack
 from kraft.controller.errors import MetadataLogCorruptError
 from kraft.log import fault_injection
 from kraft.log.errors import CorruptRecordError
-from kraft.log.scan import BadOffsetsError, Frame, InvalidSuffix, scan
+from kraft.log.scan import BadOffsetsError, CrcFraming, Frame, InvalidSuffix, scan
 from kraft.metadata.image import MetadataImage
 
 log = logging.getLogger(__name__)
@@ -278,25 +278,16 @@ def _cut(path: Path, position: int, later: list[Path]) -> None:
     _fsync_dir(path.parent)
 
 
-class _MetadataFraming:
-    """The metadata log's frames for the scan rule: `[u32 length][u32 crc32c][payload]`, the
-    payload msgpack `[first offset, [record dict, ...]]` (its first byte 0x92, a 2-array, marks
-    where a frame may start). Offsets sit inside the checksum."""
+class _MetadataFraming(CrcFraming):
+    """The metadata log's frames for the scan rule: the payload is msgpack `[first offset,
+    [record dict, ...]]`, whose first byte 0x92 (a 2-array) marks where a frame may start."""
 
-    header_size = _FRAME.size + 1
-    offsets_checksummed = True
-
-    def frame_size(self, buf: bytes, off: int) -> int:
-        return _FRAME.size + _FRAME.unpack_from(buf, off)[0]
+    def __init__(self) -> None:
+        super().__init__(_FRAME, 2, MAX_FRAME_BYTES, _FRAME.size + 1)
 
     def check(self, buf: bytes, off: int, position: int, expected: int) -> Frame:
-        length, crc = _FRAME.unpack_from(buf, off)
-        size = _FRAME.size + length
-        if length > MAX_FRAME_BYTES:
-            raise CorruptRecordError(f"impossible frame length {length}")
-        payload = buf[off + _FRAME.size:off + size]
-        if crc32c.crc32c(payload) != crc:
-            raise CorruptRecordError("CRC mismatch")
+        payload = self.payload(buf, off)
+        size = _FRAME.size + len(payload)
         try:
             item = msgpack.unpackb(payload, raw=False, strict_map_key=False)
         except (ValueError, msgpack.UnpackException) as e:
@@ -317,7 +308,7 @@ class _MetadataFraming:
             i = buf.find(b"\x92", i + 1)
 
     def plausible(self, buf: bytes, off: int, expected: int, room: int) -> bool:
-        return 2 <= _FRAME.unpack_from(buf, off)[0] <= room - _FRAME.size
+        return self.length_fits(buf, off, room)
 
 
 _FRAMING = _MetadataFraming()

@@ -46,7 +46,7 @@ from pysyncobj.transport import TCPTransport
 from kraft.controller.errors import MetadataLogCorruptError
 from kraft.log import fault_injection
 from kraft.log.errors import CorruptRecordError
-from kraft.log.scan import BadOffsetsError, Frame, scan
+from kraft.log.scan import BadOffsetsError, CrcFraming, Frame, scan
 
 logger = logging.getLogger(__name__)
 
@@ -479,25 +479,17 @@ def _read_dump_tail(dump_file: Path) -> tuple[Entry, Entry] | None:
         return None
 
 
-class _JournalFraming:
-    """The journal's entries for the scan rule: `[u32 length][u32 crc32c(payload)][payload]`
-    (little-endian), the payload `[u64 index][u64 term]` and the command. No marker byte: every
-    position whose length fits and whose index is not below the expected one is a candidate."""
+class _JournalFraming(CrcFraming):
+    """The journal's entries for the scan rule: the payload is `[u64 index][u64 term]` and the
+    command. No marker byte: every position whose length fits and whose index is not below the
+    expected one is a candidate."""
 
-    header_size = _FRAME.size + _ENTRY.size
-    offsets_checksummed = True
-
-    def frame_size(self, buf: bytes, off: int) -> int:
-        return _FRAME.size + _FRAME.unpack_from(buf, off)[0]
+    def __init__(self) -> None:
+        super().__init__(_FRAME, _ENTRY.size, MAX_ENTRY_BYTES, _FRAME.size + _ENTRY.size)
 
     def check(self, buf: bytes, off: int, position: int, expected: int) -> Frame:
-        length, crc = _FRAME.unpack_from(buf, off)
-        size = _FRAME.size + length
-        if not _ENTRY.size <= length <= MAX_ENTRY_BYTES:
-            raise CorruptRecordError(f"impossible entry length {length}")
-        payload = buf[off + _FRAME.size:off + size]
-        if crc32c.crc32c(payload) != crc:
-            raise CorruptRecordError("CRC mismatch")
+        payload = self.payload(buf, off)
+        size = _FRAME.size + len(payload)
         idx, term = _ENTRY.unpack_from(payload)
         if idx < expected:
             raise BadOffsetsError(f"index {idx} below {expected}", size=size, span=1,
@@ -508,9 +500,7 @@ class _JournalFraming:
         return iter(range(stop))
 
     def plausible(self, buf: bytes, off: int, expected: int, room: int) -> bool:
-        length, _ = _FRAME.unpack_from(buf, off)
-        idx, _ = _ENTRY.unpack_from(buf, off + _FRAME.size)
-        return _ENTRY.size <= length <= min(MAX_ENTRY_BYTES, room - _FRAME.size) and idx >= expected
+        return self.length_fits(buf, off, room) and _ENTRY.unpack_from(buf, off + _FRAME.size)[0] >= expected
 
 
 _FRAMING = _JournalFraming()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from harness import Cluster, partition_offsets, start_node, wait_for
+from harness import Cluster, partition_offsets, read_values, start_node, wait_for
 from kraft.log.batch import iter_batches
 
 pytestmark = pytest.mark.cluster
@@ -32,18 +32,6 @@ def _produce(url: str, topic: str, count: int, per_request: int = 10, size: int 
 def _read(url: str, topic: str, offset: int) -> requests.Response:
     return requests.get(f"{url}/v1/topics/{topic}/partitions/0/records",
                         params={"offset": offset, "max_records": 10_000}, timeout=10)
-
-
-def _values(url: str, topic: str, start: int, end: int) -> list[tuple[int, str]]:
-    out, offset = [], start
-    while offset < end:
-        r = _read(url, topic, offset)
-        assert r.status_code == 200, r.text
-        body = r.json()
-        assert body["records"], f"empty read at {offset}"
-        out += [(x["offset"], x["value"]) for x in body["records"] if x["offset"] < end]
-        offset = body["next_offset"]
-    return out
 
 
 def _expected(topic: str, offsets: range, size: int = 8) -> list[tuple[int, str]]:
@@ -88,7 +76,7 @@ def test_a_flipped_byte_in_the_metadata_log_stops_the_lone_node(tmp_path: Path) 
         node.start()
         assert "dropping every record from offset" in node.log_path.read_text()
         for i in range(4):
-            assert _values(node.url, f"t{i}", 0, 50) == _expected(f"t{i}", range(50))
+            assert read_values(node.url, f"t{i}", 0, 50) == _expected(f"t{i}", range(50))
         for i in range(4, 8):
             assert requests.get(f"{node.url}/v1/topics/t{i}", timeout=10).status_code == 404
         old_directory = node.data_dir / "t5-0"
@@ -103,7 +91,7 @@ def test_a_flipped_byte_in_the_metadata_log_stops_the_lone_node(tmp_path: Path) 
         assert re.search(r"t5-0: .* belongs to topic id \S+, not \S+; set aside as t5-0\.\w+-stray",
                          node.log_path.read_text())
         _produce(node.url, "t5", 5)
-        assert _values(node.url, "t5", 0, 5) == _expected("t5", range(5))
+        assert read_values(node.url, "t5", 0, 5) == _expected("t5", range(5))
     finally:
         if node.running:
             node.kill()
@@ -141,8 +129,8 @@ def test_a_truncated_or_deleted_closed_segment_answers_corrupt_message(
         message = _corrupt_read(node.url, "seg", start)
         assert f"[{start}, {next_base})" in message
         _corrupt_read(node.url, "seg", next_base - 1)
-        assert _values(node.url, "seg", 0, start) == _expected("seg", range(start))
-        assert _values(node.url, "seg", next_base, 1500) == _expected("seg", range(next_base, 1500))
+        assert read_values(node.url, "seg", 0, start) == _expected("seg", range(start))
+        assert read_values(node.url, "seg", next_base, 1500) == _expected("seg", range(next_base, 1500))
         assert re.search(rf"ERROR .*seg-0: offsets \[{start}, {next_base}\) of segment \d{{20}}\.log "
                          rf"\(no bytes on disk\) are missing and quarantined: ", node.log_path.read_text())
         metrics = requests.get(f"{node.url}/metrics", timeout=10).text
@@ -171,7 +159,7 @@ def test_a_flipped_byte_in_the_active_segment_is_rot_not_a_torn_tail(tmp_path: P
         node.start()
         assert partition_offsets(node, "active")["log_end_offset"] == 200
         assert "[0, 10)" in _corrupt_read(node.url, "active", 0)
-        assert _values(node.url, "active", 10, 200) == _expected("active", range(10, 200))
+        assert read_values(node.url, "active", 10, 200) == _expected("active", range(10, 200))
         assert "truncated" not in node.log_path.read_text()
     finally:
         if node.running:
