@@ -268,10 +268,14 @@ def _open_segment(path: Path) -> io.FileIO:
 
 
 def _cut(path: Path, position: int, later: list[Path]) -> None:
-    """Truncates `path` at `position` and removes the segments after it, durably."""
-    with open(path, "r+b") as f:
-        f.truncate(position)
-        os.fsync(f.fileno())
+    """Truncates `path` at `position` (removes it when nothing is left: its name is an offset
+    the log may no longer reach) and the segments after it, durably."""
+    if position == 0:
+        path.unlink()
+    else:
+        with open(path, "r+b") as f:
+            f.truncate(position)
+            os.fsync(f.fileno())
     for segment in later:
         log.warning("removing metadata log segment %s after the cut", segment)
         segment.unlink()

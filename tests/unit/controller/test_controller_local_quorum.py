@@ -168,6 +168,14 @@ async def test_unreadable_newest_snapshot_falls_back_or_fails_loudly(tmp_path: P
     snap.write_bytes(snap.read_bytes()[:-3])  # torn snapshot, and the log before it is gone
     with pytest.raises(MetadataLogCorruptError, match="records from 0 are missing"):
         await open_quorum(tmp_path)
+    # knowingly: the log restarts empty, and so it opens again
+    quorum, loader = await open_quorum(tmp_path, log_recovery="truncate")
+    assert loader.image.topic_by_name("a") is None
+    await quorum.propose(strip_epoch(topic_batch("b")))
+    await quorum.close()
+    quorum, loader = await open_quorum(tmp_path)
+    assert loader.image.topic_by_name("b") is not None
+    await quorum.close()
 
 
 @pytest.mark.parametrize("damage", ["flipped_byte", "zeroed_length"])

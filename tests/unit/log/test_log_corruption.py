@@ -342,3 +342,24 @@ def test_gaps_compaction_left_are_not_missing_offsets(tmp_path: Path) -> None:
         assert deleting.quarantined == ()
     finally:
         deleting.close()
+
+
+def test_a_flip_in_the_active_segment_before_the_first_checkpoint_is_rot(tmp_path: Path) -> None:
+    """Issue 22 item 15: no recovery-point checkpoint yet, a bit flipped at position 100 of the
+    active segment, kill -9: recovery took it for a torn tail and cut every later batch. Valid
+    batches after it make it rot: only the hit batch is quarantined."""
+    directory = tmp_path / "t-0"
+    log = PartitionLog.open(directory, LogConfig(), 0)
+    for _ in range(20):
+        log.append_as_leader(make_batch(10, size=20), 0, 0)
+    path, pos, start, end = _batch_of(log, 0, 0)
+    assert pos <= 100 < pos + 61 + 10 * 20 and log.recovery_point == 0
+    _crash(log)
+    _flip(path, 100)
+    again = PartitionLog.open(directory, LogConfig(), 0)
+    try:
+        assert again.log_end_offset == 200
+        assert [(r.start_offset, r.end_offset) for r in again.quarantined] == [(start, end)]
+        assert _read_all_but(again, start, end) == 190
+    finally:
+        again.close()
