@@ -365,6 +365,10 @@ _KEYS = [
               _POS_INT),
     ConfigKey("metadata.log.max.record.bytes.between.snapshots", "long", 20971520,
               "Metadata log bytes between snapshots.", _POSITIVE),
+    ConfigKey("metadata.log.recovery", "string", "fail",
+              "A lone controller's metadata log damaged in the middle (valid records after the "
+              "damage): fail (refuse to start, the default) or truncate (drop every record from "
+              "the damage on, knowingly). A torn tail is always cut.", one_of("fail", "truncate")),
     ConfigKey("metrics.topic.labels.enable", "boolean", True,
               "Label broker and log metrics by topic and partition; turn off for large clusters."),
 ]

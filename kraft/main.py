@@ -17,6 +17,7 @@ import click
 
 from kraft.api.cli.common import version_option
 from kraft.config import ConfigError, KraftConfig, describe_keys, load_config
+from kraft.controller.errors import MetadataLogCorruptError
 from kraft.logging import setup_logging
 
 log = logging.getLogger("kraft")
@@ -50,6 +51,10 @@ async def _serve(config: KraftConfig, add_scram: tuple[str, ...] = ()) -> int:
         return EXIT_CONFIG_ERROR
     try:
         await node.start()
+    except MetadataLogCorruptError as e:
+        log.critical("node %d cannot start: %s", config.node_id, e)
+        await node.stop()
+        return EXIT_STARTUP_FAILED
     except OSError as e:
         # a Raft listener's failure names its own address; the client listener's carries an errno
         log.error("node %d cannot listen: %s (listeners=%s); free the port or choose another",

@@ -228,7 +228,8 @@ class Node:
         self.controller: ControllerService | None = None
         if config.is_controller and self.zk is None:
             self.quorum = (RaftQuorum(RaftQuorumConfig.from_kraft_config(config, secret))
-                           if config.voters else LocalQuorum(self.data_dir, self.node_id))
+                           if config.voters else LocalQuorum(self.data_dir, self.node_id,
+                                                             log_recovery=config["metadata.log.recovery"]))
             self.controller = ControllerService(self.node_id, self.quorum, self.loader, settings,
                                                 config_validator=validate_topic_configs)
         self.channel = ControllerChannel(self.controller, self.client, self.loader, settings)

@@ -107,10 +107,14 @@ class Quorum(Protocol):
 
 class LocalQuorum:
     def __init__(
-        self, data_dir: str | os.PathLike[str], node_id: int, *, snapshot_interval_records: int = 20_000
+        self, data_dir: str | os.PathLike[str], node_id: int, *, snapshot_interval_records: int = 20_000,
+        log_recovery: str = "fail",
     ) -> None:
-        assert snapshot_interval_records > 0
+        """`log_recovery` is `metadata.log.recovery`: "truncate" cuts a metadata log damaged in
+        the middle at the damage instead of refusing to start (see `MetadataLogStore.load`)."""
+        assert snapshot_interval_records > 0 and log_recovery in ("fail", "truncate")
         self.node_id = node_id
+        self.log_recovery = log_recovery
         self.snapshot_interval_records = snapshot_interval_records
         self._store = MetadataLogStore(data_dir)
         self._commit_callbacks: list[CommitCallback] = []
@@ -167,7 +171,7 @@ class LocalQuorum:
     async def start(self) -> None:
         """Replay the snapshot and the log through the callbacks, then claim the next epoch."""
         assert not self._running
-        loaded = await asyncio.to_thread(self._store.load)
+        loaded = await asyncio.to_thread(self._store.load, self.log_recovery == "truncate")
         if loaded.snapshot is not None:
             snapshot = loaded.snapshot
             if snapshot.controller_id is not None:

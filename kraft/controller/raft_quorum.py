@@ -94,6 +94,7 @@ class RaftQuorumConfig:
     log_compaction_min_time: float = 300.0
     request_timeout: float = 5.0
     max_inflight_proposals: int = 1_000
+    log_recovery: str = "fail"  # metadata.log.recovery, for a lone voter (see RaftQuorum.start)
 
     def __post_init__(self) -> None:
         if self.node_id not in self.voters:
@@ -111,7 +112,7 @@ class RaftQuorumConfig:
         # A lone node without a quorum list is its own single voter.
         voters = config.voters or {config.node_id: bind or DEFAULT_CONTROLLER_ADDRESS}
         return cls(node_id=config.node_id, voters=voters, data_dir=config.data_dir, secret=secret,
-                   bind_address=bind, **overrides)
+                   bind_address=bind, log_recovery=config["metadata.log.recovery"], **overrides)
 
     @property
     def metadata_dir(self) -> Path:
@@ -193,7 +194,9 @@ class _CommandQueue(FastQueue):
 
 class _KraftSyncObj(SyncObj):
     """pysyncobj's SyncObj, answering a command its journal could not store (see the module
-    docstring) instead of dropping it."""
+    docstring) instead of dropping it, and keeping a voter whose journal is repairing (it dropped
+    damaged entries, `RaftJournal.repairing`) out of elections: it grants no vote and never
+    becomes a candidate until the leader has sent the entries again."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -213,7 +216,20 @@ class _KraftSyncObj(SyncObj):
             except Exception:  # a forwarded command's answer could not be sent: it times out
                 logger.exception("could not answer a command the journal refused")
 
+    def _repairing(self) -> bool:
+        journal = self._SyncObj__raftLog
+        return isinstance(journal, RaftJournal) and journal.repairing
+
+    def _onTick(self, timeToWait: float = 0.0) -> None:
+        if self._repairing():
+            # no candidacy while the journal lacks entries it had acknowledged (RaftJournal.
+            # repairing): keep the election deadline ahead of every tick
+            self._SyncObj__raftElectionDeadline = time.monotonic() + self.conf.raftMaxTimeout
+        super()._onTick(timeToWait)
+
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
+        if isinstance(message, dict) and message.get("type") == "request_vote" and self._repairing():
+            return  # no vote either: dropped, as a lost message (Raft copes with those)
         try:
             super()._SyncObj__onMessageReceived(node, message)
         except JournalAppendError:
@@ -329,9 +345,12 @@ class RaftQuorum:
         self._loop = asyncio.get_running_loop()
         metadata_dir = self.config.metadata_dir
         metadata_dir.mkdir(parents=True, exist_ok=True)
+        # damage with valid entries after it: a voter with peers gets them back from the leader
+        # (the journal repairs), a lone voter has nobody to ask (see RaftJournal._handle_rot)
+        on_rot = "repair" if len(self._addresses) > 1 else self.config.log_recovery
         journal = await asyncio.to_thread(
             RaftJournal, metadata_dir / JOURNAL_FILE, dump_file=metadata_dir / DUMP_FILE,
-            legacy_file=metadata_dir / LEGACY_JOURNAL_FILE)
+            legacy_file=metadata_dir / LEGACY_JOURNAL_FILE, on_rot=on_rot)
         self_address = self._addresses[self.node_id]
         bind = self.config.bind_address
         conf = SyncObjConf(
