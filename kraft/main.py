@@ -17,6 +17,7 @@ import click
 
 from kraft.api.cli.common import version_option
 from kraft.config import ConfigError, KraftConfig, describe_keys, load_config
+from kraft.dir_lock import DirectoryInUseError
 from kraft.logging import setup_logging
 
 log = logging.getLogger("kraft")
@@ -48,6 +49,9 @@ async def _serve(config: KraftConfig, add_scram: tuple[str, ...] = ()) -> int:
     except ConfigError as e:
         log.error("configuration error: %s", e)
         return EXIT_CONFIG_ERROR
+    except DirectoryInUseError as e:
+        log.error("node %d cannot start: %s", config.node_id, e)
+        return EXIT_STARTUP_FAILED
     try:
         await node.start()
     except OSError as e:

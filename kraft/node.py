@@ -60,6 +60,7 @@ from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.quorum import LocalQuorum, Quorum
 from kraft.controller.raft_quorum import METADATA_DIR, RaftQuorum, RaftQuorumConfig, resolve_secret
 from kraft.controller.service import ControllerService
+from kraft.dir_lock import lock_directories, release_all
 from kraft.metrics import NodeMetrics
 from kraft.readiness import MetadataProgress, ReadinessCheck
 from kraft.security.authn import ClientAuthenticator
@@ -192,8 +193,26 @@ def raise_open_files_limit() -> int:
 LOCAL_REGISTRATION_TIMEOUT_S = 30.0
 
 
+def node_directories(config: KraftConfig) -> list[Path]:
+    """Every directory the node writes: the data directory and, but in ZooKeeper mode, the
+    metadata log's (the local log or the Raft journal; a broker's metadata snapshot)."""
+    if config.zookeeper_mode:
+        return [config.data_dir]
+    return [config.data_dir, config.data_dir / METADATA_DIR]
+
+
 class Node:
     def __init__(self, config: KraftConfig, add_scram: Sequence[ScramBootstrap] = ()) -> None:
+        # before anything is written (the secret file, the metadata log): a second process on
+        # these directories would be a second node of this id (DirectoryInUseError)
+        self._dir_locks = lock_directories(node_directories(config))
+        try:
+            self._wire(config, add_scram)
+        except BaseException:
+            release_all(self._dir_locks)
+            raise
+
+    def _wire(self, config: KraftConfig, add_scram: Sequence[ScramBootstrap]) -> None:
         self.config = config
         self.add_scram = list(add_scram)
         self._add_scram_task: asyncio.Task[None] | None = None
@@ -425,6 +444,7 @@ class Node:
         if self.controller is not None:
             await self.controller.close()
         await self.client.close()
+        release_all(self._dir_locks)  # the last write is done
 
     # -- HTTP ---------------------------------------------------------------------------------
 
