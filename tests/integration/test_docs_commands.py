@@ -126,6 +126,8 @@ BLOCKS: dict[tuple[str, str], Skip | Run] = {
         Skip("measurements of 5 to 12 minutes that need ZooKeeper (tests/zookeeper runs both modes small)"),
     ("docs/operations.md", "$ kraft-node --override num.partitions=zero"):
         Run(exit_codes={"kraft-node --override num.partitions=zero": 2}),
+    ("docs/operations.md", "$ kraft-node --override log.retension.hours=24"):
+        Run(exit_codes={"kraft-node --override log.retension.hours=24": 2}),
     ("docs/operations.md", "2026-11-23T19:40:13.927Z WARNING node=1 node: ignoring Kafka configuration keys that "
                            "this broker does not use: inter.broker.listener.name, listener.security.protocol.map, "
                            "num.io.threads, ..."):
