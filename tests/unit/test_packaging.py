@@ -61,9 +61,11 @@ def test_dir_lists_the_client_and_kafka_client_names_say_which_class_to_use() ->
 
 # -- the same imports from a source checkout, a regular install and an editable install -----------
 
-# Every name the build maps from a folder, and the client; prints where each came from.
+# Every name the build maps from a folder, the client and the package data; prints where each came from.
 PROBE = ("import json, kraft, kraft.api, kraft.log, kraft.metadata, kraft.spark_connector\n"
          "from kraft import Producer\n"
+         "from kraft.kafka_broker_keys import KAFKA_BROKER_KEYS\n"  # package data: Kafka's key list
+         "assert 'share.coordinator.state.topic.replication.factor' in KAFKA_BROKER_KEYS\n"
          "print(json.dumps({m.__name__: m.__file__ for m in (kraft, kraft.api, kraft.log, kraft.metadata,"
          " kraft.spark_connector)}))\n")
 
