@@ -34,6 +34,7 @@ from pysyncobj.config import FAIL_REASON
 from pysyncobj.fast_queue import FastQueue
 from pysyncobj.syncobj import SyncObjException, _RAFT_STATE
 
+from kraft.cluster_identity import ClusterIdentity, InconsistentClusterIdError
 from kraft.config import ConfigError, parse_host_port
 from kraft.controller.errors import ControllerError, InvalidBatchError, MetadataStorageError, NotControllerError
 from kraft.controller.quorum import BatchCallback, CommitCallback, SnapshotCallback, stamp_proposal
@@ -62,6 +63,7 @@ LEGACY_JOURNAL_FILE = "raft.journal"  # pysyncobj's FileJournal, imported once
 # A failure code of our own beside pysyncobj's FAIL_REASON values (0-7): the leader could not
 # append the command to its journal, so it was not replicated and will never be applied.
 JOURNAL_WRITE_FAILED = 100
+CLUSTER_ID_FIELD = "cluster_id"  # in every Raft message of a voter that knows its cluster id
 
 
 class QuorumTimeoutError(ControllerError):
@@ -192,13 +194,39 @@ class _CommandQueue(FastQueue):
         return item
 
 
+class _ClusterIdTransport(RaftTransport):
+    """Every Raft message carries the sender's cluster id once it knows one, as every KRaft RPC
+    does (KIP-595's ClusterId); a message of another cluster is dropped before pysyncobj reads it
+    (a vote request or a log from an old cluster's data directory must not reach this quorum's
+    state) and handed to the SyncObj's `foreign_message`."""
+
+    def send(self, node: Any, message: Any) -> bool:
+        cluster_id = self._syncObj.cluster_id()
+        if cluster_id is not None and isinstance(message, dict):
+            message = {**message, CLUSTER_ID_FIELD: cluster_id}
+        return super().send(node, message)
+
+    def _onMessageReceived(self, node: Any, message: Any) -> None:
+        theirs = message.get(CLUSTER_ID_FIELD) if isinstance(message, dict) else None
+        ours = self._syncObj.cluster_id()
+        if theirs is not None and ours is not None and theirs != ours:
+            self._syncObj.foreign_message(node, message, theirs)
+            return
+        super()._onMessageReceived(node, message)
+
+
 class _KraftSyncObj(SyncObj):
     """pysyncobj's SyncObj, answering a command its journal could not store (see the module
     docstring) instead of dropping it, and keeping a voter whose journal is repairing (it dropped
     damaged entries, `RaftJournal.repairing`) out of elections: it grants no vote and never
-    becomes a candidate until the leader has sent the entries again."""
+    becomes a candidate until the leader has sent the entries again. `cluster_id()` and
+    `foreign_message` serve `_ClusterIdTransport` (Raft thread)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, cluster_id: Callable[[], str | None] = lambda: None,
+                 foreign_message: Callable[[Any, Any, str], None] = lambda node, message, theirs: None,
+                 **kwargs: Any) -> None:
+        self.cluster_id = cluster_id
+        self.foreign_message = foreign_message
         super().__init__(*args, **kwargs)
         # No command is queued before the constructor returns: swapping the queue loses none.
         self._SyncObj__commandsQueue = _CommandQueue(self.conf.commandsQueueSize)
@@ -293,9 +321,15 @@ class _MetadataLog(SyncObjConsumer):
 class RaftQuorum:
     """A voter of the controller quorum. See the module docstring for threads and ordering."""
 
-    def __init__(self, config: RaftQuorumConfig, machine: StateMachine | None = None) -> None:
-        """`machine` folds batches into the state snapshots carry (default: the MetadataImage)."""
+    def __init__(self, config: RaftQuorumConfig, machine: StateMachine | None = None,
+                 identity: ClusterIdentity | None = None) -> None:
+        """`machine` folds batches into the state snapshots carry (default: the MetadataImage);
+        `identity`: this node's cluster id, which its claims propose and its Raft messages carry
+        (none: claims name no cluster, messages carry none)."""
         self.config = config
+        self._identity = identity
+        self._foreign: set[tuple[int | None, str]] = set()  # (voter, cluster) dropped, logged once; Raft thread
+        self._refused = False  # the quorum's leader is of another cluster
         self.node_id = config.node_id
         self._addresses = {nid: f"{host}:{port}" for nid, (host, port) in config.voters.items()}
         self._node_ids = {addr: nid for nid, addr in self._addresses.items()}
@@ -375,7 +409,8 @@ class RaftQuorum:
         others = [addr for nid, addr in self._addresses.items() if nid != self.node_id]
         try:
             self._syncobj = _KraftSyncObj(self_address, others, conf, consumers=[self._log],
-                                          transportClass=RaftTransport)
+                                          transportClass=_ClusterIdTransport, cluster_id=self._known_cluster_id,
+                                          foreign_message=self._foreign_message)
         except BaseException:
             journal._destroy()
             raise
@@ -544,7 +579,8 @@ class RaftQuorum:
         started = time.monotonic()
         while not self._closed and syncobj._isLeader() and syncobj.raftCurrentTerm == term:
             try:
-                outcome = await self.submit([claim_record(self.node_id, epoch + 1)])
+                proposal = None if self._identity is None else self._identity.proposal()
+                outcome = await self.submit([claim_record(self.node_id, epoch + 1, proposal)])
             except (NotControllerError, QuorumTimeoutError) as exc:
                 logger.info("controller claim in term %d not committed yet: %s", term, exc)
                 await asyncio.sleep(self.config.append_entries_period)
@@ -559,6 +595,32 @@ class RaftQuorum:
                             "%.3f s", self.node_id, epoch + 1, term, time.monotonic() - started)
                 return
             epoch = max(epoch + 1, outcome.controller_epoch)  # someone claimed first: go above
+
+    # -- the cluster id (Raft thread, then the loop) ----------------------------------------
+
+    def _known_cluster_id(self) -> str | None:
+        return None if self._identity is None else self._identity.cluster_id
+
+    def _foreign_message(self, node: Any, message: Any, theirs: str) -> None:
+        """A message of another cluster, dropped. From the leader (an AppendEntries) it says the
+        quorum is that cluster: this node is the one that does not belong and leaves. Anything
+        else is a stray voter's (an old data directory), which the quorum ignores."""
+        voter = self._node_ids.get(getattr(node, "id", None))
+        if message.get("type") == "append_entries":
+            self._call_on_loop(self._refuse_cluster, voter, theirs)
+        elif (voter, theirs) not in self._foreign:
+            self._foreign.add((voter, theirs))
+            logger.warning("dropping Raft messages from voter %s: it is in cluster %s, this quorum in %s "
+                           "(INCONSISTENT_CLUSTER_ID)", voter, theirs, self._known_cluster_id())
+
+    def _refuse_cluster(self, voter: int | None, theirs: str) -> None:
+        if self._identity is None or self._closed or self._refused:
+            return
+        self._refused = True  # the leader's messages keep coming until the node has stopped
+        try:
+            self._identity.check(theirs, f"the controller quorum (its leader, voter {voter})")
+        except InconsistentClusterIdError:
+            pass  # the identity told the node, which stops
 
     def _raft_state_changed(self, old: int, new: int) -> None:  # Raft thread
         self._call_on_loop(self._on_raft_state, new)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from pathlib import Path
 from typing import Any, Callable
 
 import aiohttp
@@ -38,15 +37,6 @@ CONTROLLED_SHUTDOWN_PATH = "/v1/zk/controlled-shutdown"
 CONTROLLED_SHUTDOWN_ATTEMPTS = 3
 CONTROLLED_SHUTDOWN_BACKOFF_S = 1.0
 CONTROLLED_SHUTDOWN_REQUEST_TIMEOUT_S = 35.0  # the whole shutdown is bounded by the session timeout
-
-
-def read_cluster_id(meta_properties: Path) -> str | None:
-    """The cluster id a data dir already belongs to, if any."""
-    try:
-        lines = meta_properties.read_text().splitlines()
-    except FileNotFoundError:
-        return None
-    return next((line.split("=", 1)[1] for line in lines if line.startswith("cluster.id=")), None)
 
 
 class ZkServices:

@@ -30,7 +30,8 @@ Python: every fenced `python` block runs too, in its place in the doc's session 
 blocks above it, against the same node), as a script of its own run by this interpreter: the doc's
 ports are substituted as in shell blocks, and it must exit 0. It imports `kraft` as installed (this
 checkout, `pip install -e .`), without the checkout on PYTHONPATH, so an import a user's install
-would refuse (`import spark_connector`) fails here too. A block that cannot run is marked in the
+would refuse (`import spark_connector`) fails here too. README.md's blocks run in the repository
+root, where its reader is (its own `kraft/` first on sys.path). A block that cannot run is marked in the
 doc itself, on the line before its fence: `<!-- not-run: the reason -->`; NOT_RUN_PYTHON_BLOCKS
 counts the marked blocks per doc, so they cannot grow unnoticed.
 """
@@ -66,6 +67,7 @@ NOT_RUN_PYTHON_BLOCKS = {
     "docs/security.md": 1,  # the reader's secured cluster (node1:9093, ca.pem)
     "docs/spark.md": 2,  # a Spark session: the fragment that registers, and the pipeline (about a minute)
 }
+READER_IN_REPO_ROOT = {"README.md"}  # docs whose Python blocks a reader runs in the checkout's root
 SCALED = {"--num-records": 500, "--partitions": 2000, "--runs": 1, "--samples": 30}  # Run(scale=True)'s caps
 # A doc port: 9092-9394 as the docs number them (client 9x92/9x93, Raft 9x93/9x94), and the
 # benchmarks' 19092 / 29xxx.
@@ -127,6 +129,8 @@ BLOCKS: dict[tuple[str, str], Skip | Run] = {
         Skip("measurements of 5 to 12 minutes that need ZooKeeper (tests/zookeeper runs both modes small)"),
     ("docs/operations.md", "$ kraft-node --override num.partitions=zero"):
         Run(exit_codes={"kraft-node --override num.partitions=zero": 2}),
+    ("docs/operations.md", "$ kraft-node --override log.retension.hours=24"):
+        Run(exit_codes={"kraft-node --override log.retension.hours=24": 2}),
     ("docs/operations.md", "2026-11-23T19:40:13.927Z WARNING node=1 node: ignoring Kafka configuration keys that "
                            "this broker does not use: inter.broker.listener.name, listener.security.protocol.map, "
                            "num.io.threads, ..."):
@@ -378,14 +382,21 @@ class Ports:
 
 def _python_step(block: Block, ports: Ports, scripts: Path) -> Step:
     """The block as a script of its own, run by this interpreter without the checkout on
-    PYTHONPATH (the shell blocks' wrappers put it there): `kraft` is imported as installed."""
+    PYTHONPATH (the shell blocks' wrappers put it there): `kraft` is imported as installed. The
+    README leaves its reader in the repository root, where the checkout's `kraft/` is the first
+    on sys.path: its blocks run there, from stdin (as `python -c` would, the working directory is
+    sys.path[0], not the script's folder)."""
     script = scripts / f"{Path(block.doc).stem}-{block.line}.py"
     script.write_text(ports.substitute("\n".join(block.lines) + "\n", cluster=False))
     path = os.environ.get("PYTHONPATH")
     env = f"PYTHONPATH={shlex.quote(path)}" if path else "env -u PYTHONPATH"
     first = next((ln for ln in block.lines if ln.strip()), "")
-    return Step(f"# python: {first}\n{env} {shlex.quote(sys.executable)} {shlex.quote(str(script))}", [],
-                block.line + 1)
+    python = f"{env} {shlex.quote(sys.executable)}"
+    if block.doc in READER_IN_REPO_ROOT:
+        command = f"(cd {shlex.quote(str(REPO))} && {python} - < {shlex.quote(str(script))})"
+    else:
+        command = f"{python} {shlex.quote(str(script))}"
+    return Step(f"# python: {first}\n{command}", [], block.line + 1)
 
 
 def _script(runnable: list[tuple[Block, Run]], ports: Ports,

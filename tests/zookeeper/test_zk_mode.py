@@ -266,6 +266,21 @@ def test_paused_controller_is_fenced_when_it_wakes(zookeeper: ZooKeeperEnsemble,
         cluster.stop()
 
 
+def test_a_data_dir_of_another_cluster_is_refused(cluster: ZkCluster, zookeeper: ZooKeeperEnsemble,
+                                                  tmp_path: Path) -> None:
+    """Kafka's check: meta.properties names another cluster than /cluster/id (issue 22 item 10)."""
+    cluster_id = cluster.node(1).health()["cluster_id"]
+    stray = ZkNode(node_id=9, data_dir=tmp_path / "data-9", overrides=dict(cluster.node(1).overrides))
+    stray.data_dir.mkdir(parents=True)
+    (stray.data_dir / "meta.properties").write_text("version=1\ncluster.id=anOldClusterOfNode9xx\nnode.id=9\n")
+    stray.start(wait=False)
+    assert stray.proc is not None and stray.proc.wait(60) == 1
+    refusal = [line for line in stray.log_path.read_text().splitlines() if "node 9 stops:" in line]
+    assert refusal and "anOldClusterOfNode9xx" in refusal[0] and cluster_id in refusal[0], stray.log_tail()
+    assert znode_json(zookeeper, "/shared", "/cluster/id")["id"] == cluster_id
+    assert 9 not in [b["node_id"] for b in cluster.metadata(1)["brokers"]]
+
+
 def test_role_or_quorum_with_zookeeper_is_a_configuration_error(tmp_path: Path) -> None:
     for flags in (["--role", "broker"], ["--controller-quorum", "1@127.0.0.1:9093"]):
         result = subprocess.run(NODE_COMMAND + ["--zookeeper-connect", "127.0.0.1:2181", "--data-dir",

@@ -61,3 +61,22 @@ def test_config_errors_exit_2_naming_the_key(tmp_path: Path) -> None:
     result = subprocess.run(NODE + ["--config", str(tmp_path / "nope.toml")], cwd=tmp_path,
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2 and "cannot read" in result.stderr
+
+
+def test_broker_id_names_the_node(tmp_path: Path) -> None:
+    """Kafka's older name of node.id: `--override broker.id=2` starts node 2 (it started node 1)."""
+    port = free_port()
+    proc = subprocess.Popen(NODE + ["--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data"),
+                                    "--override", "broker.id=2"], stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert wait_for_health(port, proc)["node_id"] == 2
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "node.id=2" in (tmp_path / "data" / "meta.properties").read_text()
+    result = subprocess.run(NODE + ["--node-id", "1", "--override", "broker.id=2"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2 and "broker.id (2) and node.id (1) disagree" in result.stderr
