@@ -61,3 +61,38 @@ def test_config_errors_exit_2_naming_the_key(tmp_path: Path) -> None:
     result = subprocess.run(NODE + ["--config", str(tmp_path / "nope.toml")], cwd=tmp_path,
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2 and "cannot read" in result.stderr
+
+
+def test_zookeeper_mode_without_kazoo_names_the_extra(tmp_path: Path) -> None:
+    """kazoo is the zk extra's: without it ZooKeeper mode was a ModuleNotFoundError traceback."""
+    without_kazoo = "import sys; sys.modules['kazoo'] = None; from kraft.main import main; main()"
+    proc = subprocess.run([sys.executable, "-c", without_kazoo, "--zookeeper-connect", "127.0.0.1:2181/kraft",
+                           "--override", "controller.quorum.secret=s", "--data-dir", str(tmp_path / "data")],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == ("kraft-node: configuration error: zookeeper.connect: ZooKeeper mode needs the kazoo "
+                           "package, which kraft's zk extra installs: pip install 'kraft[zk]'\n")
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_secret_file_open_to_other_users_is_warned_about(tmp_path: Path) -> None:
+    """As ssh warns of a private key others can read (docs once wrote the file 0644 silently)."""
+    secret = tmp_path / "cluster.secret"
+    secret.write_text("a-long-random-cluster-secret\n")
+    secret.chmod(0o644)
+    port = free_port()
+    proc = subprocess.Popen(NODE + ["--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data"),
+                                    "--override", f"controller.quorum.secret.file={secret}"],
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        wait_for_health(port, proc)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    stderr = proc.stderr.read() if proc.stderr else ""
+    assert (f"WARNING node=1 controller.raft_quorum: secret file {secret} is accessible to other users "
+            f"(mode 0644): chmod 600 {secret}") in stderr, stderr
+    assert "a-long-random-cluster-secret" not in stderr
