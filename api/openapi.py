@@ -27,6 +27,9 @@ LEADER = ("NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE", "KAFKA_STORAGE_ERROR
 GROUP = ("GROUP_AUTHORIZATION_FAILED", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR",
          "COORDINATOR_LOAD_IN_PROGRESS")
 NODE = ("CLUSTER_AUTHORIZATION_FAILED", "NOT_CONTROLLER")  # the controller's routes for the cluster's nodes
+# Kafka's admin APIs only the active controller answers: another node forwards them there (a
+# NOT_CONTROLLER when it does not know it, NETWORK_EXCEPTION when it does not answer)
+CONTROLLER_ONLY = ("CLUSTER_AUTHORIZATION_FAILED", "NOT_CONTROLLER", "NETWORK_EXCEPTION")
 CLUSTER = ("CLUSTER_AUTHORIZATION_FAILED", "SECURITY_DISABLED", "UNSUPPORTED_VERSION")
 # The files of the /docs page (api/static/), with their types.
 DOCS_ASSETS = {"swagger-ui-bundle.js": "application/javascript", "swagger-ui.css": "text/css",
@@ -82,6 +85,14 @@ ROUTES = (
     Route("GET", "/v1/topics/{topic}/partitions/{partition}/offsets",
           "A partition's offsets, or the offset for a timestamp", records.PartitionOffsetsResponse,
           query=records.PartitionOffsetsQuery, errors=(*TOPIC, *LEADER)),
+    Route("POST", "/v1/delete-records",
+          "Delete the records before an offset (Kafka's DeleteRecords); per partition an error_code when refused",
+          records.DeleteRecordsResponse, records.DeleteRecordsRequest,
+          errors=("INVALID_TOPIC_EXCEPTION", "TOPIC_AUTHORIZATION_FAILED"),
+          description="Per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE "
+                      "(above the high watermark), POLICY_VIOLATION (cleanup.policy=compact), "
+                      "INVALID_TOPIC_EXCEPTION (an internal topic), REQUEST_TIMED_OUT (the replicas did not follow "
+                      "in time), KAFKA_STORAGE_ERROR."),
     Route("POST", "/v1/produce", "Produce record batches to many partitions", batch.ProduceResponse,
           batch.ProduceRequest, errors=(*TOPIC, "INVALID_REQUIRED_ACKS", "CORRUPT_MESSAGE", "INVALID_RECORD")),
     Route("POST", "/v1/fetch", "Fetch record batches from many partitions (long poll)", batch.FetchResponse,
@@ -103,7 +114,7 @@ ROUTES = (
     Route("GET", "/v1/groups", "Consumer groups coordinated by this broker", groups.ListGroupsResponse,
           errors=GROUP),
     Route("GET", "/v1/groups/{group}", "Describe a group: state, members, assignments, offsets and lag",
-          groups.DescribeGroupResponse, errors=(*GROUP, "GROUP_ID_NOT_FOUND")),
+          groups.DescribeGroupResponse, errors=(*GROUP, "GROUP_ID_NOT_FOUND", "TOPIC_AUTHORIZATION_FAILED")),
     Route("DELETE", "/v1/groups/{group}", "Delete a group without members, and its committed offsets",
           groups.DeleteGroupResponse, errors=(*GROUP, "GROUP_ID_NOT_FOUND", "NON_EMPTY_GROUP")),
     Route("GET", "/v1/groups/{group}/coordinator",
@@ -125,7 +136,7 @@ ROUTES = (
           "Reset a group's offsets (group without members only); dry_run by default",
           groups.ResetOffsetsResponse, groups.ResetOffsetsRequest, errors=(*GROUP, *TOPIC, "NON_EMPTY_GROUP")),
     Route("GET", "/v1/controller/quorum", "Metadata quorum status and replication (kafka-metadata-quorum describe)",
-          controller.DescribeQuorumResponse, errors=("CLUSTER_AUTHORIZATION_FAILED", "NOT_CONTROLLER")),
+          controller.DescribeQuorumResponse, errors=CONTROLLER_ONLY),
     Route("GET", "/v1/controller/quorum/local", "This node's own view of the quorum (any node answers)",
           controller.LocalQuorumStatus, errors=NODE),
     Route("GET", "/v1/controller/metadata", "Committed metadata records from an offset (long poll), or snapshot_needed",
@@ -165,15 +176,15 @@ ROUTES = (
     Route("POST", "/v1/controller/elect-leaders",
           "Preferred leader election (kafka-leader-election --election-type preferred)",
           controller.ElectLeadersResponse, controller.ElectLeadersRequest,
-          errors=("CLUSTER_AUTHORIZATION_FAILED", "NOT_CONTROLLER", "INVALID_TOPIC_EXCEPTION")),
+          errors=(*CONTROLLER_ONLY, "INVALID_TOPIC_EXCEPTION")),
     Route("GET", "/v1/controller/reassignments",
           "Partition reassignments in progress (kafka-reassign-partitions --verify)",
-          controller.ListReassignmentsResponse, errors=("CLUSTER_AUTHORIZATION_FAILED", "NOT_CONTROLLER")),
+          controller.ListReassignmentsResponse, errors=CONTROLLER_ONLY),
     Route("POST", "/v1/controller/reassignments",
           "Start (replicas: the target) or cancel (replicas: null) partition reassignments, all or none (KIP-455)",
           controller.AlterReassignmentsResponse, controller.AlterReassignmentsRequest,
-          errors=("CLUSTER_AUTHORIZATION_FAILED", "NOT_CONTROLLER", "INVALID_TOPIC_EXCEPTION",
-                  "UNKNOWN_TOPIC_OR_PARTITION", "INVALID_REPLICA_ASSIGNMENT", "NO_REASSIGNMENT_IN_PROGRESS")),
+          errors=(*CONTROLLER_ONLY, "INVALID_TOPIC_EXCEPTION", "UNKNOWN_TOPIC_OR_PARTITION",
+                  "INVALID_REPLICA_ASSIGNMENT", "NO_REASSIGNMENT_IN_PROGRESS")),
     Route("GET", "/v1/users/scram-credentials", "Users and their SCRAM mechanisms and iterations, never keys "
           "(kafka-configs --describe --entity-type users)", security.DescribeScramCredentialsResponse,
           query=security.DescribeScramQuery, errors=("CLUSTER_AUTHORIZATION_FAILED", "UNSUPPORTED_VERSION")),
@@ -200,7 +211,9 @@ ROUTES = (
     Route("POST", "/v1/controller/client-quotas", "Set or remove client quotas (forwarded by nodes)",
           security.ControllerAlterClientQuotasResponse, security.ControllerAlterClientQuotasRequest, errors=NODE),
     Route("GET", "/metrics", "Prometheus metrics of this node, named like Kafka's (docs/operations.md)", None,
-          description="Text format 0.0.4; OpenMetrics 1.0 when Accept names application/openmetrics-text.",
+          errors=("CLUSTER_AUTHORIZATION_FAILED",),
+          description="Text format 0.0.4; OpenMetrics 1.0 when Accept names application/openmetrics-text. "
+                      "With an authorizer: Describe on the cluster.",
           content={**_text("text/plain", "Prometheus text format 0.0.4"),
                    **_text("application/openmetrics-text", "OpenMetrics 1.0")}),
 )

@@ -351,6 +351,11 @@ _KEYS = [
     ConfigKey("offsets.topic.replication.factor", "int", 3,
               "Replication factor of __consumer_offsets (capped at the live broker count).",
               at_least(1, 32767)),
+    ConfigKey("offsets.retention.minutes", "int", 10080,
+              "Committed offsets of a group expire this long after it became empty (or, for a "
+              "topic its members do not subscribe to, after the commit).", at_least(1, INT_MAX)),
+    ConfigKey("offsets.retention.check.interval.ms", "long", 600000,
+              "How often expired offsets are removed.", _POSITIVE),
     ConfigKey("group.consumer.session.timeout.ms", "int", 45000, "Consumer member session timeout.",
               _POS_INT),
     ConfigKey("group.consumer.heartbeat.interval.ms", "int", 5000, "Consumer heartbeat interval.",

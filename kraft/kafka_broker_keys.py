@@ -53,7 +53,7 @@ KAFKA_BROKER_KEYS: frozenset[str] = frozenset({
     "group.max.size", "group.coordinator.rebalance.protocols", "group.coordinator.threads",
     "group.consumer.max.size", "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms",
     "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
-    "group.consumer.assignors", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
+    "group.consumer.assignors",
     "offsets.commit.timeout.ms", "offsets.load.buffer.size", "offsets.topic.segment.bytes",
     "offsets.topic.compression.codec", "offset.metadata.max.bytes", "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr", "transaction.state.log.num.partitions", "transaction.state.log.segment.bytes",

@@ -39,7 +39,7 @@ from kraft.api.throttle import QUOTAS
 from kraft.api.routes.acls import ACLS
 from kraft.api.routes.services import NodeInfo
 from kraft.api.routes.users import USERS
-from kraft.api.server import build_app
+from kraft.api.server import SERVER_OPTIONS, build_app
 from kraft.broker.admin import LocalAdmin
 from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from kraft.broker.groups.membership import GroupConfig
@@ -277,6 +277,8 @@ class Node:
                     session_timeout_ms=config["group.consumer.session.timeout.ms"],
                     heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
                 ),
+                offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+                offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
             ),
             metadata_cache=self.view,
         )
@@ -433,7 +435,7 @@ class Node:
         self.endpoint = advertised_endpoint(self.config, self.port)
         if self.lifecycle is not None:
             self.lifecycle.endpoint = self.endpoint
-        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, **SERVER_OPTIONS)
         try:
             await self._runner.setup()
         except BaseException:

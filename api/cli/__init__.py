@@ -2,12 +2,12 @@
 (as Kafka's `tools/` has one class per tool).
 
 `kraft topics` (kafka-topics), `kraft configs` (kafka-configs), `kraft get-offsets`
-(kafka-get-offsets), `kraft console-producer`, `kraft console-consumer`, `kraft consumer-groups`
-(kafka-consumer-groups), `kraft cluster describe`, `kraft metadata-quorum` (kafka-metadata-quorum),
-`kraft leader-election` (kafka-leader-election), `kraft reassign-partitions`
-(kafka-reassign-partitions), `kraft acls` (kafka-acls). Flags keep Kafka's names and every command takes `--version`. A
-KraftError prints `Error: <ERROR_CODE>: message` on stderr and exits 1; bad usage exits 2 (click's
-convention).
+(kafka-get-offsets), `kraft delete-records` (kafka-delete-records), `kraft console-producer`,
+`kraft console-consumer`, `kraft consumer-groups` (kafka-consumer-groups), `kraft cluster
+describe`, `kraft metadata-quorum` (kafka-metadata-quorum), `kraft leader-election`
+(kafka-leader-election), `kraft reassign-partitions` (kafka-reassign-partitions), `kraft acls`
+(kafka-acls). Flags keep Kafka's names and every command takes `--version`. A KraftError prints
+`Error: <ERROR_CODE>: message` on stderr and exits 1; bad usage exits 2 (click's convention).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from kraft.api.cli.configs import configs
 from kraft.api.cli.console_consumer import MessageFormatter, console_consumer
 from kraft.api.cli.console_producer import LineReader, console_producer
 from kraft.api.cli.consumer_groups import consumer_groups
+from kraft.api.cli.delete_records import delete_records
 from kraft.api.cli.get_offsets import get_offsets
 from kraft.api.cli.leader_election import election_lines, leader_election
 from kraft.api.cli.metadata_quorum import metadata_quorum, quorum_replication_lines, quorum_status_lines
@@ -39,6 +40,6 @@ def main() -> None:
     """kraft: admin and console clients for a kraft cluster (Kafka's tools, same flags)."""
 
 
-for _command in (topics, configs, acls, get_offsets, console_producer, console_consumer, consumer_groups, cluster,
-                 metadata_quorum, leader_election, reassign_partitions):
+for _command in (topics, configs, acls, get_offsets, delete_records, console_producer, console_consumer,
+                 consumer_groups, cluster, metadata_quorum, leader_election, reassign_partitions):
     main.add_command(_command)

@@ -1,6 +1,6 @@
 """The admin client: topics, partitions, configs, cluster description, partition offsets,
-partition reassignments (kafka-reassign-partitions) and consumer groups (list, describe,
-committed offsets, delete, reset offsets: kafka-consumer-groups).
+DeleteRecords (kafka-delete-records), partition reassignments (kafka-reassign-partitions) and
+consumer groups (list, describe, committed offsets, delete, reset offsets: kafka-consumer-groups).
 
 Calls go to any broker (the node forwards controller work); NOT_CONTROLLER answers that name the
 active controller are retried there, other retriable errors after a backoff, until
@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
@@ -26,6 +27,7 @@ from kraft.api.client.retry import call_with_retries
 from kraft.api.client.transport import Address, Transport
 from kraft.api.client.types import (
     ClusterDescription,
+    DeletedRecords,
     NewPartitions,
     NewTopic,
     OffsetAndMetadata,
@@ -38,6 +40,9 @@ from kraft.api.client.types import (
 from kraft.api.errors import KraftError
 
 LIST_GROUPS_TIMEOUT_S = 5.0  # per broker: a paused broker must not stall the whole listing
+ANSWER_MARGIN_S = 5.0  # beyond the time a request asks the broker to wait
+# delete_records does not ask again: the topic is missing, or the replicas already had the timeout
+FINAL_DELETE_RECORDS_ERRORS = frozenset({"UNKNOWN_TOPIC_OR_PARTITION", "REQUEST_TIMED_OUT"})
 
 OffsetSpec = int | str  # "earliest", "latest", or a timestamp in ms
 
@@ -115,11 +120,13 @@ class Admin:
     def close(self) -> None:
         self._transport.close()
 
-    def _call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
-        target: list[Address | None] = [None]
+    def _call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None, *,
+              address: Address | None = None, timeout_s: float | None = None) -> Any:
+        target: list[Address | None] = [address]
 
         def attempt() -> Any:
-            return self._transport.request(method, path, body, params=params, address=target[0])
+            return self._transport.request(method, path, body, params=params, address=target[0],
+                                           timeout_s=timeout_s)
 
         def on_retry(e: KraftError) -> None:
             leader = e.extra.get("leader")
@@ -328,6 +335,53 @@ class Admin:
                 offset, ts = a.get("offset"), a.get("timestamp")
             out[tp] = PartitionOffsets(start, hw, leo, offset, ts)
         return out
+
+    def delete_records(
+        self, records_to_delete: Mapping[TopicPartition, int], timeout_ms: int | None = None,
+        partition_leader_id: int | None = None, *, raise_errors: bool = True,
+    ) -> dict[TopicPartition, DeletedRecords]:
+        """Kafka's deleteRecords (kafka-python's KafkaAdminClient.delete_records): deletes each
+        partition's records before its offset (-1: up to the high watermark), answered once every
+        live replica's log start reached it, within `timeout_ms` (default: the request timeout).
+        A partition whose leader moved is asked again until `api_timeout_ms`. A partition that
+        failed raises its KraftError, or with `raise_errors=False` answers `DeletedRecords(-1,
+        error)`. `partition_leader_id` sends the request to that broker (any broker forwards each
+        partition to its leader)."""
+        wait_ms = self._request_timeout_ms if timeout_ms is None else timeout_ms
+        address = None if partition_leader_id is None else self._broker_address(partition_leader_id)
+        pending = {TopicPartition(*tp): offset for tp, offset in records_to_delete.items()}
+        out: dict[TopicPartition, DeletedRecords] = {}
+        deadline = time.monotonic() + self._api_timeout_s
+        while pending:
+            body = {"timeout_ms": wait_ms, "partitions": [
+                {"topic": tp.topic, "partition": tp.partition, "offset": offset} for tp, offset in pending.items()]}
+            answer = self._call("POST", "/v1/delete-records", body, address=address,
+                                timeout_s=wait_ms / 1000 + ANSWER_MARGIN_S)
+            again = {}
+            for p in answer["partitions"]:
+                tp = TopicPartition(p["topic"], int(p["partition"]))
+                if not p.get("error_code"):
+                    out[tp] = DeletedRecords(int(p["low_watermark"]))
+                    continue
+                error = KraftError(p["error_code"], p.get("message") or "")
+                if (error.retriable and error.error_code not in FINAL_DELETE_RECORDS_ERRORS
+                        and time.monotonic() + self._backoff_s < deadline):
+                    again[tp] = pending[tp]  # a leader change: its new leader is asked
+                else:
+                    out[tp] = DeletedRecords(-1, error)
+            pending = again
+            if pending:
+                time.sleep(self._backoff_s)
+        failed = [r.error for r in out.values() if r.error is not None]
+        if raise_errors and failed:
+            raise failed[0]
+        return {TopicPartition(*tp): out[TopicPartition(*tp)] for tp in records_to_delete}
+
+    def _broker_address(self, node_id: int) -> Address:
+        broker = ClusterSnapshot.from_wire(self.metadata() or {}).brokers.get(node_id)
+        if broker is None:
+            raise KraftError("BROKER_NOT_AVAILABLE", f"broker {node_id} is not in the cluster's metadata")
+        return broker.host, broker.port
 
     # -- consumer groups -----------------------------------------------------------------------
 

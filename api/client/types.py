@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from kraft.api.errors import KraftError
+
 Headers = tuple[tuple[str, bytes | None], ...]
 
 
@@ -40,6 +42,14 @@ class OffsetAndMetadata(NamedTuple):
     offset: int
     metadata: str = ""
     leader_epoch: int = -1
+
+
+class DeletedRecords(NamedTuple):
+    """One partition's answer to `Admin.delete_records` (Kafka's DeletedRecords): the low
+    watermark, the smallest log start offset of its live replicas; -1 with `error`."""
+
+    low_watermark: int
+    error: KraftError | None = None
 
 
 class OffsetAndTimestamp(NamedTuple):

@@ -75,6 +75,9 @@ class FetchPartition(Message):
     high_watermark: Annotated[int, Meta(
         ge=-1, le=INT64_MAX, description="the follower's own high watermark: the leader answers at once "
                                          "when its own is newer; -1: unknown")] = -1
+    log_start_offset: Annotated[int, Meta(
+        ge=-1, le=INT64_MAX, description="the follower's own log start offset (DeleteRecords waits until "
+                                         "every live replica's reaches its offset); -1: unknown")] = -1
 
     def __post_init__(self) -> None:
         check_topic_name(self.topic)

@@ -1,5 +1,5 @@
 """The JSON convenience routes' records: produce records to a topic, read a partition from an
-offset, and a partition's offsets.
+offset, a partition's offsets, and delete the records before an offset (DeleteRecords).
 
 A key, value or header value is text (UTF-8), null, or with `key_b64`/`value_b64` base64; in a
 msgpack body or answer it may be bin. Records are strict about their fields: a misspelt `valeu`
@@ -13,11 +13,13 @@ from typing import Annotated, Any
 from msgspec import UNSET, Meta, UnsetType
 
 from kraft.api.messages.common import (
-    INT32_MAX, Acks, Binary, Message, NonNegativeInt64, PartitionNumber, TimeoutMs, parse_acks,
+    INT32_MAX, Acks, Binary, Int64, Message, NonNegativeInt64, PartitionNumber, TimeoutMs, TopicName,
+    check_topic_name, parse_acks,
 )
 
 MAX_RECORDS_PER_REQUEST = 100_000
 MAX_FETCH_RECORDS = 10_000
+MAX_DELETE_PARTITIONS = 10_000
 DEFAULT_FETCH_BYTES = 1024 * 1024
 
 # Text in JSON; text or bin in msgpack (msgspec has no type that is both), checked by the route.
@@ -144,3 +146,37 @@ class PartitionOffsetsResponse(Message):
     log_end_offset: int
     offset: int | None | UnsetType = UNSET
     timestamp: int | None | UnsetType = UNSET
+
+
+class DeleteRecordsPartition(Message, forbid_unknown_fields=True):
+    topic: TopicName
+    partition: PartitionNumber
+    offset: Annotated[Int64, Meta(
+        description="delete the records before this offset (the partition's new log start offset); -1: the "
+                    "high watermark. Above the high watermark, or below -1: OFFSET_OUT_OF_RANGE")]
+
+    def __post_init__(self) -> None:
+        check_topic_name(self.topic)
+
+
+class DeleteRecordsRequest(Message, forbid_unknown_fields=True):
+    """Kafka's DeleteRecords (kafka-delete-records, Admin.deleteRecords): each partition's leader
+    moves its log start offset, then answers once every live replica's reached it."""
+
+    timeout_ms: Annotated[TimeoutMs, Meta(
+        description="how long to wait for the replicas (else REQUEST_TIMED_OUT for that partition)")] = 30_000
+    partitions: Annotated[list[DeleteRecordsPartition], Meta(min_length=1, max_length=MAX_DELETE_PARTITIONS)]
+
+
+class DeletedRecordsPartition(Message):
+    """`low_watermark`: the smallest log start offset of the live replicas (-1 with an error)."""
+
+    topic: str
+    partition: int
+    low_watermark: int
+    error_code: str | None = None
+    message: str | None = None
+
+
+class DeleteRecordsResponse(Message):
+    partitions: list[DeletedRecordsPartition]

@@ -36,6 +36,7 @@ KAFKA_REQUESTS: dict[tuple[str, str], str] = {
     ("POST", "/v1/fetch"): FETCH_CONSUMER,
     ("GET", "/v1/topics/{topic}/partitions/{partition}/records"): FETCH_CONSUMER,
     ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets"): "ListOffsets",
+    ("POST", "/v1/delete-records"): "DeleteRecords",
     ("GET", "/v1/metadata"): "Metadata",
     ("GET", "/v1/topics"): "Metadata",
     ("GET", "/v1/topics/{topic}"): "Metadata",

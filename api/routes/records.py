@@ -17,10 +17,11 @@ import msgspec
 from aiohttp import web
 
 from kraft.api import authz
+from kraft.api.access import AUTO_CREATE
 from kraft.api.throttle import throttle
 from kraft.api.errors import KraftError, invalid_request
 from kraft.api.partitioner import partition_for_key
-from kraft.api.routes.forward import not_leader, produce_remote, proxy, remote_leader
+from kraft.api.routes.forward import by_leader, not_leader, produce_remote, proxy, remote_leader
 from kraft.api.routes.metadata import require_topic
 from kraft.api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, FetchEntry, ProduceEntry, ProduceResult, TopicDescription,
@@ -33,7 +34,6 @@ from kraft.api.messages.records import (
 )
 from kraft.api.wire import read_message, read_query, render, wants_msgpack
 from kraft.log.batch import build_batch, decode_records, iter_batches
-from kraft.metadata.acl import TOPIC
 
 routes = web.RouteTableDef()
 
@@ -47,8 +47,7 @@ async def topic_or_create(request: web.Request, name: str) -> TopicDescription:
         return topic
     if not request.app[NODE_INFO].auto_create_topics:
         raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
-    if not authz.may_create_topic(request, name):
-        raise authz.authorization_failed(request, "CREATE", TOPIC, (name,))
+    authz.require_named(request, [name], when=AUTO_CREATE)
     try:
         return await request.app[ADMIN].create_topic(name, None, None, {})
     except KraftError as e:
@@ -89,7 +88,6 @@ def _choose_partition(topic: TopicDescription, key: bytes | None, sticky: int) -
 @routes.post("/v1/topics/{topic}/records")
 async def produce_records(request: web.Request) -> web.Response:
     name = check_topic_name(request.match_info["topic"], "produce to")
-    authz.require(request, "WRITE", TOPIC, name)
     query_acks = parse_acks(read_query(request, ProduceRecordsQuery).acks)
     body = await read_message(request, ProduceRecordsRequest)
     acks = query_acks if body.acks is None else body.acks
@@ -140,16 +138,9 @@ async def produce_records(request: web.Request) -> web.Response:
 async def _produce_anywhere(request: web.Request, entries: list[ProduceEntry], acks: int) -> list[ProduceResult]:
     """Appends here what this node leads and forwards the rest to the partitions' leaders: one
     result per entry, an error for what failed (never an exception once anything may be stored)."""
-    local: list[ProduceEntry] = []
-    remote: dict[tuple[str, int], list[ProduceEntry]] = {}
-    for entry in entries:
-        address = remote_leader(request, entry.topic, entry.partition)
-        if address is None:
-            local.append(entry)
-        else:
-            remote.setdefault(address, []).append(entry)
+    local, remote = by_leader(request, entries)
     calls = [request.app[REPLICAS].produce(local, acks, PRODUCE_TIMEOUT_MS)] if local else []
-    calls += [produce_remote(request, address, group, acks, PRODUCE_TIMEOUT_MS) for address, group in remote.items()]
+    calls += [produce_remote(request, leader, group, acks, PRODUCE_TIMEOUT_MS) for leader, group in remote.items()]
     results = [result for results in await asyncio.gather(*calls) for result in results]
     # the leaders charge what they were forwarded; this node charges what it appended itself
     await throttle(request, "produce", sum(len(e.records) for e in local))
@@ -199,7 +190,6 @@ async def _start_offset(request: web.Request, query: FetchRecordsQuery, name: st
 
 @routes.get("/v1/topics/{topic}/partitions/{partition}/records")
 async def fetch_records(request: web.Request) -> web.Response:
-    authz.require(request, "READ", TOPIC, request.match_info["topic"])
     topic = require_topic(request, request.match_info["topic"])
     partition = _partition_number(request, topic)
     if (leader := remote_leader(request, topic.name, partition)) is not None:
@@ -237,7 +227,6 @@ async def fetch_records(request: web.Request) -> web.Response:
 
 @routes.get("/v1/topics/{topic}/partitions/{partition}/offsets")
 async def partition_offsets(request: web.Request) -> web.Response:
-    authz.require(request, "DESCRIBE", TOPIC, request.match_info["topic"])
     topic = require_topic(request, request.match_info["topic"])
     partition = _partition_number(request, topic)
     if (leader := remote_leader(request, topic.name, partition)) is not None:

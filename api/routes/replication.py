@@ -6,8 +6,9 @@ fetching broker (`replica_id`, `replica_epoch`: its broker epoch, KIP-903), and 
 leader epoch it believes current (`current_leader_epoch`: FENCED_LEADER_EPOCH when older than the
 broker's, UNKNOWN_LEADER_EPOCH when newer), the epoch of its last batch (`last_fetched_epoch`: the
 answer carries `diverging_epoch` {epoch, end_offset} when the follower's log diverged), and its
-own high watermark (the leader answers at once when it has a newer one). Replica fetches read up to
-the log end offset; consumer fetches only below the high watermark.
+own high watermark (the leader answers at once when it has a newer one) and log start offset (what
+DeleteRecords waits on; the leader answers at once when its own moved past it). Replica fetches
+read up to the log end offset; consumer fetches only below the high watermark.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class ReplicaFetchEntry:
     current_leader_epoch: int = NO_EPOCH
     last_fetched_epoch: int = NO_EPOCH
     high_watermark: int = -1  # the follower's own
+    log_start_offset: int = -1  # the follower's own (the leader's low watermark counts it)
 
 
 @dataclass(frozen=True)

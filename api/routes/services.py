@@ -92,6 +92,22 @@ class FetchResult:
 
 
 @dataclass(frozen=True)
+class DeleteRecordsEntry:
+    topic: str
+    partition: int
+    offset: int  # the new log start offset; -1: the high watermark
+
+
+@dataclass(frozen=True)
+class DeleteRecordsResult:
+    topic: str
+    partition: int
+    low_watermark: int  # -1 on error
+    error_code: str | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True)
 class PartitionOffsets:
     log_start_offset: int
     high_watermark: int
@@ -137,6 +153,10 @@ class ReplicaService(Protocol):
     async def offset_for_timestamp(
         self, topic: str, partition: int, timestamp: int
     ) -> tuple[int, int] | None: ...
+
+    async def delete_records(
+        self, entries: Sequence[DeleteRecordsEntry], timeout_ms: int
+    ) -> list[DeleteRecordsResult]: ...
 
 
 NODE_INFO = web.AppKey("node_info", NodeInfo)

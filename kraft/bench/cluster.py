@@ -26,16 +26,18 @@ import click
 import requests
 
 from kraft.security.node_auth import NodeCredential
+from kraft.security.peers import PeerSecurity
 
 T = TypeVar("T")
 NODE_COMMAND = [sys.executable, "-c", "from kraft.main import main; main()"]
 BENCH_SECRET = "kraft-bench"  # the local cluster's controller.quorum.secret
 
 
-def node_headers(method: str, path_qs: str, body: bytes | None = None) -> dict[str, str]:
-    """The local cluster's node credential: the bench calls the controller's inter-node routes
-    (topic creation at scale, the snapshot) as one of the cluster's nodes would."""
-    return NodeCredential(0, BENCH_SECRET).sign(method, path_qs, body, int(time.time() * 1000))
+def node_headers(target: int, method: str, path_qs: str, body: bytes | None = None) -> dict[str, str]:
+    """The local cluster's node credential for a request to node `target`: the bench calls the
+    controller's inter-node routes (topic creation at scale, the snapshot) as one of the
+    cluster's nodes would."""
+    return PeerSecurity(NodeCredential(0, BENCH_SECRET)).headers(method, path_qs, body, target=target)
 
 
 _HANDED_OUT: set[int] = set()

@@ -22,8 +22,8 @@ def _write_topic(nodes: list[Any], name: str) -> bool:
     body = json.dumps({"name": name, "partitions": 1, "replication_factor": 1}).encode()
     for node in nodes:
         try:
-            r = requests.post(f"{node.url}{path}", data=body, timeout=2,
-                              headers={"Content-Type": "application/json", **node_headers("POST", path, body)})
+            r = requests.post(f"{node.url}{path}", data=body, timeout=2, headers={
+                "Content-Type": "application/json", **node_headers(node.node_id, "POST", path, body)})
         except requests.RequestException:
             continue
         if r.status_code == 200 or r.json().get("error_code") == "TOPIC_ALREADY_EXISTS":

@@ -29,8 +29,9 @@ from kraft.metadata.records import ClaimController, Endpoint, Partition, Registe
 def snapshot_load_s(node: Any) -> tuple[float, int]:
     """Seconds to decode and build the controller's image snapshot (what a lagging broker or a
     restarted node does with it), and its size in bytes."""
-    r = requests.get(f"{node.url}/v1/controller/snapshot", timeout=600,
-                     headers={"Accept": "application/msgpack", **node_headers("GET", "/v1/controller/snapshot")})
+    path = "/v1/controller/snapshot"
+    r = requests.get(f"{node.url}{path}", timeout=600,
+                     headers={"Accept": "application/msgpack", **node_headers(node.node_id, "GET", path)})
     r.raise_for_status()
     started = time.monotonic()
     if r.headers.get("Content-Type", "").startswith("application/msgpack"):

@@ -33,12 +33,13 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from kraft.api.errors import KraftError, from_exception
 from kraft.api.routes.replication import NO_EPOCH, NO_REPLICA, ReplicaFetchEntry, ReplicaFetchResult
 from kraft.api.routes.services import (
-    FetchEntry, FetchResult, PartitionOffsets, ProduceEntry, ProduceResult,
+    DeleteRecordsEntry, DeleteRecordsResult, FetchEntry, FetchResult, PartitionOffsets, ProduceEntry,
+    ProduceResult,
 )
 from kraft.broker.partition_state import PartitionView
 from kraft.broker.replica import Replica, ReplicaState
@@ -56,10 +57,12 @@ from kraft.log.partition_log import PartitionLog
 from kraft.broker.metadata_view import MetadataCache
 from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta
 from kraft.metadata.image import MetadataImage
+from kraft.metadata.topic_name import is_internal
 
 log = logging.getLogger("kraft.broker")
 
 TopicPartition = tuple[str, int]
+T = TypeVar("T")
 DELETED_SUFFIX = "-delete"
 OPEN_BATCH = 256  # new logs opened per thread hop
 ISR_CHECK_SLICE = 256  # replicas checked for ISR expiry per loop turn
@@ -560,30 +563,49 @@ class ReplicaManager:
     ) -> KraftError | None:
         """None once the HW reaches `target` while this broker still leads at `leader_epoch`
         (after a leader change the offsets may hold other records: the write is not acked)."""
-        loop = asyncio.get_running_loop()
-        while True:
+
+        def outcome() -> KraftError | bool | None:
             core = replica.core
             completed = None if core is None or replica.log is None else core.produce_completed(
                 leader_epoch, target)
             if core is None or replica.log is None or completed is False:
                 return self._not_leader(replica.topic, replica.partition)
-            if completed:
-                return None
-            if self._stopping:
-                return KraftError("NOT_LEADER_OR_FOLLOWER", f"broker {self.node_id} is shutting down: "
-                                  f"retry {replica.topic}-{replica.partition} with its new leader")
+            return completed or self._shutting_down(replica)
+
+        result = await self._wait_until(replica, deadline, outcome)
+        if result is True:
+            return None
+        if result is not None:
+            return result
+        core = replica.core
+        if core is not None and core.under_min_isr():
+            return KraftError(
+                "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+                f"{replica.topic}-{replica.partition}: appended, but the ISR "
+                f"{list(core.leader_state.isr)} fell below min.insync.replicas",
+            )
+        return KraftError(
+            "REQUEST_TIMED_OUT",
+            f"{replica.topic}-{replica.partition}: not replicated to the ISR in time",
+        )
+
+    def _shutting_down(self, replica: Replica) -> KraftError | None:
+        if not self._stopping:
+            return None
+        return KraftError("NOT_LEADER_OR_FOLLOWER", f"broker {self.node_id} is shutting down: "
+                          f"retry {replica.topic}-{replica.partition} with its new leader")
+
+    @staticmethod
+    async def _wait_until(replica: Replica, deadline: float, outcome: Callable[[], T | None]) -> T | None:
+        """`outcome()` once it is not None, asked again at every wake of the replica's
+        high-watermark waiters (the HW advanced, the role or the replicas changed, a follower's
+        log start rose); None at `deadline` (loop time)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            result = outcome()
             remaining = deadline - loop.time()
-            if remaining <= 0:
-                if core.under_min_isr():
-                    return KraftError(
-                        "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-                        f"{replica.topic}-{replica.partition}: appended, but the ISR "
-                        f"{list(core.leader_state.isr)} fell below min.insync.replicas",
-                    )
-                return KraftError(
-                    "REQUEST_TIMED_OUT",
-                    f"{replica.topic}-{replica.partition}: not replicated to the ISR in time",
-                )
+            if result is not None or remaining <= 0:
+                return result
             future = loop.create_future()
             replica.wait_for_data(future)
             try:
@@ -592,6 +614,66 @@ class ReplicaManager:
                 pass
             finally:
                 replica.forget_waiter(future)
+
+    # -- delete records -----------------------------------------------------------------------
+
+    async def delete_records(
+        self, entries: Sequence[DeleteRecordsEntry], timeout_ms: int
+    ) -> list[DeleteRecordsResult]:
+        """Kafka's ReplicaManager.deleteRecords: on each partition this broker leads, moves the
+        log start offset to the entry's offset (-1: the high watermark) and checkpoints it, then
+        answers once the low watermark (every live replica's log start, learnt from their
+        fetches) reached it, or REQUEST_TIMED_OUT after `timeout_ms` (Kafka's
+        DelayedDeleteRecords). Segments wholly below the new log start go at the next retention
+        pass, on the followers too. One result per entry, each with its own error."""
+        deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
+        return list(await asyncio.gather(*(self._delete_records(e, deadline) for e in entries)))
+
+    async def _delete_records(self, entry: DeleteRecordsEntry, deadline: float) -> DeleteRecordsResult:
+        try:
+            replica, leader_epoch, target = await self._delete_records_on_leader(entry)
+        except Exception as e:
+            error = _as_kraft_error(e)
+            return DeleteRecordsResult(entry.topic, entry.partition, -1, error.error_code, error.message)
+        return await self._await_low_watermark(replica, leader_epoch, target, deadline)
+
+    async def _delete_records_on_leader(self, entry: DeleteRecordsEntry) -> tuple[Replica, int, int]:
+        """The replica, its leader epoch and the new log start (Kafka's deleteRecordsOnLocalLog)."""
+        if is_internal(entry.topic):
+            raise KraftError("INVALID_TOPIC_EXCEPTION", f"Cannot delete records of internal topic {entry.topic}")
+        replica = await self._leader_replica(entry.topic, entry.partition)
+        async with replica.lock:
+            core = replica.core
+            if replica.log is None or core is None or not core.is_leader:
+                raise self._not_here(entry.topic, entry.partition)  # deleted or deposed meanwhile
+            target = core.check_delete_records(entry.offset)
+            if await asyncio.to_thread(replica.log.maybe_increment_log_start_offset, target):
+                log.info("%s-%d: log start offset moved to %d by DeleteRecords", entry.topic,
+                         entry.partition, target)
+                replica.wake_appended()  # followers' long polls answer with the new log start
+            return replica, core.leader_epoch, target
+
+    async def _await_low_watermark(
+        self, replica: Replica, leader_epoch: int, target: int, deadline: float
+    ) -> DeleteRecordsResult:
+        topic, partition = replica.topic, replica.partition
+
+        def outcome() -> DeleteRecordsResult | None:
+            core = replica.core
+            if core is None or replica.log is None or not core.is_leader or core.leader_epoch != leader_epoch:
+                error = self._not_leader(topic, partition)
+            else:
+                low = core.low_watermark()
+                if low >= target:
+                    return DeleteRecordsResult(topic, partition, low)
+                error = self._shutting_down(replica)
+            return None if error is None else DeleteRecordsResult(topic, partition, -1, error.error_code,
+                                                                  error.message)
+
+        return await self._wait_until(replica, deadline, outcome) or DeleteRecordsResult(
+            topic, partition, -1, "REQUEST_TIMED_OUT",
+            f"{topic}-{partition}: the log start offset moved to {target}, but not every live "
+            f"replica's reached it in time")
 
     # -- fetch --------------------------------------------------------------------------------
 
@@ -708,6 +790,9 @@ class ReplicaManager:
             news = news or result.error_code is not None or result.diverging_epoch is not None
             if replica_id != NO_REPLICA and result.error_code is None:
                 news = news or min(result.high_watermark, entry.fetch_offset) > entry.high_watermark
+                # the follower would move its log start (a DeleteRecords waits for it)
+                news = news or (entry.log_start_offset >= 0 and
+                                min(result.log_start_offset, entry.fetch_offset) > entry.log_start_offset)
             budget -= len(result.records)
         return results, replicas, news
 
@@ -736,7 +821,8 @@ class ReplicaManager:
             return _error_result(entry.topic, entry.partition,
                                  self._not_leader(entry.topic, entry.partition))
         decision = core.on_fetch_request(replica_id, entry.fetch_offset, entry.last_fetched_epoch,
-                                         self.clock_ms(), record_position, replica_epoch)
+                                         self.clock_ms(), record_position, replica_epoch,
+                                         entry.log_start_offset)
         if decision.error is not None:
             return self._result(replica, entry, b"", error=decision.error)
         if decision.diverging is not None:
@@ -788,7 +874,7 @@ class ReplicaManager:
             return None
         fetch_offset, last_fetched_epoch, high_watermark = replica.core.fetch_position()
         return {"fetch_offset": fetch_offset, "last_fetched_epoch": last_fetched_epoch,
-                "high_watermark": high_watermark}
+                "high_watermark": high_watermark, "log_start_offset": replica.log.log_start_offset}
 
     async def on_fetch_response(
         self, tp: TopicPartition, leader_epoch: int, response: PartitionFetchResponse

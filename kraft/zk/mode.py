@@ -139,7 +139,8 @@ class ZkServices:
                                          timeout=aiohttp.ClientTimeout(total=CONTROLLED_SHUTDOWN_REQUEST_TIMEOUT_S)) as http:
             async with http.post(security.url(endpoint.host, endpoint.port, CONTROLLED_SHUTDOWN_PATH), data=body,
                                  headers={"Content-Type": "application/json",
-                                          **security.headers("POST", CONTROLLED_SHUTDOWN_PATH, body)}) as response:
+                                          **security.headers("POST", CONTROLLED_SHUTDOWN_PATH, body,
+                                                             target=controller_id)}) as response:
                 answer = await response.json(content_type=None)
         if response.status != 200:
             raise KraftError.from_dict(answer if isinstance(answer, dict) else {})

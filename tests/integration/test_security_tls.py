@@ -11,7 +11,7 @@ import requests
 
 from kraft.api.client import Admin, KraftError, Producer
 from harness import CLUSTER_SECRET, free_port, shutdown_all, wait_for
-from security_support import SecureNode, make_certs, tls_overrides
+from security_support import SecureNode, make_certs, start_all, tls_overrides
 
 
 def test_tls_listener_refuses_plaintext_and_serves_the_cas_clients(tmp_path):
@@ -123,12 +123,7 @@ def test_three_node_sasl_ssl_cluster_loses_no_acknowledged_record(tmp_path):
                         args=["--add-scram", f"SCRAM-SHA-256=[name=admin,password={password}]"])
              for i in (1, 2, 3)]
     try:
-        for n in nodes:
-            n.start(wait=False)
-        for n in nodes:
-            n.wait_healthy(60)
-        wait_for(lambda: all(n.ready() and n.session().get(f"{n.url}/v1/metadata", timeout=5).status_code == 200
-                             for n in nodes), 60, what="every node ready and the admin credential everywhere")
+        start_all(nodes)
         http = nodes[0].session()
         assert http.post(f"{nodes[0].url}/v1/topics", timeout=30,
                          json={"name": "safe", "partitions": 1, "replication_factor": 3}).status_code == 201

@@ -7,9 +7,11 @@ meanwhile), and drops them when leadership moves (requests then get NOT_COORDINA
 new leader). Every change (commit, membership) is appended to the group's partition through the
 replica manager's produce path with acks=all and answered only once appended, so a new
 coordinator rebuilds exactly what was answered. One lock per partition orders changes with their
-records. A periodic tick expires members whose session timed out. Lag and offset resets read the
-high watermark and log start of each partition from its leader (`leader_offsets.py`). The lag
-metrics (kraft/metrics.py) read `list_groups` and `describe_group`.
+records. A periodic tick expires members whose session timed out; every
+`offsets.retention.check.interval.ms` expired offsets are tombstoned (`expiration.py` decides
+which). Lag and offset resets read the high watermark and log start of each partition from its
+leader (`leader_offsets.py`). The lag metrics (kraft/metrics.py) read `list_groups` and
+`describe_group`.
 
 It reaches the replicas only through `CoordinatorReplicas` (the replica manager's produce API,
 a partition's offsets and its committed records), never a replica or a log. A heartbeat or a tick
@@ -24,11 +26,12 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from kraft.api.errors import KraftError
 from kraft.api.routes.groups import GroupHeartbeat, OffsetCommitEntry, OffsetReset
 from kraft.api.routes.services import AdminService, FetchResult, ProduceEntry, ProduceResult
+from kraft.broker.groups.expiration import expired_offsets, removes_group
 from kraft.broker.groups.hashing import OFFSETS_TOPIC, coordinator_partition
 from kraft.broker.groups.leader_offsets import LeaderOffsets, LocalOffsets
 from kraft.broker.groups.membership import (
@@ -60,6 +63,8 @@ class CoordinatorSettings:
     replication_factor: int = 3
     group: GroupConfig = GroupConfig()
     tick_interval_ms: int = 250
+    offsets_retention_ms: int = 10080 * 60_000  # offsets.retention.minutes (Kafka: 7 days)
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
 
 
 @dataclass
@@ -144,18 +149,21 @@ class GroupCoordinator:
         self._partitions: dict[int, _Partition] = {}
         self._create_lock = asyncio.Lock()
         self._tick_task: asyncio.Task[None] | None = None
+        self._expiry_task: asyncio.Task[None] | None = None
         self._closed = False
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._tick_task = asyncio.get_running_loop().create_task(self._tick_loop())
+        loop = asyncio.get_running_loop()
+        self._tick_task = loop.create_task(self._every(self.settings.tick_interval_ms, self.tick))
+        self._expiry_task = loop.create_task(
+            self._every(self.settings.offsets_retention_check_interval_ms, self.expire_offsets))
 
     async def close(self) -> None:
         self._closed = True
         tasks = [p.task for p in self._partitions.values() if p.task is not None]
-        if self._tick_task is not None:
-            tasks.append(self._tick_task)
+        tasks += [t for t in (self._tick_task, self._expiry_task) if t is not None]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -330,10 +338,13 @@ class GroupCoordinator:
             group = existing or ConsumerGroup(group_id, self.settings.group)
             backup = copy.deepcopy(existing)
             before = group_value(group)
+            had_members = bool(group.members)
             try:
                 result = change(group)
             except GroupError as e:
                 raise _error(e) from None
+            if had_members and not group.members:
+                group.empty_since_ms = self.clock()  # its offsets' retention counts from here
             after = group_value(group)
             state.groups[group_id] = group
             if after != before:
@@ -565,13 +576,14 @@ class GroupCoordinator:
 
     # -- session timeouts ---------------------------------------------------------------------
 
-    async def _tick_loop(self) -> None:
+    @staticmethod
+    async def _every(interval_ms: int, work: Callable[[], Awaitable[Any]]) -> None:
         while True:
-            await asyncio.sleep(self.settings.tick_interval_ms / 1000)
+            await asyncio.sleep(interval_ms / 1000)
             try:
-                await self.tick()
+                await work()
             except Exception:
-                log.exception("group tick failed")
+                log.exception("%s failed", work.__name__)
 
     async def tick(self) -> None:
         """Expires members whose session timed out and records the new membership."""
@@ -590,3 +602,43 @@ class GroupCoordinator:
                     continue
                 if expired:
                     log.info("group %s: removed %s after session timeout", group_id, ", ".join(expired))
+
+    # -- offset retention ---------------------------------------------------------------------
+
+    async def expire_offsets(self) -> int:
+        """Kafka's cleanupGroupMetadata: per loaded partition, under its lock, appends tombstones
+        for the offsets that expired (`expiration.py`) and for the groups left with neither
+        members nor offsets, then drops them from the cache; a failed append drops nothing (the
+        next check tries again). Returns how many offsets were removed."""
+        started = time.monotonic()
+        removed = 0
+        for state in list(self._partitions.values()):
+            if not state.loaded.is_set():
+                continue
+            async with state.lock:
+                if self._partitions.get(state.partition) is not state:
+                    continue  # resigned while waiting for the lock
+                now = self.clock()
+                expired = {gid: tps for gid, g in state.groups.items()
+                           if (tps := expired_offsets(g, now, self.settings.offsets_retention_ms))}
+                if not expired:
+                    continue
+                gone = [gid for gid, tps in expired.items() if removes_group(state.groups[gid], tps)]
+                records: list[tuple[bytes, bytes | None]] = [
+                    (offset_key(gid, t, p), None) for gid, tps in expired.items() for t, p in tps]
+                records += [(group_key(gid), None) for gid in gone]
+                try:
+                    await self._append(state.partition, records)
+                except KraftError as e:
+                    log.warning("expiring offsets in %s-%d: %s", OFFSETS_TOPIC, state.partition, e)
+                    continue
+                for gid, tps in expired.items():
+                    for tp in tps:
+                        del state.groups[gid].offsets[tp]
+                for gid in gone:
+                    del state.groups[gid]
+                removed += sum(len(tps) for tps in expired.values())
+        if removed:
+            log.info("Removed %d expired offsets in %d milliseconds.", removed,
+                     (time.monotonic() - started) * 1000)
+        return removed

@@ -116,6 +116,7 @@ class ConsumerGroup:
         self.target: dict[str, frozenset[TopicPartition]] = {}
         self.subscribed_counts: dict[str, int] = {}  # partition counts the target was computed for
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        self.empty_since_ms: int | None = None  # when its last member left (offset retention)
 
     # -- views ---------------------------------------------------------------------------------
 

@@ -49,6 +49,7 @@ def group_value(group: ConsumerGroup) -> bytes:
         "group_epoch": group.group_epoch,
         "assignment_epoch": group.assignment_epoch,
         "subscribed_counts": group.subscribed_counts,
+        "empty_since": group.empty_since_ms,
         "members": [
             {
                 "member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
@@ -74,6 +75,8 @@ def restore_group(group: ConsumerGroup, value: dict[str, Any]) -> None:
     group.group_epoch = int(value["group_epoch"])
     group.assignment_epoch = int(value["assignment_epoch"])
     group.subscribed_counts = {str(k): int(v) for k, v in value["subscribed_counts"].items()}
+    empty_since = value.get("empty_since")  # absent in records written before offset retention
+    group.empty_since_ms = None if empty_since is None else int(empty_since)
     group.members = {}
     group.target = {}
     for m in value["members"]:

@@ -216,7 +216,8 @@ class ReplicaFetcherManager:
         timeout = aiohttp.ClientTimeout(
             total=(self.settings.max_wait_ms + self.settings.request_timeout_ms) / 1000)
         data = msgpack.packb(body, use_bin_type=True)
-        headers = {"Content-Type": MSGPACK, "Accept": MSGPACK, **self.security.headers("POST", FETCH_PATH, data)}
+        headers = {"Content-Type": MSGPACK, "Accept": MSGPACK,
+                   **self.security.headers("POST", FETCH_PATH, data, target=fetcher.leader_id)}
         request = asyncio.ensure_future(self._session_or_new().post(
             self.security.url(host, port, FETCH_PATH), data=data, headers=headers, timeout=timeout,
         ))

@@ -19,6 +19,8 @@ Rules, after Kafka (Partition.scala, ReplicaState):
   (Kafka's isFollowerInSync), and it may (unfenced, still a replica, and its position was
   reported by the broker process registered now: KIP-903's broker epoch, so the position of a
   process that died and lost its unflushed suffix never brings its successor into the ISR).
+- The low watermark (DeleteRecords) is the smallest log start offset of the leader and the
+  followers on live brokers, each as its last fetch reported it (Kafka's lowWatermarkIfLeader).
 - One AlterPartition in flight per partition; the ISR used for the min-ISR checks is the committed
   one from the metadata, never the proposal. A proposal stays pending (its joiners count for the
   HW) until the metadata shows a newer partition epoch, the controller refused it for a reason
@@ -69,9 +71,10 @@ class FollowerState:
     last_fetch_leader_log_end_offset: int = UNDEFINED_OFFSET
     last_fetch_time_ms: int = 0
     broker_epoch: int = -1  # of the broker process that reported the position (KIP-903)
+    log_start_offset: int = UNDEFINED_OFFSET  # as the follower last reported it (DeleteRecords)
 
     def update_fetch_state(self, fetch_offset: int, leader_log_end_offset: int, now_ms: int,
-                           broker_epoch: int = -1) -> None:
+                           broker_epoch: int = -1, log_start_offset: int = UNDEFINED_OFFSET) -> None:
         # Kafka: caught up now if it reached the leader's LEO; caught up as of the previous fetch
         # if it reached the LEO the leader had then.
         if fetch_offset >= leader_log_end_offset:
@@ -80,6 +83,7 @@ class FollowerState:
             self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
         self.log_end_offset = fetch_offset
         self.broker_epoch = broker_epoch
+        self.log_start_offset = log_start_offset
         self.last_fetch_leader_log_end_offset = leader_log_end_offset
         self.last_fetch_time_ms = now_ms
 
@@ -152,15 +156,27 @@ class LeaderState:
     # -- follower fetches -------------------------------------------------------------------------
 
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, leader_log_end_offset: int,
-                          now_ms: int, broker_epoch: int = -1) -> bool:
-        """Records a follower's position, as reported by the process of `broker_epoch`; False
-        when `replica_id` is not a follower of ours."""
+                          now_ms: int, broker_epoch: int = -1,
+                          log_start_offset: int = UNDEFINED_OFFSET) -> bool:
+        """Records a follower's position and log start, as reported by the process of
+        `broker_epoch`; False when `replica_id` is not a follower of ours."""
         follower = self.followers.get(replica_id)
         if follower is None:
             return False
         assert fetch_offset <= leader_log_end_offset, (fetch_offset, leader_log_end_offset)
-        follower.update_fetch_state(fetch_offset, leader_log_end_offset, now_ms, broker_epoch)
+        follower.update_fetch_state(fetch_offset, leader_log_end_offset, now_ms, broker_epoch,
+                                    log_start_offset)
         return True
+
+    def low_watermark(self, leader_log_start_offset: int, is_alive: Callable[[int], bool]) -> int:
+        """Kafka's lowWatermarkIfLeader: the smallest log start offset of the leader and of the
+        followers on live brokers, as each last reported it (-1 before its first fetch). A
+        DeleteRecords is answered once it reaches the requested offset."""
+        low = leader_log_start_offset
+        for replica_id, follower in self.followers.items():
+            if is_alive(replica_id):
+                low = min(low, follower.log_start_offset)
+        return low
 
     def high_watermark(self, leader_log_end_offset: int, current: int, min_insync_replicas: int) -> int:
         """The high watermark after this step: never below `current`."""

@@ -33,6 +33,7 @@ from kraft.metadata.records import NO_LEADER
 log = logging.getLogger("kraft.broker")
 
 NO_EPOCH = -1
+HIGH_WATERMARK = -1  # DeleteRecords' offset for "up to the high watermark"
 # AlterPartition refusals that prove nothing was applied: the controller checked this request at
 # the current partition epoch (so no identical copy committed before it) and refused its content
 NOT_APPLIED_ERRORS = frozenset({"INVALID_REQUEST", "INELIGIBLE_REPLICA", "OPERATION_NOT_ATTEMPTED"})
@@ -207,6 +208,9 @@ class Partition:
                           self.partition, [(r.start_offset, r.end_offset) for r in plog.quarantined])
         else:
             current.on_metadata(state.partition_epoch, state.replicas, state.isr)
+            # the replicas or their brokers changed: a DeleteRecords waiting on the low watermark
+            # (which counts the live replicas) looks again
+            actions.append(CompleteWaiters(plog.high_watermark))
         actions += self.maybe_advance_high_watermark()  # the ISR may have changed
         actions += self._maybe_propose_isr(now_ms)
         return actions
@@ -335,11 +339,11 @@ class Partition:
 
     def on_fetch_request(
         self, replica_id: int, fetch_offset: int, last_fetched_epoch: int, now_ms: int,
-        record_position: bool = True, replica_epoch: int = -1,
+        record_position: bool = True, replica_epoch: int = -1, log_start_offset: int = -1,
     ) -> FollowerFetchDecision:
         """The leader's side of one partition of a follower fetch (already epoch-checked):
-        divergence, range, then the follower's position (reported by the process of broker
-        epoch `replica_epoch`), the HW and an ISR expansion."""
+        divergence, range, then the follower's position and log start (reported by the process
+        of broker epoch `replica_epoch`), the HW, the low watermark and an ISR expansion."""
         state, plog = self.leader_state, self.log
         if state is None:
             return FollowerFetchDecision(KraftError(
@@ -357,11 +361,39 @@ class Partition:
             return FollowerFetchDecision(error)
         actions: list[Action] = []
         if record_position:
+            risen = log_start_offset > state.followers[replica_id].log_start_offset
             state.on_follower_fetch(replica_id, fetch_offset, plog.log_end_offset, now_ms,
-                                    replica_epoch)
+                                    replica_epoch, log_start_offset)
             actions += self.maybe_advance_high_watermark()
+            if risen and not actions:  # the low watermark may have risen: DeleteRecords look again
+                actions.append(CompleteWaiters(plog.high_watermark))
             actions += self._maybe_propose_isr(now_ms)
         return FollowerFetchDecision(actions=tuple(actions))
+
+    def check_delete_records(self, offset: int) -> int:
+        """Kafka's deleteRecordsOnLeader checks: the log start offset a DeleteRecords to `offset`
+        (HIGH_WATERMARK: the high watermark) asks for. Raises NOT_LEADER_OR_FOLLOWER,
+        POLICY_VIOLATION (a topic whose cleanup.policy lacks delete: compaction owns its log
+        start) or OFFSET_OUT_OF_RANGE (negative, or above the high watermark)."""
+        plog, tp = self.log, f"{self.topic}-{self.partition}"
+        if self.leader_state is None:
+            raise KraftError("NOT_LEADER_OR_FOLLOWER", f"node {self.node_id} is not the leader of {tp}")
+        if not plog.config.delete:
+            raise KraftError("POLICY_VIOLATION", f"Records of partition {tp} can not be deleted due to "
+                                                 f"the configured policy (cleanup.policy="
+                                                 f"{plog.config.cleanup_policy})")
+        target = plog.high_watermark if offset == HIGH_WATERMARK else offset
+        if target < 0:
+            raise KraftError("OFFSET_OUT_OF_RANGE", f"The offset {target} for partition {tp} is not valid")
+        if target > plog.high_watermark:
+            raise KraftError("OFFSET_OUT_OF_RANGE", f"The offset {target} for partition {tp} is above "
+                                                    f"its high watermark {plog.high_watermark}")
+        return target
+
+    def low_watermark(self) -> int:
+        """As leader: the smallest log start offset of the live replicas (LeaderState's rule)."""
+        assert self.leader_state is not None, self
+        return self.leader_state.low_watermark(self.log.log_start_offset, self.is_unfenced)
 
     def check_in_range(self, fetch_offset: int) -> KraftError | None:
         plog = self.log

@@ -1,5 +1,6 @@
 """The pure parts of the Kafka tools' flags: --by-duration, --add-config, --topic-partitions,
---time, and the fixed-width outputs of --list --state and --delete-offsets."""
+--time, --offset-json-file, and the outputs of --list --state, --delete-offsets and
+delete-records."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import pytest
 
 from kraft.api.cli.configs import parse_add_config
 from kraft.api.cli.consumer_groups import delete_offsets_lines, export_csv, list_state_lines, parse_duration_ms
+from kraft.api.cli.delete_records import parse_offset_json, result_lines
 from kraft.api.cli.get_offsets import offset_lines, parse_rules, parse_time
-from kraft.api.client import TopicPartition
+from kraft.api.client import DeletedRecords, KraftError, TopicPartition
 
 
 @pytest.mark.parametrize("text, ms", [
@@ -68,3 +70,31 @@ def test_fixed_width_outputs() -> None:
                      f"{'TOPIC':<30} {'PARTITION':<15} {'STATUS':<15}", f"{'t':<30} {'0':<15} {'Successful':<15}"]
     assert export_csv([["g", "t", 0, 5]], with_group=False) == "t,0,5\n"
     assert export_csv([["g", "t", 0, 5]], with_group=True) == "g,t,0,5\n"
+
+
+def test_offset_json_file_is_read_as_kafkas_delete_records_command_reads_it() -> None:
+    text = '{"partitions": [{"topic": "t", "partition": 1, "offset": 40}, {"topic": "u", "partition": 0, "offset": -1}]}'
+    assert parse_offset_json(text) == {TopicPartition("t", 1): 40, TopicPartition("u", 0): -1}  # version 1 by default
+    assert parse_offset_json('{"version": 1, "partitions": []}') == {}
+    for bad, message in [
+        ("{not json", "The input string is not a valid JSON"),
+        ('[{"topic": "t"}]', "not a JSON object"),
+        ('{"version": 2, "partitions": []}', "Not supported version field value 2"),
+        ('{"version": 1}', "Missing partitions field"),
+        ('{"partitions": {"topic": "t"}}', "not a JSON array"),
+        ('{"partitions": [{"topic": "t", "partition": 0}]}', "No such field exists: `offset`"),
+        ('{"partitions": [{"topic": "t", "partition": "0", "offset": 1}]}', "`partition` to be an integer"),
+        ('{"partitions": [{"topic": 7, "partition": 0, "offset": 1}]}', "`topic` to be a string"),
+        ('{"partitions": [{"topic": "t", "partition": 0, "offset": 1.5}]}', "`offset` to be an integer"),
+        ('{"partitions": [{"topic": "t", "partition": 0, "offset": 1}, {"topic": "t", "partition": 0, "offset": 2}]}',
+         "Offset json file contains duplicate topic partitions: t-0"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            parse_offset_json(bad)
+
+
+def test_delete_records_lines() -> None:
+    results = {TopicPartition("t", 0): DeletedRecords(40),
+               TopicPartition("t", 1): DeletedRecords(-1, KraftError("OFFSET_OUT_OF_RANGE", "above the high watermark"))}
+    assert result_lines(results) == ["partition: t-0\tlow_watermark: 40",
+                                     "partition: t-1\terror: OFFSET_OUT_OF_RANGE: above the high watermark"]

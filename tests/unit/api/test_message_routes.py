@@ -5,7 +5,6 @@ browsable document from the package's own files."""
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 import msgspec
@@ -16,6 +15,7 @@ from aiohttp.test_utils import TestClient
 from kraft.api.messages import controller, groups, node, security, topics
 from kraft.api.openapi import DOCS_ASSETS
 from kraft.security.node_auth import NodeCredential
+from kraft.security.peers import PeerSecurity
 from routes_testing import MSGPACK, create_topic, expect_error
 
 
@@ -82,7 +82,7 @@ async def answer_of(client: TestClient, message: type, method: str, path: str, b
     data = None if body is None else msgspec.json.encode(body)
     headers = {"Content-Type": "application/json"}
     if path.startswith("/v1/controller/"):
-        headers.update(NodeCredential(1, SECRET).sign(method, path, data, int(time.time() * 1000)))
+        headers.update(PeerSecurity(NodeCredential(1, SECRET)).headers(method, path, data, target=1))
     resp = await client.request(method, path, data=data, headers=headers)
     answer = await resp.json()
     assert resp.status == status, answer

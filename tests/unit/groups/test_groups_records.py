@@ -16,13 +16,14 @@ def test_replay_restores_membership_and_offsets() -> None:
     r1 = g.heartbeat(HeartbeatRequest("", 0, client_id="c1", subscribed_topics=("a",)), TOPICS, 0, "m1")
     g.heartbeat(HeartbeatRequest("", 0, client_id="c2", subscribed_topic_regex="a.*"), TOPICS, 0, "m2")
     g.heartbeat(HeartbeatRequest("m1", r1.member_epoch, owned=r1.assignment), TOPICS, 0, "x")  # revoking
+    g.empty_since_ms = 99  # when it was last empty: offset retention counts from it after a failover
     replay = GroupsReplay(CONFIG)
     replay.replay(offset_key("g", "a", 0), offset_value(OffsetAndMetadata(5, "meta", 123)))
     replay.replay(offset_key("g", "a", 1), offset_value(OffsetAndMetadata(7, "", 124)))
     replay.replay(offset_key("g", "a", 1), None)  # tombstone
     replay.replay(group_key("g"), group_value(g))
     restored = replay.groups["g"]
-    assert group_value(restored) == group_value(g)
+    assert group_value(restored) == group_value(g) and restored.empty_since_ms == 99
     assert restored.offsets == {("a", 0): OffsetAndMetadata(5, "meta", 123)}
     assert restored.members["m1"].pending_revocation == g.members["m1"].pending_revocation != frozenset()
     assert restored.state == g.state == "Reconciling"

@@ -1,6 +1,7 @@
 """The replica manager replicating over real HTTP between three in-process brokers: acks=all, the
 high watermark, ISR shrink and expand through AlterPartition, leader epochs and truncation of a
-deposed leader's unacknowledged suffix, and the epoch / leadership errors of fetches."""
+deposed leader's unacknowledged suffix, the epoch / leadership errors of fetches, and
+DeleteRecords waiting for the live replicas' log start."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import aiohttp
 import pytest
 
 from kraft.api.routes.replication import ReplicaFetchEntry
+from kraft.api.routes.services import DeleteRecordsEntry, DeleteRecordsResult, FetchEntry
 from kraft.log.batch import iter_batches
 from tests.unit.replication.replication_cluster import TOPIC, Cluster, values_of
 
@@ -196,3 +198,50 @@ async def test_a_corrupt_batch_answers_corrupt_message_to_consumers_and_follower
     assert follower.error_code == "CORRUPT_MESSAGE" and not follower.records
     [before] = await leader.replica_fetch(-1, -1, [_entry(0)], 0, 0, 1 << 20)
     assert before.error_code is None and values_of(before.records) == [b"a"]
+
+
+async def delete(cluster: Cluster, b: int, offset: int, timeout_ms: int = 5000, topic: str = TOPIC,
+                 partition: int = 0) -> DeleteRecordsResult:
+    [result] = await cluster.nodes[b].delete_records([DeleteRecordsEntry(topic, partition, offset)], timeout_ms)
+    return result
+
+
+async def test_delete_records_waits_for_every_live_replica_and_followers_follow(cluster: Cluster) -> None:
+    """Kafka's DelayedDeleteRecords: answered once the low watermark (every live replica's log
+    start, from its fetches) reached the offset; a stopped but unfenced follower holds it back
+    until it is fenced, and learns the log start from its fetches once back."""
+    for i in range(10):
+        assert (await cluster.produce(1, b"a%d" % i, b"b%d" % i)).error_code is None
+    await until(lambda: all(cluster.log(b).high_watermark == 20 for b in (2, 3)), what="followers' HW")
+    await cluster.stop_node(3)
+    timed_out = await delete(cluster, 1, 10, timeout_ms=200)
+    assert (timed_out.error_code, timed_out.low_watermark) == ("REQUEST_TIMED_OUT", -1)
+    assert cluster.log(1).log_start_offset == 10  # moved on the leader all the same, as in Kafka
+    await until(lambda: cluster.log(2).log_start_offset == 10, what="follower 2 learns the log start")
+    waiting = asyncio.ensure_future(delete(cluster, 1, 12, timeout_ms=30_000))
+    followers = cluster.nodes[1].replica(TOPIC, 0).leader_state.followers
+    await until(lambda: followers[2].log_start_offset == 12, what="follower 2 reports 12")
+    assert not waiting.done()  # broker 3 is not fenced: it counts
+    cluster.controller.fence(3)  # no longer live (and out of the ISR): the wait ends
+    done = await asyncio.wait_for(waiting, 10)
+    assert (done.error_code, done.low_watermark) == (None, 12)
+    await cluster.start_node(3)
+    cluster.controller.unfence(3)
+    await until(lambda: cluster.log(3).log_start_offset == 12, what="follower 3 learns the log start")
+    everything = await delete(cluster, 1, -1)  # -1: up to the high watermark
+    assert (everything.error_code, everything.low_watermark) == (None, 20)
+    assert [cluster.log(b).log_start_offset for b in (1, 2, 3)] == [20, 20, 20]
+    [below] = await cluster.nodes[1].fetch([FetchEntry(TOPIC, 0, 5, 1 << 20)], 0, 1, 1 << 20)
+    assert below.error_code == "OFFSET_OUT_OF_RANGE"
+
+
+async def test_delete_records_errors_change_nothing(cluster: Cluster) -> None:
+    for i in range(5):
+        assert (await cluster.produce(1, b"v%d" % i)).error_code is None
+    assert (await delete(cluster, 1, 6)).error_code == "OFFSET_OUT_OF_RANGE"  # above the HW (5)
+    assert (await delete(cluster, 1, -7)).error_code == "OFFSET_OUT_OF_RANGE"
+    assert (await delete(cluster, 2, 1)).error_code == "NOT_LEADER_OR_FOLLOWER"
+    assert (await delete(cluster, 1, 1, partition=9)).error_code == "UNKNOWN_TOPIC_OR_PARTITION"
+    internal = await delete(cluster, 1, 0, topic="__consumer_offsets")
+    assert internal.error_code == "INVALID_TOPIC_EXCEPTION"
+    assert [cluster.log(b).log_start_offset for b in (1, 2, 3)] == [0, 0, 0]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from kraft.api.errors import KraftError
 from kraft.api.routes.services import ProduceEntry
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraft.broker.replication.follower import Append, PartitionFetchResponse, Truncate
@@ -279,3 +280,66 @@ async def test_a_broker_leads_once_its_registration_answer_comes_after_the_metad
             await asyncio.sleep(0.01)
     finally:
         await manager.close()
+
+
+def test_delete_records_checks_as_kafkas_delete_records_on_leader(tmp_path: Path) -> None:
+    p = core(tmp_path)
+    p.log.append_as_leader(batch(*[b"v%d" % i for i in range(10)]), 0, 0)
+    p.log.high_watermark = 6
+    with pytest.raises(KraftError) as e:
+        p.check_delete_records(4)
+    assert e.value.error_code == "NOT_LEADER_OR_FOLLOWER"  # no role yet
+    p.apply_registration(state(1), now_ms=0)
+    assert p.check_delete_records(4) == 4 and p.check_delete_records(6) == 6
+    assert p.check_delete_records(-1) == 6  # -1: the high watermark
+    for offset in (7, -2):
+        with pytest.raises(KraftError) as e:
+            p.check_delete_records(offset)
+        assert e.value.error_code == "OFFSET_OUT_OF_RANGE"
+    p.log.config = LogConfig(cleanup_policy="compact")
+    with pytest.raises(KraftError) as e:
+        p.check_delete_records(4)
+    assert e.value.error_code == "POLICY_VIOLATION"
+    p.log.config = LogConfig(cleanup_policy="compact,delete")
+    assert p.check_delete_records(4) == 4
+    p.apply_registration(state(2, leader_epoch=1), now_ms=1)
+    with pytest.raises(KraftError) as e:
+        p.check_delete_records(4)
+    assert e.value.error_code == "NOT_LEADER_OR_FOLLOWER"
+
+
+def test_the_low_watermark_counts_the_live_replicas_as_their_fetches_report_them(tmp_path: Path) -> None:
+    fenced: set[int] = set()
+    p = core(tmp_path)
+    p.is_unfenced = lambda r: r not in fenced
+    p.apply_registration(state(1), now_ms=0)
+    p.log.append_as_leader(batch(*[b"v%d" % i for i in range(10)]), 0, 0)
+    p.on_fetch_request(2, 10, 0, now_ms=1, log_start_offset=0)
+    p.on_fetch_request(3, 10, 0, now_ms=1, log_start_offset=0)
+    assert p.log.high_watermark == 10 and p.low_watermark() == 0
+    p.log.maybe_increment_log_start_offset(p.check_delete_records(7))
+    assert p.low_watermark() == 0  # the followers have not fetched since
+    # a follower's log start rising wakes the waiters (a DeleteRecords looks again)
+    assert p.on_fetch_request(2, 10, 0, now_ms=2, log_start_offset=7).actions == (CompleteWaiters(10),)
+    assert p.on_fetch_request(2, 10, 0, now_ms=3, log_start_offset=7).actions == ()
+    assert p.low_watermark() == 0  # 3 is live and still at 0
+    fenced.add(3)
+    assert p.low_watermark() == 7  # a dead replica does not hold it back (Kafka's rule)
+    fenced.clear()
+    # a metadata change (here 3 leaves the ISR) wakes the waiters too: liveness may have changed
+    assert CompleteWaiters(10) in p.apply_registration(state(1, isr=(1, 2), partition_epoch=1), now_ms=4)
+    assert p.low_watermark() == 0  # out of the ISR but live: it still counts
+
+
+def test_the_follower_reports_and_learns_the_log_start(tmp_path: Path) -> None:
+    leader, follower = core(tmp_path, 1), core(tmp_path, 2)
+    leader.apply_registration(state(1), now_ms=0)
+    follower.apply_registration(state(1), now_ms=0)
+    leader.log.append_as_leader(batch(*[b"v%d" % i for i in range(10)]), 0, 0)
+    follower.on_fetch_response(PartitionFetchResponse(0, 0, 10, leader.log.read(0, 1 << 20).records), now_ms=1)
+    leader.on_fetch_request(2, 10, 0, now_ms=2, log_start_offset=follower.log.log_start_offset)
+    leader.on_fetch_request(3, 10, 0, now_ms=2, log_start_offset=0)
+    leader.log.maybe_increment_log_start_offset(leader.check_delete_records(-1))
+    assert leader.log.log_start_offset == 10
+    follower.on_fetch_response(PartitionFetchResponse(10, 10, 10, b""), now_ms=3)
+    assert follower.log.log_start_offset == 10  # from the answer, as far as its high watermark
