@@ -84,8 +84,10 @@ _AUTO_CREATE_NAMED = Rule("CREATE", TOPIC, NAMED, or_cluster=True, when=AUTO_CRE
 
 ACCESS: dict[tuple[str, str], Access] = {
     ("GET", "/v1/health"): Access(note="liveness and readiness probes: no credentials needed"),
+    ("GET", "/"): PUBLIC_DOCS,
     ("GET", "/v1/openapi.json"): PUBLIC_DOCS,
     ("GET", "/docs"): PUBLIC_DOCS,
+    ("GET", "/docs/"): PUBLIC_DOCS,
     ("GET", "/docs/{asset}"): PUBLIC_DOCS,
     ("GET", "/metrics"): Access(
         (Rule("DESCRIBE", CLUSTER_TYPE, CLUSTER),),

@@ -8,6 +8,7 @@ what the routes decode.
 from __future__ import annotations
 
 import inspect
+from http import HTTPStatus
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -100,10 +101,14 @@ ROUTES = (
     Route("POST", "/v1/producers/init", "A producer id and epoch for an idempotent producer (Kafka's InitProducerId)",
           node.InitProducerIdResponse, node.InitProducerIdRequest,
           errors=("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "BROKER_NOT_AVAILABLE")),
+    Route("GET", "/", "What answers here (name, version, node id) and the paths to look at next",
+          node.RootResponse),
     Route("GET", "/v1/openapi.json", "This document", None,
           content={"application/json": {"schema": {"type": "object", "description": "OpenAPI 3.1 document"}}}),
     Route("GET", "/docs", "This document, browsable (Swagger UI, served by the node itself)", None,
           content=_text("text/html", "the page")),
+    Route("GET", "/docs/", "Redirects to /docs (the page's links are relative to /docs)", None, status=301,
+          content={}),  # no body
     Route("GET", "/docs/{asset}", "The page's scripts and style (Swagger UI, shipped in the package)", None,
           content={media: {"schema": {"type": "string"}} for media in dict.fromkeys(DOCS_ASSETS.values())}),
     Route("GET", "/v1/groups", "Consumer groups coordinated by this broker", groups.ListGroupsResponse,
@@ -249,7 +254,8 @@ def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _responses(route: Route, answer_schema: dict[str, Any] | None) -> dict[str, Any]:
     content = route.content if route.content is not None else _content(answer_schema or {})
-    responses: dict[str, Any] = {str(route.status): {"description": "OK", "content": content}}
+    responses: dict[str, Any] = {str(route.status): {"description": "OK" if route.status < 300 else HTTPStatus(route.status).phrase,
+                                                     **({"content": content} if content else {})}}
     codes = dict.fromkeys((*route.errors, *COMMON_ERRORS, *(BODY_ERRORS if route.request else ())))
     by_status: dict[int, list[str]] = {}
     for code in codes:

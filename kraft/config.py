@@ -578,6 +578,11 @@ class KraftConfig:
         if self["authorizer.class.name"]:  # refused rather than left unenforced
             raise ConfigError("authorizer.class.name", "ACLs live in the KRaft metadata log; ZooKeeper mode has "
                                                        "no authorizer")
+        try:  # an optional dependency: said before the node starts, not as a traceback from its import
+            import kazoo  # noqa: F401
+        except ImportError:
+            raise ConfigError("zookeeper.connect", "ZooKeeper mode needs the kazoo package, which kraft's zk extra "
+                                                   "installs: pip install 'kraft[zk]'") from None
 
 
 def _may_be_same_host(a: str, b: str) -> bool:

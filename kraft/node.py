@@ -57,7 +57,9 @@ from kraft.controller.handlers import ControllerSettings
 from kraft.controller.heap import HeapFreezer
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.quorum import LocalQuorum, Quorum
-from kraft.controller.raft_quorum import METADATA_DIR, RaftQuorum, RaftQuorumConfig, resolve_secret
+from kraft.controller.raft_quorum import (
+    METADATA_DIR, RaftQuorum, RaftQuorumConfig, read_secret_file, resolve_secret,
+)
 from kraft.cluster_identity import ClusterIdentity, ClusterIdGate, new_cluster_id
 from kraft.controller.service import ControllerService
 from kraft.dir_lock import lock_directories, release_all
@@ -110,13 +112,7 @@ def read_quorum_secret(config: KraftConfig) -> str:
     lone voter) one generated and kept in the data dir."""
     path = config["controller.quorum.secret.file"]
     if not config["controller.quorum.secret"] and path:
-        try:
-            secret = Path(path).read_text(encoding="utf-8").strip()
-        except OSError as e:
-            raise ConfigError("controller.quorum.secret.file", f"cannot read {path}: {e.strerror}") from None
-        if not secret:
-            raise ConfigError("controller.quorum.secret.file", f"{path} is empty")
-        return secret
+        return read_secret_file(path)
     return resolve_secret(config["controller.quorum.secret"], config.data_dir, len(config.voters))
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import click
 import requests
 
-from kraft.bench.cluster import LocalCluster, node_headers, poll
+from kraft.bench.cluster import LocalCluster, node_headers, poll, port_range_option
 from kraft.bench.common import BenchResult, main, percentile, report
 from kraft.bench.scale import create_partitions, wait_offset
 
@@ -80,6 +80,7 @@ def _broker_failover(cluster: LocalCluster, run: int) -> dict[str, float]:
 
 
 @main.command()
+@port_range_option
 @click.option("--target", type=click.Choice(["controller", "broker"]), required=True)
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--session-timeout-ms", type=click.IntRange(min=100), default=9000, show_default=True,

@@ -14,7 +14,7 @@ import click
 import msgpack
 import requests
 
-from kraft.bench.cluster import LocalCluster, node_headers
+from kraft.bench.cluster import LocalCluster, node_headers, port_range_option
 from kraft.bench.common import BenchResult, main, percentile, report
 from kraft.bench.scale import (
     active_controller, controller_post, controllers, create_partitions, lag_p99_ms, loop_lag_buckets,
@@ -43,6 +43,7 @@ def snapshot_load_s(node: Any) -> tuple[float, int]:
 
 
 @main.command()
+@port_range_option
 @click.option("--partitions", type=click.IntRange(min=1), default=10_000, show_default=True,
               help="Partitions to create in total (RF 1, spread over the brokers).")
 @click.option("--partitions-per-topic", type=click.IntRange(min=1, max=10_000), default=1000, show_default=True)

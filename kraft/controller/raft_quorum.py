@@ -24,6 +24,7 @@ import asyncio
 import logging
 import os
 import secrets
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,6 +122,27 @@ class RaftQuorumConfig:
         return Path(self.data_dir) / METADATA_DIR
 
 
+def read_secret_file(path: str | Path) -> str:
+    """controller.quorum.secret.file's secret; ConfigError when it cannot be read or is empty."""
+    path = Path(path)
+    try:
+        secret = path.read_text(encoding="utf-8").strip()
+    except OSError as e:
+        raise ConfigError("controller.quorum.secret.file", f"cannot read {path}: {e.strerror}") from None
+    if not secret:
+        raise ConfigError("controller.quorum.secret.file", f"{path} is empty")
+    warn_if_open_to_others(path)
+    return secret
+
+
+def warn_if_open_to_others(path: Path) -> None:
+    """A secret file other users may read or write is used, with a warning, as ssh warns of a
+    private key with open permissions (refusing would stop a running cluster's restart)."""
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        logger.warning("secret file %s is accessible to other users (mode %04o): chmod 600 %s", path, mode, path)
+
+
 def resolve_secret(configured: str | None, data_dir: Path, voter_count: int) -> str:
     """The quorum secret: the configured one; for a lone voter without one, a random secret kept
     in the data dir (mode 0600) so restarts reuse it. Several voters must share a configured one."""
@@ -132,6 +154,7 @@ def resolve_secret(configured: str | None, data_dir: Path, voter_count: int) -> 
     if path.exists():
         secret = path.read_text(encoding="utf-8").strip()
         if secret:
+            warn_if_open_to_others(path)
             return secret
     Path(data_dir).mkdir(parents=True, exist_ok=True)
     secret = secrets.token_urlsafe(32)

@@ -13,7 +13,7 @@ stand alone: `clicks` in docs/cli.md is not the `clicks` of docs/spark.md). Bloc
 `Run(cluster=True)` start their own nodes in the background (`kraft-node ... &`): every port in
 them is a free one, and the session's processes are killed when the doc is done.
 
-Substitutions: the doc's ports (9092, 9193, ..., 19092, 29092, ...) become free ports; `kraft`,
+Substitutions: the doc's ports (9092, 9193, ..., 19092, 29092, ..., and ZooKeeper's 2181) become free ports; `kraft`,
 `kraft-node`, `kraft-bench`, `python` and `python3` run this checkout with this interpreter;
 `$KRAFT_BOOTSTRAP_SERVER` points the tools' default `--bootstrap-server` (127.0.0.1:9092) at the
 doc's node; `Run(scale=True)` caps `--num-records`, `--partitions`, `--runs` and `--samples` (SCALED: a
@@ -53,6 +53,7 @@ from pathlib import Path
 import pytest
 
 from harness import free_port, shutdown_all, start_node
+from kraft.zk.ensemble import zookeeper_available
 
 pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("test_docs_commands")]
 
@@ -69,9 +70,9 @@ NOT_RUN_PYTHON_BLOCKS = {
 }
 READER_IN_REPO_ROOT = {"README.md"}  # docs whose Python blocks a reader runs in the checkout's root
 SCALED = {"--num-records": 500, "--partitions": 2000, "--runs": 1, "--samples": 30}  # Run(scale=True)'s caps
-# A doc port: 9092-9394 as the docs number them (client 9x92/9x93, Raft 9x93/9x94), and the
-# benchmarks' 19092 / 29xxx.
-DOC_PORT = re.compile(r"(?<![\w.\-/])(?:[12]?9[0-4]9[2-4])(?![\w])")
+# A doc port: 9092-9394 as the docs number them (client 9x92/9x93, Raft 9x93/9x94), the
+# benchmarks' 19092 / 29xxx, and ZooKeeper's 2181.
+DOC_PORT = re.compile(r"(?<![\w.\-/])(?:[12]?9[0-4]9[2-4]|2181)(?![\w])")
 
 
 @dataclass(frozen=True)
@@ -85,11 +86,12 @@ class Run:
     exit_codes: dict[str, int] = field(default_factory=dict)  # command (its start) -> exit code
     scale: bool = False  # --num-records, --partitions and --runs capped as SCALED says
     env: dict[str, str] = field(default_factory=dict)  # "{bootstrap}" is the doc node's address
+    zookeeper: bool = False  # starts a ZooKeeper server (Debian's package and java; the doc is skipped without)
 
 
 # (doc, first line of the block) -> how to treat it. Every other shell block runs with Run().
 BLOCKS: dict[tuple[str, str], Skip | Run] = {
-    ("README.md", "pip install . && kraft-node"):
+    ("README.md", "pip install '.[zk]' && kraft-node"):
         Skip("installs the package and runs a node in the foreground (the test's node is that node)"),
     ("README.md", "bash scripts/test.sh"):
         Skip("installs the test dependencies and runs the whole suite, this test included"),
@@ -161,9 +163,9 @@ BLOCKS: dict[tuple[str, str], Skip | Run] = {
         Run(cluster=True),
     ("docs/spark.md", "pip install '.[spark]'          # pyspark>=4.0 (tested with 4.3), pyarrow; needs Java 17"):
         Skip("installs packages"),
-    ("docs/zookeeper-mode.md", "echo 'a-long-random-cluster-secret' > secret"):
-        Skip("needs a ZooKeeper server and runs each node in the foreground of its own terminal "
-             "(tests/zookeeper starts that cluster)"),
+    ("docs/zookeeper-mode.md", "mkdir -p zk"): Run(cluster=True, zookeeper=True),
+    ("docs/zookeeper-mode.md", "python3 -c 'import secrets; print(secrets.token_urlsafe(32))' > cluster.secret && "
+                               "chmod 600 cluster.secret"): Run(cluster=True, zookeeper=True),
 }
 
 
@@ -466,6 +468,8 @@ def test_doc_commands(path: Path, tmp_path: Path) -> None:
     runnable = [(b, b.treatment) for b in session_blocks(path) if isinstance(b.treatment, Run)]
     if not runnable:
         pytest.skip("no shell or Python block to run")
+    if any(t.zookeeper for _, t in runnable) and not zookeeper_available():
+        pytest.skip("starts a ZooKeeper server: needs the Debian zookeeper package and java (scripts/test.sh installs them)")
     if any(b.python for b, _ in runnable):
         _installed_kraft_is_this_checkout(tmp_path)
     node = None
