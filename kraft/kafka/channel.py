@@ -10,7 +10,7 @@ by order). Bounds, each pausing the socket's reading rather than buffering more:
 - the transport's write buffer (pause_writing): a client that does not read its answers is not
   served more;
 - a throttled answer (throttle_time_ms > 0) mutes the connection for that long after it is sent
-  (KIP-219: the client also holds back).
+  (KIP-219: the client also holds back): nothing is read, started or answered meanwhile.
 A frame over socket.request.max.bytes, a malformed or truncated request or a request of a key or
 version that is not served closes this connection only, with one WARNING line (rate-limited per
 client by kraft/logging.py). `connections.max.idle.ms` without a byte read and with nothing in
@@ -194,7 +194,12 @@ class KafkaChannel(asyncio.Protocol):
 
     def _answered(self, answer: asyncio.Future[_Answer]) -> None:
         self.listener.memory.release(self._sizes.pop(id(answer)))
-        while self._answers and self._answers[0].done():
+        self._flush()
+
+    def _flush(self) -> None:
+        """Writes the answers at the head that are ready, in request order; a mute holds the
+        rest back too."""
+        while self._answers and self._answers[0].done() and not self._muted():
             head = self._answers.popleft()
             if self.closed:
                 continue
@@ -214,10 +219,10 @@ class KafkaChannel(asyncio.Protocol):
         self._pump()
 
     def _mute(self, throttle_ms: int) -> None:
-        """KIP-219: the throttled answer is sent at once, then nothing is read or started for
-        the throttle time."""
+        """KIP-219: the throttled answer is sent at once, then nothing more is read, started or
+        answered for the throttle time."""
         self._muted_until = max(self._muted_until, self.loop.time() + throttle_ms / 1000)
-        self.loop.call_at(self._muted_until, self._pump)
+        self.loop.call_at(self._muted_until, self._flush)
 
     # -- requests -------------------------------------------------------------------------------
 
