@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kraft.kafka")
 
+CLOSE_LINGER_S = 1.0
+
 
 class _Answer:
     """What one request's handling gives: the bytes to send, the throttle to mute for, and
@@ -213,7 +215,7 @@ class KafkaChannel(asyncio.Protocol):
             assert self.transport is not None
             self.transport.write(result.data)
             if result.close:
-                self._close()
+                self._close(after_answer=True)
             elif result.throttle_ms > 0:
                 self._mute(result.throttle_ms)
         self._pump()
@@ -302,10 +304,20 @@ class KafkaChannel(asyncio.Protocol):
         self._log_refusal(f"{what}, closing it", error)
         self._close()
 
-    def _close(self) -> None:
+    def _close(self, after_answer: bool = False) -> None:
+        """Closes the connection; what was written is still sent. `after_answer`: an answer that
+        ends the connection (a failed authentication) was just written: the client closes on
+        reading it, else it is closed after CLOSE_LINGER_S. Closing at once lets the answer and
+        the close arrive together, and some clients (kafka-python) then report only the close."""
         self.closed = True  # nothing more is started or written
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.close()  # what was written is still sent
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if after_answer:
+            transport.resume_reading()  # to see its close (what it sends is dropped)
+            self.loop.call_later(CLOSE_LINGER_S, transport.close)
+        else:
+            transport.close()
 
     def _schedule_idle_check(self) -> None:
         self._idle_handle = self.loop.call_at(self._last_read + self.listener.idle_s, self._check_idle)

@@ -7,7 +7,9 @@ against `max.connections` / `max.connections.per.ip` (refusing it at once over a
 the first bytes (at most `connections.max.idle.ms`), then creates the protocol of what it heard,
 aiohttp's request handler (the HTTP app's `web.Server`, so keep-alive, its limits and its shutdown
 work as on a port of its own) or a KafkaChannel, and passes it the connection and those bytes. It
-stays in between, forwarding each callback, to learn when the connection ends.
+stays in between, forwarding each callback, to learn when the connection ends. A port serving one
+protocol (a Kafka-only listener; the client port with kafka.enable=false) does not sniff: that
+protocol's own parser judges the first bytes.
 
 `ClientSite` is an aiohttp site (like `web.SockSite`) on an already bound socket: the AppRunner
 starts and stops it with the app, and on stop its Kafka connections drain before the node's
@@ -82,18 +84,20 @@ class ClientPortProtocol(asyncio.Protocol):
         assert self.transport is not None
         if self._timeout is not None:
             self._timeout.cancel()
-        try:
-            protocol = sniff(data)
-        except KafkaProtocolError as e:
-            self._refuse(str(e))
-            return False
-        if protocol == "http" and self.port.http is not None:
-            self.target = self.port.http()
-        elif protocol == "kafka" and self.port.kafka is not None:
-            self.target = self.port.kafka.channel(self.host)
+        if self.port.http is None or self.port.kafka is None:  # one protocol: its own parser judges
+            protocol = "http" if self.port.kafka is None else "kafka"
         else:
-            self._refuse(f"this port does not serve {protocol}")
-            return False
+            try:
+                protocol = sniff(data)
+            except KafkaProtocolError as e:
+                self._refuse(str(e))
+                return False
+        if protocol == "http":
+            assert self.port.http is not None
+            self.target = self.port.http()
+        else:
+            assert self.port.kafka is not None
+            self.target = self.port.kafka.channel(self.host)
         self.target.connection_made(self.transport)
         return True
 
