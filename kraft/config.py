@@ -425,31 +425,6 @@ class KafkaListenerSpec:
     def uses_tls(self) -> bool:
         return self.security_protocol in ("SSL", "SASL_SSL")
 
-    @property
-    def kafka_listeners(self) -> list[KafkaListenerSpec]:
-        """The listeners serving the Kafka protocol (none with kafka.enable=false): the client port
-        first (kafka.share.client.port), named as the client listener or, unnamed, after its
-        protocol, as Kafka's default PLAINTEXT://:9092; then kafka.listen's."""
-        if not self["kafka.enable"]:
-            return []
-        specs = []
-        if self["kafka.share.client.port"]:
-            specs.append(KafkaListenerSpec(self.listener_name or self.security_protocol, self.security_protocol,
-                                           *self.listener, shared=True))
-        mapped = _protocol_map(self["listener.security.protocol.map"])
-        advertised = {_listener_name(e) or UNNAMED_KAFKA_LISTENER: parse_host_port(e)
-                      for e in self["kafka.advertised.listen"]}
-        for entry in self["kafka.listen"]:
-            name = _listener_name(entry)
-            protocol = mapped.get(name) or (name if name in CLIENT_PROTOCOLS else None)
-            if not name:
-                name, protocol = UNNAMED_KAFKA_LISTENER, self.security_protocol
-            if protocol is None:
-                raise ConfigError("kafka.listen", f"listener {name} has no protocol: name it after one of "
-                                                  f"{', '.join(CLIENT_PROTOCOLS)} or map it in "
-                                                  "listener.security.protocol.map")
-            specs.append(KafkaListenerSpec(name, protocol, *parse_host_port(entry), advertised.get(name)))
-        return specs
 
 @dataclass(frozen=True)
 class KraftConfig:

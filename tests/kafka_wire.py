@@ -62,14 +62,3 @@ def read_frame_blocking(sock: socket.socket) -> bytes:
         return data
     (size,) = struct.unpack(">i", exactly(4))
     return exactly(size)
-
-
-def closed_by_peer(sock: socket.socket, timeout: float = 10.0) -> bool:
-    """Whether the peer closes the connection (EOF or reset) within `timeout`, reading nothing."""
-    sock.settimeout(timeout)
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
-    except socket.timeout:
-        return False

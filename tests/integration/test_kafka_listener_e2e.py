@@ -22,10 +22,8 @@ import pytest
 import requests
 from kio.schema.errors import ErrorCode
 
-from harness import CLUSTER_SECRET, NodeProcess, free_port, shutdown_all, wait_for
-from kafka_wire import (
-    API_VERSIONS, closed_by_peer, metadata_request, read_frame_blocking, read_response, request_bytes,
-)
+from harness import CLUSTER_SECRET, NodeProcess, closed_by_peer, free_port, shutdown_all, wait_for
+from kafka_wire import API_VERSIONS, metadata_request, read_frame_blocking, read_response, request_bytes
 from kraft.kafka.frames import frame
 from security_support import SecureNode, make_certs, node_request, tls_overrides
 

@@ -86,6 +86,14 @@ async def _exchange(server: Server, data: bytes, api_key: int, version: int) -> 
     return answer
 
 
+def _held_until(release: asyncio.Event) -> Any:
+    """A Metadata handler that answers once `release` is set."""
+    async def held(context: RequestContext, request: Any) -> Any:
+        await release.wait()
+        return _metadata_response()
+    return held
+
+
 async def _closed(reader: asyncio.StreamReader) -> bool:
     try:
         return await asyncio.wait_for(reader.read(1), 10) == b""
@@ -178,12 +186,7 @@ async def test_neither_protocol_is_closed_at_once() -> None:
 
 async def test_an_idle_connection_is_closed_and_a_busy_one_is_not() -> None:
     release = asyncio.Event()
-
-    async def slow(context: RequestContext, request: Any) -> Any:
-        await release.wait()
-        return _metadata_response()
-
-    async with serving(slow, limits=KafkaLimits(idle_ms=200)) as server:
+    async with serving(_held_until(release), limits=KafkaLimits(idle_ms=200)) as server:
         idle_reader, _ = await server.connect()
         busy_reader, busy_writer = await server.connect()
         busy_writer.write(metadata_request(1))
@@ -219,12 +222,7 @@ async def test_pipelined_requests_are_answered_in_request_order() -> None:
 
 async def test_queued_max_requests_bounds_what_one_connection_has_in_flight() -> None:
     release = asyncio.Event()
-
-    async def held(context: RequestContext, request: Any) -> Any:
-        await release.wait()
-        return _metadata_response()
-
-    async with serving(held, limits=KafkaLimits(max_queued_requests=3)) as server:
+    async with serving(_held_until(release), limits=KafkaLimits(max_queued_requests=3)) as server:
         reader, writer = await server.connect()
         writer.write(b"".join(metadata_request(i) for i in range(50)))
         while len(server.contexts) < 3:
@@ -238,14 +236,9 @@ async def test_queued_max_requests_bounds_what_one_connection_has_in_flight() ->
 
 async def test_the_node_wide_request_bytes_pool_holds_a_frame_back_until_answers_free_it() -> None:
     release = asyncio.Event()
-
-    async def held(context: RequestContext, request: Any) -> Any:
-        await release.wait()
-        return _metadata_response()
-
     one = len(metadata_request(0)) - 4
     limits = KafkaLimits(memory=RequestMemoryPool(one + 10))
-    async with serving(held, limits=limits) as server:
+    async with serving(_held_until(release), limits=limits) as server:
         first_reader, first = await server.connect()
         first.write(metadata_request(1))
         while len(server.contexts) < 1:
