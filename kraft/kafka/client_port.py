@@ -58,6 +58,7 @@ class ClientPortProtocol(asyncio.Protocol):
         self.target: asyncio.Protocol | None = None
         self._admitted = False
         self._timeout: asyncio.TimerHandle | None = None
+        self._first = bytearray()  # the first bytes, until they tell the protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
@@ -74,24 +75,30 @@ class ClientPortProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self.target is None:
-            if not self._choose(data):
+            self._first += data
+            if not self._choose(bytes(self._first)):
                 return
+            data, self._first = bytes(self._first), bytearray()
             assert self.target is not None
         self.target.data_received(data)
 
     def _choose(self, data: bytes) -> bool:
-        """Creates the protocol the first bytes ask for; False (and closed) for neither."""
+        """Creates the protocol the first bytes ask for; False while they do not tell yet (the
+        first-bytes timeout still runs), or when they tell neither (closed)."""
         assert self.transport is not None
-        if self._timeout is not None:
-            self._timeout.cancel()
         if self.port.http is None or self.port.kafka is None:  # one protocol: its own parser judges
             protocol = "http" if self.port.kafka is None else "kafka"
         else:
             try:
-                protocol = sniff(data)
+                sniffed = sniff(data)
             except KafkaProtocolError as e:
                 self._refuse(str(e))
                 return False
+            if sniffed is None:
+                return False
+            protocol = sniffed
+        if self._timeout is not None:
+            self._timeout.cancel()
         if protocol == "http":
             assert self.port.http is not None
             self.target = self.port.http()

@@ -177,6 +177,16 @@ async def test_a_huge_size_prefix_is_refused_before_anything_is_read() -> None:
             assert server.listener.memory.used == 0
 
 
+async def test_a_tls_hello_on_the_plain_port_gets_http_s_plain_answer_even_cut_after_one_byte() -> None:
+    async with serving() as server:
+        reader, writer = await server.connect()
+        writer.write(b"\x16")  # not enough to tell
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(b"\x03\x01\x00\x05hello")
+        assert (await asyncio.wait_for(reader.read(12), 10)).startswith(b"HTTP/1.1 400")
+
+
 async def test_neither_protocol_is_closed_at_once() -> None:
     async with serving() as server:
         reader, writer = await server.connect()
