@@ -184,7 +184,8 @@ async def test_a_tls_hello_on_the_plain_port_gets_http_s_plain_answer_even_cut_a
         await writer.drain()
         await asyncio.sleep(0.05)
         writer.write(b"\x03\x01\x00\x05hello")
-        assert (await asyncio.wait_for(reader.read(12), 10)).startswith(b"HTTP/1.1 400")
+        answer = await asyncio.wait_for(reader.read(100), 10)
+        assert answer.startswith(b"HTTP/1.") and b" 400 " in answer, answer
 
 
 async def test_neither_protocol_is_closed_at_once() -> None:
