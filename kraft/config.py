@@ -322,8 +322,8 @@ _KEYS = [
               "What the Kafka-only listeners advertise, NAME://HOST:PORT,...; entries of advertised.listeners "
               "beyond the client listener's land here. Default: the listener's own address.", _host_ports),
     ConfigKey("connections.max.idle.ms", "long", 600000,
-              "A Kafka connection with nothing read and nothing in flight this long is closed; also how long a "
-              "new connection on a client port may take to send its first bytes.", _POSITIVE),
+              "A Kafka connection with nothing read and nothing in flight this long is closed; a new connection "
+              "on a client port must send its first bytes within it (and within 75 s).", _POSITIVE),
     ConfigKey("queued.max.requests", "int", 500,
               "Kafka requests read and not yet answered per connection (Kafka: per broker); past it the "
               "connection is not read.", _POS_INT),

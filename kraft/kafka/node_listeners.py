@@ -19,6 +19,9 @@ from kraft.kafka.listener import KafkaLimits, KafkaListener
 from kraft.security.tls import server_context
 
 
+AIOHTTP_KEEPALIVE_TIMEOUT_S = 75.0  # web.Server's default keepalive_timeout
+
+
 def advertised_host(host: str) -> str:
     """A wildcard address advertises the host's name."""
     return socket.gethostname() if host in ("0.0.0.0", "::", "") else host
@@ -69,7 +72,9 @@ class KafkaListeners:
         """Starts the client port (HTTP from `runner`) and the Kafka-only listeners' sites."""
         assert runner.server is not None
         shared = self._shared
-        first_bytes_timeout_s = self.limits.idle_ms / 1000
+        # a silent new connection: closed by the idle rule, and no later than aiohttp's keep-alive
+        # timeout closed it before the port was shared
+        first_bytes_timeout_s = min(self.limits.idle_ms / 1000, AIOHTTP_KEEPALIVE_TIMEOUT_S)
         self.client_port = ClientPort(runner.server, None if shared is None else self.listeners[shared.name],
                                       self.limits.connections, first_bytes_timeout_s)
         await ClientSite(runner, client_sock, self.client_port, ssl_context=client_tls).start()
