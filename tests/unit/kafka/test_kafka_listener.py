@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import ssl
 import struct
+from pathlib import Path
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
@@ -31,7 +33,9 @@ from kraft.kafka.limits import ConnectionLimits, RequestMemoryPool
 from kraft.kafka.listener import KafkaLimits, KafkaListener
 from kraft.metadata.delta import apply_records
 from kraft.metadata.image import MetadataImage
+from kraft.security import certs
 from kraft.security.authn import ClientAuthenticator
+from kraft.security.principal import parse_rules
 from kraft.server.request_context import RequestContext
 
 
@@ -50,7 +54,8 @@ class Server:
 
 @asynccontextmanager
 async def serving(handler: Any = None, protocol: str = "PLAINTEXT", limits: KafkaLimits | None = None,
-                  authenticator: Any = None, mechanisms: tuple[str, ...] = ()) -> AsyncIterator[Server]:
+                  authenticator: Any = None, mechanisms: tuple[str, ...] = (),
+                  tls: ssl.SSLContext | None = None) -> AsyncIterator[Server]:
     """A client port serving HTTP (a real aiohttp server answering "http ok") and the Kafka
     protocol, with `handler` registered for Metadata (v0-12)."""
     contexts: list[RequestContext] = []
@@ -69,7 +74,7 @@ async def serving(handler: Any = None, protocol: str = "PLAINTEXT", limits: Kafk
 
     http_server = web.Server(http)
     port = ClientPort(http_server, listener, limits.connections, limits.idle_ms / 1000)
-    server = await asyncio.get_running_loop().create_server(port, "127.0.0.1", 0)
+    server = await asyncio.get_running_loop().create_server(port, "127.0.0.1", 0, ssl=tls)
     try:
         yield Server(listener, server.sockets[0].getsockname()[1], contexts)
     finally:
@@ -436,3 +441,37 @@ async def test_sasl_requests_on_a_listener_without_sasl_are_illegal_sasl_state()
         client = SaslClient(*await server.connect())
         assert (await client.call(SASL_HANDSHAKE, 1, mechanism="PLAIN")).error_code == ErrorCode.illegal_sasl_state
         assert (await client.authenticate(b"x")).error_code == ErrorCode.illegal_sasl_state
+
+
+# -- SSL -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("client,principal", [("alice", "User:alice"), ("mallory", None), (None, "User:ANONYMOUS")])
+async def test_an_ssl_listener_takes_the_principal_from_the_client_certificate(
+        tmp_path: Path, client: str | None, principal: str | None) -> None:
+    """ssl.principal.mapping.rules map the certificate's subject; one no rule maps is refused."""
+    ca = certs.make_ca()
+    ca_file = certs.write_ca(ca, tmp_path)
+    certs.write_keystore(ca, tmp_path / "node.pem", "node", ["127.0.0.1"])
+    server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_tls.load_cert_chain(tmp_path / "node.pem")
+    server_tls.load_verify_locations(ca_file)
+    server_tls.verify_mode = ssl.CERT_OPTIONAL
+    client_tls = ssl.create_default_context(cafile=str(ca_file))
+    if client is not None:
+        certs.write_keystore(ca, tmp_path / "client.pem", client, organization="kraft" if client == "alice" else "x")
+        client_tls.load_cert_chain(tmp_path / "client.pem")
+    authenticator = ClientAuthenticator("SSL", [], parse_rules("RULE:^O=kraft,CN=([a-z]+)$/$1/"),
+                                        lambda: MetadataImage.EMPTY)
+    if client is None:
+        authenticator.rules = parse_rules("DEFAULT")
+    async with serving(protocol="SSL", authenticator=authenticator, tls=server_tls) as server:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=client_tls)
+        writer.write(metadata_request(1))
+        if principal is None:
+            assert await _closed(reader)
+            assert server.contexts == []
+        else:
+            await read_frame(reader)
+            assert server.contexts[0].principal == principal and server.contexts[0].security_protocol == "SSL"
+        writer.close()
