@@ -63,6 +63,7 @@ from kraft.controller.raft_quorum import (
 from kraft.cluster_identity import ClusterIdentity, ClusterIdGate, new_cluster_id
 from kraft.controller.service import ControllerService
 from kraft.dir_lock import lock_directories, release_all
+from kraft.kafka.node_listeners import KafkaListeners
 from kraft.metrics import NodeMetrics
 from kraft.readiness import MetadataProgress, ReadinessCheck
 from kraft.security.authn import ClientAuthenticator
@@ -275,11 +276,16 @@ class Node:
         if self.controller is not None:
             self.metrics.watch_controller(self.controller, self.quorum)
         self.metrics.watch_groups(self.groups)
-        self.metrics.watch_connections(config.listener_name or config.security_protocol, self._open_connections)
+        security = self._security(config)
+        # the Kafka protocol on the client port and the Kafka-only listeners (kraft/kafka)
+        self.kafka = KafkaListeners(config, security.authenticator, lambda: security.refused("authentication"))
+        if self.lifecycle is not None:
+            self.lifecycle.security_protocol = config.security_protocol
+        self.metrics.watch_connections(config.listener_name or config.security_protocol, self.kafka.open_connections)
         self.app = build_app(info, self.view, admin, self.replica_manager, cleanup=self._services,
                              group_service=self.groups, metrics_service=self.metrics,
                              producer_id_service=ProducerIdManager(front, self.node_id, broker_epoch),
-                             security=self._security(config))
+                             security=security)
         self.replica_manager.fetchers.security = self.peers
         self.groups.leader_offsets.security = self.peers
         if self.zk is None:  # ZooKeeper mode keeps no SCRAM credentials
@@ -425,28 +431,35 @@ class Node:
     # -- HTTP ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Binds the client listener (so port 0 resolves before the broker registers its
-        endpoint), starts the services, then accepts requests."""
+        """Binds the client listener and the Kafka-only ones (so port 0 resolves before the
+        broker registers its endpoints), starts the services, then accepts requests: HTTP and the
+        Kafka protocol on the client port, told apart by their first bytes."""
         host, port = self.config.listener
         sock = socket.create_server((host, port), backlog=1024)
+        try:
+            self.kafka.bind()
+        except BaseException:
+            sock.close()
+            raise
         self.port = sock.getsockname()[1]
         self.endpoint = advertised_endpoint(self.config, self.port)
         if self.lifecycle is not None:
             self.lifecycle.endpoint = self.endpoint
+            self.lifecycle.kafka_endpoints = self.kafka.endpoints(self.endpoint)
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, **SERVER_OPTIONS)
         try:
             await self._runner.setup()
         except BaseException:
             sock.close()
+            self.kafka.close_sockets()
             raise
-        await web.SockSite(self._runner, sock, ssl_context=self.tls).start()
+        await self.kafka.start(self._runner, sock, self.tls)
         scheme = "https" if self.tls is not None else "http"
         log.info("kraft node %d serving on %s://%s:%d (%s; metrics at %s://%s:%d/metrics)", self.node_id,
                  scheme, host, self.port, self.config.security_protocol, scheme, host, self.port)
-
-    def _open_connections(self) -> int:
-        server = None if self._runner is None else self._runner.server
-        return 0 if server is None else len(server.connections)
+        for endpoint in self.kafka.endpoints(self.endpoint):
+            log.info("Kafka listener %s on %s:%d (%s)", endpoint["name"], endpoint["host"], endpoint["port"],
+                     endpoint["security_protocol"])
 
     async def controlled_shutdown(self) -> None:
         """Moves this broker's leaderships away (Kafka's controlled shutdown) while the node still
