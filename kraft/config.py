@@ -232,6 +232,10 @@ _KEYS = [
     ConfigKey("controller.listeners", "string", None,
               "The controller (Raft) listener, HOST:PORT; defaults to this node's voter entry.",
               _host_port),
+    ConfigKey("controller.advertised.listener", "string", None,
+              "Where the other voters reach this controller when it is not controller.listeners (a NAT, a "
+              "proxy): its entry in controller.quorum.voters. Kafka's CONTROLLER entry in advertised.listeners "
+              "sets it.", _host_port),
     ConfigKey("security.protocol", "string", None,
               "The client listener's protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; default the "
               "listener's name in listeners (through listener.security.protocol.map), else PLAINTEXT. Nodes "
@@ -579,7 +583,7 @@ class KraftConfig:
                 f"node {self.node_id} has the controller role but is not among the voters "
                 f"{sorted(voters)}",
             )
-        if self.is_controller and voters and self["controller.listeners"]:
+        if self.is_controller and voters and (self["controller.advertised.listener"] or self["controller.listeners"]):
             self._check_controller_listener(voters[self.node_id])
         if self.is_controller and len(voters) > 1 and not (self["controller.quorum.secret"]
                                     or self["controller.quorum.secret.file"]):
@@ -603,12 +607,15 @@ class KraftConfig:
 
     def _check_controller_listener(self, voter: tuple[str, int]) -> None:
         """The controller listener is where the other voters connect: its own voter entry (a
-        wildcard host, or a name of the same address, binds it too)."""
-        host, port = parse_host_port(self["controller.listeners"])
+        wildcard host, or a name of the same address, binds it too), unless it advertises another
+        address (controller.advertised.listener: a NAT or a proxy in between), which must be it."""
+        key = "controller.advertised.listener" if self["controller.advertised.listener"] else "controller.listeners"
+        host, port = parse_host_port(self[key])
         voter_host, voter_port = voter
         if port == voter_port and (host in (voter_host, "0.0.0.0", "::") or _may_be_same_host(host, voter_host)):
             return
-        raise ConfigError("controller.listeners", f"this node's controller listener {host}:{port} is not its entry in "
+        what = "advertised controller listener" if key != "controller.listeners" else "controller listener"
+        raise ConfigError(key, f"this node's {what} {host}:{port} is not its entry in "
                                                   f"controller.quorum.voters, {self.node_id}@{voter_host}:{voter_port}: "
                                                   f"the other voters would look for it at {voter_host}:{voter_port}")
 
@@ -803,6 +810,8 @@ def _resolve_listeners(values: dict[str, Any]) -> None:
             values.pop(key)
         if key == "listeners" and controller and not values.get("controller.listeners"):
             values["controller.listeners"] = controller[0]
+        if key == "advertised.listeners" and controller and not values.get("controller.advertised.listener"):
+            values["controller.advertised.listener"] = controller[0]
 
 
 def _protocol_map(entries: Iterable[str]) -> dict[str, str]:

@@ -257,6 +257,15 @@ def test_controller_listener_must_be_the_nodes_voter_entry() -> None:
     # its own entry, a wildcard on its port, or a name of the same address
     for listener in ("127.0.0.1:19093", "0.0.0.0:19093", ":19093", "localhost:19093"):
         assert load_config({**voters, "controller.listeners": listener}).node_id == 1
+    # behind a NAT or a proxy: the address it advertises is the voter entry, not the one it binds
+    behind = {**voters, "controller.listeners": "127.0.0.1:29093", "controller.advertised.listener": "127.0.0.1:19093"}
+    assert load_config(behind).node_id == 1
+    assert load_config({**voters, "controller.listener.names": "CONTROLLER",
+                        "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:29093",
+                        "advertised.listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:19093"}).node_id == 1
+    with pytest.raises(ConfigError, match=r"controller.advertised.listener: this node's advertised controller "
+                                          r"listener 127.0.0.1:29094 .*1@127.0.0.1:19093"):
+        load_config({**behind, "controller.advertised.listener": "127.0.0.1:29094"})
 
 
 def test_kafka_listener_lists(tmp_path: Path) -> None:
