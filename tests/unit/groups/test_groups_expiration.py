@@ -32,9 +32,9 @@ def group_with(offsets: dict[tuple[str, int], int], members: dict[str, tuple[str
     """Offsets committed at the given times; members subscribed to the given topics."""
     g = ConsumerGroup("g", CONFIG)
     for member_id, topics in (members or {}).items():
-        g.heartbeat(HeartbeatRequest("", 0, subscribed_topics=topics), TOPICS, 0, member_id)
+        g.heartbeat(HeartbeatRequest("", 0, subscribed_topics=topics), TOPICS, member_id)
     if regex is not None:
-        g.heartbeat(HeartbeatRequest("", 0, subscribed_topic_regex=regex), TOPICS, 0, "rx")
+        g.heartbeat(HeartbeatRequest("", 0, subscribed_topic_regex=regex), TOPICS, "rx")
     g.offsets = {tp: OffsetAndMetadata(1, "", ts) for tp, ts in offsets.items()}
     return g
 
@@ -131,8 +131,8 @@ async def loaded_coordinator(plog: PartitionLog, clock: Clock) -> GroupCoordinat
                                      offsets_retention_ms=RETENTION),
         clock=clock)
     coordinator.metadata_cache.set_image(led_image())
-    coordinator.on_election(0, 0)
-    await asyncio.wait_for(coordinator._partitions[0].loaded.wait(), 5)
+    coordinator.runtime.on_election(0, 0)
+    await coordinator.runtime.active(0, 5)
     return coordinator
 
 

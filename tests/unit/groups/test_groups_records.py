@@ -13,10 +13,10 @@ TOPICS = {"a": 4}
 
 def test_replay_restores_membership_and_offsets() -> None:
     g = ConsumerGroup("g", CONFIG)
-    r1 = g.heartbeat(HeartbeatRequest("", 0, client_id="c1", subscribed_topics=("a",)), TOPICS, 0, "m1")
+    r1 = g.heartbeat(HeartbeatRequest("", 0, client_id="c1", subscribed_topics=("a",)), TOPICS, "m1")
     g.heartbeat(HeartbeatRequest("", 0, client_id="c2", subscribed_topic_regex="a.*", principal="User:bob"),
-                TOPICS, 0, "m2")
-    g.heartbeat(HeartbeatRequest("m1", r1.member_epoch, owned=r1.assignment), TOPICS, 0, "x")  # revoking
+                TOPICS, "m2")
+    g.heartbeat(HeartbeatRequest("m1", r1.member_epoch, owned=r1.assignment), TOPICS, "x")  # revoking
     g.empty_since_ms = 99  # when it was last empty: offset retention counts from it after a failover
     replay = GroupsReplay(CONFIG)
     replay.replay(offset_key("g", "a", 0), offset_value(OffsetAndMetadata(5, "meta", 123)))
