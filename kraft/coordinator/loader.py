@@ -52,8 +52,9 @@ async def load(writer: PartitionWriter, topic: str, partition: int,
         info = await _readable(topic, partition, settings,
                                lambda: _read(writer, topic, partition, position, settings))
         for pos, header in iter_batches(info.records):
-            if header.next_offset > info.high_watermark:
-                break  # not committed yet: read again once it is
+            if header.next_offset > info.high_watermark:  # reads below the HW are whole batches
+                raise KraftError("UNKNOWN_SERVER_ERROR", f"{topic}-{partition}: a read below the high "
+                                 f"watermark {info.high_watermark} returned offsets up to {header.next_offset}")
             for record in decode_records(info.records, pos):
                 if record.offset >= position:  # the log start may be inside the first batch
                     replay(CoordinatorRecord(record.offset, record.key, record.value))
