@@ -113,7 +113,7 @@ class GroupCoordinator:
         self._create_lock = asyncio.Lock()
 
     def _new_shard(self, partition: int) -> GroupShard:
-        return GroupShard(self, self.settings.group, self.settings.offsets_retention_ms,
+        return GroupShard(partition, self, self.settings.group, self.settings.offsets_retention_ms,
                           self.settings.offsets_retention_check_interval_ms)
 
     async def close(self) -> None:

@@ -23,6 +23,7 @@ from typing import Iterable, Protocol, TypeVar
 
 from kraft.api.errors import KraftError
 from kraft.broker.groups.errors import GroupError
+from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.broker.groups.expiration import expired_offsets, removes_group
 from kraft.broker.groups.membership import (
     LEAVE_EPOCH, ConsumerGroup, GroupConfig, HeartbeatRequest, HeartbeatResponse, OffsetAndMetadata,
@@ -64,8 +65,9 @@ def _error(e: GroupError) -> KraftError:
 
 
 class GroupShard:
-    def __init__(self, env: GroupEnvironment, config: GroupConfig, offsets_retention_ms: int,
+    def __init__(self, partition: int, env: GroupEnvironment, config: GroupConfig, offsets_retention_ms: int,
                  offsets_retention_check_interval_ms: int) -> None:
+        self.partition = partition
         self.env = env
         self.config = config
         self.offsets_retention_ms = offsets_retention_ms
@@ -89,7 +91,7 @@ class GroupShard:
                 timers.append(self._session_timer(group_id, member_id, now_ms))
                 if member.pending_revocation:
                     timers.append(self._revocation_timer(group_id, member_id, now_ms + member.rebalance_timeout_ms))
-        log.info("%d groups loaded%s", len(self.groups),
+        log.info("%s-%d: %d groups loaded%s", OFFSETS_TOPIC, self.partition, len(self.groups),
                  f" ({self._state.skipped} undecodable records skipped)" if self._state.skipped else "")
         return tuple(timers)
 

@@ -3,7 +3,6 @@ check writing tombstones that a new coordinator replays (the expiry survives fai
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -42,7 +42,7 @@ class Committed:
     """A shard and the log its results are appended to (every append commits)."""
 
     def __init__(self) -> None:
-        self.shard = GroupShard(Environment(), CONFIG, 60_000, 5_000)
+        self.shard = GroupShard(0, Environment(), CONFIG, 60_000, 5_000)
         self.log: list[CoordinatorRecord] = []
 
     def apply(self, result: CoordinatorResult) -> CoordinatorResult:
@@ -114,7 +114,7 @@ def test_a_load_gives_every_member_a_fresh_session() -> None:
     log.apply(log.shard.heartbeat("g", join(), "m2", NOW))
     log.apply(log.shard.heartbeat("g", HeartbeatRequest("m1", first.member_epoch, owned=first.assignment),
                                   "unused", NOW))
-    successor = GroupShard(Environment(), CONFIG, 60_000, 5_000)
+    successor = GroupShard(0, Environment(), CONFIG, 60_000, 5_000)
     for record in log.log:  # what a new coordinator loads
         successor.replay(record)
     later = NOW + 50_000
