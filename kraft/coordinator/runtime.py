@@ -243,8 +243,7 @@ class CoordinatorRuntime(Generic[S]):
         except Exception:
             log.exception("loading %s-%d failed: NOT_COORDINATOR until it is elected again",
                           self.topic, ctx.partition)
-            ctx.state = CoordinatorState.FAILED
-            ctx.settled.set()
+            self._fail(ctx)
             return
         assert ctx.state is CoordinatorState.LOADING and ctx.timer is not None, ctx.state
         ctx.next_offset = summary.next_offset
@@ -253,16 +252,28 @@ class CoordinatorRuntime(Generic[S]):
         ctx.settled.set()
         log.info("loaded %s-%d at leader epoch %d: %d records in %.3f s", self.topic, ctx.partition,
                  ctx.leader_epoch, summary.records, summary.seconds)
-        while ctx.state is CoordinatorState.ACTIVE:
-            if not ctx.queue:
-                ctx.wakeup.clear()
-                await ctx.wakeup.wait()
-                continue
-            pending = ctx.queue.popleft()
-            try:
-                await self._run(ctx, pending)
-            finally:  # cancelled by close(): its caller is not left waiting
-                _settle(pending.future, error=self._not_coordinator(ctx.partition))
+        try:
+            while ctx.state is CoordinatorState.ACTIVE:
+                if not ctx.queue:
+                    ctx.wakeup.clear()
+                    await ctx.wakeup.wait()
+                    continue
+                pending = ctx.queue.popleft()
+                try:
+                    await self._run(ctx, pending)
+                finally:  # cancelled by close(), or failed: its caller is not left waiting
+                    _settle(pending.future, error=self._not_coordinator(ctx.partition))
+        except Exception:
+            log.exception("%s-%d: the coordinator failed: NOT_COORDINATOR until it is elected again",
+                          self.topic, ctx.partition)
+            self._fail(ctx)
+
+    def _fail(self, ctx: _Context[S]) -> None:
+        """Nothing is served from `ctx` until the partition's next election (Kafka's FAILED).
+        Called from the context's own task, which ends."""
+        ctx.state = CoordinatorState.CLOSED  # not LOADING: `_unload` must not cancel this task
+        self._unload(ctx, self._not_coordinator(ctx.partition))
+        ctx.state = CoordinatorState.FAILED
 
     async def _run(self, ctx: _Context[S], pending: _Pending) -> None:
         if pending.future.done():

@@ -317,3 +317,42 @@ async def test_not_elected_and_a_new_epoch(h: Harness) -> None:
     h.runtime.on_election(0, 2)  # a new epoch: the log is read again
     second = await h.runtime.active(0, 5)
     assert second is not first and second.values == {b"k": b"0"}
+
+
+async def test_a_load_that_fails_answers_not_coordinator_until_the_next_election(h: Harness) -> None:
+    h.write_raw(0, [(b"k", b"1")])
+    h.partitions.commit(0)
+    replay = KeyValueShard.replay
+
+    def broken(shard: KeyValueShard, record: CoordinatorRecord) -> None:
+        raise ValueError("a bug")
+
+    KeyValueShard.replay = broken  # type: ignore[method-assign]
+    try:
+        h.runtime.on_election(0, 0)
+        with pytest.raises(KraftError) as e:
+            await h.runtime.active(0, 5)
+        assert e.value.error_code == "NOT_COORDINATOR"
+        with pytest.raises(KraftError) as e:
+            await h.runtime.write(0, "put", put(b"k", b"2"))
+        assert e.value.error_code == "NOT_COORDINATOR" and h.partitions.appends == 0
+    finally:
+        KeyValueShard.replay = replay  # type: ignore[method-assign]
+    h.runtime.on_election(0, 1)
+    assert (await h.runtime.active(0, 5)).values == {b"k": b"1"}
+
+
+async def test_a_failure_of_the_partitions_task_leaves_no_request_waiting(h: Harness) -> None:
+    await h.elect()
+
+    async def broken(topic: str, partition: int) -> Any:
+        raise RuntimeError("a bug")
+
+    h.partitions.offsets = broken  # type: ignore[method-assign]
+    h.partitions.outcomes[0].append("refuse")
+    with pytest.raises(KraftError) as e:
+        await h.runtime.write(0, "put", put(b"k", b"1"))
+    assert e.value.error_code == "COORDINATOR_NOT_AVAILABLE"  # the append's error, then the bug
+    with pytest.raises(KraftError) as e:
+        await h.runtime.write(0, "put", put(b"k", b"2"))
+    assert e.value.error_code == "NOT_COORDINATOR"
