@@ -125,7 +125,7 @@ class GroupsReplay:
         group_id = k[1]
         try:
             self._apply(k, msgpack.unpackb(value, raw=False) if value is not None else None)
-        except (ValueError, TypeError, KeyError, msgpack.UnpackException):
+        except (ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException):
             self.skipped += 1
         group = self.groups.get(group_id)
         if group is not None and group.is_empty():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgpack
+
 from kraft.broker.groups.membership import ConsumerGroup, GroupConfig, HeartbeatRequest, OffsetAndMetadata
 from kraft.broker.groups.records import (
     GroupsReplay, group_key, group_value, offset_key, offset_value,
@@ -39,7 +41,9 @@ def test_deleted_group_disappears_and_garbage_is_skipped() -> None:
     replay.replay(b"\xc1", b"not msgpack")
     replay.replay(None, b"x")
     replay.replay(offset_key("h", "a", 0), b"\x93\x01\x02\x03")  # wrong value shape
-    assert replay.skipped == 3
+    replay.replay(group_key("h"), msgpack.packb({"assignor": "uniform", "group_epoch": 1, "assignment_epoch": 1,
+                                               "subscribed_counts": [], "members": []}))  # a list, not a map
+    assert replay.skipped == 4
     replay.replay(offset_key("g", "a", 0), None)
     replay.replay(group_key("g"), None)
     assert replay.groups == {}
