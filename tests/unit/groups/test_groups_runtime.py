@@ -25,7 +25,9 @@ from kraft.broker.groups.shard import OFFSETS_EXPIRY, REVOCATION, SESSION
 from kraft.coordinator.result import CoordinatorResult
 from kraft.metadata.delta import apply_records
 from kraft.metadata.image import MetadataImage
-from kraft.metadata.records import ClaimController, Partition, Topic
+from kraft.metadata.records import (
+    ClaimController, Endpoint, Partition, PartitionChange, RegisterBroker, Topic, UnfenceBroker,
+)
 
 CONFIG = GroupConfig(session_timeout_ms=10_000, heartbeat_interval_ms=1_000)
 CHECK_INTERVAL = 600_000
@@ -33,7 +35,12 @@ FIXTURE = Path(__file__).parents[2] / "fixtures" / "consumer_offsets_v1"
 
 
 def image(**counts: int) -> MetadataImage:
-    records: list[Any] = [ClaimController(node_id=1, controller_epoch=1)]
+    records: list[Any] = [
+        ClaimController(node_id=1, controller_epoch=1),
+        RegisterBroker(broker_id=1, incarnation_id="inc-1", broker_epoch=100,
+                       endpoints=(Endpoint("HTTP", "127.0.0.1", 9092),), controller_epoch=1),
+        UnfenceBroker(broker_id=1, broker_epoch=100, controller_epoch=1),
+    ]
     for name, count in {OFFSETS_TOPIC: 1, "a": 4, "b": 2, **counts}.items():
         records.append(Topic(name=name, topic_id=f"{name}-id", controller_epoch=1))
         records += [Partition(topic_id=f"{name}-id", partition=p, replicas=(1,), isr=(1,), leader=1,
@@ -185,33 +192,53 @@ async def test_a_timer_waits_for_a_regex_resolution_it_lacks(groups: Groups) -> 
     assert await groups.members("g") == [regex["member_id"]]
 
 
+async def timers_scheduled_during(seconds: float) -> int:
+    """How many timers the event loop is given while this task sleeps `seconds` (its own sleep
+    not counted): wake-ups counted, not time measured."""
+    loop = asyncio.get_running_loop()
+    scheduled: list[Any] = []
+    call_at = loop.call_at
+
+    def counting(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+        scheduled.append(callback)
+        return call_at(when, callback, *args, **kwargs)
+
+    loop.call_at = counting  # type: ignore[method-assign]
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        del loop.call_at  # type: ignore[attr-defined]
+    return len(scheduled) - 1
+
+
 async def test_an_idle_coordinator_schedules_nothing_on_the_event_loop(tmp_path: Path) -> None:
-    """Counted, not timed: with a loaded partition and a member, the event loop gets no timer
-    from the coordinator over half a second (the old coordinator ticked every 250 ms)."""
+    """With a loaded partition and a member, the event loop gets no timer from the coordinator
+    over half a second (the old coordinator ticked every 250 ms)."""
     partitions = FakePartitions(tmp_path, OFFSETS_TOPIC)
     coordinator = GroupCoordinator(1, partitions, admin=None,  # type: ignore[arg-type]
                                    settings=CoordinatorSettings(num_partitions=1, replication_factor=1, group=CONFIG))
     coordinator.metadata_cache.set_image(image())
-    loop = asyncio.get_running_loop()
     try:
         coordinator.runtime.on_election(0, 0)
         await coordinator.heartbeat("g", beat("", 0, topics=("a",)))
-        scheduled: list[Any] = []
-        call_at = loop.call_at
-
-        def counting(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
-            scheduled.append(callback)
-            return call_at(when, callback, *args, **kwargs)
-
-        loop.call_at = counting  # type: ignore[method-assign]
-        try:
-            await asyncio.sleep(0.5)
-        finally:
-            del loop.call_at  # type: ignore[attr-defined]
-        assert len(scheduled) == 1  # this test's own sleep
+        assert await timers_scheduled_during(0.5) == 0
     finally:
         await coordinator.close()
         partitions.close()
+
+
+async def test_a_request_waits_for_a_leader_on_the_metadata_not_a_poll(groups: Groups) -> None:
+    """Without a leader for the group's partition, a request waits for the next image (the old
+    coordinator looked again every 50 ms)."""
+    leaderless = apply_records(image(), [(1000, PartitionChange(
+        topic_id=f"{OFFSETS_TOPIC}-id", partition=0, leader=-1, isr=(1,), controller_epoch=1))])[1]
+    groups.coordinator.runtime.on_resignation(0)
+    groups.coordinator.metadata_cache.set_image(leaderless)
+    finding = asyncio.create_task(groups.coordinator.find_coordinator("g"))
+    assert await timers_scheduled_during(0.3) <= 1  # the request's own deadline
+    assert not finding.done()
+    groups.coordinator.metadata_cache.set_image(image())
+    assert (await finding)["coordinator"]["node_id"] == 1
 
 
 async def test_a_partition_written_before_the_runtime_loads_to_what_was_answered(tmp_path: Path) -> None:
