@@ -112,9 +112,10 @@ class GroupShard:
 
     def fence_expired(self, now_ms: int, *, group_id: str, member_id: str, reason: str) -> CoordinatorResult[None]:
         """The timer of a member's session or rebalance timeout: it is fenced."""
-        current, before, group = self._working_copy(group_id)
-        if member_id not in group.members:
+        committed = self.groups.get(group_id)
+        if committed is None or member_id not in committed.members:
             return CoordinatorResult((), None)
+        current, before, group = self._working_copy(group_id)
         image = self.env.image
         group.fence_member(member_id, TopicPartitionCounts(image), self.env.regex_topics(image))
         log.info("group %s: removed %s after %s timeout", group_id, member_id, reason)
