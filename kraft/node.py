@@ -41,6 +41,7 @@ from kraft.api.routes.users import USERS
 from kraft.api.server import SERVER_OPTIONS, build_app
 from kraft.broker.admin import LocalAdmin
 from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
+from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.broker.groups.membership import GroupConfig
 from kraft.broker.lifecycle import BrokerLifecycle
 from kraft.broker.metadata_follower import BrokerSnapshotStore, MetadataFollower
@@ -271,7 +272,7 @@ class Node:
         self.metrics = NodeMetrics(self.node_id, topic_labels=config["metrics.topic.labels.enable"])
         self.metrics.watch_broker(self.replica_manager)
         self.publisher = BrokerMetadataPublisher(self.node_id, self.view, self.replica_manager,
-                                                 self.groups, self.metrics)
+                                                 {OFFSETS_TOPIC: self.groups.runtime}, self.metrics)
         self._loop_probe: asyncio.Task[None] | None = None
         if self.controller is not None:
             self.metrics.watch_controller(self.controller, self.quorum)
@@ -394,7 +395,6 @@ class Node:
                 self.quorum.announce_endpoint(*self.endpoint)
             await self.controller.start()
         self.replica_manager.start()
-        self.groups.start()
         if self.zk is not None:
             await self.zk.start(self.endpoint)
         if self.follower is not None:
