@@ -19,7 +19,7 @@ from aiohttp import web
 from kraft.api.errors import KraftError, from_exception
 from kraft.api.routes import (
     acls, batch, controller, delete_records, forward, groups, health, metadata, metrics, openapi, producers, records,
-    topics, users,
+    topics, trace, users,
 )
 from kraft.api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, AdminService, MetadataView, NodeInfo, ReplicaService,
@@ -124,7 +124,7 @@ def build_app(
     if producer_id_service is not None:
         app[producers.PRODUCER_IDS] = producer_id_service
     for module in (health, metadata, topics, records, delete_records, batch, groups, producers, controller, acls,
-                   users, openapi):
+                   users, openapi, trace):
         app.router.add_routes(module.routes)
     for table in extra_routes:
         app.router.add_routes(table)

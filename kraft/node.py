@@ -38,6 +38,7 @@ from kraft.api.authz import AUTHORIZER
 from kraft.api.throttle import QUOTAS
 from kraft.api.routes.acls import ACLS
 from kraft.api.routes.services import NodeInfo
+from kraft.api.routes.trace import TRACE
 from kraft.api.routes.users import USERS
 from kraft.api.server import build_app
 from kraft.broker.admin import LocalAdmin
@@ -45,6 +46,7 @@ from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinato
 from kraft.broker.groups.membership import GroupConfig
 from kraft.broker.lifecycle import BrokerLifecycle
 from kraft.broker.metadata_follower import BrokerSnapshotStore, MetadataFollower
+from kraft.broker.stage_trace import StageTrace
 from kraft.broker.metadata_publisher import BrokerMetadataPublisher
 from kraft.broker.metadata_view import BrokerMetadataView
 from kraft.broker.producer_ids import ProducerIdManager
@@ -318,6 +320,8 @@ class Node:
                 self.app[AUTHORIZER] = StandardAuthorizer(lambda: self.loader.image, authorization,
                                                           self.metrics.registry)
         self.app[NODE_STATUS] = self.status
+        if config["stage.trace.events"]:
+            self.replica_manager.trace = self.app[TRACE] = StageTrace(config["stage.trace.events"])
         self.readiness = ReadinessCheck()
         self._runner: web.AppRunner | None = None
         self.port = config.listener[1]

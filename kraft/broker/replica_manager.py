@@ -51,9 +51,13 @@ from kraft.broker.replication.partition import (
     Action, CompleteWaiters, Partition, SendAlterPartition, StartFetching, StopFetching,
     is_current_registration,
 )
+from kraft.broker.stage_trace import (
+    FETCH_ANSWERED, FOLLOWER_APPEND, FOLLOWER_FETCH, HW_ADVANCE, LEADER_APPEND, NO_TRACE, PRODUCE_ANSWERED,
+    StageTrace,
+)
 from kraft.metrics import NULL_METRICS, MetricsSink
 from kraft.log.config import LogConfig
-from kraft.log.partition_log import PartitionLog
+from kraft.log.partition_log import FetchDataInfo, PartitionLog
 from kraft.broker.metadata_view import MetadataCache
 from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta
 from kraft.metadata.image import MetadataImage
@@ -158,6 +162,7 @@ class ReplicaManager:
             node_id, self, self._broker_endpoint, broker_epoch or (lambda: -1), replication.fetcher
         )
         self.metrics: MetricsSink = NULL_METRICS
+        self.trace: StageTrace = NO_TRACE  # the node sets its own when stage.trace.events > 0
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -351,6 +356,7 @@ class ReplicaManager:
             elif isinstance(action, StopFetching):
                 self.fetchers.remove(key)
             elif isinstance(action, CompleteWaiters):
+                self.trace.record(HW_ADVANCE, replica.topic, replica.partition, action.high_watermark)
                 replica.wake_all()
             elif isinstance(action, SendAlterPartition):
                 if not self._closed and self.alter_partition is not None:
@@ -541,6 +547,7 @@ class ReplicaManager:
             if tp in self._unwritable:
                 self._unwritable.discard(tp)
                 log.warning("%s-%d: the log is writable again", entry.topic, entry.partition)
+            self.trace.record(LEADER_APPEND, entry.topic, entry.partition, info.last_offset + 1)
             replica.wake_appended()
             self._perform(replica, core.on_leader_append(self.clock_ms()))
         return replica, leader_epoch, info.first_offset, info.last_offset + 1
@@ -556,6 +563,7 @@ class ReplicaManager:
             return ProduceResult(entry.topic, entry.partition, -1, -1, error.error_code, error.message)
         base_offset = -1 if acks == 0 else first_offset
         log_start_offset = replica.log.log_start_offset if replica.log is not None else -1
+        self.trace.record(PRODUCE_ANSWERED, entry.topic, entry.partition, next_offset)
         return ProduceResult(entry.topic, entry.partition, base_offset, log_start_offset)
 
     async def _await_high_watermark(
@@ -810,7 +818,7 @@ class ReplicaManager:
             data = self._read(plog, entry, max_bytes, budget, plog.high_watermark)
         except Exception as e:
             return self._result(replica, entry, b"", error=_as_kraft_error(e))
-        return self._result(replica, entry, data)
+        return self._result(replica, entry, data.records)
 
     def _read_for_follower(
         self, replica: Replica, replica_id: int, replica_epoch: int, entry: ReplicaFetchEntry,
@@ -828,25 +836,30 @@ class ReplicaManager:
         if decision.diverging is not None:
             return self._result(replica, entry, b"", diverging=(decision.diverging.epoch,
                                                                 decision.diverging.end_offset))
+        if record_position:
+            self.trace.record(FOLLOWER_FETCH, entry.topic, entry.partition, entry.fetch_offset, replica_id)
         self._perform(replica, decision.actions)
         try:
             data = self._read(plog, entry, max_bytes, budget, None)
         except Exception as e:
             return self._result(replica, entry, b"", error=_as_kraft_error(e))
-        return self._result(replica, entry, data)
+        if data.records:
+            self.trace.record(FETCH_ANSWERED, entry.topic, entry.partition, data.next_offset, replica_id)
+        return self._result(replica, entry, data.records)
 
     @staticmethod
     def _read(plog: PartitionLog, entry: ReplicaFetchEntry, max_bytes: int, budget: int,
-              max_offset: int | None) -> bytes:
+              max_offset: int | None) -> FetchDataInfo:
         limit = plog.log_end_offset if max_offset is None else max_offset
         if entry.fetch_offset >= limit or budget <= 0:
-            return b""
+            return FetchDataInfo(b"", entry.fetch_offset, entry.fetch_offset, plog.high_watermark,
+                                 plog.log_start_offset, plog.log_end_offset)
         # The first partition of a request always gets a batch (Kafka's rule, so a batch larger
         # than max_bytes cannot stall a fetcher); later ones only within budget.
         return plog.read(
             entry.fetch_offset, min(entry.partition_max_bytes, budget),
             max_offset=max_offset, min_one_batch=budget == max_bytes,
-        ).records
+        )
 
     @staticmethod
     def _result(replica: Replica, entry: ReplicaFetchEntry, records: bytes,
@@ -897,6 +910,8 @@ class ReplicaManager:
         if not isinstance(action, Backoff):
             self._fetch_errors.pop(key, None)
             if isinstance(action, Append) and action.records:
+                self.trace.record(FOLLOWER_APPEND, replica.topic, replica.partition,
+                                  replica.log.log_end_offset, self.node_id)
                 self.metrics.replication_bytes_in(replica.topic, len(action.records))
             return True
         if self._fetch_errors.get(key) != action.error_code:  # log transitions, not every retry
