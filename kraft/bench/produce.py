@@ -19,12 +19,14 @@ from kraft.bench.common import (AckLatencyRecorder, BenchResult, Observers, Prog
 @observe_options
 @click.option("--throughput", type=int, default=-1, show_default=True,
               help="Records/s, paced evenly (each record at its own due time); -1 for no cap.")
+@click.option("--warmup-records", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Send and acknowledge this many records first, outside the measurement (Kafka's KIP-1052).")
 @print_format_option
 def produce(
     bootstrap_server: str, topic: str, num_records: int, record_size: int, partitions: int,
     replication_factor: int, json_path: str | None, acks: str, batch_size: int, linger_ms: int,
     compression: str, local_cluster: int | None, trace: bool, profile: bool, profile_pids: tuple[int, ...],
-    throughput: int, print_format: str,
+    throughput: int, warmup_records: int, print_format: str,
 ) -> None:
     """Producer throughput and ack latency (kafka-producer-perf-test); the latency percentiles
     are over every acknowledged record, from its own send to its acknowledgement."""
@@ -38,6 +40,8 @@ def produce(
         with Producer(bootstrap, acks=acks, batch_size=batch_size, linger_ms=linger_ms,
                       compression_type=compression) as producer:
             producer.partitions_for(topic)  # metadata before the clock starts
+            if warmup_records:  # connections, the logs' first files, the followers' fetchers
+                _send_all(producer, topic, payload, warmup_records, throughput, AckLatencyRecorder(), progress)
             observers.start()
             elapsed = _send_all(producer, topic, payload, num_records, throughput, latencies, progress)
         failed = latencies.failed_records
@@ -46,7 +50,7 @@ def produce(
         "produce",
         dict(topic=topic, num_records=num_records, record_size=record_size, partitions=partitions,
              replication_factor=replication_factor, acks=acks, batch_size=batch_size,
-             linger_ms=linger_ms, compression=compression, throughput=throughput),
+             linger_ms=linger_ms, compression=compression, throughput=throughput, warmup_records=warmup_records),
         num_records - failed, (num_records - failed) * len(payload), elapsed, latencies.histogram(), failed, extra,
     )
     report(result, json_path, [producer_perf_summary(result)] if print_format == "kafka" else None)

@@ -357,7 +357,10 @@ class ReplicaManager:
                 self.fetchers.remove(key)
             elif isinstance(action, CompleteWaiters):
                 self.trace.record(HW_ADVANCE, replica.topic, replica.partition, action.high_watermark)
-                replica.wake_all()
+                if action.role_changed:
+                    replica.wake_all()
+                else:
+                    replica.wake_high_watermark(action.high_watermark)
             elif isinstance(action, SendAlterPartition):
                 if not self._closed and self.alter_partition is not None:
                     self._spawn(lambda p=action.proposal: self._send_alter_partition(replica, p))
@@ -580,7 +583,7 @@ class ReplicaManager:
                 return self._not_leader(replica.topic, replica.partition)
             return completed or self._shutting_down(replica)
 
-        result = await self._wait_until(replica, deadline, outcome)
+        result = await self._wait_until(replica, deadline, outcome, target)
         if result is True:
             return None
         if result is not None:
@@ -604,10 +607,12 @@ class ReplicaManager:
                           f"retry {replica.topic}-{replica.partition} with its new leader")
 
     @staticmethod
-    async def _wait_until(replica: Replica, deadline: float, outcome: Callable[[], T | None]) -> T | None:
+    async def _wait_until(replica: Replica, deadline: float, outcome: Callable[[], T | None],
+                          target: int | None = None) -> T | None:
         """`outcome()` once it is not None, asked again at every wake of the replica's
         high-watermark waiters (the HW advanced, the role or the replicas changed, a follower's
-        log start rose); None at `deadline` (loop time)."""
+        log start rose), or with `target` only when the HW reaches it or the role changes;
+        None at `deadline` (loop time)."""
         loop = asyncio.get_running_loop()
         while True:
             result = outcome()
@@ -615,7 +620,10 @@ class ReplicaManager:
             if result is not None or remaining <= 0:
                 return result
             future = loop.create_future()
-            replica.wait_for_data(future)
+            if target is None:
+                replica.wait_for_data(future)
+            else:
+                replica.wait_for_high_watermark(future, target)
             try:
                 await asyncio.wait_for(future, remaining)
             except asyncio.TimeoutError:
@@ -730,24 +738,24 @@ class ReplicaManager:
         max_bytes = min(max_bytes, self.fetch_max_bytes)
         first_pass = True
         while True:
-            results, replicas, news = await self._read_all(
-                replica_id, replica_epoch, entries, max_bytes, record_positions=first_pass
-            )
-            first_pass = False
-            total = sum(len(r.records) for r in results)
-            remaining = deadline - loop.time()
-            if total >= min_bytes or remaining <= 0 or news:
-                return results
+            # Kafka's tryCompleteElseWatch: the wake-up is registered on each partition before it
+            # is read, so an append to a partition already read while this pass waits for another
+            # one's lock wakes it (registered after the pass, that append was missed until
+            # max_wait_ms)
             future = loop.create_future()
-            for replica in replicas:
-                if replica_id == NO_REPLICA:
-                    replica.wait_for_data(future)
-                else:
-                    replica.wait_for_append(future)
+            replicas: list[Replica] = []
             try:
-                await asyncio.wait_for(future, remaining)
-            except asyncio.TimeoutError:
-                pass
+                results, news = await self._read_all(replica_id, replica_epoch, entries, max_bytes,
+                                                     first_pass, future, replicas)
+                first_pass = False
+                total = sum(len(r.records) for r in results)
+                remaining = deadline - loop.time()
+                if total >= min_bytes or remaining <= 0 or news:
+                    return results
+                try:
+                    await asyncio.wait_for(future, remaining)
+                except asyncio.TimeoutError:
+                    pass
             finally:
                 for replica in replicas:
                     replica.forget_waiter(future)
@@ -765,12 +773,13 @@ class ReplicaManager:
 
     async def _read_all(
         self, replica_id: int, replica_epoch: int, entries: Sequence[ReplicaFetchEntry],
-        max_bytes: int, record_positions: bool,
-    ) -> tuple[list[ReplicaFetchResult], list[Replica], bool]:
-        """One pass over the partitions: results, the replicas to wait on, and whether to answer
-        now regardless of size (an error, a diverging epoch, a high watermark to pass on)."""
+        max_bytes: int, record_positions: bool, wake: asyncio.Future[None], replicas: list[Replica],
+    ) -> tuple[list[ReplicaFetchResult], bool]:
+        """One pass over the partitions: the results, and whether to answer now regardless of
+        size (an error, a diverging epoch, a high watermark to pass on). Each partition's replica
+        is added to `replicas` with `wake` registered on it before it is read: resolved by its
+        next append (a follower) or high-watermark advance (a consumer)."""
         results: list[ReplicaFetchResult] = []
-        replicas: list[Replica] = []
         news = False
         budget = max_bytes
         for entry in entries:
@@ -786,6 +795,10 @@ class ReplicaManager:
                 news = True
                 continue
             replicas.append(replica)
+            if replica_id == NO_REPLICA:
+                replica.wait_for_data(wake)
+            else:
+                replica.wait_for_append(wake)
             async with replica.lock:
                 if replica_id == NO_REPLICA:
                     result = self._read_for_consumer(replica, entry, max_bytes, budget)
@@ -802,7 +815,7 @@ class ReplicaManager:
                 news = news or (entry.log_start_offset >= 0 and
                                 min(result.log_start_offset, entry.fetch_offset) > entry.log_start_offset)
             budget -= len(result.records)
-        return results, replicas, news
+        return results, news
 
     def _read_for_consumer(
         self, replica: Replica, entry: ReplicaFetchEntry, max_bytes: int, budget: int
