@@ -19,7 +19,7 @@ from aiohttp import web
 from kraft.api.errors import KraftError, from_exception
 from kraft.api.routes import (
     acls, batch, controller, delete_records, forward, groups, health, metadata, metrics, openapi, producers, records,
-    topics, trace, users,
+    replication_channel, topics, trace, users,
 )
 from kraft.api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, AdminService, MetadataView, NodeInfo, ReplicaService,
@@ -126,6 +126,7 @@ def build_app(
     for module in (health, metadata, topics, records, delete_records, batch, groups, producers, controller, acls,
                    users, openapi, trace):
         app.router.add_routes(module.routes)
+    replication_channel.install(app)
     for table in extra_routes:
         app.router.add_routes(table)
     app.cleanup_ctx.append(forward.session_ctx)

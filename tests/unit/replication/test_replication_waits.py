@@ -2,7 +2,8 @@
 fetch is answered by the append itself (Kafka's DelayedFetch), even when the append lands while
 the fetch waits for another partition's lock; a produce waiting on acks=all is woken by the high
 watermark advance that covers it and by no other; fetches serve the stored batches byte for
-byte; the stage trace follows a record through leader and followers in order.
+byte; the stage trace follows a record through leader and followers in order; followers fetch
+over one persistent channel each.
 
 The leader is a real ReplicaManager; with `running=(1,)` the test plays the followers by calling
 its `replica_fetch` as their fetchers would. The `asyncio.wait_for` bounds only keep a broken
@@ -23,6 +24,7 @@ import pytest
 
 from kraft.api.client.types import TopicPartition
 from kraft.api.routes.replication import ReplicaFetchEntry
+from kraft.api.routes.replication_channel import CHANNELS
 from kraft.bench.trace import CLIENT_ACK, CLIENT_ENQUEUE, CLIENT_SEND, WAY, StageIndex
 from kraft.broker.stage_trace import StageTrace
 from kraft.metadata.records import Partition
@@ -182,3 +184,35 @@ async def test_stage_timestamps_follow_a_record_in_order(tmp_path: Path) -> None
         assert way[CLIENT_ENQUEUE] <= way[CLIENT_SEND] < way[CLIENT_ACK]
     finally:
         await c.close()
+
+
+async def test_followers_replicate_over_one_persistent_channel_each(tmp_path: Path) -> None:
+    c = Cluster(tmp_path)
+    await c.start()
+    try:
+        assert (await c.produce(1, b"first")).error_code is None
+        channels = c.runners[1].app[CHANNELS]
+        await until(lambda: len(channels) == 2, "a channel from each follower")
+        opened = set(channels)
+        for i in range(20):
+            assert (await c.produce(1, b"r%d" % i)).error_code is None  # acks=all: both followers
+        assert set(channels) == opened  # the same two connections carried every fetch
+    finally:
+        await c.close()
+
+
+async def test_a_channel_refuses_another_replicas_fetch_and_closes_on_garbage(leader_only: Cluster) -> None:
+    url = f"http://127.0.0.1:{leader_only.ports[1]}/v1/replication?replica_id=2"
+    fetch = {"max_wait_ms": 0, "replica_id": 3, "replica_epoch": 103,
+             "partitions": [{"topic": TOPIC, "partition": 0, "fetch_offset": 0}]}
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url) as ws:
+            await ws.send_bytes(msgpack.packb({"id": 1, "fetch": fetch}))
+            refused = msgpack.unpackb((await ws.receive()).data)
+            assert (refused["id"], refused["error_code"]) == (1, "INVALID_REQUEST")
+            await ws.send_bytes(msgpack.packb({"id": 2, "fetch": {**fetch, "replica_id": 2, "replica_epoch": 102}}))
+            answer = msgpack.unpackb((await ws.receive()).data)
+            assert answer["id"] == 2 and answer["fetch"]["partitions"][0].get("error_code") is None
+            await ws.send_bytes(b"\xc1")  # not msgpack
+            closing = await ws.receive()
+            assert closing.type == aiohttp.WSMsgType.CLOSE and ws.close_code == 1003
