@@ -173,12 +173,14 @@ class Progress:
 
 def producer_perf_summary(result: BenchResult) -> str:
     """kafka-producer-perf-test's closing line (ProducerPerformance.Stats.printTotal): Java's %f
-    for records/sec, percentiles as whole ms."""
+    for records/sec, latencies as whole ms (Java's int), percentile p the value at index
+    (int)(p * n) of the sorted latencies."""
     elapsed_ms = max(result.elapsed_s * 1000, 1e-9)
     hist = result.latency
     count = result.records
-    percs = [int(hist.percentile_ms(q) or 0) for q in (50, 95, 99, 99.9)]
-    avg = hist.sum_us / 1000 / count if count else float("nan")
+    n = hist.count
+    percs = [hist.value_at_rank(int(p * n) + 1) // 1000 if n else 0 for p in (0.5, 0.95, 0.99, 0.999)]
+    avg = sum(value // 1000 * c for value, c in hist.buckets()) / count if count else float("nan")
     return (f"{count} records sent, {1000.0 * count / elapsed_ms:f} records/sec "
             f"({1000.0 * result.bytes / elapsed_ms / (1024 * 1024):.2f} MB/sec), {avg:.2f} ms avg latency, "
             f"{float(hist.max_us // 1000):.2f} ms max latency, {percs[0]} ms 50th, {percs[1]} ms 95th, "

@@ -53,17 +53,24 @@ class LatencyHistogram:
         for value in values_ms:
             self.record_us(round(value * 1000))
 
+    def buckets(self) -> list[tuple[int, int]]:
+        """(lowest value, count) of every bucket recorded, lowest first."""
+        return [(min(bucket_floor(b), self.max_us), self._counts[b]) for b in sorted(self._counts)]
+
+    def value_at_rank(self, rank: int) -> int:
+        """The `rank`-th smallest value (1-based, clamped to [1, count]); the histogram is not empty."""
+        seen = 0
+        for value, count in self.buckets():
+            seen += count
+            if seen >= rank:
+                return value
+        return self.max_us
+
     def percentile_us(self, q: float) -> int | None:
         """Nearest rank (q in [0, 100]); None when empty."""
         if not self.count:
             return None
-        rank = max(1, -(-self.count * q // 100))
-        seen = 0
-        for bucket in sorted(self._counts):
-            seen += self._counts[bucket]
-            if seen >= rank:
-                return min(bucket_floor(bucket), self.max_us)
-        return self.max_us
+        return self.value_at_rank(int(max(1, -(-self.count * q // 100))))
 
     def percentile_ms(self, q: float) -> float | None:
         value = self.percentile_us(q)

@@ -69,6 +69,15 @@ def follower_entry(offset: int, partition: int = 0, high_watermark: int = 0) -> 
 
 
 @pytest.fixture
+async def c(tmp_path: Path) -> Any:
+    """The three brokers, each replicating from the others."""
+    cluster = Cluster(tmp_path)
+    await cluster.start()
+    yield cluster
+    await cluster.close()
+
+
+@pytest.fixture
 async def leader_only(tmp_path: Path) -> Any:
     c = Cluster(tmp_path, lag_ms=PARKED_MS)  # no ISR shrink while the test plays the followers
     await c.start(running=(1,))
@@ -139,66 +148,51 @@ async def test_acks_all_is_woken_by_the_high_watermark_that_covers_it_only(leade
     assert len(asked_for_second) == 2  # when appended, then at the advance to 2; not at 1
 
 
-async def test_fetches_serve_the_stored_batches_byte_for_byte(tmp_path: Path) -> None:
-    c = Cluster(tmp_path)
-    await c.start()
-    try:
-        for values in ([b"a"], [b"bb", b"ccc"], [b"d" * 5000]):
-            assert (await c.produce(1, *values)).error_code is None
-        end = c.log(1).high_watermark
-        assert end == 4
-        stored = b"".join(s.log_path.read_bytes() for s in c.log(1).segments)
-        url = f"http://127.0.0.1:{c.ports[1]}/v1/fetch"
-        headers = {"Content-Type": "application/msgpack", "Accept": "application/msgpack"}
-        body = {"max_wait_ms": 0, "partitions": [{"topic": TOPIC, "partition": 0, "fetch_offset": 0}]}
-        async with aiohttp.ClientSession() as http:
-            async with http.post(url, data=msgpack.packb(body), headers=headers) as resp:
-                [consumer] = msgpack.unpackb(await resp.read())["partitions"]
-        assert consumer["records"] == stored
-        [follower] = await c.nodes[1].replica_fetch(2, 102, [follower_entry(0)], 0, 1, 1 << 20)
-        assert follower.records == stored
-        await until(lambda: c.log(2).log_end_offset == end, "replicated")
-        assert b"".join(s.log_path.read_bytes() for s in c.log(2).segments) == stored
-    finally:
-        await c.close()
+async def test_fetches_serve_the_stored_batches_byte_for_byte(c: Cluster) -> None:
+    for values in ([b"a"], [b"bb", b"ccc"], [b"d" * 5000]):
+        assert (await c.produce(1, *values)).error_code is None
+    end = c.log(1).high_watermark
+    assert end == 4
+    stored = b"".join(s.log_path.read_bytes() for s in c.log(1).segments)
+    url = f"http://127.0.0.1:{c.ports[1]}/v1/fetch"
+    headers = {"Content-Type": "application/msgpack", "Accept": "application/msgpack"}
+    body = {"max_wait_ms": 0, "partitions": [{"topic": TOPIC, "partition": 0, "fetch_offset": 0}]}
+    async with aiohttp.ClientSession() as http:
+        async with http.post(url, data=msgpack.packb(body), headers=headers) as resp:
+            [consumer] = msgpack.unpackb(await resp.read())["partitions"]
+    assert consumer["records"] == stored
+    [follower] = await c.nodes[1].replica_fetch(2, 102, [follower_entry(0)], 0, 1, 1 << 20)
+    assert follower.records == stored
+    await until(lambda: c.log(2).log_end_offset == end, "replicated")
+    assert b"".join(s.log_path.read_bytes() for s in c.log(2).segments) == stored
 
 
-async def test_stage_timestamps_follow_a_record_in_order(tmp_path: Path) -> None:
-    c = Cluster(tmp_path)
-    await c.start()
-    try:
-        traces = {b: StageTrace(10_000) for b in c.nodes}
-        for b, node in c.nodes.items():
-            node.trace = traces[b]
-        assert (await c.produce(1, b"warm")).error_code is None
-        enqueue_ns = time.time_ns()
-        send_ns = time.time_ns()
-        result = await c.produce(1, b"traced")
-        ack_ns = time.time_ns()
-        assert result.error_code is None and result.base_offset == 1
-        index = StageIndex([e for t in traces.values() for e in t.events()])
-        way = index.way(TopicPartition(TOPIC, 0), 1, enqueue_ns, send_ns, ack_ns)
-        assert list(way) != [] and set(way) == set(WAY), sorted(set(WAY) - set(way))
-        times = [way[stage] for stage in WAY]
-        assert times == sorted(times), list(zip(WAY, times))
-        assert way[CLIENT_ENQUEUE] <= way[CLIENT_SEND] < way[CLIENT_ACK]
-    finally:
-        await c.close()
+async def test_stage_timestamps_follow_a_record_in_order(c: Cluster) -> None:
+    traces = {b: StageTrace(10_000) for b in c.nodes}
+    for b, node in c.nodes.items():
+        node.trace = traces[b]
+    assert (await c.produce(1, b"warm")).error_code is None
+    enqueue_ns = time.time_ns()
+    send_ns = time.time_ns()
+    result = await c.produce(1, b"traced")
+    ack_ns = time.time_ns()
+    assert result.error_code is None and result.base_offset == 1
+    index = StageIndex([e for t in traces.values() for e in t.events()])
+    way = index.way(TopicPartition(TOPIC, 0), 1, enqueue_ns, send_ns, ack_ns)
+    assert list(way) != [] and set(way) == set(WAY), sorted(set(WAY) - set(way))
+    times = [way[stage] for stage in WAY]
+    assert times == sorted(times), list(zip(WAY, times))
+    assert way[CLIENT_ENQUEUE] <= way[CLIENT_SEND] < way[CLIENT_ACK]
 
 
-async def test_followers_replicate_over_one_persistent_channel_each(tmp_path: Path) -> None:
-    c = Cluster(tmp_path)
-    await c.start()
-    try:
-        assert (await c.produce(1, b"first")).error_code is None
-        channels = c.runners[1].app[CHANNELS]
-        await until(lambda: len(channels) == 2, "a channel from each follower")
-        opened = set(channels)
-        for i in range(20):
-            assert (await c.produce(1, b"r%d" % i)).error_code is None  # acks=all: both followers
-        assert set(channels) == opened  # the same two connections carried every fetch
-    finally:
-        await c.close()
+async def test_followers_replicate_over_one_persistent_channel_each(c: Cluster) -> None:
+    assert (await c.produce(1, b"first")).error_code is None
+    channels = c.runners[1].app[CHANNELS]
+    await until(lambda: len(channels) == 2, "a channel from each follower")
+    opened = set(channels)
+    for i in range(20):
+        assert (await c.produce(1, b"r%d" % i)).error_code is None  # acks=all: both followers
+    assert set(channels) == opened  # the same two connections carried every fetch
 
 
 async def test_a_channel_refuses_another_replicas_fetch_and_closes_on_garbage(leader_only: Cluster) -> None:
