@@ -53,6 +53,12 @@ class LatencyHistogram:
         for value in values_ms:
             self.record_us(round(value * 1000))
 
+    @classmethod
+    def of_ms(cls, values_ms: Iterable[float]) -> LatencyHistogram:
+        hist = cls()
+        hist.record_ms(values_ms)
+        return hist
+
     def buckets(self) -> list[tuple[int, int]]:
         """(lowest value, count) of every bucket recorded, lowest first."""
         return [(min(bucket_floor(b), self.max_us), self._counts[b]) for b in sorted(self._counts)]
