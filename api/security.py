@@ -5,44 +5,51 @@ Every request gets `request[PRINCIPAL]`, Kafka's principal string, before any ro
 - a request signed with the node credential (`X-Kraft-Node-Auth`, kraft/security/node_auth.py)
   is `Node:<id>` and `request[NODE_ID]` is set: a principal type no user credential can take;
   a node forwarding a client's request names that client in `X-Kraft-Principal`, which is
-  believed only under a valid node signature (the request is then the client's, not the node's);
+  believed only under a valid node signature (the request is then the client's, not the node's).
+  The signature is checked from the headers alone (it is addressed to this node and covers
+  `SIGNED_HEADERS` and the body's digest) before any of the body is read; the body, read then,
+  must match the digest;
 - otherwise the listener authenticates the client (`SecurityService.authenticate`): `User:<name>`
   from SASL PLAIN/SCRAM credentials in `Authorization: Basic` or from the TLS client certificate
   (ssl.principal.mapping.rules), `User:ANONYMOUS` on a listener without authentication; wrong or
   missing credentials are 401 SASL_AUTHENTICATION_FAILED with one uniform message.
-Node-only routes (`is_node_route`: the controller's inter-node API, ZooKeeper-mode pushes) and
-replica fetches (`require_node`) answer every other caller 403 CLUSTER_AUTHORIZATION_FAILED,
-logged without secrets and counted, before anything is read or changed.
+Node-only routes (`is_node_route`, from the access table of api/access.py: the controller's
+inter-node API, ZooKeeper-mode pushes) and replica fetches (`require_node`) answer every other
+caller 403 CLUSTER_AUTHORIZATION_FAILED, logged without secrets and counted, before anything is
+read or changed. No request's body is read before its sender is authenticated. Refusals are logged
+with the client's address as `client`, which the node's log filter (kraft/logging.py) rate-limits
+per client.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import ssl
+from collections.abc import Mapping
 from typing import Awaitable, Callable, Protocol
 
 from aiohttp import web
 
+from kraft.api.access import is_node_route
 from kraft.api.errors import KraftError
 from kraft.api.wire import render_error
 
 log = logging.getLogger("kraft.security")
 
 NODE_AUTH_HEADER = "X-Kraft-Node-Auth"
-FORWARDED_PRINCIPAL_HEADER = "X-Kraft-Principal"
+FORWARDED_PRINCIPAL_HEADER = "X-Kraft-Principal"  # the client a node forwards a request for
+CLIENT_HOST_HEADER = "X-Kraft-Client-Host"  # that client's address (host-scoped ACLs)
+FORWARDED_HEADER = "X-Kraft-Forwarded"  # the forwarding node: the receiver never forwards it again
+CLIENT_ID_HEADER = "X-Kraft-Client-Id"  # Kafka's client_id, which quotas charge
+# what a receiver believes of a node-signed request on the signature's word: every one is covered
+# by the signature (absent ones as absent), so none can be added, dropped or changed
+SIGNED_HEADERS = (FORWARDED_PRINCIPAL_HEADER, CLIENT_HOST_HEADER, FORWARDED_HEADER, CLIENT_ID_HEADER)
 ANONYMOUS = "User:ANONYMOUS"
 NODE_PRINCIPAL_TYPE = "Node"
 AUTHENTICATION_FAILED_MESSAGE = "Authentication failed: invalid credentials"
 
-# Kafka's client APIs served under /v1/controller (DescribeQuorum, ElectLeaders, the partition
-# reassignments): admin requests, authorized as such; every other /v1/controller route is the
-# cluster's own (broker registration, heartbeats, AlterPartition, the metadata log, forwarded
-# admin work) and so is everything under /v1/zk.
-_CLIENT_CONTROLLER_ROUTES = frozenset({
-    ("GET", "/v1/controller/quorum"), ("POST", "/v1/controller/elect-leaders"),
-    ("GET", "/v1/controller/reassignments"), ("POST", "/v1/controller/reassignments"),
-})
-_NODE_PREFIXES = ("/v1/controller/", "/v1/zk/")
 # liveness and readiness probes answer without credentials (they reveal no data)
 _UNAUTHENTICATED_PATHS = frozenset({"/v1/health"})
 
@@ -54,8 +61,10 @@ class AuthenticationFailed(Exception):
 class SecurityService(Protocol):
     """Implemented by the node (kraft/security/service.py)."""
 
-    def verify_node(self, header: str, method: str, path_qs: str, body: bytes) -> int:
-        """The id of the node that signed the request; raises on anything else (reason in the message)."""
+    def verify_node(self, header: str, method: str, path_qs: str, headers: Mapping[str, str | None]) -> tuple[int, str]:
+        """(the id of the node that signed the request, the SHA-256 in hex its body must have),
+        from the header, the request line and `headers` (the SIGNED_HEADERS as received) alone;
+        raises on anything else (reason in the message)."""
 
     async def authenticate(self, request: web.Request) -> str:
         """The client's principal (`User:...`); raises AuthenticationFailed."""
@@ -68,7 +77,9 @@ class SecurityService(Protocol):
 
     def peer_url(self, host: str, port: int, path_qs: str) -> str: ...
 
-    def peer_headers(self, method: str, path_qs: str, body: bytes | None) -> dict[str, str]: ...
+    def peer_headers(self, method: str, path_qs: str, body: bytes | None, target: int,
+                     trusted: Mapping[str, str]) -> dict[str, str]:
+        """`trusted` (SIGNED_HEADERS names) and the node credential of a request to node `target`."""
 
 
 SECURITY = web.AppKey("security", SecurityService)
@@ -79,23 +90,19 @@ FORWARDED_BY = web.RequestKey("forwarded_by", int)  # the node that forwarded a 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def is_node_route(method: str, path: str) -> bool:
-    return path.startswith(_NODE_PREFIXES) and (method, path) not in _CLIENT_CONTROLLER_ROUTES
-
-
 def principal_of(request: web.Request) -> str:
     """The authenticated principal; ANONYMOUS for an app served without a security service."""
     return request.get(PRINCIPAL, ANONYMOUS)
 
 
-def _peer(request: web.Request) -> str:
+def peer(request: web.Request) -> str:
     return request.remote or "unknown"
 
 
 def cluster_authorization_failed(request: web.Request, reason: str) -> KraftError:
     """Logs and counts the refusal; the caller raises (or renders) the error."""
-    log.warning("refused %s %s from %s (principal %s): %s", request.method, request.path, _peer(request),
-                request.get(PRINCIPAL, "unauthenticated"), reason)
+    log.warning("refused %s %s from %s (principal %s): %s", request.method, request.path, peer(request),
+                request.get(PRINCIPAL, "unauthenticated"), reason, extra={"client": peer(request)})
     if SECURITY in request.app:
         request.app[SECURITY].refused("cluster_authorization")
     return KraftError("CLUSTER_AUTHORIZATION_FAILED",
@@ -119,19 +126,7 @@ async def security_middleware(request: web.Request, handler: Handler) -> web.Str
     service = request.app[SECURITY]
     header = request.headers.get(NODE_AUTH_HEADER)
     if header is not None:
-        body = await request.read()  # aiohttp keeps it for the handler
-        try:
-            node_id = service.verify_node(header, request.method, request.raw_path, body)
-        except Exception as e:  # noqa: BLE001 - any bad credential is a refusal, never a 500
-            return render_error(request, cluster_authorization_failed(request, str(e)))
-        forwarded = request.headers.get(FORWARDED_PRINCIPAL_HEADER)
-        if forwarded:
-            request[PRINCIPAL] = forwarded
-            request[FORWARDED_BY] = node_id
-        else:
-            request[PRINCIPAL] = f"{NODE_PRINCIPAL_TYPE}:{node_id}"
-            request[NODE_ID] = node_id
-        return await handler(request)
+        return await _as_node(request, handler, service, header)
     if is_node_route(request.method, request.path):
         return render_error(request, cluster_authorization_failed(request, "no node credential"))
     if request.path in _UNAUTHENTICATED_PATHS:
@@ -141,9 +136,32 @@ async def security_middleware(request: web.Request, handler: Handler) -> web.Str
         request[PRINCIPAL] = await service.authenticate(request)
     except AuthenticationFailed as e:
         log.warning("authentication failed for %s %s from %s: %s", request.method, request.path,
-                    _peer(request), e)
+                    peer(request), e, extra={"client": peer(request)})
         service.refused("authentication")
         response = render_error(request, KraftError("SASL_AUTHENTICATION_FAILED", AUTHENTICATION_FAILED_MESSAGE))
         response.headers["WWW-Authenticate"] = 'Basic realm="kraft", charset="UTF-8"'
         return response
+    return await handler(request)
+
+
+async def _as_node(request: web.Request, handler: Handler, service: SecurityService,
+                   header: str) -> web.StreamResponse:
+    """A request carrying the node credential: verified before its body is read, then its body
+    (aiohttp keeps it for the handler) checked against the signed digest."""
+    trusted = {name: request.headers.get(name) for name in SIGNED_HEADERS}
+    try:
+        node_id, digest = service.verify_node(header, request.method, request.raw_path, trusted)
+    except Exception as e:  # noqa: BLE001 - any bad credential is a refusal, never a 500
+        return render_error(request, cluster_authorization_failed(request, str(e)))
+    body = await request.read()  # bounded by client_max_size; a bad encoding is the client's 400
+    if not hmac.compare_digest(hashlib.sha256(body).hexdigest(), digest):
+        return render_error(request, cluster_authorization_failed(
+            request, "the body is not the one the node credential signed (altered in flight)"))
+    forwarded = trusted[FORWARDED_PRINCIPAL_HEADER]
+    if forwarded:
+        request[PRINCIPAL] = forwarded
+        request[FORWARDED_BY] = node_id
+    else:
+        request[PRINCIPAL] = f"{NODE_PRINCIPAL_TYPE}:{node_id}"
+        request[NODE_ID] = node_id
     return await handler(request)

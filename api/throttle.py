@@ -21,9 +21,8 @@ from typing import Any, Awaitable, Callable, Generator, Protocol
 
 from aiohttp import web
 
-from kraft.api.security import NODE_ID, principal_of
+from kraft.api.security import CLIENT_ID_HEADER, NODE_ID, principal_of
 
-CLIENT_ID_HEADER = "X-Kraft-Client-Id"
 THROTTLE_HEADER = "X-Kraft-Throttle-Time-Ms"
 MAX_CLIENT_ID_CHARS = 255
 

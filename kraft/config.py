@@ -10,6 +10,8 @@ overrides are validated by `validate_topic_configs` (the log's keys plus the rep
 
 from __future__ import annotations
 
+import difflib
+import socket
 import tomllib
 
 import javaproperties
@@ -17,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from kraft.kafka_broker_keys import KAFKA_BROKER_KEYS
-from kraft.log.config import TOPIC_CONFIG_KEYS, LogConfig
+from kraft.kafka_broker_keys import KAFKA_BROKER_KEYS, is_kafka_key
+from kraft.log.config import COMPRESSION_TYPES, TOPIC_CONFIG_KEYS, LogConfig
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -199,6 +201,8 @@ _POS_INT = at_least(1, INT_MAX)
 
 _KEYS = [
     ConfigKey("node.id", "int", 1, "This node's id, unique in the cluster.", at_least(0, INT_MAX)),
+    ConfigKey("broker.id", "int", None, "Kafka's older name of node.id (a ZooKeeper-era server.properties): sets "
+              "node.id; both set and different is refused.", at_least(0, INT_MAX)),
     ConfigKey("process.roles", "list", ["broker", "controller"],
               "Roles this process plays: broker, controller, or both.",
               subset_of("broker", "controller")),
@@ -338,6 +342,9 @@ _KEYS = [
               "Minimum age before a record may be compacted.", _NON_NEG),
     ConfigKey("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.",
               one_of("CreateTime", "LogAppendTime")),
+    ConfigKey("compression.type", "string", "producer",
+              "Codec topics store batches in: producer (keep the producer's), uncompressed, gzip, "
+              "snappy, lz4 or zstd.", one_of(*COMPRESSION_TYPES)),
     ConfigKey("unclean.leader.election.enable", "boolean", False,
               "Elect a leader outside the ISR when no ISR member is alive."),
     ConfigKey("broker.rack", "string", None, "Rack of this broker, for replica placement."),
@@ -365,6 +372,10 @@ _KEYS = [
               _POS_INT),
     ConfigKey("metadata.log.max.record.bytes.between.snapshots", "long", 20971520,
               "Metadata log bytes between snapshots.", _POSITIVE),
+    ConfigKey("metadata.log.recovery", "string", "fail",
+              "A lone controller's metadata log damaged in the middle (valid records after the "
+              "damage): fail (refuse to start, the default) or truncate (drop every record from "
+              "the damage on, knowingly). A torn tail is always cut.", one_of("fail", "truncate")),
     ConfigKey("metrics.topic.labels.enable", "boolean", True,
               "Label broker and log metrics by topic and partition; turn off for large clusters."),
 ]
@@ -470,6 +481,7 @@ class KraftConfig:
             "index.interval.bytes": str(self["log.index.interval.bytes"]),
             "max.message.bytes": str(self["message.max.bytes"]),
             "message.timestamp.type": self["log.message.timestamp.type"],
+            "compression.type": self["compression.type"],
             "min.compaction.lag.ms": str(self["log.cleaner.min.compaction.lag.ms"]),
             "min.insync.replicas": str(self["min.insync.replicas"]),
             "retention.bytes": str(self["log.retention.bytes"]),
@@ -497,6 +509,8 @@ class KraftConfig:
                 f"node {self.node_id} has the controller role but is not among the voters "
                 f"{sorted(voters)}",
             )
+        if self.is_controller and voters and self["controller.listeners"]:
+            self._check_controller_listener(voters[self.node_id])
         if self.is_controller and len(voters) > 1 and not (self["controller.quorum.secret"]
                                     or self["controller.quorum.secret.file"]):
             raise ConfigError(
@@ -516,6 +530,17 @@ class KraftConfig:
                 "controller.quorum.bootstrap.servers",
                 "a broker-only node needs the client listener of at least one controller",
             )
+
+    def _check_controller_listener(self, voter: tuple[str, int]) -> None:
+        """The controller listener is where the other voters connect: its own voter entry (a
+        wildcard host, or a name of the same address, binds it too)."""
+        host, port = parse_host_port(self["controller.listeners"])
+        voter_host, voter_port = voter
+        if port == voter_port and (host in (voter_host, "0.0.0.0", "::") or _may_be_same_host(host, voter_host)):
+            return
+        raise ConfigError("controller.listeners", f"this node's controller listener {host}:{port} is not its entry in "
+                                                  f"controller.quorum.voters, {self.node_id}@{voter_host}:{voter_port}: "
+                                                  f"the other voters would look for it at {voter_host}:{voter_port}")
 
     def _check_security(self) -> None:
         protocol = self.security_protocol
@@ -556,6 +581,21 @@ class KraftConfig:
         if self["authorizer.class.name"]:  # refused rather than left unenforced
             raise ConfigError("authorizer.class.name", "ACLs live in the KRaft metadata log; ZooKeeper mode has "
                                                        "no authorizer")
+        try:  # an optional dependency: said before the node starts, not as a traceback from its import
+            import kazoo  # noqa: F401
+        except ImportError:
+            raise ConfigError("zookeeper.connect", "ZooKeeper mode needs the kazoo package, which kraft's zk extra "
+                                                   "installs: pip install 'kraft[zk]'") from None
+
+
+def _may_be_same_host(a: str, b: str) -> bool:
+    """Whether two host names may be one host: they share an address, or one does not resolve
+    (yet: a container's name may not be in DNS when it starts), so no mismatch is proven."""
+    try:
+        addresses = [{info[4][0] for info in socket.getaddrinfo(h, None)} for h in (a, b)]
+    except OSError:
+        return True
+    return bool(addresses[0] & addresses[1])
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -614,16 +654,35 @@ def build_config(*layers: Mapping[str, Any]) -> KraftConfig:
     for key, raw in merged.items():
         spec = CONFIG_KEYS.get(key)
         if spec is None:
-            if key in KAFKA_BROKER_KEYS:
+            if is_kafka_key(key):
                 ignored.append(key)
                 continue
-            raise ConfigError(key, "unknown configuration key (see `kraft-node --help-config`)")
+            raise ConfigError(key, f"unknown configuration key, neither kraft's nor Kafka's{_nearest_key(key)} "
+                                   "(`kraft-node --help-config` lists kraft's)")
         values[key] = spec.parse(raw)
+    _resolve_node_id(values)
     _resolve_listeners(values)
     config = KraftConfig(values, tuple(sorted(ignored)))
     config.check()
     return config
 
+
+
+def _nearest_key(key: str) -> str:
+    """"; did you mean 'x'?" for the valid key nearest to a typo, "" when none is near."""
+    near = difflib.get_close_matches(key, sorted({*CONFIG_KEYS, *KAFKA_BROKER_KEYS}), n=1)
+    return f"; did you mean {near[0]!r}?" if near else ""
+
+
+def _resolve_node_id(values: dict[str, Any]) -> None:
+    """broker.id is node.id's older name (Kafka: KafkaConfig refuses the two when they differ)."""
+    broker_id = values.get("broker.id")
+    if broker_id is None:
+        return
+    node_id = values.setdefault("node.id", broker_id)
+    if node_id != broker_id:
+        raise ConfigError("broker.id", f"broker.id ({broker_id}) and node.id ({node_id}) disagree: they name the "
+                                       "same id (node.id is its KRaft name); set one of them")
 
 
 def _resolve_listeners(values: dict[str, Any]) -> None:

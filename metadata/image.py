@@ -219,6 +219,9 @@ class MetadataImage:
     offset: int = -1
     controller_epoch: int = 0
     controller_id: int | None = None
+    # the cluster id the log's first claim recorded (None: a log written before ids were recorded,
+    # or none claimed yet); `ClaimController` says how it is chosen
+    cluster_id: str | None = None
     cluster: ClusterImage = ClusterImage.EMPTY
     topics: TopicsImage = TopicsImage.EMPTY
     configs: ConfigurationsImage = ConfigurationsImage.EMPTY
@@ -292,6 +295,7 @@ class MetadataImage:
             "offset": self.offset,
             "controller_epoch": self.controller_epoch,
             "controller_id": self.controller_id,
+            "cluster_id": self.cluster_id,
             "brokers": [
                 [b.broker_id, b.incarnation_id, b.broker_epoch, [[e.name, e.host, e.port] for e in b.endpoints],
                  b.rack, b.fenced]
@@ -339,10 +343,12 @@ class MetadataImage:
         topics = [TopicImage(str(name), str(tid), _partitions_from_snapshot(parts, registration))
                   for name, tid, parts in d["topics"]]
         controller_id = d["controller_id"]
+        cluster_id = d.get("cluster_id")  # absent from snapshots older than recorded cluster ids
         return cls(
             offset=int(d["offset"]),
             controller_epoch=int(d["controller_epoch"]),
             controller_id=None if controller_id is None else int(controller_id),
+            cluster_id=None if cluster_id is None else str(cluster_id),
             cluster=ClusterImage(frozen_map(brokers)),
             topics=TopicsImage(
                 frozen_map({t.topic_id: t for t in topics}), frozen_map({t.name: t for t in topics}),

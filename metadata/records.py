@@ -197,10 +197,14 @@ class NoOp(MetadataRecord):
 @dataclass(frozen=True)
 class ClaimController(MetadataRecord):
     """`node_id` becomes the active controller for `controller_epoch` (exactly the next epoch:
-    `log_rules.check_fencing`)."""
+    `log_rules.check_fencing`). `cluster_id` is the cluster id the claimant knows, or the random
+    one it chose for a new log: the first claim that carries one names the cluster for good (the
+    image keeps it; a later claim's is not read). Kafka formats every node with the id instead;
+    kraft starts without a formatting step, so the log's first controller chooses it."""
 
     type: ClassVar[str] = "ClaimController"
     node_id: int
+    cluster_id: str | None = None
 
 
 @dataclass(frozen=True)

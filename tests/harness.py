@@ -388,6 +388,21 @@ def partition_offsets(node: NodeProcess, topic: str, partition: int = 0) -> dict
     return requests.get(f"{node.url}/v1/topics/{topic}/partitions/{partition}/offsets", timeout=5).json()
 
 
+def read_values(node_url: str, topic: str, start: int, end: int, partition: int = 0) -> list[tuple[int, str]]:
+    """(offset, value) of every record in [start, end) through the JSON records route; a read
+    that answers nothing before `end` fails (an empty read is never the answer to corruption)."""
+    out, offset = [], start
+    while offset < end:
+        r = requests.get(f"{node_url}/v1/topics/{topic}/partitions/{partition}/records",
+                         params={"offset": offset, "max_records": 10_000}, timeout=10)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["records"], f"empty read at {offset}"
+        out += [(x["offset"], x["value"]) for x in body["records"] if x["offset"] < end]
+        offset = body["next_offset"]
+    return out
+
+
 def raw_log(directory: Path, end: int) -> bytes:
     """The raw batches of a stopped node's partition log below `end`, to compare replicas byte
     for byte."""

@@ -1,5 +1,5 @@
-"""A node's own answers: its health and readiness, and producer ids for idempotent producers
-(Kafka's InitProducerId)."""
+"""A node's own answers: what it is (`GET /`), its health and readiness, and producer ids for
+idempotent producers (Kafka's InitProducerId)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,19 @@ from msgspec import Meta
 from kraft.api.messages.common import Message
 
 MAX_TRANSACTIONAL_ID_CHARS = 1024
+
+
+class RootResponse(Message):
+    """`GET /`: what answers here, and where to go next (paths on this node)."""
+
+    name: Literal["kraft"]
+    version: str
+    node_id: int
+    docs: Annotated[str, Meta(description="the API, browsable (Swagger UI)")]
+    openapi: Annotated[str, Meta(description="the OpenAPI document of every route")]
+    health: Annotated[str, Meta(description="liveness; ?ready=true for readiness")]
+    metadata: Annotated[str, Meta(description="brokers, controller and topics")]
+    metrics: Annotated[str, Meta(description="Prometheus metrics")]
 
 
 class HealthQuery(Message):

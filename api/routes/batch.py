@@ -11,6 +11,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from kraft.api import authz
+from kraft.api.access import REPLICA_FETCH
 from kraft.api.throttle import throttle
 from kraft.api.errors import KraftError, invalid_request
 from kraft.api.messages.batch import (
@@ -21,7 +22,6 @@ from kraft.api.routes.metrics import FETCH_CONSUMER, FETCH_FOLLOWER, count_as
 from kraft.api.routes.records import topic_or_create
 from kraft.api.routes.replication import ReplicaFetchEntry, as_replica_fetch_service, render_result
 from kraft.api.routes.services import REPLICAS, FetchEntry, ProduceEntry
-from kraft.api.security import require_node
 from kraft.api.wire import read_message, render
 from kraft.log.batch import validate_batch
 from kraft.log.errors import LogError
@@ -51,7 +51,7 @@ async def produce(request: web.Request) -> web.Response:
         _check_batches(p.records, i)
         entries.append(ProduceEntry(p.topic, p.partition, p.records))
     # one topic the principal may not write refuses the whole request: nothing is appended
-    authz.require_topics(request, "WRITE", {e.topic for e in entries})
+    authz.require_named(request, {e.topic for e in entries})
     for name in {e.topic for e in entries}:
         await topic_or_create(request, name)
     results = await request.app[REPLICAS].produce(entries, body.acks, body.timeout_ms)
@@ -87,9 +87,9 @@ async def fetch(request: web.Request) -> web.Response:
     replica_id = body.replica_id
     entries = fetch_entries(body)
     if replica_id != NO_REPLICA:  # a replica's fetch moves the high watermark and the ISR: nodes only
-        require_node(request, as_node_id=replica_id)
+        authz.require_nodes(request, REPLICA_FETCH, as_node_id=replica_id)
     else:
-        authz.require_topics(request, "READ", {e.topic for e in entries})
+        authz.require_named(request, {e.topic for e in entries})
     if not entries:  # nothing to wait for: answered at once, as Kafka's ReplicaManager.fetchMessages does
         return render(request, FetchResponse(throttle_time_ms=0, partitions=[]))
     service = request.app[REPLICAS]

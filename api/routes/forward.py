@@ -1,5 +1,6 @@
 """Any broker accepts any convenience request (design §7): a partition led by another broker is
-served by forwarding the work to that leader, one hop.
+served by forwarding the work to that leader, one hop; so is a request only the active controller
+answers (`remote_controller`, KIP-590), forwarded whole with the client's principal.
 
 People with curl do not know which broker leads a partition; the Python client does and never
 needs this. The JSON produce route sends its already-built batches for remote partitions to each
@@ -7,12 +8,17 @@ leader's `POST /v1/produce` (which never forwards), `POST /v1/delete-records` se
 its partitions, and the single-partition read routes proxy the whole request. A forwarded request
 carries `X-Kraft-Forwarded`, and a node never forwards such a request again, so a stale view of
 leadership cannot make requests bounce between brokers.
+
+Every forwarded request is signed with the node credential addressed to the node it goes to,
+covering the headers that node believes (`api.security.SIGNED_HEADERS`): the client's principal,
+address and client id, and the forwarding mark. `proxy(request, peer)` is the one entry point for
+sending a client's request on to another node.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import aiohttp
 import msgpack
@@ -20,14 +26,15 @@ from aiohttp import web
 from yarl import URL
 
 from kraft.api.errors import KraftError
+from kraft.api.routes.controller import CONTROLLER
 from kraft.api.routes.services import (
     METADATA, NODE_INFO, DeleteRecordsEntry, DeleteRecordsResult, ProduceEntry, ProduceResult,
 )
-from kraft.api.authz import CLIENT_HOST_HEADER, client_host
-from kraft.api.throttle import CLIENT_ID_HEADER
-from kraft.api.security import FORWARDED_PRINCIPAL_HEADER, SECURITY, principal_of
+from kraft.api.authz import client_host
+from kraft.api.security import (
+    CLIENT_HOST_HEADER, CLIENT_ID_HEADER, FORWARDED_HEADER, FORWARDED_PRINCIPAL_HEADER, SECURITY, principal_of,
+)
 
-FORWARDED_HEADER = "X-Kraft-Forwarded"
 FORWARD_TIMEOUT_S = 330.0  # above the longest long poll a read route accepts (300 s)
 SESSION = web.AppKey("forward_session", aiohttp.ClientSession)
 MSGPACK = "application/msgpack"
@@ -43,21 +50,28 @@ async def session_ctx(app: web.Application) -> AsyncIterator[None]:
     await app[SESSION].close()
 
 
-def _forwarding(request: web.Request, method: str, address: tuple[str, int], path_qs: str,
+class Peer(NamedTuple):
+    """Another node a request is sent on to."""
+    node_id: int
+    host: str
+    port: int
+
+
+def _forwarding(request: web.Request, method: str, peer: Peer, path_qs: str,
                 body: bytes | None) -> tuple[str, dict[str, str]]:
-    """The URL and the headers of a forwarded request: the node credential (the leader serves
-    nodes' forwarded requests on any listener) naming the client's principal, so the leader
-    authorizes the client, not this node."""
-    headers = {FORWARDED_HEADER: str(request.app[NODE_INFO].node_id)}
+    """The URL and the headers of a forwarded request: the node credential addressed to `peer`
+    (it serves nodes' forwarded requests on any listener) naming the client's principal and
+    address, so it authorizes the client, not this node, and covering every header it believes."""
+    trusted = {FORWARDED_HEADER: str(request.app[NODE_INFO].node_id)}
     if CLIENT_ID_HEADER in request.headers:  # quotas charge the client's id on the leader too
-        headers[CLIENT_ID_HEADER] = request.headers[CLIENT_ID_HEADER]
+        trusted[CLIENT_ID_HEADER] = request.headers[CLIENT_ID_HEADER]
     if SECURITY not in request.app:
-        return f"http://{address[0]}:{address[1]}{path_qs}", headers
+        return f"http://{peer.host}:{peer.port}{path_qs}", trusted
     security = request.app[SECURITY]
-    headers[FORWARDED_PRINCIPAL_HEADER] = principal_of(request)
-    headers[CLIENT_HOST_HEADER] = client_host(request)  # host-scoped ACLs see the client, not this node
-    headers.update(security.peer_headers(method, path_qs, body))
-    return security.peer_url(address[0], address[1], path_qs), headers
+    trusted[FORWARDED_PRINCIPAL_HEADER] = principal_of(request)
+    trusted[CLIENT_HOST_HEADER] = client_host(request)  # host-scoped ACLs see the client, not this node
+    return (security.peer_url(peer.host, peer.port, path_qs),
+            security.peer_headers(method, path_qs, body, peer.node_id, trusted))
 
 
 def leader_of(request: web.Request, topic: str, partition: int) -> dict[str, object] | None:
@@ -72,15 +86,28 @@ def leader_of(request: web.Request, topic: str, partition: int) -> dict[str, obj
     return None
 
 
-def remote_leader(request: web.Request, topic: str, partition: int) -> tuple[str, int] | None:
-    """The address of the partition's leader when it is another broker this request may be
-    forwarded to; None when this node leads it, nobody does, or the request was forwarded already."""
+def remote_leader(request: web.Request, topic: str, partition: int) -> Peer | None:
+    """The partition's leader when it is another broker this request may be forwarded to; None
+    when this node leads it, nobody does, or the request was forwarded already."""
     if FORWARDED_HEADER in request.headers or SESSION not in request.app:
         return None
     leader = leader_of(request, topic, partition)
     if leader is None or leader["node_id"] == request.app[NODE_INFO].node_id:
         return None
-    return str(leader["host"]), int(leader["port"])  # type: ignore[call-overload]
+    return Peer(int(leader["node_id"]), str(leader["host"]), int(leader["port"]))  # type: ignore[call-overload]
+
+
+def remote_controller(request: web.Request) -> Peer | None:
+    """The active controller when it is another node a controller-bound request
+    may be forwarded to (KIP-590); None when this node is it, nobody knows it, or the request was
+    forwarded already (its node answers NOT_CONTROLLER naming the controller)."""
+    api = request.app.get(CONTROLLER)
+    if FORWARDED_HEADER in request.headers or SESSION not in request.app or api is None or api.is_active():
+        return None
+    leader = api.leader_json()
+    if leader is None or leader["node_id"] == request.app[NODE_INFO].node_id:
+        return None
+    return Peer(int(leader["node_id"]), str(leader["host"]), int(leader["port"]))
 
 
 class PartitionEntry(Protocol):
@@ -91,17 +118,17 @@ class PartitionEntry(Protocol):
 E = TypeVar("E", bound=PartitionEntry)
 
 
-def by_leader(request: web.Request, entries: Sequence[E]) -> tuple[list[E], dict[tuple[str, int], list[E]]]:
+def by_leader(request: web.Request, entries: Sequence[E]) -> tuple[list[E], dict[Peer, list[E]]]:
     """The entries this node serves itself (`remote_leader` is None) and the others by their
-    leader's address, for one forwarded request per leader."""
+    leader, for one forwarded request per leader."""
     local: list[E] = []
-    remote: dict[tuple[str, int], list[E]] = {}
+    remote: dict[Peer, list[E]] = {}
     for entry in entries:
-        address = remote_leader(request, entry.topic, entry.partition)
-        if address is None:
+        peer = remote_leader(request, entry.topic, entry.partition)
+        if peer is None:
             local.append(entry)
         else:
-            remote.setdefault(address, []).append(entry)
+            remote.setdefault(peer, []).append(entry)
     return local, remote
 
 
@@ -111,15 +138,15 @@ def not_leader(request: web.Request, topic: str, partition: int, message: str) -
     return KraftError("NOT_LEADER_OR_FOLLOWER", message, **({"leader": leader} if leader else {}))
 
 
-def _unreachable(address: tuple[str, int], exc: BaseException) -> KraftError:
-    return KraftError("NETWORK_EXCEPTION", f"the partition leader at {address[0]}:{address[1]} did not answer "
-                      f"({type(exc).__name__}); retry, or send to the leader directly")
+def _unreachable(peer: Peer, exc: BaseException) -> KraftError:
+    return KraftError("NETWORK_EXCEPTION", f"the node at {peer.host}:{peer.port} this request is forwarded to "
+                      f"did not answer ({type(exc).__name__}); retry, or send it there directly")
 
 
-async def proxy(request: web.Request, address: tuple[str, int]) -> web.Response:
-    """The same request, answered by the broker at `address`."""
+async def proxy(request: web.Request, peer: Peer) -> web.Response:
+    """The same request, answered by `peer`."""
     body = await request.read() if request.can_read_body else None
-    url, headers = _forwarding(request, request.method, address, request.raw_path, body)
+    url, headers = _forwarding(request, request.method, peer, request.raw_path, body)
     for name in ("Accept", "Content-Type"):
         if name in request.headers:
             headers[name] = request.headers[name]
@@ -130,10 +157,10 @@ async def proxy(request: web.Request, address: tuple[str, int]) -> web.Response:
             return web.Response(body=payload, status=answer.status,
                                 headers={"Content-Type": answer.headers.get("Content-Type", "application/json")})
     except (aiohttp.ClientError, TimeoutError) as e:
-        raise _unreachable(address, e) from None
+        raise _unreachable(peer, e) from None
 
 
-async def produce_remote(request: web.Request, address: tuple[str, int], entries: Sequence[ProduceEntry],
+async def produce_remote(request: web.Request, peer: Peer, entries: Sequence[ProduceEntry],
                          acks: int, timeout_ms: int) -> list[ProduceResult]:
     """Appends `entries` on their leader through its batch route; one result per entry, never an
     exception: a leader that cannot be reached, or refuses the whole request, fails its entries
@@ -142,21 +169,21 @@ async def produce_remote(request: web.Request, address: tuple[str, int], entries
             "partitions": [{"topic": e.topic, "partition": e.partition, "records": e.records} for e in entries]}
     try:
         return await forward_partitions(
-            request, address, "/v1/produce", body, timeout_ms, "the records may or may not be stored",
+            request, peer, "/v1/produce", body, timeout_ms, "the records may or may not be stored",
             lambda p: ProduceResult(p["topic"], p["partition"], p.get("base_offset", -1),
                                     p.get("log_start_offset", -1), p.get("error_code"), p.get("message")))
     except KraftError as error:
         return [ProduceResult(e.topic, e.partition, -1, -1, error.error_code, error.message) for e in entries]
 
 
-async def delete_records_remote(request: web.Request, address: tuple[str, int],
+async def delete_records_remote(request: web.Request, peer: Peer,
                                 entries: Sequence[DeleteRecordsEntry], timeout_ms: int) -> list[DeleteRecordsResult]:
     """DeleteRecords of `entries` on their leader; one result per entry, never an exception."""
     body = {"timeout_ms": timeout_ms,
             "partitions": [{"topic": e.topic, "partition": e.partition, "offset": e.offset} for e in entries]}
     try:
         return await forward_partitions(
-            request, address, "/v1/delete-records", body, timeout_ms,
+            request, peer, "/v1/delete-records", body, timeout_ms,
             "the log start offset may or may not have moved",
             lambda p: DeleteRecordsResult(p["topic"], p["partition"], p.get("low_watermark", -1),
                                           p.get("error_code"), p.get("message")))
@@ -164,20 +191,20 @@ async def delete_records_remote(request: web.Request, address: tuple[str, int],
         return [DeleteRecordsResult(e.topic, e.partition, -1, error.error_code, error.message) for e in entries]
 
 
-async def forward_partitions(request: web.Request, address: tuple[str, int], path: str, body: dict[str, Any],
+async def forward_partitions(request: web.Request, peer: Peer, path: str, body: dict[str, Any],
                              timeout_ms: int, outcome_unknown: str,
                              parse: Callable[[dict[str, Any]], T]) -> list[T]:
-    """POSTs `body` to the batch route `path` of the partitions' leader at `address`, which
+    """POSTs `body` to the batch route `path` of the partitions' leader `peer`, which
     answers within `timeout_ms` (a leader that does not, paused or overloaded, costs a margin
     more), and parses each partition of its answer. Raises a KraftError when the whole request
     failed: NETWORK_EXCEPTION when nothing was sent, REQUEST_TIMED_OUT or NETWORK_EXCEPTION when
     it was sent but not answered (`outcome_unknown` says what that leaves open), the leader's
     own error when it refused the request."""
     data = msgpack.packb(body)
-    url, headers = _forwarding(request, "POST", address, path, data)
+    url, headers = _forwarding(request, "POST", peer, path, data)
     headers.update({"Content-Type": MSGPACK, "Accept": MSGPACK})
     limit = aiohttp.ClientTimeout(total=timeout_ms / 1000 + FORWARD_ANSWER_MARGIN_S)
-    leader = f"the partition leader at {address[0]}:{address[1]}"
+    leader = f"the partition leader at {peer.host}:{peer.port}"
     try:
         async with request.app[SESSION].post(url, data=data, headers=headers, timeout=limit) as answer:
             reply = msgpack.unpackb(await answer.read())
@@ -185,7 +212,7 @@ async def forward_partitions(request: web.Request, address: tuple[str, int], pat
             raise KraftError.from_dict(reply if isinstance(reply, dict) else {"message": str(reply)})
         return [parse(p) for p in reply["partitions"]]
     except aiohttp.ClientConnectorError as e:  # nothing was sent: nothing was done
-        raise _unreachable(address, e) from None
+        raise _unreachable(peer, e) from None
     except TimeoutError:
         raise KraftError("REQUEST_TIMED_OUT", f"{leader} did not answer within {limit.total:.0f} s; "
                          f"{outcome_unknown}") from None

@@ -20,12 +20,13 @@ import logging
 import msgspec
 from aiohttp import WSCloseCode, WSMsgType, web
 
+from kraft.api import authz
+from kraft.api.access import REPLICA_FETCH
 from kraft.api.errors import KraftError, from_exception
 from kraft.api.messages.batch import ReplicationAnswer, ReplicationFetch, ReplicationQuery
 from kraft.api.routes.batch import fetch_entries, replica_fetch
 from kraft.api.routes.metrics import FETCH_FOLLOWER, count_as
 from kraft.api.routes.services import NODE_INFO, REPLICAS
-from kraft.api.security import require_node
 from kraft.api.wire import read_query
 
 log = logging.getLogger("kraft.api")
@@ -52,7 +53,7 @@ async def _close_channels(app: web.Application) -> None:
 @routes.get("/v1/replication")
 async def replication(request: web.Request) -> web.WebSocketResponse:
     replica_id = read_query(request, ReplicationQuery).replica_id
-    require_node(request, as_node_id=replica_id)
+    authz.require_nodes(request, REPLICA_FETCH, as_node_id=replica_id)
     count_as(request, FETCH_FOLLOWER)
     service = request.app[REPLICAS]
     ws = web.WebSocketResponse(max_msg_size=request.app[NODE_INFO].max_request_bytes)

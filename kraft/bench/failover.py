@@ -11,7 +11,7 @@ from typing import Any
 import click
 import requests
 
-from kraft.bench.cluster import LocalCluster, node_headers, poll
+from kraft.bench.cluster import LocalCluster, node_headers, poll, port_range_option
 from kraft.bench.common import BenchResult, main, percentile, report
 from kraft.bench.histogram import LatencyHistogram
 from kraft.bench.scale import create_partitions, wait_offset
@@ -23,8 +23,8 @@ def _write_topic(nodes: list[Any], name: str) -> bool:
     body = json.dumps({"name": name, "partitions": 1, "replication_factor": 1}).encode()
     for node in nodes:
         try:
-            r = requests.post(f"{node.url}{path}", data=body, timeout=2,
-                              headers={"Content-Type": "application/json", **node_headers("POST", path, body)})
+            r = requests.post(f"{node.url}{path}", data=body, timeout=2, headers={
+                "Content-Type": "application/json", **node_headers(node.node_id, "POST", path, body)})
         except requests.RequestException:
             continue
         if r.status_code == 200 or r.json().get("error_code") == "TOPIC_ALREADY_EXISTS":
@@ -81,6 +81,7 @@ def _broker_failover(cluster: LocalCluster, run: int) -> dict[str, float]:
 
 
 @main.command()
+@port_range_option
 @click.option("--target", type=click.Choice(["controller", "broker"]), required=True)
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--session-timeout-ms", type=click.IntRange(min=100), default=9000, show_default=True,

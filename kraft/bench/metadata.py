@@ -14,7 +14,7 @@ import click
 import msgpack
 import requests
 
-from kraft.bench.cluster import LocalCluster, node_headers
+from kraft.bench.cluster import LocalCluster, node_headers, port_range_option
 from kraft.bench.common import BenchResult, main, percentile, report
 from kraft.bench.histogram import LatencyHistogram
 from kraft.bench.scale import (
@@ -30,8 +30,9 @@ from kraft.metadata.records import ClaimController, Endpoint, Partition, Registe
 def snapshot_load_s(node: Any) -> tuple[float, int]:
     """Seconds to decode and build the controller's image snapshot (what a lagging broker or a
     restarted node does with it), and its size in bytes."""
-    r = requests.get(f"{node.url}/v1/controller/snapshot", timeout=600,
-                     headers={"Accept": "application/msgpack", **node_headers("GET", "/v1/controller/snapshot")})
+    path = "/v1/controller/snapshot"
+    r = requests.get(f"{node.url}{path}", timeout=600,
+                     headers={"Accept": "application/msgpack", **node_headers(node.node_id, "GET", path)})
     r.raise_for_status()
     started = time.monotonic()
     if r.headers.get("Content-Type", "").startswith("application/msgpack"):
@@ -43,6 +44,7 @@ def snapshot_load_s(node: Any) -> tuple[float, int]:
 
 
 @main.command()
+@port_range_option
 @click.option("--partitions", type=click.IntRange(min=1), default=10_000, show_default=True,
               help="Partitions to create in total (RF 1, spread over the brokers).")
 @click.option("--partitions-per-topic", type=click.IntRange(min=1, max=10_000), default=1000, show_default=True)

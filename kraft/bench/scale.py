@@ -48,8 +48,8 @@ def controller_post(http: requests.Session, cluster: LocalCluster, path: str, bo
         node = active_controller(cluster, max(1.0, deadline - time.monotonic()))
         try:
             data = json.dumps(body).encode()
-            r = http.post(f"{node.url}{path}", data=data, timeout=timeout_s,
-                          headers={"Content-Type": "application/json", **node_headers("POST", path, data)})
+            r = http.post(f"{node.url}{path}", data=data, timeout=timeout_s, headers={
+                "Content-Type": "application/json", **node_headers(node.node_id, "POST", path, data)})
         except requests.RequestException:
             r = None
         if r is not None and r.status_code == 200:
@@ -111,7 +111,8 @@ def quorum_epochs(cluster: LocalCluster) -> tuple[int, int]:
     controller_epoch = raft_term = 0
     for node in controllers(cluster):
         try:
-            status = requests.get(f"{node.url}{path}", timeout=30, headers=node_headers("GET", path)).json()
+            status = requests.get(f"{node.url}{path}", timeout=30,
+                                  headers=node_headers(node.node_id, "GET", path)).json()
         except (requests.RequestException, ValueError):
             continue
         controller_epoch = max(controller_epoch, int(status.get("controller_epoch") or 0))

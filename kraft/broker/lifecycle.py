@@ -33,7 +33,10 @@ class BrokerLifecycle:
         heartbeat_interval_ms: int,
         metadata_offset: Callable[[], int],
         cluster_id: Callable[[], str | None] = lambda: None,
+        refused: Callable[[str], None] = lambda reason: None,
     ) -> None:
+        """`cluster_id()`: this node's cluster id, if it knows one (the controller refuses
+        another cluster's broker); `refused(reason)`: the controller did."""
         self.controller = controller
         self.broker_id = broker_id
         self.endpoint = endpoint
@@ -41,6 +44,7 @@ class BrokerLifecycle:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.metadata_offset = metadata_offset
         self.cluster_id = cluster_id
+        self.refused = refused
         self.incarnation_id = uuid.uuid4().hex
         self.broker_epoch = -1
         self.fenced = True
@@ -116,7 +120,8 @@ class BrokerLifecycle:
                 if getattr(e, "error_code", None) == "STALE_BROKER_EPOCH":
                     self.broker_epoch = -1  # the controller forgot us (unregistered): register anew
                 elif getattr(e, "error_code", None) == "INCONSISTENT_CLUSTER_ID":
-                    log.error("broker %d cannot join: %s", self.broker_id, e)
+                    self.refused(f"the active controller refused broker {self.broker_id}: {e}")
+                    return  # another cluster's controller: there is nothing to register with
                 elif failures == 1 or failures % 20 == 0:
                     log.warning("heartbeat of broker %d failed (%d in a row): %s", self.broker_id, failures, e)
             running = self.broker_epoch >= 0 and not self.fenced

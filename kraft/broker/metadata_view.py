@@ -7,7 +7,7 @@ copies. `BrokerMetadataView` is the cache as the HTTP routes read it (answer-sha
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
 from kraft.api.routes.services import (
     BrokerDescription, ClusterDescription, PartitionDescription, TopicDescription,
@@ -39,7 +39,8 @@ class MetadataCache:
 
 
 class BrokerMetadataView(MetadataCache):
-    def __init__(self, cluster_id: str, topic_defaults: Mapping[str, str]) -> None:
+    def __init__(self, cluster_id: Callable[[], str], topic_defaults: Mapping[str, str]) -> None:
+        """`cluster_id()`: the node's cluster id ("" until it knows it)."""
         super().__init__()
         self.cluster_id = cluster_id
         self._topic_defaults = dict(topic_defaults)
@@ -54,7 +55,7 @@ class BrokerMetadataView(MetadataCache):
                 brokers.append(BrokerDescription(b.broker_id, endpoint.host, endpoint.port, b.rack))
         controller_id = self.image.controller_id
         return ClusterDescription(
-            self.cluster_id, -1 if controller_id is None else controller_id, tuple(brokers)
+            self.cluster_id(), -1 if controller_id is None else controller_id, tuple(brokers)
         )
 
     def topics(self) -> list[TopicDescription]:

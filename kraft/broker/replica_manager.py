@@ -58,6 +58,7 @@ from kraft.broker.stage_trace import (
 from kraft.metrics import NULL_METRICS, MetricsSink
 from kraft.log.config import LogConfig
 from kraft.log.partition_log import FetchDataInfo, PartitionLog
+from kraft.log.partition_metadata import InconsistentTopicIdError
 from kraft.broker.metadata_view import MetadataCache
 from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta
 from kraft.metadata.image import MetadataImage
@@ -68,14 +69,16 @@ log = logging.getLogger("kraft.broker")
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
 DELETED_SUFFIX = "-delete"
+STRAY_SUFFIX = "-stray"  # Kafka's: a directory of another incarnation of the topic, set aside
 OPEN_BATCH = 256  # new logs opened per thread hop
 ISR_CHECK_SLICE = 256  # replicas checked for ISR expiry per loop turn
 MAX_FILE_NAME = 255
 
 
-def deleted_dir_name(name: str) -> str:
-    """`<dir>.<uuid>-delete`, the directory name cut so the whole stays a legal file name."""
-    tail = f".{uuid.uuid4().hex}{DELETED_SUFFIX}"
+def set_aside_name(name: str, suffix: str = DELETED_SUFFIX) -> str:
+    """`<dir>.<uuid><suffix>` (Kafka's `-delete` and `-stray` names), the directory name cut so
+    the whole stays a legal file name."""
+    tail = f".{uuid.uuid4().hex}{suffix}"
     return name[: MAX_FILE_NAME - len(tail)] + tail
 
 
@@ -421,12 +424,18 @@ class ReplicaManager:
         role is applied (a log without files keeps it in memory until its first append)."""
         opened: list[PartitionLog | BaseException] = []
         for replica in replicas:
+            state = replica.state
             try:
-                plog = PartitionLog.open(replica.directory, replica.config, now_ms())
+                try:
+                    plog = PartitionLog.open(replica.directory, replica.config, now_ms(),
+                                             topic_id=state.topic_id)
+                except InconsistentTopicIdError as e:
+                    self._set_aside_stray(replica, e)
+                    plog = PartitionLog.open(replica.directory, replica.config, now_ms(),
+                                             topic_id=state.topic_id)
             except Exception as e:
                 opened.append(e)
                 continue
-            state = replica.state
             if state.leader == self.node_id:
                 latest = plog.leader_epoch_cache.latest_epoch
                 if latest is None or latest < state.leader_epoch:
@@ -436,6 +445,18 @@ class ReplicaManager:
                         pass  # the role, applied on the loop, tries again (offline if it fails)
             opened.append(plog)
         return opened
+
+    @staticmethod
+    def _set_aside_stray(replica: Replica, error: InconsistentTopicIdError) -> None:
+        """A directory of an earlier topic of the same name (its deletion never removed it, say)
+        is never served as this one: renamed aside, as Kafka's stray logs, and kept for the
+        operator to inspect or delete."""
+        directory = replica.directory
+        stray = directory.with_name(set_aside_name(directory.name, STRAY_SUFFIX))
+        directory.rename(stray)
+        log.warning("%s: %s; set aside as %s (never served as %s-%d, whose log starts empty "
+                    "here). Inspect it, then delete it", directory, error, stray.name,
+                    replica.topic, replica.partition)
 
     async def _delete_replica(self, replica: Replica) -> None:
         """Renames the directory out of the way at once (a re-created topic gets a fresh one),
@@ -447,7 +468,7 @@ class ReplicaManager:
             replica.log = None
             directory = replica.directory
             if directory.exists():
-                doomed = directory.with_name(deleted_dir_name(directory.name))
+                doomed = directory.with_name(set_aside_name(directory.name))
                 directory.rename(doomed)
                 await asyncio.to_thread(shutil.rmtree, doomed, True)
         log.info("deleted replica %s-%d", replica.topic, replica.partition)

@@ -5,6 +5,10 @@ node has heard of (the quorum's announced endpoints, NOT_CONTROLLER answers, fet
 the configured bootstrap servers. `ControllerClient.call` sends one request (msgpack both ways)
 to the node believed to be the active controller and follows NOT_CONTROLLER answers, retrying
 other nodes until its deadline: callers see either the controller's answer or a `KraftError`.
+
+The node credential on each request names the node it is addressed to (a signature is valid at
+that node only); a bootstrap address whose node is not known yet is asked who it is first
+(`GET /v1/health`, which every node answers without credentials).
 """
 
 from __future__ import annotations
@@ -39,6 +43,14 @@ class ControllerDirectory:
     endpoints: dict[int, Address] = field(default_factory=dict)
     leader_id: int | None = None
     refresh: Callable[[], None] | None = None  # pulls in what this node's own quorum knows
+    asked: dict[Address, int] = field(default_factory=dict)  # node ids that addresses gave for themselves
+
+    def node_at(self, address: Address) -> int | None:
+        """The id of the node at `address`, when known."""
+        for node_id, known in self.endpoints.items():
+            if known == address:
+                return node_id
+        return self.asked.get(address)
 
     def learn(self, node_id: int, host: str, port: int) -> None:
         self.endpoints[node_id] = (host, port)
@@ -97,24 +109,48 @@ class ControllerClient:
         large one off the loop."""
         data = None if body is None else msgpack.packb(body, use_bin_type=True)
         target = URL(path).with_query(params) if params else URL(path)
-        headers = self.security.headers(method, target.raw_path_qs, data)
+        timeout = aiohttp.ClientTimeout(total=timeout_s or self.request_timeout_s)
+        node_id = await self._node_at(address, timeout)
+        headers = self.security.headers(method, target.raw_path_qs, data, target=node_id)
         if data is not None:
             headers["Content-Type"] = MSGPACK
         url = self.security.url(address[0], address[1], target.raw_path_qs)
-        timeout = aiohttp.ClientTimeout(total=timeout_s or self.request_timeout_s)
-        async with self._http().request(method, URL(url, encoded=True), data=data, headers=headers,
-                                        timeout=timeout) as response:
-            raw = await response.read()
-            if raw_answer and response.status < 400:
-                return raw
-            try:
-                answer = _unpack(raw) if raw else {}
-            except (ValueError, msgpack.UnpackException) as e:
-                raise KraftError("UNKNOWN_SERVER_ERROR", f"{url} answered {response.status} "
-                                                         f"with an undecodable body: {e}") from None
+        try:
+            async with self._http().request(method, URL(url, encoded=True), data=data, headers=headers,
+                                            timeout=timeout) as response:
+                raw = await response.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            self.directory.asked.pop(address, None)  # another node may be there next time: ask again
+            raise
+        if response.status == 403:  # addressed to a node that is no longer there, perhaps
+            self.directory.asked.pop(address, None)
+        if raw_answer and response.status < 400:
+            return raw
+        try:
+            answer = _unpack(raw) if raw else {}
+        except (ValueError, msgpack.UnpackException) as e:
+            raise KraftError("UNKNOWN_SERVER_ERROR", f"{url} answered {response.status} "
+                                                     f"with an undecodable body: {e}") from None
         if response.status >= 400:
             raise KraftError.from_dict(answer if isinstance(answer, dict) else {})
         return answer
+
+    async def _node_at(self, address: Address, timeout: aiohttp.ClientTimeout) -> int:
+        """The id of the node at `address` (the directory's, else the node's own word)."""
+        node_id = self.directory.node_at(address)
+        if node_id is not None:
+            return node_id
+        url = self.security.url(address[0], address[1], "/v1/health")
+        async with self._http().get(url, timeout=timeout) as response:
+            raw = await response.read()
+        try:
+            node_id = _unpack(raw)["node_id"] if response.status == 200 else None
+        except (ValueError, TypeError, KeyError, msgpack.UnpackException):
+            node_id = None
+        if not isinstance(node_id, int):
+            raise KraftError("NETWORK_EXCEPTION", f"{url} answered {response.status} without its node id")
+        self.directory.asked[address] = node_id
+        return node_id
 
     async def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None,
                    *, timeout_s: float | None = None, request_timeout_s: float | None = None,

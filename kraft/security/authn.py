@@ -8,7 +8,11 @@ sending it; over HTTP the password travels inside TLS instead, and what is store
 
 PBKDF2 runs in a thread and a successful check is cached (keyed by a hash of user, mechanism and
 password, valid while the stored credential is unchanged), so the hot path costs one SHA-256.
-Unknown users are checked against a dummy credential: the answer takes as long as a wrong password.
+An unknown user takes a known user's path, as Kafka's ScramSaslServer does with a fake credential:
+the password is checked against a stand-in credential that no password matches, of the mechanism
+and iteration count most stored credentials have, so a wrong password for an unknown user takes
+as long as one for a typical user and the answer's time does not tell whether the user exists.
+(A user whose own count is unusual is told apart by the time it takes, as in Kafka.)
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import asyncio
 import base64
 import binascii
 import hashlib
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Callable
 
 from aiohttp import web
@@ -26,7 +30,7 @@ from cryptography import x509
 from kraft.api.security import ANONYMOUS, AuthenticationFailed
 from kraft.security import scram
 from kraft.security.principal import Rule, map_subject
-from kraft.metadata.image import MetadataImage, ScramCredentialData
+from kraft.metadata.image import MetadataImage, ScramCredentialData, ScramImage
 
 MECHANISM_HEADER = "X-Kraft-Sasl-Mechanism"
 MAX_CACHED = 10_000
@@ -45,6 +49,8 @@ class ClientAuthenticator:
         self.rules = rules
         self.image = image
         self._verified: OrderedDict[bytes, str] = OrderedDict()  # cache key -> the stored_key it matched
+        # unknown users' stand-in credentials, per candidate mechanisms, for one SCRAM image
+        self._stand_ins: tuple[ScramImage | None, dict[tuple[str, ...], scram.ScramCredential]] = (None, {})
 
     async def authenticate(self, request: web.Request) -> str:
         if self.protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
@@ -73,42 +79,46 @@ class ClientAuthenticator:
         asked = request.headers.get(MECHANISM_HEADER, "").upper()
         if asked and asked not in self.mechanisms:
             raise AuthenticationFailed(f"mechanism {asked} is not enabled")
-        mechanism, data = self._stored(user, asked)
-        if data is not None:
-            cached = self._verified.get(self._cache_key(user, mechanism, password))
-            if cached is not None and cached == data.stored_key:
-                return f"User:{user}"
-        credential = _credential(mechanism, data) if data is not None else self._dummy(mechanism)
+        candidates = self._candidates(asked)
+        scram_image = self.image().scram
+        found = next(((m, d) for m in candidates if (d := scram_image.get(user, m)) is not None), None)
+        # known or not, the same steps: the cache look-up, then PBKDF2 in a thread
+        credential = _credential(*found) if found else self._stand_in(scram_image, candidates)
+        data = found[1] if found else None
+        key = self._cache_key(user, credential.mechanism, password)
+        if data is not None and self._verified.get(key) == data.stored_key:
+            return f"User:{user}"
         ok = await asyncio.to_thread(scram.verify, credential, password)
         if not ok or data is None:
-            raise AuthenticationFailed(f"user {user!r}: unknown user or wrong password ({mechanism})")
-        key = self._cache_key(user, mechanism, password)
+            raise AuthenticationFailed(f"user {user!r}: unknown user or wrong password ({credential.mechanism})")
         self._verified[key] = data.stored_key
         self._verified.move_to_end(key)
         if len(self._verified) > MAX_CACHED:
             self._verified.popitem(last=False)
         return f"User:{user}"
 
-    def _stored(self, user: str, asked: str) -> tuple[str, ScramCredentialData | None]:
-        """The mechanism to check and the user's credential for it (None: no such credential)."""
-        scram_image = self.image().scram
+    def _candidates(self, asked: str) -> tuple[str, ...]:
+        """The SCRAM mechanisms whose credentials may authenticate this request, in order."""
         if asked and asked != "PLAIN":
-            return asked, scram_image.get(user, asked)
+            return (asked,)
         if asked == "PLAIN" or "PLAIN" in self.mechanisms:
-            candidates = list(scram.MECHANISMS)
-        else:
-            candidates = [m for m in self.mechanisms if m in scram.MECHANISMS]
-        for mechanism in candidates:
-            data = scram_image.get(user, mechanism)
-            if data is not None:
-                return mechanism, data
-        return (candidates[0] if candidates else "SCRAM-SHA-256"), None
+            return tuple(scram.MECHANISMS)
+        return tuple(m for m in self.mechanisms if m in scram.MECHANISMS) or ("SCRAM-SHA-256",)
 
-    def _dummy(self, mechanism: str) -> scram.ScramCredential:
-        """As costly as a real user's check: the highest iteration count stored."""
-        iterations = max((c.iterations for c in self.image().scram.credentials.values()),
-                         default=scram.DEFAULT_ITERATIONS)
-        return scram.dummy(mechanism if mechanism in scram.MECHANISMS else "SCRAM-SHA-256", iterations)
+    def _stand_in(self, scram_image: ScramImage, candidates: tuple[str, ...]) -> scram.ScramCredential:
+        """An unknown user's credential: no password matches it, and checking one costs what it
+        costs for most users: the mechanism and iteration count most stored credentials of
+        `candidates` have (ties: the lower count), else the first candidate at Kafka's default."""
+        image, stand_ins = self._stand_ins
+        if image is not scram_image:
+            stand_ins = {}
+            self._stand_ins = (scram_image, stand_ins)
+        if candidates not in stand_ins:
+            counts = Counter((m, c.iterations) for (_, m), c in scram_image.credentials.items() if m in candidates)
+            mechanism, iterations = (min(counts, key=lambda k: (-counts[k], k[1])) if counts
+                                     else (candidates[0], scram.DEFAULT_ITERATIONS))
+            stand_ins[candidates] = scram.dummy(mechanism, iterations)
+        return stand_ins[candidates]
 
     @staticmethod
     def _cache_key(user: str, mechanism: str, password: str) -> bytes:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import ssl
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
@@ -35,8 +36,9 @@ class NodeSecurity:
 
     # -- api.security.SecurityService -----------------------------------------------------------
 
-    def verify_node(self, header: str, method: str, path_qs: str, body: bytes) -> int:
-        return self.credential.verify(header, method, path_qs, body, int(time.time() * 1000)).node_id
+    def verify_node(self, header: str, method: str, path_qs: str, headers: Mapping[str, str | None]) -> tuple[int, str]:
+        verified = self.credential.verify(header, method, path_qs, headers, int(time.time() * 1000))
+        return verified.node_id, verified.body_digest
 
     async def authenticate(self, request: web.Request) -> str:
         if self.authenticator is None:
@@ -53,5 +55,6 @@ class NodeSecurity:
     def peer_url(self, host: str, port: int, path_qs: str) -> str:
         return self.peers.url(host, port, path_qs)
 
-    def peer_headers(self, method: str, path_qs: str, body: bytes | None) -> dict[str, str]:
-        return self.peers.headers(method, path_qs, body)
+    def peer_headers(self, method: str, path_qs: str, body: bytes | None, target: int,
+                     trusted: Mapping[str, str]) -> dict[str, str]:
+        return self.peers.headers(method, path_qs, body, target=target, trusted=trusted)

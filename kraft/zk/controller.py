@@ -135,7 +135,7 @@ class MetadataPusher:
             self._http = aiohttp.ClientSession(connector=self.security.connector(),
                                                timeout=aiohttp.ClientTimeout(total=PUSH_TIMEOUT_S))
         headers = {"Content-Type": "application/x-msgpack",
-                   **self.security.headers("POST", UPDATE_METADATA_PATH, payload)}
+                   **self.security.headers("POST", UPDATE_METADATA_PATH, payload, target=broker_id)}
         async with self._http.post(self.security.url(host, port, UPDATE_METADATA_PATH), data=payload,
                                    headers=headers) as response:
             body = await response.json(content_type=None)

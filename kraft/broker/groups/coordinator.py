@@ -15,7 +15,9 @@ leader (`leader_offsets.py`). The lag metrics (kraft/metrics.py) read `list_grou
 
 It reaches the replicas only through `CoordinatorReplicas` (the replica manager's produce API,
 a partition's offsets and its committed records), never a replica or a log. A heartbeat or a tick
-reads the topics its groups subscribe to by name (`TopicPartitionCounts`), never the whole image.
+reads the topics its groups subscribe to by name (`TopicPartitionCounts`), never the whole image;
+what the members' regexes subscribe them to (the matching topics their principal may Describe) is
+resolved before the step by `regex_resolver`, cached per image, off the loop's critical path.
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ from kraft.broker.groups.expiration import expired_offsets, removes_group
 from kraft.broker.groups.hashing import OFFSETS_TOPIC, coordinator_partition
 from kraft.broker.groups.leader_offsets import LeaderOffsets, LocalOffsets
 from kraft.broker.groups.membership import (
-    ConsumerGroup, GroupConfig, GroupError, HeartbeatRequest, OffsetAndMetadata,
+    JOIN_EPOCH, ConsumerGroup, GroupConfig, GroupError, HeartbeatRequest, Member, OffsetAndMetadata, RegexTopics,
 )
+from kraft.broker.groups.regex_resolver import RegexKey, RegexResolver
+from kraft.broker.groups.topic_regex import compile_regex
 from kraft.broker.groups.records import (
     GroupsReplay, group_key, group_value, offset_key, offset_value,
 )
@@ -97,7 +101,7 @@ class CoordinatorReplicas(LocalOffsets, Protocol):
 class TopicPartitionCounts(Mapping[str, int]):
     """The partition counts of the image's topics a subscription may name (internal topics are
     left out), looked up by name: a heartbeat costs the topics its group names, not the cluster.
-    Only iteration (a regex subscription) walks every topic."""
+    Only iteration walks every topic (regexes are resolved beforehand, `regex_resolver`)."""
 
     __slots__ = ("_image",)
 
@@ -115,6 +119,10 @@ class TopicPartitionCounts(Mapping[str, int]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+
+def _regex_key(regex: str, member: Member | HeartbeatRequest) -> RegexKey:
+    return regex, member.principal, member.client_host
 
 
 def _error(e: GroupError) -> KraftError:
@@ -146,6 +154,7 @@ class GroupCoordinator:
         self.clock = clock
         self.metadata_cache = metadata_cache or MetadataCache()
         self.leader_offsets = LeaderOffsets(node_id, replicas, lambda: self.image)
+        self.regexes = RegexResolver()  # the node sets its authorizer when ACLs are on
         self._partitions: dict[int, _Partition] = {}
         self._create_lock = asyncio.Lock()
         self._tick_task: asyncio.Task[None] | None = None
@@ -328,19 +337,36 @@ class GroupCoordinator:
     def _topic_counts(self) -> TopicPartitionCounts:
         return TopicPartitionCounts(self.image)
 
+    async def _regex_topics(self, group: ConsumerGroup, request: HeartbeatRequest | None) -> RegexTopics:
+        """What the regexes of the group's members (and of the member `request` joins or
+        updates) subscribe them to, resolved with each member's principal."""
+        keys = {_regex_key(m.subscribed_topic_regex, m) for m in group.members.values() if m.subscribed_topic_regex}
+        if request is not None and request.member_epoch >= JOIN_EPOCH:
+            member = None if request.member_epoch == JOIN_EPOCH else group.members.get(request.member_id)
+            regex = request.subscribed_topic_regex
+            if regex is None and member is not None:
+                regex = member.subscribed_topic_regex
+            if regex:
+                keys.add(_regex_key(regex, member or request))
+        resolved = await self.regexes.resolve(self.image, keys) if keys else {}
+        return lambda m: resolved.get(_regex_key(m.subscribed_topic_regex or "", m), frozenset())
+
     async def _change_group(
-        self, state: _Partition, group_id: str, change: Callable[[ConsumerGroup], Any]
+        self, state: _Partition, group_id: str, change: Callable[[ConsumerGroup, RegexTopics], Any],
+        request: HeartbeatRequest | None = None,
     ) -> Any:
-        """Runs `change` on the group (created if new) under the partition lock, appends the
+        """Runs `change` on the group (created if new) under the partition lock, with what its
+        members' regexes resolve to (`request`: a heartbeat that may bring a new one), appends the
         group's membership record when it changed, and keeps the old group if the append fails."""
         async with state.lock:
             existing = state.groups.get(group_id)
             group = existing or ConsumerGroup(group_id, self.settings.group)
+            regex_topics = await self._regex_topics(group, request)
             backup = copy.deepcopy(existing)
             before = group_value(group)
             had_members = bool(group.members)
             try:
-                result = change(group)
+                result = change(group, regex_topics)
             except GroupError as e:
                 raise _error(e) from None
             if had_members and not group.members:
@@ -374,15 +400,21 @@ class GroupCoordinator:
         return {"group_id": group_id, "partition": partition, "coordinator": coordinator}
 
     async def heartbeat(self, group_id: str, request: GroupHeartbeat) -> dict[str, Any]:
+        if request.subscribed_topic_regex:
+            try:
+                compile_regex(request.subscribed_topic_regex)  # refused before anything is resolved
+            except GroupError as e:
+                raise _error(e) from None
         state = await self._state(group_id)
         req = HeartbeatRequest(
-            request.member_id, request.member_epoch, request.client_id, request.client_host,
+            request.member_id, request.member_epoch, request.client_id, request.client_host, request.principal,
             request.subscribed_topics, request.subscribed_topic_regex, request.server_assignor,
             request.owned, request.rebalance_timeout_ms,
         )
         topics = self._topic_counts()
         response = await self._change_group(
-            state, group_id, lambda g: g.heartbeat(req, topics, self.clock(), uuid.uuid4().hex))
+            state, group_id, lambda g, regex_topics: g.heartbeat(req, topics, self.clock(), uuid.uuid4().hex,
+                                                                 regex_topics), req)
         return {
             "member_id": response.member_id,
             "member_epoch": response.member_epoch,
@@ -596,7 +628,8 @@ class GroupCoordinator:
                 if not group.expired_members(now):
                     continue
                 try:
-                    expired = await self._change_group(state, group_id, lambda g: g.expire(topics, now))
+                    expired = await self._change_group(
+                        state, group_id, lambda g, regex_topics: g.expire(topics, now, regex_topics))
                 except KraftError as e:
                     log.warning("expiring members of group %s: %s", group_id, e)
                     continue

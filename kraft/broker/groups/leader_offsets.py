@@ -89,14 +89,15 @@ class LeaderOffsets:
         return reg is None or reg.leader == self.node_id  # unknown: the replica manager says why
 
     async def _ask_leader(self, tp: TopicPartition, timestamp: int | None) -> dict[str, Any]:
-        endpoint = self.image().leader_endpoint(*tp)
-        if endpoint is None:
+        image = self.image()
+        endpoint, partition = image.leader_endpoint(*tp), image.partition(*tp)
+        if endpoint is None or partition is None:
             raise KraftError("LEADER_NOT_AVAILABLE", f"{tp[0]}-{tp[1]} has no leader")
         path_qs = f"/v1/topics/{quote(tp[0], safe='')}/partitions/{tp[1]}/offsets"
         if timestamp is not None:
             path_qs += f"?timestamp={timestamp}"
         url = self.security.url(endpoint.host, endpoint.port, path_qs)
-        headers = {"Accept": MSGPACK, **self.security.headers("GET", path_qs)}
+        headers = {"Accept": MSGPACK, **self.security.headers("GET", path_qs, target=partition.leader)}
         try:
             async with self._http().get(URL(url, encoded=True), headers=headers,
                                         timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as response:

@@ -7,28 +7,26 @@ Epochs: the *group epoch* bumps when membership, subscriptions or subscribed top
 targets. A partition is handed to a member only when no other member holds it (in its assignment
 or waiting to be revoked), so no partition ever has two owners; this is asserted after every step.
 
+A member's subscription is its topic names that exist plus what its regex resolves to: by default
+every topic the regex matches whole (`topic_regex`, RE2); the coordinator passes `regex_topics`,
+the matches its principal may Describe (KIP-848), resolved before the step.
+
 Errors carry Kafka's names (`GroupError.error_code`): UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
-INVALID_REQUEST. The group also keeps its committed offsets, validated against membership the way
-Kafka's `ConsumerGroup.validateOffsetCommit` does.
+INVALID_REQUEST, INVALID_REGULAR_EXPRESSION. The group also keeps its committed offsets, validated
+against membership the way Kafka's `ConsumerGroup.validateOffsetCommit` does.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Iterable, Mapping
 
 from kraft.broker.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, TopicPartition
+from kraft.broker.groups.errors import GroupError
+from kraft.broker.groups.topic_regex import compile_regex, matching
 
 LEAVE_EPOCH = -1
 JOIN_EPOCH = 0
-
-
-class GroupError(Exception):
-    def __init__(self, error_code: str, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -40,12 +38,14 @@ class GroupConfig:
 @dataclass(frozen=True)
 class HeartbeatRequest:
     """Kafka's ConsumerGroupHeartbeat. `subscribed_topics`/`subscribed_topic_regex`/`owned` None:
-    unchanged / not reported."""
+    unchanged / not reported. `principal` and `client_host` are who sent it (kept from the join:
+    a regex resolves to the topics they may Describe)."""
 
     member_id: str
     member_epoch: int
     client_id: str = ""
     client_host: str = ""
+    principal: str = ""
     subscribed_topics: tuple[str, ...] | None = None
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
@@ -76,6 +76,7 @@ class Member:
     subscribed_topics: tuple[str, ...]
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
+    principal: str = ""
     member_epoch: int = 0
     previous_member_epoch: int = -1
     assigned: frozenset[TopicPartition] = frozenset()
@@ -88,21 +89,29 @@ class Member:
         """Every partition this member may still be reading."""
         return self.assigned | self.pending_revocation
 
-    def subscription(self, topics: Mapping[str, int]) -> frozenset[str]:
-        """The subscribed topic names that exist in `topics`: a lookup per named topic; only a
-        regex walks every topic name."""
+    def subscription(self, topics: Mapping[str, int], regex_topics: RegexTopics) -> frozenset[str]:
+        """The subscribed topics that exist in `topics`: a lookup per named topic, and the
+        topics its regex resolves to."""
         out = {t for t in self.subscribed_topics if t in topics}
         if self.subscribed_topic_regex is not None:
-            pattern = re.compile(self.subscribed_topic_regex)
-            out.update(t for t in topics if pattern.fullmatch(t))
+            out.update(t for t in regex_topics(self) if t in topics)
         return frozenset(out)
 
 
-def check_regex(regex: str) -> None:
-    try:
-        re.compile(regex)
-    except re.error as e:
-        raise GroupError("INVALID_REQUEST", f"subscribed_topic_regex {regex!r} is not a regular expression: {e}") from None
+RegexTopics = Callable[[Member], Iterable[str]]
+"""The topics a member's `subscribed_topic_regex` subscribes it to."""
+
+
+def every_match(topics: Mapping[str, int]) -> RegexTopics:
+    """Without an authorizer: every topic of `topics` the member's regex matches (walks them)."""
+
+    def resolve(member: Member) -> frozenset[str]:
+        try:
+            return matching(member.subscribed_topic_regex or "", topics)
+        except GroupError:  # stored before RE2 and refused by it: matches nothing (Kafka ignores it)
+            return frozenset()
+
+    return resolve
 
 
 class ConsumerGroup:
@@ -150,23 +159,26 @@ class ConsumerGroup:
     # -- heartbeat -----------------------------------------------------------------------------
 
     def heartbeat(
-        self, req: HeartbeatRequest, topics: Mapping[str, int], now_ms: int, new_member_id: str
+        self, req: HeartbeatRequest, topics: Mapping[str, int], now_ms: int, new_member_id: str,
+        regex_topics: RegexTopics | None = None,
     ) -> HeartbeatResponse:
         """One ConsumerGroupHeartbeat: join (epoch 0), heartbeat (current epoch) or leave (-1).
 
-        `topics` are the partition counts of the topics a subscription may name;
-        `new_member_id` is used when a member joins without an id."""
+        `topics` are the partition counts of the topics a subscription may name; `regex_topics`
+        what the members' regexes resolve to (default: `every_match(topics)`); `new_member_id`
+        is used when a member joins without an id."""
+        regex_topics = regex_topics or every_match(topics)
         if req.member_epoch == LEAVE_EPOCH:
             self._member(req.member_id)
             self.remove_member(req.member_id)
-            self._update_target(topics)
+            self._update_target(topics, regex_topics)
             return HeartbeatResponse(req.member_id, LEAVE_EPOCH, self.config.heartbeat_interval_ms, frozenset())
         if req.member_epoch < JOIN_EPOCH:
             raise GroupError("INVALID_REQUEST", f"member_epoch {req.member_epoch} is not supported (static membership is not)")
         if req.server_assignor is not None and req.server_assignor not in ASSIGNORS:
             raise GroupError("INVALID_REQUEST", f"unknown assignor {req.server_assignor!r}; known: {', '.join(sorted(ASSIGNORS))}")
-        if req.subscribed_topic_regex is not None:
-            check_regex(req.subscribed_topic_regex)
+        if req.subscribed_topic_regex:
+            compile_regex(req.subscribed_topic_regex)
         if req.member_epoch == JOIN_EPOCH:
             member = self._join(req, new_member_id)
         else:
@@ -177,7 +189,7 @@ class ConsumerGroup:
         if req.server_assignor is not None and req.server_assignor != self.assignor:
             self.assignor = req.server_assignor
             self.group_epoch += 1
-        self._update_target(topics)
+        self._update_target(topics, regex_topics)
         self._reconcile(member, req.owned, now_ms)
         self.check_invariants()
         return HeartbeatResponse(member.member_id, member.member_epoch, self.config.heartbeat_interval_ms, member.assigned)
@@ -197,7 +209,7 @@ class ConsumerGroup:
             self.remove_member(member_id)
         self.members[member_id] = Member(
             member_id, req.client_id, req.client_host, tuple(req.subscribed_topics or ()),
-            req.subscribed_topic_regex, req.rebalance_timeout_ms,
+            req.subscribed_topic_regex or None, req.rebalance_timeout_ms, req.principal,
         )
         self.group_epoch += 1
         return self.members[member_id]
@@ -233,8 +245,8 @@ class ConsumerGroup:
 
     # -- target assignment and reconciliation --------------------------------------------------
 
-    def _update_target(self, topics: Mapping[str, int]) -> None:
-        subscriptions = {m.member_id: m.subscription(topics) for m in self.members.values()}
+    def _update_target(self, topics: Mapping[str, int], regex_topics: RegexTopics) -> None:
+        subscriptions = {m.member_id: m.subscription(topics, regex_topics) for m in self.members.values()}
         counts = {t: topics[t] for subs in subscriptions.values() for t in subs}
         if counts != self.subscribed_counts:
             self.subscribed_counts = counts
@@ -268,14 +280,14 @@ class ConsumerGroup:
 
     # -- time ----------------------------------------------------------------------------------
 
-    def expire(self, topics: Mapping[str, int], now_ms: int) -> list[str]:
+    def expire(self, topics: Mapping[str, int], now_ms: int, regex_topics: RegexTopics | None = None) -> list[str]:
         """Removes members silent for the session timeout, or that did not revoke within their
         rebalance timeout; returns their ids."""
         expired = self.expired_members(now_ms)
         for member_id in expired:
             self.remove_member(member_id)
         if expired:
-            self._update_target(topics)
+            self._update_target(topics, regex_topics or every_match(topics))
         self.check_invariants()
         return expired
 

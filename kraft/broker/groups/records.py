@@ -53,7 +53,7 @@ def group_value(group: ConsumerGroup) -> bytes:
         "members": [
             {
                 "member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
-                "subscribed_topics": list(m.subscribed_topics),
+                "principal": m.principal, "subscribed_topics": list(m.subscribed_topics),
                 "subscribed_topic_regex": m.subscribed_topic_regex,
                 "rebalance_timeout_ms": m.rebalance_timeout_ms,
                 "member_epoch": m.member_epoch, "previous_member_epoch": m.previous_member_epoch,
@@ -83,6 +83,7 @@ def restore_group(group: ConsumerGroup, value: dict[str, Any]) -> None:
         member = Member(
             str(m["member_id"]), str(m["client_id"]), str(m["client_host"]),
             tuple(m["subscribed_topics"]), m["subscribed_topic_regex"], int(m["rebalance_timeout_ms"]),
+            principal=str(m.get("principal", "")),  # absent before regexes were authorized
             member_epoch=int(m["member_epoch"]), previous_member_epoch=int(m["previous_member_epoch"]),
             assigned=_tp_set(m["assigned"]), pending_revocation=_tp_set(m["pending_revocation"]),
         )

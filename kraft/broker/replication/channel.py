@@ -26,9 +26,10 @@ class ChannelError(RuntimeError):
 
 
 class ReplicationChannel:
-    def __init__(self, node_id: int, session: Callable[[], aiohttp.ClientSession],
+    def __init__(self, node_id: int, leader_id: int, session: Callable[[], aiohttp.ClientSession],
                  security: Callable[[], PeerSecurity]) -> None:
         self.node_id = node_id
+        self.leader_id = leader_id  # the node the handshake's signature is addressed to
         self._session = session
         self._security = security
         self._ws: aiohttp.ClientWebSocketResponse | None = None
@@ -77,7 +78,7 @@ class ReplicationChannel:
         security = self._security()
         path_qs = f"{CHANNEL_PATH}?replica_id={self.node_id}"
         self._ws = await self._session().ws_connect(
-            security.url(*endpoint, path_qs), headers=security.headers("GET", path_qs, b""),
+            security.url(*endpoint, path_qs), headers=security.headers("GET", path_qs, b"", target=self.leader_id),
             max_msg_size=0, autoping=True, timeout=aiohttp.ClientWSTimeout(ws_close=timeout_s),
         )
         self._endpoint = endpoint

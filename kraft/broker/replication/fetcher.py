@@ -123,7 +123,7 @@ class ReplicaFetcherManager:
             self.remove(tp)
         fetcher = self._fetchers.get(leader_id)
         if fetcher is None:
-            channel = ReplicationChannel(self.node_id, self._session_or_new, lambda: self.security)
+            channel = ReplicationChannel(self.node_id, leader_id, self._session_or_new, lambda: self.security)
             fetcher = self._fetchers[leader_id] = LeaderFetcher(leader_id, channel)
             fetcher.task = asyncio.get_running_loop().create_task(self._run(fetcher))
         fetcher.partitions[tp] = leader_epoch
@@ -245,7 +245,8 @@ class ReplicaFetcherManager:
         timeout = aiohttp.ClientTimeout(
             total=(self.settings.max_wait_ms + self.settings.request_timeout_ms) / 1000)
         data = msgpack.packb(body, use_bin_type=True)
-        headers = {"Content-Type": MSGPACK, "Accept": MSGPACK, **self.security.headers("POST", FETCH_PATH, data)}
+        headers = {"Content-Type": MSGPACK, "Accept": MSGPACK,
+                   **self.security.headers("POST", FETCH_PATH, data, target=fetcher.leader_id)}
         request = asyncio.ensure_future(self._session_or_new().post(
             self.security.url(host, port, FETCH_PATH), data=data, headers=headers, timeout=timeout,
         ))

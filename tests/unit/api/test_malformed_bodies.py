@@ -1,8 +1,11 @@
 """Bodies no route can take (issue 11, item 8): nesting beyond the decoder's limit and strings that
-are not Unicode (a lone UTF-16 surrogate). Each is a 400 INVALID_REQUEST on every route, before
-anything is written, and the node goes on serving."""
+are not Unicode (a lone UTF-16 surrogate); and (issue 21, item 9) a body that is not the gzip or
+deflate its Content-Encoding says. Each is a 400 INVALID_REQUEST on every route, before anything is
+written, and the node goes on serving."""
 
 from __future__ import annotations
+
+import gzip
 
 import msgpack
 import pytest
@@ -11,9 +14,12 @@ from aiohttp.test_utils import TestClient
 from kraft.api.openapi import openapi_document
 from kraft.api.errors import KraftError
 from kraft.api.wire import MAX_BODY_DEPTH, check_body
+from kraft.security.node_auth import NodeCredential
+from kraft.security.peers import PeerSecurity
 from routes_testing import MSGPACK, create_topic, expect_error, read_all
 
 DEPTH = 100_000
+SECRET = "malformed-bodies-secret"
 PATH_PARAMS = {"{topic}": "t", "{group}": "g", "{partition}": "0"}
 
 
@@ -166,3 +172,35 @@ def test_msgpack_cannot_carry_a_lone_surrogate() -> None:
     """msgpack str is UTF-8 and the node decodes it strictly: such a body is invalid msgpack."""
     with pytest.raises(ValueError):
         msgpack.unpackb(b"\xa3\xed\xa0\x80", raw=False)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+async def test_a_body_that_is_not_its_content_encoding_is_invalid_on_every_route(make_client, encoding) -> None:
+    """Issue 21, item 9: was a 500 with a traceback; the client's error, so 400, nothing written.
+    Routes of the cluster's own nodes are called with the node credential, so the body is read."""
+    client = await make_client(controller_quorum_secret=SECRET)
+    await create_topic(client, "t")
+    before = await state(client)
+    peers = PeerSecurity(NodeCredential(1, SECRET))
+    routes = body_routes()
+    for method, path in routes:
+        headers = {"Content-Type": "application/json", "Content-Encoding": encoding}
+        if path.startswith("/v1/controller/"):
+            headers.update(peers.headers(method, path, b"{}", target=1))
+        resp = await client.request(method, path, data=f"this is not {encoding}".encode(), headers=headers)
+        error = await expect_error(resp, 400, "INVALID_REQUEST")
+        assert error["message"].startswith("the request body cannot be read"), (method, path, error)
+    assert await state(client) == before
+    await assert_healthy(client)
+
+
+async def test_a_compressed_body_is_bounded_by_its_inflated_size(make_client) -> None:
+    """socket.request.max.bytes bounds the body as the route would see it: a small gzip body that
+    inflates past it is 413 MESSAGE_TOO_LARGE, decompressed as it streams in, never whole."""
+    client = await make_client(socket_request_max_bytes=1_000_000)
+    bomb = gzip.compress(b"[" + b" " * 5_000_000 + b"]")
+    assert len(bomb) < 10_000
+    resp = await client.post("/v1/topics", data=bomb, headers={"Content-Type": "application/json",
+                                                                "Content-Encoding": "gzip"})
+    await expect_error(resp, 413, "MESSAGE_TOO_LARGE")
+    await assert_healthy(client)

@@ -5,7 +5,6 @@ browsable document from the package's own files."""
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 import msgspec
@@ -16,6 +15,7 @@ from aiohttp.test_utils import TestClient
 from kraft.api.messages import controller, groups, node, security, topics
 from kraft.api.openapi import DOCS_ASSETS
 from kraft.security.node_auth import NodeCredential
+from kraft.security.peers import PeerSecurity
 from routes_testing import MSGPACK, create_topic, expect_error
 
 
@@ -82,7 +82,7 @@ async def answer_of(client: TestClient, message: type, method: str, path: str, b
     data = None if body is None else msgspec.json.encode(body)
     headers = {"Content-Type": "application/json"}
     if path.startswith("/v1/controller/"):
-        headers.update(NodeCredential(1, SECRET).sign(method, path, data, int(time.time() * 1000)))
+        headers.update(PeerSecurity(NodeCredential(1, SECRET)).headers(method, path, data, target=1))
     resp = await client.request(method, path, data=data, headers=headers)
     answer = await resp.json()
     assert resp.status == status, answer
@@ -136,3 +136,16 @@ async def test_docs_page_loads_only_files_of_this_node(client: TestClient) -> No
     assert (await client.get("/docs/swagger-ui-bundle.js")).content_type == "application/javascript"
     await expect_error(await client.get("/docs/..%2Fopenapi.py"), 404, "NOT_FOUND")
     await expect_error(await client.get("/docs/nothing.js"), 404, "NOT_FOUND")
+
+
+async def test_root_and_docs_slash_point_to_the_docs(client: TestClient) -> None:
+    """`GET /` and `GET /docs/` answered 404: a newcomer's first two guesses."""
+    root = await answer_of(client, node.RootResponse, "GET", "/")
+    assert root["name"] == "kraft" and root["node_id"] == 1 and root["version"]
+    for path in ("docs", "openapi", "health", "metadata", "metrics"):
+        assert (await client.get(root[path])).status == 200, path
+    moved = await client.get("/docs/", allow_redirects=False)
+    assert moved.status == 301 and moved.headers["Location"] == "../docs"
+    followed = await client.get("/docs/")
+    assert followed.status == 200 and followed.url.path == "/docs" and await followed.text() == await (
+        await client.get("/docs")).text()

@@ -259,6 +259,6 @@ def test_every_node_lists_topics_in_the_same_order() -> None:
                                              leader=NODE)))
     _, image = apply_records(MetadataImage.EMPTY, records)
     assert list(image.topics.by_name) != names  # else this test could not fail
-    view = BrokerMetadataView("cluster", {})
+    view = BrokerMetadataView(lambda: "cluster", {})
     view.set_image(image)
     assert [t.name for t in view.topics()] == names

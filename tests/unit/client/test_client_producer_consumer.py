@@ -150,7 +150,7 @@ def test_config_validation() -> None:
         parse_acks("2")
     assert err.value.error_code == "INVALID_REQUIRED_ACKS"
     with pytest.raises(KraftError) as err:
-        Producer("127.0.0.1:1", compression_type="snappy")
+        Producer("127.0.0.1:1", compression_type="brotli")
     assert err.value.error_code == "INVALID_CONFIG"
     with pytest.raises(KraftError):
         Consumer("127.0.0.1:1", auto_offset_reset="middle")

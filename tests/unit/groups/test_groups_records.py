@@ -14,7 +14,8 @@ TOPICS = {"a": 4}
 def test_replay_restores_membership_and_offsets() -> None:
     g = ConsumerGroup("g", CONFIG)
     r1 = g.heartbeat(HeartbeatRequest("", 0, client_id="c1", subscribed_topics=("a",)), TOPICS, 0, "m1")
-    g.heartbeat(HeartbeatRequest("", 0, client_id="c2", subscribed_topic_regex="a.*"), TOPICS, 0, "m2")
+    g.heartbeat(HeartbeatRequest("", 0, client_id="c2", subscribed_topic_regex="a.*", principal="User:bob"),
+                TOPICS, 0, "m2")
     g.heartbeat(HeartbeatRequest("m1", r1.member_epoch, owned=r1.assignment), TOPICS, 0, "x")  # revoking
     g.empty_since_ms = 99  # when it was last empty: offset retention counts from it after a failover
     replay = GroupsReplay(CONFIG)
@@ -26,6 +27,7 @@ def test_replay_restores_membership_and_offsets() -> None:
     assert group_value(restored) == group_value(g) and restored.empty_since_ms == 99
     assert restored.offsets == {("a", 0): OffsetAndMetadata(5, "meta", 123)}
     assert restored.members["m1"].pending_revocation == g.members["m1"].pending_revocation != frozenset()
+    assert restored.members["m2"].principal == "User:bob"  # whose Describe rights its regex resolves with
     assert restored.state == g.state == "Reconciling"
 
 

@@ -125,7 +125,7 @@ class Cluster:
         (self.tmp / f"data-{b}").mkdir(parents=True, exist_ok=True)
         app = web.Application(middlewares=[error_middleware])
         app[REPLICAS] = node
-        app[NODE_INFO] = NodeInfo(b, ("broker",), 50 * 1024 * 1024, False)
+        app[NODE_INFO] = NodeInfo(b, ("broker",), 50 * 1024 * 1024, False, 50 * 1024 * 1024)
         app.router.add_routes(batch.routes)
         replication_channel.install(app)  # the followers' channels
         runner = web.AppRunner(app, access_log=None)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import ssl
-import time
 from pathlib import Path
 
 import aiohttp
@@ -116,7 +115,7 @@ async def test_sasl_users_nodes_and_refusals():
         status, body = await get(f"{base}/v1/controller/brokers/register", method="POST", headers=alice)
         assert (status, body["error_code"]) == (403, "CLUSTER_AUTHORIZATION_FAILED")
         path = "/v1/controller/brokers/register"
-        headers = NodeCredential(2, SECRET).sign("POST", path, None, int(time.time() * 1000))
+        headers = PeerSecurity(NodeCredential(2, SECRET)).headers("POST", path, target=1)
         assert await get(f"{base}{path}", method="POST", headers=headers) == (200, {"principal": "Node:2"})
     finally:
         await runner.cleanup()

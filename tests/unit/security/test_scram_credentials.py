@@ -82,3 +82,33 @@ def test_deletions_of_the_wrong_type_are_refused(deletion):
 def test_deleting_a_missing_credential_is_refused():
     with pytest.raises(MetadataError, match="no SCRAM-SHA-256 credential"):
         alter_user_scram_credentials(MetadataImage.EMPTY, [], [{"name": "x", "mechanism": "SCRAM-SHA-256"}])
+
+
+def users(*entries: tuple[str, str, int]) -> MetadataImage:
+    return apply(MetadataImage.EMPTY, [scram_upsertion(u, m, f"{u}-pw", i) for u, m, i in entries])
+
+
+@pytest.mark.parametrize("entries, mechanisms, expected", [
+    # the issue's: an unknown user was checked at the highest stored count (16384), a known one at its own
+    ([("admin", "SCRAM-SHA-256", 4096), ("bob", "SCRAM-SHA-256", 4096), ("carol", "SCRAM-SHA-256", 16384)],
+     ["SCRAM-SHA-256", "PLAIN"], ("SCRAM-SHA-256", 4096)),
+    ([("carol", "SCRAM-SHA-512", 16384)], ["SCRAM-SHA-256", "PLAIN"], ("SCRAM-SHA-512", 16384)),
+    ([("a", "SCRAM-SHA-256", 4096), ("b", "SCRAM-SHA-256", 8192)], ["PLAIN"], ("SCRAM-SHA-256", 4096)),
+    ([("a", "SCRAM-SHA-512", 8192)], ["SCRAM-SHA-256"], ("SCRAM-SHA-256", scram.DEFAULT_ITERATIONS)),
+    ([], ["SCRAM-SHA-512"], ("SCRAM-SHA-512", scram.DEFAULT_ITERATIONS)),
+])
+async def test_an_unknown_user_is_checked_like_a_typical_user(entries, mechanisms, expected):
+    """Kafka's ScramSaslServer checks an unknown user against a fake credential; here it has the
+    mechanism and iteration count most users have, so a wrong password costs the same for both."""
+    from aiohttp.test_utils import make_mocked_request
+
+    from kraft.api.security import AuthenticationFailed
+    from kraft.security.authn import ClientAuthenticator
+
+    image = users(*entries)
+    authenticator = ClientAuthenticator("SASL_PLAINTEXT", mechanisms, [], lambda: image)
+    stand_in = authenticator._stand_in(image.scram, authenticator._candidates(""))
+    assert (stand_in.mechanism, stand_in.iterations) == expected
+    token = base64.b64encode(b"nobody:nobody-pw").decode()
+    with pytest.raises(AuthenticationFailed, match=f"unknown user or wrong password \\({expected[0]}\\)"):
+        await authenticator.authenticate(make_mocked_request("GET", "/", headers={"Authorization": f"Basic {token}"}))
