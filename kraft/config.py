@@ -358,6 +358,9 @@ _KEYS = [
     ConfigKey("log.open.files.max", "int", None,
               "Files of closed segments kept open at once, least recently used closed first; "
               "default an eighth of the open-files limit (16 to 10000).", _POS_INT),
+    ConfigKey("stage.trace.events", "int", 0,
+              "Stage events along records' way kept for kraft-bench --trace (GET /v1/trace), a ring; "
+              "0: not recorded.", at_least(0, 10_000_000)),
     ConfigKey("log.flush.interval.messages", "long", LONG_MAX,
               "fsync after this many messages.", _POSITIVE),
     ConfigKey("log.flush.interval.ms", "long", None, "fsync after this many ms.", _NON_NEG),

@@ -37,6 +37,7 @@ from kraft.api.authz import AUTHORIZER
 from kraft.api.throttle import QUOTAS
 from kraft.api.routes.acls import ACLS
 from kraft.api.routes.services import NodeInfo
+from kraft.api.routes.trace import TRACE
 from kraft.api.routes.users import USERS
 from kraft.api.server import SERVER_OPTIONS, build_app
 from kraft.broker.admin import LocalAdmin
@@ -45,6 +46,7 @@ from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.broker.groups.membership import GroupConfig
 from kraft.broker.lifecycle import BrokerLifecycle
 from kraft.broker.metadata_follower import BrokerSnapshotStore, MetadataFollower
+from kraft.broker.stage_trace import StageTrace
 from kraft.broker.metadata_publisher import BrokerMetadataPublisher
 from kraft.broker.metadata_view import BrokerMetadataView
 from kraft.broker.producer_ids import ProducerIdManager
@@ -307,6 +309,8 @@ class Node:
                                                           self.metrics.registry)
                 self.groups.regexes.authorizer = self.app[AUTHORIZER]  # regexes resolve to what one may Describe
         self.app[NODE_STATUS] = self.status
+        if config["stage.trace.events"]:
+            self.replica_manager.trace = self.app[TRACE] = StageTrace(config["stage.trace.events"])
         self.readiness = ReadinessCheck()
         self._runner: web.AppRunner | None = None
         self.port = config.listener[1]
