@@ -31,31 +31,45 @@ def produce(
     """Producer throughput and ack latency (kafka-producer-perf-test); the latency percentiles
     are over every acknowledged record, from its own send to its acknowledgement."""
     with bench_target(bootstrap_server, local_cluster, trace) as (bootstrap, pids):
-        ensure_topic(bootstrap, topic, partitions, replication_factor)
         pids.update({f"pid-{p}": p for p in profile_pids})
         observers = Observers("produce", bootstrap, trace, profile, json_path, pids)
-        payload = make_payload(record_size, random.Random(0))
-        latencies = AckLatencyRecorder()
-        progress = Progress("produce")
-        with Producer(bootstrap, acks=acks, batch_size=batch_size, linger_ms=linger_ms,
-                      compression_type=compression) as producer:
-            producer.partitions_for(topic)  # metadata before the clock starts
-            if warmup_records:  # connections, the logs' first files, the followers' fetchers
-                _send_all(producer, topic, payload, warmup_records, throughput, AckLatencyRecorder(), progress)
+        result = measure_produce(bootstrap, topic, num_records=num_records, record_size=record_size,
+                                 partitions=partitions, replication_factor=replication_factor, acks=acks,
+                                 batch_size=batch_size, linger_ms=linger_ms, compression=compression,
+                                 throughput=throughput, warmup_records=warmup_records, observers=observers)
+    report(result, json_path, [producer_perf_summary(result)] if print_format == "kafka" else None)
+    if result.errors:
+        raise click.ClickException(f"{result.errors} records were not acknowledged")
+
+
+def measure_produce(
+    bootstrap: str, topic: str, *, num_records: int, record_size: int = 100, partitions: int = 1,
+    replication_factor: int = 1, acks: str = "1", batch_size: int = 65536, linger_ms: int = 5,
+    compression: str = "none", throughput: int = -1, warmup_records: int = 0, observers: Observers | None = None,
+) -> BenchResult:
+    """One produce run against `bootstrap` (the topic created if needed); `observers` watch
+    the measured part (after the warm-up)."""
+    ensure_topic(bootstrap, topic, partitions, replication_factor)
+    payload = make_payload(record_size, random.Random(0))
+    latencies = AckLatencyRecorder()
+    progress = Progress("produce")
+    with Producer(bootstrap, acks=acks, batch_size=batch_size, linger_ms=linger_ms,
+                  compression_type=compression) as producer:
+        producer.partitions_for(topic)  # metadata before the clock starts
+        if warmup_records:  # connections, the logs' first files, the followers' fetchers
+            _send_all(producer, topic, payload, warmup_records, throughput, AckLatencyRecorder(), progress)
+        if observers is not None:
             observers.start()
-            elapsed = _send_all(producer, topic, payload, num_records, throughput, latencies, progress)
-        failed = latencies.failed_records
-        extra = observers.finish(latencies.traced_records)
-    result = BenchResult(
+        elapsed = _send_all(producer, topic, payload, num_records, throughput, latencies, progress)
+    failed = latencies.failed_records
+    extra = observers.finish(latencies.traced_records) if observers is not None else {}
+    return BenchResult(
         "produce",
         dict(topic=topic, num_records=num_records, record_size=record_size, partitions=partitions,
              replication_factor=replication_factor, acks=acks, batch_size=batch_size,
              linger_ms=linger_ms, compression=compression, throughput=throughput, warmup_records=warmup_records),
         num_records - failed, (num_records - failed) * len(payload), elapsed, latencies.histogram(), failed, extra,
     )
-    report(result, json_path, [producer_perf_summary(result)] if print_format == "kafka" else None)
-    if failed:
-        raise click.ClickException(f"{failed} records were not acknowledged")
 
 
 def _send_all(producer: Producer, topic: str, payload: bytes, num_records: int, throughput: int,
