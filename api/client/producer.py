@@ -18,6 +18,7 @@ from kraft.api.client.cluster import ClusterSnapshot, MetadataCache
 from kraft.api.client.compat import check_unused_configs, serializing
 from kraft.api.client.security import pop_security
 from kraft.api.client.futures import RecordFuture
+from kraft.api.client.idempotence import MAX_IN_FLIGHT_IDEMPOTENT
 from kraft.api.client.sender import Sender, SenderConfig, now_ms
 from kraft.api.client.transport import Transport
 from kraft.api.client.types import Headers, TopicPartition
@@ -80,10 +81,15 @@ class Producer:
 
     `enable_idempotence=True` (Kafka's enable.idempotence; docs/idempotence.md): a retried batch
     whose first answer was lost is written once, in order. The producer gets a producer id from
-    the cluster, numbers each partition's batches, keeps at most one request in flight per leader
-    (stricter than Kafka's limit of 5 per partition) and sends a retried batch alone for its
-    partition. A duplicate is a success with the original offsets (-1 when the broker no longer
-    has them); sequence errors are retried or bump the epoch as Kafka's client does.
+    the cluster, numbers each partition's batches, keeps up to
+    `max_in_flight_requests_per_connection` requests in flight per leader (default 5, at most 5,
+    as Kafka's) and sends a retried batch alone for its partition once nothing before it is in
+    flight, so a partition's records are written in order through retries. A duplicate is a
+    success with the original offsets (-1 when the broker no longer has them); sequence errors
+    are retried or bump the epoch as Kafka's client does. Without idempotence the default is one
+    request in flight per leader, which keeps order without sequence numbers; more may reorder a
+    partition's batches when one is retried (or overtakes another: each request in flight has
+    its own connection), as Kafka warns for max.in.flight.requests.per.connection > 1.
 
     kafka-python's keywords work (`key_serializer`, `value_serializer`, `client_id`, ...;
     docs/client.md has the table): `KafkaProducer(**configs)` code runs with the class renamed.
@@ -111,6 +117,7 @@ class Producer:
         max_block_ms: int = 60_000,
         metadata_max_age_ms: int = 300_000,
         enable_idempotence: bool = False,
+        max_in_flight_requests_per_connection: int | None = None,
         allow_auto_create_topics: bool = True,
         **configs: Any,
     ) -> None:
@@ -123,13 +130,20 @@ class Producer:
             raise KraftError("INVALID_CONFIG", "batch_size and max_request_size must be > 0, linger_ms and retries >= 0")
         if enable_idempotence and (parse_acks(acks) != -1 or retries == 0):
             raise KraftError("INVALID_CONFIG", "enable_idempotence needs acks='all' and retries > 0, as in Kafka")
+        max_in_flight = max_in_flight_requests_per_connection
+        if max_in_flight is None:
+            max_in_flight = MAX_IN_FLIGHT_IDEMPOTENT if enable_idempotence else 1
+        if max_in_flight < 1 or (enable_idempotence and max_in_flight > MAX_IN_FLIGHT_IDEMPOTENT):
+            raise KraftError("INVALID_CONFIG", f"max_in_flight_requests_per_connection must be >= 1 and, with "
+                                               f"enable_idempotence, <= {MAX_IN_FLIGHT_IDEMPOTENT} (the batches a broker "
+                                               f"keeps per producer to recognise a retry), as in Kafka; got {max_in_flight}")
         self.client_id = client_id or "kraft-producer"
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self._transport = Transport(bootstrap_servers, request_timeout_ms, security, self.client_id)
         self._metadata = MetadataCache(self._transport, retry_backoff_ms, metadata_max_age_ms,
                                        allow_auto_create=allow_auto_create_topics)
-        self._acc = RecordAccumulator(batch_size, linger_ms, isolate_retries=enable_idempotence)
+        self._acc = RecordAccumulator(batch_size, linger_ms, one_batch_per_partition=enable_idempotence)
         self._lock = threading.Lock()
         self._space = threading.Condition(self._lock)
         self._sticky = StickyPartitioner()
@@ -151,6 +165,7 @@ class Producer:
                 delivery_timeout_ms=delivery_timeout_ms,
                 max_request_size=max_request_size,
                 idempotence=enable_idempotence,
+                max_in_flight=max_in_flight,
             ),
         )
         self._sender.start()
