@@ -308,13 +308,13 @@ def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, Bat
         pos += size
 
 
-def stamp(buf: bytearray, pos: int, base_offset: int, leader_epoch: int) -> None:
+def stamp(buf: bytearray | memoryview, pos: int, base_offset: int, leader_epoch: int) -> None:
     """Writes base_offset and partition_leader_epoch in place; both sit outside the CRC."""
     _OFFSET.pack_into(buf, pos, base_offset)
     _EPOCH.pack_into(buf, pos + _EPOCH_POS, leader_epoch)
 
 
-def set_log_append_time(buf: bytearray, pos: int, size: int, timestamp: int) -> None:
+def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, timestamp: int) -> None:
     """Marks the batch at `pos` LogAppendTime with `timestamp` and recomputes its CRC, as Kafka's
     broker does for topics with message.timestamp.type=LogAppendTime."""
     attributes, last_offset_delta, _, _ = _TIMESTAMPS.unpack_from(buf, pos + ATTRIBUTES_POS)

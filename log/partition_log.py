@@ -58,7 +58,7 @@ class LogAppendInfo:
 
 @dataclass(frozen=True)
 class FetchDataInfo:
-    records: bytes  # whole batches, possibly empty
+    records: bytes | memoryview  # whole batches as stored (one read, no copy), possibly empty
     fetch_offset: int
     next_offset: int  # offset after the last returned batch (fetch_offset when empty)
     high_watermark: int
@@ -330,7 +330,7 @@ class PartitionLog:
             )
 
     def _read_batches(self, fetch_offset: int, max_bytes: int, limit: int, min_one_batch: bool,
-                      may_quarantine: bool = True) -> bytes:
+                      may_quarantine: bool = True) -> bytes | memoryview:
         if fetch_offset >= limit:
             return b""
         i = max(0, bisect_right([s.base_offset for s in self._segments], fetch_offset) - 1)
@@ -363,7 +363,8 @@ class PartitionLog:
         # this segment; no fsync here, on the reader's thread.
         return True
 
-    def _read_from(self, i: int, fetch_offset: int, max_bytes: int, limit: int, min_one_batch: bool) -> bytes:
+    def _read_from(self, i: int, fetch_offset: int, max_bytes: int, limit: int,
+                   min_one_batch: bool) -> bytes | memoryview:
         """Whole checked batches from segment `i` on; `_CorruptRead` names the segment whose
         batch or header failed."""
         for i, segment in enumerate(self._segments[i:], i):
@@ -398,7 +399,8 @@ class PartitionLog:
                 f"{self.directory.name}: corrupt batch at offset {fetch_offset} (segment "
                 f"{segment.base_offset}, position {position}): {e}", segment
             ) from None
-        return data[:end]
+        # the read's own buffer: a view of its whole batches, not a copy of them
+        return data if end == len(data) else memoryview(data)[:end]
 
     def offset_for_timestamp(
         self, timestamp: int, max_offset: int | None = None

@@ -142,7 +142,7 @@ class LogSegment:
 
     # -- appending ------------------------------------------------------------------------------
 
-    def append(self, data: bytes | bytearray, batches: Sequence[tuple[int, BatchHeader]]) -> None:
+    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[tuple[int, BatchHeader]]) -> None:
         """Appends validated batches; `batches` holds each batch's position within `data`.
         A new segment's files are created first (its directory must exist)."""
         if not self.has_files:

@@ -49,7 +49,7 @@ SUPPORTED_COMPRESSION_CODES = frozenset(COMPRESSION_CODES.values())
 class ValidatedBatches:
     """An incoming blob whose batches all passed validation, with their positions and headers."""
 
-    buffer: bytearray
+    buffer: bytes | bytearray | memoryview  # writable when it came from a producer (stamped in place)
     batches: tuple[tuple[int, BatchHeader], ...]
     record_count: int
     max_timestamp: int
@@ -79,6 +79,10 @@ class ValidatedBatches:
                 record_count += header.record_count
                 max_timestamp = max(max_timestamp, header.max_timestamp)
         return ValidatedBatches(buffer, tuple(batches), record_count, max_timestamp)
+
+
+def _writable(data: bytes | bytearray | memoryview) -> bool:
+    return isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly)
 
 
 class LogValidator:
@@ -151,9 +155,12 @@ class LogValidator:
             )
 
     def _validate(self, data: bytes | bytearray | memoryview, from_producer: bool) -> ValidatedBatches:
+        """A producer's batches are stamped in place later: a writable buffer (a bytearray, or
+        a writable memoryview of one: the request body) is taken over as it is, anything else
+        copied once. A follower's batches are stored as they are."""
         if len(data) == 0:
             raise InvalidRecordError("no record batches in the request")
-        buf = bytearray(data)
+        buf = data if not from_producer or _writable(data) else bytearray(data)
         batches = []
         record_count = 0
         max_timestamp = -1
@@ -171,7 +178,7 @@ class LogValidator:
             )
         return ValidatedBatches(buf, tuple(batches), record_count, max_timestamp)
 
-    def _check_batch(self, buf: bytearray, pos: int, header: BatchHeader, from_producer: bool) -> None:
+    def _check_batch(self, buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, from_producer: bool) -> None:
         self._check_size(header)
         if header.record_count <= 0:
             raise InvalidRecordError(f"batch at position {pos} has {header.record_count} records")
