@@ -88,11 +88,11 @@ def produce(client: Any, prefix: str, num_records: int, record_size: int, stream
 
     payload = make_payload(record_size, random.Random(0))
     names = stream_names(prefix, streams)
-    fields = {FIELD: payload}
     latency = LatencyHistogram()
     progress = Progress("redis produce")
     clock = time.perf_counter
     pipe = client.pipeline(transaction=False)
+    add = pipe.execute_command
     start = clock()
     sent = 0
     while sent < num_records:
@@ -101,7 +101,7 @@ def produce(client: Any, prefix: str, num_records: int, record_size: int, stream
         queued = []
         for _ in range(n):
             queued.append(clock())
-            pipe.xadd(stream, fields)
+            add("XADD", stream, "*", FIELD, payload)  # xadd() builds the same command, a quarter slower
         pipe.execute()
         done = clock()
         for t in queued:
