@@ -126,6 +126,9 @@ BLOCKS: dict[tuple[str, str], Skip | Run] = {
         Skip("the second round's `kraft-bench metadata` runs scaled; these differ only in their sizes"),
     ("docs/benchmarks.md", "# acks=all ack latency, RF 3, paced (the latency rows), with the per-stage trace"):
         Run(scale=True),
+    ("docs/benchmarks.md", "# after, beside the peers: every row of the issue's table in one run"):
+        Skip("minutes of measurement with Redis and NATS started by the bench, and $B/$B3 are clusters of main's "
+             "checkout (tests/integration/test_bench_peers.py runs `kraft-bench peers` small)"),
     ("docs/benchmarks.md", "kraft-bench compare-metadata --partitions 10000 --runs 1 --samples 50 --json cmp.json"):
         Skip("needs ZooKeeper and minutes (tests/zookeeper runs compare-metadata small)"),
     ("docs/benchmarks.md", "kraft-bench produce --local-cluster 3 --topic prof --partitions 6 --replication-factor 3 "
