@@ -18,7 +18,7 @@ import msgspec
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from kraft.api.errors import KraftError, invalid_request
+from kraft.api.errors import KraftError, http_status, invalid_request
 
 JSON = "application/json"
 MSGPACK = "application/msgpack"
@@ -55,8 +55,8 @@ def render_json(body: Any, status: int = 200) -> web.Response:
 
 def render_error(request: web.Request | None, error: KraftError) -> web.Response:
     if request is not None:
-        return render(request, error.to_dict(), error.http_status)
-    return render_json(error.to_dict(), error.http_status)
+        return render(request, error.to_dict(), http_status(error))
+    return render_json(error.to_dict(), http_status(error))
 
 
 M = TypeVar("M")

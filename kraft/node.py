@@ -32,7 +32,7 @@ from aiohttp import web
 from kraft.api.routes.controller import CONTROLLER
 from kraft.api.routes.health import NODE_STATUS
 from kraft.api.client.admin import scram_upsertion
-from kraft.api.errors import KraftError
+from kraft.errors import KraftError
 from kraft.api.authz import AUTHORIZER
 from kraft.api.throttle import QUOTAS
 from kraft.api.routes.acls import ACLS

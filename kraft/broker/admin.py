@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from kraft.api.errors import KraftError
+from kraft.errors import KraftError
 from kraft.api.routes.services import TopicDescription
 from kraft.broker.metadata_view import BrokerMetadataView
 from kraft.controller.channel import ControllerChannel

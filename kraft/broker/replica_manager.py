@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence, TypeVar
 
-from kraft.api.errors import KraftError, from_exception
+from kraft.errors import KraftError, from_exception
 from kraft.api.routes.replication import NO_EPOCH, NO_REPLICA, ReplicaFetchEntry, ReplicaFetchResult
 from kraft.api.routes.services import (
     DeleteRecordsEntry, DeleteRecordsResult, FetchEntry, FetchResult, PartitionOffsets, ProduceEntry,

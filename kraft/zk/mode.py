@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable
 import aiohttp
 from aiohttp import web
 
-from kraft.api.errors import KraftError
+from kraft.errors import KraftError
 
 from kraft.controller.client import ControllerClient, ControllerDirectory
 from kraft.controller.endpoint import ControllerEndpoint

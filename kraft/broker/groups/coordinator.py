@@ -30,7 +30,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
-from kraft.api.errors import KraftError
+from kraft.errors import KraftError
 from kraft.api.routes.groups import GroupHeartbeat, OffsetCommitEntry, OffsetReset
 from kraft.api.routes.services import AdminService, FetchResult, ProduceEntry, ProduceResult
 from kraft.broker.groups.expiration import expired_offsets, removes_group

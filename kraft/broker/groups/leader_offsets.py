@@ -17,7 +17,7 @@ import aiohttp
 import msgpack
 from yarl import URL
 
-from kraft.api.errors import KraftError
+from kraft.errors import KraftError
 from kraft.api.routes.services import PartitionOffsets
 from kraft.security.peers import PLAIN_PEERS
 from kraft.metadata.image import MetadataImage
