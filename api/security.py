@@ -35,27 +35,19 @@ from aiohttp import web
 from kraft.api.access import is_node_route
 from kraft.api.errors import KraftError
 from kraft.api.wire import render_error
+from kraft.security.authn import AuthenticationFailed
+from kraft.security.node_auth import (
+    CLIENT_HOST_HEADER, CLIENT_ID_HEADER, FORWARDED_HEADER, FORWARDED_PRINCIPAL_HEADER, HEADER as NODE_AUTH_HEADER,
+    SIGNED_HEADERS,
+)
+from kraft.server.request_context import ANONYMOUS, NODE_PRINCIPAL_TYPE
 
 log = logging.getLogger("kraft.security")
 
-NODE_AUTH_HEADER = "X-Kraft-Node-Auth"
-FORWARDED_PRINCIPAL_HEADER = "X-Kraft-Principal"  # the client a node forwards a request for
-CLIENT_HOST_HEADER = "X-Kraft-Client-Host"  # that client's address (host-scoped ACLs)
-FORWARDED_HEADER = "X-Kraft-Forwarded"  # the forwarding node: the receiver never forwards it again
-CLIENT_ID_HEADER = "X-Kraft-Client-Id"  # Kafka's client_id, which quotas charge
-# what a receiver believes of a node-signed request on the signature's word: every one is covered
-# by the signature (absent ones as absent), so none can be added, dropped or changed
-SIGNED_HEADERS = (FORWARDED_PRINCIPAL_HEADER, CLIENT_HOST_HEADER, FORWARDED_HEADER, CLIENT_ID_HEADER)
-ANONYMOUS = "User:ANONYMOUS"
-NODE_PRINCIPAL_TYPE = "Node"
 AUTHENTICATION_FAILED_MESSAGE = "Authentication failed: invalid credentials"
 
 # liveness and readiness probes answer without credentials (they reveal no data)
 _UNAUTHENTICATED_PATHS = frozenset({"/v1/health"})
-
-
-class AuthenticationFailed(Exception):
-    """Wrong, missing or unusable client credentials (the reason is for the log only)."""
 
 
 class SecurityService(Protocol):

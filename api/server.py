@@ -32,7 +32,8 @@ from kraft.api.routes.services import (
 )
 from kraft.api.security import SECURITY, SecurityService, peer, security_middleware
 from kraft.api.throttle import request_quota_middleware
-from kraft.api.wire import parser_error_text, render_error
+from kraft.api.wire import render_error
+from kraft.logging import parser_error_text
 
 log = logging.getLogger("kraft.api")
 
