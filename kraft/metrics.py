@@ -573,22 +573,21 @@ class GroupCollector(_Guarded):
     async def refresh(self) -> None:
         members: dict[str, int] = {}
         partitions: list[GroupPartitionLag] = []
-        for listed in (await self.groups.list_groups())["groups"]:
-            group_id = listed["group_id"]
+        for listed in (await self.groups.list_groups()).groups:
+            group_id = listed.group_id
             try:
                 described = await self.groups.describe_group(group_id)
             except Exception:  # moved or deleted since the listing: not ours to report
                 continue
-            members[group_id] = len(described["members"])
-            for o in described["offsets"]:
-                if o["current_offset"] is None:
+            members[group_id] = len(described.members)
+            for o in described.offsets:
+                if o.current_offset is None:
                     continue
-                leo = o["log_end_offset"]
+                leo = o.log_end_offset
                 if leo is None:
-                    leo = self.high_watermark(o["topic"], o["partition"])
-                lag = None if leo is None else max(0, leo - o["current_offset"])
-                partitions.append(GroupPartitionLag(group_id, o["topic"], o["partition"],
-                                                    o["current_offset"], lag))
+                    leo = self.high_watermark(o.topic, o.partition)
+                lag = None if leo is None else max(0, leo - o.current_offset)
+                partitions.append(GroupPartitionLag(group_id, o.topic, o.partition, o.current_offset, lag))
         self.snapshot = GroupsSnapshot(members, tuple(partitions))
 
     def _collect(self) -> Iterator[Metric]:

@@ -36,7 +36,7 @@ from kraft.errors import KraftError
 from kraft.api.authz import AUTHORIZER
 from kraft.api.throttle import QUOTAS
 from kraft.api.routes.acls import ACLS
-from kraft.api.routes.services import NodeInfo
+from kraft.server.metadata import NodeInfo
 from kraft.api.routes.users import USERS
 from kraft.api.server import SERVER_OPTIONS, build_app
 from kraft.broker.admin import LocalAdmin

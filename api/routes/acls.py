@@ -14,7 +14,7 @@ changes them (DescribeConfigs / AlterConfigs on the cluster).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 from aiohttp import web
@@ -22,26 +22,12 @@ from aiohttp import web
 from kraft.api import authz
 from kraft.api.errors import KraftError
 from kraft.api.messages.security import (
-    AclFilter, AlterClientQuotasRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsResponse,
-    DescribeClientQuotasResponse, QuotaEntry,
+    AclFilter, AlterClientQuotasRequest, AlterClientQuotasResponse, CreateAclsRequest, DeleteAclsRequest,
+    DescribeAclsResponse, DescribeClientQuotasResponse, QuotaEntry,
 )
 from kraft.api.wire import read_message, read_query, render
 from kraft.metadata.acl import StandardAcl, acl_from_dict, filter_from_dict
-
-FILTER_FIELDS = StandardAcl.FIELDS
-
-
-class AclService(Protocol):
-    def describe_acls(self, flt: dict[str, Any]) -> list[dict[str, str]]: ...
-
-    async def create_acls(self, acls: list[dict[str, Any]]) -> dict[str, Any]: ...
-
-    async def delete_acls(self, filters: list[dict[str, Any]]) -> dict[str, Any]: ...
-
-    def describe_client_quotas(self) -> list[dict[str, Any]]: ...
-
-    async def alter_client_quotas(self, entries: list[dict[str, Any]], validate_only: bool) -> dict[str, Any]: ...
-
+from kraft.server.security_admin import AclService
 
 ACLS = web.AppKey("acl_service", AclService)
 
@@ -70,8 +56,13 @@ def quota_entries(entries: list[QuotaEntry]) -> list[dict[str, Any]]:
 @routes.get("/v1/acls")
 async def describe_acls(request: web.Request) -> web.Response:
     service = _acl_service(request)
-    flt = msgspec.to_builtins(read_query(request, AclFilter))
-    return render(request, DescribeAclsResponse(acls=service.describe_acls(flt)))
+    flt = filter_from_dict(msgspec.to_builtins(read_query(request, AclFilter)))
+    return render(request, DescribeAclsResponse(acls=_bindings(service.describe_acls(flt))))
+
+
+def _bindings(acls: list[StandardAcl]) -> list[Any]:
+    """ACL bindings as the wire has them: every field, `host` "*" too."""
+    return [acl.to_dict() for acl in acls]
 
 
 @routes.post("/v1/acls")
@@ -79,28 +70,27 @@ async def create_acls(request: web.Request) -> web.Response:
     body = await read_message(request, CreateAclsRequest)
     service = _acl_service(request)
     # parsed here, so the controller gets Kafka's names (READ for Read)
-    acls = [acl_from_dict(binding).to_dict() for binding in msgspec.to_builtins(body.acls)]
-    return render(request, await service.create_acls(acls), status=201)
+    acls = [acl_from_dict(binding) for binding in msgspec.to_builtins(body.acls)]
+    return render(request, {"created": _bindings(await service.create_acls(acls))}, status=201)
 
 
 @routes.post("/v1/acls/delete")
 async def delete_acls(request: web.Request) -> web.Response:
     body = await read_message(request, DeleteAclsRequest)
     service = _acl_service(request)
-    filters = []
-    for raw in msgspec.to_builtins(body.filters):
-        flt = filter_from_dict(raw)
-        filters.append({name: getattr(flt, name) for name in FILTER_FIELDS if getattr(flt, name) is not None})
-    return render(request, await service.delete_acls(filters))
+    filters = [filter_from_dict(raw) for raw in msgspec.to_builtins(body.filters)]
+    return render(request, {"filter_results": [{"matching_acls": _bindings(matched)}
+                                               for matched in await service.delete_acls(filters)]})
 
 
 @routes.get("/v1/client-quotas")
 async def describe_client_quotas(request: web.Request) -> web.Response:
-    return render(request, DescribeClientQuotasResponse(entries=_service(request).describe_client_quotas()))
+    return render(request, msgspec.convert({"entries": _service(request).describe_client_quotas()},
+                                           DescribeClientQuotasResponse, from_attributes=True))
 
 
 @routes.post("/v1/client-quotas")
 async def alter_client_quotas(request: web.Request) -> web.Response:
     body = await read_message(request, AlterClientQuotasRequest)
-    return render(request, await _service(request).alter_client_quotas(quota_entries(body.entries),
-                                                                      body.validate_only))
+    changed = await _service(request).alter_client_quotas(quota_entries(body.entries), body.validate_only)
+    return render(request, AlterClientQuotasResponse(entries=changed))

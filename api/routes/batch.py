@@ -15,16 +15,17 @@ from kraft.api.access import REPLICA_FETCH
 from kraft.api.throttle import throttle
 from kraft.api.errors import KraftError, invalid_request
 from kraft.api.messages.batch import (
-    NO_EPOCH, NO_REPLICA, FetchPartitionResponse, FetchRequest, FetchResponse, ProducePartitionResponse,
-    ProduceRequest, ProduceResponse,
+    DivergingEpoch, FetchPartitionResponse, FetchRequest, FetchResponse, ProducePartitionResponse, ProduceRequest,
+    ProduceResponse,
 )
+from kraft.api.messages.common import Node
 from kraft.api.routes.metrics import FETCH_CONSUMER, FETCH_FOLLOWER, count_as
 from kraft.api.routes.records import topic_or_create
-from kraft.api.routes.replication import ReplicaFetchEntry, as_replica_fetch_service, render_result
-from kraft.api.routes.services import REPLICAS, FetchEntry, ProduceEntry
+from kraft.api.routes.services import REPLICAS
 from kraft.api.wire import read_message, render
 from kraft.log.batch import validate_batch
 from kraft.log.errors import LogError
+from kraft.server.records import NO_REPLICA, FetchEntry, FetchPartitionResult, ProduceEntry
 
 routes = web.RouteTableDef()
 
@@ -70,8 +71,8 @@ async def fetch(request: web.Request) -> web.Response:
     body = await read_message(request, FetchRequest)
     replica_id = body.replica_id
     entries = [
-        ReplicaFetchEntry(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
-                          p.last_fetched_epoch, p.high_watermark, p.log_start_offset)
+        FetchEntry(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
+                   p.last_fetched_epoch, p.high_watermark, p.log_start_offset)
         for p in body.partitions
     ]
     if replica_id != NO_REPLICA:  # a replica's fetch moves the high watermark and the ISR: nodes only
@@ -80,25 +81,27 @@ async def fetch(request: web.Request) -> web.Response:
         authz.require_named(request, {e.topic for e in entries})
     if not entries:  # nothing to wait for: answered at once, as Kafka's ReplicaManager.fetchMessages does
         return render(request, FetchResponse(throttle_time_ms=0, partitions=[]))
-    service = request.app[REPLICAS]
-    if replica_id != NO_REPLICA or any(
-        e.current_leader_epoch != NO_EPOCH or e.last_fetched_epoch != NO_EPOCH for e in entries
-    ):
-        count_as(request, FETCH_FOLLOWER if replica_id != NO_REPLICA else FETCH_CONSUMER)
-        replica_results = await as_replica_fetch_service(service).replica_fetch(
-            replica_id, body.replica_epoch, entries, body.max_wait_ms, body.min_bytes, body.max_bytes
-        )
-        throttle_ms = 0 if replica_id != NO_REPLICA else await throttle(
-            request, "fetch", sum(len(r.records) for r in replica_results))
-        return render(request, FetchResponse(throttle_time_ms=throttle_ms,
-                                             partitions=[render_result(r) for r in replica_results]))
-    results = await service.fetch([
-        FetchEntry(e.topic, e.partition, e.fetch_offset, e.partition_max_bytes) for e in entries
-    ], body.max_wait_ms, body.min_bytes, body.max_bytes)
-    throttle_ms = await throttle(request, "fetch", sum(len(r.records) for r in results))
-    return render(request, FetchResponse(throttle_time_ms=throttle_ms, partitions=[
-        FetchPartitionResponse(topic=r.topic, partition=r.partition, high_watermark=r.high_watermark,
-                               log_start_offset=r.log_start_offset, records=r.records, error_code=r.error_code,
-                               message=r.message)
-        for r in results
-    ]))
+    count_as(request, FETCH_FOLLOWER if replica_id != NO_REPLICA else FETCH_CONSUMER)
+    results = await request.app[REPLICAS].replica_fetch(
+        replica_id, body.replica_epoch, entries, body.max_wait_ms, body.min_bytes, body.max_bytes)
+    throttle_ms = 0 if replica_id != NO_REPLICA else await throttle(
+        request, "fetch", sum(len(r.records) for r in results))
+    # a follower's answer (or one naming leader epochs) also carries the log end offset and a
+    # diverging epoch; a plain consumer's carries neither
+    replica_shape = replica_id != NO_REPLICA or any(e.names_epochs for e in entries)
+    return render(request, FetchResponse(throttle_time_ms=throttle_ms,
+                                         partitions=[fetch_partition(r, replica_shape) for r in results]))
+
+
+def fetch_partition(r: FetchPartitionResult, replica_shape: bool) -> FetchPartitionResponse:
+    if not replica_shape:
+        return FetchPartitionResponse(topic=r.topic, partition=r.partition, high_watermark=r.high_watermark,
+                                      log_start_offset=r.log_start_offset, records=r.records,
+                                      error_code=r.error_code, message=r.message)
+    diverging = r.diverging_epoch
+    return FetchPartitionResponse(
+        topic=r.topic, partition=r.partition, high_watermark=r.high_watermark, log_start_offset=r.log_start_offset,
+        records=r.records, log_end_offset=r.log_end_offset,
+        diverging_epoch=None if diverging is None else DivergingEpoch(epoch=diverging.epoch,
+                                                                      end_offset=diverging.end_offset),
+        error_code=r.error_code, message=r.message, leader=None if r.leader is None else Node(**r.leader))

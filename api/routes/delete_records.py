@@ -18,8 +18,9 @@ from kraft.api import authz
 from kraft.api.errors import invalid_request
 from kraft.api.messages.records import DeletedRecordsPartition, DeleteRecordsRequest, DeleteRecordsResponse
 from kraft.api.routes.forward import by_leader, delete_records_remote
-from kraft.api.routes.services import REPLICAS, DeleteRecordsEntry, DeleteRecordsResult
+from kraft.api.routes.services import REPLICAS
 from kraft.api.wire import read_message, render
+from kraft.server.records import DeleteRecordsEntry, DeleteRecordsResult
 
 routes = web.RouteTableDef()
 

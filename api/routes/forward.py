@@ -27,13 +27,12 @@ from yarl import URL
 
 from kraft.api.errors import KraftError
 from kraft.api.routes.controller import CONTROLLER
-from kraft.api.routes.services import (
-    METADATA, NODE_INFO, DeleteRecordsEntry, DeleteRecordsResult, ProduceEntry, ProduceResult,
-)
+from kraft.api.routes.services import METADATA, NODE_INFO
 from kraft.api.authz import client_host
 from kraft.api.security import (
     CLIENT_HOST_HEADER, CLIENT_ID_HEADER, FORWARDED_HEADER, FORWARDED_PRINCIPAL_HEADER, SECURITY, principal_of,
 )
+from kraft.server.records import DeleteRecordsEntry, DeleteRecordsResult, ProduceEntry, ProducePartitionResult
 
 FORWARD_TIMEOUT_S = 330.0  # above the longest long poll a read route accepts (300 s)
 SESSION = web.AppKey("forward_session", aiohttp.ClientSession)
@@ -161,7 +160,7 @@ async def proxy(request: web.Request, peer: Peer) -> web.Response:
 
 
 async def produce_remote(request: web.Request, peer: Peer, entries: Sequence[ProduceEntry],
-                         acks: int, timeout_ms: int) -> list[ProduceResult]:
+                         acks: int, timeout_ms: int) -> list[ProducePartitionResult]:
     """Appends `entries` on their leader through its batch route; one result per entry, never an
     exception: a leader that cannot be reached, or refuses the whole request, fails its entries
     only (the caller may have stored other partitions already)."""
@@ -170,10 +169,11 @@ async def produce_remote(request: web.Request, peer: Peer, entries: Sequence[Pro
     try:
         return await forward_partitions(
             request, peer, "/v1/produce", body, timeout_ms, "the records may or may not be stored",
-            lambda p: ProduceResult(p["topic"], p["partition"], p.get("base_offset", -1),
+            lambda p: ProducePartitionResult(p["topic"], p["partition"], p.get("base_offset", -1),
                                     p.get("log_start_offset", -1), p.get("error_code"), p.get("message")))
     except KraftError as error:
-        return [ProduceResult(e.topic, e.partition, -1, -1, error.error_code, error.message) for e in entries]
+        return [ProducePartitionResult(e.topic, e.partition, -1, -1, error.error_code, error.message)
+                for e in entries]
 
 
 async def delete_records_remote(request: web.Request, peer: Peer,

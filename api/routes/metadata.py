@@ -16,8 +16,9 @@ from kraft.api.messages.common import check_topic_name
 from kraft.api.messages.topics import (
     Broker, MetadataQuery, MetadataResponse, PartitionState, TopicError, TopicMetadata,
 )
-from kraft.api.routes.services import METADATA, NODE_INFO, PartitionDescription, TopicDescription
+from kraft.api.routes.services import METADATA, NODE_INFO
 from kraft.api.wire import read_query, render
+from kraft.server.metadata import PartitionDescription, TopicDescription
 
 routes = web.RouteTableDef()
 

@@ -3,28 +3,22 @@ InitProducerId).
 
 Without a body field, the id comes from the blocks the active controller allocates to this broker
 (`ProducerIdService`, implemented by `kraft/broker/producer_ids.py`), epoch 0. With
-`{"transactional_id": "..."}` the id is derived from the name (`api/producer_ids.py`), with no
+`{"transactional_id": "..."}` the id is derived from the name (`kraft/producer_ids.py`), with no
 state anywhere, so every broker answers the same.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from aiohttp import web
 
 from kraft.api import authz
 from kraft.api.errors import KraftError
-from kraft.api.producer_ids import derived_producer_id
 from kraft.api.messages.node import InitProducerIdRequest, InitProducerIdResponse
 from kraft.api.wire import read_message, render
+from kraft.producer_ids import derived_producer_id
+from kraft.server.records import ProducerIdService
 
 routes = web.RouteTableDef()
-
-
-class ProducerIdService(Protocol):
-    async def allocate_producer_id(self) -> int: ...
-
 
 PRODUCER_IDS = web.AppKey("producer_id_service", ProducerIdService)
 

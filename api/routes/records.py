@@ -25,9 +25,7 @@ from kraft.api.errors import KraftError, invalid_request
 from kraft.api.partitioner import partition_for_key
 from kraft.api.routes.forward import by_leader, not_leader, produce_remote, proxy, remote_leader
 from kraft.api.routes.metadata import require_topic
-from kraft.api.routes.services import (
-    ADMIN, METADATA, NODE_INFO, REPLICAS, FetchEntry, ProduceEntry, ProduceResult, TopicDescription,
-)
+from kraft.api.routes.services import ADMIN, METADATA, NODE_INFO, REPLICAS
 from kraft.api.messages.common import check_topic_name, parse_acks
 from kraft.api.messages.records import (
     FetchRecordsQuery, FetchRecordsResponse, Header, PartitionOffsetsQuery, PartitionOffsetsResponse,
@@ -36,6 +34,8 @@ from kraft.api.messages.records import (
 )
 from kraft.api.wire import read_message, read_query, render, wants_msgpack
 from kraft.log.batch import Record, build_batch, decode_records, iter_batches
+from kraft.server.metadata import TopicDescription
+from kraft.server.records import FetchEntry, ProduceEntry, ProducePartitionResult
 
 routes = web.RouteTableDef()
 
@@ -137,7 +137,7 @@ async def produce_records(request: web.Request) -> web.Response:
     return render(request, ProduceRecordsResponse(offsets=offsets, partitions=partitions))
 
 
-async def _produce_anywhere(request: web.Request, entries: list[ProduceEntry], acks: int) -> list[ProduceResult]:
+async def _produce_anywhere(request: web.Request, entries: list[ProduceEntry], acks: int) -> list[ProducePartitionResult]:
     """Appends here what this node leads and forwards the rest to the partitions' leaders: one
     result per entry, an error for what failed (never an exception once anything may be stored)."""
     local, remote = by_leader(request, entries)

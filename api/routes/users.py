@@ -10,23 +10,18 @@ Describing needs Describe on the cluster, changing Alter (api/access.py), as in 
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 from aiohttp import web
 
 from kraft.api.errors import KraftError
 from kraft.api.messages.security import (
-    AlterScramCredentialsRequest, DescribeScramCredentialsResponse, DescribeScramQuery,
+    AlterScramCredentialsRequest, AlterScramCredentialsResponse, DescribeScramCredentialsResponse,
+    DescribeScramQuery,
 )
 from kraft.api.wire import read_message, read_query, render
-
-
-class UserService(Protocol):
-    def describe(self, user: str | None) -> list[dict[str, Any]]: ...
-
-    async def alter(self, upsertions: list[dict[str, Any]], deletions: list[dict[str, Any]]) -> dict[str, Any]: ...
-
+from kraft.server.security_admin import UserService
 
 USERS = web.AppKey("users", UserService)
 
@@ -42,7 +37,8 @@ def _service(request: web.Request) -> UserService:
 @routes.get("/v1/users/scram-credentials")
 async def describe_scram_credentials(request: web.Request) -> web.Response:
     user = read_query(request, DescribeScramQuery).user
-    return render(request, DescribeScramCredentialsResponse(users=_service(request).describe(user)))
+    return render(request, msgspec.convert({"users": _service(request).describe(user)},
+                                           DescribeScramCredentialsResponse, from_attributes=True))
 
 
 def scram_alterations(body: AlterScramCredentialsRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -54,4 +50,5 @@ def scram_alterations(body: AlterScramCredentialsRequest) -> tuple[list[dict[str
 @routes.post("/v1/users/scram-credentials")
 async def alter_scram_credentials(request: web.Request) -> web.Response:
     upsertions, deletions = scram_alterations(await read_message(request, AlterScramCredentialsRequest))
-    return render(request, await _service(request).alter(upsertions, deletions))
+    results = await _service(request).alter(upsertions, deletions)
+    return render(request, msgspec.convert({"results": results}, AlterScramCredentialsResponse, from_attributes=True))

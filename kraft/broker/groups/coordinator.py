@@ -1,5 +1,5 @@
 """The group coordinator: the asyncio shell around `ConsumerGroup` that implements
-`kraft.api.routes.groups.GroupService`.
+`kraft.server.groups.GroupService`.
 
 It is a metadata publisher: for every `__consumer_offsets` partition this broker leads it loads
 the groups by replaying the partition (requests for those groups get COORDINATOR_LOAD_IN_PROGRESS
@@ -27,12 +27,10 @@ import copy
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from kraft.errors import KraftError
-from kraft.api.routes.groups import GroupHeartbeat, OffsetCommitEntry, OffsetReset
-from kraft.api.routes.services import AdminService, FetchResult, ProduceEntry, ProduceResult
 from kraft.broker.groups.expiration import expired_offsets, removes_group
 from kraft.broker.groups.hashing import OFFSETS_TOPIC, coordinator_partition
 from kraft.broker.groups.leader_offsets import LeaderOffsets, LocalOffsets
@@ -47,6 +45,14 @@ from kraft.broker.groups.records import (
 from kraft.broker.metadata_view import MetadataCache
 from kraft.log.batch import build_batch, decode_records, iter_batches
 from kraft.metadata.image import MetadataImage
+from kraft.server.admin import AdminService
+from kraft.server.groups import (
+    CommitOffsetsResult, CommittedOffset, DeletedOffset, DeleteGroupResult, DeleteOffsetsResult,
+    FetchOffsetsResult, FindCoordinatorResult, GroupDescription, GroupHeartbeat, GroupOffset, GroupSummary,
+    HeartbeatResult, ListGroupsResult, MemberDescription, NodeEndpoint, OffsetCommitEntry, OffsetLag, OffsetReset,
+    ResetOffset, ResetOffsetsResult, by_topic,
+)
+from kraft.server.records import FetchPartitionResult, ProduceEntry, ProducePartitionResult
 
 log = logging.getLogger("kraft.groups")
 
@@ -89,10 +95,10 @@ class CoordinatorReplicas(LocalOffsets, Protocol):
 
     async def produce(
         self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int
-    ) -> list[ProduceResult]: ...
+    ) -> list[ProducePartitionResult]: ...
 
     async def read_committed(self, topic: str, partition: int, offset: int, max_bytes: int,
-                             max_wait_ms: int) -> FetchResult:
+                             max_wait_ms: int) -> FetchPartitionResult:
         """Whole batches below the high watermark from `offset` of a partition led here,
         waiting up to `max_wait_ms` for some (a consumer fetch, not counted as one)."""
         ...
@@ -127,13 +133,6 @@ def _regex_key(regex: str, member: Member | HeartbeatRequest) -> RegexKey:
 
 def _error(e: GroupError) -> KraftError:
     return KraftError(e.error_code, e.message)
-
-
-def _tp_json(tps: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
-    by_topic: dict[str, list[int]] = {}
-    for t, p in sorted(tps):
-        by_topic.setdefault(t, []).append(p)
-    return [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
 class GroupCoordinator:
@@ -242,7 +241,7 @@ class GroupCoordinator:
                  OFFSETS_TOPIC, state.partition, time.monotonic() - started,
                  f" ({replay.skipped} undecodable skipped)" if replay.skipped else "")
 
-    async def _read(self, tp: tuple[str, int], offset: int) -> FetchResult:
+    async def _read(self, tp: tuple[str, int], offset: int) -> FetchPartitionResult:
         info = await self.replicas.read_committed(tp[0], tp[1], offset, LOAD_CHUNK_BYTES, LOAD_WAIT_MS)
         if info.error_code is not None:
             raise KraftError(info.error_code, info.message or "")
@@ -288,12 +287,12 @@ class GroupCoordinator:
                 if e.error_code != "TOPIC_ALREADY_EXISTS":
                     raise
 
-    def _coordinator_json(self, partition: int) -> dict[str, Any] | None:
+    def _coordinator(self, partition: int) -> NodeEndpoint | None:
         reg = self.image.partition(OFFSETS_TOPIC, partition)
         endpoint = self.image.leader_endpoint(OFFSETS_TOPIC, partition)
         if reg is None or endpoint is None:
             return None
-        return {"node_id": reg.leader, "host": endpoint.host, "port": endpoint.port}
+        return NodeEndpoint(reg.leader, endpoint.host, endpoint.port)
 
     async def _state(self, group_id: str, create: bool = True) -> _Partition:
         """The loaded partition state owning `group_id`, or NOT_COORDINATOR / COORDINATOR_* errors."""
@@ -315,10 +314,10 @@ class GroupCoordinator:
                 if self._partitions.get(partition) is state:
                     return state
                 continue
-            coordinator = self._coordinator_json(partition)
-            if coordinator is not None and coordinator["node_id"] != self.node_id:
-                raise KraftError("NOT_COORDINATOR", f"node {coordinator['node_id']} coordinates group "
-                                 f"{group_id!r}", coordinator=coordinator)
+            coordinator = self._coordinator(partition)
+            if coordinator is not None and coordinator.node_id != self.node_id:
+                raise KraftError("NOT_COORDINATOR", f"node {coordinator.node_id} coordinates group "
+                                 f"{group_id!r}", coordinator=asdict(coordinator))
             if loop.time() >= deadline:
                 raise KraftError("COORDINATOR_NOT_AVAILABLE",
                                  f"{OFFSETS_TOPIC}-{partition} has no leader yet")
@@ -388,18 +387,18 @@ class GroupCoordinator:
 
     # -- GroupService -------------------------------------------------------------------------
 
-    async def find_coordinator(self, group_id: str) -> dict[str, Any]:
+    async def find_coordinator(self, group_id: str) -> FindCoordinatorResult:
         await self._ensure_offsets_topic()
         partition = self._partition_for(group_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + COORDINATOR_WAIT_S
-        while (coordinator := self._coordinator_json(partition)) is None:
+        while (coordinator := self._coordinator(partition)) is None:
             if loop.time() >= deadline:
                 raise KraftError("COORDINATOR_NOT_AVAILABLE", f"{OFFSETS_TOPIC}-{partition} has no leader")
             await asyncio.sleep(0.05)
-        return {"group_id": group_id, "partition": partition, "coordinator": coordinator}
+        return FindCoordinatorResult(group_id, partition, coordinator)
 
-    async def heartbeat(self, group_id: str, request: GroupHeartbeat) -> dict[str, Any]:
+    async def heartbeat(self, group_id: str, request: GroupHeartbeat) -> HeartbeatResult:
         if request.subscribed_topic_regex:
             try:
                 compile_regex(request.subscribed_topic_regex)  # refused before anything is resolved
@@ -415,12 +414,8 @@ class GroupCoordinator:
         response = await self._change_group(
             state, group_id, lambda g, regex_topics: g.heartbeat(req, topics, self.clock(), uuid.uuid4().hex,
                                                                  regex_topics), req)
-        return {
-            "member_id": response.member_id,
-            "member_epoch": response.member_epoch,
-            "heartbeat_interval_ms": response.heartbeat_interval_ms,
-            "assignment": _tp_json(response.assignment),
-        }
+        return HeartbeatResult(response.member_id, response.member_epoch, response.heartbeat_interval_ms,
+                               by_topic(response.assignment))
 
     def _check_partitions(self, tps: Iterable[tuple[str, int]]) -> None:
         for topic, partition in tps:
@@ -429,7 +424,7 @@ class GroupCoordinator:
 
     async def commit_offsets(
         self, group_id: str, member_id: str, member_epoch: int, offsets: list[OffsetCommitEntry]
-    ) -> dict[str, Any]:
+    ) -> CommitOffsetsResult:
         self._check_partitions((e.topic, e.partition) for e in offsets)
         state = await self._state(group_id)
         async with state.lock:
@@ -439,7 +434,7 @@ class GroupCoordinator:
             except GroupError as e:
                 raise _error(e) from None
             await self._commit(state, group, {(e.topic, e.partition): (e.offset, e.metadata) for e in offsets})
-        return {"offsets": [{"topic": e.topic, "partition": e.partition, "offset": e.offset} for e in offsets]}
+        return CommitOffsetsResult(tuple(CommittedOffset(e.topic, e.partition, e.offset) for e in offsets))
 
     async def _commit(
         self, state: _Partition, group: ConsumerGroup, offsets: dict[tuple[str, int], tuple[int, str]]
@@ -454,37 +449,33 @@ class GroupCoordinator:
         if not group.is_empty():
             state.groups.setdefault(group.group_id, group)
 
-    async def fetch_offsets(self, group_id: str, topics: list[str] | None) -> dict[str, Any]:
+    async def fetch_offsets(self, group_id: str, topics: list[str] | None) -> FetchOffsetsResult:
         state = await self._state(group_id)
         group = state.groups.get(group_id)
         items = [] if group is None else sorted(group.offsets.items())
-        return {"group_id": group_id, "offsets": [
-            {"topic": t, "partition": p, "offset": o.offset, "metadata": o.metadata,
-             "commit_timestamp": o.commit_timestamp_ms}
+        return FetchOffsetsResult(group_id, tuple(
+            GroupOffset(t, p, o.offset, o.metadata, o.commit_timestamp_ms)
             for (t, p), o in items if topics is None or t in topics
-        ]}
+        ))
 
-    async def list_groups(self) -> dict[str, Any]:
+    async def list_groups(self) -> ListGroupsResult:
         groups = []
         for state in list(self._partitions.values()):
             if state.loaded.is_set():
                 for g in state.groups.values():
-                    groups.append({"group_id": g.group_id, "state": g.state, "protocol_type": "consumer",
-                                   "members": len(g.members), "coordinator": self.node_id})
-        return {"groups": sorted(groups, key=lambda g: g["group_id"])}
+                    groups.append(GroupSummary(g.group_id, g.state, "consumer", len(g.members), self.node_id))
+        return ListGroupsResult(tuple(sorted(groups, key=lambda g: g.group_id)))
 
-    async def describe_group(self, group_id: str) -> dict[str, Any]:
+    async def describe_group(self, group_id: str) -> GroupDescription:
         state = await self._state(group_id, create=False)
         group = state.groups.get(group_id)
         if group is None:
             raise KraftError("GROUP_ID_NOT_FOUND", f"group {group_id!r} does not exist")
-        members = [{
-            "member_id": m.member_id, "member_epoch": m.member_epoch, "client_id": m.client_id,
-            "host": m.client_host, "subscribed_topics": list(m.subscribed_topics),
-            "subscribed_topic_regex": m.subscribed_topic_regex,
-            "assignment": _tp_json(m.assigned), "pending_revocation": _tp_json(m.pending_revocation),
-            "target_assignment": _tp_json(group.target.get(m.member_id, ())),
-        } for m in sorted(group.members.values(), key=lambda m: m.member_id)]
+        members = tuple(MemberDescription(
+            m.member_id, m.member_epoch, m.client_id, m.client_host, tuple(m.subscribed_topics),
+            m.subscribed_topic_regex, by_topic(m.assigned), by_topic(m.pending_revocation),
+            by_topic(tuple(group.target.get(m.member_id, ()))),
+        ) for m in sorted(group.members.values(), key=lambda m: m.member_id))
         partitions = set(group.offsets)
         for m in group.members.values():
             partitions |= m.assigned
@@ -496,19 +487,14 @@ class GroupCoordinator:
             end = ends[tp]
             leo = None if end is None else end.high_watermark
             current = None if committed is None else committed.offset
-            offsets.append({
-                "topic": tp[0], "partition": tp[1], "current_offset": current, "log_end_offset": leo,
-                "lag": None if current is None or leo is None else max(0, leo - current),
-                "member_id": group.owner_of(tp),
-            })
-        return {
-            "group_id": group_id, "state": group.state, "protocol_type": "consumer",
-            "assignor": group.assignor, "group_epoch": group.group_epoch,
-            "assignment_epoch": group.assignment_epoch,
-            "coordinator": self._coordinator_json(state.partition), "members": members, "offsets": offsets,
-        }
+            offsets.append(OffsetLag(tp[0], tp[1], current, leo,
+                                     None if current is None or leo is None else max(0, leo - current),
+                                     group.owner_of(tp)))
+        return GroupDescription(group_id, group.state, "consumer", group.assignor, group.group_epoch,
+                                group.assignment_epoch, self._coordinator(state.partition), members,
+                                tuple(offsets))
 
-    async def delete_group(self, group_id: str) -> dict[str, Any]:
+    async def delete_group(self, group_id: str) -> DeleteGroupResult:
         state = await self._state(group_id, create=False)
         async with state.lock:
             group = state.groups.get(group_id)
@@ -520,9 +506,10 @@ class GroupCoordinator:
                 (offset_key(group_id, t, p), None) for t, p in sorted(group.offsets)]
             await self._append(state.partition, tombstones + [(group_key(group_id), None)])
             del state.groups[group_id]
-        return {"group_id": group_id}
+        return DeleteGroupResult(group_id)
 
-    async def delete_offsets(self, group_id: str, topics: list[tuple[str, tuple[int, ...] | None]]) -> dict[str, Any]:
+    async def delete_offsets(self, group_id: str,
+                             topics: list[tuple[str, tuple[int, ...] | None]]) -> DeleteOffsetsResult:
         """kafka-consumer-groups --delete-offsets (Kafka's OffsetDelete): drops the committed
         offsets of the topics' partitions (all of a topic's when None). A partition of a topic that
         an active member subscribes to answers GROUP_SUBSCRIBED_TO_TOPIC and keeps its offset."""
@@ -540,13 +527,13 @@ class GroupCoordinator:
                     partitions = tuple(sorted(t.partitions)) if t is not None else tuple(
                         sorted(p for (name, p) in group.offsets if name == topic))
                 for p in partitions:
-                    entry: dict[str, Any] = {"topic": topic, "partition": p}
+                    entry = DeletedOffset(topic, p)
                     if t is None or p not in t.partitions:
-                        entry.update(error_code="UNKNOWN_TOPIC_OR_PARTITION",
-                                     message="This server does not host this topic-partition.")
+                        entry = DeletedOffset(topic, p, "UNKNOWN_TOPIC_OR_PARTITION",
+                                              "This server does not host this topic-partition.")
                     elif topic in subscribed:
-                        entry.update(error_code="GROUP_SUBSCRIBED_TO_TOPIC",
-                                     message="The consumer group is actively subscribed to the topic")
+                        entry = DeletedOffset(topic, p, "GROUP_SUBSCRIBED_TO_TOPIC",
+                                              "The consumer group is actively subscribed to the topic")
                     elif (topic, p) in group.offsets:
                         dropped.append((topic, p))
                     results.append(entry)
@@ -554,9 +541,9 @@ class GroupCoordinator:
                 await self._append(state.partition, [(offset_key(group_id, t, p), None) for t, p in dropped])
                 for tp in dropped:
                     group.offsets.pop(tp, None)
-        return {"group_id": group_id, "partitions": results}
+        return DeleteOffsetsResult(group_id, tuple(results))
 
-    async def reset_offsets(self, group_id: str, reset: OffsetReset) -> dict[str, Any]:
+    async def reset_offsets(self, group_id: str, reset: OffsetReset) -> ResetOffsetsResult:
         """kafka-consumer-groups --reset-offsets: computes each partition's new offset (clamped to
         [log start, high watermark], as Kafka does) and commits it unless `dry_run`. Only a group
         without active members can be reset."""
@@ -579,11 +566,10 @@ class GroupCoordinator:
             previous = {tp: group.offsets.get(tp) for tp in tps}
             if not reset.dry_run:
                 await self._commit(state, group, {tp: (o, "") for tp, o in new_offsets.items()})
-        return {"group_id": group_id, "dry_run": reset.dry_run, "offsets": [
-            {"topic": t, "partition": p, "new_offset": new_offsets[(t, p)],
-             "previous_offset": None if previous[(t, p)] is None else previous[(t, p)].offset}
+        return ResetOffsetsResult(group_id, reset.dry_run, tuple(
+            ResetOffset(t, p, new_offsets[(t, p)], None if previous[(t, p)] is None else previous[(t, p)].offset)
             for t, p in tps
-        ]}
+        ))
 
     async def _reset_target(self, group: ConsumerGroup, tp: tuple[str, int], reset: OffsetReset) -> int:
         offsets = await self.leader_offsets.offsets(tp)

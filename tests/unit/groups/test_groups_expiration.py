@@ -9,8 +9,6 @@ from pathlib import Path
 
 from hypothesis import given, strategies as st
 
-from kraft.api.routes.groups import GroupHeartbeat, OffsetCommitEntry
-from kraft.api.routes.services import ProduceResult
 from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from kraft.broker.groups.expiration import base_timestamp, expired_offsets, removes_group, subscribed_topics
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
@@ -20,6 +18,8 @@ from kraft.log.partition_log import PartitionLog
 from kraft.metadata.delta import apply_records
 from kraft.metadata.image import MetadataImage
 from kraft.metadata.records import ClaimController, Partition, Topic
+from kraft.server.groups import GroupHeartbeat, OffsetCommitEntry
+from kraft.server.records import ProducePartitionResult
 from test_groups_coordinator_load import FakeReplicas
 
 RETENTION = 60_000
@@ -110,7 +110,7 @@ class ProducingReplicas(FakeReplicas):
         for e in entries:
             info = self.log.append_as_leader(e.records, 0, 0)
             self.log.high_watermark = self.log.log_end_offset
-            results.append(ProduceResult(e.topic, e.partition, info.first_offset, self.log.log_start_offset))
+            results.append(ProducePartitionResult(e.topic, e.partition, info.first_offset, self.log.log_start_offset))
         return results
 
 
@@ -141,7 +141,7 @@ def beat(member_id: str, epoch: int, topics: tuple[str, ...] | None = None) -> G
 
 
 async def offsets_of(coordinator: GroupCoordinator, group: str) -> list[int]:
-    return [o["offset"] for o in (await coordinator.fetch_offsets(group, None))["offsets"]]
+    return [o.offset for o in (await coordinator.fetch_offsets(group, None)).offsets]
 
 
 async def test_expiry_writes_tombstones_that_a_new_coordinator_replays(tmp_path: Path) -> None:
@@ -151,23 +151,23 @@ async def test_expiry_writes_tombstones_that_a_new_coordinator_replays(tmp_path:
     try:
         await coordinator.commit_offsets("simple", "", -1, [OffsetCommitEntry("a", 0, 5, "")])
         joined = await coordinator.heartbeat("member", beat("", 0, ("a",)))
-        await coordinator.commit_offsets("member", joined["member_id"], joined["member_epoch"],
+        await coordinator.commit_offsets("member", joined.member_id, joined.member_epoch,
                                          [OffsetCommitEntry("a", 0, 7, "")])
         clock.now += RETENTION
         assert await coordinator.expire_offsets() == 1  # the simple group's; the member's stays
         assert await offsets_of(coordinator, "simple") == [] and await offsets_of(coordinator, "member") == [7]
-        assert (await coordinator.list_groups())["groups"][0]["group_id"] == "member"
-        await coordinator.heartbeat("member", beat(joined["member_id"], -1))  # leaves
+        assert (await coordinator.list_groups()).groups[0].group_id == "member"
+        await coordinator.heartbeat("member", beat(joined.member_id, -1))  # leaves
         clock.now += RETENTION - 1
         assert await coordinator.expire_offsets() == 0  # retention counts from the leave
         clock.now += 1
         assert await coordinator.expire_offsets() == 1
-        assert (await coordinator.list_groups())["groups"] == []
+        assert (await coordinator.list_groups()).groups == ()
     finally:
         await coordinator.close()
     successor = await loaded_coordinator(plog, clock)  # the records alone: what a failover replays
     try:
-        assert (await successor.list_groups())["groups"] == []
+        assert (await successor.list_groups()).groups == ()
         assert await offsets_of(successor, "simple") == [] and await offsets_of(successor, "member") == []
     finally:
         await successor.close()

@@ -8,6 +8,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Iterable
 
 import pytest
@@ -27,6 +28,7 @@ from kraft.broker.partition_state import PartitionView
 from kraft.log.config import LogConfig
 from kraft.metadata.delta import MetadataDelta, apply_records
 from kraft.metadata.image import MetadataImage, PartitionRegistration
+from kraft.server.groups import GroupSummary, ListGroupsResult
 from kraft.metadata.records import (
     ClaimController, Endpoint, FenceBroker, Partition, PartitionChange, RegisterBroker, RemoveTopic,
     Topic, UnfenceBroker,
@@ -688,13 +690,17 @@ class FakeGroups:
     def __init__(self, groups: dict[str, dict[str, Any]]) -> None:
         self.groups = groups
 
-    async def list_groups(self) -> dict[str, Any]:
-        return {"groups": [{"group_id": g} for g in self.groups] + [{"group_id": "vanished"}]}
+    async def list_groups(self) -> ListGroupsResult:
+        return ListGroupsResult(tuple(GroupSummary(g, "Stable", "consumer", 0, NODE)
+                                      for g in [*self.groups, "vanished"]))
 
-    async def describe_group(self, group_id: str) -> dict[str, Any]:
+    async def describe_group(self, group_id: str) -> SimpleNamespace:
+        """The description's members and offsets (GroupDescription's fields the collector reads)."""
         if group_id not in self.groups:
             raise LookupError(group_id)
-        return self.groups[group_id]
+        described = self.groups[group_id]
+        return SimpleNamespace(members=described["members"],
+                               offsets=[SimpleNamespace(**o) for o in described["offsets"]])
 
 
 def offsets(topic: str, p: int, current: int | None, leo: int | None) -> dict[str, Any]:

@@ -14,7 +14,8 @@ from typing import Any
 from aiohttp import web
 
 from kraft.api.routes import batch
-from kraft.api.routes.services import REPLICAS, ProduceEntry
+from kraft.api.routes.services import REPLICAS
+from kraft.server.records import ProduceEntry
 from kraft.api.server import error_middleware
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraft.broker.replication.alter_partition import ControllerAlterPartition

@@ -12,9 +12,8 @@ from typing import Any, Callable
 import aiohttp
 import pytest
 
-from kraft.api.routes.replication import ReplicaFetchEntry
-from kraft.api.routes.services import DeleteRecordsEntry, DeleteRecordsResult, FetchEntry
 from kraft.log.batch import iter_batches
+from kraft.server.records import DeleteRecordsEntry, DeleteRecordsResult, FetchEntry
 from tests.unit.replication.replication_cluster import TOPIC, Cluster, values_of
 
 
@@ -157,8 +156,8 @@ async def test_fetch_epoch_checks(cluster: Cluster) -> None:
     assert stale.error_code == "STALE_BROKER_EPOCH"
 
 
-def _entry(fetch_offset: int, **kw: Any) -> ReplicaFetchEntry:
-    return ReplicaFetchEntry(TOPIC, 0, fetch_offset, 1 << 20, **kw)
+def _entry(fetch_offset: int, **kw: Any) -> FetchEntry:
+    return FetchEntry(TOPIC, 0, fetch_offset, 1 << 20, **kw)
 
 
 async def test_fetch_route_replica_fields_over_http(cluster: Cluster) -> None:
