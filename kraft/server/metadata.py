@@ -5,7 +5,11 @@ image), and the node's own settings every listener answers with (`NodeInfo`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
+
+from kraft.errors import KraftError
+from kraft.metadata import topic_name
+from kraft.metadata.errors import MetadataError
 
 
 @dataclass(frozen=True)
@@ -58,3 +62,14 @@ class MetadataView(Protocol):
     def topic(self, name: str) -> TopicDescription | None: ...
 
     def topic_defaults(self) -> Mapping[str, str]: ...
+
+
+def check_topic_name(name: Any, action: str | None = None) -> str:
+    """Kafka's legal topic names (`metadata.topic_name`); with `action` ("create", "produce to",
+    "delete", ...), also a name a client may do that to (not an internal topic)."""
+    try:
+        if action is None:
+            return topic_name.validate_topic_name(name)
+        return topic_name.check_client_topic(name, action)
+    except MetadataError as e:
+        raise KraftError(e.error_code, e.message) from None
