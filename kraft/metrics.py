@@ -41,6 +41,8 @@ from kraft.broker.partition_state import PartitionStateReader, PartitionView
 from kraft.metadata.delta import MetadataDelta
 from kraft.metadata.image import MetadataImage
 from kraft.metadata.records import NO_LEADER
+from kraft.server.request_context import RequestContext
+from kraft.server.request_metrics import request_name
 
 log = logging.getLogger("kraft.metrics")
 
@@ -71,9 +73,9 @@ class MetricsSink:
     def failed_produce(self, topic: str) -> None:
         """A produce to one partition failed."""
 
-    def observe_request(self, request: str, error: str, seconds: float) -> None:
-        """One HTTP request of Kafka API `request` (Produce, FetchConsumer, ...) answered with
-        `error` (a Kafka error name, NONE on success) after `seconds`."""
+    def observe_request(self, ctx: RequestContext, error: str, seconds: float) -> None:
+        """One request answered with `error` (a Kafka error name, NONE on success) after
+        `seconds`, counted under its Kafka API (Produce, FetchConsumer, ...: `request_name`)."""
 
     def raft_commit(self, seconds: float) -> None:
         """A proposal to the metadata quorum committed after `seconds`."""
@@ -853,7 +855,8 @@ class NodeMetrics(MetricsSink):
         self._failed(self._total_produce, topic)
         self._failed(self._failed_produce, topic)
 
-    def observe_request(self, request: str, error: str, seconds: float) -> None:
+    def observe_request(self, ctx: RequestContext, error: str, seconds: float) -> None:
+        request = request_name(ctx)
         self._requests.labels(request).inc()
         self._errors.labels(request, error).inc()
         self._total_time.labels(request).observe(seconds * 1000)

@@ -36,17 +36,16 @@ from kraft.api.messages.topics import (
 )
 from kraft.api.routes.acls import quota_entries
 from kraft.api.routes.users import scram_alterations
+from kraft.api.routes.services import context_of, services_of
 from kraft.api.wire import MSGPACK, read_message, read_query, render
 from kraft.server.admin import ControllerApi
 
 routes = web.RouteTableDef()
 
 
-CONTROLLER = web.AppKey("controller_api", ControllerApi)
-
-
 def _api(request: web.Request) -> ControllerApi:
-    api = request.app.get(CONTROLLER)
+    """The controller API, for the inter-node routes (the node credential authorized them)."""
+    api = services_of(request).controller_api
     if api is None:
         raise KraftError("NOT_CONTROLLER", "this node serves no controller API")
     return api
@@ -57,7 +56,7 @@ def _api(request: web.Request) -> ControllerApi:
 
 @routes.get("/v1/controller/quorum")
 async def describe_quorum(request: web.Request) -> web.Response:
-    return render(request, await _api(request).describe_quorum())
+    return render(request, await services_of(request).controller.describe_quorum(context_of(request)))
 
 
 @routes.get("/v1/controller/quorum/local")
@@ -162,7 +161,8 @@ async def alter_user_scram_credentials(request: web.Request) -> web.Response:
 async def elect_leaders(request: web.Request) -> web.Response:
     """Preferred leader election (the only type: unclean elections follow the topic config)."""
     b = await read_message(request, ElectLeadersRequest)
-    return render(request, await _api(request).elect_leaders(b.partitions, b.request_id))
+    return render(request, await services_of(request).controller.elect_leaders(context_of(request), b.partitions,
+                                                                              b.request_id))
 
 
 # -- ACLs and client quotas, forwarded by nodes from /v1/acls and /v1/client-quotas --------------
@@ -193,7 +193,7 @@ async def alter_client_quotas(request: web.Request) -> web.Response:
 
 @routes.get("/v1/controller/reassignments")
 async def list_partition_reassignments(request: web.Request) -> web.Response:
-    return render(request, await _api(request).list_partition_reassignments())
+    return render(request, await services_of(request).controller.list_partition_reassignments(context_of(request)))
 
 
 @routes.post("/v1/controller/reassignments")
@@ -201,4 +201,5 @@ async def alter_partition_reassignments(request: web.Request) -> web.Response:
     """Start (`replicas`: the target) or cancel (`replicas`: null) reassignments, all or none."""
     b = await read_message(request, AlterReassignmentsRequest)
     reassignments = [asdict(p) for p in b.partitions]
-    return render(request, await _api(request).alter_partition_reassignments(reassignments, b.request_id))
+    return render(request, await services_of(request).controller.alter_partition_reassignments(
+        context_of(request), reassignments, b.request_id))

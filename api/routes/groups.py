@@ -1,5 +1,5 @@
-"""Consumer group routes (KIP-848 heartbeat, offset commit/fetch, list, describe, delete, reset)
-over the `GroupService` (kraft/server/groups.py, implemented by `kraft.broker.groups.coordinator`).
+"""Consumer group routes (KIP-848 heartbeat, offset commit/fetch, list, describe, delete, reset),
+adapters over the group services (kraft/server/group_apis.py).
 
 Requests for a group go to its coordinator (the leader of its `__consumer_offsets` partition);
 another broker answers NOT_COORDINATOR naming it (`GET /v1/groups/{group}/coordinator` finds
@@ -8,34 +8,34 @@ it). Bodies and answers are the messages of api/messages/groups.py.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import msgspec
 from aiohttp import web
 
-from kraft.api import authz
-from kraft.api.errors import KraftError, invalid_request
+from kraft.api.errors import invalid_request
 from kraft.api.messages.common import GroupId, check_topic_name
 from kraft.api.messages.groups import (
     CommitOffsetsRequest, CommitOffsetsResponse, DeleteGroupResponse, DeleteOffsetsRequest, DeleteOffsetsResponse,
     DescribeGroupResponse, FetchOffsetsQuery, FetchOffsetsResponse, FindCoordinatorResponse, HeartbeatRequest,
     HeartbeatResponse, ListGroupsResponse, ResetOffsetsRequest, ResetOffsetsResponse,
 )
-from kraft.api.security import principal_of
+from kraft.api.routes.services import context_of, services_of
 from kraft.api.wire import read_message, read_query, render
-from kraft.server.groups import GroupHeartbeat, GroupService, OffsetCommitEntry, OffsetReset
+from kraft.server.group_apis import GroupApis
+from kraft.server.groups import GroupHeartbeat, OffsetCommitEntry, OffsetReset
+from kraft.server.request_context import MAX_CLIENT_ID_CHARS
 
 routes = web.RouteTableDef()
 
-GROUPS = web.AppKey("group_service", GroupService)
+
+def _groups(request: web.Request) -> GroupApis:
+    return services_of(request).groups
 
 
-def _service(request: web.Request) -> GroupService:
-    service = request.app.get(GROUPS)
-    if service is None:
-        raise KraftError("COORDINATOR_NOT_AVAILABLE", "this node runs no group coordinator")
-    return service
+def _wire(answer: Any, message: type[Any]) -> Any:
+    """A typed answer of the group services as its message of api/messages/groups.py."""
+    return msgspec.convert(answer, message, from_attributes=True)
 
 
 def group_id_of(request: web.Request) -> str:
@@ -48,61 +48,47 @@ def group_id_of(request: web.Request) -> str:
 
 @routes.get("/v1/groups")
 async def list_groups(request: web.Request) -> web.Response:
-    answer = await _service(request).list_groups()
-    # Kafka's ListGroups: Describe on the cluster lists all, else the groups one may describe
-    answer = dataclasses.replace(answer, groups=authz.visible(request, answer.groups, lambda g: g.group_id))
-    return render(request, _wire(answer, ListGroupsResponse))
+    return render(request, _wire(await _groups(request).list_groups(context_of(request)), ListGroupsResponse))
 
 
 @routes.get("/v1/groups/{group}/coordinator")
 async def find_coordinator(request: web.Request) -> web.Response:
-    return render(request, _wire(await _service(request).find_coordinator(group_id_of(request)),
-                                 FindCoordinatorResponse))
-
-
-def _wire(answer: Any, message: type[Any]) -> Any:
-    """A typed answer of the group service as its message of api/messages/groups.py."""
-    return msgspec.convert(answer, message, from_attributes=True)
+    answer = await _groups(request).find_coordinator(context_of(request), group_id_of(request))
+    return render(request, _wire(answer, FindCoordinatorResponse))
 
 
 @routes.get("/v1/groups/{group}")
 async def describe_group(request: web.Request) -> web.Response:
-    answer = await _service(request).describe_group(group_id_of(request))
-    # Kafka's ConsumerGroupDescribe: refused unless the members' topics may be described; the
-    # committed offsets of other topics are left out, as OffsetFetch leaves them out
-    authz.require_named(request, set().union(*(m.topics() for m in answer.members)))
-    answer = dataclasses.replace(answer, offsets=authz.visible(request, answer.offsets, lambda o: o.topic))
+    answer = await _groups(request).describe_group(context_of(request), group_id_of(request))
     return render(request, _wire(answer, DescribeGroupResponse))
 
 
 @routes.delete("/v1/groups/{group}")
 async def delete_group(request: web.Request) -> web.Response:
-    return render(request, _wire(await _service(request).delete_group(group_id_of(request)), DeleteGroupResponse))
+    answer = await _groups(request).delete_group(context_of(request), group_id_of(request))
+    return render(request, _wire(answer, DeleteGroupResponse))
 
 
 @routes.post("/v1/groups/{group}/heartbeat")
 async def heartbeat(request: web.Request) -> web.Response:
     group_id = group_id_of(request)
     body = await read_message(request, HeartbeatRequest)
-    if body.subscribed_topics:
-        # Kafka: a member may subscribe only to topics it may Describe (a regex is resolved to those)
-        authz.require_named(request, body.subscribed_topics)
     owned = None
     if body.owned_partitions is not None:
         owned = frozenset((entry.topic, p) for entry in body.owned_partitions for p in entry.partitions)
     req = GroupHeartbeat(
         member_id=body.member_id,
         member_epoch=body.member_epoch,
-        client_id=body.client_id[:255],
-        client_host=authz.client_host(request),
-        principal=principal_of(request),
+        client_id=body.client_id[:MAX_CLIENT_ID_CHARS],
+        client_host="",  # the services take the member's host and principal from the request context
         subscribed_topics=None if body.subscribed_topics is None else tuple(dict.fromkeys(body.subscribed_topics)),
         subscribed_topic_regex=body.subscribed_topic_regex,
         server_assignor=body.server_assignor,
         owned=owned,
         rebalance_timeout_ms=body.rebalance_timeout_ms,
     )
-    return render(request, _wire(await _service(request).heartbeat(group_id, req), HeartbeatResponse))
+    answer = await _groups(request).heartbeat(context_of(request), group_id, req)
+    return render(request, _wire(answer, HeartbeatResponse))
 
 
 @routes.post("/v1/groups/{group}/offsets")
@@ -110,9 +96,8 @@ async def commit_offsets(request: web.Request) -> web.Response:
     group_id = group_id_of(request)
     body = await read_message(request, CommitOffsetsRequest)
     entries = [OffsetCommitEntry(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets]
-    member_id, member_epoch = body.member_id, body.member_epoch
-    authz.require_named(request, {e.topic for e in entries})
-    answer = await _service(request).commit_offsets(group_id, member_id, member_epoch, entries)
+    answer = await _groups(request).commit_offsets(context_of(request), group_id, body.member_id, body.member_epoch,
+                                                   entries)
     return render(request, _wire(answer, CommitOffsetsResponse))
 
 
@@ -123,9 +108,7 @@ async def fetch_offsets(request: web.Request) -> web.Response:
     topics = None
     if wanted is not None:
         topics = [check_topic_name(t.strip()) for t in wanted.split(",") if t.strip()]
-    answer = await _service(request).fetch_offsets(group_id, topics)
-    # Kafka's OffsetFetch: the offsets of topics the principal may not describe are left out
-    answer = dataclasses.replace(answer, offsets=authz.visible(request, answer.offsets, lambda o: o.topic))
+    answer = await _groups(request).fetch_offsets(context_of(request), group_id, topics)
     return render(request, _wire(answer, FetchOffsetsResponse))
 
 
@@ -137,8 +120,8 @@ async def reset_offsets(request: web.Request) -> web.Response:
     partitions = None if body.partitions is None else tuple(sorted(set(body.partitions)))
     value = None if body.strategy in ("earliest", "latest") else body.value
     reset = OffsetReset(topics, partitions, body.strategy, value, body.dry_run)
-    authz.require_named(request, topics)
-    return render(request, _wire(await _service(request).reset_offsets(group_id, reset), ResetOffsetsResponse))
+    answer = await _groups(request).reset_offsets(context_of(request), group_id, reset)
+    return render(request, _wire(answer, ResetOffsetsResponse))
 
 
 @routes.post("/v1/groups/{group}/offsets/delete")
@@ -147,5 +130,5 @@ async def delete_offsets(request: web.Request) -> web.Response:
     group_id = group_id_of(request)
     body = await read_message(request, DeleteOffsetsRequest)
     topics = [(t.topic, None if t.partitions is None else tuple(sorted(set(t.partitions)))) for t in body.topics]
-    authz.require_named(request, {t for t, _ in topics})
-    return render(request, _wire(await _service(request).delete_offsets(group_id, topics), DeleteOffsetsResponse))
+    answer = await _groups(request).delete_offsets(context_of(request), group_id, topics)
+    return render(request, _wire(answer, DeleteOffsetsResponse))

@@ -1,15 +1,20 @@
-"""The AppKeys through which the HTTP routes reach the node's services (kraft/server: the
-interfaces and the values crossing them)."""
+"""How the HTTP routes reach the node: its services (kraft/server, one `BrokerServices` per app)
+and each request's RequestContext, built by `api.access_middleware.context_middleware`."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from kraft.server.admin import AdminService
-from kraft.server.metadata import MetadataView, NodeInfo
-from kraft.server.records import ReplicaService
+from kraft.server.request_context import RequestContext
+from kraft.server.services import BrokerServices
 
-NODE_INFO = web.AppKey("node_info", NodeInfo)
-METADATA = web.AppKey("metadata_view", MetadataView)
-ADMIN = web.AppKey("admin_service", AdminService)
-REPLICAS = web.AppKey("replica_service", ReplicaService)
+SERVICES = web.AppKey("services", BrokerServices)
+CONTEXT = web.RequestKey("request_context", RequestContext)
+
+
+def services_of(request: web.Request) -> BrokerServices:
+    return request.app[SERVICES]
+
+
+def context_of(request: web.Request) -> RequestContext:
+    return request[CONTEXT]

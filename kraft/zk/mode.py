@@ -59,8 +59,9 @@ class ZkServices:
         self.session.on_state(self.controller.on_session_state)
         self.controlled_shutdown_enable: bool = config["controlled.shutdown.enable"]
 
-    def install(self, app: web.Application) -> None:
-        app.router.add_routes([update_metadata_route(self.receiver), controlled_shutdown_route(self.controller)])
+    def routes(self) -> list[web.RouteDef]:
+        """The inter-node routes ZooKeeper mode adds to the node's HTTP listener."""
+        return [update_metadata_route(self.receiver), controlled_shutdown_route(self.controller)]
 
     async def connect(self, candidate_cluster_id: str) -> str:
         """Connects (ZkUnavailableError past zookeeper.connection.timeout.ms); the cluster id."""
