@@ -94,15 +94,17 @@ def build(schema: type[Any], data: Mapping[str, Any]) -> Any:
 
 
 def _empty(field_type: Any) -> Any:
-    entity, many = _entity_type(field_type)
-    if many:
+    """A required field's value in an error response: no entries, no error, no name, -1 (Kafka's
+    "none" for ids, epochs and offsets)."""
+    if _entity_type(field_type)[1]:
         return ()
     if field_type is ErrorCode:
         return ErrorCode.none
-    if entity is not None or field_type in (str, type(None)) or typing.get_origin(field_type) in (
-            typing.Union, types.UnionType):
-        return None if field_type is not str else ""
-    return -1  # ids, epochs, offsets: Kafka's "none"
+    if field_type is str:
+        return ""
+    if typing.get_origin(field_type) in (typing.Union, types.UnionType):
+        return None
+    return -1
 
 
 def error_response(api_key: int, version: int, error: KraftError, throttle_ms: int = 0) -> Any:

@@ -381,3 +381,14 @@ async def test_describe_producers_answers_each_partition_on_its_own() -> None:
             for p in ok.active_producers] == [(1000, 2, 41, -1, -1)]
     assert elsewhere.error_code == ErrorCode.not_leader_or_follower
     assert secret.partitions[0].error_code == ErrorCode.topic_authorization_failed
+
+
+async def test_a_bug_below_a_handler_is_unknown_server_error_not_a_closed_connection() -> None:
+    node = Node(*EVERYTHING)
+
+    def broken(flt: AclBindingFilter) -> list[StandardAcl]:
+        raise RuntimeError("a bug")
+
+    node.acls.describe_acls = broken  # type: ignore[method-assign]
+    answer = await node.ask(29, 3, acl_filter())
+    assert answer.error_code == ErrorCode.unknown_server_error and answer.resources == ()
