@@ -43,6 +43,7 @@ class RouteAccess:
     note: str = ""  # why a route plays none, or what the API's rules leave out here
     node_only: bool = False  # the cluster's inter-node API (Kafka's ClusterAction on the cluster)
     without: tuple[str, ...] = ()  # the API's `when` cases this route never meets
+    only: str = ""  # the one `when` case of the API this route serves (its other rules never apply)
 
     @property
     def access(self) -> Access:
@@ -51,7 +52,8 @@ class RouteAccess:
         if not self.api:
             return Access()
         access = API_ACCESS[self.api]
-        return replace(access, rules=tuple(r for r in access.rules if r.when not in self.without))
+        return replace(access, rules=tuple(r for r in access.rules
+                                           if r.when not in self.without and (not self.only or r.when == self.only)))
 
     @property
     def rules(self) -> tuple[Rule, ...]:
@@ -89,6 +91,9 @@ ACCESS: dict[tuple[str, str], RouteAccess] = {
     ("POST", "/v1/produce"): RouteAccess(PRODUCE),
     ("POST", "/v1/delete-records"): RouteAccess(DELETE_RECORDS),
     ("POST", "/v1/fetch"): RouteAccess(FETCH),
+    ("GET", "/v1/replication"): RouteAccess(
+        FETCH, only=REPLICA_FETCH, note="a follower's replication channel: the node its handshake names"),
+    ("GET", "/v1/trace"): RouteAccess(DESCRIBE_LOG_DIRS, note="stage timings of records by topic, as /metrics"),
     ("POST", "/v1/producers/init"): RouteAccess(INIT_PRODUCER_ID),
     # -- consumer groups
     ("GET", "/v1/groups"): RouteAccess(LIST_GROUPS),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from typing import Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
@@ -28,13 +28,15 @@ from kraft.api.access_middleware import LISTENER, authorization_middleware, cont
 from kraft.api.errors import KraftError, from_exception, invalid_request
 from kraft.api.routes import (
     acls, batch, controller, delete_records, forward, groups, health, metadata, metrics, openapi, producers, records,
-    topics, users,
+    replication_channel, topics, trace, users,
 )
 from kraft.api.routes.metrics import UNCOUNTED
 from kraft.api.routes.services import SERVICES, context_of, services_of
 from kraft.api.security import SECURITY, peer, security_middleware
 from kraft.api.throttle import request_quota_middleware
 from kraft.api.wire import render_error
+from kraft.kafka.client_port import ClientPort, ClientSite
+from kraft.kafka.node_listeners import KafkaListeners
 from kraft.logging import parser_error_text
 from kraft.server.services import BrokerServices
 
@@ -132,8 +134,9 @@ def build_app(services: BrokerServices, listener_name: str = "CLIENT", security_
     if services.node_security is not None:
         app[SECURITY] = services.node_security
     for module in (health, metrics, metadata, topics, records, delete_records, batch, groups, producers, controller,
-                   acls, users, openapi):
+                   acls, users, openapi, trace):
         app.router.add_routes(module.routes)
+    replication_channel.install(app)
     if services.zookeeper is not None:
         app.router.add_routes(services.zookeeper.routes())
     for table in extra_routes:
@@ -144,33 +147,41 @@ def build_app(services: BrokerServices, listener_name: str = "CLIENT", security_
 
 class HttpListener:
     """The HTTP API on `host:port` (port 0: any free port), with TLS when the node's services
-    carry a server context."""
+    carry a server context. The port is a client port (kraft/kafka/client_port.py): `kafka` (the
+    node's Kafka listeners) serves the Kafka protocol beside HTTP on it, each connection told
+    apart by its first bytes, and counts its connections against the node's connection limits."""
 
-    def __init__(self, host: str, port: int, name: str = "CLIENT", security_protocol: str = "PLAINTEXT") -> None:
+    def __init__(self, host: str, port: int, kafka: KafkaListeners, name: str = "CLIENT",
+                 security_protocol: str = "PLAINTEXT") -> None:
         self.host = host
         self.port = port
+        self.kafka = kafka
         self.name = name
         self.security_protocol = security_protocol
         self._socket: socket.socket | None = None
         self._runner: web.AppRunner | None = None
+        self._client_port: ClientPort | None = None
 
     def bind(self) -> tuple[str, int]:
         self._socket = socket.create_server((self.host, self.port), backlog=1024)
         self.port = self._socket.getsockname()[1]
         return self.host, self.port
 
+    def endpoints(self, advertised: tuple[str, int]) -> list[dict[str, Any]]:
+        return []  # the client port's Kafka endpoint is the Kafka listeners' to register
+
     async def start(self, services: BrokerServices) -> None:
         assert self._socket is not None, "bind() first"
         app = build_app(services, self.name, self.security_protocol)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, **SERVER_OPTIONS)
         await self._runner.setup()
-        await web.SockSite(self._runner, self._socket, ssl_context=services.tls).start()
-        scheme = "https" if services.tls is not None else "http"
-        log.info("kraft node %d serving on %s://%s:%d (%s; metrics at %s://%s:%d/metrics)", services.node.node_id,
-                 scheme, self.host, self.port, self.security_protocol, scheme, self.host, self.port)
+        assert self._runner.server is not None
+        self._client_port = self.kafka.client_port(self._runner.server, services)
+        await ClientSite(self._runner, self._socket, self._client_port, ssl_context=services.tls).start()
 
     async def stop(self) -> None:
-        """Stops accepting, lets in-flight requests finish (up to aiohttp's shutdown timeout)."""
+        """Stops accepting, lets in-flight requests finish (up to aiohttp's shutdown timeout; the
+        client port's Kafka connections drain too)."""
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -179,5 +190,5 @@ class HttpListener:
         self._socket = None
 
     def open_connections(self) -> int:
-        server = None if self._runner is None else self._runner.server
-        return 0 if server is None else len(server.connections)
+        """Connections of the client port, HTTP and Kafka."""
+        return 0 if self._client_port is None else self._client_port.connections

@@ -43,11 +43,15 @@ def _flags(**given: Any) -> dict[str, Any]:
 
 
 def listeners(config: KraftConfig) -> list[Listener]:
-    """The node's listeners: the HTTP API on the client listener (`listeners`)."""
+    """The node's listeners: the HTTP API on the client listener (`listeners`), which carries the
+    Kafka protocol too unless kafka.enable=false, and the Kafka-only listeners (`kafka.listen`)."""
     from kraft.api.server import HttpListener
+    from kraft.kafka.node_listeners import KafkaListeners
 
     host, port = config.listener
-    return [HttpListener(host, port, config.listener_name or config.security_protocol, config.security_protocol)]
+    kafka = KafkaListeners(config)
+    return [HttpListener(host, port, kafka, config.listener_name or config.security_protocol, config.security_protocol),
+            kafka]
 
 
 async def _serve(config: KraftConfig, add_scram: tuple[str, ...] = ()) -> int:

@@ -35,9 +35,11 @@ from typing import Any, Callable, Sequence
 from kraft.errors import KraftError
 from kraft.broker.admin import LocalAdmin
 from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
+from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.broker.groups.membership import GroupConfig
 from kraft.broker.lifecycle import BrokerLifecycle
 from kraft.broker.metadata_follower import BrokerSnapshotStore, MetadataFollower
+from kraft.broker.stage_trace import StageTrace
 from kraft.broker.metadata_publisher import BrokerMetadataPublisher
 from kraft.broker.metadata_view import BrokerMetadataView
 from kraft.broker.producer_ids import ProducerIdManager
@@ -278,16 +280,22 @@ class Node:
         self.metrics = NodeMetrics(self.node_id, topic_labels=config["metrics.topic.labels.enable"])
         self.metrics.watch_broker(self.replica_manager)
         self.publisher = BrokerMetadataPublisher(self.node_id, self.view, self.replica_manager,
-                                                 self.groups, self.metrics)
+                                                 {OFFSETS_TOPIC: self.groups.runtime}, self.metrics)
         self._loop_probe: asyncio.Task[None] | None = None
         if self.controller is not None:
             self.metrics.watch_controller(self.controller, self.quorum)
         self.metrics.watch_groups(self.groups)
+        if self.lifecycle is not None:
+            self.lifecycle.security_protocol = config.security_protocol
         self.replica_manager.fetchers.security = self.peers
         self.groups.leader_offsets.security = self.peers
         if self.zk is not None:
             self.zk.controller.pusher.security = self.peers
-        self.services = self._build_services(config, info, admin, ProducerIdManager(front, self.node_id, broker_epoch))
+        trace = StageTrace(config["stage.trace.events"]) if config["stage.trace.events"] else None
+        if trace is not None:
+            self.replica_manager.trace = trace
+        self.services = self._build_services(config, info, admin, ProducerIdManager(front, self.node_id, broker_epoch),
+                                             trace)
         self.readiness = ReadinessCheck()
         self.listeners = list(listeners)
         self._services_started = False
@@ -296,7 +304,7 @@ class Node:
                                        lambda: sum(listener.open_connections() for listener in self._serving))
 
     def _build_services(self, config: KraftConfig, info: NodeInfo, admin: LocalAdmin,
-                        producer_ids: ProducerIdManager) -> BrokerServices:
+                        producer_ids: ProducerIdManager, trace: StageTrace | None) -> BrokerServices:
         """The protocol-neutral services every listener serves (kraft/server). ZooKeeper mode keeps
         no ACLs, quotas or SCRAM credentials."""
         security = self._security(config)
@@ -323,7 +331,7 @@ class Node:
             controller=ControllerApis(self.controller_api, authorization, None if self.zk is not None else self.client),
             replicas=ReplicaAdminApis(self.replica_manager, [str(self.data_dir)], authorization),
             metrics=self.metrics, status=self.status, node_security=security, tls=self.tls,
-            controller_api=self.controller_api, zookeeper=self.zk)
+            controller_api=self.controller_api, zookeeper=self.zk, trace=trace)
 
     @property
     def cluster_id(self) -> str:
@@ -402,7 +410,6 @@ class Node:
                 self.quorum.announce_endpoint(*self.endpoint)
             await self.controller.start()
         self.replica_manager.start()
-        self.groups.start()
         if self.zk is not None:
             await self.zk.start(self.endpoint)
         if self.follower is not None:
@@ -439,20 +446,28 @@ class Node:
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Binds the listeners (so port 0 resolves before the broker registers its endpoint),
+        """Binds the listeners (so port 0 resolves before the broker registers its endpoints),
         starts the services, then the listeners accept requests. A failure leaves what started
         for `stop`."""
         if not self.listeners:
             raise ConfigError("listeners", "the node has no listener to serve on")
         _, port = [listener.bind() for listener in self.listeners][0]
         self.endpoint = advertised_endpoint(self.config, port)
+        kafka_endpoints = [e for listener in self.listeners for e in listener.endpoints(self.endpoint)]
         if self.lifecycle is not None:
             self.lifecycle.endpoint = self.endpoint
+            self.lifecycle.kafka_endpoints = kafka_endpoints
         await self.start_services()
         self._services_started = True
         for listener in self.listeners:
             self._serving.append(listener)
             await listener.start(self.services)
+        host, scheme = self.config.listener[0], "https" if self.tls is not None else "http"
+        log.info("kraft node %d serving on %s://%s:%d (%s; metrics at %s://%s:%d/metrics)", self.node_id,
+                 scheme, host, port, self.config.security_protocol, scheme, host, port)
+        for endpoint in kafka_endpoints:
+            log.info("Kafka listener %s on %s:%d (%s)", endpoint["name"], endpoint["host"], endpoint["port"],
+                     endpoint["security_protocol"])
 
     async def controlled_shutdown(self) -> None:
         """Moves this broker's leaderships away (Kafka's controlled shutdown) while the node still

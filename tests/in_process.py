@@ -55,6 +55,9 @@ class TestClientListener:
         if self.client is not None:
             await self.client.close_connection()
 
+    def endpoints(self, advertised: tuple[str, int]) -> list[dict[str, Any]]:
+        return []
+
     def open_connections(self) -> int:
         return 0
 

@@ -59,22 +59,33 @@ async def produce(request: web.Request) -> web.Response:
     ], throttle_time_ms=await hold_back(result.throttle_time_ms)))
 
 
-@routes.post("/v1/fetch")
-async def fetch(request: web.Request) -> web.Response:
-    """Consumers and followers alike (Kafka's one Fetch API): a follower names its `replica_id`."""
-    body = await read_message(request, FetchRequest)
+def fetch_call(body: FetchRequest) -> record_apis.FetchRequest:
+    """The Fetch service's arguments of a fetch body (a client's or a replica's)."""
     entries = [
         FetchEntry(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
                    p.last_fetched_epoch, p.high_watermark, p.log_start_offset)
         for p in body.partitions
     ]
-    result = await services_of(request).records.fetch(context_of(request), record_apis.FetchRequest(
-        entries, body.max_wait_ms, body.min_bytes, body.max_bytes, body.replica_id, body.replica_epoch))
-    # a follower's answer (or one naming leader epochs) also carries the log end offset and a
-    # diverging epoch; a plain consumer's carries neither
-    replica_shape = body.replica_id != NO_REPLICA or any(e.names_epochs for e in entries)
-    return render(request, FetchResponse(throttle_time_ms=await hold_back(result.throttle_time_ms),
-                                         partitions=[_fetch_partition(r, replica_shape) for r in result.partitions]))
+    return record_apis.FetchRequest(entries, body.max_wait_ms, body.min_bytes, body.max_bytes, body.replica_id,
+                                    body.replica_epoch)
+
+
+def fetch_response(call: record_apis.FetchRequest, results: list[FetchPartitionResult],
+                   throttle_time_ms: int) -> FetchResponse:
+    """The wire answer: a follower's (or one naming leader epochs) also carries the log end
+    offset and a diverging epoch; a plain consumer's carries neither."""
+    replica_shape = call.replica_id != NO_REPLICA or any(e.names_epochs for e in call.entries)
+    return FetchResponse(throttle_time_ms=throttle_time_ms,
+                         partitions=[_fetch_partition(r, replica_shape) for r in results])
+
+
+@routes.post("/v1/fetch")
+async def fetch(request: web.Request) -> web.Response:
+    """Consumers and followers alike (Kafka's one Fetch API): a follower names its `replica_id`."""
+    body = await read_message(request, FetchRequest)
+    call = fetch_call(body)
+    result = await services_of(request).records.fetch(context_of(request), call)
+    return render(request, fetch_response(call, result.partitions, await hold_back(result.throttle_time_ms)))
 
 
 def _fetch_partition(r: FetchPartitionResult, replica_shape: bool) -> FetchPartitionResponse:

@@ -10,9 +10,9 @@ carries `X-Kraft-Forwarded`, and a node never forwards such a request again, so 
 leadership cannot make requests bounce between brokers.
 
 Every forwarded request is signed with the node credential addressed to the node it goes to,
-covering the headers that node believes (`api.security.SIGNED_HEADERS`): the client's principal,
-address and client id, and the forwarding mark. `proxy(request, peer)` is the one entry point for
-sending a client's request on to another node.
+covering the headers that node believes (`kraft.security.node_auth.SIGNED_HEADERS`): the client's
+principal, address and client id (the request context's), and the forwarding mark.
+`proxy(request, peer)` is the one entry point for sending a client's request on to another node.
 """
 
 from __future__ import annotations

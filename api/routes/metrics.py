@@ -2,7 +2,8 @@
 
 The metrics themselves are the node's (`kraft/metrics.py`, the services' `MetricsService`); the
 request-metrics middleware (`api/server.py`) reports each answered request to it with its
-RequestContext, except the routes in `UNCOUNTED`.
+RequestContext, except the routes in `UNCOUNTED`. A replication channel counts each replica fetch
+it carries as its own FetchFollower request (api/routes/replication_channel.py), not the channel.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from prometheus_client.exposition import choose_encoder
 
 from kraft.api.routes.services import services_of
 
-# Not Kafka APIs: scrapes and probes must not inflate the request rates.
-UNCOUNTED = frozenset({"/metrics", "/v1/health", "/v1/openapi.json", "/docs", "/docs/{asset}"})
+# Not Kafka APIs: scrapes and probes must not inflate the request rates; a replication channel's
+# handshake is not a request either (its fetches are)
+UNCOUNTED = frozenset({"/metrics", "/v1/health", "/v1/openapi.json", "/docs", "/docs/{asset}", "/v1/trace",
+                       "/v1/replication"})
 
 routes = web.RouteTableDef()
 

@@ -11,7 +11,7 @@ over the node's services. The node drives every listener through three steps:
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from kraft.server.services import BrokerServices
 
@@ -20,7 +20,12 @@ class Listener(Protocol):
     name: str  # Kafka's listener name: CLIENT, PLAINTEXT, SASL_SSL, ...
 
     def bind(self) -> tuple[str, int]:
-        """Binds the listening socket; the host and port bound."""
+        """Binds the listening socket(s); the host and port bound (the node's first listener's
+        is its client endpoint)."""
+
+    def endpoints(self, advertised: tuple[str, int]) -> list[dict[str, Any]]:
+        """The Kafka endpoints it serves, for the broker's registration (name, host, port,
+        security protocol); `advertised` is the node's client endpoint."""
 
     async def start(self, services: BrokerServices) -> None: ...
 

@@ -6,7 +6,7 @@ encodes the typed answer.
 
 The last fields are the node's own parts a listener may need beyond the services: its
 authentication and inter-node credential, its TLS server context, its controller API for the
-inter-node routes, and ZooKeeper mode's inter-node endpoints.
+inter-node routes, ZooKeeper mode's inter-node endpoints, and its stage trace (when on).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from kraft.server.security_apis import SecurityApis
 from kraft.server.topic_apis import TopicApis
 
 if TYPE_CHECKING:
+    from kraft.broker.stage_trace import StageTrace
     from kraft.security.service import NodeSecurity
     from kraft.zk.mode import ZkServices
 
@@ -51,3 +52,4 @@ class BrokerServices:
     tls: ssl.SSLContext | None = None  # the listener's server side of TLS, when on
     controller_api: ControllerApi | None = None  # the controller's API, inter-node RPCs included
     zookeeper: ZkServices | None = None  # ZooKeeper mode's inter-node endpoints
+    trace: StageTrace | None = None  # records' stage events (stage.trace.events), for kraft-bench --trace

@@ -1,5 +1,6 @@
 """An in-process cluster for the replica manager tests: three ReplicaManagers, each behind its own
-HTTP listener app over its services (real HTTP between followers and leaders), and a fake
+HTTP listener app over its services (real HTTP and WebSockets between followers and leaders:
+the replication channels), and a fake
 controller that validates AlterPartition and fencing with the real handlers and publishes every
 new metadata image to the brokers. No processes, no Raft: the unit under test is the replica
 manager and its fetchers."""
@@ -107,7 +108,9 @@ class Cluster:
     def live(self) -> list[ReplicaManager]:
         return list(self.nodes.values())
 
-    async def start(self, replicas: tuple[int, ...] = (1, 2, 3)) -> None:
+    async def start(self, replicas: tuple[int, ...] = (1, 2, 3), running: tuple[int, ...] = (1, 2, 3)) -> None:
+        """Registers the brokers and the topic; starts the brokers in `running` (a test plays
+        the others' part by calling the leader's `replica_fetch` itself)."""
         records: list[MetadataRecord] = [ClaimController(node_id=1, controller_epoch=EPOCH)]
         for b, sock in self.sockets.items():
             port = self.ports[b] = sock.getsockname()[1]
@@ -119,7 +122,7 @@ class Cluster:
         records.append(Partition(topic_id=TOPIC_ID, partition=0, replicas=replicas, isr=replicas,
                                  leader=replicas[0]))
         self.controller.commit(records)
-        for b in (1, 2, 3):
+        for b in running:
             await self.start_node(b)
 
     async def start_node(self, b: int) -> ReplicaManager:
