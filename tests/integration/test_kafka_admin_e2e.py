@@ -9,6 +9,7 @@ listener shows that a credential set through Kafka logs in."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import subprocess
 import sys
@@ -18,10 +19,12 @@ from typing import Any
 import msgpack
 import pytest
 import requests
+from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from harness import CLUSTER_SECRET, Cluster, NodeProcess, free_port, partition_state, shutdown_all, wait_for
 from kafka_wire import read_frame_blocking, read_response, request_bytes
+from kraft.kafka.entities import build
 from security_support import node_request
 
 ME = "User:ANONYMOUS"
@@ -79,9 +82,11 @@ def kafka_python_admin(bootstrap: str) -> Any:
 
 
 def ask(port: int, api_key: int, version: int, **fields: Any) -> Any:
-    """One raw Kafka request on its own connection; its kio answer."""
+    """One raw Kafka request (`fields` as plain data) on its own connection; its kio answer."""
+    request = build(load_request_schema(api_key, version), fields)
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(request_bytes(api_key, version, 1, **fields))
+        sock.sendall(request_bytes(api_key, version, 1, **{f.name: getattr(request, f.name)
+                                                          for f in dataclasses.fields(request)}))
         return read_response(read_frame_blocking(sock), api_key, version)[1]
 
 
