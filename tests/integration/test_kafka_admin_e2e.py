@@ -72,6 +72,8 @@ def kraft(node: NodeProcess, *args: str) -> str:
 
 
 def confluent_admin(node: NodeProcess) -> Any:
+    """confluent-kafka's AdminClient; keep it referenced while its futures are (a collected client
+    fails them)."""
     from confluent_kafka.admin import AdminClient
     return AdminClient({"bootstrap.servers": node.bootstrap})
 
@@ -107,7 +109,8 @@ def test_an_acl_created_through_kafka_denies_a_kafka_python_consumer_and_shows_i
                   timeout=30).raise_for_status()
     deny = AclBinding(ResourceType.TOPIC, "secret", ResourcePatternType.LITERAL, ME, "*", AclOperation.READ,
                       AclPermissionType.DENY)
-    for future in confluent_admin(node).create_acls([deny], request_timeout=30).values():
+    admin = confluent_admin(node)
+    for future in admin.create_acls([deny], request_timeout=30).values():
         future.result()
     assert kraft(node, "acls", "--list", "--topic", "secret") == (
         "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=secret, patternType=LITERAL)`:\n"
@@ -133,7 +136,8 @@ def test_an_acl_added_by_kraft_acls_is_described_and_deleted_through_kafka(node)
     kraft(node, "acls", "--add", "--deny-principal", "User:mallory", "--operation", "Write", "--topic", "ledger")
     any_ledger = AclBindingFilter(ResourceType.TOPIC, "ledger", ResourcePatternType.ANY, None, None,
                                   AclOperation.ANY, AclPermissionType.ANY)
-    described = confluent_admin(node).describe_acls(any_ledger, request_timeout=30).result()
+    confluent = confluent_admin(node)
+    described = confluent.describe_acls(any_ledger, request_timeout=30).result()
     assert [(b.principal, b.operation, b.permission_type) for b in described] == \
         [("User:mallory", AclOperation.WRITE, AclPermissionType.DENY)]
 
@@ -192,7 +196,8 @@ def test_a_scram_credential_set_through_kafka_logs_in_and_shows_over_http_and_th
 
     upsertion = UserScramCredentialUpsertion("erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192),
                                              b"erin-secret", b"salt-of-erin")
-    for future in confluent_admin(node).alter_user_scram_credentials([upsertion], request_timeout=30).values():
+    admin = confluent_admin(node)
+    for future in admin.alter_user_scram_credentials([upsertion], request_timeout=30).values():
         future.result()
     users = requests.get(f"{node.url}/v1/users/scram-credentials", params={"user": "erin"}, timeout=10).json()
     assert users["users"] == [{"name": "erin", "credentials": [{"mechanism": "SCRAM-SHA-256", "iterations": 8192}]}]
@@ -202,7 +207,7 @@ def test_a_scram_credential_set_through_kafka_logs_in_and_shows_over_http_and_th
 
     kraft(node, "configs", "--alter", "--entity-type", "users", "--entity-name", "frank",
           "--add-config", "SCRAM-SHA-512=[iterations=4096,password=frank-secret]")
-    described = confluent_admin(node).describe_user_scram_credentials(["frank"], request_timeout=30)
+    described = admin.describe_user_scram_credentials(["frank"], request_timeout=30)
     [(name, future)] = described.items()
     info = future.result()
     assert name == "frank" and [(c.mechanism, c.iterations) for c in info.scram_credential_infos] == \
