@@ -264,8 +264,7 @@ def test_describe_log_dirs_lists_each_brokers_partitions(cluster):
 
 
 def test_a_preferred_election_through_confluent_kafka_gives_the_leadership_back(cluster):
-    from confluent_kafka import TopicPartition
-    from confluent_kafka.admin import ElectionType
+    from confluent_kafka import ElectionType, TopicPartition
 
     cluster.create_topic("elect", partitions=1, replication_factor=3)
     preferred = partition_state(cluster, 1, "elect")["replicas"][0]
@@ -276,7 +275,7 @@ def test_a_preferred_election_through_confluent_kafka_gives_the_leadership_back(
     cluster.restart(preferred)
     wait_for(lambda: preferred in partition_state(cluster, others[0], "elect")["isr"], 60, what="back in the ISR")
     admin = confluent_admin(cluster.node(others[0]))
-    result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("elect", 0)], request_timeout=30).result()
+    result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("elect", 0)]).result()
     assert [error for error in result.values()] == [None]
     wait_for(lambda: partition_state(cluster, others[0], "elect")["leader"] == preferred, 30,
              what="the preferred replica leads again")
@@ -302,7 +301,7 @@ def test_a_reassignment_through_kafka_python_moves_the_replica_and_is_listed_unt
 
 def test_describe_producers_shows_an_idempotent_producer_on_the_leader(cluster):
     from kafka import TopicPartition
-    from kafka.errors import NotLeaderOrFollowerError
+    from kafka.errors import NotLeaderForPartitionError
     from kraft.api.client import Producer
 
     cluster.create_topic("idem", partitions=1, replication_factor=3)
@@ -313,7 +312,7 @@ def test_describe_producers_shows_an_idempotent_producer_on_the_leader(cluster):
     admin = kafka_python_admin(cluster.node(1).bootstrap)
     try:
         answer = admin.describe_producers([TopicPartition("idem", 0)])  # sent to the leader
-        with pytest.raises(NotLeaderOrFollowerError):
+        with pytest.raises(NotLeaderForPartitionError):
             admin.describe_producers([TopicPartition("idem", 0)], broker_id=next(i for i in (1, 2, 3) if i != leader))
     finally:
         admin.close()
