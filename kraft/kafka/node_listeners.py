@@ -18,8 +18,8 @@ from typing import Any, Callable
 
 from kraft.config import KafkaListenerSpec, KraftConfig
 from kraft.kafka.client_port import ClientPort
-from kraft.kafka.admin_apis import register_admin_apis
 from kraft.kafka.dispatch import HandlerRegistry
+from kraft.kafka.handlers import register_handlers
 from kraft.kafka.listener import KafkaLimits, KafkaListener
 from kraft.security.tls import server_context
 from kraft.server.services import BrokerServices
@@ -97,7 +97,7 @@ class KafkaListeners:
         if self._attached:
             return
         self._attached = True
-        register_admin_apis(self.registry, services)
+        register_handlers(self.registry, services)
         security = services.node_security
         for listener in self.listeners.values():
             if security is not None:
