@@ -165,6 +165,17 @@ def test_an_acl_added_by_kraft_acls_is_described_and_deleted_through_kafka(node)
     assert "mallory" not in kraft(node, "acls", "--list", "--topic", "ledger")
 
 
+def test_an_acl_added_by_kraft_acls_refuses_a_kafka_request_until_it_is_removed(node):
+    flags = ["--deny-principal", ME, "--operation", "DescribeConfigs", "--cluster"]
+    kraft(node, "acls", "--add", *flags)
+    try:
+        refused = ask(node.port, DESCRIBE_CLIENT_QUOTAS, 1, components=[], strict=False)
+        assert refused.error_code == ErrorCode.cluster_authorization_failed and not refused.entries
+    finally:
+        kraft(node, "acls", "--remove", "--force", *flags)
+    assert ask(node.port, DESCRIBE_CLIENT_QUOTAS, 1, components=[], strict=False).error_code == ErrorCode.none
+
+
 # -- client quotas ----------------------------------------------------------------------------------
 
 
