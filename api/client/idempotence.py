@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kraft.api.client.types import TopicPartition
-from kraft.api.producer_ids import MAX_PRODUCER_EPOCH
+from kraft.producer_ids import MAX_PRODUCER_EPOCH
 
 # Requests in flight per leader: a broker recognises a retry among a producer's last 5 batches
 # (log/producer_state.py's MAX_BATCHES_PER_PRODUCER; the client imports no broker code).
