@@ -25,6 +25,7 @@ from typing import Any, AsyncIterator
 
 from kraft.bench.cluster import free_port, poll
 from kraft.bench.common import BenchResult, Progress, make_payload
+from kraft.bench.peers import processes
 from kraft.bench.histogram import LatencyHistogram
 
 STREAM = "kraftbench"
@@ -86,14 +87,7 @@ async def jetstream_r3(servers: int = 3, timeout_s: float = 60.0) -> AsyncIterat
     finally:
         if nc is not None:
             await nc.close()
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        processes.stop(procs)
         shutil.rmtree(root, ignore_errors=True)
 
 

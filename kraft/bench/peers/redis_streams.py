@@ -20,6 +20,7 @@ from typing import Any, Iterator
 
 from kraft.bench.cluster import free_port, poll
 from kraft.bench.common import BenchResult, Progress, make_payload
+from kraft.bench.peers import processes
 from kraft.bench.histogram import LatencyHistogram
 
 PIPELINE = 1_000  # XADDs per round trip (~100 KB at 100 B: the size of a kraft produce request)
@@ -58,12 +59,7 @@ def redis_server() -> Iterator[Any]:
         yield client
     finally:
         client.close()
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        processes.stop([proc])
         shutil.rmtree(root, ignore_errors=True)
 
 
