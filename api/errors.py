@@ -84,6 +84,7 @@ _SPECS = [
     ErrorSpec("INVALID_RECORD", 87, 400, False),
     ErrorSpec("THROTTLING_QUOTA_EXCEEDED", 89, 429, True),
     ErrorSpec("STALE_BROKER_EPOCH", 77, 409, False),
+    ErrorSpec("INELIGIBLE_REPLICA", 107, 409, False),
     ErrorSpec("INVALID_UPDATE_VERSION", 95, 409, True),
     ErrorSpec("METHOD_NOT_ALLOWED", -2, 405, False),
     ErrorSpec("NOT_FOUND", -3, 404, False),

@@ -148,7 +148,7 @@ ROUTES = (
     Route("POST", "/v1/controller/alter-partition", "AlterPartition: an ISR change from the partition leader",
           controller.PartitionStateResponse, controller.AlterPartitionRequest,
           errors=(*NODE, "STALE_BROKER_EPOCH", "FENCED_LEADER_EPOCH", "INVALID_UPDATE_VERSION",
-                  "NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION")),
+                  "NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION", "INELIGIBLE_REPLICA")),
     Route("POST", "/v1/controller/topics", "Create a topic (what other nodes forward)",
           topics.ControllerCreateTopicResponse, topics.ControllerCreateTopicRequest,
           errors=(*NODE, "INVALID_TOPIC_EXCEPTION", "TOPIC_ALREADY_EXISTS", "INVALID_PARTITIONS",

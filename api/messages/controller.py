@@ -137,8 +137,16 @@ class AllocateProducerIdsResponse(Committed):
     producer_id_len: int
 
 
+class IsrMember(Message):
+    """KIP-903's BrokerState: an ISR member and the broker epoch of the process whose position
+    the leader counted (-1: not known, allowed for a member already in the ISR)."""
+
+    broker_id: BrokerId
+    broker_epoch: BrokerEpoch = -1
+
+
 class AlterPartitionRequest(Message):
-    """An ISR change from the partition's leader."""
+    """An ISR change from the partition's leader (Kafka's AlterPartition v3: `new_isr_with_epochs`)."""
 
     broker_id: BrokerId
     broker_epoch: BrokerEpoch
@@ -146,7 +154,7 @@ class AlterPartitionRequest(Message):
     partition: PartitionNumber
     leader_epoch: NonNegativeInt32
     partition_epoch: NonNegativeInt32
-    new_isr: BrokerIds
+    new_isr_with_epochs: Annotated[list[IsrMember], Meta(max_length=1000)]
     request_id: RequestId | None = None
 
     def __post_init__(self) -> None:

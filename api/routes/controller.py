@@ -37,6 +37,7 @@ from kraft.api.messages.topics import (
 )
 from kraft.api.routes.acls import quota_entries
 from kraft.api.routes.users import scram_alterations
+from kraft.metadata.partition_change import BrokerState
 from kraft.api.wire import MSGPACK, read_message, read_query, render
 
 routes = web.RouteTableDef()
@@ -64,7 +65,7 @@ class ControllerApi(Protocol):
                                     request_id: str | None) -> dict[str, Any]: ...
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic: str, partition: int,
-                              leader_epoch: int, partition_epoch: int, new_isr: list[int],
+                              leader_epoch: int, partition_epoch: int, new_isr: list[BrokerState],
                               request_id: str | None) -> dict[str, Any]: ...
 
     async def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
@@ -172,7 +173,9 @@ async def allocate_producer_ids(request: web.Request) -> web.Response:
 async def alter_partition(request: web.Request) -> web.Response:
     b = await read_message(request, AlterPartitionRequest)
     answer = await _api(request).alter_partition(b.broker_id, b.broker_epoch, b.topic, b.partition, b.leader_epoch,
-                                                 b.partition_epoch, b.new_isr, b.request_id)
+                                                 b.partition_epoch,
+                                                 [BrokerState(m.broker_id, m.broker_epoch) for m in b.new_isr_with_epochs],
+                                                 b.request_id)
     return render(request, answer)
 
 

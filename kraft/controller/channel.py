@@ -20,6 +20,7 @@ from kraft.controller.errors import NotControllerError
 from kraft.controller.handlers import ControllerSettings
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.service import ControllerService
+from kraft.metadata.partition_change import BrokerState
 
 SCRAM_CREDENTIALS_PATH = "/v1/controller/users/scram-credentials"
 
@@ -145,16 +146,17 @@ class ControllerChannel:
     # -- partitions -------------------------------------------------------------------------------
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic: str, partition: int,
-                              leader_epoch: int, partition_epoch: int, new_isr: list[int], *,
+                              leader_epoch: int, partition_epoch: int, new_isr: list[BrokerState], *,
                               request_id: str | None = None) -> dict[str, Any]:
         """AlterPartition (ISR change) from a partition leader: the answer is the partition's state
         after the change, `{"topic","topic_id","partition","leader","leader_epoch","isr",
         "partition_epoch"}`; errors as KraftError/MetadataError (FENCED_LEADER_EPOCH,
-        INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH, ...)."""
+        INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH, INELIGIBLE_REPLICA, ...)."""
         return await self._call(
             lambda c, rid: c.alter_partition(broker_id, broker_epoch, topic, partition, leader_epoch,
                                              partition_epoch, list(new_isr), request_id=rid),
             "POST", "/v1/controller/alter-partition",
             {"broker_id": broker_id, "broker_epoch": broker_epoch, "topic": topic, "partition": partition,
-             "leader_epoch": leader_epoch, "partition_epoch": partition_epoch, "new_isr": list(new_isr)},
+             "leader_epoch": leader_epoch, "partition_epoch": partition_epoch,
+             "new_isr_with_epochs": [{"broker_id": m.broker_id, "broker_epoch": m.broker_epoch} for m in new_isr]},
             request_id=request_id)

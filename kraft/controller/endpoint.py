@@ -21,6 +21,7 @@ from kraft.controller.client import ControllerClient, ControllerDirectory
 from kraft.controller.metadata_loader import MetadataLoader, SnapshotNeededError
 from kraft.controller.quorum import Quorum
 from kraft.controller.service import ControllerService
+from kraft.metadata.partition_change import BrokerState
 
 log = logging.getLogger("kraft.controller.endpoint")
 
@@ -152,7 +153,7 @@ class ControllerEndpoint:
                                                                           request_id=request_id))
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic: str, partition: int,
-                              leader_epoch: int, partition_epoch: int, new_isr: list[int],
+                              leader_epoch: int, partition_epoch: int, new_isr: list[BrokerState],
                               request_id: str | None) -> dict[str, Any]:
         return self._committed(await self._active().alter_partition(
             broker_id, broker_epoch, topic, partition, leader_epoch, partition_epoch, new_isr,

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from kraft.metadata.errors import MetadataError
 from kraft.metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from kraft.metadata.partition_change import (
-    PartitionChangeBuilder, check_isr_change, fence_broker_changes, preferred_leader_change,
+    BrokerState, PartitionChangeBuilder, check_isr_change, fence_broker_changes, preferred_leader_change,
     reassignment_change, unfence_broker_changes,
 )
 from kraft.metadata.placement import BrokerPlacement, place_replicas
@@ -452,9 +452,10 @@ def alter_partition(
     partition: Any,
     leader_epoch: Any,
     partition_epoch: Any,
-    new_isr: Sequence[int],
+    new_isr: Sequence[BrokerState],
 ) -> ControllerResult:
-    """An ISR change asked by the partition leader (Kafka's AlterPartition)."""
+    """An ISR change asked by the partition leader (Kafka's AlterPartition v3): `new_isr` names
+    every member with the broker epoch the leader knows it by (KIP-903, see `check_isr_change`)."""
     _registered(image, broker_id, broker_epoch)
     t, reg = _partition(image, topic, partition)
     if reg.leader != broker_id:
@@ -470,10 +471,9 @@ def alter_partition(
             "INVALID_UPDATE_VERSION",
             f"{t.name}-{partition}: partition epoch {partition_epoch}, current {reg.partition_epoch}",
         )
-    if not isinstance(new_isr, (list, tuple)) or not all(isinstance(b, int) and not isinstance(b, bool)
-                                                          for b in new_isr):
-        raise MetadataError("INVALID_REQUEST", f"isr must be a list of broker ids, got {new_isr!r}")
-    isr = check_isr_change(reg, new_isr, image.cluster.is_unfenced)
+    if not isinstance(new_isr, (list, tuple)) or not all(isinstance(b, BrokerState) for b in new_isr):
+        raise MetadataError("INVALID_REQUEST", f"isr must be a list of broker states, got {new_isr!r}")
+    isr = check_isr_change(reg, new_isr, image.cluster)
     change = PartitionChangeBuilder(t.topic_id, partition, reg, image.cluster.is_unfenced).set_target_isr(isr).build()
     if change is None:
         return ControllerResult((), _partition_state(t, partition, reg))

@@ -33,6 +33,7 @@ from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.quorum import Quorum
 from kraft.metadata.acl import acl_from_dict, filter_from_dict
 from kraft.metadata.image import MetadataImage
+from kraft.metadata.partition_change import BrokerState
 
 log = logging.getLogger(__name__)
 
@@ -307,12 +308,12 @@ class ControllerService:
         partition: int,
         leader_epoch: int,
         partition_epoch: int,
-        new_isr: list[int],
+        new_isr: list[BrokerState],
         *,
         request_id: str | None = None,
     ) -> dict[str, Any]:
-        """ISR change from the leader: {"topic","topic_id","partition","leader","leader_epoch","isr",
-        "partition_epoch"} after the change."""
+        """ISR change from the leader, each member with its broker epoch (KIP-903): {"topic",
+        "topic_id","partition","leader","leader_epoch","isr","partition_epoch"} after the change."""
         return await self._run(request_id, lambda image: handlers.alter_partition(
             image, broker_id, broker_epoch, topic, partition, leader_epoch, partition_epoch, new_isr))
 

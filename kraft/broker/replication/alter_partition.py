@@ -15,6 +15,7 @@ import uuid
 from typing import Any, Callable, Protocol
 
 from kraft.broker.replication.leader import IsrProposal
+from kraft.metadata.partition_change import BrokerState
 
 
 class AlterPartitionChannel(Protocol):
@@ -24,7 +25,7 @@ class AlterPartitionChannel(Protocol):
 class ControllerFront(Protocol):
     async def alter_partition(
         self, broker_id: int, broker_epoch: int, topic: str, partition: int, leader_epoch: int,
-        partition_epoch: int, new_isr: list[int], *, request_id: str | None = None,
+        partition_epoch: int, new_isr: list[BrokerState], *, request_id: str | None = None,
     ) -> dict[str, Any]: ...
 
 
@@ -38,5 +39,5 @@ class ControllerAlterPartition:
     async def alter_partition(self, topic: str, partition: int, proposal: IsrProposal) -> None:
         await self.controller.alter_partition(
             self.broker_id, self.broker_epoch(), topic, partition, proposal.leader_epoch,
-            proposal.partition_epoch, list(proposal.new_isr), request_id=uuid.uuid4().hex,
+            proposal.partition_epoch, list(proposal.new_isr_with_epochs), request_id=uuid.uuid4().hex,
         )

@@ -18,7 +18,9 @@ Rules, after Kafka (Partition.scala, ReplicaState):
 - A follower joins the ISR when its LEO >= the HW and >= the start offset of this leader epoch
   (Kafka's isFollowerInSync), and it may (unfenced, still a replica, and its position was
   reported by the broker process registered now: KIP-903's broker epoch, so the position of a
-  process that died and lost its unflushed suffix never brings its successor into the ISR).
+  process that died and lost its unflushed suffix never brings its successor into the ISR). The
+  proposal names each member's broker epoch, so the controller refuses a join that this
+  leader's older view of the metadata let through (INELIGIBLE_REPLICA).
 - The low watermark (DeleteRecords) is the smallest log start offset of the leader and the
   followers on live brokers, each as its last fetch reported it (Kafka's lowWatermarkIfLeader).
 - One AlterPartition in flight per partition; the ISR used for the min-ISR checks is the committed
@@ -32,6 +34,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
+
+from kraft.metadata.partition_change import NO_BROKER_EPOCH, BrokerState
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
@@ -94,11 +98,18 @@ class FollowerState:
 
 @dataclass(frozen=True)
 class IsrProposal:
-    """An AlterPartition request: the ISR the leader wants, against the epochs it knows."""
+    """An AlterPartition request: the ISR the leader wants, against the epochs it knows, each
+    member with the broker epoch of the process whose position the leader counted (KIP-903;
+    NO_BROKER_EPOCH for the leader itself, named by the request, and for a member not heard from
+    in this leader epoch)."""
 
     leader_epoch: int
     partition_epoch: int
-    new_isr: tuple[int, ...]
+    new_isr_with_epochs: tuple[BrokerState, ...]
+
+    @property
+    def new_isr(self) -> tuple[int, ...]:
+        return tuple(m.broker_id for m in self.new_isr_with_epochs)
 
 
 @dataclass
@@ -220,7 +231,9 @@ class LeaderState:
         if not shrink and not expand:
             return None
         new_isr = tuple(r for r in self.isr if r not in shrink) + tuple(expand)
-        self.pending = IsrProposal(self.leader_epoch, self.partition_epoch, new_isr)
+        self.pending = IsrProposal(self.leader_epoch, self.partition_epoch, tuple(
+            BrokerState(r, NO_BROKER_EPOCH if r == self.node_id else self.followers[r].broker_epoch)
+            for r in new_isr))
         self.pending_since_ms = now_ms
         return self.pending
 

@@ -289,7 +289,7 @@ class Simulation:
         try:
             result = handlers.alter_partition(
                 self.image, b, broker_epoch, TOPIC, 0, proposal.leader_epoch,
-                proposal.partition_epoch, list(proposal.new_isr))
+                proposal.partition_epoch, list(proposal.new_isr_with_epochs))
         except MetadataError as e:
             return e.error_code
         self._commit(list(result.records))
