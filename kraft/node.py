@@ -43,7 +43,7 @@ from kraft.api.server import SERVER_OPTIONS, build_app
 from kraft.broker.admin import LocalAdmin
 from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from kraft.broker.groups.membership import GroupConfig
-from kraft.broker.lifecycle import BrokerLifecycle
+from kraft.broker.lifecycle import BrokerLifecycle, LifecycleChannel
 from kraft.broker.metadata_follower import BrokerSnapshotStore, MetadataFollower
 from kraft.broker.metadata_publisher import BrokerMetadataPublisher
 from kraft.broker.metadata_view import BrokerMetadataView
@@ -244,10 +244,7 @@ class Node:
         self.directory.refresh = self.controller_api.refresh_directory
         self.follower = None if config.is_controller or self.zk is not None else MetadataFollower(
             self.node_id, self.loader, self.client, BrokerSnapshotStore(self.data_dir / METADATA_DIR))
-        self.lifecycle = None if not config.is_broker or self.zk is not None else BrokerLifecycle(
-            self.channel, self.node_id, self.endpoint, config["broker.rack"],
-            config["broker.heartbeat.interval.ms"], lambda: self.loader.image.offset, lambda: self.cluster_id,
-        )
+        self.lifecycle = None if not config.is_broker or self.zk is not None else self._broker_lifecycle(settings)
         self.view = BrokerMetadataView("", config.topic_defaults())
         broker_epoch = (lambda: self.lifecycle.broker_epoch) if self.lifecycle is not None else (lambda: -1)
         if self.zk is not None:
@@ -321,6 +318,40 @@ class Node:
         self.readiness = ReadinessCheck()
         self._runner: web.AppRunner | None = None
         self.port = config.listener[1]
+
+    def _broker_lifecycle(self, settings: ControllerSettings) -> BrokerLifecycle:
+        """The broker's registration and heartbeats, on a thread with a controller client of its
+        own (so its connection and its address book are its own too)."""
+        remote = ControllerChannel(None, ControllerClient(self._lifecycle_directory(), security=self.peers),
+                                   self.loader, settings, read_your_writes=False)
+
+        def local_is_active() -> bool:  # from the lifecycle thread: reads one tuple the loop replaces
+            claim = None if self.quorum is None else self.quorum.active_controller()
+            return claim is not None and claim[0] == self.node_id
+
+        return BrokerLifecycle(
+            LifecycleChannel(remote, self.controller, local_is_active), self.node_id, self.endpoint,
+            self.config["broker.rack"], self.config["broker.heartbeat.interval.ms"],
+            lambda: self.loader.image.offset, lambda: self.cluster_id, close_controller=remote.client.close)
+
+    def _lifecycle_directory(self) -> ControllerDirectory:
+        """An address book for the lifecycle thread, refreshed from this node's (its endpoints and
+        believed controller) and its quorum's: copies of dicts and tuples the node's loop
+        replaces or updates, which a copy reads whole."""
+        mirror = ControllerDirectory(bootstrap=list(self.directory.bootstrap))
+
+        def refresh() -> None:
+            known = dict(self.directory.endpoints)
+            if isinstance(self.quorum, RaftQuorum):
+                known.update(self.quorum.controller_endpoints())
+            mirror.endpoints.update(known)
+            claim = None if self.quorum is None else self.quorum.active_controller()
+            leader = claim[0] if claim is not None else self.directory.leader_id
+            if mirror.leader_id is None:
+                mirror.leader_id = leader if leader is not None else self.loader.image.controller_id
+
+        mirror.refresh = refresh
+        return mirror
 
     def _security(self, config: KraftConfig) -> NodeSecurity:
         security = NodeSecurity(self.peers.credential, self.peers, self.metrics.registry)

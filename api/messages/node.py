@@ -32,7 +32,8 @@ class HealthResponse(Message):
     controller_id: Annotated[int | None, Meta(
         description="the active controller as this node knows it (-1: unknown)")] = None
     metadata_offset: Annotated[int | None, Meta(description="last metadata offset applied here")] = None
-    broker_state: Literal["STARTING", "FENCED", "RUNNING"] | None = None
+    broker_state: Annotated[Literal["NOT_RUNNING", "STARTING", "RECOVERY", "RUNNING", "PENDING_CONTROLLED_SHUTDOWN",
+                                    "SHUTTING_DOWN"] | None, Meta(description="Kafka's broker state")] = None
     metadata_log_error: Annotated[str | None, Meta(
         description="why this node's metadata log cannot be written now (e.g. a full disk); null while it can")] = None
     reason: Annotated[str | None, Meta(description="why the node is not ready (only when it is not)")] = None

@@ -4,7 +4,8 @@ When this node's own `ControllerService` is the active controller, calls go to i
 otherwise they go to the active controller's HTTP API (`ControllerClient`, which follows
 NOT_CONTROLLER). One request id per call makes a retry after an unknown outcome harmless.
 A change is answered only once this node's metadata reached the offset the controller committed
-it at (read-your-writes on every node). The method names and answers are `ControllerService`'s,
+it at (read-your-writes on every node), unless the channel is made without it (`read_your_writes`:
+the broker lifecycle's thread, which waits on nothing of the node's loop). The method names and answers are `ControllerService`'s,
 so the admin service, the broker lifecycle and the replica manager use either alike.
 """
 
@@ -30,12 +31,13 @@ REMOTE_SLICE_S = 2.0  # re-check between remote attempts whether this node becam
 
 class ControllerChannel:
     def __init__(self, local: ControllerService | None, client: ControllerClient, loader: MetadataLoader,
-                 settings: ControllerSettings, *, timeout_s: float = 30.0) -> None:
+                 settings: ControllerSettings, *, timeout_s: float = 30.0, read_your_writes: bool = True) -> None:
         self.local = local
         self.client = client
         self.loader = loader
         self.settings = settings
         self.timeout_s = timeout_s
+        self.read_your_writes = read_your_writes
 
     async def _call(self, local: LocalCall, method: str, path: str, body: dict[str, Any],
                     timeout_s: float | None = None, request_id: str | None = None) -> dict[str, Any]:
@@ -59,7 +61,7 @@ class ControllerChannel:
                     continue
                 raise
             offset = answer.get("metadata_offset") if isinstance(answer, dict) else None
-            if isinstance(offset, int):
+            if isinstance(offset, int) and self.read_your_writes:
                 await self.loader.wait_for_offset(offset, max(0.0, deadline - time.monotonic()))
             return answer
 
