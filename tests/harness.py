@@ -347,6 +347,22 @@ class Cluster:
         except TimeoutError as exc:  # say what differed: the test's log then names the lagging node
             raise TimeoutError(f"{exc}; last seen: {json.dumps(last, sort_keys=True)}") from None
 
+    def wait_full_isr(self, topics: list[str], timeout: float = 60.0) -> float:
+        """Wait until every partition of `topics` is led and has every replica in its ISR, as
+        every running node's metadata has it; the seconds it took (time to full ISR)."""
+        started = time.monotonic()
+        names = ",".join(topics)
+
+        def full(metadata: dict[str, Any]) -> bool:
+            found = [t for t in metadata["topics"] if t["name"] in topics]
+            return len(found) == len(topics) and all(
+                p["leader"] >= 0 and sorted(p["isr"]) == sorted(p["replicas"])
+                for t in found for p in t["partitions"])
+        ids = [n.node_id for n in self.running()]
+        wait_for(lambda: all(full(self.metadata(i, names)) for i in ids), timeout,
+                 what=f"full ISRs of {names} on nodes {ids}")
+        return time.monotonic() - started
+
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1, via: int | None = None,
                      timeout: float = 30.0) -> dict[str, Any]:
         """Create a topic through `via` (default: the first running node) and wait until every
