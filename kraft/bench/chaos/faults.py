@@ -10,7 +10,10 @@
 - torn-write: kill -9, then cut the tail of the active segment partway (torn-active) or flip one
   bit in the active or a closed segment (flip-active, flip-closed) of a produced partition, then
   restart: the CRC must catch it;
-- slow-disk: every fsync of the node sleeps the variant's milliseconds (`log.fault_injection`).
+- slow-disk: every fsync of the node sleeps the variant's milliseconds (`log.fault_injection`);
+- controller-disk-full: disk-full on whichever node is the active controller when it starts: its
+  Raft journal cannot be written, so it must resign and the other voters elect a leader (the
+  details say which node it was and which node was the controller when the disk was freed).
 
 A fault that could not be done (a torn write with no segment to tear) says so in its details
 (`"done": False`), and the checker does not count it as injected.
@@ -24,13 +27,15 @@ import random
 import shutil
 import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from kraft.api.client import Admin, KraftError
 from kraft.bench.chaos.proxy import LinkProxies
-from kraft.bench.chaos.schedule import FaultEvent
-from kraft.bench.cluster import LocalCluster, LocalNode
+from kraft.bench.chaos.schedule import CONTROLLER, FaultEvent
+from kraft.bench.cluster import LocalCluster, LocalNode, poll
 from kraft.log.fault_injection import DISK_FULL_ENV
 
 TMPFS, FILE_LAYER = "tmpfs", "file-layer"
@@ -176,14 +181,29 @@ class Injector:
     def node(self, node_id: int) -> LocalNode:
         return self.cluster.nodes[node_id]
 
+    def active_controller(self) -> int | None:
+        """The node that says it is the active controller, among the running ones."""
+        for node_id, node in self.cluster.nodes.items():
+            if node.proc is not None and node.proc.poll() is None:
+                try:
+                    if node.health().get("active_controller"):
+                        return node_id
+                except (OSError, ValueError):
+                    continue
+        return None
+
     def apply(self, event: FaultEvent) -> dict[str, Any]:
-        """Injects the fault, waits its duration, heals it; details for the history."""
-        node = self.node(event.target)
-        self.down.add(event.target)
+        """Injects the fault, waits its duration, heals it; details for the history (`target`:
+        the node it hit, for a fault aimed at the active controller)."""
+        target = event.target
+        if target == CONTROLLER:
+            target = poll(self.active_controller, 30, 0.2, "an active controller")
+        self.down.add(target)
         try:
-            return getattr(self, "_" + event.fault.replace("-", "_"))(event, node)
+            detail = getattr(self, "_" + event.fault.replace("-", "_"))(event, self.node(target))
         finally:
-            self.down.discard(event.target)
+            self.down.discard(target)
+        return {"target": target, **detail}
 
     def _kill(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
         node.kill()
@@ -211,13 +231,16 @@ class Injector:
             self.proxies.heal_all()
         return {"links": links}
 
-    def _disk_full(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
+    def _disk_full(self, event: FaultEvent, node: LocalNode,
+                   during: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Fills `node`'s disk for the event's duration; `during()`, called once it is full,
+        adds details (its time counts in the duration)."""
         disk = self.disk_full
         if disk is None:
             return {"done": False, "why": "disk-full was not prepared for this run"}
         log = _node_log(node)
         since = log.stat().st_size if log.exists() else 0
-        path = disk.paths[event.target]  # tmpfs: the data directory; file layer: the flag
+        path = disk.paths[node.node_id]  # tmpfs: the data directory; file layer: the flag
         if disk.method == TMPFS:
             path = fill(path)  # the filler
             detail: dict[str, Any] = {"method": TMPFS, "filler_bytes": path.stat().st_size}
@@ -225,7 +248,12 @@ class Injector:
             path.write_text("1")
             detail = {"method": FILE_LAYER}
         try:
-            self.sleep(event.duration_s)
+            if during is None:
+                self.sleep(event.duration_s)
+            else:
+                deadline = time.monotonic() + event.duration_s
+                detail.update(during())
+                self.sleep(max(0.0, deadline - time.monotonic()))
         finally:
             if disk.method == TMPFS:
                 path.unlink()
@@ -233,6 +261,25 @@ class Injector:
                 path.write_text("0")
         detail["enospc_logged"] = _enospc_logged(node, since)
         return detail
+
+    def _controller_disk_full(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
+        """A metadata write while the disk is full (a topic created through another node): the
+        controller meets the full disk at once, resigns, and the write commits on the next one."""
+        others = [n for i, n in self.cluster.nodes.items() if i != node.node_id]
+
+        def write() -> dict[str, Any]:
+            name = f"chaos-probe-{self.rng.randrange(1 << 30)}"
+            started = time.monotonic()
+            try:
+                with Admin(",".join(f"127.0.0.1:{n.port}" for n in others), request_timeout_ms=5_000,
+                           api_timeout_ms=int(max(1.0, event.duration_s) * 1000)) as admin:
+                    admin.create_topic(name, 1, len(self.cluster.nodes))
+                written: Any = round(time.monotonic() - started, 2)
+            except KraftError as e:
+                written = e.error_code
+            return {"metadata_write": written, "controller_at_heal": self.active_controller()}
+
+        return self._disk_full(event, node, write)
 
     def _torn_write(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
         node.kill()
