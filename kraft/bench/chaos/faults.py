@@ -232,9 +232,10 @@ class Injector:
         return {"links": links}
 
     def _disk_full(self, event: FaultEvent, node: LocalNode,
-                   during: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
-        """Fills `node`'s disk for the event's duration; `during()`, called once it is full,
-        adds details (its time counts in the duration)."""
+                   during: Callable[[], dict[str, Any]] | None = None,
+                   at_end: Callable[[], dict[str, Any]] = dict) -> dict[str, Any]:
+        """Fills `node`'s disk for the event's duration; `during()`, called once it is full (its
+        time counts in the duration), and `at_end()`, just before the space is freed, add details."""
         disk = self.disk_full
         if disk is None:
             return {"done": False, "why": "disk-full was not prepared for this run"}
@@ -254,6 +255,7 @@ class Injector:
                 deadline = time.monotonic() + event.duration_s
                 detail.update(during())
                 self.sleep(max(0.0, deadline - time.monotonic()))
+            detail.update(at_end())
         finally:
             if disk.method == TMPFS:
                 path.unlink()
@@ -277,9 +279,9 @@ class Injector:
                 written: Any = round(time.monotonic() - started, 2)
             except KraftError as e:
                 written = e.error_code
-            return {"metadata_write": written, "controller_at_heal": self.active_controller()}
+            return {"metadata_write": written}
 
-        return self._disk_full(event, node, write)
+        return self._disk_full(event, node, write, lambda: {"controller_at_heal": self.active_controller()})
 
     def _torn_write(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
         node.kill()
