@@ -910,14 +910,14 @@ class ReplicaManager:
     async def _send_alter_partition(self, replica: Replica, proposal: IsrProposal) -> None:
         assert self.alter_partition is not None
         try:
-            await self.alter_partition.alter_partition(replica.topic, replica.partition, proposal)
+            committed = await self.alter_partition.alter_partition(replica.topic, replica.partition, proposal)
         except Exception as e:
             if replica.core is not None:
                 error_code = getattr(e, "error_code", None) or f"{type(e).__name__}: {e}"
                 self._perform(replica, replica.core.on_alter_partition_response(proposal, error_code))
             return
         if replica.core is not None:
-            self._perform(replica, replica.core.on_alter_partition_response(proposal, None))
+            self._perform(replica, replica.core.on_alter_partition_response(proposal, None, committed))
 
     async def _checkpoint_loop(self) -> None:
         """Kafka's recovery-point checkpoint (log.flush.offset.checkpoint.interval.ms): closed
