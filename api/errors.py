@@ -86,6 +86,7 @@ _SPECS = [
     ErrorSpec("STALE_BROKER_EPOCH", 77, 409, False),
     ErrorSpec("INELIGIBLE_REPLICA", 107, 409, False),
     ErrorSpec("INVALID_UPDATE_VERSION", 95, 409, True),
+    ErrorSpec("INVALID_REGULAR_EXPRESSION", 128, 400, False),
     ErrorSpec("METHOD_NOT_ALLOWED", -2, 405, False),
     ErrorSpec("NOT_FOUND", -3, 404, False),
     ErrorSpec("UNSUPPORTED_MEDIA_TYPE", -4, 415, False),

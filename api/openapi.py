@@ -8,6 +8,7 @@ what the routes decode.
 from __future__ import annotations
 
 import inspect
+from http import HTTPStatus
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -26,6 +27,9 @@ LEADER = ("NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE", "KAFKA_STORAGE_ERROR
 GROUP = ("GROUP_AUTHORIZATION_FAILED", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR",
          "COORDINATOR_LOAD_IN_PROGRESS")
 NODE = ("CLUSTER_AUTHORIZATION_FAILED", "NOT_CONTROLLER")  # the controller's routes for the cluster's nodes
+# Kafka's admin APIs only the active controller answers: another node forwards them there (a
+# NOT_CONTROLLER when it does not know it, NETWORK_EXCEPTION when it does not answer)
+CONTROLLER_ONLY = ("CLUSTER_AUTHORIZATION_FAILED", "NOT_CONTROLLER", "NETWORK_EXCEPTION")
 CLUSTER = ("CLUSTER_AUTHORIZATION_FAILED", "SECURITY_DISABLED", "UNSUPPORTED_VERSION")
 # The files of the /docs page (api/static/), with their types.
 DOCS_ASSETS = {"swagger-ui-bundle.js": "application/javascript", "swagger-ui.css": "text/css",
@@ -97,16 +101,20 @@ ROUTES = (
     Route("POST", "/v1/producers/init", "A producer id and epoch for an idempotent producer (Kafka's InitProducerId)",
           node.InitProducerIdResponse, node.InitProducerIdRequest,
           errors=("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "BROKER_NOT_AVAILABLE")),
+    Route("GET", "/", "What answers here (name, version, node id) and the paths to look at next",
+          node.RootResponse),
     Route("GET", "/v1/openapi.json", "This document", None,
           content={"application/json": {"schema": {"type": "object", "description": "OpenAPI 3.1 document"}}}),
     Route("GET", "/docs", "This document, browsable (Swagger UI, served by the node itself)", None,
           content=_text("text/html", "the page")),
+    Route("GET", "/docs/", "Redirects to /docs (the page's links are relative to /docs)", None, status=301,
+          content={}),  # no body
     Route("GET", "/docs/{asset}", "The page's scripts and style (Swagger UI, shipped in the package)", None,
           content={media: {"schema": {"type": "string"}} for media in dict.fromkeys(DOCS_ASSETS.values())}),
     Route("GET", "/v1/groups", "Consumer groups coordinated by this broker", groups.ListGroupsResponse,
           errors=GROUP),
     Route("GET", "/v1/groups/{group}", "Describe a group: state, members, assignments, offsets and lag",
-          groups.DescribeGroupResponse, errors=(*GROUP, "GROUP_ID_NOT_FOUND")),
+          groups.DescribeGroupResponse, errors=(*GROUP, "GROUP_ID_NOT_FOUND", "TOPIC_AUTHORIZATION_FAILED")),
     Route("DELETE", "/v1/groups/{group}", "Delete a group without members, and its committed offsets",
           groups.DeleteGroupResponse, errors=(*GROUP, "GROUP_ID_NOT_FOUND", "NON_EMPTY_GROUP")),
     Route("GET", "/v1/groups/{group}/coordinator",
@@ -128,7 +136,7 @@ ROUTES = (
           "Reset a group's offsets (group without members only); dry_run by default",
           groups.ResetOffsetsResponse, groups.ResetOffsetsRequest, errors=(*GROUP, *TOPIC, "NON_EMPTY_GROUP")),
     Route("GET", "/v1/controller/quorum", "Metadata quorum status and replication (kafka-metadata-quorum describe)",
-          controller.DescribeQuorumResponse, errors=("CLUSTER_AUTHORIZATION_FAILED", "NOT_CONTROLLER")),
+          controller.DescribeQuorumResponse, errors=CONTROLLER_ONLY),
     Route("GET", "/v1/controller/quorum/local", "This node's own view of the quorum (any node answers)",
           controller.LocalQuorumStatus, errors=NODE),
     Route("GET", "/v1/controller/metadata", "Committed metadata records from an offset (long poll), or snapshot_needed",
@@ -168,15 +176,15 @@ ROUTES = (
     Route("POST", "/v1/controller/elect-leaders",
           "Preferred leader election (kafka-leader-election --election-type preferred)",
           controller.ElectLeadersResponse, controller.ElectLeadersRequest,
-          errors=("CLUSTER_AUTHORIZATION_FAILED", "NOT_CONTROLLER", "INVALID_TOPIC_EXCEPTION")),
+          errors=(*CONTROLLER_ONLY, "INVALID_TOPIC_EXCEPTION")),
     Route("GET", "/v1/controller/reassignments",
           "Partition reassignments in progress (kafka-reassign-partitions --verify)",
-          controller.ListReassignmentsResponse, errors=("CLUSTER_AUTHORIZATION_FAILED", "NOT_CONTROLLER")),
+          controller.ListReassignmentsResponse, errors=CONTROLLER_ONLY),
     Route("POST", "/v1/controller/reassignments",
           "Start (replicas: the target) or cancel (replicas: null) partition reassignments, all or none (KIP-455)",
           controller.AlterReassignmentsResponse, controller.AlterReassignmentsRequest,
-          errors=("CLUSTER_AUTHORIZATION_FAILED", "NOT_CONTROLLER", "INVALID_TOPIC_EXCEPTION",
-                  "UNKNOWN_TOPIC_OR_PARTITION", "INVALID_REPLICA_ASSIGNMENT", "NO_REASSIGNMENT_IN_PROGRESS")),
+          errors=(*CONTROLLER_ONLY, "INVALID_TOPIC_EXCEPTION", "UNKNOWN_TOPIC_OR_PARTITION",
+                  "INVALID_REPLICA_ASSIGNMENT", "NO_REASSIGNMENT_IN_PROGRESS")),
     Route("GET", "/v1/users/scram-credentials", "Users and their SCRAM mechanisms and iterations, never keys "
           "(kafka-configs --describe --entity-type users)", security.DescribeScramCredentialsResponse,
           query=security.DescribeScramQuery, errors=("CLUSTER_AUTHORIZATION_FAILED", "UNSUPPORTED_VERSION")),
@@ -202,8 +210,19 @@ ROUTES = (
           security.ControllerDeleteAclsResponse, security.ControllerDeleteAclsRequest, errors=NODE),
     Route("POST", "/v1/controller/client-quotas", "Set or remove client quotas (forwarded by nodes)",
           security.ControllerAlterClientQuotasResponse, security.ControllerAlterClientQuotasRequest, errors=NODE),
+    Route("GET", "/v1/replication", "A follower's replication channel to this leader (WebSocket; the cluster's nodes only)",
+          batch.ReplicationAnswer, query=batch.ReplicationQuery, status=101, errors=NODE,
+          description="Upgrades to a WebSocket (with the follower's node credential). The follower sends binary "
+                      "msgpack messages {id, fetch}, `fetch` being the body of a replica POST /v1/fetch naming "
+                      "`replica_id`; the leader answers each with this message, the same `id`. A new fetch "
+                      "supersedes one still parked (it is not answered)."),
+    Route("GET", "/v1/trace", "Stage events along records' way through this node (kraft-bench --trace)",
+          node.TraceResponse, query=node.TraceQuery, errors=("CLUSTER_AUTHORIZATION_FAILED",),
+          description=node.TraceResponse.__doc__ or ""),
     Route("GET", "/metrics", "Prometheus metrics of this node, named like Kafka's (docs/operations.md)", None,
-          description="Text format 0.0.4; OpenMetrics 1.0 when Accept names application/openmetrics-text.",
+          errors=("CLUSTER_AUTHORIZATION_FAILED",),
+          description="Text format 0.0.4; OpenMetrics 1.0 when Accept names application/openmetrics-text. "
+                      "With an authorizer: Describe on the cluster.",
           content={**_text("text/plain", "Prometheus text format 0.0.4"),
                    **_text("application/openmetrics-text", "OpenMetrics 1.0")}),
 )
@@ -244,7 +263,8 @@ def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _responses(route: Route, answer_schema: dict[str, Any] | None) -> dict[str, Any]:
     content = route.content if route.content is not None else _content(answer_schema or {})
-    responses: dict[str, Any] = {str(route.status): {"description": "OK", "content": content}}
+    responses: dict[str, Any] = {str(route.status): {"description": "OK" if route.status < 300 else HTTPStatus(route.status).phrase,
+                                                     **({"content": content} if content else {})}}
     codes = dict.fromkeys((*route.errors, *COMMON_ERRORS, *(BODY_ERRORS if route.request else ())))
     by_status: dict[int, list[str]] = {}
     for code in codes:

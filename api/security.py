@@ -13,11 +13,12 @@ Every request gets `request[PRINCIPAL]`, Kafka's principal string, before any ro
   from SASL PLAIN/SCRAM credentials in `Authorization: Basic` or from the TLS client certificate
   (ssl.principal.mapping.rules), `User:ANONYMOUS` on a listener without authentication; wrong or
   missing credentials are 401 SASL_AUTHENTICATION_FAILED with one uniform message.
-Node-only routes (`is_node_route`: the controller's inter-node API, ZooKeeper-mode pushes) and
-replica fetches (`require_node`) answer every other caller 403 CLUSTER_AUTHORIZATION_FAILED,
-logged without secrets and counted, before anything is read or changed. No request's body is read
-before its sender is authenticated. Refusals are logged with the client's address as `client`, which
-the node's log filter (kraft/logging.py) rate-limits per client.
+Node-only routes (`is_node_route`, from the access table of api/access.py: the controller's
+inter-node API, ZooKeeper-mode pushes) and replica fetches (`require_node`) answer every other
+caller 403 CLUSTER_AUTHORIZATION_FAILED, logged without secrets and counted, before anything is
+read or changed. No request's body is read before its sender is authenticated. Refusals are logged
+with the client's address as `client`, which the node's log filter (kraft/logging.py) rate-limits
+per client.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Awaitable, Callable, Protocol
 
 from aiohttp import web
 
+from kraft.api.access import is_node_route
 from kraft.api.errors import KraftError
 from kraft.api.wire import render_error
 
@@ -48,15 +50,6 @@ ANONYMOUS = "User:ANONYMOUS"
 NODE_PRINCIPAL_TYPE = "Node"
 AUTHENTICATION_FAILED_MESSAGE = "Authentication failed: invalid credentials"
 
-# Kafka's client APIs served under /v1/controller (DescribeQuorum, ElectLeaders, the partition
-# reassignments): admin requests, authorized as such; every other /v1/controller route is the
-# cluster's own (broker registration, heartbeats, AlterPartition, the metadata log, forwarded
-# admin work) and so is everything under /v1/zk.
-_CLIENT_CONTROLLER_ROUTES = frozenset({
-    ("GET", "/v1/controller/quorum"), ("POST", "/v1/controller/elect-leaders"),
-    ("GET", "/v1/controller/reassignments"), ("POST", "/v1/controller/reassignments"),
-})
-_NODE_PREFIXES = ("/v1/controller/", "/v1/zk/")
 # liveness and readiness probes answer without credentials (they reveal no data)
 _UNAUTHENTICATED_PATHS = frozenset({"/v1/health"})
 
@@ -95,10 +88,6 @@ NODE_ID = web.RequestKey("node_id", int)  # set only when one of the cluster's n
 FORWARDED_BY = web.RequestKey("forwarded_by", int)  # the node that forwarded a client's request
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def is_node_route(method: str, path: str) -> bool:
-    return path.startswith(_NODE_PREFIXES) and (method, path) not in _CLIENT_CONTROLLER_ROUTES
 
 
 def principal_of(request: web.Request) -> str:

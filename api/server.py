@@ -9,6 +9,7 @@ logged 500 UNKNOWN_SERVER_ERROR: a bad request never takes the node down. A body
 refused request's) is never drained: the answer closes the connection (`SERVER_OPTIONS`). With a
 metrics service, the request-metrics middleware (inside the error one, so it sees the error) counts
 every answer.
+Innermost, the authorization middleware applies each route's rule of api/access.py.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from typing import AsyncIterator, Awaitable, Callable, Iterable
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
+from kraft.api.access_middleware import authorization_middleware
 from kraft.api.errors import KraftError, from_exception, invalid_request
 from kraft.api.routes import (
     acls, batch, controller, delete_records, forward, groups, health, metadata, metrics, openapi, producers, records,
-    topics, users,
+    replication_channel, topics, trace, users,
 )
 from kraft.api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, AdminService, MetadataView, NodeInfo, ReplicaService,
@@ -118,7 +120,8 @@ def build_app(
     security: SecurityService | None = None,
 ) -> web.Application:
     """The application; `cleanup` (an aiohttp cleanup_ctx generator) ties the node's lifecycle;
-    `extra_routes` are other components' routes (each must be in api/openapi.py's ROUTES). The group
+    `extra_routes` are other components' routes (each must be in api/openapi.py's ROUTES and in
+    api/access.py's ACCESS). The group
     routes are always served; without `group_service` they answer COORDINATOR_NOT_AVAILABLE.
     With `metrics_service`, `GET /metrics` is served and every request is counted. Without
     `producer_id_service`, `POST /v1/producers/init` serves transactional ids only. With
@@ -130,6 +133,7 @@ def build_app(
     middlewares.append(request_quota_middleware)  # after authentication: it charges the principal
     if metrics_service is not None:
         middlewares.append(request_metrics_middleware)
+    middlewares.append(authorization_middleware)  # innermost: request metrics count its refusals
     app = web.Application(middlewares=middlewares, client_max_size=node_info.max_request_bytes)
     app[NODE_INFO] = node_info
     app[METADATA] = metadata_view
@@ -145,8 +149,9 @@ def build_app(
     if producer_id_service is not None:
         app[producers.PRODUCER_IDS] = producer_id_service
     for module in (health, metadata, topics, records, delete_records, batch, groups, producers, controller, acls,
-                   users, openapi):
+                   users, openapi, trace):
         app.router.add_routes(module.routes)
+    replication_channel.install(app)
     for table in extra_routes:
         app.router.add_routes(table)
     app.cleanup_ctx.append(forward.session_ctx)

@@ -10,6 +10,8 @@ overrides are validated by `validate_topic_configs` (the log's keys plus the rep
 
 from __future__ import annotations
 
+import difflib
+import socket
 import tomllib
 
 import javaproperties
@@ -17,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from kraft.kafka_broker_keys import KAFKA_BROKER_KEYS
-from kraft.log.config import TOPIC_CONFIG_KEYS, LogConfig
+from kraft.kafka_broker_keys import KAFKA_BROKER_KEYS, is_kafka_key
+from kraft.log.config import COMPRESSION_TYPES, TOPIC_CONFIG_KEYS, LogConfig
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -199,6 +201,8 @@ _POS_INT = at_least(1, INT_MAX)
 
 _KEYS = [
     ConfigKey("node.id", "int", 1, "This node's id, unique in the cluster.", at_least(0, INT_MAX)),
+    ConfigKey("broker.id", "int", None, "Kafka's older name of node.id (a ZooKeeper-era server.properties): sets "
+              "node.id; both set and different is refused.", at_least(0, INT_MAX)),
     ConfigKey("process.roles", "list", ["broker", "controller"],
               "Roles this process plays: broker, controller, or both.",
               subset_of("broker", "controller")),
@@ -216,9 +220,10 @@ _KEYS = [
               "required on a broker-only node.", _host_ports),
     ConfigKey("log.dirs", "list", ["./kraft-data"], "The data directory (one).", _one_dir),
     ConfigKey("listeners", "string", "127.0.0.1:9092",
-              "The client HTTP listener, HOST:PORT; or Kafka's NAME://HOST:PORT,... list, where the entry "
-              "named in controller.listener.names is the controller listener and the other the client one.",
-              _listeners),
+              "The client listener (HTTP and the Kafka protocol), HOST:PORT; or Kafka's NAME://HOST:PORT,... list, "
+              "where the entry named in controller.listener.names is the controller listener, the one named by "
+              "inter.broker.listener.name (else the first other) the client listener, and the rest Kafka-only "
+              "listeners.", _listeners),
     ConfigKey("advertised.listeners", "string", None,
               "The HOST:PORT clients are told to use (or Kafka's NAME://HOST:PORT list); defaults to "
               "listeners.", _listeners),
@@ -227,6 +232,10 @@ _KEYS = [
     ConfigKey("controller.listeners", "string", None,
               "The controller (Raft) listener, HOST:PORT; defaults to this node's voter entry.",
               _host_port),
+    ConfigKey("controller.advertised.listener", "string", None,
+              "Where the other voters reach this controller when it is not controller.listeners (a NAT, a "
+              "proxy): its entry in controller.quorum.voters. Kafka's CONTROLLER entry in advertised.listeners "
+              "sets it.", _host_port),
     ConfigKey("security.protocol", "string", None,
               "The client listener's protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; default the "
               "listener's name in listeners (through listener.security.protocol.map), else PLAINTEXT. Nodes "
@@ -235,8 +244,8 @@ _KEYS = [
     ConfigKey("listener.security.protocol.map", "list", [],
               "Kafka's NAME:PROTOCOL,... for named listeners (e.g. CLIENT:SASL_SSL)."),
     ConfigKey("inter.broker.listener.name", "string", None,
-              "The listener nodes use between them: the client listener (the only one served), so it must "
-              "name that listener when set."),
+              "The listener nodes use between them, which is the HTTP client listener: with several client "
+              "entries in listeners, the one it names (default the first); the others are Kafka-only listeners."),
     ConfigKey("security.inter.broker.protocol", "string", None,
               "Kafka's protocol between brokers: when set, it must equal the client listener's.",
               one_of(*CLIENT_PROTOCOLS)),
@@ -301,7 +310,35 @@ _KEYS = [
     ConfigKey("delete.topic.enable", "boolean", True, "Allow deleting topics."),
     ConfigKey("message.max.bytes", "int", 1048588, "Largest record batch accepted.",
               at_least(0, INT_MAX)),
-    ConfigKey("socket.request.max.bytes", "int", 104857600, "Largest HTTP request body.", _POS_INT),
+    ConfigKey("socket.request.max.bytes", "int", 104857600,
+              "Largest HTTP request body and largest Kafka request frame (refused from its size, before it is read).",
+              _POS_INT),
+    ConfigKey("kafka.enable", "boolean", True,
+              "Serve Kafka's binary protocol (the client port and the Kafka-only listeners); false: HTTP only."),
+    ConfigKey("kafka.share.client.port", "boolean", True,
+              "Serve the Kafka protocol on the HTTP client listener too, each connection told apart by its first "
+              "bytes; false: Kafka clients connect to the Kafka-only listeners alone."),
+    ConfigKey("kafka.listen", "list", [],
+              "Kafka-only listeners, [NAME://]HOST:PORT,... (a shortcut for more entries in listeners). An entry's "
+              "protocol is its NAME's (a protocol, or mapped by listener.security.protocol.map); without a NAME it "
+              "is named KAFKA and takes the client listener's protocol.", _host_ports),
+    ConfigKey("kafka.advertised.listen", "list", [],
+              "What the Kafka-only listeners advertise, NAME://HOST:PORT,...; entries of advertised.listeners "
+              "beyond the client listener's land here. Default: the listener's own address.", _host_ports),
+    ConfigKey("connections.max.idle.ms", "long", 600000,
+              "A Kafka connection with nothing read and nothing in flight this long is closed; a new connection "
+              "on a client port must send its first bytes within it (and within 75 s).", _POSITIVE),
+    ConfigKey("queued.max.requests", "int", 500,
+              "Kafka requests read and not yet answered per connection (Kafka: per broker); past it the "
+              "connection is not read.", _POS_INT),
+    ConfigKey("queued.max.request.bytes", "long", 536870912,
+              "Bytes of Kafka requests read and not yet answered, node-wide; a frame that does not fit waits "
+              "unread (one frame always fits when nothing else is held). -1: unbounded, Kafka's default.",
+              at_least(-1)),
+    ConfigKey("max.connections", "int", INT_MAX, "Open connections on the client ports, node-wide; more are "
+              "refused.", _POS_INT),
+    ConfigKey("max.connections.per.ip", "int", INT_MAX, "Open connections from one address on the client ports; "
+              "more are refused.", _POS_INT),
     ConfigKey("fetch.max.bytes", "int", 57671680, "Largest fetch answer.", _POS_INT),
     ConfigKey("log.segment.bytes", "int", 1073741824, "Segment file size.", at_least(14, INT_MAX)),
     ConfigKey("log.roll.ms", "long", None, "Roll a segment after this age (overrides hours).",
@@ -321,6 +358,9 @@ _KEYS = [
     ConfigKey("log.open.files.max", "int", None,
               "Files of closed segments kept open at once, least recently used closed first; "
               "default an eighth of the open-files limit (16 to 10000).", _POS_INT),
+    ConfigKey("stage.trace.events", "int", 0,
+              "Stage events along records' way kept for kraft-bench --trace (GET /v1/trace), a ring; "
+              "0: not recorded.", at_least(0, 10_000_000)),
     ConfigKey("log.flush.interval.messages", "long", LONG_MAX,
               "fsync after this many messages.", _POSITIVE),
     ConfigKey("log.flush.interval.ms", "long", None, "fsync after this many ms.", _NON_NEG),
@@ -335,6 +375,9 @@ _KEYS = [
               "Minimum age before a record may be compacted.", _NON_NEG),
     ConfigKey("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.",
               one_of("CreateTime", "LogAppendTime")),
+    ConfigKey("compression.type", "string", "producer",
+              "Codec topics store batches in: producer (keep the producer's), uncompressed, gzip, "
+              "snappy, lz4 or zstd.", one_of(*COMPRESSION_TYPES)),
     ConfigKey("unclean.leader.election.enable", "boolean", False,
               "Elect a leader outside the ISR when no ISR member is alive."),
     ConfigKey("broker.rack", "string", None, "Rack of this broker, for replica placement."),
@@ -362,11 +405,33 @@ _KEYS = [
               _POS_INT),
     ConfigKey("metadata.log.max.record.bytes.between.snapshots", "long", 20971520,
               "Metadata log bytes between snapshots.", _POSITIVE),
+    ConfigKey("metadata.log.recovery", "string", "fail",
+              "A lone controller's metadata log damaged in the middle (valid records after the "
+              "damage): fail (refuse to start, the default) or truncate (drop every record from "
+              "the damage on, knowingly). A torn tail is always cut.", one_of("fail", "truncate")),
     ConfigKey("metrics.topic.labels.enable", "boolean", True,
               "Label broker and log metrics by topic and partition; turn off for large clusters."),
 ]
 
 CONFIG_KEYS: dict[str, ConfigKey] = {k.name: k for k in _KEYS}
+UNNAMED_KAFKA_LISTENER = "KAFKA"
+
+
+@dataclass(frozen=True)
+class KafkaListenerSpec:
+    """A listener serving the Kafka protocol: the client port (`shared` with HTTP) or a Kafka-only one."""
+
+    name: str
+    security_protocol: str
+    host: str
+    port: int
+    advertised: tuple[str, int] | None = None  # None: its own address (the client port's: advertised.listeners)
+    shared: bool = False
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
 
 @dataclass(frozen=True)
 class KraftConfig:
@@ -430,6 +495,32 @@ class KraftConfig:
         return self.security_protocol in ("SSL", "SASL_SSL")
 
     @property
+    def kafka_listeners(self) -> list[KafkaListenerSpec]:
+        """The listeners serving the Kafka protocol (none with kafka.enable=false): the client port
+        first (kafka.share.client.port), named as the client listener or, unnamed, after its
+        protocol, as Kafka's default PLAINTEXT://:9092; then kafka.listen's."""
+        if not self["kafka.enable"]:
+            return []
+        specs = []
+        if self["kafka.share.client.port"]:
+            specs.append(KafkaListenerSpec(self.listener_name or self.security_protocol, self.security_protocol,
+                                           *self.listener, shared=True))
+        mapped = _protocol_map(self["listener.security.protocol.map"])
+        advertised = {_listener_name(e) or UNNAMED_KAFKA_LISTENER: parse_host_port(e)
+                      for e in self["kafka.advertised.listen"]}
+        for entry in self["kafka.listen"]:
+            name = _listener_name(entry)
+            protocol = mapped.get(name) or (name if name in CLIENT_PROTOCOLS else None)
+            if not name:
+                name, protocol = UNNAMED_KAFKA_LISTENER, self.security_protocol
+            if protocol is None:
+                raise ConfigError("kafka.listen", f"listener {name} has no protocol: name it after one of "
+                                                  f"{', '.join(CLIENT_PROTOCOLS)} or map it in "
+                                                  "listener.security.protocol.map")
+            specs.append(KafkaListenerSpec(name, protocol, *parse_host_port(entry), advertised.get(name)))
+        return specs
+
+    @property
     def uses_sasl(self) -> bool:
         return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
@@ -467,6 +558,7 @@ class KraftConfig:
             "index.interval.bytes": str(self["log.index.interval.bytes"]),
             "max.message.bytes": str(self["message.max.bytes"]),
             "message.timestamp.type": self["log.message.timestamp.type"],
+            "compression.type": self["compression.type"],
             "min.compaction.lag.ms": str(self["log.cleaner.min.compaction.lag.ms"]),
             "min.insync.replicas": str(self["min.insync.replicas"]),
             "retention.bytes": str(self["log.retention.bytes"]),
@@ -494,6 +586,8 @@ class KraftConfig:
                 f"node {self.node_id} has the controller role but is not among the voters "
                 f"{sorted(voters)}",
             )
+        if self.is_controller and voters and (self["controller.advertised.listener"] or self["controller.listeners"]):
+            self._check_controller_listener(voters[self.node_id])
         if self.is_controller and len(voters) > 1 and not (self["controller.quorum.secret"]
                                     or self["controller.quorum.secret.file"]):
             raise ConfigError(
@@ -514,15 +608,48 @@ class KraftConfig:
                 "a broker-only node needs the client listener of at least one controller",
             )
 
+    def _check_controller_listener(self, voter: tuple[str, int]) -> None:
+        """The controller listener is where the other voters connect: its own voter entry (a
+        wildcard host, or a name of the same address, binds it too), unless it advertises another
+        address (controller.advertised.listener: a NAT or a proxy in between), which must be it."""
+        key = "controller.advertised.listener" if self["controller.advertised.listener"] else "controller.listeners"
+        host, port = parse_host_port(self[key])
+        voter_host, voter_port = voter
+        if port == voter_port and (host in (voter_host, "0.0.0.0", "::") or _may_be_same_host(host, voter_host)):
+            return
+        what = "advertised controller listener" if key != "controller.listeners" else "controller listener"
+        raise ConfigError(key, f"this node's {what} {host}:{port} is not its entry in "
+                                                  f"controller.quorum.voters, {self.node_id}@{voter_host}:{voter_port}: "
+                                                  f"the other voters would look for it at {voter_host}:{voter_port}")
+
+    def _check_kafka_listeners(self) -> None:
+        specs = self.kafka_listeners
+        names = [s.name for s in specs]
+        duplicate = next((n for n in names if names.count(n) > 1), None)
+        if duplicate is not None:
+            raise ConfigError("kafka.listen", f"two Kafka listeners are named {duplicate}")
+        unknown = [e for e in self["kafka.advertised.listen"]
+                   if (_listener_name(e) or UNNAMED_KAFKA_LISTENER) not in names]
+        if unknown and self["kafka.enable"]:
+            raise ConfigError("kafka.advertised.listen", f"{unknown[0]} names no Kafka-only listener "
+                                                         f"(they are {', '.join(names) or 'none'})")
+        if self["kafka.enable"] and not specs:
+            raise ConfigError("kafka.share.client.port", "false leaves the Kafka protocol no listener: add one "
+                                                         "(kafka.listen) or set kafka.enable=false")
+
     def _check_security(self) -> None:
         protocol = self.security_protocol
-        if self.uses_tls and not self["ssl.keystore.location"]:
-            raise ConfigError("ssl.keystore.location", f"required by security.protocol={protocol}: the node's "
+        self._check_kafka_listeners()
+        tls = [s.name for s in self.kafka_listeners if s.uses_tls and not s.shared]
+        if self.uses_tls:
+            tls.insert(0, f"security.protocol={protocol}")
+        if tls and not self["ssl.keystore.location"]:
+            raise ConfigError("ssl.keystore.location", f"required by {tls[0]}: the node's "
                                                        "certificate chain and private key in one PEM file")
-        if self.uses_tls and self["ssl.client.auth"] != "none" and not self["ssl.truststore.location"]:
+        if tls and self["ssl.client.auth"] != "none" and not self["ssl.truststore.location"]:
             raise ConfigError("ssl.truststore.location", f"required by ssl.client.auth={self['ssl.client.auth']}: "
                                                          "the CA certificates client certificates are checked against")
-        if not self.uses_tls and self["ssl.client.auth"] != "none":
+        if not tls and self["ssl.client.auth"] != "none":
             raise ConfigError("ssl.client.auth", f"needs a TLS listener; security.protocol is {protocol}")
         inter = self["inter.broker.listener.name"]
         if inter and inter.upper() != (self.listener_name or protocol):
@@ -553,6 +680,21 @@ class KraftConfig:
         if self["authorizer.class.name"]:  # refused rather than left unenforced
             raise ConfigError("authorizer.class.name", "ACLs live in the KRaft metadata log; ZooKeeper mode has "
                                                        "no authorizer")
+        try:  # an optional dependency: said before the node starts, not as a traceback from its import
+            import kazoo  # noqa: F401
+        except ImportError:
+            raise ConfigError("zookeeper.connect", "ZooKeeper mode needs the kazoo package, which kraft's zk extra "
+                                                   "installs: pip install 'kraft[zk]'") from None
+
+
+def _may_be_same_host(a: str, b: str) -> bool:
+    """Whether two host names may be one host: they share an address, or one does not resolve
+    (yet: a container's name may not be in DNS when it starts), so no mismatch is proven."""
+    try:
+        addresses = [{info[4][0] for info in socket.getaddrinfo(h, None)} for h in (a, b)]
+    except OSError:
+        return True
+    return bool(addresses[0] & addresses[1])
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -611,11 +753,13 @@ def build_config(*layers: Mapping[str, Any]) -> KraftConfig:
     for key, raw in merged.items():
         spec = CONFIG_KEYS.get(key)
         if spec is None:
-            if key in KAFKA_BROKER_KEYS:
+            if is_kafka_key(key):
                 ignored.append(key)
                 continue
-            raise ConfigError(key, "unknown configuration key (see `kraft-node --help-config`)")
+            raise ConfigError(key, f"unknown configuration key, neither kraft's nor Kafka's{_nearest_key(key)} "
+                                   "(`kraft-node --help-config` lists kraft's)")
         values[key] = spec.parse(raw)
+    _resolve_node_id(values)
     _resolve_listeners(values)
     config = KraftConfig(values, tuple(sorted(ignored)))
     config.check()
@@ -623,31 +767,54 @@ def build_config(*layers: Mapping[str, Any]) -> KraftConfig:
 
 
 
+def _nearest_key(key: str) -> str:
+    """"; did you mean 'x'?" for the valid key nearest to a typo, "" when none is near."""
+    near = difflib.get_close_matches(key, sorted({*CONFIG_KEYS, *KAFKA_BROKER_KEYS}), n=1)
+    return f"; did you mean {near[0]!r}?" if near else ""
+
+
+def _resolve_node_id(values: dict[str, Any]) -> None:
+    """broker.id is node.id's older name (Kafka: KafkaConfig refuses the two when they differ)."""
+    broker_id = values.get("broker.id")
+    if broker_id is None:
+        return
+    node_id = values.setdefault("node.id", broker_id)
+    if node_id != broker_id:
+        raise ConfigError("broker.id", f"broker.id ({broker_id}) and node.id ({node_id}) disagree: they name the "
+                                       "same id (node.id is its KRaft name); set one of them")
+
+
 def _resolve_listeners(values: dict[str, Any]) -> None:
-    """Kafka's `listeners=PLAINTEXT://:9092,CONTROLLER://:9093`: the entries named in
-    controller.listener.names give controller.listeners (unless set), the one other entry (a
-    PLAINTEXT/SSL/SASL_* listener) is the client listener; advertised.listeners likewise."""
+    """Kafka's `listeners=PLAINTEXT://:9092,SASL_SSL://:9094,CONTROLLER://:9093`: the entries named
+    in controller.listener.names give controller.listeners (unless set); of the others (each a
+    PLAINTEXT/SSL/SASL_* listener or a mapped name) the one inter.broker.listener.name names, else
+    the first, is the client listener, and the rest are Kafka-only listeners (kafka.listen);
+    advertised.listeners likewise (kafka.advertised.listen)."""
     names = {n.upper() for n in values.get("controller.listener.names") or ()}
-    for key in ("listeners", "advertised.listeners"):
+    inter = (values.get("inter.broker.listener.name") or "").upper()
+    for key, kafka_key in (("listeners", "kafka.listen"), ("advertised.listeners", "kafka.advertised.listen")):
         entries = _to_list(values.get(key) or "")
         if len(entries) <= 1 and not any(_listener_name(e) in names for e in entries):
             continue
         controller = [e for e in entries if _listener_name(e) in names]
         client = [e for e in entries if _listener_name(e) not in names]
-        if len(client) > 1:
-            raise ConfigError(key, f"one client listener is served, got {', '.join(client)}; name the controller "
-                                   "listener in controller.listener.names")
         mapped = _protocol_map(values.get("listener.security.protocol.map") or ())
         unknown = [e for e in client if _listener_name(e) not in (*CLIENT_PROTOCOLS, *mapped, "")]
         if unknown:
-            raise ConfigError(key, f"the client listener must be one of {', '.join(CLIENT_PROTOCOLS)}, "
-                                   f"got {unknown[0]}")
-        if client:
-            values[key] = client[0]
+            raise ConfigError(key, f"a client listener must be one of {', '.join(CLIENT_PROTOCOLS)} or a name in "
+                                   f"listener.security.protocol.map, got {unknown[0]}")
+        if len(client) > 1 and any(not _listener_name(e) for e in client):
+            raise ConfigError(key, f"with several client listeners each needs a NAME://, got {', '.join(client)}")
+        chosen = next((e for e in client if inter and _listener_name(e) == inter), client[0] if client else None)
+        if chosen is not None:
+            values[key] = chosen
+            values[kafka_key] = [e for e in client if e != chosen] + list(values.get(kafka_key) or ())
         else:
             values.pop(key)
         if key == "listeners" and controller and not values.get("controller.listeners"):
             values["controller.listeners"] = controller[0]
+        if key == "advertised.listeners" and controller and not values.get("controller.advertised.listener"):
+            values["controller.advertised.listener"] = controller[0]
 
 
 def _protocol_map(entries: Iterable[str]) -> dict[str, str]:

@@ -2,7 +2,8 @@
 
 With no flags it starts the embedded single node: node 1, controller and broker, serving
 http://127.0.0.1:9092 with data in ./kraft-data. Configuration errors print the key at fault to
-stderr and exit 2; SIGTERM/SIGINT shut down cleanly and exit 0.
+stderr and exit 2; SIGTERM/SIGINT shut down cleanly and exit 0. A node that cannot start or go on
+(its data directory in use by another process, a listener taken, another cluster's data) exits 1.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import click
 
 from kraft.api.cli.common import version_option
 from kraft.config import ConfigError, KraftConfig, describe_keys, load_config
+from kraft.cluster_identity import InconsistentClusterIdError
+from kraft.controller.errors import MetadataLogCorruptError
+from kraft.dir_lock import DirectoryInUseError
 from kraft.logging import setup_logging
 
 log = logging.getLogger("kraft")
@@ -44,27 +48,37 @@ async def _serve(config: KraftConfig, add_scram: tuple[str, ...] = ()) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        node = Node(config, [ScramBootstrap.parse(text) for text in add_scram])
+        node = Node(config, [ScramBootstrap.parse(text) for text in add_scram], on_fatal=stop.set)
     except ConfigError as e:
         log.error("configuration error: %s", e)
         return EXIT_CONFIG_ERROR
+    except DirectoryInUseError as e:
+        log.error("node %d cannot start: %s", config.node_id, e)
+        return EXIT_STARTUP_FAILED
     try:
         await node.start()
+    except MetadataLogCorruptError as e:
+        log.critical("node %d cannot start: %s", config.node_id, e)
+        await node.stop()
+        return EXIT_STARTUP_FAILED
     except OSError as e:
         # a Raft listener's failure names its own address; the client listener's carries an errno
         log.error("node %d cannot listen: %s (listeners=%s); free the port or choose another",
                   config.node_id, e.strerror or e, config["listeners"])
         await node.stop()
         return EXIT_STARTUP_FAILED
+    except InconsistentClusterIdError:  # ZooKeeper's /cluster/id is another cluster's: node.fail said so
+        await node.stop()
+        return EXIT_STARTUP_FAILED
     except Exception:
         log.exception("node %d failed to start", config.node_id)
         await node.stop()
         return EXIT_STARTUP_FAILED
-    await stop.wait()
+    await stop.wait()  # a signal, or the node cannot go on (node.fatal_error)
     log.info("shutting down")
     await node.stop()
     log.info("stopped")
-    return 0
+    return 0 if node.fatal_error is None else EXIT_STARTUP_FAILED
 
 
 def _install_uvloop() -> None:

@@ -11,22 +11,21 @@ through its `ControllerChannel` and so accepts every admin request (design §7).
 
 The HTTP application owns the lifecycle through its cleanup_ctx: services start before the listener
 accepts requests and stop after it stopped accepting them (logs flushed, checkpoints written).
-`<data>/meta.properties` records the cluster id and node id, like Kafka's.
+`<data>/meta.properties` records the cluster id and node id, like Kafka's; the cluster id comes
+from the metadata log (or ZooKeeper) and a node of another cluster refuses to join
+(`cluster_identity.py`): the node stops itself then (`fail`), exiting 1.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import logging
 import resource
 import socket
 import time
-import uuid
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, AsyncIterator, Callable, Sequence
 
 from aiohttp import web
 
@@ -38,13 +37,16 @@ from kraft.api.authz import AUTHORIZER
 from kraft.api.throttle import QUOTAS
 from kraft.api.routes.acls import ACLS
 from kraft.api.routes.services import NodeInfo
+from kraft.api.routes.trace import TRACE
 from kraft.api.routes.users import USERS
 from kraft.api.server import SERVER_OPTIONS, build_app
 from kraft.broker.admin import LocalAdmin
 from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
+from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.broker.groups.membership import GroupConfig
 from kraft.broker.lifecycle import BrokerLifecycle, LifecycleChannel
 from kraft.broker.metadata_follower import BrokerSnapshotStore, MetadataFollower
+from kraft.broker.stage_trace import StageTrace
 from kraft.broker.metadata_publisher import BrokerMetadataPublisher
 from kraft.broker.metadata_view import BrokerMetadataView
 from kraft.broker.producer_ids import ProducerIdManager
@@ -58,8 +60,13 @@ from kraft.controller.handlers import ControllerSettings
 from kraft.controller.heap import HeapFreezer
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.quorum import LocalQuorum, Quorum
-from kraft.controller.raft_quorum import METADATA_DIR, RaftQuorum, RaftQuorumConfig, resolve_secret
+from kraft.controller.raft_quorum import (
+    METADATA_DIR, RaftQuorum, RaftQuorumConfig, read_secret_file, resolve_secret,
+)
+from kraft.cluster_identity import ClusterIdentity, ClusterIdGate, new_cluster_id
 from kraft.controller.service import ControllerService
+from kraft.dir_lock import lock_directories, release_all
+from kraft.kafka.node_listeners import KafkaListeners
 from kraft.metrics import NodeMetrics
 from kraft.readiness import MetadataProgress, ReadinessCheck
 from kraft.security.authn import ClientAuthenticator
@@ -77,9 +84,6 @@ from kraft.log.config import TOPIC_CONFIG_KEYS
 from kraft.log.file_cache import NO_LIMIT_FILES, OPEN_FILES, default_open_files_max
 
 log = logging.getLogger("kraft.node")
-
-META_PROPERTIES = "meta.properties"
-
 
 @dataclass(frozen=True)
 class ScramBootstrap:
@@ -107,59 +111,13 @@ class ScramBootstrap:
                                              "[,iterations=N]]") from None
 
 
-def new_cluster_id() -> str:
-    """Kafka's form: a random UUID as 22 characters of URL-safe base64."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
-
-
-def quorum_cluster_id(voters: dict[int, tuple[str, int]]) -> str:
-    """The cluster id of a quorum whose nodes were given none: derived from the voter set, so
-    every node (controllers and brokers alike) computes the same one without a formatting step."""
-    canonical = ",".join(f"{n}@{h}:{p}" for n, (h, p) in sorted(voters.items()))
-    digest = hashlib.sha256(canonical.encode("utf-8")).digest()[:16]
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
-
-
 def read_quorum_secret(config: KraftConfig) -> str:
     """controller.quorum.secret, else the first line of controller.quorum.secret.file, else (a
     lone voter) one generated and kept in the data dir."""
     path = config["controller.quorum.secret.file"]
     if not config["controller.quorum.secret"] and path:
-        try:
-            secret = Path(path).read_text(encoding="utf-8").strip()
-        except OSError as e:
-            raise ConfigError("controller.quorum.secret.file", f"cannot read {path}: {e.strerror}") from None
-        if not secret:
-            raise ConfigError("controller.quorum.secret.file", f"{path} is empty")
-        return secret
+        return read_secret_file(path)
     return resolve_secret(config["controller.quorum.secret"], config.data_dir, len(config.voters))
-
-
-def ensure_meta_properties(data_dir: Path, node_id: int, configured_cluster_id: str | None) -> str:
-    """Reads `<data>/meta.properties`, or writes it on first start; returns the cluster id.
-
-    A data dir of another cluster or node is refused (INCONSISTENT_CLUSTER_ID), as Kafka does."""
-    path = data_dir / META_PROPERTIES
-    if path.exists():
-        props = dict(
-            line.split("=", 1) for line in path.read_text().splitlines()
-            if "=" in line and not line.startswith("#")
-        )
-        cluster_id = props.get("cluster.id", "")
-        if configured_cluster_id and cluster_id != configured_cluster_id:
-            raise ConfigError("cluster.id", f"{path} belongs to cluster {cluster_id!r}, "
-                                            f"not {configured_cluster_id!r}")
-        if props.get("node.id") != str(node_id):
-            raise ConfigError("node.id", f"{path} belongs to node {props.get('node.id')}, "
-                                         f"not {node_id}")
-        return cluster_id
-    cluster_id = configured_cluster_id or new_cluster_id()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(f"#\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"
-                   f"directory.id={new_cluster_id()}\n")
-    tmp.replace(path)
-    return cluster_id
 
 
 def advertised_endpoint(config: KraftConfig, bound_port: int) -> tuple[str, int]:
@@ -192,14 +150,36 @@ def raise_open_files_limit() -> int:
 LOCAL_REGISTRATION_TIMEOUT_S = 30.0
 
 
+def node_directories(config: KraftConfig) -> list[Path]:
+    """Every directory the node writes: the data directory and, but in ZooKeeper mode, the
+    metadata log's (the local log or the Raft journal; a broker's metadata snapshot)."""
+    if config.zookeeper_mode:
+        return [config.data_dir]
+    return [config.data_dir, config.data_dir / METADATA_DIR]
+
+
 class Node:
-    def __init__(self, config: KraftConfig, add_scram: Sequence[ScramBootstrap] = ()) -> None:
+    def __init__(self, config: KraftConfig, add_scram: Sequence[ScramBootstrap] = (),
+                 on_fatal: Callable[[], None] = lambda: None) -> None:
+        """`on_fatal()`: the node cannot go on (`fatal_error` says why) and must be stopped."""
+        # before anything is written (the secret file, the metadata log): a second process on
+        # these directories would be a second node of this id (DirectoryInUseError)
+        self._dir_locks = lock_directories(node_directories(config))
+        try:
+            self._wire(config, add_scram, on_fatal)
+        except BaseException:
+            release_all(self._dir_locks)
+            raise
+
+    def _wire(self, config: KraftConfig, add_scram: Sequence[ScramBootstrap], on_fatal: Callable[[], None]) -> None:
         self.config = config
         self.add_scram = list(add_scram)
         self._add_scram_task: asyncio.Task[None] | None = None
         self.node_id = config.node_id
         self.data_dir = config.data_dir
-        self.cluster_id = ""
+        self.fatal_error: str | None = None
+        self._on_fatal = on_fatal
+        self.identity = ClusterIdentity(self.data_dir, self.node_id, config["cluster.id"], on_inconsistent=self.fail)
         self.endpoint = advertised_endpoint(config, config.listener[1])
         # a broker-only node serves no metadata log: it keeps no tail of records
         self.loader = MetadataLoader(max_retained_records=100_000 if config.is_controller else 0)
@@ -227,8 +207,10 @@ class Node:
         self.quorum: Quorum | None = None
         self.controller: ControllerService | None = None
         if config.is_controller and self.zk is None:
-            self.quorum = (RaftQuorum(RaftQuorumConfig.from_kraft_config(config, secret))
-                           if config.voters else LocalQuorum(self.data_dir, self.node_id))
+            self.quorum = (RaftQuorum(RaftQuorumConfig.from_kraft_config(config, secret), identity=self.identity)
+                           if config.voters else
+                           LocalQuorum(self.data_dir, self.node_id, log_recovery=config["metadata.log.recovery"],
+                                       cluster_id=self.identity.proposal))
             self.controller = ControllerService(self.node_id, self.quorum, self.loader, settings,
                                                 config_validator=validate_topic_configs)
         self.channel = ControllerChannel(self.controller, self.client, self.loader, settings)
@@ -243,9 +225,10 @@ class Node:
                                                        self.client, lambda: self.cluster_id)
         self.directory.refresh = self.controller_api.refresh_directory
         self.follower = None if config.is_controller or self.zk is not None else MetadataFollower(
-            self.node_id, self.loader, self.client, BrokerSnapshotStore(self.data_dir / METADATA_DIR))
+            self.node_id, self.loader, self.client, BrokerSnapshotStore(self.data_dir / METADATA_DIR),
+            check_cluster_id=self.identity.check)
         self.lifecycle = None if not config.is_broker or self.zk is not None else self._broker_lifecycle(settings)
-        self.view = BrokerMetadataView("", config.topic_defaults())
+        self.view = BrokerMetadataView(lambda: self.cluster_id, config.topic_defaults())
         broker_epoch = (lambda: self.lifecycle.broker_epoch) if self.lifecycle is not None else (lambda: -1)
         if self.zk is not None:
             broker_epoch = lambda: self.zk.registration.broker_epoch  # noqa: E731
@@ -262,6 +245,7 @@ class Node:
             node_id=self.node_id, roles=config.roles,
             max_request_bytes=config["socket.request.max.bytes"],
             auto_create_topics=config["auto.create.topics.enable"],
+            fetch_max_bytes=config["fetch.max.bytes"],
         )
         open_files_limit = raise_open_files_limit()
         OPEN_FILES.capacity = config["log.open.files.max"] or default_open_files_max(open_files_limit)
@@ -286,16 +270,21 @@ class Node:
         self.metrics = NodeMetrics(self.node_id, topic_labels=config["metrics.topic.labels.enable"])
         self.metrics.watch_broker(self.replica_manager)
         self.publisher = BrokerMetadataPublisher(self.node_id, self.view, self.replica_manager,
-                                                 self.groups, self.metrics)
+                                                 {OFFSETS_TOPIC: self.groups.runtime}, self.metrics)
         self._loop_probe: asyncio.Task[None] | None = None
         if self.controller is not None:
             self.metrics.watch_controller(self.controller, self.quorum)
         self.metrics.watch_groups(self.groups)
-        self.metrics.watch_connections(config.listener_name or config.security_protocol, self._open_connections)
+        security = self._security(config)
+        # the Kafka protocol on the client port and the Kafka-only listeners (kraft/kafka)
+        self.kafka = KafkaListeners(config, security.authenticator, lambda: security.refused("authentication"))
+        if self.lifecycle is not None:
+            self.lifecycle.security_protocol = config.security_protocol
+        self.metrics.watch_connections(config.listener_name or config.security_protocol, self.kafka.open_connections)
         self.app = build_app(info, self.view, admin, self.replica_manager, cleanup=self._services,
                              group_service=self.groups, metrics_service=self.metrics,
                              producer_id_service=ProducerIdManager(front, self.node_id, broker_epoch),
-                             security=self._security(config))
+                             security=security)
         self.replica_manager.fetchers.security = self.peers
         self.groups.leader_offsets.security = self.peers
         if self.zk is None:  # ZooKeeper mode keeps no SCRAM credentials
@@ -314,7 +303,10 @@ class Node:
             if authorization is not None:
                 self.app[AUTHORIZER] = StandardAuthorizer(lambda: self.loader.image, authorization,
                                                           self.metrics.registry)
+                self.groups.regexes.authorizer = self.app[AUTHORIZER]  # regexes resolve to what one may Describe
         self.app[NODE_STATUS] = self.status
+        if config["stage.trace.events"]:
+            self.replica_manager.trace = self.app[TRACE] = StageTrace(config["stage.trace.events"])
         self.readiness = ReadinessCheck()
         self._runner: web.AppRunner | None = None
         self.port = config.listener[1]
@@ -332,7 +324,8 @@ class Node:
         return BrokerLifecycle(
             LifecycleChannel(remote, self.controller, local_is_active), self.node_id, self.endpoint,
             self.config["broker.rack"], self.config["broker.heartbeat.interval.ms"],
-            lambda: self.loader.image.offset, lambda: self.cluster_id, close_controller=remote.client.close)
+            lambda: self.loader.image.offset, lambda: self.identity.cluster_id, close_controller=remote.client.close,
+            refused=self.fail)
 
     def _lifecycle_directory(self) -> ControllerDirectory:
         """An address book for the lifecycle thread, refreshed from this node's (its endpoints and
@@ -352,6 +345,18 @@ class Node:
 
         mirror.refresh = refresh
         return mirror
+
+    @property
+    def cluster_id(self) -> str:
+        """The cluster id as far as this node knows it ("" before it does)."""
+        return self.identity.cluster_id or ""
+
+    def fail(self, reason: str) -> None:
+        """This node cannot go on: logs why (once) and asks to be stopped (`on_fatal`)."""
+        if self.fatal_error is None:
+            self.fatal_error = reason
+            log.error("node %d stops: %s", self.node_id, reason)
+            self._on_fatal()
 
     def _security(self, config: KraftConfig) -> NodeSecurity:
         security = NodeSecurity(self.peers.credential, self.peers, self.metrics.registry)
@@ -411,23 +416,20 @@ class Node:
             await self.stop_services()
 
     async def start_services(self) -> None:
-        configured = self.config["cluster.id"] or (quorum_cluster_id(self.config.voters)
-                                                   if self.config.voters else None)
-        if self.zk is not None:  # /cluster/id: created by the first node, checked against meta.properties
-            from kraft.zk.mode import read_cluster_id
-            configured = await self.zk.connect(self.config["cluster.id"] or read_cluster_id(
-                self.data_dir / META_PROPERTIES) or new_cluster_id())
-        self.cluster_id = await asyncio.to_thread(ensure_meta_properties, self.data_dir, self.node_id, configured)
-        self.view.cluster_id = self.cluster_id
+        if self.zk is not None:
+            # Kafka's /cluster/id: the first node creates it (cluster.id, else a random id), and a
+            # node whose meta.properties names another cluster is refused
+            zk_cluster_id = await self.zk.connect(self.config["cluster.id"] or new_cluster_id())
+            self.identity.learn(zk_cluster_id, "ZooKeeper's /cluster/id")
         self._loop_probe = self.metrics.start_loop_probe()
-        self.loader.install_publisher(self.publisher)
+        # the metadata log's cluster id is checked (and learned) before the broker sees an image
+        self.loader.install_publisher(ClusterIdGate(self.identity, self.publisher))
         if self.controller is not None:
             self.directory.learn(self.node_id, *self.endpoint)
             if isinstance(self.quorum, RaftQuorum):
                 self.quorum.announce_endpoint(*self.endpoint)
             await self.controller.start()
         self.replica_manager.start()
-        self.groups.start()
         if self.zk is not None:
             await self.zk.start(self.endpoint)
         if self.follower is not None:
@@ -439,7 +441,7 @@ class Node:
                 await self.lifecycle.wait_unfenced(LOCAL_REGISTRATION_TIMEOUT_S)
         if self.add_scram and self.zk is None:
             self._add_scram_task = asyncio.get_running_loop().create_task(self._bootstrap_scram())
-        log.info("node %d started: cluster %s, roles %s, data in %s", self.node_id, self.cluster_id,
+        log.info("node %d started: cluster %s, roles %s, data in %s", self.node_id, self.cluster_id or "not known yet",
                  ",".join(self.config.roles), self.data_dir)
 
     async def stop_services(self) -> None:
@@ -458,32 +460,41 @@ class Node:
         if self.controller is not None:
             await self.controller.close()
         await self.client.close()
+        await self.identity.close()
+        release_all(self._dir_locks)  # the last write is done
 
     # -- HTTP ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Binds the client listener (so port 0 resolves before the broker registers its
-        endpoint), starts the services, then accepts requests."""
+        """Binds the client listener and the Kafka-only ones (so port 0 resolves before the
+        broker registers its endpoints), starts the services, then accepts requests: HTTP and the
+        Kafka protocol on the client port, told apart by their first bytes."""
         host, port = self.config.listener
         sock = socket.create_server((host, port), backlog=1024)
+        try:
+            self.kafka.bind()
+        except BaseException:
+            sock.close()
+            raise
         self.port = sock.getsockname()[1]
         self.endpoint = advertised_endpoint(self.config, self.port)
         if self.lifecycle is not None:
             self.lifecycle.endpoint = self.endpoint
+            self.lifecycle.kafka_endpoints = self.kafka.endpoints(self.endpoint)
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, **SERVER_OPTIONS)
         try:
             await self._runner.setup()
         except BaseException:
             sock.close()
+            self.kafka.close_sockets()
             raise
-        await web.SockSite(self._runner, sock, ssl_context=self.tls).start()
+        await self.kafka.start(self._runner, sock, self.tls)
         scheme = "https" if self.tls is not None else "http"
         log.info("kraft node %d serving on %s://%s:%d (%s; metrics at %s://%s:%d/metrics)", self.node_id,
                  scheme, host, self.port, self.config.security_protocol, scheme, host, self.port)
-
-    def _open_connections(self) -> int:
-        server = None if self._runner is None else self._runner.server
-        return 0 if server is None else len(server.connections)
+        for endpoint in self.kafka.endpoints(self.endpoint):
+            log.info("Kafka listener %s on %s:%d (%s)", endpoint["name"], endpoint["host"], endpoint["port"],
+                     endpoint["security_protocol"])
 
     async def controlled_shutdown(self) -> None:
         """Moves this broker's leaderships away (Kafka's controlled shutdown) while the node still

@@ -10,19 +10,16 @@ could coexist later. See docs/internals.md §1.
 
 from __future__ import annotations
 
-import gzip
 import struct
-import zlib
 from dataclasses import dataclass
 from itertools import repeat
 from operator import add
 from typing import Any, Iterator, NamedTuple, Sequence
 
 import crc32c
-import lz4.frame
 import msgpack
-import zstandard
 
+from kraft.log import compression as codec
 from kraft.log.errors import CorruptRecordError, InvalidRecordError
 
 MAGIC = 0x4B  # "K": kraft's msgpack batch format (Kafka's v2 is 2)
@@ -44,9 +41,8 @@ _TIMESTAMPS = struct.Struct(">hiqq")  # attributes, last_offset_delta, base/max 
 _LENGTH_POS = 8
 _EPOCH_POS = 12
 
-COMPRESSION_CODES: dict[str, int] = {"none": 0, "gzip": 1, "lz4": 3, "zstd": 4}
+COMPRESSION_CODES: dict[str, int] = codec.CODES  # Kafka's codes: log/compression.py
 COMPRESSIONS: tuple[str, ...] = tuple(COMPRESSION_CODES)
-_COMPRESSION_NAMES = {code: name for name, code in COMPRESSION_CODES.items()}
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_FLAG = 0x08  # set: LogAppendTime, clear: CreateTime
 TRANSACTIONAL_FLAG = 0x10
@@ -112,53 +108,19 @@ class BatchHeader:
     @property
     def compression(self) -> str:
         """The codec name; raises InvalidRecordError for a codec kraft does not support."""
-        try:
-            return _COMPRESSION_NAMES[self.compression_code]
-        except KeyError:
-            raise InvalidRecordError(
-                f"unsupported compression code {self.compression_code}"
-            ) from None
+        return codec.name(self.compression_code)
 
     @property
     def is_log_append_time(self) -> bool:
         return bool(self.attributes & TIMESTAMP_TYPE_FLAG)
 
 
-def _compress(payload: bytes, compression: str) -> bytes:
-    if compression == "none":
-        return payload
-    if compression == "zstd":
-        return zstandard.compress(payload)
-    if compression == "lz4":
-        return lz4.frame.compress(payload)
-    if compression == "gzip":
-        return gzip.compress(payload, compresslevel=6)
-    raise InvalidRecordError(f"unknown compression {compression!r}; use one of {COMPRESSIONS}")
-
-
-def _decompress(payload: bytes | memoryview, code: int) -> bytes | memoryview:
-    try:
-        if code == 0:
-            return payload
-        if code == 4:
-            return zstandard.ZstdDecompressor().decompress(
-                payload, max_output_size=MAX_DECOMPRESSED_BYTES
-            )
-        if code == 3:
-            lz4_stream = lz4.frame.LZ4FrameDecompressor()
-            out = lz4_stream.decompress(payload, max_length=MAX_DECOMPRESSED_BYTES)
-            if not lz4_stream.eof:
-                raise ValueError("truncated or oversized lz4 frame")
-            return out
-        if code == 1:
-            gzip_stream = zlib.decompressobj(wbits=31)
-            out = gzip_stream.decompress(payload, MAX_DECOMPRESSED_BYTES)
-            if not gzip_stream.eof:
-                raise ValueError("truncated or oversized gzip stream")
-            return out
-    except (zstandard.ZstdError, RuntimeError, zlib.error, ValueError) as e:
-        raise CorruptRecordError(f"cannot decompress batch payload: {e}") from e
-    raise InvalidRecordError(f"unsupported compression code {code}")
+def decompressed_size(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, limit: int) -> int:
+    """The size of the validated batch at `pos` with its records payload decompressed, counted a
+    chunk at a time so that nothing past `limit` is ever allocated: counting stops once the size
+    passes `limit` (the answer is then larger than it). Raises CorruptRecordError."""
+    body = memoryview(buf)[pos + HEADER_SIZE : pos + header.size_in_bytes]
+    return HEADER_SIZE + codec.decompressed_size(header.compression_code, body, limit - HEADER_SIZE)
 
 
 def _array_header(count: int) -> bytes:
@@ -183,22 +145,20 @@ def _frame(
     producer_id: int,
     producer_epoch: int,
     base_sequence: int,
+    magic: int = MAGIC,
 ) -> bytes:
     """Header + (compressed) `array_header + payload`, the CRC computed piecewise so the payload
-    is copied once when uncompressed."""
+    is copied once when uncompressed. `magic` 2 frames Kafka's v2 records (log/kafka_batch.py)."""
     code = attributes & COMPRESSION_MASK
-    name = _COMPRESSION_NAMES.get(code)
-    if name is None:
-        raise InvalidRecordError(f"unsupported compression code {code}")
     parts: tuple[Any, ...]
-    if name == "none":
+    if code == codec.NONE:
         parts = (array_header, payload) if array_header else (payload,)
     else:
-        parts = (_compress(array_header + bytes(payload), name),)
+        parts = (codec.compress(code, array_header + bytes(payload)),)
     header = bytearray(HEADER_SIZE)
     _HEADER.pack_into(
         header, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD + sum(map(len, parts)),
-        partition_leader_epoch, MAGIC, 0, attributes, last_offset_delta, base_timestamp,
+        partition_leader_epoch, magic, 0, attributes, last_offset_delta, base_timestamp,
         max_timestamp, producer_id, producer_epoch, base_sequence, record_count,
     )
     crc = crc32c.crc32c(memoryview(header)[ATTRIBUTES_POS:])
@@ -301,8 +261,9 @@ def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int
     return crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_POS : pos + size])
 
 
-def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
-    """Parses and checks the framing (length, magic, CRC) of the batch at `pos`.
+def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0, magic: int = MAGIC) -> BatchHeader:
+    """Parses and checks the framing (length, magic, CRC) of the batch at `pos`: a kraft batch,
+    or with `magic=2` a Kafka v2 one (the same header).
 
     Raises CorruptRecordError; content rules (record counts, sizes) are `LogValidator`'s job."""
     header = BatchHeader.parse(buf, pos)
@@ -316,8 +277,8 @@ def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHe
         raise CorruptRecordError(
             f"batch at position {pos} claims {size} bytes but only {len(buf) - pos} remain"
         )
-    if header.magic != MAGIC:
-        raise CorruptRecordError(f"batch at position {pos} has magic {header.magic}, expected {MAGIC}")
+    if header.magic != magic:
+        raise CorruptRecordError(f"batch at position {pos} has magic {header.magic}, expected {magic}")
     crc = compute_crc(buf, pos, size)
     if crc != header.crc:
         raise CorruptRecordError(
@@ -364,6 +325,24 @@ def set_log_append_time(buf: bytearray, pos: int, size: int, timestamp: int) -> 
     _CRC.pack_into(buf, pos + _CRC_POS, compute_crc(buf, pos, size))
 
 
+def recompress(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, code: int) -> bytes:
+    """The validated batch at `pos` (either format: the records payload is codec-independent)
+    with its payload in codec `code`: the same header fields with the new codec in the
+    attributes, a new length and CRC (a topic's compression.type)."""
+    return reframe(header, decompress_payload(buf, pos, header), code)
+
+
+def reframe(header: BatchHeader, payload: bytes | bytearray | memoryview, code: int) -> bytes:
+    """A batch with `header`'s fields (magic included, length and CRC new) around the
+    uncompressed records `payload`, compressed with codec `code`."""
+    return _frame(
+        payload, b"", header.record_count, header.last_offset_delta, header.base_offset,
+        header.base_timestamp, header.max_timestamp, (header.attributes & ~COMPRESSION_MASK) | code,
+        header.partition_leader_epoch, header.producer_id, header.producer_epoch,
+        header.base_sequence, header.magic,
+    )
+
+
 class BatchColumns(NamedTuple):
     """A decoded batch, column-wise: the consumers' fast path (no per-record object is built).
     `offsets` is a `range` when the batch has no gaps (it was not compacted)."""
@@ -390,7 +369,7 @@ def decompress_payload(
     if header is None:
         header = validate_batch(buf, pos)
     body = memoryview(buf)[pos + HEADER_SIZE : pos + header.size_in_bytes]
-    return _decompress(body, header.compression_code)
+    return codec.decompress(header.compression_code, body, MAX_DECOMPRESSED_BYTES)
 
 
 def _only(types: frozenset[type], column: tuple[Any, ...]) -> bool:

@@ -4,9 +4,11 @@ Every checkpoint is written whole to `<name>.tmp`, fsynced, renamed over `<name>
 directory fsynced, so a crash leaves either the old or the new file, never a torn one.
 `partition.checkpoint` (JSON) holds the partition's `log_start_offset`, `recovery_point` and
 `high_watermark` (Kafka keeps these in three per-log-dir files; one file per partition is simpler
-here), and the `[start, end)` offset ranges recovery quarantined as corrupt, so the segments
-holding them are re-validated at the next start rather than trusted. The leader-epoch cache has its
-own Kafka-format file (`log/epoch_cache.py`).
+here), the `[start, end)` offset ranges recovery quarantined as corrupt, so the segments
+holding them are re-validated at the next start rather than trusted, and `first_dirty_offset` (Kafka's
+cleaner offset checkpoint): compaction may have removed whole batches and segments below it, so a
+gap between segments there is not missing data. The leader-epoch cache has its own Kafka-format
+file (`log/epoch_cache.py`).
 `producer_state.snapshot` (msgpack) holds the idempotent-producer state as of an offset (Kafka's
 `<offset>.snapshot`), so a partition starts by replaying only the batch headers after it.
 """
@@ -62,6 +64,7 @@ class PartitionCheckpoint:
     recovery_point: int = 0
     high_watermark: int = 0
     quarantined: tuple[tuple[int, int], ...] = ()
+    first_dirty_offset: int | None = None  # None: written by a kraft that did not keep it
 
     @classmethod
     def read(cls, directory: Path) -> PartitionCheckpoint | None:
@@ -75,6 +78,8 @@ class PartitionCheckpoint:
                 recovery_point=int(raw["recovery_point"]),
                 high_watermark=int(raw["high_watermark"]),
                 quarantined=tuple((int(a), int(b)) for a, b in raw.get("quarantined", ())),
+                first_dirty_offset=(None if raw.get("first_dirty_offset") is None
+                                    else int(raw["first_dirty_offset"])),
             )
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None

@@ -16,6 +16,8 @@ LONG_MAX = 2**63 - 1  # Kafka's Long.MAX_VALUE: "never" for flush.messages / flu
 INT_MAX = 2**31 - 1
 CLEANUP_POLICIES = ("delete", "compact")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+# Kafka's topic compression.type: a codec to store batches in, or `producer` (keep the producer's)
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class LogConfig:
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
     message_timestamp_type: str = "CreateTime"
+    compression_type: str = "producer"
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
     # broker-wide, not a topic key: Kafka's producer.id.expiration.ms (idle idempotent producers)
@@ -49,6 +52,14 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def target_compression(self) -> str | None:
+        """The codec batches are stored in (a `log.compression` name), None to keep the
+        producer's."""
+        if self.compression_type == "producer":
+            return None
+        return "none" if self.compression_type == "uncompressed" else self.compression_type
 
     @classmethod
     def from_topic_configs(cls, configs: Mapping[str, Any], base: LogConfig | None = None) -> LogConfig:
@@ -122,6 +133,12 @@ def _timestamp_type(key: str, raw: Any) -> str:
     return str(raw)
 
 
+def _compression_type(key: str, raw: Any) -> str:
+    if raw not in COMPRESSION_TYPES:
+        raise ValueError(f"{key} must be one of {', '.join(COMPRESSION_TYPES)}, got {raw!r}")
+    return str(raw)
+
+
 def _bool(key: str, raw: Any) -> bool:
     if isinstance(raw, bool):
         return raw
@@ -145,6 +162,7 @@ _TOPIC_KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "flush.messages": ("flush_messages", _at_least(1)),
     "flush.ms": ("flush_ms", _at_least(0)),
     "message.timestamp.type": ("message_timestamp_type", _timestamp_type),
+    "compression.type": ("compression_type", _compression_type),
     "min.insync.replicas": ("min_insync_replicas", _at_least(1, INT_MAX)),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool),
 }
@@ -168,6 +186,7 @@ _BROKER_KEYS: tuple[tuple[str, str, int], ...] = (
     ("log.flush.interval.messages", "flush.messages", 1),
     ("log.flush.interval.ms", "flush.ms", 1),
     ("log.message.timestamp.type", "message.timestamp.type", 1),
+    ("compression.type", "compression.type", 1),
     ("min.insync.replicas", "min.insync.replicas", 1),
     ("unclean.leader.election.enable", "unclean.leader.election.enable", 1),
 )

@@ -28,6 +28,9 @@ from kraft.log.checkpoint import PartitionCheckpoint, ProducerStateSnapshot, fsy
 from kraft.log.cleaner import CleanerStats, LogCleaner
 from kraft.log.config import LogConfig
 from kraft.log.errors import CorruptRecordError, OffsetOutOfRangeError
+from kraft.log.partition_metadata import (
+    PARTITION_METADATA, check_topic_id, sync_topic_id, write_topic_id,
+)
 from kraft.log.producer_state import Duplicate, ProducerStateManager
 from kraft.log.recovery import LogLoader, report_quarantined
 from kraft.log.retention import segments_to_delete
@@ -64,10 +67,14 @@ class FetchDataInfo:
 
 
 class PartitionLog:
-    def __init__(self, directory: Path, config: LogConfig, now_ms: int) -> None:
+    def __init__(self, directory: Path, config: LogConfig, now_ms: int,
+                 topic_id: str | None = None) -> None:
         """Use `PartitionLog.open`."""
+        adopt = topic_id is not None and check_topic_id(directory, topic_id)
         loaded = LogLoader(directory, config, now_ms).load()
         self.directory = directory
+        self.topic_id = topic_id
+        self._topic_id_dirty = False  # partition.metadata written without fsync since the last flush
         self._config = config
         self._validator = LogValidator(config)
         self._segments = loaded.segments
@@ -77,6 +84,7 @@ class PartitionLog:
         self._log_end_offset = loaded.log_end_offset
         self._recovery_point = loaded.recovery_point
         self._high_watermark = loaded.high_watermark
+        self._first_dirty_offset = loaded.first_dirty_offset
         self.leader_epoch_cache = loaded.leader_epoch_cache
         self._last_flush_ms = now_ms
         self._dir_dirty = False  # a segment file was created or removed since the last flush
@@ -90,12 +98,21 @@ class PartitionLog:
             self._producer_state = ProducerStateManager(config.producer_id_expiration_ms)
         if not self._segments[0].has_files:  # nothing but checkpoints (or nothing) on disk
             self._checkpointed = self._checkpoint_state()
+        if adopt and loaded.directory_exists:
+            assert topic_id is not None
+            logger.info("%s: no %s (an older kraft wrote it): adopting topic id %s", directory,
+                        PARTITION_METADATA, topic_id)
+            write_topic_id(directory, topic_id, sync=True)
         self._check_invariants()
 
     @classmethod
-    def open(cls, directory: Path | str, config: LogConfig, now_ms: int) -> PartitionLog:
-        """Opens or creates the partition log in `directory`, running crash recovery."""
-        return cls(Path(directory), config, now_ms)
+    def open(cls, directory: Path | str, config: LogConfig, now_ms: int,
+             topic_id: str | None = None) -> PartitionLog:
+        """Opens or creates the partition log in `directory`, running crash recovery. With
+        `topic_id`, the directory's `partition.metadata` must name it (else
+        InconsistentTopicIdError, before anything is read), and a directory this log creates
+        gets one."""
+        return cls(Path(directory), config, now_ms, topic_id)
 
     # -- offsets --------------------------------------------------------------------------------
 
@@ -268,6 +285,9 @@ class PartitionLog:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._directory_exists = True
             self._parent_dirty = True  # the next flush makes the new directory durable
+            if self.topic_id is not None:
+                write_topic_id(self.directory, self.topic_id, sync=False)  # on the append path
+                self._topic_id_dirty = self._dir_dirty = True
 
     def _create_files(self) -> None:
         """Before an append to a segment without files: the directory, the segment's files and
@@ -550,6 +570,15 @@ class PartitionLog:
             if not self._config.compact or not self._directory_exists:
                 return CleanerStats()
             cleaner = LogCleaner(self.directory, self._config)
+            count = cleaner.cleanable_count(self._segments, self._high_watermark, now_ms)
+            if count == 0:
+                return CleanerStats()
+            first_dirty = self._segments[count].base_offset
+            if first_dirty > self._first_dirty_offset:
+                # durable before compaction may open gaps below it: recovery would take a gap
+                # beyond the checkpointed offset for a missing range
+                self._first_dirty_offset = first_dirty
+                self.checkpoint()
             self._segments, stats = cleaner.clean(self._segments, self._high_watermark, now_ms)
             if stats.segments_removed:
                 self._dir_dirty = True
@@ -588,6 +617,9 @@ class PartitionLog:
     def _sync_directories(self) -> None:
         """fsyncs the partition directory after files were created or removed in it, and its
         parent after this log created it."""
+        if self._topic_id_dirty:
+            sync_topic_id(self.directory)
+            self._topic_id_dirty = False
         if self._dir_dirty and self._directory_exists:
             fsync_dir(self.directory)
         self._dir_dirty = False
@@ -611,6 +643,7 @@ class PartitionLog:
                 recovery_point=self._recovery_point,
                 high_watermark=self._high_watermark,
                 quarantined=tuple((r.start_offset, r.end_offset) for r in self.quarantined),
+                first_dirty_offset=self._first_dirty_offset,
             ).write(self.directory)
             ProducerStateSnapshot(self._log_end_offset, self._producer_state.snapshot()).write(
                 self.directory

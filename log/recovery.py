@@ -3,11 +3,13 @@
 Leftovers of interrupted work (`*.tmp`, `*.cleaned`, indexes without a `.log`) are removed. Segments
 ending at or below the recovery point are trusted and opened from their indexes (rebuilt if missing
 or corrupt), unless the checkpoint lists a quarantined region in them. Every other segment is
-re-validated batch by batch. Only the active segment's tail above the recovery point can be torn by
-a crash: a corrupt batch there is cut with everything after it and logged at WARNING. A corrupt
-batch anywhere else (a closed segment, flushed data below the recovery point, or a region the
-checkpoint lists because a read quarantined it) is bit rot: it is quarantined (kept, never served:
-reads answer CORRUPT_MESSAGE), logged at ERROR, and every later valid batch and segment is kept.
+re-validated batch by batch by the scan rule (`log/scan.py`): a corrupt range followed by a valid
+batch is bit rot, quarantined (kept, never served: reads answer CORRUPT_MESSAGE), logged at ERROR,
+and every later batch and segment is kept; only an invalid suffix of the active segment (nothing
+valid after it) is a torn tail, cut and logged at WARNING. A closed segment's invalid suffix is rot
+too (the next segment holds valid data). Offsets no file holds (a segment ending before the next
+one's base offset: a truncated or deleted segment file) are quarantined the same way, except where
+compaction removed them (below the checkpoint's `first_dirty_offset`).
 `PartitionLog.read` quarantines the same way what recovery never scanned (`report_quarantined`).
 The leader-epoch cache is trimmed to the recovered log, and rebuilt from batch headers when its
 checkpoint is missing.
@@ -38,12 +40,14 @@ def report_quarantined(directory: Path, segment_name: str, region: CorruptRegion
                        found_by: str = "recovery") -> None:
     """The ERROR line of a quarantined region (found by recovery or by a read)."""
     logger.error(
-        "%s: offsets [%d, %d) of segment %s (bytes %d-%d) are corrupt and quarantined%s: %s. "
+        "%s: offsets [%d, %d) of segment %s (%s) are %s and quarantined%s: %s. "
         "Reads of them answer CORRUPT_MESSAGE; later data is kept. A follower refetches them "
         "from its leader; if this broker leads the partition, elect an in-sync replica leader "
         "(or reassign the partition) so this one refetches them",
-        directory, region.start_offset, region.end_offset, segment_name, region.position,
-        region.end_position, "" if found_by == "recovery" else f" (found by {found_by})",
+        directory, region.start_offset, region.end_offset, segment_name,
+        *((f"bytes {region.position}-{region.end_position}", "corrupt")
+          if region.end_position > region.position else ("no bytes on disk", "missing")),
+        "" if found_by == "recovery" else f" (found by {found_by})",
         region.reason,
     )
 
@@ -58,6 +62,7 @@ class LoadedLog:
     leader_epoch_cache: LeaderEpochFileCache
     quarantined: list[CorruptRegion]
     directory_exists: bool = True
+    first_dirty_offset: int = 0  # compaction rewrote the log below it (see PartitionCheckpoint)
 
 
 class LogLoader:
@@ -86,11 +91,10 @@ class LogLoader:
         segments: list[LogSegment] = []
         for i, base_offset in enumerate(base_offsets):
             upper = base_offsets[i + 1] if i + 1 < len(base_offsets) else None
-            known = [end for start, end in checkpoint.quarantined
-                     if base_offset <= start < (upper if upper is not None else 2**63)]
+            suspect = any(base_offset <= start < (upper if upper is not None else 2**63)
+                          for start, _ in checkpoint.quarantined)
             segments.append(self._load_segment(
-                base_offset, upper, checkpoint.recovery_point, epoch_cache, rebuild_epochs,
-                bool(known), max(known, default=0),
+                base_offset, upper, checkpoint.recovery_point, epoch_cache, rebuild_epochs, suspect,
             ))
 
         log_start_offset = max(checkpoint.log_start_offset, segments[0].base_offset if segments else 0)
@@ -106,6 +110,10 @@ class LogLoader:
             segments = [LogSegment(self.directory, log_start_offset, self.config, self.now_ms,
                                    new=True)]
             epoch_cache.defer_writes()  # written with the first segment file
+        first_dirty_offset = checkpoint.first_dirty_offset
+        if first_dirty_offset is None:  # a checkpoint of a kraft before it was kept
+            first_dirty_offset = segments[-1].next_offset if self.config.compact else 0
+        self._quarantine_missing(segments, log_start_offset, first_dirty_offset)
 
         log_end_offset = segments[-1].next_offset
         epoch_cache.truncate_from_end(log_end_offset)
@@ -118,7 +126,25 @@ class LogLoader:
             high_watermark=max(log_start_offset, min(checkpoint.high_watermark, log_end_offset)),
             leader_epoch_cache=epoch_cache,
             quarantined=[r for s in segments for r in s.corrupt_regions],
+            first_dirty_offset=first_dirty_offset,
         )
+
+    def _quarantine_missing(self, segments: list[LogSegment], log_start_offset: int,
+                            first_dirty_offset: int) -> None:
+        """Offsets between a segment's end and the next segment's base offset are missing (a
+        truncated segment file, a deleted segment): quarantined at the end of the segment before
+        them and reported, never skipped silently. Below `first_dirty_offset` compaction may
+        have removed whole batches or segments, so gaps there are its own (as in Kafka)."""
+        for segment, following in zip(segments, segments[1:]):
+            if segment.next_offset >= following.base_offset or following.base_offset <= log_start_offset:
+                continue
+            if following.base_offset <= first_dirty_offset:
+                continue
+            region = segment.mark_missing(following.base_offset, (
+                f"{segment.log_path.name} ends at offset {segment.next_offset} but the next "
+                f"segment {following.log_path.name} starts at {following.base_offset} (the file was "
+                f"truncated or a segment deleted)"))
+            report_quarantined(self.directory, segment.log_path.name, region)
 
     def _clean_directory(self) -> list[int]:
         """Removes leftovers and orphan indexes; returns the segments' base offsets, sorted."""
@@ -150,14 +176,11 @@ class LogLoader:
         epoch_cache: LeaderEpochFileCache,
         rebuild_epochs: bool,
         suspect: bool,
-        quarantined_end: int = 0,
     ) -> LogSegment:
         """Opens one segment, trusting it when it ends at or below the recovery point (so a
         cleanly closed log starts without a scan) and re-validating it otherwise or when it
         held a quarantined region (`suspect`). `upper_offset` is the next segment's base offset
-        (None for the active segment). `quarantined_end`: the end of the last region the
-        checkpoint lists in this segment; below it, corruption is rot (a read quarantined it in
-        the active segment above the recovery point), never a crash's torn tail to cut."""
+        (None for the active segment)."""
         if recovery_point > base_offset and not suspect:
             try:
                 segment = LogSegment.open(self.directory, base_offset, self.config, self.now_ms)
@@ -173,19 +196,13 @@ class LogLoader:
                     return segment
                 segment.close()
         segment = LogSegment(self.directory, base_offset, self.config, self.now_ms)
-        # A closed segment is never a crash's torn tail: all of its corruption is quarantined.
-        result = segment.recover(
-            epoch_cache,
-            quarantine_below=(max(recovery_point, quarantined_end) if upper_offset is None
-                              else upper_offset),
-            upper_offset=upper_offset,
-        )
+        result = segment.recover(epoch_cache, upper_offset=upper_offset)
         for region in result.quarantined:
             report_quarantined(self.directory, segment.log_path.name, region)
         if result.truncated_bytes:
             logger.warning(
                 "%s: truncated %d bytes of segment %s after %d valid bytes (log end offset now "
-                "%d): %s",
+                "%d): a torn tail, no valid batch after it: %s",
                 self.directory, result.truncated_bytes, segment.log_path.name, result.valid_bytes,
                 segment.next_offset, result.error,
             )

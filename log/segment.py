@@ -15,6 +15,7 @@ no file and no descriptor.
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
@@ -27,6 +28,7 @@ from kraft.log.config import INT_MAX, LogConfig
 from kraft.log.errors import CorruptRecordError
 from kraft.log.file_cache import OPEN_FILES, CachedFile
 from kraft.log.index import OffsetIndex, TimeIndex
+from kraft.log.scan import BadOffsetsError, CorruptRange, Frame, scan
 
 if TYPE_CHECKING:
     from kraft.log.epoch_cache import LeaderEpochFileCache
@@ -35,8 +37,10 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 _SCAN_CHUNK = 16 * 1024  # header scans read this much at a time (index entries are ~4 KiB apart)
-_RECOVERY_CHUNK = 4 * 1024 * 1024  # recovery validates whole batches, so reads bigger chunks
 _MAGIC_POS = 16  # where the magic byte sits in a batch header
+_MAGIC_BYTE = bytes((MAGIC,))
+_LENGTH = struct.Struct(">i")  # batch_length, after the base offset
+_LENGTH_POS = 8
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -335,54 +339,51 @@ class LogSegment:
         self,
         epoch_cache: LeaderEpochFileCache | None = None,
         *,
-        quarantine_below: int | None = None,
         upper_offset: int | None = None,
     ) -> SegmentRecovery:
         """Re-validates every batch (framing, CRC, offsets), rebuilds both indexes and assigns
-        batch epochs to `epoch_cache` as it goes. `upper_offset` is where the next segment
-        starts: no batch may reach it. A corrupt batch where offsets below `quarantine_below`
-        belong (flushed data, or any data of a closed segment) is bit rot, not a crash: it is
-        quarantined (`corrupt_regions`) and the scan resumes at the next valid batch, or at the
-        next segment when none follows. Otherwise the corrupt batch starts a torn tail and the
-        file is cut after the last valid batch."""
+        batch epochs to `epoch_cache` as it goes, by the scan rule (`log/scan.py`).
+        `upper_offset` is where the next segment starts (None for the active segment): no batch
+        may reach it. A corrupt range followed by a valid batch is bit rot: it is quarantined
+        (`corrupt_regions`) and every later batch kept. An invalid suffix of the active segment
+        is a torn tail, cut after the last valid batch; in a closed segment the next segment
+        holds valid data, so its invalid suffix is rot too, quarantined up to `upper_offset`."""
         self.offset_index.reset()
         self.time_index.reset()
         self._reset_tail_state()
-        reader = _ChunkReader(self._fd, self.size)
         regions: list[CorruptRegion] = []
         error: str | None = None
-        pos = 0
-        while pos < self.size:
-            try:
-                header = reader.validate(pos)
-                self._check_offsets(header, self.next_offset, upper_offset)
-            except CorruptRecordError as e:
-                error = f"position {pos}: {e}"
-                if quarantine_below is None or self.next_offset >= quarantine_below:
-                    break
-                resumed = self._resync(pos + 1, self.next_offset, upper_offset)
-                if resumed is None and upper_offset is None:
-                    break  # nothing valid after it and no later segment: offsets are unknown
-                end_position, end_offset = resumed or (self.size, upper_offset)
-                regions.append(CorruptRegion(self.base_offset, self.next_offset, end_offset, pos,
-                                             end_position, error))
-                error = None
-                self.next_offset = end_offset
-                # index the batch after the region: lookups past it never scan into it
-                self._bytes_since_last_index_entry = self.index_interval_bytes + 1
-                pos = end_position
+        valid_end = self.size
+        framing = BatchFraming(self.base_offset, upper_offset)
+        for event in scan(self._read_raw, self.size, framing, expected=self.base_offset):
+            if isinstance(event, Frame):
+                header = event.item
+                self._track_batch(event.position, header)
+                if epoch_cache is not None and header.partition_leader_epoch >= 0:
+                    epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
                 continue
-            self._track_batch(pos, header)
-            if epoch_cache is not None and header.partition_leader_epoch >= 0:
-                epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-            pos += header.size_in_bytes
+            if isinstance(event, CorruptRange):
+                end_position, end_offset = event.end_position, event.end_offset
+                if upper_offset is not None and (end_position == self.size or end_offset > upper_offset):
+                    end_offset = upper_offset  # nothing after it here: the next segment's base
+            elif upper_offset is not None and event.start_offset < upper_offset:
+                end_position, end_offset = self.size, upper_offset
+            else:  # a torn tail (or garbage after a closed segment's last offset): cut
+                error, valid_end = f"position {event.position}: {event.reason}", event.position
+                break
+            regions.append(CorruptRegion(self.base_offset, event.start_offset, end_offset,
+                                         event.position, end_position,
+                                         f"position {event.position}: {event.reason}"))
+            self.next_offset = end_offset
+            # index the batch after the region: lookups past it never scan into it
+            self._bytes_since_last_index_entry = self.index_interval_bytes + 1
         self.corrupt_regions = tuple(regions)
-        truncated = self.size - pos
+        truncated = self.size - valid_end
         if truncated:
             with self._fd as fd:
-                os.ftruncate(fd, pos)
-            self.size = pos
-        return SegmentRecovery(valid_bytes=pos, truncated_bytes=truncated, error=error,
+                os.ftruncate(fd, valid_end)
+            self.size = valid_end
+        return SegmentRecovery(valid_bytes=valid_end, truncated_bytes=truncated, error=error,
                                quarantined=self.corrupt_regions)
 
     def quarantine_corruption(
@@ -391,76 +392,45 @@ class LogSegment:
         """A read met a corrupt batch that recovery never saw (a clean restart trusts closed
         segments; bit rot comes later): re-validate the batches from `start_position` (a batch
         boundary, e.g. an offset index entry's; `start_offset` the lowest offset that may start
-        there) as recovery does, and quarantine the first corrupt one with everything up to the
-        next valid batch, or up to the segment's end and `upper_offset` (where the next segment,
-        or for the active one the log end, starts) when none follows. Returns the new region,
-        or None when every batch from there is valid. The scan stops at the first corrupt batch,
-        which is the one the read met; regions already known are skipped."""
-        reader = _ChunkReader(self._fd, self.size)
-        known = {r.position: r for r in self.corrupt_regions}
-        pos, expected = start_position, start_offset
-        while pos < self.size:
-            region = known.get(pos)
-            if region is not None:
-                pos, expected = region.end_position, region.end_offset
+        there) by the scan rule, and quarantine the first corrupt range: up to the next valid
+        batch, or up to the segment's end and `upper_offset` (where the next segment, or for the
+        active one the log end, starts) when none follows. Returns the new region, or None when
+        every batch from there is valid. Regions already known are stepped over."""
+        known = {r.position: (r.end_position, r.end_offset) for r in self.corrupt_regions}
+        framing = BatchFraming(self.base_offset, upper_offset)
+        for event in scan(self._read_raw, self.size, framing, position=start_position,
+                          expected=start_offset, known=known):
+            if isinstance(event, Frame):
                 continue
-            try:
-                header = reader.validate(pos)
-                self._check_offsets(header, expected, upper_offset)
-            except CorruptRecordError as e:
-                end_position, end_offset = (self._resync(pos + 1, expected, upper_offset)
-                                            or (self.size, max(upper_offset, expected)))
-                new = CorruptRegion(self.base_offset, expected, end_offset, pos, end_position,
-                                    f"position {pos}: {e}")
-                self.corrupt_regions = tuple(sorted((*self.corrupt_regions, new),
-                                                    key=lambda r: r.position))
-                return new
-            expected = header.next_offset
-            pos += header.size_in_bytes
+            if isinstance(event, CorruptRange):
+                end_position, end_offset = event.end_position, event.end_offset
+                if end_position == self.size or end_offset > upper_offset:
+                    end_offset = max(upper_offset, event.start_offset)
+            else:
+                end_position, end_offset = self.size, max(upper_offset, event.start_offset)
+            new = CorruptRegion(self.base_offset, event.start_offset, end_offset, event.position,
+                                end_position, f"position {event.position}: {event.reason}")
+            self.add_corrupt_region(new)
+            return new
         return None
 
-    def _resync(self, start: int, expected: int, upper_offset: int | None) -> tuple[int, int] | None:
-        """(position, base offset) of the first valid batch at or after `start` whose offsets
-        start at `expected` or later: a position whose header has the magic byte, plausible
-        offsets and a matching CRC (a false match needs a CRC-32C collision)."""
-        reader = _ChunkReader(self._fd, self.size)
-        magic = bytes((MAGIC,))
-        pos = start
-        while self.size - pos >= HEADER_SIZE:
-            chunk = _pread_all(self._fd, min(_RECOVERY_CHUNK, self.size - pos), pos)
-            i = chunk.find(magic, _MAGIC_POS)
-            while i >= 0:
-                candidate = pos + i - _MAGIC_POS
-                if len(chunk) - (i - _MAGIC_POS) < HEADER_SIZE or self._plausible(
-                    BatchHeader.parse(chunk, i - _MAGIC_POS), candidate, expected
-                ):
-                    try:
-                        header = reader.validate(candidate)
-                        self._check_offsets(header, expected, upper_offset)
-                        return candidate, header.base_offset
-                    except CorruptRecordError:
-                        pass
-                i = chunk.find(magic, i + 1)
-            pos += len(chunk) - _MAGIC_POS
-        return None
+    def mark_missing(self, end_offset: int, reason: str) -> CorruptRegion:
+        """Offsets [next_offset, end_offset) that no file holds (the next segment starts at
+        `end_offset`): quarantined as a region of no bytes at the end of this segment, so reads
+        of them answer CORRUPT_MESSAGE naming the range, and a follower refetches them."""
+        assert end_offset > self.next_offset, (self, end_offset)
+        region = CorruptRegion(self.base_offset, self.next_offset, end_offset, self.size, self.size,
+                               reason)
+        self.add_corrupt_region(region)
+        self.next_offset = end_offset
+        return region
 
-    def _plausible(self, header: BatchHeader, position: int, expected: int) -> bool:
-        return (header.base_offset >= expected
-                and HEADER_SIZE <= header.size_in_bytes <= self.size - position)
+    def add_corrupt_region(self, region: CorruptRegion) -> None:
+        self.corrupt_regions = tuple(sorted((*self.corrupt_regions, region),
+                                            key=lambda r: (r.position, r.start_offset)))
 
-    def _check_offsets(self, header: BatchHeader, expected: int, upper_offset: int | None = None) -> None:
-        # base_offset and the epoch sit outside the CRC, so a torn write there must be caught here
-        if header.base_offset < expected or header.last_offset_delta < header.record_count - 1:
-            raise CorruptRecordError(
-                f"batch at offset {header.base_offset} breaks offset order "
-                f"(expected >= {expected}, last_offset_delta {header.last_offset_delta})"
-            )
-        if header.last_offset - self.base_offset > INT_MAX or header.last_offset_delta < 0:
-            raise CorruptRecordError(f"batch at offset {header.base_offset} is out of range")
-        if upper_offset is not None and header.last_offset >= upper_offset:
-            raise CorruptRecordError(
-                f"batch at offset {header.base_offset} reaches the next segment's {upper_offset}"
-            )
+    def _read_raw(self, position: int, size: int) -> bytes:
+        return _pread_all(self._fd, size, position)
 
     def _reset_tail_state(self) -> None:
         self.max_timestamp = -1
@@ -529,29 +499,49 @@ class LogSegment:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self.next_offset})"
 
 
-class _ChunkReader:
-    """Reads a segment file forward in big chunks for batch-by-batch validation."""
+class BatchFraming:
+    """Record batches for the scan rule (`log/scan.py`): a segment starting at `base_offset`,
+    whose batches stay below `upper_offset` (the next segment's base; None for the active one)."""
 
-    def __init__(self, file: CachedFile, size: int) -> None:
-        self.file = file
-        self.size = size
-        self.buf = b""
-        self.start = 0
+    header_size = HEADER_SIZE
+    offsets_checksummed = False  # base offset and leader epoch sit outside the CRC, as in Kafka
 
-    def _view(self, position: int, need: int) -> tuple[bytes, int]:
-        off = position - self.start
-        if off < 0 or len(self.buf) - off < need:
-            self.buf = _pread_all(self.file, min(max(need, _RECOVERY_CHUNK), self.size - position), position)
-            self.start, off = position, 0
-        return self.buf, off
+    def __init__(self, base_offset: int, upper_offset: int | None) -> None:
+        self.base_offset = base_offset
+        self.upper_offset = upper_offset
 
-    def validate(self, position: int) -> BatchHeader:
-        """The header of the batch at `position`, its framing and CRC checked."""
-        buf, off = self._view(position, HEADER_SIZE)
-        if len(buf) - off < HEADER_SIZE:
-            raise CorruptRecordError(f"{len(buf) - off} trailing bytes are too short for a batch header")
-        buf, off = self._view(position, max(HEADER_SIZE, BatchHeader.parse(buf, off).size_in_bytes))
-        return validate_batch(buf, off)
+    def frame_size(self, buf: bytes, off: int) -> int:
+        return LOG_OVERHEAD + _LENGTH.unpack_from(buf, off + _LENGTH_POS)[0]
+
+    def check(self, buf: bytes, off: int, position: int, expected: int) -> Frame:
+        header = validate_batch(buf, off)
+        if header.last_offset_delta < max(0, header.record_count - 1):
+            raise CorruptRecordError(f"batch at offset {header.base_offset} has last_offset_delta "
+                                     f"{header.last_offset_delta} for {header.record_count} records")
+        # base_offset sits outside the CRC, so a flipped bit there must be caught here
+        problem = None
+        if header.base_offset < expected:
+            problem = f"breaks offset order (expected >= {expected})"
+        elif header.last_offset - self.base_offset > INT_MAX:
+            problem = f"is out of range of segment {self.base_offset}"
+        elif self.upper_offset is not None and header.last_offset >= self.upper_offset:
+            problem = f"reaches the next segment's {self.upper_offset}"
+        if problem is not None:
+            raise BadOffsetsError(
+                f"batch at offset {header.base_offset} {problem}", size=header.size_in_bytes,
+                span=header.last_offset_delta + 1, next_offset=header.next_offset,
+                overlaps=header.base_offset < expected)
+        return Frame(position, header.size_in_bytes, header.base_offset, header.next_offset, header)
+
+    def candidates(self, buf: bytes, stop: int) -> Iterator[int]:
+        i = buf.find(_MAGIC_BYTE, _MAGIC_POS)
+        while 0 <= i and i - _MAGIC_POS < stop:
+            yield i - _MAGIC_POS
+            i = buf.find(_MAGIC_BYTE, i + 1)
+
+    def plausible(self, buf: bytes, off: int, expected: int, room: int) -> bool:
+        header = BatchHeader.parse(buf, off)
+        return header.base_offset >= expected and HEADER_SIZE <= header.size_in_bytes <= room
 
 
 def _pwrite_all(file: CachedFile, data: bytes | bytearray, position: int) -> None:

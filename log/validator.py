@@ -3,9 +3,16 @@
 One place for Kafka's LogValidator rules: framing and CRC (`validate_batch`), batch size against
 max.message.bytes, record count and offset deltas, supported compression, no transactional or
 control batches from producers, keys on compacted topics. A request is all-or-nothing: the first bad
-batch rejects the whole blob. The leader then stamps offsets and its epoch (and LogAppendTime when
-configured); a follower keeps what the leader stamped, so only offset order is checked.
-Nothing here decodes records except the key check on compacted topics.
+batch rejects the whole blob. A topic whose compression.type names a codec gets the producer's
+batches in that codec (recompressed here, as Kafka's LogValidator does; `producer` keeps them byte
+for byte). The leader then stamps offsets and its epoch (and LogAppendTime when configured); a
+follower keeps what the leader stamped, so only offset order is checked.
+
+A producer's compressed batch must fit in max.message.bytes decompressed too (a 3 KB zstd batch of
+100 MB of zeros made every JSON read of it allocate a gigabyte): its payload is decompressed a
+chunk at a time and counted, never held, and counting stops at the bound. An uncompressed batch
+is not decoded: its header's size is its size. Nothing else here decodes records except the key
+check on compacted topics.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ from kraft.log.batch import (
     TRANSACTIONAL_FLAG,
     BatchHeader,
     decode_records,
+    decompressed_size,
     iter_batches,
+    recompress,
     set_log_append_time,
     stamp,
     validate_batch,
@@ -77,8 +86,13 @@ class LogValidator:
         self.config = config
 
     def validate_for_leader(self, data: bytes | bytearray | memoryview) -> ValidatedBatches:
-        """Producer batches: every rule, including last_offset_delta == record_count - 1."""
-        return self._validate(data, from_producer=True)
+        """Producer batches: every rule, including last_offset_delta == record_count - 1; then
+        each batch not already in the topic's compression.type is recompressed to it."""
+        validated = self._validate(data, from_producer=True)
+        target = self.config.target_compression
+        if target is None or all(h.compression == target for _, h in validated.batches):
+            return validated  # the fast path: stored byte for byte as the producer sent it
+        return self._recompress(validated, COMPRESSION_CODES[target])
 
     def validate_for_follower(
         self, data: bytes | bytearray | memoryview, log_end_offset: int
@@ -115,6 +129,27 @@ class LogValidator:
             next_offset = new_header.next_offset
         return ValidatedBatches(buf, tuple(stamped), validated.record_count, max_timestamp)
 
+    def _recompress(self, validated: ValidatedBatches, code: int) -> ValidatedBatches:
+        buffer = bytearray()
+        batches = []
+        for pos, header in validated.batches:
+            if header.compression_code != code:
+                batch = recompress(validated.buffer, pos, header, code)
+                header = BatchHeader.parse(batch)
+                self._check_size(header)  # Kafka checks the size it stores
+            else:
+                batch = validated.buffer[pos:pos + header.size_in_bytes]
+            batches.append((len(buffer), header))
+            buffer += batch
+        return ValidatedBatches(buffer, tuple(batches), validated.record_count, validated.max_timestamp)
+
+    def _check_size(self, header: BatchHeader) -> None:
+        if header.size_in_bytes > self.config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"batch of {header.size_in_bytes} bytes exceeds max.message.bytes "
+                f"{self.config.max_message_bytes}"
+            )
+
     def _validate(self, data: bytes | bytearray | memoryview, from_producer: bool) -> ValidatedBatches:
         if len(data) == 0:
             raise InvalidRecordError("no record batches in the request")
@@ -137,11 +172,7 @@ class LogValidator:
         return ValidatedBatches(buf, tuple(batches), record_count, max_timestamp)
 
     def _check_batch(self, buf: bytearray, pos: int, header: BatchHeader, from_producer: bool) -> None:
-        if header.size_in_bytes > self.config.max_message_bytes:
-            raise RecordTooLargeError(
-                f"batch of {header.size_in_bytes} bytes exceeds max.message.bytes "
-                f"{self.config.max_message_bytes}"
-            )
+        self._check_size(header)
         if header.record_count <= 0:
             raise InvalidRecordError(f"batch at position {pos} has {header.record_count} records")
         if from_producer:
@@ -159,6 +190,13 @@ class LogValidator:
             )
         if header.compression_code not in SUPPORTED_COMPRESSION_CODES:
             raise InvalidRecordError(f"unsupported compression code {header.compression_code}")
+        if from_producer and header.compression_code != 0:
+            limit = self.config.max_message_bytes
+            if decompressed_size(buf, pos, header, limit) > limit:
+                raise RecordTooLargeError(
+                    f"compressed batch of {header.size_in_bytes} bytes exceeds max.message.bytes "
+                    f"{limit} decompressed"
+                )
         if from_producer and min(header.base_timestamp, header.max_timestamp) < NO_TIMESTAMP:
             raise InvalidTimestampError(
                 f"batch at position {pos} has a negative timestamp other than {NO_TIMESTAMP}"

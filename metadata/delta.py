@@ -81,6 +81,7 @@ class MetadataDelta:
         self.ignored: list[tuple[int, str]] = []  # (offset, reason) of records replayed as no-ops
         self._controller_epoch = image.controller_epoch
         self._controller_id = image.controller_id
+        self._cluster_id = image.cluster_id
         self._brokers: dict[int, BrokerRegistration | None] = {}
         self._topics: dict[str, _TopicChange] = {}  # by topic id
         self._deleted: dict[str, TopicImage] = {}  # base topics removed, by topic id
@@ -202,6 +203,8 @@ class MetadataDelta:
         # admitted by the log's rule (exactly the next epoch), so it is the active controller now
         self._controller_epoch = rec.controller_epoch
         self._controller_id = rec.node_id
+        if self._cluster_id is None:  # the first claim that names a cluster names it for good
+            self._cluster_id = rec.cluster_id
 
     def _register_broker(self, rec: RegisterBroker, offset: int) -> None:
         if rec.broker_id < 0:
@@ -363,6 +366,7 @@ class MetadataDelta:
             offset=self.offset,
             controller_epoch=self._controller_epoch,
             controller_id=self._controller_id,
+            cluster_id=self._cluster_id,
             cluster=self._apply_cluster(image.cluster),
             topics=self._apply_topics(image.topics),
             configs=self._apply_configs(image.configs),

@@ -219,6 +219,9 @@ class MetadataImage:
     offset: int = -1
     controller_epoch: int = 0
     controller_id: int | None = None
+    # the cluster id the log's first claim recorded (None: a log written before ids were recorded,
+    # or none claimed yet); `ClaimController` says how it is chosen
+    cluster_id: str | None = None
     cluster: ClusterImage = ClusterImage.EMPTY
     topics: TopicsImage = TopicsImage.EMPTY
     configs: ConfigurationsImage = ConfigurationsImage.EMPTY
@@ -292,8 +295,9 @@ class MetadataImage:
             "offset": self.offset,
             "controller_epoch": self.controller_epoch,
             "controller_id": self.controller_id,
+            "cluster_id": self.cluster_id,
             "brokers": [
-                [b.broker_id, b.incarnation_id, b.broker_epoch, [[e.name, e.host, e.port] for e in b.endpoints],
+                [b.broker_id, b.incarnation_id, b.broker_epoch, [[e.name, e.host, e.port, e.security_protocol] for e in b.endpoints],
                  b.rack, b.fenced]
                 for _, b in sorted(self.cluster.brokers.items())
             ],
@@ -330,7 +334,9 @@ class MetadataImage:
             raise ValueError(f"unsupported snapshot format {d.get('format') if isinstance(d, dict) else d!r}")
         brokers = {
             int(bid): BrokerRegistration(
-                int(bid), str(inc), int(epoch), tuple(Endpoint(str(n), str(h), int(p)) for n, h, p in eps),
+                # a snapshot written before endpoints had a protocol lists [name, host, port]
+                int(bid), str(inc), int(epoch), tuple(Endpoint(str(e[0]), str(e[1]), int(e[2]), *map(str, e[3:4]))
+                                                      for e in eps),
                 None if rack is None else str(rack), bool(fenced),
             )
             for bid, inc, epoch, eps, rack, fenced in d["brokers"]
@@ -339,10 +345,12 @@ class MetadataImage:
         topics = [TopicImage(str(name), str(tid), _partitions_from_snapshot(parts, registration))
                   for name, tid, parts in d["topics"]]
         controller_id = d["controller_id"]
+        cluster_id = d.get("cluster_id")  # absent from snapshots older than recorded cluster ids
         return cls(
             offset=int(d["offset"]),
             controller_epoch=int(d["controller_epoch"]),
             controller_id=None if controller_id is None else int(controller_id),
+            cluster_id=None if cluster_id is None else str(cluster_id),
             cluster=ClusterImage(frozen_map(brokers)),
             topics=TopicsImage(
                 frozen_map({t.topic_id: t for t in topics}), frozen_map({t.name: t for t in topics}),

@@ -5,7 +5,7 @@ from the log's fencing state (the active controller and its epoch) and its windo
 request ids, whether a batch is applied, or ignored as malformed, fenced or a duplicate:
 - shape (`validate_batch`): a non-empty list of at most `MAX_RECORDS_PER_BATCH` dicts, each with a
   string `type`, one shared non-negative `controller_epoch`, a `request_id` that is a short string
-  or None; a `ClaimController` travels alone.
+  or None; a `ClaimController` travels alone, its `cluster_id` a short string or None.
 - fencing (`check_fencing`): a claim names exactly the next epoch (an older leader's late claim is
   stale); any other batch needs a claimed controller and its epoch (a deposed controller's writes
   are stale).
@@ -37,6 +37,7 @@ CLAIM_CONTROLLER = ClaimController.type
 MAX_RECORDS_PER_BATCH = 100_000
 MAX_REMEMBERED_REQUESTS = 10_000
 MAX_REQUEST_ID_LENGTH = 256
+MAX_CLUSTER_ID_LENGTH = 256
 
 _EMPTY: Map = Map()
 
@@ -209,6 +210,9 @@ def validate_batch(batch: Any) -> str | None:
             return f"a {CLAIM_CONTROLLER} record travels alone in its batch"
         if not is_int(claims[0].get("node_id")) or claims[0]["node_id"] < 0:
             return f"{CLAIM_CONTROLLER} needs a non-negative integer `node_id`"
+        cluster_id = claims[0].get("cluster_id")
+        if cluster_id is not None and not (isinstance(cluster_id, str) and 0 < len(cluster_id) <= MAX_CLUSTER_ID_LENGTH):
+            return f"{CLAIM_CONTROLLER} has a bad `cluster_id` (a string of 1-{MAX_CLUSTER_ID_LENGTH} chars or null)"
     return None
 
 

@@ -3,8 +3,11 @@
 `GET /v1/metadata` for partitions and leaders, `GET .../offsets` for log start / high watermark /
 timestamp lookups, and the msgpack batch routes `POST /v1/fetch` and `POST /v1/produce` sent to the
 partition leader. Retriable errors (leader moved, broker down) refresh the metadata and retry until
-a deadline. A `BrokerClient` owns a `requests.Session`: create it where it is used (inside Spark's
-`read()`/`write()` or on the driver), never pickle it.
+a deadline; a broker that cannot be reached (connection refused, reset or timed out: a restart) is
+such an error, as a disconnect is for Kafka's clients, so the metadata and health calls too are
+retried for up to the request timeout, with a backoff growing from 50 ms to 1 s (Kafka's
+`reconnect.backoff.ms` to `reconnect.backoff.max.ms`). A `BrokerClient` owns a `requests.Session`:
+create it where it is used (inside Spark's `read()`/`write()` or on the driver), never pickle it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from kraft.spark_connector.offsets import TopicPartition
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 MSGPACK = "application/msgpack"
-_RETRY_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+_RETRY_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)  # Kafka's reconnect.backoff.ms 50 -> .max.ms 1000
 
 
 @dataclass(frozen=True)
@@ -118,19 +121,10 @@ class BrokerClient:
     # -- metadata ---------------------------------------------------------------------------
 
     def metadata(self, refresh: bool = False) -> ClusterView:
-        """All topics, their partitions and leaders; cached until `refresh` or a retried error."""
+        """All topics, their partitions and leaders; cached until `refresh` or a retried error.
+        Asked of any broker, retried while none answers for up to the request timeout."""
         if self._view is None or refresh:
-            self._view = self._fetch_metadata()
-        return self._view
-
-    def _fetch_metadata(self) -> ClusterView:
-        errors = []
-        for server in self._servers():
-            try:
-                answer = self._call(server, "GET", "/v1/metadata")
-            except KraftError as e:
-                errors.append(str(e))
-                continue
+            answer = self.retrying(lambda: self._ask_any("/v1/metadata"), time.monotonic() + self._timeout_s)
             brokers = {b["node_id"]: f"{b['host']}:{b['port']}" for b in answer["brokers"]}
             topics = {
                 t["name"]: tuple(sorted(
@@ -140,8 +134,21 @@ class BrokerClient:
                 for t in answer["topics"]
             }
             internal = frozenset(t["name"] for t in answer["topics"] if t.get("internal"))
-            return ClusterView(brokers, topics, internal)
-        raise KraftError("NETWORK_EXCEPTION", f"no broker answered metadata: {'; '.join(errors)}")
+            self._view = ClusterView(brokers, topics, internal)
+        return self._view
+
+    def _ask_any(self, path: str) -> Any:
+        """`GET path` of the first server that answers (the known brokers, then the bootstrap
+        ones); NETWORK_EXCEPTION (retriable) naming each failure when none does."""
+        errors = []
+        for server in self._servers():
+            try:
+                return self._call(server, "GET", path)
+            except KraftError as e:
+                if e.error_code != "NETWORK_EXCEPTION":
+                    raise
+                errors.append(e.message)
+        raise KraftError("NETWORK_EXCEPTION", f"no broker answered GET {path}: {'; '.join(errors)}")
 
     def _servers(self) -> list[str]:
         known = list(self._view.brokers.values()) if self._view else []
@@ -193,4 +200,5 @@ class BrokerClient:
         return list(answer["partitions"])
 
     def health(self) -> dict[str, Any]:
-        return self._call(self._servers()[0], "GET", "/v1/health")
+        """Any broker's `GET /v1/health`, retried while none answers for up to the request timeout."""
+        return self.retrying(lambda: self._ask_any("/v1/health"), time.monotonic() + self._timeout_s)

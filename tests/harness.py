@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import json
@@ -46,6 +47,17 @@ def wait_for(condition: Callable[[], T], timeout: float = 30.0, interval: float 
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last error: {last_exc!r}")
         time.sleep(interval)
+
+
+def closed_by_peer(sock: socket.socket, timeout: float = 10.0) -> bool:
+    """Whether the peer closes the connection (EOF or reset) within `timeout`, reading nothing."""
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
 
 
 @dataclass
@@ -402,6 +414,21 @@ def partition_state(cluster: Cluster, via: int, topic: str, partition: int = 0) 
 
 def partition_offsets(node: NodeProcess, topic: str, partition: int = 0) -> dict[str, int]:
     return requests.get(f"{node.url}/v1/topics/{topic}/partitions/{partition}/offsets", timeout=5).json()
+
+
+def read_values(node_url: str, topic: str, start: int, end: int, partition: int = 0) -> list[tuple[int, str]]:
+    """(offset, value) of every record in [start, end) through the JSON records route; a read
+    that answers nothing before `end` fails (an empty read is never the answer to corruption)."""
+    out, offset = [], start
+    while offset < end:
+        r = requests.get(f"{node_url}/v1/topics/{topic}/partitions/{partition}/records",
+                         params={"offset": offset, "max_records": 10_000}, timeout=10)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["records"], f"empty read at {offset}"
+        out += [(x["offset"], x["value"]) for x in body["records"] if x["offset"] < end]
+        offset = body["next_offset"]
+    return out
 
 
 def raw_log(directory: Path, end: int) -> bytes:

@@ -10,7 +10,7 @@ from typing import Any
 import msgpack
 import requests
 
-from harness import NodeProcess
+from harness import NodeProcess, wait_for
 from kraft.security import certs
 from kraft.security.node_auth import NodeCredential
 from kraft.security.peers import PeerSecurity
@@ -70,6 +70,17 @@ class SecureNode(NodeProcess):
     def ready(self, timeout: float = 2.0) -> bool:
         return self.session().get(f"{self.url}/v1/health", params={"ready": "true"},
                                   timeout=timeout).status_code == 200
+
+
+def start_all(nodes: list[SecureNode], timeout: float = 60.0) -> None:
+    """Start a cluster's nodes together; wait until each is ready and answers `/v1/metadata` to
+    its `auth` (the credential given with --add-scram is then in every node's metadata)."""
+    for n in nodes:
+        n.start(wait=False)
+    for n in nodes:
+        n.wait_healthy(timeout)
+    wait_for(lambda: all(n.ready() and n.session().get(f"{n.url}/v1/metadata", timeout=5).status_code == 200
+                         for n in nodes), timeout, what="every node ready and the credential everywhere")
 
 
 def make_certs(directory: Path, nodes: list[int], clients: list[str] = ()) -> Path:  # type: ignore[assignment]

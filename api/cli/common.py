@@ -3,19 +3,21 @@ and `.properties` option parsing, Kafka's left-aligned tables, and progress on s
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
 import time
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import click
+from click.core import ParameterSource
 
 from kraft.api.client import Admin, KraftError
 from kraft.api.client.security import from_kafka_properties
 from kraft.api.client.transport import parse_bootstrap
+from kraft.api.version import kraft_version
 
 # Admin calls from the CLI give up sooner than a long-running client would (Kafka: 60 s).
 CLI_API_TIMEOUT_MS = 15_000
@@ -53,13 +55,6 @@ command_config_option = click.option(
     "--command-config", type=click.Path(dir_okay=False), expose_value=False, callback=_read_command_config,
     help="A client .properties file with Kafka's security keys (security.protocol, sasl.mechanism, "
          "sasl.jaas.config, ssl.truststore.location, ...).")
-
-
-def kraft_version() -> str:
-    try:
-        return version("kraft")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown"
 
 
 class KraftErrorsMixin:
@@ -111,6 +106,28 @@ _bootstrap_option = click.option(
 def bootstrap_option(f: Callable[..., Any]) -> Callable[..., Any]:
     """--bootstrap-server and --command-config (the connection's security settings)."""
     return command_config_option(_bootstrap_option(f))
+
+
+BROKER_LIST_DEPRECATED = "Option --broker-list is deprecated, use --bootstrap-server instead."
+
+
+def broker_list_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Kafka's deprecated `--broker-list`, on the tools that took it (kafka-console-producer,
+    kafka-get-offsets): ignored when --bootstrap-server is given, as there; above the default and
+    KRAFT_BOOTSTRAP_SERVER otherwise. Goes below @bootstrap_option."""
+
+    @click.option("--broker-list", metavar="HOST:PORT,...", callback=_check_bootstrap,
+                  help="DEPRECATED, use --bootstrap-server instead; ignored if --bootstrap-server is specified.")
+    @functools.wraps(f)
+    def command(*args: Any, broker_list: str | None, bootstrap_server: str, **kwargs: Any) -> Any:
+        if broker_list is not None:
+            click.echo(BROKER_LIST_DEPRECATED, err=True)
+            given = click.get_current_context().get_parameter_source("bootstrap_server")
+            if given is not ParameterSource.COMMANDLINE:
+                bootstrap_server = broker_list
+        return f(*args, bootstrap_server=bootstrap_server, **kwargs)
+
+    return command
 
 
 # On a group whose subcommands also take --bootstrap-server: either place works

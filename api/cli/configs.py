@@ -16,6 +16,7 @@ BROKER_DEFAULT = "<default>"
 # A topic config's broker-level synonym (Kafka's DEFAULT_CONFIG / STATIC_BROKER_CONFIG source).
 BROKER_SYNONYMS = {
     "cleanup.policy": "log.cleanup.policy",
+    "compression.type": "compression.type",
     "delete.retention.ms": "log.cleaner.delete.retention.ms",
     "flush.messages": "log.flush.interval.messages",
     "flush.ms": "log.flush.interval.ms",

@@ -14,6 +14,7 @@ from kraft.api.cli.common import (
     KraftCommand,
     Progress,
     bootstrap_option,
+    broker_list_option,
     parse_bool,
     parse_properties,
     read_properties_file,
@@ -143,6 +144,7 @@ class LineReader:
 
 @click.command("console-producer", cls=KraftCommand)
 @bootstrap_option
+@broker_list_option
 @version_option
 @click.option("--topic", required=True, help="The topic to produce to.")
 @click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import click
 
-from kraft.api.cli.common import KraftCommand, Progress, admin_client, bootstrap_option, version_option
+from kraft.api.cli.common import KraftCommand, Progress, admin_client, bootstrap_option, broker_list_option, version_option
 from kraft.api.client import KraftError, TopicPartition
 
 INT_MAX = 2**31 - 1
@@ -82,6 +82,7 @@ def offset_lines(offsets: dict[TopicPartition, int | None]) -> list[str]:
 
 @click.command("get-offsets", cls=KraftCommand)
 @bootstrap_option
+@broker_list_option
 @version_option
 @click.option("--topic-partitions", help="Comma-separated topic:partition patterns, e.g. t1:1,t2:0-3,t3,t4:5-,t5:-3.")
 @click.option("--topic", help="The topic (a regular expression); all topics when omitted.")

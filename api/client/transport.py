@@ -7,7 +7,8 @@ and a small request costs ~0.8 ms against ~0.2 ms (docs/benchmarks.md). A reques
 explicit broker address (partition leaders), or to any server we know (bootstrap list, then the
 brokers of the last metadata), falling back to the next one when a server cannot be reached or, for
 a GET, does not answer in time: a paused node accepts connections but never answers, and Kafka's
-client likewise treats a timed-out node as disconnected and asks another one.
+client likewise treats a timed-out node as disconnected and asks another one. A client speaking
+the wrong security protocol to a listener is told so at once (`protocol_mismatch`), not retried.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from urllib.parse import urlencode
 
 import msgpack
 
+from kraft.api.client.protocol_mismatch import plain_client_mismatch, tls_client_mismatch
 from kraft.api.client.security import PLAINTEXT, ClientSecurity
 from kraft.api.errors import KraftError
 
@@ -204,7 +206,7 @@ class Transport:
             try:
                 result = self._send(candidate, method, path, body, params, timeout_s)
             except KraftError as e:
-                if e.error_code not in failover:
+                if e.error_code not in failover or not e.retriable:  # e.g. a protocol mismatch
                     raise
                 if isinstance(e.__cause__, ConnectionRefusedError):
                     refused.append(candidate)
@@ -248,6 +250,9 @@ class Transport:
             raise KraftError("REQUEST_TIMED_OUT", f"{method} {base_url(address)}{path}: {e or 'timed out'}") from e
         except (OSError, http.client.HTTPException) as e:
             conn.close()
+            mismatch = (tls_client_mismatch if self._ssl is not None else plain_client_mismatch)(e, address)
+            if mismatch is not None:
+                raise mismatch from e
             self._unreachable.add(address)
             raise KraftError("NETWORK_EXCEPTION", f"{method} {base_url(address)}{path}: {type(e).__name__}: {e}") from e
         self._unreachable.discard(address)

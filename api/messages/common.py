@@ -18,7 +18,7 @@ import msgspec
 from msgspec import Meta
 
 from kraft.api.errors import KraftError
-from kraft.log.config import TOPIC_CONFIG_KEYS
+from kraft.log.config import COMPRESSION_TYPES, TOPIC_CONFIG_KEYS
 from kraft.metadata import topic_name
 from kraft.metadata.errors import MetadataError
 
@@ -114,6 +114,7 @@ Binary = Annotated[bytes, Meta(description="base64 in JSON, bin in msgpack")]
 _ENUM_CONFIGS = {
     "cleanup.policy": ["delete", "compact", "compact,delete"],
     "message.timestamp.type": ["CreateTime", "LogAppendTime"],
+    "compression.type": list(COMPRESSION_TYPES),
     "unclean.leader.election.enable": ["true", "false"],
 }
 

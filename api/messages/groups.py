@@ -17,6 +17,9 @@ from kraft.api.messages.common import (
 MAX_ITEMS = 10_000  # partitions per commit / owned list: bounds one request
 MAX_TOPICS = 1000
 MAX_METADATA = 4096  # Kafka's offset.metadata.max.bytes
+# subscribed_topic_regex: longer is INVALID_REGULAR_EXPRESSION from the coordinator (Kafka sets no
+# bound; this one keeps what a member makes every coordinator compile and store small)
+MAX_REGEX_LENGTH = 1024
 Strategy = Literal["earliest", "latest", "offset", "datetime", "shift"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 
@@ -43,7 +46,9 @@ class HeartbeatRequest(Message):
     member_epoch: Epoch
     client_id: str = ""
     subscribed_topics: Annotated[list[TopicName], Meta(max_length=MAX_ITEMS)] | None = None
-    subscribed_topic_regex: Annotated[str, Meta(max_length=1000)] | None = None
+    subscribed_topic_regex: Annotated[str, Meta(
+        description="RE2 syntax, matched against whole topic names", extra_json_schema={"maxLength": MAX_REGEX_LENGTH},
+    )] | None = None
     server_assignor: Annotated[str, Meta(extra_json_schema={"enum": ["range", "uniform"]})] | None = None
     owned_partitions: Annotated[list[TopicPartitions], Meta(max_length=MAX_ITEMS)] | None = None
     rebalance_timeout_ms: Annotated[int, Meta(ge=1, le=INT32_MAX)] = 300_000

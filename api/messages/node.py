@@ -1,5 +1,5 @@
-"""A node's own answers: its health and readiness, and producer ids for idempotent producers
-(Kafka's InitProducerId)."""
+"""A node's own answers: what it is (`GET /`), its health and readiness, and producer ids for
+idempotent producers (Kafka's InitProducerId)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,19 @@ from msgspec import Meta
 from kraft.api.messages.common import Message
 
 MAX_TRANSACTIONAL_ID_CHARS = 1024
+
+
+class RootResponse(Message):
+    """`GET /`: what answers here, and where to go next (paths on this node)."""
+
+    name: Literal["kraft"]
+    version: str
+    node_id: int
+    docs: Annotated[str, Meta(description="the API, browsable (Swagger UI)")]
+    openapi: Annotated[str, Meta(description="the OpenAPI document of every route")]
+    health: Annotated[str, Meta(description="liveness; ?ready=true for readiness")]
+    metadata: Annotated[str, Meta(description="brokers, controller and topics")]
+    metrics: Annotated[str, Meta(description="Prometheus metrics")]
 
 
 class HealthQuery(Message):
@@ -48,3 +61,20 @@ class InitProducerIdRequest(Message):
 class InitProducerIdResponse(Message):
     producer_id: int
     producer_epoch: Annotated[int, Meta(ge=0, le=32767)]
+
+
+class TraceQuery(Message):
+    after: Annotated[int, Meta(ge=0, description="answer the events after this sequence number "
+                                                 "(the `next` of the previous answer)")] = 0
+
+
+class TraceResponse(Message):
+    """The stage events this node kept (`stage.trace.events`, 0: off), oldest first; each is
+    [seq, time_ns, stage, topic, partition, offset, replica]: `stage` reached `offset` (exclusive)
+    of the partition at wall-clock `time_ns`; `replica` is the follower for the follower stages,
+    -1 else (docs/benchmarks.md, kraft-bench --trace)."""
+
+    node_id: int
+    enabled: bool
+    next: Annotated[int, Meta(description="the sequence number to ask `after` next")]
+    events: list[tuple[int, int, str, str, int, int, int]]

@@ -101,7 +101,9 @@ class FetchRecordsQuery(Message):
                                 description="an offset, earliest (default) or latest")] = "earliest"
     timestamp: Annotated[NonNegativeInt64 | None, Meta(description="start at the first record this late")] = None
     max_records: Annotated[int, Meta(ge=1, le=MAX_FETCH_RECORDS)] = 100
-    max_bytes: Annotated[int, Meta(ge=1, le=INT32_MAX)] = DEFAULT_FETCH_BYTES
+    max_bytes: Annotated[int, Meta(ge=1, le=INT32_MAX, description=(
+        "decoded keys, values and headers in the answer at most (and fetch.max.bytes); at least one record"))
+    ] = DEFAULT_FETCH_BYTES
     timeout_ms: Annotated[TimeoutMs, Meta(description="long-poll time when nothing is new")] = 0
 
 

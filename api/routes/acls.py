@@ -5,7 +5,8 @@
 pattern_type ANY|MATCH|LITERAL|PREFIXED, principal, host, operation, permission_type; absent =
 any) lists bindings; `POST /v1/acls` `{"acls": [binding]}` creates them; `POST /v1/acls/delete`
 `{"filters": [filter]}` removes what each filter matches and answers it. Describing needs Describe
-on the cluster, changing Alter; without an authorizer they answer SECURITY_DISABLED, as Kafka does.
+on the cluster, changing Alter (api/access.py); without an authorizer they answer
+SECURITY_DISABLED, as Kafka does.
 `GET /v1/client-quotas` lists the quotas of every entity; `POST /v1/client-quotas`
 `{"entries": [{"entity": {"user", "client_id"}, "ops": [{"key", "value"} | {"key", "remove": true}]}]}`
 changes them (DescribeConfigs / AlterConfigs on the cluster).
@@ -25,7 +26,7 @@ from kraft.api.messages.security import (
     DescribeClientQuotasResponse, QuotaEntry,
 )
 from kraft.api.wire import read_message, read_query, render
-from kraft.metadata.acl import CLUSTER, StandardAcl, acl_from_dict, filter_from_dict
+from kraft.metadata.acl import StandardAcl, acl_from_dict, filter_from_dict
 
 FILTER_FIELDS = StandardAcl.FIELDS
 
@@ -53,11 +54,10 @@ def _service(request: web.Request) -> AclService:
     return request.app[ACLS]
 
 
-def _acl_service(request: web.Request, operation: str) -> AclService:
+def _acl_service(request: web.Request) -> AclService:
     if not authz.enabled(request):
         raise KraftError("SECURITY_DISABLED", "No Authorizer is configured on the broker "
                                               "(authorizer.class.name)")
-    authz.require(request, operation, CLUSTER)
     return _service(request)
 
 
@@ -69,7 +69,7 @@ def quota_entries(entries: list[QuotaEntry]) -> list[dict[str, Any]]:
 
 @routes.get("/v1/acls")
 async def describe_acls(request: web.Request) -> web.Response:
-    service = _acl_service(request, "DESCRIBE")
+    service = _acl_service(request)
     flt = msgspec.to_builtins(read_query(request, AclFilter))
     return render(request, DescribeAclsResponse(acls=service.describe_acls(flt)))
 
@@ -77,7 +77,7 @@ async def describe_acls(request: web.Request) -> web.Response:
 @routes.post("/v1/acls")
 async def create_acls(request: web.Request) -> web.Response:
     body = await read_message(request, CreateAclsRequest)
-    service = _acl_service(request, "ALTER")
+    service = _acl_service(request)
     # parsed here, so the controller gets Kafka's names (READ for Read)
     acls = [acl_from_dict(binding).to_dict() for binding in msgspec.to_builtins(body.acls)]
     return render(request, await service.create_acls(acls), status=201)
@@ -86,7 +86,7 @@ async def create_acls(request: web.Request) -> web.Response:
 @routes.post("/v1/acls/delete")
 async def delete_acls(request: web.Request) -> web.Response:
     body = await read_message(request, DeleteAclsRequest)
-    service = _acl_service(request, "ALTER")
+    service = _acl_service(request)
     filters = []
     for raw in msgspec.to_builtins(body.filters):
         flt = filter_from_dict(raw)
@@ -96,13 +96,11 @@ async def delete_acls(request: web.Request) -> web.Response:
 
 @routes.get("/v1/client-quotas")
 async def describe_client_quotas(request: web.Request) -> web.Response:
-    authz.require(request, "DESCRIBE_CONFIGS", CLUSTER)
     return render(request, DescribeClientQuotasResponse(entries=_service(request).describe_client_quotas()))
 
 
 @routes.post("/v1/client-quotas")
 async def alter_client_quotas(request: web.Request) -> web.Response:
     body = await read_message(request, AlterClientQuotasRequest)
-    authz.require(request, "ALTER_CONFIGS", CLUSTER)
     return render(request, await _service(request).alter_client_quotas(quota_entries(body.entries),
                                                                       body.validate_only))

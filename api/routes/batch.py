@@ -11,6 +11,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from kraft.api import authz
+from kraft.api.access import REPLICA_FETCH
 from kraft.api.throttle import throttle
 from kraft.api.errors import KraftError, invalid_request
 from kraft.api.messages.batch import (
@@ -21,7 +22,6 @@ from kraft.api.routes.metrics import FETCH_CONSUMER, FETCH_FOLLOWER, count_as
 from kraft.api.routes.records import topic_or_create
 from kraft.api.routes.replication import ReplicaFetchEntry, as_replica_fetch_service, render_result
 from kraft.api.routes.services import REPLICAS, FetchEntry, ProduceEntry
-from kraft.api.security import require_node
 from kraft.api.wire import read_message, render
 from kraft.log.batch import validate_batch
 from kraft.log.errors import LogError
@@ -51,7 +51,7 @@ async def produce(request: web.Request) -> web.Response:
         _check_batches(p.records, i)
         entries.append(ProduceEntry(p.topic, p.partition, p.records))
     # one topic the principal may not write refuses the whole request: nothing is appended
-    authz.require_topics(request, "WRITE", {e.topic for e in entries})
+    authz.require_named(request, {e.topic for e in entries})
     for name in {e.topic for e in entries}:
         await topic_or_create(request, name)
     results = await request.app[REPLICAS].produce(entries, body.acks, body.timeout_ms)
@@ -63,33 +63,45 @@ async def produce(request: web.Request) -> web.Response:
     ], throttle_time_ms=throttle_ms))
 
 
+def fetch_entries(body: FetchRequest) -> list[ReplicaFetchEntry]:
+    return [
+        ReplicaFetchEntry(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
+                          p.last_fetched_epoch, p.high_watermark, p.log_start_offset)
+        for p in body.partitions
+    ]
+
+
+async def replica_fetch(service: object, body: FetchRequest, entries: list[ReplicaFetchEntry]) -> FetchResponse:
+    """A follower's fetch (its node credential checked by the caller), over HTTP or its channel
+    (api/routes/replication_channel.py); followers are never throttled."""
+    results = await as_replica_fetch_service(service).replica_fetch(
+        body.replica_id, body.replica_epoch, entries, body.max_wait_ms, body.min_bytes, body.max_bytes)
+    return FetchResponse(throttle_time_ms=0, partitions=[render_result(r) for r in results])
+
+
 @routes.post("/v1/fetch")
 async def fetch(request: web.Request) -> web.Response:
     """Consumers and followers alike (Kafka's one Fetch API). A fetch naming a `replica_id` or a
     partition's leader epochs goes to the replica side (api/routes/replication.py)."""
     body = await read_message(request, FetchRequest)
     replica_id = body.replica_id
-    entries = [
-        ReplicaFetchEntry(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
-                          p.last_fetched_epoch, p.high_watermark, p.log_start_offset)
-        for p in body.partitions
-    ]
+    entries = fetch_entries(body)
     if replica_id != NO_REPLICA:  # a replica's fetch moves the high watermark and the ISR: nodes only
-        require_node(request, as_node_id=replica_id)
+        authz.require_nodes(request, REPLICA_FETCH, as_node_id=replica_id)
     else:
-        authz.require_topics(request, "READ", {e.topic for e in entries})
+        authz.require_named(request, {e.topic for e in entries})
     if not entries:  # nothing to wait for: answered at once, as Kafka's ReplicaManager.fetchMessages does
         return render(request, FetchResponse(throttle_time_ms=0, partitions=[]))
     service = request.app[REPLICAS]
-    if replica_id != NO_REPLICA or any(
-        e.current_leader_epoch != NO_EPOCH or e.last_fetched_epoch != NO_EPOCH for e in entries
-    ):
-        count_as(request, FETCH_FOLLOWER if replica_id != NO_REPLICA else FETCH_CONSUMER)
+    if replica_id != NO_REPLICA:
+        count_as(request, FETCH_FOLLOWER)
+        return render(request, await replica_fetch(service, body, entries))
+    if any(e.current_leader_epoch != NO_EPOCH or e.last_fetched_epoch != NO_EPOCH for e in entries):
+        count_as(request, FETCH_CONSUMER)
         replica_results = await as_replica_fetch_service(service).replica_fetch(
             replica_id, body.replica_epoch, entries, body.max_wait_ms, body.min_bytes, body.max_bytes
         )
-        throttle_ms = 0 if replica_id != NO_REPLICA else await throttle(
-            request, "fetch", sum(len(r.records) for r in replica_results))
+        throttle_ms = await throttle(request, "fetch", sum(len(r.records) for r in replica_results))
         return render(request, FetchResponse(throttle_time_ms=throttle_ms,
                                              partitions=[render_result(r) for r in replica_results]))
     results = await service.fetch([

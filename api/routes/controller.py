@@ -3,11 +3,12 @@
 Broker registration, heartbeats and unregistration, the metadata log for observers (long poll
 from an offset, or "snapshot needed" and the image snapshot in msgpack), quorum status,
 AlterPartition, producer-id blocks, partition reassignments (KIP-455), and the topic changes
-other nodes forward. Only the active
-controller answers; any other node answers NOT_CONTROLLER with `leader: {node_id, host, port}`
-when it knows the active controller. Writes take an optional `request_id`: a retry with the same
-id after an unknown outcome is applied once. Every write answer carries `metadata_offset`, the
-offset it was committed at.
+other nodes forward. Only the active controller answers; any other node answers NOT_CONTROLLER
+with `leader: {node_id, host, port}` when it knows the active controller. Kafka's client admin
+APIs served here (quorum, elections, reassignments) never get that far on another node: it
+forwards them to the active controller (api/access.py, KIP-590). Writes take an optional
+`request_id`: a retry with the same id after an unknown outcome is applied once. Every write
+answer carries `metadata_offset`, the offset it was committed at.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import msgspec
 from aiohttp import web
 from msgspec.structs import asdict
 
-from kraft.api import authz
 from kraft.api.errors import KraftError
 from kraft.api.messages.common import config_strings
 from kraft.api.messages.controller import (
@@ -44,6 +44,11 @@ routes = web.RouteTableDef()
 
 
 class ControllerApi(Protocol):
+    def is_active(self) -> bool: ...
+
+    def leader_json(self) -> dict[str, Any] | None:
+        """`{node_id, host, port}` of the active controller as far as this node knows."""
+
     def local_status(self) -> dict[str, Any]: ...
 
     async def describe_quorum(self) -> dict[str, Any]: ...
@@ -114,7 +119,6 @@ def _api(request: web.Request) -> ControllerApi:
 
 @routes.get("/v1/controller/quorum")
 async def describe_quorum(request: web.Request) -> web.Response:
-    authz.require(request, "DESCRIBE", "CLUSTER")
     return render(request, await _api(request).describe_quorum())
 
 
@@ -221,7 +225,6 @@ async def alter_user_scram_credentials(request: web.Request) -> web.Response:
 @routes.post("/v1/controller/elect-leaders")
 async def elect_leaders(request: web.Request) -> web.Response:
     """Preferred leader election (the only type: unclean elections follow the topic config)."""
-    authz.require(request, "ALTER", "CLUSTER")
     b = await read_message(request, ElectLeadersRequest)
     return render(request, await _api(request).elect_leaders(b.partitions, b.request_id))
 
@@ -254,14 +257,12 @@ async def alter_client_quotas(request: web.Request) -> web.Response:
 
 @routes.get("/v1/controller/reassignments")
 async def list_partition_reassignments(request: web.Request) -> web.Response:
-    authz.require(request, "DESCRIBE", "CLUSTER")
     return render(request, await _api(request).list_partition_reassignments())
 
 
 @routes.post("/v1/controller/reassignments")
 async def alter_partition_reassignments(request: web.Request) -> web.Response:
     """Start (`replicas`: the target) or cancel (`replicas`: null) reassignments, all or none."""
-    authz.require(request, "ALTER", "CLUSTER")
     b = await read_message(request, AlterReassignmentsRequest)
     reassignments = [asdict(p) for p in b.partitions]
     return render(request, await _api(request).alter_partition_reassignments(reassignments, b.request_id))

@@ -33,7 +33,7 @@ async def delete_records(request: web.Request) -> web.Response:
         if (e.topic, e.partition) in seen:
             raise invalid_request(f"partition {e.topic}-{e.partition} is named twice")
         seen.add((e.topic, e.partition))
-    authz.require_topics(request, "DELETE", {e.topic for e in entries})
+    authz.require_named(request, {e.topic for e in entries})
     local, remote = by_leader(request, entries)
     calls = [request.app[REPLICAS].delete_records(local, body.timeout_ms)] if local else []
     calls += [delete_records_remote(request, leader, group, body.timeout_ms) for leader, group in remote.items()]

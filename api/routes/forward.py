@@ -1,5 +1,6 @@
 """Any broker accepts any convenience request (design §7): a partition led by another broker is
-served by forwarding the work to that leader, one hop.
+served by forwarding the work to that leader, one hop; so is a request only the active controller
+answers (`remote_controller`, KIP-590), forwarded whole with the client's principal.
 
 People with curl do not know which broker leads a partition; the Python client does and never
 needs this. The JSON produce route sends its already-built batches for remote partitions to each
@@ -25,6 +26,7 @@ from aiohttp import web
 from yarl import URL
 
 from kraft.api.errors import KraftError
+from kraft.api.routes.controller import CONTROLLER
 from kraft.api.routes.services import (
     METADATA, NODE_INFO, DeleteRecordsEntry, DeleteRecordsResult, ProduceEntry, ProduceResult,
 )
@@ -95,6 +97,19 @@ def remote_leader(request: web.Request, topic: str, partition: int) -> Peer | No
     return Peer(int(leader["node_id"]), str(leader["host"]), int(leader["port"]))  # type: ignore[call-overload]
 
 
+def remote_controller(request: web.Request) -> Peer | None:
+    """The active controller when it is another node a controller-bound request
+    may be forwarded to (KIP-590); None when this node is it, nobody knows it, or the request was
+    forwarded already (its node answers NOT_CONTROLLER naming the controller)."""
+    api = request.app.get(CONTROLLER)
+    if FORWARDED_HEADER in request.headers or SESSION not in request.app or api is None or api.is_active():
+        return None
+    leader = api.leader_json()
+    if leader is None or leader["node_id"] == request.app[NODE_INFO].node_id:
+        return None
+    return Peer(int(leader["node_id"]), str(leader["host"]), int(leader["port"]))
+
+
 class PartitionEntry(Protocol):
     topic: str
     partition: int
@@ -124,8 +139,8 @@ def not_leader(request: web.Request, topic: str, partition: int, message: str) -
 
 
 def _unreachable(peer: Peer, exc: BaseException) -> KraftError:
-    return KraftError("NETWORK_EXCEPTION", f"the partition leader at {peer.host}:{peer.port} did not answer "
-                      f"({type(exc).__name__}); retry, or send to the leader directly")
+    return KraftError("NETWORK_EXCEPTION", f"the node at {peer.host}:{peer.port} this request is forwarded to "
+                      f"did not answer ({type(exc).__name__}); retry, or send it there directly")
 
 
 async def proxy(request: web.Request, peer: Peer) -> web.Response:

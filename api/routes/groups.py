@@ -20,8 +20,8 @@ from kraft.api.messages.common import GroupId, check_topic_name
 from kraft.api.messages.groups import (
     CommitOffsetsRequest, DeleteOffsetsRequest, FetchOffsetsQuery, HeartbeatRequest, ResetOffsetsRequest,
 )
+from kraft.api.security import principal_of
 from kraft.api.wire import read_message, read_query, render
-from kraft.metadata.acl import GROUP
 
 routes = web.RouteTableDef()
 
@@ -37,6 +37,7 @@ class GroupHeartbeat:
     server_assignor: str | None
     owned: frozenset[tuple[str, int]] | None
     rebalance_timeout_ms: int
+    principal: str = ""  # with client_host, whose Describe rights a regex subscription resolves with
 
 
 @dataclass(frozen=True)
@@ -99,36 +100,45 @@ def group_id_of(request: web.Request) -> str:
 @routes.get("/v1/groups")
 async def list_groups(request: web.Request) -> web.Response:
     answer = await _service(request).list_groups()
-    if authz.enabled(request) and not authz.allowed(request, "DESCRIBE", "CLUSTER"):
-        # Kafka's ListGroups: Describe on the cluster lists all, else the groups one may describe
-        answer = {**answer, "groups": authz.visible(request, "DESCRIBE", GROUP, answer.get("groups", []),
-                                                    lambda g: g["group_id"])}
-    return render(request, answer)
+    # Kafka's ListGroups: Describe on the cluster lists all, else the groups one may describe
+    return render(request, {**answer, "groups": authz.visible(request, answer.get("groups", []),
+                                                              lambda g: g["group_id"])})
 
 
 @routes.get("/v1/groups/{group}/coordinator")
 async def find_coordinator(request: web.Request) -> web.Response:
-    authz.require(request, "DESCRIBE", GROUP, group_id_of(request))
     return render(request, await _service(request).find_coordinator(group_id_of(request)))
+
+
+def _member_topics(members: list[dict[str, Any]]) -> set[str]:
+    """The topics a group description's members subscribe to, own, or are to own."""
+    topics = {topic for m in members for topic in m["subscribed_topics"]}
+    for key in ("assignment", "pending_revocation", "target_assignment"):
+        topics.update(entry["topic"] for m in members for entry in m[key])
+    return topics
 
 
 @routes.get("/v1/groups/{group}")
 async def describe_group(request: web.Request) -> web.Response:
-    authz.require(request, "DESCRIBE", GROUP, group_id_of(request))
-    return render(request, await _service(request).describe_group(group_id_of(request)))
+    answer = await _service(request).describe_group(group_id_of(request))
+    # Kafka's ConsumerGroupDescribe: refused unless the members' topics may be described; the
+    # committed offsets of other topics are left out, as OffsetFetch leaves them out
+    authz.require_named(request, _member_topics(answer["members"]))
+    return render(request, {**answer, "offsets": authz.visible(request, answer["offsets"], lambda o: o["topic"])})
 
 
 @routes.delete("/v1/groups/{group}")
 async def delete_group(request: web.Request) -> web.Response:
-    authz.require(request, "DELETE", GROUP, group_id_of(request))
     return render(request, await _service(request).delete_group(group_id_of(request)))
 
 
 @routes.post("/v1/groups/{group}/heartbeat")
 async def heartbeat(request: web.Request) -> web.Response:
     group_id = group_id_of(request)
-    authz.require(request, "READ", GROUP, group_id)
     body = await read_message(request, HeartbeatRequest)
+    if body.subscribed_topics:
+        # Kafka: a member may subscribe only to topics it may Describe (a regex is resolved to those)
+        authz.require_named(request, body.subscribed_topics)
     owned = None
     if body.owned_partitions is not None:
         owned = frozenset((entry.topic, p) for entry in body.owned_partitions for p in entry.partitions)
@@ -136,7 +146,8 @@ async def heartbeat(request: web.Request) -> web.Response:
         member_id=body.member_id,
         member_epoch=body.member_epoch,
         client_id=body.client_id[:255],
-        client_host=request.remote or "",
+        client_host=authz.client_host(request),
+        principal=principal_of(request),
         subscribed_topics=None if body.subscribed_topics is None else tuple(dict.fromkeys(body.subscribed_topics)),
         subscribed_topic_regex=body.subscribed_topic_regex,
         server_assignor=body.server_assignor,
@@ -152,8 +163,7 @@ async def commit_offsets(request: web.Request) -> web.Response:
     body = await read_message(request, CommitOffsetsRequest)
     entries = [OffsetCommitEntry(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets]
     member_id, member_epoch = body.member_id, body.member_epoch
-    authz.require(request, "READ", GROUP, group_id)
-    authz.require_topics(request, "READ", {e.topic for e in entries})
+    authz.require_named(request, {e.topic for e in entries})
     return render(request, await _service(request).commit_offsets(group_id, member_id, member_epoch, entries))
 
 
@@ -164,8 +174,9 @@ async def fetch_offsets(request: web.Request) -> web.Response:
     topics = None
     if wanted is not None:
         topics = [check_topic_name(t.strip()) for t in wanted.split(",") if t.strip()]
-    authz.require(request, "DESCRIBE", GROUP, group_id)
-    return render(request, await _service(request).fetch_offsets(group_id, topics))
+    answer = await _service(request).fetch_offsets(group_id, topics)
+    # Kafka's OffsetFetch: the offsets of topics the principal may not describe are left out
+    return render(request, {**answer, "offsets": authz.visible(request, answer["offsets"], lambda o: o["topic"])})
 
 
 @routes.post("/v1/groups/{group}/offsets/reset")
@@ -176,8 +187,7 @@ async def reset_offsets(request: web.Request) -> web.Response:
     partitions = None if body.partitions is None else tuple(sorted(set(body.partitions)))
     value = None if body.strategy in ("earliest", "latest") else body.value
     reset = OffsetReset(topics, partitions, body.strategy, value, body.dry_run)
-    authz.require(request, "READ", GROUP, group_id)
-    authz.require_topics(request, "READ", topics)
+    authz.require_named(request, topics)
     return render(request, await _service(request).reset_offsets(group_id, reset))
 
 
@@ -187,6 +197,5 @@ async def delete_offsets(request: web.Request) -> web.Response:
     group_id = group_id_of(request)
     body = await read_message(request, DeleteOffsetsRequest)
     topics = [(t.topic, None if t.partitions is None else tuple(sorted(set(t.partitions)))) for t in body.topics]
-    authz.require(request, "DELETE", GROUP, group_id)
-    authz.require_topics(request, "READ", {t for t, _ in topics})
+    authz.require_named(request, {t for t, _ in topics})
     return render(request, await _service(request).delete_offsets(group_id, topics))

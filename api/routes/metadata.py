@@ -18,7 +18,6 @@ from kraft.api.messages.topics import (
 )
 from kraft.api.routes.services import METADATA, NODE_INFO, PartitionDescription, TopicDescription
 from kraft.api.wire import read_query, render
-from kraft.metadata.acl import TOPIC
 
 routes = web.RouteTableDef()
 
@@ -57,14 +56,14 @@ async def metadata(request: web.Request) -> web.Response:
     wanted, auto_create = query.topics, query.allow_auto_topic_creation
     topic_errors: list[TopicError] = []
     if wanted is None:  # only the topics the principal may describe, as Kafka answers
-        topics = authz.visible(request, "DESCRIBE", TOPIC, view.topics(), lambda t: t.name)
+        topics = authz.visible(request, view.topics(), lambda t: t.name)
     else:
-        names = [check_topic_name(n.strip()) for n in wanted.split(",") if n.strip()]
+        names = list(dict.fromkeys(check_topic_name(n.strip()) for n in wanted.split(",") if n.strip()))
+        describable = set(authz.visible(request, names, lambda name: name))
         topics = []
-        for name in dict.fromkeys(names):
-            if not authz.allowed(request, "DESCRIBE", TOPIC, name):
-                error = authz.authorization_failed(request, "DESCRIBE", TOPIC, (name,))
-                topic_errors.append(_topic_error(name, error))
+        for name in names:
+            if name not in describable:
+                topic_errors.append(_topic_error(name, authz.listing_refusal(request, name)))
                 continue
             found: TopicDescription | KraftError | None = view.topic(name)
             if found is None:

@@ -1,6 +1,8 @@
-"""The API's own description: `GET /v1/openapi.json` (the OpenAPI document, `api/openapi.py`) and
-`GET /docs`, the same document browsable with Swagger UI, whose files ship in the package
-(`api/static/`): the page loads nothing from another host."""
+"""The API's own description: `GET /` (what answers here and where to look next), `GET
+/v1/openapi.json` (the OpenAPI document, `api/openapi.py`) and `GET /docs`, the same document
+browsable with Swagger UI, whose files ship in the package (`api/static/`): the page loads nothing
+from another host. `GET /docs/` redirects to `/docs`: the page's links are relative to it (so it
+works behind a proxy's path prefix), and from `/docs/` they would point one level too deep."""
 
 from __future__ import annotations
 
@@ -10,8 +12,11 @@ from pathlib import Path
 import msgspec
 from aiohttp import web
 
+from kraft.api.messages.node import RootResponse
 from kraft.api.openapi import DOCS_ASSETS, openapi_document
-from kraft.api.wire import JSON
+from kraft.api.routes.services import NODE_INFO
+from kraft.api.version import kraft_version
+from kraft.api.wire import JSON, render
 
 routes = web.RouteTableDef()
 
@@ -25,6 +30,13 @@ def _document() -> bytes:
     return msgspec.json.encode(openapi_document())
 
 
+@routes.get("/")
+async def root(request: web.Request) -> web.Response:
+    return render(request, RootResponse(name="kraft", version=kraft_version(), node_id=request.app[NODE_INFO].node_id,
+                                        docs="/docs", openapi="/v1/openapi.json", health="/v1/health",
+                                        metadata="/v1/metadata", metrics="/metrics"))
+
+
 @routes.get("/v1/openapi.json")
 async def openapi(request: web.Request) -> web.Response:
     return web.Response(body=_document(), content_type=JSON, charset="utf-8")
@@ -33,6 +45,11 @@ async def openapi(request: web.Request) -> web.Response:
 @routes.get("/docs")
 async def docs(request: web.Request) -> web.FileResponse:
     return web.FileResponse(STATIC / PAGE, headers={"Content-Type": "text/html; charset=utf-8"})
+
+
+@routes.get("/docs/")
+async def docs_slash(request: web.Request) -> web.Response:
+    raise web.HTTPMovedPermanently("../docs")  # relative: right behind a proxy's path prefix too
 
 
 @routes.get("/docs/{asset}")

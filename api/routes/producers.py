@@ -33,7 +33,7 @@ PRODUCER_IDS = web.AppKey("producer_id_service", ProducerIdService)
 async def init_producer_id(request: web.Request) -> web.Response:
     transactional_id = (await read_message(request, InitProducerIdRequest)).transactional_id
     if transactional_id is not None:
-        authz.require(request, "WRITE", "TRANSACTIONAL_ID", transactional_id)
+        authz.require_named(request, [transactional_id])
         return render(request, InitProducerIdResponse(producer_id=derived_producer_id(transactional_id),
                                                       producer_epoch=0))
     service = request.app.get(PRODUCER_IDS)

@@ -2,7 +2,9 @@
 from a partition and offset, and look up a partition's offsets.
 
 These decode and build batches (per request, not per record on the broker's side); clients use the
-batch routes (`api/routes/batch.py`) instead.
+batch routes (`api/routes/batch.py`) instead. A read answers at most `max_bytes` (and the broker's
+fetch.max.bytes) of decoded keys, values and headers, and always at least one record, as Kafka's
+fetch sizes bound what a reply holds: batches are decoded one at a time until the reply is full.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import msgspec
 from aiohttp import web
 
 from kraft.api import authz
+from kraft.api.access import AUTO_CREATE
 from kraft.api.throttle import throttle
 from kraft.api.errors import KraftError, invalid_request
 from kraft.api.partitioner import partition_for_key
@@ -32,8 +35,7 @@ from kraft.api.messages.records import (
     RecordOut,
 )
 from kraft.api.wire import read_message, read_query, render, wants_msgpack
-from kraft.log.batch import build_batch, decode_records, iter_batches
-from kraft.metadata.acl import TOPIC
+from kraft.log.batch import Record, build_batch, decode_records, iter_batches
 
 routes = web.RouteTableDef()
 
@@ -47,8 +49,7 @@ async def topic_or_create(request: web.Request, name: str) -> TopicDescription:
         return topic
     if not request.app[NODE_INFO].auto_create_topics:
         raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
-    if not authz.may_create_topic(request, name):
-        raise authz.authorization_failed(request, "CREATE", TOPIC, (name,))
+    authz.require_named(request, [name], when=AUTO_CREATE)
     try:
         return await request.app[ADMIN].create_topic(name, None, None, {})
     except KraftError as e:
@@ -89,7 +90,6 @@ def _choose_partition(topic: TopicDescription, key: bytes | None, sticky: int) -
 @routes.post("/v1/topics/{topic}/records")
 async def produce_records(request: web.Request) -> web.Response:
     name = check_topic_name(request.match_info["topic"], "produce to")
-    authz.require(request, "WRITE", TOPIC, name)
     query_acks = parse_acks(read_query(request, ProduceRecordsQuery).acks)
     body = await read_message(request, ProduceRecordsRequest)
     acks = query_acks if body.acks is None else body.acks
@@ -173,6 +173,12 @@ def _decoded(data: bytes | None, binary: bool) -> tuple[Any, str | None]:
         return None, base64.b64encode(data).decode("ascii")
 
 
+def _decoded_size(record: Record) -> int:
+    """What a record adds to a reply, counted as Kafka counts record sizes: key, value, headers."""
+    return (len(record.key or b"") + len(record.value or b"")
+            + sum(len(k) + len(v or b"") for k, v in record.headers))
+
+
 def _header(key: str, value: bytes | None, binary: bool) -> Header:
     text, b64 = _decoded(value, binary)
     return Header(key=key, value=text, value_b64=b64)
@@ -192,13 +198,12 @@ async def _start_offset(request: web.Request, query: FetchRecordsQuery, name: st
 
 @routes.get("/v1/topics/{topic}/partitions/{partition}/records")
 async def fetch_records(request: web.Request) -> web.Response:
-    authz.require(request, "READ", TOPIC, request.match_info["topic"])
     topic = require_topic(request, request.match_info["topic"])
     partition = _partition_number(request, topic)
     if (leader := remote_leader(request, topic.name, partition)) is not None:
         return await proxy(request, leader)
     query = read_query(request, FetchRecordsQuery)
-    max_records, max_bytes = query.max_records, query.max_bytes
+    max_records, max_bytes = query.max_records, min(query.max_bytes, request.app[NODE_INFO].fetch_max_bytes)
     offset = await _start_offset(request, query, topic.name, partition)
     [result] = await request.app[REPLICAS].fetch(
         [FetchEntry(topic.name, partition, offset, max_bytes)], query.timeout_ms, 1, max_bytes
@@ -209,19 +214,26 @@ async def fetch_records(request: web.Request) -> web.Response:
         raise KraftError(result.error_code, result.message or "")
     records: list[RecordOut] = []
     binary = wants_msgpack(request)
+    size = 0  # decoded bytes in the reply
+    full = False
     for pos, header in iter_batches(result.records):
         if header.last_offset < offset:
             continue
         for rec in decode_records(result.records, pos):
             if rec.offset < offset or rec.offset >= result.high_watermark:
                 continue
+            size += _decoded_size(rec)
+            if records and size > max_bytes:
+                full = True
+                break
             (key, key_b64), (value, value_b64) = _decoded(rec.key, binary), _decoded(rec.value, binary)
             records.append(RecordOut(
                 partition=partition, offset=rec.offset, timestamp=rec.timestamp, key=key, value=value,
                 headers=[_header(k, v, binary) for k, v in rec.headers], key_b64=key_b64, value_b64=value_b64))
-            if len(records) == max_records:
+            full = len(records) == max_records or size >= max_bytes
+            if full:
                 break
-        if len(records) == max_records:
+        if full:
             break
     return render(request, FetchRecordsResponse(
         records=records, high_watermark=result.high_watermark, log_start_offset=result.log_start_offset,
@@ -230,7 +242,6 @@ async def fetch_records(request: web.Request) -> web.Response:
 
 @routes.get("/v1/topics/{topic}/partitions/{partition}/offsets")
 async def partition_offsets(request: web.Request) -> web.Response:
-    authz.require(request, "DESCRIBE", TOPIC, request.match_info["topic"])
     topic = require_topic(request, request.match_info["topic"])
     partition = _partition_number(request, topic)
     if (leader := remote_leader(request, topic.name, partition)) is not None:

@@ -20,6 +20,7 @@ class NodeInfo:
     roles: tuple[str, ...]
     max_request_bytes: int
     auto_create_topics: bool
+    fetch_max_bytes: int  # the broker's fetch.max.bytes: what one fetch answer holds at most
 
 
 @dataclass(frozen=True)

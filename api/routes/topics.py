@@ -17,7 +17,6 @@ from kraft.api.messages.topics import (
 from kraft.api.routes.metadata import partition_state, require_topic
 from kraft.api.routes.services import ADMIN, METADATA
 from kraft.api.wire import read_message, render
-from kraft.metadata.acl import TOPIC
 
 routes = web.RouteTableDef()
 
@@ -26,8 +25,7 @@ routes = web.RouteTableDef()
 async def create_topic(request: web.Request) -> web.Response:
     body = await read_message(request, CreateTopicRequest)
     name = check_topic_name(body.name, "create")
-    if not authz.may_create_topic(request, name):
-        raise authz.authorization_failed(request, "CREATE", TOPIC, (name,))
+    authz.require_named(request, [name])
     topic = await request.app[ADMIN].create_topic(name, body.partitions, body.replication_factor,
                                                   config_strings(body.configs))
     return render(request, CreateTopicResponse(
@@ -38,8 +36,7 @@ async def create_topic(request: web.Request) -> web.Response:
 
 @routes.get("/v1/topics")
 async def list_topics(request: web.Request) -> web.Response:
-    topics = authz.visible(request, "DESCRIBE", TOPIC, sorted(request.app[METADATA].topics(), key=lambda t: t.name),
-                           lambda t: t.name)
+    topics = authz.visible(request, sorted(request.app[METADATA].topics(), key=lambda t: t.name), lambda t: t.name)
     return render(request, ListTopicsResponse(topics=[
         TopicSummary(name=t.name, topic_id=t.topic_id, internal=t.internal, partitions=len(t.partitions))
         for t in topics
@@ -48,7 +45,6 @@ async def list_topics(request: web.Request) -> web.Response:
 
 @routes.get("/v1/topics/{topic}")
 async def describe_topic(request: web.Request) -> web.Response:
-    authz.require(request, "DESCRIBE", TOPIC, request.match_info["topic"])
     topic = require_topic(request, request.match_info["topic"])
     return render(request, DescribeTopicResponse(
         name=topic.name, topic_id=topic.topic_id, internal=topic.internal, configs=dict(topic.configs),
@@ -57,7 +53,6 @@ async def describe_topic(request: web.Request) -> web.Response:
 
 @routes.delete("/v1/topics/{topic}")
 async def delete_topic(request: web.Request) -> web.Response:
-    authz.require(request, "DELETE", TOPIC, request.match_info["topic"])
     topic = require_topic(request, check_topic_name(request.match_info["topic"], "delete"))
     await request.app[ADMIN].delete_topic(topic.name)
     return render(request, DeleteTopicResponse(name=topic.name))
@@ -66,7 +61,6 @@ async def delete_topic(request: web.Request) -> web.Response:
 @routes.post("/v1/topics/{topic}/partitions")
 async def create_partitions(request: web.Request) -> web.Response:
     # The group coordinator's hashing fixes __consumer_offsets' partition count for good.
-    authz.require(request, "ALTER", TOPIC, request.match_info["topic"])
     topic = require_topic(request, check_topic_name(request.match_info["topic"], "add partitions to"))
     count = (await read_message(request, CreatePartitionsRequest)).count
     await request.app[ADMIN].create_partitions(topic.name, count)
@@ -75,7 +69,6 @@ async def create_partitions(request: web.Request) -> web.Response:
 
 @routes.get("/v1/topics/{topic}/configs")
 async def describe_configs(request: web.Request) -> web.Response:
-    authz.require(request, "DESCRIBE_CONFIGS", TOPIC, request.match_info["topic"])
     topic = require_topic(request, request.match_info["topic"])
     defaults = request.app[METADATA].topic_defaults()
     return render(request, TopicConfigsResponse(configs=dict(topic.configs), defaults=dict(defaults)))
@@ -83,7 +76,6 @@ async def describe_configs(request: web.Request) -> web.Response:
 
 @routes.patch("/v1/topics/{topic}/configs")
 async def alter_configs(request: web.Request) -> web.Response:
-    authz.require(request, "ALTER_CONFIGS", TOPIC, request.match_info["topic"])
     topic = require_topic(request, request.match_info["topic"])
     changes = config_strings((await read_message(request, AlterConfigsRequest)).configs)
     await request.app[ADMIN].alter_configs(topic.name, changes)

@@ -5,6 +5,7 @@ DescribeUserScramCredentials and AlterUserScramCredentials).
 counts (never keys). `POST /v1/users/scram-credentials` with `upsertions` ({name, mechanism,
 iterations, salt, salted_password}: base64; the client salts and iterates, so the password never
 leaves it) and `deletions` ({name, mechanism}) changes them all or none, through the controller.
+Describing needs Describe on the cluster, changing Alter (api/access.py), as in Kafka.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """A throwaway local cluster for `kraft-bench failover`, `metadata` and `chaos`: `kraft-node`
-processes on 127.0.0.1 with free ports and data dirs under one temporary directory, that the
-benchmark can kill -9 and restart (the measurements need to own the processes they kill).
+processes on 127.0.0.1 with free ports (from `--port-range` when given) and data dirs under one
+temporary directory, that the benchmark can kill -9 and restart (the measurements need to own the
+processes they kill).
 
 With `proxies` (`kraft.bench.chaos.proxy.LinkProxies`), every node listener gets a proxy in front
 and the nodes advertise and reach each other only through them, so the harness can cut links.
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+import click
 import requests
 
 from kraft.security.node_auth import NodeCredential
@@ -41,6 +43,60 @@ def node_headers(target: int, method: str, path_qs: str, body: bytes | None = No
 _HANDED_OUT: set[int] = set()
 
 
+@dataclass(frozen=True)
+class PortRange:
+    """Where the listening ports of the processes a benchmark starts come from (`--port-range
+    LOW-HIGH`, both ends included): a firewall or a shared machine may allow only some."""
+
+    low: int
+    high: int
+
+    @classmethod
+    def parse(cls, text: str) -> PortRange:
+        low, sep, high = text.strip().partition("-")
+        if sep and low.strip().isdigit() and high.strip().isdigit():
+            ports = cls(int(low), int(high))
+            if 1024 <= ports.low <= ports.high <= 65535:
+                return ports
+        raise ValueError(f"expected LOW-HIGH with 1024 <= LOW <= HIGH <= 65535, got {text!r}")
+
+    def __str__(self) -> str:
+        return f"{self.low}-{self.high}"
+
+
+_port_range: PortRange | None = None  # None: free ports below the kernel's ephemeral range
+
+
+def use_port_range(ports: PortRange | None) -> None:
+    """Every later `free_port()` of this process comes from `ports` (None: the default)."""
+    global _port_range
+    _port_range = ports
+
+
+def port_range_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """`--port-range LOW-HIGH` on a command that starts nodes (and ZooKeeper servers) of its own."""
+    def use(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+        if value is not None:
+            try:
+                use_port_range(PortRange.parse(value))
+            except ValueError as e:
+                raise click.BadParameter(str(e)) from None
+
+    return click.option("--port-range", metavar="LOW-HIGH", callback=use, expose_value=False,
+                        help="Take the listening ports of the nodes and ZooKeeper servers this command starts from "
+                             "LOW-HIGH (both included) [default: free ports below the kernel's ephemeral range].")(f)
+
+
+def _bind(candidate: int) -> int | None:
+    """The port `candidate` (0: one the kernel picks) if it can be bound on 127.0.0.1 now."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", candidate))
+        except OSError:
+            return None
+        return s.getsockname()[1]
+
+
 def _ephemeral_low() -> int:
     """The first port the kernel hands to outgoing connections (Linux: ip_local_port_range)."""
     try:
@@ -50,21 +106,23 @@ def _ephemeral_low() -> int:
 
 
 def free_port() -> int:
-    """A port free right now and never handed out before in this process, chosen below the
-    kernel's ephemeral range: a port bound to 0 comes from that range, where any outgoing
-    connection (thousands of short inter-node ones under load) can take it between this check
-    and the node's own bind, and the node then cannot listen."""
-    low = _ephemeral_low()
+    """A port free right now and never handed out before in this process: from the
+    `--port-range` when there is one, else chosen below the kernel's ephemeral range: a port
+    bound to 0 comes from that range, where any outgoing connection (thousands of short
+    inter-node ones under load) can take it between this check and the node's own bind, and the
+    node then cannot listen."""
     rng = random.Random()
+    if _port_range is not None:
+        for candidate in rng.sample(range(_port_range.low, _port_range.high + 1), _port_range.high - _port_range.low + 1):
+            if candidate not in _HANDED_OUT and _bind(candidate) is not None:
+                _HANDED_OUT.add(candidate)
+                return candidate
+        raise click.ClickException(f"no free port left in --port-range {_port_range} (this run took "
+                                   f"{len(_HANDED_OUT)} ports so far): give a wider range")
+    low = _ephemeral_low()
     while True:
-        candidate = rng.randrange(10_000, low) if low > 11_000 else 0
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", candidate))
-            except OSError:
-                continue
-            port = s.getsockname()[1]
-        if port not in _HANDED_OUT:
+        port = _bind(rng.randrange(10_000, low) if low > 11_000 else 0)
+        if port is not None and port not in _HANDED_OUT:
             _HANDED_OUT.add(port)
             return port
 
@@ -163,7 +221,8 @@ class LocalCluster:
                 args += ["--zookeeper-connect", zookeeper_connect]
                 roles = "controller,broker"
             elif i in raft_ports:
-                args += ["--controller-quorum", quorum, "--controller-listen", f"127.0.0.1:{raft_ports[i]}"]
+                args += ["--controller-quorum", quorum, "--controller-listen", f"127.0.0.1:{raft_ports[i]}",
+                         "--override", f"controller.advertised.listener=127.0.0.1:{public_raft[i]}"]
                 roles = "controller,broker" if combined else "controller"
             else:
                 args += ["--controller-quorum", quorum,

@@ -11,8 +11,9 @@ from typing import Any
 import click
 import requests
 
-from kraft.bench.cluster import LocalCluster, node_headers, poll
+from kraft.bench.cluster import LocalCluster, node_headers, poll, port_range_option
 from kraft.bench.common import BenchResult, main, percentile, report
+from kraft.bench.histogram import LatencyHistogram
 from kraft.bench.scale import create_partitions, wait_offset
 
 def _write_topic(nodes: list[Any], name: str) -> bool:
@@ -80,6 +81,7 @@ def _broker_failover(cluster: LocalCluster, run: int) -> dict[str, float]:
 
 
 @main.command()
+@port_range_option
 @click.option("--target", type=click.Choice(["controller", "broker"]), required=True)
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--session-timeout-ms", type=click.IntRange(min=100), default=9000, show_default=True,
@@ -115,4 +117,4 @@ def failover(target: str, runs: int, session_timeout_ms: int, partitions: int, j
         changes = sorted(m["leader_change_ms"] for m in measures)
         params["leader_change_p50_ms"] = round(percentile(changes, 50) or 0, 1)
     report(BenchResult(f"failover-{target}", params, runs, 0, elapsed,
-                       sorted(m["failover_ms"] for m in measures)), json_path)
+                       LatencyHistogram.of_ms(m["failover_ms"] for m in measures)), json_path)

@@ -1,5 +1,5 @@
 """The broker's life with the controller (Kafka's `BrokerLifecycleManager`): register with an
-incarnation id (broker epoch, endpoint, rack), heartbeat every `broker.heartbeat.interval.ms`
+incarnation id (broker epoch, endpoints: the HTTP API's first, then the Kafka listeners', rack), heartbeat every `broker.heartbeat.interval.ms`
 (the first heartbeat once caught up with the registration unfences the broker), register again
 when the controller no longer knows our epoch, and on a controlled shutdown ask to be fenced
 (`want_shutdown`) so leaderships move before the process stops. The states are Kafka's
@@ -119,17 +119,23 @@ class BrokerLifecycle:
         metadata_offset: Callable[[], int],
         cluster_id: Callable[[], str | None] = lambda: None,
         close_controller: Callable[[], Awaitable[None]] | None = None,
+        refused: Callable[[str], None] = lambda reason: None,
     ) -> None:
-        """`metadata_offset` and `cluster_id` are called from the lifecycle's thread;
-        `close_controller` (on that thread's loop) closes what `controller` opened there."""
+        """`metadata_offset` and `cluster_id` (this node's cluster id, if it knows one: the
+        controller refuses another cluster's broker) are called from the lifecycle's thread;
+        `close_controller` (on that thread's loop) closes what `controller` opened there;
+        `refused(reason)`, called on the node's loop: the controller refused this broker."""
         self.controller = controller
         self.broker_id = broker_id
         self.endpoint = endpoint
+        self.security_protocol = "PLAINTEXT"  # the HTTP endpoint's
+        self.kafka_endpoints: list[dict[str, Any]] = []  # the Kafka listeners' (kraft/kafka/node_listeners.py)
         self.rack = rack
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.metadata_offset = metadata_offset
         self.cluster_id = cluster_id
         self.close_controller = close_controller
+        self.refused = refused
         self.incarnation_id = uuid.uuid4().hex
         self.broker_epoch = -1
         self.fenced = True
@@ -222,8 +228,9 @@ class BrokerLifecycle:
 
     async def _register(self) -> None:
         host, port = self.endpoint
+        http = {"name": "HTTP", "host": host, "port": port, "security_protocol": self.security_protocol}
         answer = await self.controller.register_broker(
-            self.broker_id, self.incarnation_id, [{"name": "HTTP", "host": host, "port": port}], self.rack,
+            self.broker_id, self.incarnation_id, [http, *self.kafka_endpoints], self.rack,
             cluster_id=self.cluster_id(), timeout_s=self.heartbeat_interval_ms / 1000 + 5)
         self.fenced = True
         self.broker_epoch = answer["broker_epoch"]
@@ -262,7 +269,10 @@ class BrokerLifecycle:
                     self.broker_epoch = -1  # the controller forgot us (unregistered): register anew
                     self._machine.on_unknown_epoch()
                 elif getattr(e, "error_code", None) == "INCONSISTENT_CLUSTER_ID":
-                    log.error("broker %d cannot join: %s", self.broker_id, e)
+                    reason = f"the active controller refused broker {self.broker_id}: {e}"
+                    if self._node_loop is not None:
+                        self._node_loop.call_soon_threadsafe(self.refused, reason)
+                    return  # another cluster's controller: there is nothing to register with
                 elif failures == 1 or failures % 20 == 0:
                     log.warning("heartbeat of broker %d failed (%d in a row): %s", self.broker_id, failures, e)
             running = self.broker_epoch >= 0 and not self.fenced

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import msgpack
 
@@ -138,7 +138,10 @@ class BrokerSnapshotStore:
 class MetadataFollower:
     def __init__(self, broker_id: int, loader: MetadataLoader, client: ControllerClient, store: BrokerSnapshotStore,
                  *, max_wait_ms: int = 1000, max_records: int = 1000,
-                 snapshot_interval_records: int = 20_000) -> None:
+                 snapshot_interval_records: int = 20_000,
+                 check_cluster_id: Callable[[str, str], None] = lambda cluster_id, source: None) -> None:
+        """`check_cluster_id(id, source)` raises when the controller's cluster is not this
+        node's: its records are then not applied."""
         self.broker_id = broker_id
         self.loader = loader
         self.client = client
@@ -146,7 +149,7 @@ class MetadataFollower:
         self.max_wait_ms = max_wait_ms
         self.max_records = max_records
         self.snapshot_interval_records = snapshot_interval_records
-        self.cluster_id: str | None = None  # as the controller reports it
+        self.check_cluster_id = check_cluster_id
         # The controller's metadata high watermark with the last fetch, once that fetch's records
         # are applied: caught up when loader.offset + 1 reaches it (-1: no answer yet).
         self.high_watermark = -1
@@ -209,7 +212,9 @@ class MetadataFollower:
                 self.client.directory.learn(int(controller["node_id"]), str(controller["host"]),
                                             int(controller["port"]))
         self.client.directory.learn_leader(answer.get("leader"))
-        self.cluster_id = answer.get("cluster_id") or self.cluster_id
+        cluster_id = answer.get("cluster_id")
+        if cluster_id:  # before anything of the answer is applied
+            self.check_cluster_id(str(cluster_id), "the active controller")
 
     async def _save(self) -> None:
         image = self.loader.image

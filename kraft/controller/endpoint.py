@@ -134,9 +134,10 @@ class ControllerEndpoint:
     async def register_broker(self, broker_id: int, incarnation_id: str, endpoints: list[dict[str, Any]],
                               rack: str | None, cluster_id: str | None, request_id: str | None) -> dict[str, Any]:
         controller = self._active()
-        if cluster_id is not None and cluster_id != self.cluster_id():
+        ours = self.cluster_id()  # the active controller's image has it: its claim recorded it
+        if cluster_id and ours and cluster_id != ours:
             raise KraftError("INCONSISTENT_CLUSTER_ID",
-                             f"broker {broker_id} belongs to cluster {cluster_id!r}, this is {self.cluster_id()!r}")
+                             f"broker {broker_id} belongs to cluster {cluster_id}, this controller to cluster {ours}")
         return self._committed(await controller.register_broker(broker_id, incarnation_id, endpoints, rack,
                                                                  request_id=request_id))
 

@@ -35,3 +35,11 @@ class InvalidBatchError(ControllerError, ValueError):
     """The proposed records break the metadata log's shape rule (`log_rules.validate_batch`)."""
 
     error_code = "INVALID_REQUEST"
+
+
+class MetadataLogCorruptError(ControllerError):
+    """The metadata log is damaged in the middle (rot: valid records follow the damage), and no
+    peer can give the range back: the node refuses to start rather than serve on without the
+    records. The message names the file, the byte position and the way to recover."""
+
+    error_code = "KAFKA_STORAGE_ERROR"

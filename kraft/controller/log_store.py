@@ -7,9 +7,11 @@ Directory `<data_dir>/__cluster_metadata-0/`:
 - `<offset, 20 digits>.snapshot`: one frame whose payload is `MetadataImage.to_snapshot()` at that
   offset, written to a temp file, fsynced and renamed (atomic), then older segments are deleted.
 
-Blocking file I/O only: `LocalQuorum` calls every method here from a thread. On load a torn or
-corrupt tail (a crash mid-append) is truncated at the last whole frame and logged; records after a
-corrupt frame are never replayed. A failed append (a full disk: ENOSPC) cuts the segment back to
+Blocking file I/O only: `LocalQuorum` calls every method here from a thread. On load the segments
+are read by the scan rule (`kraft.log.scan`): a torn tail (a crash mid-append: an invalid suffix of
+the last segment written) is truncated at the last whole frame and logged; damage with valid frames
+after it (rot) stops the load with `MetadataLogCorruptError` naming the file and byte, unless the
+operator chose `metadata.log.recovery=truncate`. Records after a corrupt frame are never replayed. A failed append (a full disk: ENOSPC) cuts the segment back to
 its size before the write, so the store stays appendable and the append can be tried again.
 """
 
@@ -21,12 +23,15 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import crc32c
 import msgpack
 
+from kraft.controller.errors import MetadataLogCorruptError
 from kraft.log import fault_injection
+from kraft.log.errors import CorruptRecordError
+from kraft.log.scan import BadOffsetsError, CrcFraming, Frame, InvalidSuffix, scan
 from kraft.metadata.image import MetadataImage
 
 log = logging.getLogger(__name__)
@@ -102,8 +107,12 @@ class MetadataLogStore:
 
     # -- loading ----------------------------------------------------------------------------------
 
-    def load(self) -> LoadedLog:
-        """The newest readable snapshot and the records after it; truncates a torn tail."""
+    def load(self, truncate_rot: bool = False) -> LoadedLog:
+        """The newest readable snapshot and the records after it, read by the scan rule
+        (`kraft.log.scan`): a torn tail (an invalid suffix of the last segment written) is cut.
+        Damage with valid records after it (rot) raises MetadataLogCorruptError naming the file
+        and byte, since this node is the log's only voter; with `truncate_rot` (the operator's
+        `metadata.log.recovery=truncate`) the log is cut there instead, knowingly."""
         snapshot = self._load_snapshot()
         after = -1 if snapshot is None else snapshot.offset
         entries: list[tuple[int, dict[str, Any]]] = []
@@ -111,35 +120,57 @@ class MetadataLogStore:
         segments = _offsets(self.directory, ".log")
         for i, base in enumerate(segments):
             path = self.directory / _name(base, ".log")
-            if base > expected:  # e.g. the snapshot that covered the deleted segments is unreadable
-                raise RuntimeError(f"{path}: metadata log gap, expected offset {expected}, segment starts at {base}")
             data = path.read_bytes()
-            items, valid = decode_frames(data)
-            good = 0
-            for item in items:
-                if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], int)
-                        and isinstance(item[1], list) and item[1] and all(isinstance(r, dict) for r in item[1])):
-                    break
-                first, records = item
-                if first > expected:
-                    raise RuntimeError(f"{path}: metadata log gap, expected offset {expected}, found {first}")
-                if first != expected and first + len(records) > expected:
-                    break  # overlaps what we have: cannot be a batch of this log
-                if first == expected:
-                    entries.extend(zip(range(first, first + len(records)), records))
-                    expected += len(records)
-                good += 1
-            if good < len(items) or valid < len(data):
-                cut = _frames_length(data, good)
-                log.warning("%s: truncating torn/corrupt metadata log tail at byte %d of %d", path, cut, len(data))
-                with open(path, "r+b") as f:
-                    f.truncate(cut)
-                    os.fsync(f.fileno())
-                for later in segments[i + 1:]:
-                    log.warning("removing metadata log segment %s after a corrupt one", later)
-                    (self.directory / _name(later, ".log")).unlink()
+            later = [self.directory / _name(b, ".log") for b in segments[i + 1:]]
+            if base > expected:  # e.g. the snapshot that covered the deleted segments is unreadable
+                damage: Any = f"the segment starts at offset {base}, records from {expected} are missing"
+                self._rot(path, 0, len(data), expected, damage, later, truncate_rot)
+                break
+            cut = None
+            for event in scan(lambda p, n: data[p:p + n], len(data), _FRAMING, expected=expected):
+                if isinstance(event, Frame):
+                    first, records = event.item
+                    if first > expected:
+                        self._rot(path, event.position, len(data), expected,
+                                  f"a frame at offset {first}: offsets from {expected} are missing",
+                                  later, truncate_rot)
+                        cut = event.position
+                        break
+                    if first == expected:
+                        entries.extend(zip(range(first, first + len(records)), records))
+                        expected += len(records)
+                    continue
+                if isinstance(event, InvalidSuffix) and not any(p.stat().st_size for p in later):
+                    log.warning("%s: truncating torn metadata log tail at byte %d of %d (no valid "
+                                "record after it: %s)", path, event.position, len(data), event.reason)
+                    _cut(path, event.position, later)
+                else:
+                    self._rot(path, event.position, len(data), expected, event.reason, later,
+                              truncate_rot)
+                cut = event.position
+                break
+            if cut is not None:
                 break
         return LoadedLog(snapshot, entries)
+
+    @staticmethod
+    def _rot(path: Path, position: int, size: int, offset: int, reason: str, later: list[Path],
+             truncate: bool) -> None:
+        """Damage at `position` of `path` with valid records after it (in this file or later
+        ones): fail, naming what to do, or with `truncate` cut the log there and say so."""
+        if not truncate:
+            raise MetadataLogCorruptError(
+                f"the metadata log {path} is corrupt at byte {position} of {size} ({reason}) and "
+                f"valid records follow: the records from offset {offset} on cannot be replayed. "
+                f"This node is the metadata log's only voter, so no peer holds them. Restore "
+                f"{path.parent} from a backup, or start once with --override "
+                f"metadata.log.recovery=truncate to drop every record from offset {offset} on "
+                f"(what they created, topics included, is forgotten). See docs/operations.md, "
+                f"'A corrupt metadata log'")
+        log.error("%s: corrupt at byte %d of %d (%s) with valid records after it; "
+                  "metadata.log.recovery=truncate: dropping every record from offset %d on and %d "
+                  "later segment(s)", path, position, size, reason, offset, len(later))
+        _cut(path, position, later)
 
     def _load_snapshot(self) -> MetadataImage | None:
         for offset in reversed(_offsets(self.directory, ".snapshot")):
@@ -236,10 +267,52 @@ def _open_segment(path: Path) -> io.FileIO:
     return io.FileIO(path, "ab")
 
 
-def _frames_length(buf: bytes, count: int) -> int:
-    """Byte length of the first `count` frames of `buf`."""
-    pos = 0
-    for _ in range(count):
-        (length, _crc) = _FRAME.unpack_from(buf, pos)
-        pos += _FRAME.size + length
-    return pos
+def _cut(path: Path, position: int, later: list[Path]) -> None:
+    """Truncates `path` at `position` (removes it when nothing is left: its name is an offset
+    the log may no longer reach) and the segments after it, durably."""
+    if position == 0:
+        path.unlink()
+    else:
+        with open(path, "r+b") as f:
+            f.truncate(position)
+            os.fsync(f.fileno())
+    for segment in later:
+        log.warning("removing metadata log segment %s after the cut", segment)
+        segment.unlink()
+    _fsync_dir(path.parent)
+
+
+class _MetadataFraming(CrcFraming):
+    """The metadata log's frames for the scan rule: the payload is msgpack `[first offset,
+    [record dict, ...]]`, whose first byte 0x92 (a 2-array) marks where a frame may start."""
+
+    def __init__(self) -> None:
+        super().__init__(_FRAME, 2, MAX_FRAME_BYTES, _FRAME.size + 1)
+
+    def check(self, buf: bytes, off: int, position: int, expected: int) -> Frame:
+        payload = self.payload(buf, off)
+        size = _FRAME.size + len(payload)
+        try:
+            item = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+        except (ValueError, msgpack.UnpackException) as e:
+            raise CorruptRecordError(f"undecodable frame: {e}") from None
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], int)
+                and isinstance(item[1], list) and item[1] and all(isinstance(r, dict) for r in item[1])):
+            raise CorruptRecordError("a frame that is not [offset, [record, ...]]")
+        first, count = item[0], len(item[1])
+        if first < expected < first + count:  # overlaps what the log holds: not of this log
+            raise BadOffsetsError(f"frame at offset {first} overlaps offset {expected}", size=size,
+                                  span=count, next_offset=first + count, overlaps=True)
+        return Frame(position, size, first, max(expected, first + count), item)
+
+    def candidates(self, buf: bytes, stop: int) -> Iterator[int]:
+        i = buf.find(b"\x92", _FRAME.size)
+        while 0 <= i and i - _FRAME.size < stop:
+            yield i - _FRAME.size
+            i = buf.find(b"\x92", i + 1)
+
+    def plausible(self, buf: bytes, off: int, expected: int, room: int) -> bool:
+        return self.length_fits(buf, off, room)
+
+
+_FRAMING = _MetadataFraming()

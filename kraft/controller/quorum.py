@@ -107,10 +107,16 @@ class Quorum(Protocol):
 
 class LocalQuorum:
     def __init__(
-        self, data_dir: str | os.PathLike[str], node_id: int, *, snapshot_interval_records: int = 20_000
+        self, data_dir: str | os.PathLike[str], node_id: int, *, snapshot_interval_records: int = 20_000,
+        log_recovery: str = "fail", cluster_id: Callable[[], str | None] = lambda: None,
     ) -> None:
-        assert snapshot_interval_records > 0
+        """`log_recovery` is `metadata.log.recovery`: "truncate" cuts a metadata log damaged in
+        the middle at the damage instead of refusing to start (see `MetadataLogStore.load`).
+        `cluster_id()`: the cluster id this node's claims carry (`ClaimController`)."""
+        assert snapshot_interval_records > 0 and log_recovery in ("fail", "truncate")
         self.node_id = node_id
+        self.log_recovery = log_recovery
+        self._cluster_id = cluster_id
         self.snapshot_interval_records = snapshot_interval_records
         self._store = MetadataLogStore(data_dir)
         self._commit_callbacks: list[CommitCallback] = []
@@ -167,7 +173,7 @@ class LocalQuorum:
     async def start(self) -> None:
         """Replay the snapshot and the log through the callbacks, then claim the next epoch."""
         assert not self._running
-        loaded = await asyncio.to_thread(self._store.load)
+        loaded = await asyncio.to_thread(self._store.load, self.log_recovery == "truncate")
         if loaded.snapshot is not None:
             snapshot = loaded.snapshot
             if snapshot.controller_id is not None:
@@ -183,7 +189,8 @@ class LocalQuorum:
                  None if loaded.snapshot is None else loaded.snapshot.offset, self._next_offset)
         self._running = True
         epoch = 1 if self._controller is None else self._controller[1] + 1
-        await self._append([ClaimController(node_id=self.node_id, controller_epoch=epoch).to_dict()], claim=True)
+        claim = ClaimController(node_id=self.node_id, controller_epoch=epoch, cluster_id=self._cluster_id())
+        await self._append([claim.to_dict()], claim=True)
         log.info("node %d is the active controller, epoch %d", self.node_id, epoch)
 
     async def close(self) -> None:

@@ -5,7 +5,7 @@ whenever its first two entries differ from the dump it loads, which a crash (or 
 writing a dump and trimming the journal makes them do: acknowledged records were lost. Here:
 
 - `RaftJournal`: one append-only file of entries framed with length + CRC32C. An entry is
-  fsynced before this voter acknowledges it to anyone (`JournalSyncingTransport`) or counts it
+  fsynced before this voter acknowledges it to anyone (`raft_transport.RaftTransport`) or counts it
   committed (`setRaftCommitIndex`): one fsync per batch, not per entry. A torn or corrupt tail
   is cut at the last whole entry on load. Prefix deletion (log compaction) rewrites the kept tail
   into a new file renamed over the old one; suffix deletion (a Raft conflict) and `clear`
@@ -30,21 +30,19 @@ import json
 import logging
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import crc32c
 import pysyncobj.journal
 import pysyncobj.serializer
 import pysyncobj.syncobj
-import pysyncobj.tcp_server
-import pysyncobj.transport
 from pysyncobj import pickle as syncobj_pickle
-from pysyncobj.tcp_connection import TcpConnection
-from pysyncobj.transport import TCPTransport
 
+from kraft.controller.errors import MetadataLogCorruptError
 from kraft.log import fault_injection
+from kraft.log.errors import CorruptRecordError
+from kraft.log.scan import BadOffsetsError, CrcFraming, Frame, scan
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +71,13 @@ class RaftJournal(pysyncobj.journal.Journal):
     """
 
     def __init__(self, path: Path, dump_file: Path | None = None,
-                 legacy_file: Path | None = None) -> None:
+                 legacy_file: Path | None = None, on_rot: str = "fail") -> None:
+        """`on_rot`: what a journal damaged in the middle (valid entries after the damage) does
+        at open (see `_handle_rot`): "repair" (a voter with peers), "fail" (a lone voter) or
+        "truncate" (a lone voter whose operator chose metadata.log.recovery=truncate)."""
+        assert on_rot in ("repair", "fail", "truncate")
         self.path = Path(path)
+        self.on_rot = on_rot
         self._meta_path = self.path.with_name(self.path.name + ".meta")
         self._entries: list[Entry] = []
         self._starts: list[int] = []  # byte offset of each entry's frame
@@ -84,21 +87,36 @@ class RaftJournal(pysyncobj.journal.Journal):
         self._append_error: OSError | None = None  # the last `add` failed with this
         self._meta_error: OSError | None = None  # the last save of the meta file failed with this
         self._matching_from: int | None = None  # see keep_matching_from
-        self._meta: dict[str, Any] = {"current_term": 0, "voted_for": None, "commit_index": 1}
+        # repair_until: after dropping damaged entries this voter neither votes nor stands for
+        # election until its journal holds this index again (see `repairing`)
+        self._meta: dict[str, Any] = {"current_term": 0, "voted_for": None, "commit_index": 1,
+                                      "repair_until": None}
         self._meta_saved = True
         self._fd = -1
         if legacy_file is not None and Path(legacy_file).exists() and not self.path.exists():
             self._import_legacy(Path(legacy_file))
         self._meta.update(self._read_meta())
-        self._load()
-        if dump_file is not None and Path(dump_file).exists():
-            self._reconcile_with_dump(Path(dump_file))
+        resumed = self._meta["repair_until"] is not None  # a restart mid-repair
+        dump = _read_dump_tail(Path(dump_file)) if dump_file is not None and Path(dump_file).exists() else None
+        self._load(dump)
+        if dump is not None:
+            self._reconcile_with_dump(*dump)
         if self._entries and self._meta["commit_index"] > self._entries[-1][1]:
             logger.warning("raft journal %s: stored commit index %d is past the journal end %d; "
                            "using the journal end", self.path, self._meta["commit_index"],
                            self._entries[-1][1])
+            if self.on_rot == "repair":  # committed entries were lost: not a vote until they are back
+                self._start_repair(self._meta["commit_index"])
             self._meta["commit_index"] = self._entries[-1][1]
             self._meta_saved = False
+        repair_until = self._meta["repair_until"]
+        if repair_until is not None:
+            if self._entries and self._entries[-1][1] >= repair_until:
+                self._end_repair()
+            elif resumed:
+                logger.warning("raft journal %s: still repairing: this voter neither votes nor "
+                               "stands for election until the leader has sent index %d again",
+                               self.path, repair_until)
         if legacy_file is not None and self.path.exists():
             for stale in (Path(legacy_file), Path(f"{legacy_file}.meta")):
                 stale.unlink(missing_ok=True)
@@ -143,6 +161,33 @@ class RaftJournal(pysyncobj.journal.Journal):
         self._starts.append(self._size)
         self._size += _FRAME.size + len(payload)
         self._dirty = True
+        if self._meta["repair_until"] is not None and idx >= self._meta["repair_until"]:
+            self._end_repair()
+
+    def _end_repair(self) -> None:
+        """The journal holds the repair index again: once that is durable the voter may vote."""
+        until = self._meta["repair_until"]
+        try:
+            self.flush()
+        except OSError:
+            return  # tried again at the next entry
+        self._meta["repair_until"] = None
+        self._meta_saved = False
+        try:
+            self._save_meta()
+        except OSError:
+            pass  # retried every second; the next open ends the repair from the entries held
+        logger.warning("raft journal %s: holds index %d again, repaired from the leader; this voter "
+                       "votes and stands for election again", self.path, until)
+
+    @property
+    def repairing(self) -> bool:
+        """Whether this voter dropped damaged entries that the leader has not sent again yet.
+        Until then it must neither grant a vote nor stand for election: entries it lost may be
+        committed, and its shortened log could elect (or make it) a leader without them, which
+        would lose them for good (Raft's safety assumes a voter keeps what it acknowledged).
+        `_KraftSyncObj` enforces it; following the leader and acknowledging entries is safe."""
+        return self._meta["repair_until"] is not None
 
     def clear(self) -> None:
         self._truncate(0)
@@ -267,23 +312,78 @@ class RaftJournal(pysyncobj.journal.Journal):
 
     # -- storage ----------------------------------------------------------------------------
 
-    def _load(self) -> None:
+    def _load(self, dump: tuple[Entry, Entry] | None) -> None:
+        """Reads the journal by the scan rule (`kraft.log.scan`): a torn tail (an invalid
+        suffix) is cut; damage with valid entries after it is handled by `_handle_rot`."""
         if not self.path.exists():
             self._rewrite([])
             return
         data = self.path.read_bytes()
         if data[:len(MAGIC)] != MAGIC:
             raise JournalFormatError(f"{self.path} is not a kraft Raft journal")
-        entries, starts, end, problem = _parse(data)
+        entries: list[Entry] = []
+        starts: list[int] = []
+        end, problem, last_after = len(data), None, None
+        for event in scan(lambda p, n: data[p:p + n], len(data), _FRAMING, position=len(MAGIC)):
+            if problem is None:
+                if isinstance(event, Frame) and (not entries or event.first_offset == entries[-1][1] + 1):
+                    entries.append(event.item)
+                    starts.append(event.position)
+                    continue
+                end = event.position
+                problem = (f"index {event.first_offset} after index {entries[-1][1]}"
+                           if isinstance(event, Frame) else event.reason)
+            if isinstance(event, Frame):
+                last_after = event.first_offset if last_after is None else max(last_after, event.first_offset)
         self._entries, self._starts, self._size = entries, starts, end
+        if problem is not None and last_after is not None:
+            self._handle_rot(data, problem, last_after, dump)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         if problem is not None:
-            last = entries[-1][1] if entries else None
-            logger.warning("raft journal %s: %s at byte %d; truncating the %d bytes from there "
-                           "(the journal now ends at index %s)", self.path, problem, end,
-                           len(data) - end, last)
+            if last_after is None:
+                logger.warning("raft journal %s: torn entry at byte %d (%s); truncating the %d "
+                               "bytes from there (the journal now ends at index %s)", self.path,
+                               end, problem, len(data) - end, entries[-1][1] if entries else None)
             os.ftruncate(self._fd, end)
             os.fsync(self._fd)
+
+    def _handle_rot(self, data: bytes, problem: str, last_after: int,
+                    dump: tuple[Entry, Entry] | None) -> None:
+        """Damage at byte `self._size` with valid entries after it, up to index `last_after`.
+        Entries the dump covers are not lost. Otherwise, by `on_rot`: a voter with peers drops
+        the journal from the damage and marks itself repairing (durably, before the cut) until
+        the leader has sent index `last_after` again; a lone voter refuses to open (nobody can
+        send the entries again), or with "truncate" drops them knowingly."""
+        end = self._size
+        first_lost = self._entries[-1][1] + 1 if self._entries else None
+        where = (f"raft journal {self.path}: damaged at byte {end} of {len(data)} ({problem}), "
+                 f"and valid entries follow up to index {last_after}")
+        if dump is not None and last_after <= dump[0][1]:
+            logger.warning("%s; the snapshot holds them (index %d): dropping the journal from "
+                           "there", where, dump[0][1])
+        elif self.on_rot == "repair":
+            self._start_repair(last_after)
+            logger.error("%s: dropping the journal from index %s on; the leader sends the "
+                         "entries again. Until this voter holds index %d again it neither votes "
+                         "nor stands for election (a lost entry may be committed). Check the "
+                         "disk", where, first_lost, last_after)
+        elif self.on_rot == "fail":
+            raise MetadataLogCorruptError(
+                f"{where}: the entries from index {first_lost} on cannot be replayed, and this "
+                f"voter has no peer to send them again. Restore {self.path.parent} from a "
+                f"backup, or start once with --override metadata.log.recovery=truncate to drop "
+                f"them (what they created, topics included, is forgotten). See "
+                f"docs/operations.md, 'A corrupt metadata log'")
+        else:
+            logger.error("%s; metadata.log.recovery=truncate: dropping the entries from index %s "
+                         "on", where, first_lost)
+
+    def _start_repair(self, until: int) -> None:
+        """Durably, before anything is dropped: a restart mid-repair must not vote either."""
+        current = self._meta["repair_until"]
+        self._meta["repair_until"] = until if current is None else max(current, until)
+        self._meta_saved = False
+        self._save_meta()
 
     def _truncate(self, position: int) -> None:
         size = self._starts[position] if position < len(self._entries) else self._size
@@ -324,7 +424,7 @@ class RaftJournal(pysyncobj.journal.Journal):
             logger.error("raft journal meta %s unreadable (%s); starting from term 0 without a "
                          "vote", self._meta_path, exc)
             return {}
-        return {key: meta[key] for key in ("current_term", "voted_for", "commit_index")
+        return {key: meta[key] for key in ("current_term", "voted_for", "commit_index", "repair_until")
                 if key in meta}
 
     def _save_meta(self) -> None:
@@ -353,15 +453,7 @@ class RaftJournal(pysyncobj.journal.Journal):
             self._meta_error = None
         self._meta_saved = True
 
-    def _reconcile_with_dump(self, dump_file: Path) -> None:
-        try:
-            with open(dump_file, "rb") as f, gzip.GzipFile(fileobj=f) as g:
-                dump = syncobj_pickle.load(g)
-            last, before_last = dump[1], dump[2]
-        except Exception:
-            logger.exception("raft journal %s: cannot read the dump %s to line the journal up "
-                             "with it", self.path, dump_file)
-            return
+    def _reconcile_with_dump(self, last: Entry, before_last: Entry) -> None:
         first = self._entries[0][1] if self._entries else None
         position = before_last[1] - first if first is not None else -1
         if (0 <= position < len(self._entries) - 1 and self._entries[position] == before_last
@@ -397,29 +489,43 @@ class RaftJournal(pysyncobj.journal.Journal):
                     self.path, len(entries), legacy_file)
 
 
-def _parse(data: bytes) -> tuple[list[Entry], list[int], int, str | None]:
-    """The whole entries of a journal file, where they end, and why parsing stopped early."""
-    entries: list[Entry] = []
-    starts: list[int] = []
-    pos = len(MAGIC)
-    while pos < len(data):
-        if len(data) - pos < _FRAME.size:
-            return entries, starts, pos, "torn entry header"
-        length, crc = _FRAME.unpack_from(data, pos)
-        if not _ENTRY.size <= length <= MAX_ENTRY_BYTES:
-            return entries, starts, pos, f"impossible entry length {length}"
-        payload = data[pos + _FRAME.size:pos + _FRAME.size + length]
-        if len(payload) < length:
-            return entries, starts, pos, "torn entry"
-        if crc32c.crc32c(payload) != crc:
-            return entries, starts, pos, "CRC mismatch"
+def _read_dump_tail(dump_file: Path) -> tuple[Entry, Entry] | None:
+    """The dump's (last entry, entry before it), as pysyncobj's serializer stores them."""
+    try:
+        with open(dump_file, "rb") as f, gzip.GzipFile(fileobj=f) as g:
+            dump = syncobj_pickle.load(g)
+        return dump[1], dump[2]
+    except Exception:
+        logger.exception("raft journal: cannot read the dump %s to line the journal up with it",
+                         dump_file)
+        return None
+
+
+class _JournalFraming(CrcFraming):
+    """The journal's entries for the scan rule: the payload is `[u64 index][u64 term]` and the
+    command. No marker byte: every position whose length fits and whose index is not below the
+    expected one is a candidate."""
+
+    def __init__(self) -> None:
+        super().__init__(_FRAME, _ENTRY.size, MAX_ENTRY_BYTES, _FRAME.size + _ENTRY.size)
+
+    def check(self, buf: bytes, off: int, position: int, expected: int) -> Frame:
+        payload = self.payload(buf, off)
+        size = _FRAME.size + len(payload)
         idx, term = _ENTRY.unpack_from(payload)
-        if entries and idx != entries[-1][1] + 1:
-            return entries, starts, pos, f"index {idx} after index {entries[-1][1]}"
-        entries.append((bytes(payload[_ENTRY.size:]), idx, term))
-        starts.append(pos)
-        pos += _FRAME.size + length
-    return entries, starts, pos, None
+        if idx < expected:
+            raise BadOffsetsError(f"index {idx} below {expected}", size=size, span=1,
+                                  next_offset=idx + 1, overlaps=True)
+        return Frame(position, size, idx, idx + 1, (bytes(payload[_ENTRY.size:]), idx, term))
+
+    def candidates(self, buf: bytes, stop: int) -> Iterator[int]:
+        return iter(range(stop))
+
+    def plausible(self, buf: bytes, off: int, expected: int, room: int) -> bool:
+        return self.length_fits(buf, off, room) and _ENTRY.unpack_from(buf, off + _FRAME.size)[0] >= expected
+
+
+_FRAMING = _JournalFraming()
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -448,69 +554,6 @@ def durable_replace(source: str, target: str) -> None:
         os.close(fd)
     os.replace(source, target)
     fsync_dir(Path(target).parent)
-
-
-@dataclass
-class RaftChannelCounts:
-    """A voter's Raft traffic since it started (Kafka's raft-channel-metrics), counted in the Raft
-    thread; the metrics read the ints as they are."""
-
-    incoming_bytes: int = 0
-    outgoing_bytes: int = 0
-    sent: int = 0  # messages sent to the other voters
-    received: int = 0  # messages received from them
-
-
-class _CountingConnection(TcpConnection):
-    """pysyncobj's TCP connection, adding the bytes it moves to `channel` (set by the transport
-    that owns it; a connection of another transport counts nowhere)."""
-
-    channel: RaftChannelCounts | None = None
-
-    def _TcpConnection__processSend(self) -> bool:  # only ever takes bytes off the write buffer
-        pending = len(self._TcpConnection__writeBuffer)
-        progressed = super()._TcpConnection__processSend()
-        if progressed and self.channel is not None:
-            self.channel.outgoing_bytes += pending - len(self._TcpConnection__writeBuffer)
-        return progressed
-
-    def _TcpConnection__processRead(self) -> bool:  # only ever appends to the read buffer
-        buffered = len(self._TcpConnection__readBuffer)
-        progressed = super()._TcpConnection__processRead()
-        if progressed and self.channel is not None:
-            self.channel.incoming_bytes += len(self._TcpConnection__readBuffer) - buffered
-        return progressed
-
-
-class JournalSyncingTransport(TCPTransport):
-    """Raft: an entry is on stable storage before this voter acknowledges it, and the leader's
-    entries before it sends them on, so every message goes out after the journal's fsync. Counts
-    the traffic in `channel`."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.channel = RaftChannelCounts()  # before TCPTransport's constructor adds the voters
-        super().__init__(*args, **kwargs)
-
-    def addNode(self, node: Any) -> None:
-        super().addNode(node)
-        connection = self._connections.get(node)
-        if connection is not None:
-            connection.channel = self.channel
-
-    def _onNewIncomingConnection(self, conn: Any) -> None:
-        conn.channel = self.channel
-        super()._onNewIncomingConnection(conn)
-
-    def send(self, node: Any, message: Any) -> bool:
-        self._syncObj.conf.journalFile.flush()
-        sent = super().send(node, message)
-        if sent:
-            self.channel.sent += 1
-        return sent
-
-    def _onMessageReceived(self, node: Any, message: Any) -> None:
-        self.channel.received += 1
-        super()._onMessageReceived(node, message)
 
 
 _pysyncobj_create_journal = pysyncobj.journal.createJournal
@@ -542,10 +585,8 @@ def _keep_matching_entries(syncobj: pysyncobj.syncobj.SyncObj, fromIDx: int) -> 
 # `createJournal(conf.journalFile)` (a subclass cannot override a global lookup), so an opened
 # `RaftJournal` passed as `journalFile` is handed over as is; any other value still gets
 # pysyncobj's journal. The serializer installs dumps with a bare rename: `durable_replace` makes
-# that rename durable. A follower's AppendEntries keeps the entries it holds (above). Connections
-# are built by module-level names too: `_CountingConnection` counts the Raft traffic.
+# that rename durable. A follower's AppendEntries keeps the entries it holds (above). The
+# connections are `raft_transport`'s.
 pysyncobj.syncobj.createJournal = _create_journal
-pysyncobj.transport.TcpConnection = _CountingConnection
-pysyncobj.tcp_server.TcpConnection = _CountingConnection
 pysyncobj.serializer.atomicReplace = durable_replace
 pysyncobj.syncobj.SyncObj._SyncObj__deleteEntriesFrom = _keep_matching_entries  # type: ignore[attr-defined]

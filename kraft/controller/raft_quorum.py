@@ -28,6 +28,7 @@ import asyncio
 import logging
 import os
 import secrets
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,12 +39,11 @@ from pysyncobj.config import FAIL_REASON
 from pysyncobj.fast_queue import FastQueue
 from pysyncobj.syncobj import SyncObjException, _RAFT_STATE
 
+from kraft.cluster_identity import ClusterIdentity, InconsistentClusterIdError
 from kraft.config import ConfigError, parse_host_port
 from kraft.controller.errors import ControllerError, InvalidBatchError, MetadataStorageError, NotControllerError
 from kraft.controller.quorum import BatchCallback, CommitCallback, SnapshotCallback, stamp_proposal
-from kraft.controller.raft_journal import (
-    JournalAppendError, JournalSyncingTransport, RaftChannelCounts, RaftJournal,
-)
+from kraft.controller.raft_journal import JournalAppendError, RaftJournal
 from kraft.controller.raft_state import (
     BatchOutcome,
     MetadataImageMachine,
@@ -54,6 +54,7 @@ from kraft.controller.raft_state import (
     apply_endpoint,
     claim_record,
 )
+from kraft.controller.raft_transport import RaftChannelCounts, RaftTransport
 from kraft.metrics import NULL_METRICS, MetricsSink
 
 logger = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ LEGACY_JOURNAL_FILE = "raft.journal"  # pysyncobj's FileJournal, imported once
 # A failure code of our own beside pysyncobj's FAIL_REASON values (0-7): the leader could not
 # append the command to its journal, so it was not replicated and will never be applied.
 JOURNAL_WRITE_FAILED = 100
+CLUSTER_ID_FIELD = "cluster_id"  # in every Raft message of a voter that knows its cluster id
 
 
 class QuorumTimeoutError(ControllerError):
@@ -99,6 +101,7 @@ class RaftQuorumConfig:
     log_compaction_min_time: float = 300.0
     request_timeout: float = 5.0
     max_inflight_proposals: int = 1_000
+    log_recovery: str = "fail"  # metadata.log.recovery, for a lone voter (see RaftQuorum.start)
 
     def __post_init__(self) -> None:
         if self.node_id not in self.voters:
@@ -116,11 +119,32 @@ class RaftQuorumConfig:
         # A lone node without a quorum list is its own single voter.
         voters = config.voters or {config.node_id: bind or DEFAULT_CONTROLLER_ADDRESS}
         return cls(node_id=config.node_id, voters=voters, data_dir=config.data_dir, secret=secret,
-                   bind_address=bind, **overrides)
+                   bind_address=bind, log_recovery=config["metadata.log.recovery"], **overrides)
 
     @property
     def metadata_dir(self) -> Path:
         return Path(self.data_dir) / METADATA_DIR
+
+
+def read_secret_file(path: str | Path) -> str:
+    """controller.quorum.secret.file's secret; ConfigError when it cannot be read or is empty."""
+    path = Path(path)
+    try:
+        secret = path.read_text(encoding="utf-8").strip()
+    except OSError as e:
+        raise ConfigError("controller.quorum.secret.file", f"cannot read {path}: {e.strerror}") from None
+    if not secret:
+        raise ConfigError("controller.quorum.secret.file", f"{path} is empty")
+    warn_if_open_to_others(path)
+    return secret
+
+
+def warn_if_open_to_others(path: Path) -> None:
+    """A secret file other users may read or write is used, with a warning, as ssh warns of a
+    private key with open permissions (refusing would stop a running cluster's restart)."""
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        logger.warning("secret file %s is accessible to other users (mode %04o): chmod 600 %s", path, mode, path)
 
 
 def resolve_secret(configured: str | None, data_dir: Path, voter_count: int) -> str:
@@ -134,6 +158,7 @@ def resolve_secret(configured: str | None, data_dir: Path, voter_count: int) -> 
     if path.exists():
         secret = path.read_text(encoding="utf-8").strip()
         if secret:
+            warn_if_open_to_others(path)
             return secret
     Path(data_dir).mkdir(parents=True, exist_ok=True)
     secret = secrets.token_urlsafe(32)
@@ -196,30 +221,62 @@ class _CommandQueue(FastQueue):
         return item
 
 
-class _KraftSyncObj(SyncObj):
-    """pysyncobj's SyncObj, answering a command its journal could not store instead of dropping
-    it, and standing aside (no leadership, no votes) while its journal cannot be written (see the
-    module docstring)."""
+class _ClusterIdTransport(RaftTransport):
+    """Every Raft message carries the sender's cluster id once it knows one, as every KRaft RPC
+    does (KIP-595's ClusterId); a message of another cluster is dropped before pysyncobj reads it
+    (a vote request or a log from an old cluster's data directory must not reach this quorum's
+    state) and handed to the SyncObj's `foreign_message`."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def send(self, node: Any, message: Any) -> bool:
+        cluster_id = self._syncObj.cluster_id()
+        if cluster_id is not None and isinstance(message, dict):
+            message = {**message, CLUSTER_ID_FIELD: cluster_id}
+        return super().send(node, message)
+
+    def _onMessageReceived(self, node: Any, message: Any) -> None:
+        theirs = message.get(CLUSTER_ID_FIELD) if isinstance(message, dict) else None
+        ours = self._syncObj.cluster_id()
+        if theirs is not None and ours is not None and theirs != ours:
+            self._syncObj.foreign_message(node, message, theirs)
+            return
+        super()._onMessageReceived(node, message)
+
+
+class _KraftSyncObj(SyncObj):
+    """pysyncobj's SyncObj, answering a command its journal could not store (see the module
+    docstring) instead of dropping it; standing aside (no leadership, no votes) while its journal
+    cannot be written; keeping a voter whose journal is repairing (it dropped damaged entries,
+    `RaftJournal.repairing`) out of elections: it grants no vote and never becomes a candidate
+    until the leader has sent the entries again; and sending the leader's entries and commit
+    index when they change rather than at the next `appendEntriesPeriod`. `cluster_id()` and
+    `foreign_message` serve `_ClusterIdTransport` (Raft thread).
+
+    With `appendEntriesUseBatch` pysyncobj appends the commands of a tick to its log and sends
+    them only at the next period (50 ms), and followers learn that an entry committed only at
+    the period after that: a standby controller, and the broker on its node, saw a metadata
+    change up to 50 ms after the active controller answered it (KRaft's followers learn a
+    commit from a fetch answered as the high watermark moves). Each tick that appended commands
+    or advanced the commit index now ends with one AppendEntries carrying all of it: the
+    batching of a tick's commands stays, the wait for the timer goes."""
+
+    def __init__(self, *args: Any, cluster_id: Callable[[], str | None] = lambda: None,
+                 foreign_message: Callable[[Any, Any, str], None] = lambda node, message, theirs: None,
+                 **kwargs: Any) -> None:
         self._standing_aside = False  # before the first tick: the constructor may start the thread
+        self.cluster_id = cluster_id
+        self.foreign_message = foreign_message
         super().__init__(*args, **kwargs)
         # No command is queued before the constructor returns: swapping the queue loses none.
         self._SyncObj__commandsQueue = _CommandQueue(self.conf.commandsQueueSize)
+        self._sent_position = (-1, -1)  # (log index, commit index) the followers were last sent
+
+    def _journal(self) -> RaftJournal | None:
+        journal = self._SyncObj__raftLog
+        return journal if isinstance(journal, RaftJournal) else None
 
     def _storage_error(self) -> str | None:
-        journal = self.conf.journalFile
-        return journal.storage_error if isinstance(journal, RaftJournal) else None
-
-    def _onTick(self, timeToWait: float = 0.0) -> None:
-        error = self._storage_error()
-        if error is not None:
-            self._stand_aside(error)
-        elif self._standing_aside:
-            self._standing_aside = False
-            logger.warning("controller quorum voter %s: its metadata log is writable again; it votes "
-                           "and may lead again", self.selfNode)
-        super()._onTick(timeToWait)
+        journal = self._journal()
+        return None if journal is None else journal.storage_error
 
     def _stand_aside(self, error: str) -> None:
         """No leadership and no candidacy while the journal cannot be written."""
@@ -239,6 +296,16 @@ class _KraftSyncObj(SyncObj):
 
     def _checkCommandsToApply(self) -> None:
         try:
+            self._check_commands()
+        finally:
+            if self._SyncObj__raftState == _RAFT_STATE.LEADER:
+                position = (self._SyncObj__getCurrentLogIndex(), self._SyncObj__raftCommitIndex)
+                if position != self._sent_position:
+                    self._sent_position = position
+                    self._SyncObj__sendAppendEntries()
+
+    def _check_commands(self) -> None:
+        try:
             super()._checkCommandsToApply()
         except JournalAppendError:
             # Raised by the leader's `journal.add` right after the command was taken: it holds
@@ -250,9 +317,31 @@ class _KraftSyncObj(SyncObj):
             except Exception:  # a forwarded command's answer could not be sent: it times out
                 logger.exception("could not answer a command the journal refused")
 
+    def _repairing(self) -> bool:
+        journal = self._journal()
+        return journal is not None and journal.repairing
+
+    def _onTick(self, timeToWait: float = 0.0) -> None:
+        error = self._storage_error()
+        if error is not None:
+            self._stand_aside(error)
+        elif self._standing_aside:
+            self._standing_aside = False
+            logger.warning("controller quorum voter %s: its metadata log is writable again; it votes "
+                           "and may lead again", self.selfNode)
+        if self._repairing():
+            # no candidacy while the journal lacks entries it had acknowledged (RaftJournal.
+            # repairing): keep the election deadline ahead of every tick
+            self._SyncObj__raftElectionDeadline = time.monotonic() + self.conf.raftMaxTimeout
+        super()._onTick(timeToWait)
+
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
-        if self._standing_aside and message.get("type") in ("request_vote", "timeout_now"):
-            return  # a voter that cannot write a vote or a log does not take part in elections
+        if isinstance(message, dict):
+            kind = message.get("type")
+            if self._standing_aside and kind in ("request_vote", "timeout_now"):
+                return  # a voter that cannot write a vote or a log does not take part in elections
+            if kind == "request_vote" and self._repairing():
+                return  # no vote either: dropped, as a lost message (Raft copes with those)
         try:
             super()._SyncObj__onMessageReceived(node, message)
         except JournalAppendError:
@@ -316,9 +405,15 @@ class _MetadataLog(SyncObjConsumer):
 class RaftQuorum:
     """A voter of the controller quorum. See the module docstring for threads and ordering."""
 
-    def __init__(self, config: RaftQuorumConfig, machine: StateMachine | None = None) -> None:
-        """`machine` folds batches into the state snapshots carry (default: the MetadataImage)."""
+    def __init__(self, config: RaftQuorumConfig, machine: StateMachine | None = None,
+                 identity: ClusterIdentity | None = None) -> None:
+        """`machine` folds batches into the state snapshots carry (default: the MetadataImage);
+        `identity`: this node's cluster id, which its claims propose and its Raft messages carry
+        (none: claims name no cluster, messages carry none)."""
         self.config = config
+        self._identity = identity
+        self._foreign: set[tuple[int | None, str]] = set()  # (voter, cluster) dropped, logged once; Raft thread
+        self._refused = False  # the quorum's leader is of another cluster
         self.node_id = config.node_id
         self._addresses = {nid: f"{host}:{port}" for nid, (host, port) in config.voters.items()}
         self._node_ids = {addr: nid for nid, addr in self._addresses.items()}
@@ -368,9 +463,12 @@ class RaftQuorum:
         self._loop = asyncio.get_running_loop()
         metadata_dir = self.config.metadata_dir
         metadata_dir.mkdir(parents=True, exist_ok=True)
+        # damage with valid entries after it: a voter with peers gets them back from the leader
+        # (the journal repairs), a lone voter has nobody to ask (see RaftJournal._handle_rot)
+        on_rot = "repair" if len(self._addresses) > 1 else self.config.log_recovery
         journal = await asyncio.to_thread(
             RaftJournal, metadata_dir / JOURNAL_FILE, dump_file=metadata_dir / DUMP_FILE,
-            legacy_file=metadata_dir / LEGACY_JOURNAL_FILE)
+            legacy_file=metadata_dir / LEGACY_JOURNAL_FILE, on_rot=on_rot)
         self_address = self._addresses[self.node_id]
         bind = self.config.bind_address
         conf = SyncObjConf(
@@ -395,7 +493,8 @@ class RaftQuorum:
         others = [addr for nid, addr in self._addresses.items() if nid != self.node_id]
         try:
             self._syncobj = _KraftSyncObj(self_address, others, conf, consumers=[self._log],
-                                          transportClass=JournalSyncingTransport)
+                                          transportClass=_ClusterIdTransport, cluster_id=self._known_cluster_id,
+                                          foreign_message=self._foreign_message)
         except BaseException:
             journal._destroy()
             raise
@@ -564,7 +663,8 @@ class RaftQuorum:
         started = time.monotonic()
         while not self._closed and syncobj._isLeader() and syncobj.raftCurrentTerm == term:
             try:
-                outcome = await self.submit([claim_record(self.node_id, epoch + 1)])
+                proposal = None if self._identity is None else self._identity.proposal()
+                outcome = await self.submit([claim_record(self.node_id, epoch + 1, proposal)])
             except (NotControllerError, QuorumTimeoutError) as exc:
                 logger.info("controller claim in term %d not committed yet: %s", term, exc)
                 await asyncio.sleep(self.config.append_entries_period)
@@ -579,6 +679,32 @@ class RaftQuorum:
                             "%.3f s", self.node_id, epoch + 1, term, time.monotonic() - started)
                 return
             epoch = max(epoch + 1, outcome.controller_epoch)  # someone claimed first: go above
+
+    # -- the cluster id (Raft thread, then the loop) ----------------------------------------
+
+    def _known_cluster_id(self) -> str | None:
+        return None if self._identity is None else self._identity.cluster_id
+
+    def _foreign_message(self, node: Any, message: Any, theirs: str) -> None:
+        """A message of another cluster, dropped. From the leader (an AppendEntries) it says the
+        quorum is that cluster: this node is the one that does not belong and leaves. Anything
+        else is a stray voter's (an old data directory), which the quorum ignores."""
+        voter = self._node_ids.get(getattr(node, "id", None))
+        if message.get("type") == "append_entries":
+            self._call_on_loop(self._refuse_cluster, voter, theirs)
+        elif (voter, theirs) not in self._foreign:
+            self._foreign.add((voter, theirs))
+            logger.warning("dropping Raft messages from voter %s: it is in cluster %s, this quorum in %s "
+                           "(INCONSISTENT_CLUSTER_ID)", voter, theirs, self._known_cluster_id())
+
+    def _refuse_cluster(self, voter: int | None, theirs: str) -> None:
+        if self._identity is None or self._closed or self._refused:
+            return
+        self._refused = True  # the leader's messages keep coming until the node has stopped
+        try:
+            self._identity.check(theirs, f"the controller quorum (its leader, voter {voter})")
+        except InconsistentClusterIdError:
+            pass  # the identity told the node, which stops
 
     def _raft_state_changed(self, old: int, new: int) -> None:  # Raft thread
         self._call_on_loop(self._on_raft_state, new)

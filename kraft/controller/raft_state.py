@@ -179,9 +179,9 @@ class BatchOutcome:
         return self.status == "applied"
 
 
-def claim_record(node_id: int, controller_epoch: int) -> dict[str, Any]:
+def claim_record(node_id: int, controller_epoch: int, cluster_id: str | None = None) -> dict[str, Any]:
     """The record a new Raft leader commits before it acts as the active controller."""
-    return ClaimController(node_id=node_id, controller_epoch=controller_epoch).to_dict()
+    return ClaimController(node_id=node_id, controller_epoch=controller_epoch, cluster_id=cluster_id).to_dict()
 
 
 def apply_batch(state: MetadataLogState, batch: Any, machine: StateMachine) -> BatchOutcome:

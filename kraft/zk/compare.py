@@ -43,12 +43,12 @@ from typing import Any, Callable, Iterator
 import click
 import requests
 
-from kraft.bench.cluster import NODE_COMMAND, LocalCluster, LocalNode, poll
+from kraft.bench.cluster import NODE_COMMAND, LocalCluster, LocalNode, poll, port_range_option
 from kraft.bench.common import main
 from kraft.bench.failover import _partition
 from kraft.bench.scale import controller_post as _controller_post
 from kraft.zk import znodes
-from kraft.zk.ensemble import ZooKeeperEnsemble, tick_ms_for, zookeeper_available
+from kraft.zk.ensemble import ZooKeeperEnsemble, route_kazoo_logging, tick_ms_for, zookeeper_available
 from kraft.metadata.placement import BrokerPlacement, place_replicas
 
 KAFKA_ZK_SESSION_TIMEOUT_MS = 18_000
@@ -319,6 +319,7 @@ def _sweep(ctx: click.Context, param: click.Parameter, value: str | None) -> lis
 
 
 @main.command("compare-metadata")
+@port_range_option
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True, help="Failovers per figure (median).")
 @click.option("--partitions", type=click.IntRange(min=1), default=None,
               help="Partitions in the cluster for create_partitions_s and the controller failovers [default: 10000].")
@@ -360,6 +361,7 @@ def compare_metadata(runs: int, partitions: int | None, sweep: list[int] | None,
     counts = sweep or [partitions or 10_000]
     if "zookeeper" in (modes or ("zookeeper",)) and not zookeeper_available():
         raise click.ClickException("ZooKeeper mode needs the Debian zookeeper package and java")
+    route_kazoo_logging()
     results: dict[str, dict[str, Any]] = {}
     for mode in modes or ("kraft", "zookeeper"):
         if mode == "kraft":

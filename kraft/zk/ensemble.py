@@ -4,12 +4,18 @@ of 127.0.0.1, each with its data dir (and `myid`) and a generated `zoo.cfg`, kil
 
 A short `tick_ms` lets callers use short session timeouts (a server bounds them to
 [2, 20] ticks); Kafka's default 18 s session needs a tick of at least 900 ms.
+
+`route_kazoo_logging()` gives the bench's kazoo clients one line format and keeps their
+connection retries (kazoo's `Connection dropped: ...` WARNING per attempt, while a server starts
+or after one is killed on purpose) at DEBUG.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import shutil
+import sys
 import subprocess
 import time
 from pathlib import Path
@@ -34,6 +40,30 @@ def _free_port(taken: set[int]) -> int:
         if port not in taken:
             taken.add(port)
             return port
+
+
+class ConnectionRetries(logging.Filter):
+    """kazoo reconnects by itself; its WARNING per dropped or refused attempt becomes DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING and record.getMessage().startswith("Connection dropped"):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
+def route_kazoo_logging(level: int = logging.INFO) -> None:
+    """kazoo's records on stderr as `kazoo: LEVEL message`, at `level` and above, its connection
+    retries at DEBUG (in a process with no log set-up of its own, such as kraft-bench)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("kazoo: %(levelname)s %(message)s"))
+    kazoo = logging.getLogger("kazoo")
+    kazoo.handlers[:] = [handler]
+    kazoo.setLevel(level)
+    kazoo.propagate = False
+    client = logging.getLogger("kazoo.client")  # where kazoo's connection logs
+    if not any(isinstance(f, ConnectionRetries) for f in client.filters):
+        client.addFilter(ConnectionRetries())
 
 
 def tick_ms_for(session_timeout_ms: int) -> int:

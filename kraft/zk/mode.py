@@ -6,7 +6,9 @@ the admin front (`ZkAdmin`, in place of the `ControllerChannel`), this node's ca
 `ZkController` and the controlled shutdown (`controlled.shutdown.enable`, Kafka's default true:
 on stop, the broker asks the controller, `POST /v1/zk/controlled-shutdown`, to move its
 leaderships before it closes its session). `ZkControllerEndpoint` answers `/v1/controller/...` and `/v1/health` for it:
-the controller is whoever holds `/controller`; the Raft-only routes answer NOT_CONTROLLER.
+the controller is whoever holds `/controller`; the Raft-only routes answer NOT_CONTROLLER, and the
+operations this mode does not have (preferred leader election, partition reassignment) answer
+UNSUPPORTED_VERSION at once.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import asyncio
 import json
 import logging
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import aiohttp
 from aiohttp import web
@@ -38,15 +40,6 @@ CONTROLLED_SHUTDOWN_PATH = "/v1/zk/controlled-shutdown"
 CONTROLLED_SHUTDOWN_ATTEMPTS = 3
 CONTROLLED_SHUTDOWN_BACKOFF_S = 1.0
 CONTROLLED_SHUTDOWN_REQUEST_TIMEOUT_S = 35.0  # the whole shutdown is bounded by the session timeout
-
-
-def read_cluster_id(meta_properties: Path) -> str | None:
-    """The cluster id a data dir already belongs to, if any."""
-    try:
-        lines = meta_properties.read_text().splitlines()
-    except FileNotFoundError:
-        return None
-    return next((line.split("=", 1)[1] for line in lines if line.startswith("cluster.id=")), None)
 
 
 class ZkServices:
@@ -187,3 +180,22 @@ class ZkControllerEndpoint(ControllerEndpoint):
             "current_voters": [], "current_observers": [b.broker_id for b in image.live_brokers()],
             "replication": [],
         }
+
+    # Not built in this mode: said at once, rather than NOT_CONTROLLER, which a client retries
+    # (the ZooKeeper controller is no Raft controller, so no node would ever answer).
+    async def elect_leaders(self, partitions: Iterable[tuple[str, int]] | None,
+                            request_id: str | None) -> dict[str, Any]:
+        raise unsupported_in_zookeeper_mode("preferred leader election (kafka-leader-election)")
+
+    async def alter_partition_reassignments(self, reassignments: list[dict[str, Any]],
+                                            request_id: str | None) -> dict[str, Any]:
+        raise unsupported_in_zookeeper_mode("partition reassignment (kafka-reassign-partitions)")
+
+    async def list_partition_reassignments(self) -> dict[str, Any]:
+        raise unsupported_in_zookeeper_mode("partition reassignment (kafka-reassign-partitions)")
+
+
+def unsupported_in_zookeeper_mode(operation: str) -> KraftError:
+    return KraftError("UNSUPPORTED_VERSION", f"{operation} is not supported in ZooKeeper mode: this cluster "
+                                             "keeps its metadata in ZooKeeper (zookeeper.connect); it is a KRaft-mode "
+                                             "operation here")

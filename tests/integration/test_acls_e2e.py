@@ -2,8 +2,9 @@
 User:ANONYMOUS, so the ACLs below are about that principal; the cluster's own signed requests set
 up what the principal may not do itself): a produce without Write is refused with 403
 TOPIC_AUTHORIZATION_FAILED and writes nothing, with Write it works; prefixed ACLs and deny over
-allow; metadata and topic listings show only what the principal may describe; groups need Read;
-`kraft acls` adds, lists and removes as kafka-acls prints."""
+allow; metadata and topic listings show only what the principal may describe; groups need Read, and a
+regex subscription resolves to the topics the member may Describe; `kraft acls` adds, lists and
+removes as kafka-acls prints."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 import requests
 
 from kraft.api.client import KraftError, Producer
-from harness import NodeProcess, start_node
+from harness import NodeProcess, start_node, wait_for
 from security_support import node_request
 
 SECRET = "acl-test-cluster-secret"
@@ -127,6 +128,36 @@ def test_groups_need_read_on_the_group(node):
     kraft(node, "--add", "--allow-principal", ME, "--operation", "Read", "--group", "g1")
     answer = requests.post(f"{node.url}/v1/groups/g1/offsets", json=body, timeout=30)
     assert answer.status_code == 200, answer.text
+
+
+def test_a_regex_subscription_resolves_to_the_topics_the_member_may_describe(node):
+    """Issue 21: a heartbeat with subscribed_topic_regex ".*" was assigned partitions of topics the
+    member may not Describe; Kafka's coordinator keeps only those it may. A literal subscription
+    naming such a topic is refused with TOPIC_AUTHORIZATION_FAILED, as Kafka's heartbeat answers."""
+    for topic in ("ledger", "payroll"):
+        as_node(node, "POST", "/v1/topics", {"name": topic, "partitions": 2})
+    create_as_node(node, [acl("GROUP", "regex-readers", "READ"), acl("TOPIC", "ledger", "DESCRIBE")])
+    url = f"{node.url}/v1/groups/regex-readers/heartbeat"
+    joined = requests.post(url, json={"member_epoch": 0, "subscribed_topic_regex": ".*"}, timeout=30)
+    assert joined.status_code == 200, joined.text
+    assigned = {a["topic"]: a["partitions"] for a in joined.json()["assignment"]}
+    assert assigned.get("ledger") == [0, 1]
+    assert "payroll" not in assigned and "hidden" not in assigned
+    denied = requests.post(url, json={"member_epoch": 0, "subscribed_topics": ["ledger", "payroll"]}, timeout=30)
+    assert refused(denied, "TOPIC_AUTHORIZATION_FAILED"), denied.text
+    assert "payroll" in denied.json()["message"] and "ledger" not in denied.json()["message"]
+    # Describe granted later: a heartbeat once the broker has the ACL resolves the regex again
+    create_as_node(node, [acl("TOPIC", "payroll", "DESCRIBE")])
+    member = joined.json()
+
+    def heartbeat() -> bool:
+        answer = requests.post(url, json={"member_id": member["member_id"], "member_epoch": member["member_epoch"],
+                                          "owned_partitions": member["assignment"]}, timeout=30)
+        assert answer.status_code == 200, answer.text
+        member.update(answer.json())
+        return "payroll" in {a["topic"] for a in member["assignment"]}
+
+    wait_for(heartbeat, what="payroll assigned once it may be described")
 
 
 def test_kraft_acls_lists_and_removes_as_kafka_acls_prints(node):

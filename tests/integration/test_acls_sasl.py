@@ -1,12 +1,16 @@
 """ACLs with real principals on the issue's secured node (SASL_SSL, StandardAuthorizer,
 super.users=User:admin, --add-scram for the first user): bob, without Write, is refused with 403
 and writes nothing; alice, with Write, produces; the super user needs no ACL; each principal's
-metadata shows only what it may describe."""
+metadata shows only what it may describe. Issue 21: mallory, who may only read one topic, can
+neither reset the super user's password nor use any credential, ACL, quota or config route (the
+access table walked), nor scrape `/metrics`, which prom, with Describe on the cluster, may."""
 
 from __future__ import annotations
 
 import pytest
 
+from kraft.api.access import ACCESS
+from kraft.api.authz import ERROR_CODES
 from kraft.api.client import Admin, KraftError, Producer
 from harness import shutdown_all, wait_for
 from security_support import SecureNode, make_certs, tls_overrides
@@ -14,6 +18,8 @@ from security_support import SecureNode, make_certs, tls_overrides
 ADMIN = ("admin", "admin-secret-0xC3")
 ALICE = ("alice", "alice-secret-0xD4")
 BOB = ("bob", "bob-secret-0xE5")
+MALLORY = ("mallory", "mallory-secret-0xF6")  # Read on `orders`, nothing else
+PROM = ("prom", "prom-secret-0xA7")  # Prometheus: Describe on the cluster
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
@@ -33,14 +39,20 @@ def node(tmp_path_factory):
                  what="the admin credential in the metadata log")
         with client(n, Admin, ADMIN) as admin:
             admin.alter_user_scram_credentials(upsertions=[(user, "SCRAM-SHA-256", password, 4096)
-                                                           for user, password in (ALICE, BOB)])
+                                                           for user, password in (ALICE, BOB, MALLORY, PROM)])
             admin.create_topic("orders", 1, 1)
-            admin.create_acls([{"resource_type": "TOPIC", "resource_name": "orders", "pattern_type": "LITERAL",
-                                "principal": "User:alice", "host": "*", "operation": "WRITE",
-                                "permission_type": "ALLOW"}])
+            admin.create_topic("payroll", 1, 1)
+            admin.create_acls([binding("TOPIC", "orders", "User:alice", "WRITE"),
+                               binding("TOPIC", "orders", "User:mallory", "READ"),
+                               binding("CLUSTER", "kafka-cluster", "User:prom", "DESCRIBE")])
         yield n
     finally:
         shutdown_all([n])
+
+
+def binding(resource_type: str, name: str, principal: str, operation: str) -> dict[str, str]:
+    return {"resource_type": resource_type, "resource_name": name, "pattern_type": "LITERAL",
+            "principal": principal, "host": "*", "operation": operation, "permission_type": "ALLOW"}
 
 
 def client(node: SecureNode, cls, auth: tuple[str, str], **extra):
@@ -84,3 +96,71 @@ def test_metadata_per_principal(node):
     assert "orders" not in names(BOB)
     refused = as_user(node, BOB).post(f"{node.url}/v1/acls", json={"acls": []}, timeout=10)
     assert refused.status_code == 403 and refused.json()["error_code"] == "CLUSTER_AUTHORIZATION_FAILED"
+
+
+def test_a_reader_cannot_take_over_the_super_users_credential(node):
+    """The issue's reproduction: a user allowed only to read one topic reset admin's password
+    (200), then logged in as the super user. AlterUserScramCredentials needs Alter on the cluster,
+    DescribeUserScramCredentials Describe, as in Kafka."""
+    with client(node, Admin, MALLORY) as mallory:
+        with pytest.raises(KraftError) as e:
+            mallory.alter_user_scram_credentials(upsertions=[("admin", "SCRAM-SHA-256", "taken-over", 4096)])
+        assert e.value.error_code == "CLUSTER_AUTHORIZATION_FAILED"
+        with pytest.raises(KraftError) as e:
+            mallory.describe_user_scram_credentials()
+        assert e.value.error_code == "CLUSTER_AUTHORIZATION_FAILED"
+    assert as_user(node, ("admin", "taken-over")).get(f"{node.url}/v1/metadata", timeout=10).status_code == 401
+    with client(node, Admin, ADMIN) as admin:  # the real admin keeps the cluster
+        assert set(admin.describe_user_scram_credentials()) >= {"admin", "mallory"}
+
+
+# What the super user sends to each credential, ACL, quota and config route of the access table
+# (a new such route fails the walk below until it is added here).
+TOPIC_CONFIGS = "/v1/topics/{topic}/configs"
+PROBE_ACL = binding("TOPIC", "payroll", "User:mallory", "READ")
+ADMIN_CALLS = {
+    ("GET", "/v1/users/scram-credentials"): None,
+    ("POST", "/v1/users/scram-credentials"): {"upsertions": [], "deletions": []},
+    ("GET", "/v1/acls"): None,
+    ("POST", "/v1/acls"): {"acls": [PROBE_ACL]},
+    ("POST", "/v1/acls/delete"): {"filters": [PROBE_ACL]},
+    ("GET", "/v1/client-quotas"): None,
+    ("POST", "/v1/client-quotas"): {"entries": [{"entity": {"user": "mallory", "client_id": None},
+                                                 "ops": [{"key": "producer_byte_rate", "value": 1024}]}]},
+    ("GET", TOPIC_CONFIGS): None,
+    ("PATCH", TOPIC_CONFIGS): {"configs": {"retention.ms": "86400000"}},
+}
+
+
+def admin_routes() -> set[tuple[str, str]]:
+    return {(method, route) for method, route in ACCESS
+            if route.startswith(("/v1/users/", "/v1/acls", "/v1/client-quotas")) or route == TOPIC_CONFIGS}
+
+
+def test_every_credential_acl_quota_and_config_route_refuses_a_reader(node):
+    assert admin_routes() == set(ADMIN_CALLS)
+    mallory, admin = as_user(node, MALLORY), as_user(node, ADMIN)
+    for (method, route), body in ADMIN_CALLS.items():
+        url = node.url + route.replace("{topic}", "payroll")
+        refused = mallory.request(method, url, json=body, timeout=30)
+        expected = ERROR_CODES[ACCESS[(method, route)].rules[0].resource_type]
+        assert (refused.status_code, refused.json()["error_code"]) == (403, expected), (method, route, refused.text)
+    # nothing changed
+    assert PROBE_ACL not in admin.get(f"{node.url}/v1/acls", timeout=10).json()["acls"]
+    assert all(e["user"] != "mallory" for e in admin.get(f"{node.url}/v1/client-quotas", timeout=10).json()["entries"])
+    assert "retention.ms" not in admin.get(f"{node.url}/v1/topics/payroll/configs", timeout=10).json()["configs"]
+    for (method, route), body in ADMIN_CALLS.items():  # the super user is still allowed everything
+        url = node.url + route.replace("{topic}", "payroll")
+        answer = admin.request(method, url, json=body, timeout=30)
+        assert answer.status_code in (200, 201), (method, route, answer.text)
+
+
+def test_metrics_need_describe_on_the_cluster(node):
+    """`/metrics` names every topic (issue 21 item 2): a principal without Describe on the cluster
+    is refused; one with it (Prometheus' user) gets every series."""
+    refused = as_user(node, MALLORY).get(f"{node.url}/metrics", timeout=30)
+    assert refused.status_code == 403 and refused.json()["error_code"] == "CLUSTER_AUTHORIZATION_FAILED"
+    assert "payroll" not in refused.text
+    served = as_user(node, PROM).get(f"{node.url}/metrics", timeout=30)
+    assert served.status_code == 200, served.text
+    assert 'kafka_server_brokertopicmetrics_messagesin_total{topic="payroll"}' in served.text

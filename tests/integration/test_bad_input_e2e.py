@@ -139,3 +139,19 @@ def test_malformed_msgpack_and_wrong_content_type(node, seeded):
     r = requests.post(f"{node.url}/v1/topics", data=b"name=x", headers={"Content-Type": "text/plain"}, timeout=10)
     assert r.status_code == 415
     assert snapshot(node, seeded) == before
+
+
+def test_a_compression_bomb_is_refused_at_produce(node, seeded):
+    """Issue 21: a 3 KB zstd batch whose one record holds 100 MB of zeros passed max.message.bytes
+    on its compressed size, and every JSON read of it then built a 629 MB answer. The topic's
+    max.message.bytes now bounds the batch decompressed too: MESSAGE_TOO_LARGE, nothing stored."""
+    before = snapshot(node, seeded)
+    bomb = build_batch([(None, b"\0" * (100 << 20), (), 1_700_000_000_000)], compression="zstd")
+    assert len(bomb) < 10_000
+    body = {"acks": -1, "partitions": [{"topic": seeded, "partition": 0, "records": bomb}]}
+    hdr = {"Content-Type": "application/msgpack", "Accept": "application/msgpack"}
+    r = requests.post(f"{node.url}/v1/produce", data=msgpack.packb(body), headers=hdr, timeout=60)
+    assert r.status_code == 200, r.content
+    part = msgpack.unpackb(r.content)["partitions"][0]
+    assert part["error_code"] == "MESSAGE_TOO_LARGE", part
+    assert snapshot(node, seeded) == before

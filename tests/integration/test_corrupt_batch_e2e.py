@@ -10,7 +10,7 @@ import msgpack
 import pytest
 import requests
 
-from harness import start_node, wait_for
+from harness import read_values, start_node, wait_for
 from kraft.log.batch import build_batch, iter_batches
 from kraft.log.checkpoint import PartitionCheckpoint
 
@@ -38,18 +38,6 @@ def _produce(url: str) -> None:
 def _read(url: str, offset: int) -> requests.Response:
     return requests.get(f"{url}/v1/topics/{TOPIC}/partitions/0/records",
                         params={"offset": offset, "max_records": 10_000}, timeout=10)
-
-
-def _read_range(url: str, start: int, end: int) -> list[tuple[int, str]]:
-    out, offset = [], start
-    while offset < end:
-        r = _read(url, offset)
-        assert r.status_code == 200, r.text
-        body = r.json()
-        assert body["records"], f"empty read at {offset}"
-        out += [(x["offset"], x["value"]) for x in body["records"] if x["offset"] < end]
-        offset = body["next_offset"]
-    return out
 
 
 def _flip_batch_holding(segment: Path, offset: int) -> None:
@@ -82,7 +70,7 @@ def test_corrupt_batch_in_a_closed_segment_after_kill_9(tmp_path: Path) -> None:
         # everything else is there: nothing after the corrupt batch was deleted
         assert sorted(directory.glob("*.log")) == segments
         expected = [(o, _value(o)) for o in range(BATCHES * PER_BATCH) if not 1500 <= o < 1600]
-        assert _read_range(node.url, 0, 1500) + _read_range(node.url, 1600, 6000) == expected
+        assert read_values(node.url, TOPIC, 0, 1500) + read_values(node.url, TOPIC, 1600, 6000) == expected
         assert "quarantined" in node.log_path.read_text()
         metrics = requests.get(f"{node.url}/metrics", timeout=10).text
         assert f'kraft_log_quarantined_regions{{partition="0",topic="{TOPIC}"}} 1.0' in metrics
@@ -99,7 +87,7 @@ def test_corrupt_batch_in_a_closed_segment_after_kill_9(tmp_path: Path) -> None:
         node.kill()
         node.start()
         assert _read(node.url, 1500).json()["error_code"] == "CORRUPT_MESSAGE"
-        assert _read_range(node.url, 1600, 6000) == expected[1500:]
+        assert read_values(node.url, TOPIC, 1600, 6000) == expected[1500:]
     finally:
         if node.running:
             node.kill()

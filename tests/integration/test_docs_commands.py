@@ -13,7 +13,7 @@ stand alone: `clicks` in docs/cli.md is not the `clicks` of docs/spark.md). Bloc
 `Run(cluster=True)` start their own nodes in the background (`kraft-node ... &`): every port in
 them is a free one, and the session's processes are killed when the doc is done.
 
-Substitutions: the doc's ports (9092, 9193, ..., 19092, 29092, ...) become free ports; `kraft`,
+Substitutions: the doc's ports (9092, 9193, ..., 19092, 29092, ..., and ZooKeeper's 2181) become free ports; `kraft`,
 `kraft-node`, `kraft-bench`, `python` and `python3` run this checkout with this interpreter;
 `$KRAFT_BOOTSTRAP_SERVER` points the tools' default `--bootstrap-server` (127.0.0.1:9092) at the
 doc's node; `Run(scale=True)` caps `--num-records`, `--partitions`, `--runs` and `--samples` (SCALED: a
@@ -30,7 +30,8 @@ Python: every fenced `python` block runs too, in its place in the doc's session 
 blocks above it, against the same node), as a script of its own run by this interpreter: the doc's
 ports are substituted as in shell blocks, and it must exit 0. It imports `kraft` as installed (this
 checkout, `pip install -e .`), without the checkout on PYTHONPATH, so an import a user's install
-would refuse (`import spark_connector`) fails here too. A block that cannot run is marked in the
+would refuse (`import spark_connector`) fails here too. README.md's blocks run in the repository
+root, where its reader is (its own `kraft/` first on sys.path). A block that cannot run is marked in the
 doc itself, on the line before its fence: `<!-- not-run: the reason -->`; NOT_RUN_PYTHON_BLOCKS
 counts the marked blocks per doc, so they cannot grow unnoticed.
 """
@@ -52,6 +53,7 @@ from pathlib import Path
 import pytest
 
 from harness import free_port, shutdown_all, start_node
+from kraft.zk.ensemble import zookeeper_available
 
 pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("test_docs_commands")]
 
@@ -66,10 +68,11 @@ NOT_RUN_PYTHON_BLOCKS = {
     "docs/security.md": 1,  # the reader's secured cluster (node1:9093, ca.pem)
     "docs/spark.md": 2,  # a Spark session: the fragment that registers, and the pipeline (about a minute)
 }
+READER_IN_REPO_ROOT = {"README.md"}  # docs whose Python blocks a reader runs in the checkout's root
 SCALED = {"--num-records": 500, "--partitions": 2000, "--runs": 1, "--samples": 30}  # Run(scale=True)'s caps
-# A doc port: 9092-9394 as the docs number them (client 9x92/9x93, Raft 9x93/9x94), and the
-# benchmarks' 19092 / 29xxx.
-DOC_PORT = re.compile(r"(?<![\w.\-/])(?:[12]?9[0-4]9[2-4])(?![\w])")
+# A doc port: 9092-9394 as the docs number them (client 9x92/9x93, Raft 9x93/9x94), the
+# benchmarks' 19092 / 29xxx, and ZooKeeper's 2181.
+DOC_PORT = re.compile(r"(?<![\w.\-/])(?:[12]?9[0-4]9[2-4]|2181)(?![\w])")
 
 
 @dataclass(frozen=True)
@@ -83,11 +86,12 @@ class Run:
     exit_codes: dict[str, int] = field(default_factory=dict)  # command (its start) -> exit code
     scale: bool = False  # --num-records, --partitions and --runs capped as SCALED says
     env: dict[str, str] = field(default_factory=dict)  # "{bootstrap}" is the doc node's address
+    zookeeper: bool = False  # starts a ZooKeeper server (Debian's package and java; the doc is skipped without)
 
 
 # (doc, first line of the block) -> how to treat it. Every other shell block runs with Run().
 BLOCKS: dict[tuple[str, str], Skip | Run] = {
-    ("README.md", "pip install . && kraft-node"):
+    ("README.md", "pip install '.[zk]' && kraft-node"):
         Skip("installs the package and runs a node in the foreground (the test's node is that node)"),
     ("README.md", "bash scripts/test.sh"):
         Skip("installs the test dependencies and runs the whole suite, this test included"),
@@ -115,8 +119,18 @@ BLOCKS: dict[tuple[str, str], Skip | Run] = {
         Run(scale=True),
     ("docs/benchmarks.md", "kraft-bench failover --target controller --partitions 100000 --runs 5 --json f100k.json"):
         Run(scale=True),
+    ("docs/benchmarks.md", "for direction in to-kraft from-kraft; do"):
+        Skip("six in-memory measurements, a python start-up each, in a doc already near DOC_TIMEOUT_S "
+             "(tests/unit/bench/test_convert_bench.py runs the command small)"),
     ("docs/benchmarks.md", "kraft-bench metadata --partitions 100000 --brokers 2 --json m100k.json"):
         Skip("the second round's `kraft-bench metadata` runs scaled; these differ only in their sizes"),
+    ("docs/benchmarks.md", "# acks=all ack latency, RF 3, paced (the latency rows), with the per-stage trace"):
+        Run(scale=True),
+    ("docs/benchmarks.md", "kraft-bench compare-metadata --partitions 10000 --runs 1 --samples 50 --json cmp.json"):
+        Skip("needs ZooKeeper and minutes (tests/zookeeper runs compare-metadata small)"),
+    ("docs/benchmarks.md", "kraft-bench produce --local-cluster 3 --topic prof --partitions 6 --replication-factor 3 "
+                           "--acks all \\"):
+        Skip("py-spy attaches to processes (ptrace rights); the profiles are not needed to check the flags"),
     ("docs/groups.md", "kraft consumer-groups --bootstrap-server H:P --list"):
         Skip("a synopsis of the flags (H:P, G, [a | b]), not a command"),
     ("docs/kraft-vs-zookeeper.md", "nice -n 10 kraft-bench compare-metadata --partitions-sweep 1000,3000,10000 "
@@ -124,6 +138,8 @@ BLOCKS: dict[tuple[str, str], Skip | Run] = {
         Skip("measurements of 5 to 12 minutes that need ZooKeeper (tests/zookeeper runs both modes small)"),
     ("docs/operations.md", "$ kraft-node --override num.partitions=zero"):
         Run(exit_codes={"kraft-node --override num.partitions=zero": 2}),
+    ("docs/operations.md", "$ kraft-node --override log.retension.hours=24"):
+        Run(exit_codes={"kraft-node --override log.retension.hours=24": 2}),
     ("docs/operations.md", "2026-11-23T19:40:13.927Z WARNING node=1 node: ignoring Kafka configuration keys that "
                            "this broker does not use: inter.broker.listener.name, listener.security.protocol.map, "
                            "num.io.threads, ..."):
@@ -154,9 +170,9 @@ BLOCKS: dict[tuple[str, str], Skip | Run] = {
         Run(cluster=True),
     ("docs/spark.md", "pip install '.[spark]'          # pyspark>=4.0 (tested with 4.3), pyarrow; needs Java 17"):
         Skip("installs packages"),
-    ("docs/zookeeper-mode.md", "echo 'a-long-random-cluster-secret' > secret"):
-        Skip("needs a ZooKeeper server and runs each node in the foreground of its own terminal "
-             "(tests/zookeeper starts that cluster)"),
+    ("docs/zookeeper-mode.md", "mkdir -p zk"): Run(cluster=True, zookeeper=True),
+    ("docs/zookeeper-mode.md", "python3 -c 'import secrets; print(secrets.token_urlsafe(32))' > cluster.secret && "
+                               "chmod 600 cluster.secret"): Run(cluster=True, zookeeper=True),
 }
 
 
@@ -375,14 +391,21 @@ class Ports:
 
 def _python_step(block: Block, ports: Ports, scripts: Path) -> Step:
     """The block as a script of its own, run by this interpreter without the checkout on
-    PYTHONPATH (the shell blocks' wrappers put it there): `kraft` is imported as installed."""
+    PYTHONPATH (the shell blocks' wrappers put it there): `kraft` is imported as installed. The
+    README leaves its reader in the repository root, where the checkout's `kraft/` is the first
+    on sys.path: its blocks run there, from stdin (as `python -c` would, the working directory is
+    sys.path[0], not the script's folder)."""
     script = scripts / f"{Path(block.doc).stem}-{block.line}.py"
     script.write_text(ports.substitute("\n".join(block.lines) + "\n", cluster=False))
     path = os.environ.get("PYTHONPATH")
     env = f"PYTHONPATH={shlex.quote(path)}" if path else "env -u PYTHONPATH"
     first = next((ln for ln in block.lines if ln.strip()), "")
-    return Step(f"# python: {first}\n{env} {shlex.quote(sys.executable)} {shlex.quote(str(script))}", [],
-                block.line + 1)
+    python = f"{env} {shlex.quote(sys.executable)}"
+    if block.doc in READER_IN_REPO_ROOT:
+        command = f"(cd {shlex.quote(str(REPO))} && {python} - < {shlex.quote(str(script))})"
+    else:
+        command = f"{python} {shlex.quote(str(script))}"
+    return Step(f"# python: {first}\n{command}", [], block.line + 1)
 
 
 def _script(runnable: list[tuple[Block, Run]], ports: Ports,
@@ -452,6 +475,8 @@ def test_doc_commands(path: Path, tmp_path: Path) -> None:
     runnable = [(b, b.treatment) for b in session_blocks(path) if isinstance(b.treatment, Run)]
     if not runnable:
         pytest.skip("no shell or Python block to run")
+    if any(t.zookeeper for _, t in runnable) and not zookeeper_available():
+        pytest.skip("starts a ZooKeeper server: needs the Debian zookeeper package and java (scripts/test.sh installs them)")
     if any(b.python for b, _ in runnable):
         _installed_kraft_is_this_checkout(tmp_path)
     node = None

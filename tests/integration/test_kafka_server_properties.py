@@ -1,6 +1,6 @@
-"""Kafka's stock KRaft `server.properties` (tests/fixtures, ports and log dir changed) starts a
-working combined node with `kraft-node --config`: it serves produce and consume, and warns once
-about the Kafka keys it does not use."""
+"""Kafka's stock KRaft `server.properties`, Kafka 3's and Kafka 4's (tests/fixtures, ports and log
+dir changed), starts a working combined node with `kraft-node --config`: it serves produce and
+consume, and warns once about the Kafka keys it does not use, naming them."""
 
 from __future__ import annotations
 
@@ -11,9 +11,17 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from harness import free_port, wait_for
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "kafka-kraft-server.properties"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+# fixture -> Kafka keys of that file kraft does not use, which the warning must name
+STOCK_FILES = {
+    "kafka-kraft-server.properties": ["num.network.threads", "num.io.threads"],
+    "kafka4-kraft-server.properties": ["num.network.threads", "share.coordinator.state.topic.replication.factor",
+                                       "share.coordinator.state.topic.min.isr"],
+}
 NODE = [sys.executable, "-c", "from kraft.main import main; main()"]
 KRAFT = [sys.executable, "-c", "from kraft.api.cli import main; main()"]
 
@@ -29,9 +37,10 @@ def _ready(port: int) -> dict | None:
         return None
 
 
-def test_stock_kafka_server_properties_start_a_combined_node(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fixture", sorted(STOCK_FILES))
+def test_stock_kafka_server_properties_start_a_combined_node(fixture: str, tmp_path: Path) -> None:
     client, controller = free_port(), free_port()
-    text = (FIXTURE.read_text().replace(":9092", f":{client}").replace(":9093", f":{controller}")
+    text = ((FIXTURES / fixture).read_text().replace(":9092", f":{client}").replace(":9093", f":{controller}")
             .replace("/tmp/kraft-combined-logs", str(tmp_path / "kraft-combined-logs")))
     config = tmp_path / "server.properties"
     config.write_text(text)
@@ -54,4 +63,4 @@ def test_stock_kafka_server_properties_start_a_combined_node(tmp_path: Path) -> 
         _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 0, stderr
     warnings = [line for line in stderr.splitlines() if "ignoring Kafka configuration keys" in line]
-    assert len(warnings) == 1 and "num.network.threads" in warnings[0] and "num.io.threads" in warnings[0]
+    assert len(warnings) == 1 and all(key in warnings[0] for key in STOCK_FILES[fixture]), warnings

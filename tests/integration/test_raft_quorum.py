@@ -1,8 +1,9 @@
 """RaftQuorum with real voter processes (tests/integration/raft_voter.py) on 127.0.0.1: election of
 one active controller, kill -9 failover without losing committed records, fencing of a woken
-SIGSTOPped leader, the shared secret, a wiped voter catching up through a snapshot, the whole
-quorum killed -9 mid-write without losing an acknowledged record, and a leader whose journal
-cannot be written resigning so the others elect a leader and writes resume."""
+SIGSTOPped leader, the shared secret, a flood and idle connections on the Raft port, a wiped
+voter catching up through a snapshot, the whole quorum killed -9 mid-write without losing an
+acknowledged record, and a leader whose journal cannot be written resigning so the others elect
+a leader and writes resume."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ from typing import Any
 import pytest
 import requests
 
-from harness import free_port, wait_for
+from harness import closed_by_peer, free_port, wait_for
+from kraft.controller.raft_transport import HANDSHAKE_TIMEOUT_S, MAX_FRAME_BYTES, MAX_PENDING_PER_ADDRESS
 
 pytestmark = pytest.mark.cluster
 
@@ -322,6 +324,64 @@ def test_voter_with_wrong_secret_cannot_join_or_inject(make_cluster, tmp_path: P
     keys = [key for _, key in records]
     assert "intruder" not in keys and "still-working" in keys
     assert not marker.exists()
+
+
+def _memory_kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} for process {pid}")
+
+
+def test_a_flood_on_the_raft_port_is_refused_before_it_is_buffered(make_cluster) -> None:
+    """Issue 21: a frame length of 2**31-1 followed by 120 MiB took a voter from 70 to 300 MB and
+    stalled its Raft thread until it lost leadership. A frame is refused from its length (over
+    MAX_FRAME_BYTES, or over the handshake's size before authenticating): memory stays flat and
+    the leader keeps leading."""
+    cluster = make_cluster()
+    active = cluster.wait_active()
+    commit(active, ["before"])
+    assert active.proc is not None
+    term = active.status()["leader_epoch"]
+    peak_before = _memory_kib(active.proc.pid, "VmHWM")
+    chunk = b"\0" * (1 << 20)
+    for length in (2**31 - 1, MAX_FRAME_BYTES // 2):  # over every bound; under it, but a stranger
+        sent = 0
+        with socket.create_connection(("127.0.0.1", active.raft_port), timeout=10) as sock:
+            try:
+                sock.sendall(struct.pack("i", length))
+                while sent < 120 << 20:
+                    sock.sendall(chunk)
+                    sent += len(chunk)
+            except (BrokenPipeError, ConnectionResetError, socket.timeout):
+                pass
+        assert sent < 120 << 20, "the voter read the whole flood"
+    grown = _memory_kib(active.proc.pid, "VmHWM") - peak_before
+    assert grown < 50 * 1024, f"the voter's peak RSS grew by {grown} KiB"  # 230 MB before; wide margin
+    status = active.status()
+    assert status["is_active_controller"] and status["leader_epoch"] == term, status
+    commit(active, ["after"])
+    assert "refused a frame" in active.log_path.read_text(errors="replace")
+
+
+def test_connections_that_do_not_authenticate_are_capped_and_timed_out(make_cluster) -> None:
+    """At most MAX_PENDING_PER_ADDRESS unauthenticated connections per address: more are closed
+    as accepted, and those kept are closed after HANDSHAKE_TIMEOUT_S; the quorum goes on."""
+    cluster = make_cluster()
+    active = cluster.wait_active()
+    socks = [socket.create_connection(("127.0.0.1", active.raft_port), timeout=10)
+             for _ in range(MAX_PENDING_PER_ADDRESS + 4)]
+
+    try:
+        assert [closed_by_peer(s, 2.0) for s in socks[MAX_PENDING_PER_ADDRESS:]] == [True] * 4
+        assert not any(closed_by_peer(s, 0.1) for s in socks[:MAX_PENDING_PER_ADDRESS])
+        commit(active, ["while-pending"])
+        wait_for(lambda: all(closed_by_peer(s, 0.1) for s in socks[:MAX_PENDING_PER_ADDRESS]),
+                 HANDSHAKE_TIMEOUT_S + 20, what="silent connections closed after the handshake timeout")
+    finally:
+        for s in socks:
+            s.close()
+    commit(active, ["after"])
 
 
 class _Marker:

@@ -3,12 +3,15 @@ served, and a 3-node SSL cluster replicates over TLS (the nodes' own clients use
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import requests
 
-from kraft.api.client import Producer
+from kraft.api.client import Admin, KraftError, Producer
 from harness import CLUSTER_SECRET, free_port, shutdown_all, wait_for
-from security_support import SecureNode, make_certs, tls_overrides
+from security_support import SecureNode, make_certs, start_all, tls_overrides
 
 
 def test_tls_listener_refuses_plaintext_and_serves_the_cas_clients(tmp_path):
@@ -30,6 +33,39 @@ def test_tls_listener_refuses_plaintext_and_serves_the_cas_clients(tmp_path):
         assert [r["value"] for r in read.json()["records"]] == ["over tls"]
     finally:
         shutdown_all([node])
+
+
+def _admin_error(bootstrap: str, **security: str) -> KraftError:
+    with Admin(bootstrap, api_timeout_ms=20_000, **security) as admin:
+        with pytest.raises(KraftError) as failed:
+            admin.list_topics()
+    return failed.value
+
+
+def test_a_client_speaking_the_wrong_protocol_is_told_at_once(node, tmp_path):
+    """Plain HTTP to a TLS listener was closed without an answer, retried as a disconnect for the
+    tools' 15 s and reported as `RemoteDisconnected`; now the first failure says what to set, and is
+    not retried. Likewise TLS to a plain listener, and a TLS client without the cluster's CA."""
+    certs_dir = make_certs(tmp_path / "certs", [1])
+    tls = SecureNode(node_id=1, data_dir=tmp_path / "data-1", ca=certs_dir / "ca.pem",
+                     overrides=tls_overrides(certs_dir, 1))
+    try:
+        tls.start()
+        cli = subprocess.run([sys.executable, "-m", "kraft.api.cli", "topics", "--list",
+                              "--bootstrap-server", f"127.0.0.1:{tls.port}"], capture_output=True, text=True, timeout=60)
+        assert cli.returncode == 1 and cli.stdout == "", cli
+        assert cli.stderr.startswith(f"Error: NETWORK_EXCEPTION: the listener at 127.0.0.1:{tls.port} speaks TLS, "
+                                     "and this client spoke plain HTTP to it"), cli.stderr
+        assert "security.protocol=SSL (or SASL_SSL)" in cli.stderr and "--command-config" in cli.stderr
+        plain = _admin_error(f"127.0.0.1:{tls.port}")
+        assert "speaks TLS" in plain.message and not plain.retriable
+        untrusted = _admin_error(f"localhost:{tls.port}", security_protocol="SSL")
+        assert "presented a certificate this client does not trust" in untrusted.message, untrusted
+        assert "ssl_cafile" in untrusted.message and not untrusted.retriable
+    finally:
+        shutdown_all([tls])
+    not_tls = _admin_error(node.bootstrap, security_protocol="SSL", ssl_cafile=str(certs_dir / "ca.pem"))
+    assert f"the listener at {node.bootstrap} does not speak TLS" in not_tls.message and not not_tls.retriable
 
 
 def test_three_node_ssl_cluster_replicates_over_tls(tmp_path):
@@ -87,12 +123,7 @@ def test_three_node_sasl_ssl_cluster_loses_no_acknowledged_record(tmp_path):
                         args=["--add-scram", f"SCRAM-SHA-256=[name=admin,password={password}]"])
              for i in (1, 2, 3)]
     try:
-        for n in nodes:
-            n.start(wait=False)
-        for n in nodes:
-            n.wait_healthy(60)
-        wait_for(lambda: all(n.ready() and n.session().get(f"{n.url}/v1/metadata", timeout=5).status_code == 200
-                             for n in nodes), 60, what="every node ready and the admin credential everywhere")
+        start_all(nodes)
         http = nodes[0].session()
         assert http.post(f"{nodes[0].url}/v1/topics", timeout=30,
                          json={"name": "safe", "partitions": 1, "replication_factor": 3}).status_code == 201

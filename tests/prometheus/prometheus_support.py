@@ -164,15 +164,27 @@ def find_binary(candidates: Iterable[str]) -> str | None:
     return None
 
 
+_SECURED_LINE = re.compile(r"^(\s+)# ((?:scheme|tls_config|basic_auth|  [a-z_]+):.*)$")
+
+
+def secured_config_text(config_text: str) -> str:
+    """A deploy/ Prometheus config with its commented-out lines for a secured cluster (TLS and a
+    user with Describe on the cluster: docs/security.md, "Metrics") turned on."""
+    return "\n".join(_SECURED_LINE.sub(r"\1\2", line) for line in config_text.splitlines()) + "\n"
+
+
 class Prometheus:
     """A Prometheus started from deploy/'s file-SD config (scrape and evaluation every second,
-    the shipped alert rules) on a free port, scraping the `targets` (host:port)."""
+    the shipped alert rules) on a free port, scraping the `targets` (host:port); `config_text`
+    replaces the shipped config's text, `scrape` overrides settings of its kraft job."""
 
-    def __init__(self, binary: str, root: Path, targets: list[str]) -> None:
+    def __init__(self, binary: str, root: Path, targets: list[str], config_text: str | None = None,
+                 scrape: dict[str, Any] | None = None) -> None:
         self.root = root
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = yaml.safe_load(FILE_SD_CONFIG.read_text())
+        config = yaml.safe_load(config_text if config_text is not None else FILE_SD_CONFIG.read_text())
+        config["scrape_configs"][0].update(scrape or {})
         config["global"].update(scrape_interval="1s", scrape_timeout="1s", evaluation_interval="1s")
         config["rule_files"] = [str(RULES)]
         (root / "targets").mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import requests
 
-from kraft.api.client import Admin
+from kraft.api.client import Admin, KraftError, TopicPartition
 from harness import CLUSTER_SECRET, NODE_COMMAND, free_port, partition_offsets, raw_log, wait_for
 from kraft.bench.chaos.clients import AckedProducer, WatchingConsumer, audit, read_partition
 from integration.test_replication_cluster import chaos_round, wait_full_isr, wait_leader
@@ -151,11 +151,12 @@ def test_produce_consume_and_leader_written_isr_expansion(cluster: ZkCluster, zo
     assert len(consumer.seen) > 0
 
 
-def kraft_cli(node: ZkNode, command: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+def kraft_cli(node: ZkNode, command: str, *args: str, stdin: str | None = None,
+              returncode: int = 0) -> subprocess.CompletedProcess:
     result = subprocess.run([sys.executable, "-c", "from kraft.api.cli import main; main()", command,
                              "--bootstrap-server", node.bootstrap, *args],
                             input=stdin, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr + result.stdout
+    assert result.returncode == returncode, result.stderr + result.stdout
     return result
 
 
@@ -177,6 +178,26 @@ def test_groups_and_cli_work_unchanged(cluster: ZkCluster) -> None:
     assert "there is no Raft metadata quorum" in replication
     quorum = requests.get(f"{cluster.node(2).url}/v1/controller/quorum", timeout=10).json()
     assert quorum["metadata_mode"] == "zookeeper" and quorum["current_voters"] == []
+
+
+@pytest.mark.timeout(120)
+def test_leader_election_and_reassignment_say_they_are_not_supported(cluster: ZkCluster) -> None:
+    """Answered at once with UNSUPPORTED_VERSION (not retriable), where NOT_CONTROLLER had the CLI
+    retry for 15 s and then blame node 1."""
+    create_topic(cluster, 1, "elect-me", partitions=1)
+    result = kraft_cli(cluster.node(2), "leader-election", "--election-type", "preferred", "--all-topic-partitions",
+                       returncode=1)
+    assert result.stderr.strip() == (
+        "Error: UNSUPPORTED_VERSION: preferred leader election (kafka-leader-election) is not supported in "
+        "ZooKeeper mode: this cluster keeps its metadata in ZooKeeper (zookeeper.connect); it is a KRaft-mode "
+        "operation here"), result.stderr
+    with Admin(cluster.node(3).bootstrap) as admin:
+        with pytest.raises(KraftError) as listed:
+            admin.list_partition_reassignments()
+        with pytest.raises(KraftError) as altered:
+            admin.alter_partition_reassignments({TopicPartition("elect-me", 0): [1]})
+    for error in (listed.value, altered.value):
+        assert error.error_code == "UNSUPPORTED_VERSION" and "partition reassignment" in error.message, error
 
 
 @pytest.mark.timeout(240)
@@ -264,6 +285,21 @@ def test_paused_controller_is_fenced_when_it_wakes(zookeeper: ZooKeeperEnsemble,
             assert cluster.metadata(node_id)["controller_id"] == new
     finally:
         cluster.stop()
+
+
+def test_a_data_dir_of_another_cluster_is_refused(cluster: ZkCluster, zookeeper: ZooKeeperEnsemble,
+                                                  tmp_path: Path) -> None:
+    """Kafka's check: meta.properties names another cluster than /cluster/id (issue 22 item 10)."""
+    cluster_id = cluster.node(1).health()["cluster_id"]
+    stray = ZkNode(node_id=9, data_dir=tmp_path / "data-9", overrides=dict(cluster.node(1).overrides))
+    stray.data_dir.mkdir(parents=True)
+    (stray.data_dir / "meta.properties").write_text("version=1\ncluster.id=anOldClusterOfNode9xx\nnode.id=9\n")
+    stray.start(wait=False)
+    assert stray.proc is not None and stray.proc.wait(60) == 1
+    refusal = [line for line in stray.log_path.read_text().splitlines() if "node 9 stops:" in line]
+    assert refusal and "anOldClusterOfNode9xx" in refusal[0] and cluster_id in refusal[0], stray.log_tail()
+    assert znode_json(zookeeper, "/shared", "/cluster/id")["id"] == cluster_id
+    assert 9 not in [b["node_id"] for b in cluster.metadata(1)["brokers"]]
 
 
 def test_role_or_quorum_with_zookeeper_is_a_configuration_error(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ def group_value(group: ConsumerGroup) -> bytes:
         "members": [
             {
                 "member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
-                "subscribed_topics": list(m.subscribed_topics),
+                "principal": m.principal, "subscribed_topics": list(m.subscribed_topics),
                 "subscribed_topic_regex": m.subscribed_topic_regex,
                 "rebalance_timeout_ms": m.rebalance_timeout_ms,
                 "member_epoch": m.member_epoch, "previous_member_epoch": m.previous_member_epoch,
@@ -83,11 +83,20 @@ def restore_group(group: ConsumerGroup, value: dict[str, Any]) -> None:
         member = Member(
             str(m["member_id"]), str(m["client_id"]), str(m["client_host"]),
             tuple(m["subscribed_topics"]), m["subscribed_topic_regex"], int(m["rebalance_timeout_ms"]),
+            principal=str(m.get("principal", "")),  # absent before regexes were authorized
             member_epoch=int(m["member_epoch"]), previous_member_epoch=int(m["previous_member_epoch"]),
             assigned=_tp_set(m["assigned"]), pending_revocation=_tp_set(m["pending_revocation"]),
         )
         group.members[member.member_id] = member
         group.target[member.member_id] = _tp_set(m["target"])
+
+
+def group_from_value(group_id: str, config: GroupConfig, value: bytes) -> ConsumerGroup:
+    """A group with the membership of a group metadata value (no offsets): what a handler
+    changes instead of the state, so the state changes only when the record is replayed."""
+    group = ConsumerGroup(group_id, config)
+    restore_group(group, msgpack.unpackb(value, raw=False))
+    return group
 
 
 class GroupsReplay:
@@ -116,7 +125,7 @@ class GroupsReplay:
         group_id = k[1]
         try:
             self._apply(k, msgpack.unpackb(value, raw=False) if value is not None else None)
-        except (ValueError, TypeError, KeyError, msgpack.UnpackException):
+        except (ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException):
             self.skipped += 1
         group = self.groups.get(group_id)
         if group is not None and group.is_empty():

@@ -136,3 +136,16 @@ async def test_docs_page_loads_only_files_of_this_node(client: TestClient) -> No
     assert (await client.get("/docs/swagger-ui-bundle.js")).content_type == "application/javascript"
     await expect_error(await client.get("/docs/..%2Fopenapi.py"), 404, "NOT_FOUND")
     await expect_error(await client.get("/docs/nothing.js"), 404, "NOT_FOUND")
+
+
+async def test_root_and_docs_slash_point_to_the_docs(client: TestClient) -> None:
+    """`GET /` and `GET /docs/` answered 404: a newcomer's first two guesses."""
+    root = await answer_of(client, node.RootResponse, "GET", "/")
+    assert root["name"] == "kraft" and root["node_id"] == 1 and root["version"]
+    for path in ("docs", "openapi", "health", "metadata", "metrics"):
+        assert (await client.get(root[path])).status == 200, path
+    moved = await client.get("/docs/", allow_redirects=False)
+    assert moved.status == 301 and moved.headers["Location"] == "../docs"
+    followed = await client.get("/docs/")
+    assert followed.status == 200 and followed.url.path == "/docs" and await followed.text() == await (
+        await client.get("/docs")).text()

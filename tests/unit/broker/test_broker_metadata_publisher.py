@@ -66,7 +66,8 @@ class Broker:
                                           metadata_cache=self.cache)
         self.groups = RecordingGroups(self.cache)
         self.metrics = NodeMetrics(NODE)
-        self.publisher = BrokerMetadataPublisher(NODE, self.cache, self.rm, self.groups, self.metrics)
+        self.publisher = BrokerMetadataPublisher(NODE, self.cache, self.rm, {OFFSETS_TOPIC: self.groups},
+                                                 self.metrics)
         self.image = MetadataImage.EMPTY
 
     def publish(self, records: list[MetadataRecord]) -> MetadataDelta:
@@ -259,6 +260,6 @@ def test_every_node_lists_topics_in_the_same_order() -> None:
                                              leader=NODE)))
     _, image = apply_records(MetadataImage.EMPTY, records)
     assert list(image.topics.by_name) != names  # else this test could not fail
-    view = BrokerMetadataView("cluster", {})
+    view = BrokerMetadataView(lambda: "cluster", {})
     view.set_image(image)
     assert [t.name for t in view.topics()] == names

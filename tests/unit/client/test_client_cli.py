@@ -33,7 +33,7 @@ def run(*args: str, input: str | None = None):
     (["console-producer", "--topic", "t", "--property", "parse.key=maybe"], "true or false"),
     (["console-producer", "--topic", "t", "--producer-property", "nope=1"], "unknown producer property"),
     (["console-producer", "--topic", "t", "--producer-property", "linger.ms=soon"], "integer"),
-    (["console-producer", "--topic", "t", "--compression-codec", "snappy"], "snappy"),
+    (["console-producer", "--topic", "t", "--compression-codec", "brotli"], "brotli"),
     (["console-consumer", "--topic", "t", "--offset", "5"], "--offset needs --partition"),
     (["console-consumer", "--topic", "t", "--partition", "0", "--offset", "5", "--from-beginning"], "cannot be used together"),
     (["console-consumer", "--topic", "t", "--partition", "0", "--offset", "-3"], "non-negative"),
@@ -133,3 +133,20 @@ def test_unreachable_cluster_reports_network_error(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(common, "CLI_API_TIMEOUT_MS", 200)
     result = run("topics", "--list", "--bootstrap-server", f"127.0.0.1:{port}")
     assert result.exit_code == 1 and result.output.startswith("Error: NETWORK_EXCEPTION: ")
+
+
+def test_broker_list_is_bootstrap_servers_deprecated_synonym(broker: FakeBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka's console producer and get-offsets took --broker-list; it still names the brokers
+    (above KRAFT_BOOTSTRAP_SERVER), with the deprecation warning, and --bootstrap-server wins."""
+    broker.create_topic("legacy", 1)
+    monkeypatch.setenv("KRAFT_BOOTSTRAP_SERVER", "127.0.0.1:1")  # nothing listens there
+    produced = run("console-producer", "--topic", "legacy", "--broker-list", broker.bootstrap, input="a\nb\n")
+    assert produced.exit_code == 0, produced.output
+    assert produced.stderr == "Option --broker-list is deprecated, use --bootstrap-server instead.\n"
+    offsets = run("get-offsets", "--topic", "legacy", "--broker-list", broker.bootstrap)
+    assert offsets.exit_code == 0, offsets.output
+    assert offsets.stdout == "legacy:0:2\n" and "--broker-list is deprecated" in offsets.stderr
+    ignored = run("get-offsets", "--topic", "legacy", "--bootstrap-server", broker.bootstrap,
+                  "--broker-list", "127.0.0.1:1")
+    assert ignored.exit_code == 0 and ignored.stdout == "legacy:0:2\n", ignored.output
+    assert run("get-offsets", "--broker-list", "nohost").exit_code == 2  # checked as --bootstrap-server is

@@ -11,7 +11,9 @@ import pytest
 
 from full_disk import BudgetedFile, DiskBudget, fill, tiny_tmpfs
 from kraft.controller import log_store
-from kraft.controller.errors import InvalidBatchError, MetadataStorageError, NotControllerError
+from kraft.controller.errors import (
+    InvalidBatchError, MetadataLogCorruptError, MetadataStorageError, NotControllerError,
+)
 from kraft.controller.log_store import LOG_DIR_NAME
 from kraft.controller.metadata_loader import MetadataLoader, SnapshotNeededError
 from kraft.controller.quorum import LocalQuorum
@@ -164,8 +166,62 @@ async def test_unreadable_newest_snapshot_falls_back_or_fails_loudly(tmp_path: P
     await quorum.close()
     (snap,) = segments(tmp_path, ".snapshot")
     snap.write_bytes(snap.read_bytes()[:-3])  # torn snapshot, and the log before it is gone
-    with pytest.raises(RuntimeError, match="gap"):
+    with pytest.raises(MetadataLogCorruptError, match="records from 0 are missing"):
         await open_quorum(tmp_path)
+    # knowingly: the log restarts empty, and so it opens again
+    quorum, loader = await open_quorum(tmp_path, log_recovery="truncate")
+    assert loader.image.topic_by_name("a") is None
+    await quorum.propose(strip_epoch(topic_batch("b")))
+    await quorum.close()
+    quorum, loader = await open_quorum(tmp_path)
+    assert loader.image.topic_by_name("b") is not None
+    await quorum.close()
+
+
+@pytest.mark.parametrize("damage", ["flipped_byte", "zeroed_length"])
+async def test_damage_followed_by_valid_records_is_rot_not_a_torn_tail(tmp_path: Path, damage: str) -> None:
+    """Issue 22 item 13: one flipped byte in the middle of the metadata log was taken for a torn
+    tail: every later record was dropped (topics gone) and the node served on. Now the lone node
+    refuses to start, naming the file, the byte and the way out, and changes nothing on disk."""
+    quorum, loader = await open_quorum(tmp_path)
+    for name in ("a", "b", "c"):
+        await quorum.propose(strip_epoch(topic_batch(name)))
+    await quorum.close()
+    path = segments(tmp_path)[-1]
+    data = bytearray(path.read_bytes())
+    b_frame = data.index(b"id-b") - 60  # inside the frame of topic b, before its record
+    frame_start = next(p for p in log_store_frames(bytes(data)) if p > b_frame - 200 and p <= b_frame)
+    if damage == "flipped_byte":
+        data[b_frame] ^= 0x01
+    else:
+        data[frame_start:frame_start + 4] = b"\0\0\0\0"
+    path.write_bytes(bytes(data))
+
+    with pytest.raises(MetadataLogCorruptError) as raised:
+        await open_quorum(tmp_path)
+    message = str(raised.value)
+    assert str(path) in message and f"corrupt at byte {frame_start} of {len(data)}" in message
+    assert "--override metadata.log.recovery=truncate" in message and "backup" in message
+    assert path.read_bytes() == bytes(data)  # nothing cut
+
+    # the escape hatch, knowingly: the log is cut at the damage, what precedes it replays
+    again, loader2 = await open_quorum(tmp_path, log_recovery="truncate")
+    image = loader2.image
+    assert image.topic_by_name("a") is not None
+    assert image.topic_by_name("b") is None and image.topic_by_name("c") is None
+    await again.close()
+    third, loader3 = await open_quorum(tmp_path)  # and the cut log starts by itself again
+    assert loader3.image.topic_by_name("a") is not None
+    await third.close()
+
+
+def log_store_frames(data: bytes) -> list[int]:
+    """Where each frame of a metadata log segment starts."""
+    starts, pos = [], 0
+    while pos < len(data):
+        starts.append(pos)
+        pos += 8 + int.from_bytes(data[pos:pos + 4], "big")
+    return starts
 
 
 async def test_cancelled_proposer_does_not_lose_the_commit(tmp_path: Path) -> None:

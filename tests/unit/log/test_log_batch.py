@@ -122,8 +122,8 @@ def test_framing_errors() -> None:
 def test_build_rejects_empty_and_unknown_compression() -> None:
     with pytest.raises(InvalidRecordError):
         build_batch([])
-    with pytest.raises(InvalidRecordError, match="snappy"):
-        build_batch([(None, b"x", None, 1)], compression="snappy")
+    with pytest.raises(InvalidRecordError, match="brotli"):
+        build_batch([(None, b"x", None, 1)], compression="brotli")
 
 
 def test_decode_rejects_payload_that_does_not_match_header() -> None:
@@ -207,5 +207,5 @@ def test_columns_of_a_compacted_batch_and_of_log_append_time() -> None:
 def test_frame_rows_rejects_empty_and_unknown_compression() -> None:
     with pytest.raises(InvalidRecordError):
         frame_rows(b"", 0, base_timestamp=0, max_timestamp=0)
-    with pytest.raises(InvalidRecordError, match="snappy"):
-        frame_rows(b"\xc0", 1, base_timestamp=0, max_timestamp=0, compression="snappy")
+    with pytest.raises(InvalidRecordError, match="brotli"):
+        frame_rows(b"\xc0", 1, base_timestamp=0, max_timestamp=0, compression="brotli")

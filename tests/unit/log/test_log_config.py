@@ -16,6 +16,7 @@ def test_kafka_defaults() -> None:
     assert c.flush_messages == c.flush_ms == LONG_MAX
     assert c.cleanup_policy == "delete" and c.delete and not c.compact
     assert c.message_timestamp_type == "CreateTime"
+    assert c.compression_type == "producer" and c.target_compression is None
 
 
 def test_topic_overrides_over_a_base() -> None:
@@ -38,6 +39,8 @@ def test_topic_overrides_over_a_base() -> None:
         ("min.insync.replicas", "0"),
         ("unclean.leader.election.enable", "maybe"),
         ("no.such.key", "1"),
+        ("compression.type", "none"),  # the producer's word; the topic's is "uncompressed"
+        ("compression.type", "brotli"),
     ],
 )
 def test_bad_values_name_the_key(key: str, value: str) -> None:
@@ -61,3 +64,13 @@ def test_to_topic_configs_round_trips_every_key() -> None:
     shown = c.to_topic_configs()
     assert set(shown) == TOPIC_CONFIG_KEYS
     assert LogConfig.from_topic_configs(shown) == c
+
+
+@pytest.mark.parametrize(
+    "value,target",
+    [("producer", None), ("uncompressed", "none"), ("gzip", "gzip"), ("snappy", "snappy"),
+     ("lz4", "lz4"), ("zstd", "zstd")],
+)
+def test_compression_type_takes_kafkas_values(value: str, target: str | None) -> None:
+    assert LogConfig.from_topic_configs({"compression.type": value}).target_compression == target
+    assert LogConfig.from_broker_configs({"compression.type": value}).compression_type == value

@@ -265,3 +265,101 @@ def test_a_region_a_read_quarantined_in_the_active_segment_survives_kill_9(tmp_p
         assert _read_all_but(again, start, end) == total - (end - start)
     finally:
         again.close()
+
+
+# -- offsets no file holds (issue 22 item 14) -----------------------------------------------------
+
+
+@pytest.mark.parametrize("restart", ["clean", "unclean"])
+@pytest.mark.parametrize("damage", ["cut at a batch boundary", "deleted"])
+def test_a_truncated_or_deleted_closed_segment_is_quarantined_not_skipped(
+        tmp_path: Path, restart: str, damage: str, caplog) -> None:
+    """A closed segment cut to half at a batch boundary, or deleted: reads of the missing
+    offsets answered the next segment's records and nothing was logged. Now the range between
+    the segment's end and the next segment's base offset is quarantined: reads answer
+    CORRUPT_MESSAGE naming it, it is logged at ERROR, a follower's truncation clears it."""
+    directory = tmp_path / "t-0"
+    log = _filled(directory)
+    total, segment = log.log_end_offset, log.segments[2]
+    following = log.segments[3].base_offset
+    if damage == "deleted":
+        start = segment.base_offset
+    else:
+        path, cut, start, _ = _batch_of(log, 2, len(list(iter_batches(segment.read(0, segment.size)))) // 2)
+    if restart == "clean":
+        log.close()
+    else:
+        _crash(log)
+    if damage == "deleted":
+        for suffix in (".log", ".index", ".timeindex"):
+            (directory / f"{segment.base_offset:020d}{suffix}").unlink()
+    else:
+        with path.open("r+b") as f:
+            f.truncate(cut)
+
+    with caplog.at_level(logging.ERROR, logger="log.recovery"):
+        again = PartitionLog.open(directory, CONFIG, 0)
+    try:
+        assert again.log_end_offset == total
+        assert [(r.start_offset, r.end_offset) for r in again.quarantined] == [(start, following)]
+        assert f"offsets [{start}, {following}) of segment" in caplog.text and "missing" in caplog.text
+        with pytest.raises(CorruptRecordError, match=rf"\[{start}, {following}\)"):
+            again.read(start, 10**6)
+        assert _read_all_but(again, start, following) == total - (following - start)
+        again.checkpoint()
+        assert PartitionCheckpoint.read(directory).quarantined == ((start, following),)
+        again.truncate_to(start)  # what a follower does to refetch the range from its leader
+        assert again.quarantined == () and again.log_end_offset == start
+        assert again.append_as_leader(make_batch(1), 0, 0).first_offset == start
+    finally:
+        again.close()
+
+
+def test_gaps_compaction_left_are_not_missing_offsets(tmp_path: Path) -> None:
+    """Compaction removes whole batches and segments: the gaps below its checkpointed offset
+    are its own, not data lost."""
+    compacted = LogConfig(segment_bytes=300, index_interval_bytes=64, cleanup_policy="compact",
+                          min_compaction_lag_ms=0, delete_retention_ms=0)
+    log = PartitionLog.open(tmp_path / "c-0", compacted, 0)
+    log.append_as_leader(make_batch(1, key=b"kept", size=40), 0, 0)
+    for i in range(30):  # then keys k0-k2 over and over: the segments between hold only old ones
+        log.append_as_leader(make_batch(1, key=f"k{i % 3}".encode(), size=40), 0, 0)
+    log.high_watermark = log.log_end_offset
+    bases = [s.base_offset for s in log.segments]
+    stats = log.compact(10**12)
+    assert stats.records_removed and [s.base_offset for s in log.segments] != bases
+    segments = log.segments
+    assert any(a.next_offset < b.base_offset for a, b in zip(segments, segments[1:]))
+    _crash(log)
+    again = PartitionLog.open(tmp_path / "c-0", compacted, 0)
+    try:
+        assert again.quarantined == ()
+    finally:
+        again.close()
+    # the same log under cleanup.policy=delete now: the old gaps are still compaction's
+    deleting = PartitionLog.open(tmp_path / "c-0", LogConfig(segment_bytes=300, index_interval_bytes=64), 0)
+    try:
+        assert deleting.quarantined == ()
+    finally:
+        deleting.close()
+
+
+def test_a_flip_in_the_active_segment_before_the_first_checkpoint_is_rot(tmp_path: Path) -> None:
+    """Issue 22 item 15: no recovery-point checkpoint yet, a bit flipped at position 100 of the
+    active segment, kill -9: recovery took it for a torn tail and cut every later batch. Valid
+    batches after it make it rot: only the hit batch is quarantined."""
+    directory = tmp_path / "t-0"
+    log = PartitionLog.open(directory, LogConfig(), 0)
+    for _ in range(20):
+        log.append_as_leader(make_batch(10, size=20), 0, 0)
+    path, pos, start, end = _batch_of(log, 0, 0)
+    assert pos <= 100 < pos + 61 + 10 * 20 and log.recovery_point == 0
+    _crash(log)
+    _flip(path, 100)
+    again = PartitionLog.open(directory, LogConfig(), 0)
+    try:
+        assert again.log_end_offset == 200
+        assert [(r.start_offset, r.end_offset) for r in again.quarantined] == [(start, end)]
+        assert _read_all_but(again, start, end) == 190
+    finally:
+        again.close()

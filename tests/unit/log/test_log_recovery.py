@@ -52,50 +52,60 @@ def _read_everything(log: PartitionLog) -> list[bytes]:
     return batches
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     sizes=st.lists(st.integers(1, 200), min_size=1, max_size=14),
     victim=st.integers(0, 10**6),
     where=st.integers(0, 10**6),
-    mode=st.sampled_from(["truncate", "flip"]),
+    mode=st.sampled_from(["truncate", "flip", "delete"]),
     flip=st.integers(1, 255),
 )
 def test_recovery_serves_exactly_the_intact_batches(tmp_path_factory, sizes, victim, where, mode, flip) -> None:
+    """Issue 22 items 14 and 15. Bit rot anywhere (the active segment too) quarantines the hit
+    batch and keeps every later one; only a torn tail of the active segment (nothing valid after
+    it) is cut; a truncated or deleted closed segment leaves its missing offsets quarantined up to
+    the next segment, never skipped."""
     directory = tmp_path_factory.mktemp("p") / "t-0"
     stored = _write_log(directory, sizes)
     segment_bases = sorted({s[0] for s in stored})
-    # A crash tears the tail of the active segment; bit rot may hit any segment. (A non-last
-    # segment cut exactly at a batch boundary is indistinguishable from a compacted one, in
-    # Kafka too, so truncation targets the last segment.)
-    base = segment_bases[-1] if mode == "truncate" else segment_bases[victim % len(segment_bases)]
+    if mode == "delete" and len(segment_bases) < 3:
+        mode = "flip"
+    if mode == "delete":  # a closed segment that is not the first (the log start moves then)
+        base = segment_bases[1 + victim % (len(segment_bases) - 2)]
+    else:
+        base = segment_bases[victim % len(segment_bases)]
     in_segment = [s for s in stored if s[0] == base]
     seg_size = in_segment[-1][1] + len(in_segment[-1][3])
     path = directory / f"{base:020d}.log"
     data = bytearray(path.read_bytes())
-    if mode == "truncate":
+    active = base == segment_bases[-1]
+    if mode == "delete":
+        path.unlink()
+        lost = in_segment
+    elif mode == "truncate":
         cut = where % seg_size
         path.write_bytes(bytes(data[:cut]))
+        lost = [s for s in in_segment if s[1] + len(s[3]) > cut]
     else:
         # any byte except base_offset and partition_leader_epoch (outside the CRC by design)
         batch = in_segment[where % len(in_segment)]
         covered = [i for i in range(len(batch[3])) if not (i < 8 or 12 <= i < 16)]
-        cut = batch[1] + covered[(where // len(in_segment)) % len(covered)]
-        data[cut] ^= flip
+        data[batch[1] + covered[(where // len(in_segment)) % len(covered)]] ^= flip
         path.write_bytes(bytes(data))
-
-    if base == segment_bases[-1]:
-        # the active segment above the recovery point (no checkpoint): a torn tail, cut
-        intact = [s for s in stored if s[0] < base or s[1] + len(s[3]) <= cut]
-        log_end_offset = intact[-1][2] if intact and intact[-1][0] == base else base
-    else:
-        # bit rot in a closed segment: only the hit batch is quarantined, the rest is kept
-        intact = [s for s in stored if s[0] != base or not s[1] <= cut < s[1] + len(s[3])]
+        lost = [batch]
+    intact = [s for s in stored if s not in lost]
+    first_lost = stored.index(lost[0])
+    if active and (mode == "truncate" or lost[-1] is in_segment[-1]):
+        # an invalid suffix of the active segment: a torn tail, cut; nothing quarantined
+        log_end_offset, regions = (intact[-1][2] if intact else 0), []
+    else:  # rot, or offsets no file holds: one region, up to the next batch or segment
         log_end_offset = stored[-1][2]
+        regions = [(stored[first_lost - 1][2] if first_lost else 0, lost[-1][2])]
     log = PartitionLog.open(directory, CONFIG, 0)
     try:
         assert _read_everything(log) == [s[3] for s in intact]
         assert log.log_end_offset == log_end_offset
-        assert len(log.quarantined) == len(stored) - len(intact) if base != segment_bases[-1] else not log.quarantined
+        assert [(r.start_offset, r.end_offset) for r in log.quarantined] == regions
         assert log.leader_epoch_cache.latest_epoch == (
             None if not intact else 1 + (stored.index(intact[-1])) // 4
         )

@@ -190,3 +190,19 @@ def test_a_topic_record_named_after_the_metadata_log_is_ignored() -> None:
                   + topic_records("t", "tid", [[1]]))
     assert image.topic_by_name("__cluster_metadata") is None and image.topic_by_id("cm") is None
     assert image.partition("t", 0) is not None
+
+
+def test_the_first_claim_that_names_a_cluster_names_it_for_good() -> None:
+    """Issue 22 item 10: the log records the cluster id with its first controller's claim; later
+    claims (another controller's idea of it, e.g. before it replayed the log) change nothing."""
+    unnamed = build([ClaimController(node_id=1, controller_epoch=1)])  # a log written before ids were recorded
+    assert unnamed.cluster_id is None
+    _, named = replay([ClaimController(node_id=2, controller_epoch=2, cluster_id="first")], unnamed)
+    assert named.cluster_id == "first"
+    _, later = replay([ClaimController(node_id=3, controller_epoch=3, cluster_id="second"),
+                       ClaimController(node_id=1, controller_epoch=4)], named)
+    assert later.cluster_id == "first" and later.controller_id == 1
+    # snapshots carry it; one written before cluster ids has none
+    assert MetadataImage.from_snapshot(later.to_snapshot()).cluster_id == "first"
+    old = {k: v for k, v in later.to_snapshot().items() if k != "cluster_id"}
+    assert MetadataImage.from_snapshot(old).cluster_id is None

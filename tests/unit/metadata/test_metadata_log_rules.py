@@ -90,3 +90,11 @@ def test_remembering_in_any_grouping_gives_the_same_window(runs: list[tuple[str,
 def test_check_fencing_is_the_rule_admit_applies() -> None:
     batch = noop(2)
     assert check_fencing(1, 3, batch) == admit(1, 3, RequestWindow.EMPTY, batch).reason
+
+
+def test_a_claims_cluster_id_is_a_short_string_or_none() -> None:
+    named = [ClaimController(node_id=1, controller_epoch=1, cluster_id="Ssz8oSmwSsy2DmjTKEDvnA").to_dict()]
+    assert admit(None, 0, RequestWindow.EMPTY, named).applied
+    for bad in (7, "", "x" * 257):
+        reason = admit(None, 0, RequestWindow.EMPTY, [{**named[0], "cluster_id": bad}]).reason
+        assert "bad `cluster_id`" in reason, bad

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client import generate_latest
 
-from kraft.controller.raft_journal import RaftChannelCounts
+from kraft.controller.raft_transport import RaftChannelCounts
 from loop_turns import loop_turns
 from kraft.controller.raft_quorum import QuorumStatus, VoterStatus
 from kraft.metrics import (

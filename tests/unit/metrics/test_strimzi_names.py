@@ -12,7 +12,7 @@ from pathlib import Path
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kraft.controller.raft_journal import RaftChannelCounts
+from kraft.controller.raft_transport import RaftChannelCounts
 from kraft.controller.raft_quorum import QuorumStatus, VoterStatus
 from kraft.metadata.records import Topic
 from kraft.metrics import NodeMetrics

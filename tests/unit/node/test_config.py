@@ -136,7 +136,7 @@ def test_topic_configs() -> None:
         "retention.ms": "5", "cleanup.policy": "compact", "min.insync.replicas": "2",
         "unclean.leader.election.enable": "true"}
     for bad in ({"retention.ms": "soon"}, {"min.insync.replicas": "0"}, {"colour": "red"},
-                {"cleanup.policy": "shred"}):
+                {"cleanup.policy": "shred"}, {"compression.type": "snappier"}):
         with pytest.raises(ConfigError) as info:
             validate_topic_configs(bad)
         assert info.value.error_code == "INVALID_CONFIG"
@@ -153,12 +153,21 @@ def test_broker_log_config_follows_the_keys() -> None:
     assert log_config.segment_ms == 60000
 
 
+def test_broker_compression_type_is_the_topics_default() -> None:
+    # Kafka's broker key compression.type (was ignored with a warning as a key kraft had no use for)
+    assert load_config().log_config().compression_type == "producer"
+    assert load_config(overrides=["compression.type=snappy"]).log_config().target_compression == "snappy"
+    with pytest.raises(ConfigError, match="compression.type"):
+        load_config(overrides=["compression.type=none"])
+
+
 @given(st.integers(0, 2**31 - 1), st.integers(0, 65535))
 def test_voters_round_trip(node_id: int, port: int) -> None:
     assert parse_voters(f"{node_id}@10.0.0.1:{port}") == {node_id: ("10.0.0.1", port)}
     assert parse_host_port(f"[::1]:{port}") == ("::1", port)
 
 
+STOCK_4 = Path(__file__).resolve().parents[2] / "fixtures" / "kafka4-kraft-server.properties"
 STOCK = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-kraft-server.properties"
 
 
@@ -194,8 +203,69 @@ def test_kafka_stock_server_properties_load() -> None:
 def test_unknown_key_still_stops_the_node_and_names_it(tmp_path: Path) -> None:
     props = tmp_path / "server.properties"
     props.write_text(STOCK.read_text() + "\nnum.netwrok.threads=3\n")
-    with pytest.raises(ConfigError, match="num.netwrok.threads: unknown configuration key"):
+    with pytest.raises(ConfigError, match="num.netwrok.threads: unknown configuration key.*did you mean "
+                                          "'num.network.threads'"):
         load_config(config_file=props)
+    # the nearest key may be one of kraft's own
+    with pytest.raises(ConfigError, match="did you mean 'log.retention.hours'"):
+        load_config(overrides=["log.retension.hours=5"])
+    with pytest.raises(ConfigError) as nothing_near:
+        load_config(overrides=["zzz=1"])
+    assert "did you mean" not in str(nothing_near.value)
+
+
+def test_kafka_4_stock_server_properties_load() -> None:
+    """Kafka 4's stock file: its share-group and other Kafka 4 keys are Kafka's, so ignored by name."""
+    config = load_config(config_file=STOCK_4)
+    assert {"share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
+            "num.network.threads"} <= set(config.ignored)
+    assert config.roles == ("broker", "controller") and config.node_id == 1 and config.voters == {}
+    assert config.listener == ("0.0.0.0", 9092) and config.advertised_listener == ("localhost", 9092)
+
+
+@pytest.mark.parametrize("key", ["group.share.enable", "zookeeper.set.acl", "log.message.format.version",
+                                 "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config", "compression.zstd.level"])
+def test_any_kafka_broker_key_is_accepted_and_named(key: str) -> None:
+    """Kafka 4.1's documented keys, 3.9's removed ones, internal ones and per-listener overrides."""
+    assert load_config(overrides=[f"{key}=x"]).ignored == (key,)
+
+
+def test_broker_id_is_node_ids_synonym(tmp_path: Path) -> None:
+    assert load_config(overrides=["broker.id=2"]).node_id == 2
+    assert load_config(overrides=["broker.id=2", "node.id=2"]).node_id == 2
+    with pytest.raises(ConfigError, match=r"broker.id \(2\) and node.id \(1\) disagree"):
+        load_config(overrides=["broker.id=2", "node.id=1"])
+    with pytest.raises(ConfigError, match="broker.id"):  # Kafka's -1 asks ZooKeeper to generate one
+        load_config(overrides=["broker.id=-1"])
+    # a ZooKeeper-era server.properties names its broker by broker.id only
+    props = tmp_path / "server.properties"
+    props.write_text("broker.id=3\nzookeeper.connect=127.0.0.1:2181\nlog.dirs=/tmp/kafka-logs\n"
+                     "num.network.threads=3\nzookeeper.connection.timeout.ms=18000\n")
+    config = load_config(config_file=props, overrides=["controller.quorum.secret=s"])
+    assert config.node_id == 3 and config.zookeeper_mode
+
+
+def test_controller_listener_must_be_the_nodes_voter_entry() -> None:
+    voters = {"controller.quorum.voters": "1@127.0.0.1:19093,2@127.0.0.1:19193", "controller.quorum.secret": "s"}
+    with pytest.raises(ConfigError, match=r"controller.listeners: .*127.0.0.1:19094 .*1@127.0.0.1:19093"):
+        load_config({**voters, "controller.listeners": "127.0.0.1:19094"})  # a port typo
+    with pytest.raises(ConfigError, match=r"controller listener 127.0.0.1:19193 .*1@127.0.0.1:19093"):
+        load_config({**voters, "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:19193",
+                     "controller.listener.names": "CONTROLLER"})
+    with pytest.raises(ConfigError, match="controller listener 127.0.0.2:19093"):
+        load_config({**voters, "controller.listeners": "127.0.0.2:19093"})
+    # its own entry, a wildcard on its port, or a name of the same address
+    for listener in ("127.0.0.1:19093", "0.0.0.0:19093", ":19093", "localhost:19093"):
+        assert load_config({**voters, "controller.listeners": listener}).node_id == 1
+    # behind a NAT or a proxy: the address it advertises is the voter entry, not the one it binds
+    behind = {**voters, "controller.listeners": "127.0.0.1:29093", "controller.advertised.listener": "127.0.0.1:19093"}
+    assert load_config(behind).node_id == 1
+    assert load_config({**voters, "controller.listener.names": "CONTROLLER",
+                        "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:29093",
+                        "advertised.listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:19093"}).node_id == 1
+    with pytest.raises(ConfigError, match=r"controller.advertised.listener: this node's advertised controller "
+                                          r"listener 127.0.0.1:29094 .*1@127.0.0.1:19093"):
+        load_config({**behind, "controller.advertised.listener": "127.0.0.1:29094"})
 
 
 def test_kafka_listener_lists(tmp_path: Path) -> None:
@@ -204,9 +274,10 @@ def test_kafka_listener_lists(tmp_path: Path) -> None:
     assert config.listener == ("127.0.0.1", 9443)
     assert config.security_protocol == "SSL"
     assert parse_host_port(config["controller.listeners"]) == ("127.0.0.1", 9444)
-    with pytest.raises(ConfigError, match="listeners: one client listener is served"):
+    # a second client entry is a Kafka-only listener (tests/unit/kafka/test_kafka_listener_config.py)
+    with pytest.raises(ConfigError, match="ssl.keystore.location: required by SSL"):
         load_config({"listeners": "PLAINTEXT://:1,SSL://:2"})
-    with pytest.raises(ConfigError, match="listeners: the client listener must be one of"):
+    with pytest.raises(ConfigError, match="listeners: a client listener must be one of"):
         load_config({"listeners": "WEIRD://:1,CONTROLLER://:2", "controller.listener.names": "CONTROLLER"})
 
 

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from pysyncobj.serializer import Serializer
 
+from kraft.controller.errors import MetadataLogCorruptError
 from kraft.controller.raft_journal import MAGIC, JournalFormatError, RaftJournal
 
 
@@ -72,18 +73,74 @@ def test_torn_tail_is_cut_at_the_last_whole_entry(tmp_path: Path, caplog) -> Non
     journal._destroy()
 
 
-def test_corrupt_entry_in_the_middle_truncates_there(tmp_path: Path, caplog) -> None:
-    journal = filled(tmp_path / "j.log", 6)
+def _damage_third_entry(journal: RaftJournal) -> bytes:
+    """Flips the first byte of entry 3's command; returns the damaged file."""
     journal._destroy()
     data = bytearray(journal.path.read_bytes())
-    third = data.index(b"command-3")
-    data[third] ^= 0xFF
+    data[data.index(b"command-3")] ^= 0xFF
     journal.path.write_bytes(bytes(data))
+    return bytes(data)
+
+
+THIRD_COMMAND = len(MAGIC) + sum(8 + 16 + len(entry(i)[0]) for i in (1, 2)) + 8 + 16
+
+
+def test_damage_in_the_middle_with_peers_drops_the_rest_and_repairs(tmp_path: Path, caplog) -> None:
+    """Issue 22 item 13, a voter with peers: the damaged entry and everything after it go (the
+    leader sends them again), and until the journal holds the last index it had (6) again the
+    voter is `repairing`: no vote, no candidacy (a lost entry may be committed). A restart
+    mid-repair keeps it repairing."""
+    journal = filled(tmp_path / "j.log", 6)
+    journal.setRaftCommitIndex(6)
+    data = _damage_third_entry(journal)
     with caplog.at_level(logging.WARNING, logger="kraft.controller.raft_journal"):
-        journal = RaftJournal(journal.path)
-    assert list(journal[:]) == [entry(1), entry(2)]
-    assert "CRC mismatch" in caplog.text
-    assert os.path.getsize(journal.path) < third  # cut on disk too, not only skipped
+        journal = RaftJournal(journal.path, on_rot="repair")
+    assert list(journal[:]) == [entry(1), entry(2)] and journal.repairing
+    assert "CRC mismatch" in caplog.text and "neither votes nor stands for election" in caplog.text
+    assert data[THIRD_COMMAND] == ord("c") ^ 0xFF
+    assert os.path.getsize(journal.path) < THIRD_COMMAND  # cut on disk too
+    journal.add(*entry(3))
+    journal = reopen(journal, on_rot="repair")
+    assert journal.repairing  # durable: not a vote after a restart either
+    for idx in range(4, 7):
+        assert journal.repairing
+        journal.add(*entry(idx))
+    assert not journal.repairing
+    journal = reopen(journal, on_rot="repair")
+    assert not journal.repairing and len(journal) == 6
+    journal._destroy()
+
+
+def test_damage_in_the_middle_of_a_lone_voters_journal_refuses_to_open(tmp_path: Path) -> None:
+    journal = filled(tmp_path / "j.log", 6)
+    data = _damage_third_entry(journal)
+    with pytest.raises(MetadataLogCorruptError) as raised:
+        RaftJournal(journal.path)
+    assert "from index 3 on" in str(raised.value) and "metadata.log.recovery=truncate" in str(raised.value)
+    assert journal.path.read_bytes() == data  # nothing cut
+    truncated = RaftJournal(journal.path, on_rot="truncate")  # the operator's choice
+    assert list(truncated[:]) == [entry(1), entry(2)] and not truncated.repairing
+    truncated._destroy()
+
+
+def test_damage_the_dump_covers_loses_nothing(tmp_path: Path) -> None:
+    journal = filled(tmp_path / "j.log", 6)
+    write_dump(tmp_path / "dump", entry(5), entry(6))
+    _damage_third_entry(journal)
+    journal = RaftJournal(journal.path, dump_file=tmp_path / "dump")  # a lone voter: no error
+    assert not journal.repairing
+    journal._destroy()
+
+
+def test_a_commit_index_past_the_journal_end_repairs_a_voter_with_peers(tmp_path: Path) -> None:
+    journal = filled(tmp_path / "j.log", 6)
+    journal.setRaftCommitIndex(6)
+    journal._destroy()
+    os.truncate(journal.path, os.path.getsize(journal.path) - 1)
+    journal = RaftJournal(journal.path, on_rot="repair")
+    assert journal.repairing and journal.getRaftCommitIndex() == 5
+    journal.add(*entry(6, term=2))
+    assert not journal.repairing
     journal._destroy()
 
 

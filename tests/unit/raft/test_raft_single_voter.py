@@ -5,6 +5,7 @@ from journal and snapshot, and the secret rules."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import stat
 from pathlib import Path
@@ -18,6 +19,8 @@ from kraft.controller.raft_quorum import (
     NotControllerError,
     RaftQuorum,
     RaftQuorumConfig,
+    SECRET_FILE,
+    read_secret_file,
     resolve_secret,
 )
 from kraft.metadata.image import MetadataImage
@@ -123,3 +126,26 @@ def test_secret_is_required_and_generated_only_for_a_lone_voter(tmp_path: Path) 
     assert resolve_secret(None, tmp_path / "data", voter_count=1) == generated
     files = list((tmp_path / "data").iterdir())
     assert len(files) == 1 and stat.S_IMODE(os.stat(files[0]).st_mode) == 0o600
+
+
+def test_a_secret_file_is_warned_about_only_when_open_to_others(tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    given = tmp_path / "cluster.secret"
+    given.write_text("s3cret\n")
+    given.chmod(0o600)
+    generated = resolve_secret(None, tmp_path / "data", voter_count=1)
+    with caplog.at_level(logging.WARNING):
+        assert read_secret_file(given) == "s3cret"
+        assert resolve_secret(None, tmp_path / "data", voter_count=1) == generated
+        assert caplog.messages == []
+        for path, mode in ((given, 0o640), (tmp_path / "data" / SECRET_FILE, 0o604)):
+            path.chmod(mode)
+        read_secret_file(given)
+        resolve_secret(None, tmp_path / "data", voter_count=1)
+    assert caplog.messages == [
+        f"secret file {given} is accessible to other users (mode 0640): chmod 600 {given}",
+        f"secret file {tmp_path / 'data' / SECRET_FILE} is accessible to other users (mode 0604): "
+        f"chmod 600 {tmp_path / 'data' / SECRET_FILE}"]
+    given.write_text("\n")
+    with pytest.raises(ConfigError, match="is empty"):
+        read_secret_file(given)

@@ -1,17 +1,23 @@
 """`kraft-bench compare-metadata`'s options that measure nothing: the sweep list, merging earlier
-runs (`--from-json`), the plot (`--plot`, matplotlib), and the refusals that come before an hour
-of measuring."""
+runs (`--from-json`), the plot (`--plot`, matplotlib), the refusals that come before an hour
+of measuring, the ports (`--port-range`) and kazoo's log lines."""
 
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 from pathlib import Path
+from typing import Iterator
 
+import click
 import pytest
 from click.testing import CliRunner
 
 from kraft.bench import main
-from kraft.zk.compare import merge_results
+from kraft.bench.cluster import LocalCluster, PortRange, free_port, use_port_range
+from kraft.zk.compare import ZkLocalCluster, merge_results
+from kraft.zk.ensemble import route_kazoo_logging
 
 RUN = {
     "kraft": {"controller_failover_s": 0.6, "controller_load_s": 0.06, "partitions": 10000, "runs": 3,
@@ -88,3 +94,50 @@ def test_plot_without_matplotlib_is_a_clear_error(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     result = invoke("--partitions-sweep", "10,20", "--plot", str(tmp_path / "p.png"))
     assert result.exit_code == 1 and "pip install 'kraft[bench]'" in result.output  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def port_range() -> Iterator[None]:
+    yield
+    use_port_range(None)  # the process-wide setting --port-range makes
+
+
+def test_port_range_puts_every_listener_of_both_clusters_in_it(port_range: None) -> None:
+    """--port-range (as failover and metadata take it): the ZooKeeper servers' client, peer and
+    election ports, the nodes' client and Raft ports all come from it; a range too small says so."""
+    result = invoke("--port-range", "30000-29000", "--from-json", "missing.json")
+    assert result.exit_code == 2 and "LOW-HIGH" in result.output  # type: ignore[attr-defined]
+    use_port_range(PortRange.parse("31000-31099"))
+    zookeeper = ZkLocalCluster(3, 3, 2000)
+    kraft = LocalCluster(3, combined=True)
+    try:
+        ensemble = zookeeper.ensemble
+        ports = [*ensemble.client_ports, *(p for pair in ensemble.peer_ports for p in pair),
+                 *(n.port for n in zookeeper.nodes.values()), *(n.port for n in kraft.nodes.values()),
+                 *(int(a.split(":")[-1]) for n in kraft.nodes.values() for a in n.args if a.startswith("127.0.0.1:"))]
+        assert len(ports) == 3 + 6 + 3 + 3 + 3 and len(set(ports)) == len(ports)
+        assert all(31000 <= p <= 31099 for p in ports), ports
+        use_port_range(PortRange.parse("31200-31201"))
+        free_port(), free_port()
+        with pytest.raises(click.ClickException, match="no free port left in --port-range 31200-31201"):
+            free_port()
+    finally:
+        for cluster in (zookeeper, kraft):
+            shutil.rmtree(cluster.root, ignore_errors=True)
+
+
+def test_kazoo_connection_retries_are_debug_lines_in_the_bench_format(capsys: pytest.CaptureFixture[str]) -> None:
+    kazoo = logging.getLogger("kazoo")
+    saved = (kazoo.handlers[:], kazoo.level, kazoo.propagate)
+    try:
+        route_kazoo_logging()
+        client = logging.getLogger("kazoo.client")
+        client.warning("Connection dropped: socket connection error: %s", "Connection refused")
+        client.warning("Session expired")
+        assert capsys.readouterr().err == "kazoo: WARNING Session expired\n"
+        kazoo.setLevel(logging.DEBUG)
+        client.warning("Connection dropped: socket connection broken")
+        assert capsys.readouterr().err == "kazoo: DEBUG Connection dropped: socket connection broken\n"
+    finally:
+        kazoo.handlers[:], kazoo.level, kazoo.propagate = saved
+        logging.getLogger("kazoo.client").filters.clear()

@@ -1,0 +1,117 @@
+"""The access table (api/access.py) covers every route the node serves, with Kafka's rules, and
+the routes obey it: walking the router finds no route without a rule, the table names no route
+that is not served, a route added without a rule is refused, docs/security.md shows the table,
+and on a node with the StandardAuthorizer and no ACLs every route whose rule is known from the
+route alone refuses an ordinary principal with its resource's *_AUTHORIZATION_FAILED."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from kraft.api.access import ACCESS, CLUSTER, LISTED, NAMED, NODE_PREFIXES, NODES, PATH, is_node_route, markdown_table
+from kraft.api.access_middleware import authorization_middleware
+from kraft.api.authz import ERROR_CODES
+from kraft.api.openapi import ROUTES
+from kraft.api.server import error_middleware
+from kraft.config import STANDARD_AUTHORIZER
+from kraft.metadata.acl import SUPPORTED_OPERATIONS
+from kraft.zk.broker import UPDATE_METADATA_PATH, update_metadata_route
+from kraft.zk.mode import CONTROLLED_SHUTDOWN_PATH, controlled_shutdown_route
+
+SECURITY_MD = Path(__file__).resolve().parents[3] / "docs" / "security.md"
+# a value for each path parameter, for requests the middleware refuses before any handler runs
+PARAMETERS = {"topic": "payroll", "group": "g1", "partition": "0"}
+
+
+def served(app: web.Application) -> set[tuple[str, str]]:
+    return {(route.method, route.resource.canonical) for route in app.router.routes()
+            if route.method != "HEAD" and route.resource is not None}
+
+
+def zookeeper_mode_routes() -> set[tuple[str, str]]:
+    """The routes a ZooKeeper-mode node adds (kraft/zk: ZkServices.install)."""
+    app = web.Application()
+    app.router.add_routes([update_metadata_route(None), controlled_shutdown_route(None)])  # type: ignore[arg-type]
+    return served(app)
+
+
+async def test_every_served_route_has_a_rule_and_every_rule_a_route(client: TestClient) -> None:
+    routes = served(client.server.app) | zookeeper_mode_routes()
+    assert routes - set(ACCESS) == set(), "routes without an entry in api/access.py"
+    assert set(ACCESS) - routes == set(), "entries of api/access.py that no node serves"
+    assert {("POST", UPDATE_METADATA_PATH), ("POST", CONTROLLED_SHUTDOWN_PATH)} <= set(ACCESS)
+
+
+def test_every_documented_route_has_a_rule() -> None:
+    assert {(r.method, r.path) for r in ROUTES} <= set(ACCESS)
+
+
+def test_rules_are_kafkas() -> None:
+    for (method, route), entry in ACCESS.items():
+        for rule in entry.rules:
+            assert rule.operation in SUPPORTED_OPERATIONS[rule.resource_type], (method, route, rule)
+            if rule.source.startswith(PATH):
+                assert "{" + rule.source[len(PATH):] + "}" in route, (method, route, rule)
+            else:
+                assert rule.source in (CLUSTER, NAMED, LISTED, NODES), (method, route, rule)
+            assert not rule.or_cluster or rule.resource_type != "CLUSTER", (method, route, rule)
+        sources = [(r.source, r.when) for r in entry.rules if r.source in (NAMED, LISTED) or r.when]
+        assert len(sources) == len(set(sources)), f"{method} {route}: a handler could not tell its rules apart"
+        assert entry.rules or entry.note, f"{method} {route}: a route without rules says why"
+
+
+def test_the_node_only_routes_are_the_control_plane() -> None:
+    node_only = {key for key, entry in ACCESS.items() if entry.node_only}
+    assert all(route.startswith(NODE_PREFIXES) for _, route in node_only)
+    for method, route in ACCESS:
+        assert is_node_route(method, route) == ((method, route) in node_only)
+    # Kafka's client admin APIs served under /v1/controller are the controller's, and authorized
+    clients = {key for key, entry in ACCESS.items() if key[1].startswith(NODE_PREFIXES) and not entry.node_only}
+    assert clients == {key for key, entry in ACCESS.items() if entry.controller}
+    assert is_node_route("POST", "/v1/controller/not-a-route")  # unknown control-plane paths stay closed
+
+
+def test_security_md_shows_the_table() -> None:
+    assert markdown_table() in SECURITY_MD.read_text(), \
+        "docs/security.md's permission table differs: paste `python -m kraft.api.access` into it"
+
+
+async def test_a_route_without_a_rule_is_refused() -> None:
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response({"served": True})
+
+    app = web.Application(middlewares=[error_middleware, authorization_middleware])
+    app.router.add_get("/v1/unlisted", handler)
+    async with TestClient(TestServer(app)) as client:
+        answer = await client.get("/v1/unlisted")
+        body = await answer.json()
+        assert (answer.status, body["error_code"]) == (403, "CLUSTER_AUTHORIZATION_FAILED"), body
+        missing = await client.get("/v1/nowhere")
+        assert (missing.status, (await missing.json())["error_code"]) == (404, "NOT_FOUND")
+
+
+async def test_every_route_refuses_a_principal_without_acls(make_client) -> None:
+    """StandardAuthorizer, no ACL, no super user: User:ANONYMOUS may do nothing. Every rule the
+    middleware applies refuses it before the handler reads anything."""
+    client = await make_client(authorizer_class_name=STANDARD_AUTHORIZER)
+    walked = 0
+    for (method, route), entry in ACCESS.items():
+        up_front = [r for r in entry.rules if r.up_front]
+        if not up_front:
+            continue
+        url = re.sub(r"\{(\w+)\}", lambda m: PARAMETERS[m.group(1)], route)
+        answer = await client.request(method, url, json={})
+        body = await answer.json()
+        expected = "CLUSTER_AUTHORIZATION_FAILED" if up_front[0].source == NODES \
+            else ERROR_CODES[up_front[0].resource_type]
+        assert (answer.status, body["error_code"]) == (403, expected), (method, route, body)
+        walked += 1
+    assert walked >= 40
+    for (method, route), entry in ACCESS.items():  # and nothing else is refused up front
+        if not entry.rules:
+            url = route.replace("{asset}", "docs.js")
+            assert (await client.request(method, url)).status == 200, (method, route)
