@@ -45,6 +45,7 @@ from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinato
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.broker.groups.membership import GroupConfig
 from kraft.broker.lifecycle import BrokerLifecycle, LifecycleChannel
+from kraft.broker.log_dirs import LogDirs
 from kraft.broker.metadata_follower import BrokerSnapshotStore, MetadataFollower
 from kraft.broker.stage_trace import StageTrace
 from kraft.broker.metadata_publisher import BrokerMetadataPublisher
@@ -65,7 +66,7 @@ from kraft.controller.raft_quorum import (
 )
 from kraft.cluster_identity import ClusterIdentity, ClusterIdGate, new_cluster_id
 from kraft.controller.service import ControllerService
-from kraft.dir_lock import lock_directories, release_all
+from kraft.dir_lock import DirectoryInUseError, DirectoryLock, lock_directories, release_all
 from kraft.kafka.node_listeners import KafkaListeners
 from kraft.metrics import NodeMetrics
 from kraft.readiness import MetadataProgress, ReadinessCheck
@@ -151,11 +152,30 @@ LOCAL_REGISTRATION_TIMEOUT_S = 30.0
 
 
 def node_directories(config: KraftConfig) -> list[Path]:
-    """Every directory the node writes: the data directory and, but in ZooKeeper mode, the
+    """Every directory the node writes: the log directories and, but in ZooKeeper mode, the
     metadata log's (the local log or the Raft journal; a broker's metadata snapshot)."""
     if config.zookeeper_mode:
-        return [config.data_dir]
-    return [config.data_dir, config.data_dir / METADATA_DIR]
+        return config.log_dirs
+    return [*config.log_dirs, config.data_dir / METADATA_DIR]
+
+
+def lock_node_directories(config: KraftConfig) -> list[DirectoryLock]:
+    """Locks `node_directories`. A log directory after the first that cannot be locked for an I/O
+    reason (a failed disk) is left out: it starts offline (`LogDirs.load`), the others serve."""
+    first, *others = node_directories(config)
+    extra = set(config.log_dirs[1:])
+    locks = lock_directories([first, *(d for d in others if d not in extra)])
+    for directory in others:
+        if directory not in extra:
+            continue
+        try:
+            locks.append(DirectoryLock.acquire(directory))
+        except DirectoryInUseError:
+            release_all(locks)
+            raise
+        except OSError as e:
+            log.error("cannot lock log directory %s: %s; it starts offline", directory, e)
+    return locks
 
 
 class Node:
@@ -164,7 +184,7 @@ class Node:
         """`on_fatal()`: the node cannot go on (`fatal_error` says why) and must be stopped."""
         # before anything is written (the secret file, the metadata log): a second process on
         # these directories would be a second node of this id (DirectoryInUseError)
-        self._dir_locks = lock_directories(node_directories(config))
+        self._dir_locks = lock_node_directories(config)
         try:
             self._wire(config, add_scram, on_fatal)
         except BaseException:
@@ -232,6 +252,8 @@ class Node:
         broker_epoch = (lambda: self.lifecycle.broker_epoch) if self.lifecycle is not None else (lambda: -1)
         if self.zk is not None:
             broker_epoch = lambda: self.zk.registration.broker_epoch  # noqa: E731
+        self.log_dirs = LogDirs(config.log_dirs, self.node_id)
+        self.log_dirs.load()
         self.replica_manager = ReplicaManager(
             self.node_id, self.data_dir, config.log_config(),
             config["log.retention.check.interval.ms"], config["fetch.max.bytes"],
@@ -240,7 +262,11 @@ class Node:
             broker_epoch=broker_epoch,
             recovery_point_checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
             metadata_cache=self.view,
+            log_dirs=self.log_dirs,
         )
+        if self.lifecycle is not None:
+            self.lifecycle.offline_report = lambda: self.replica_manager.offline_report
+            self.replica_manager.on_log_dir_failure = self.lifecycle.heartbeat_now
         info = NodeInfo(
             node_id=self.node_id, roles=config.roles,
             max_request_bytes=config["socket.request.max.bytes"],

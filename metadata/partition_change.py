@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Collection, Iterator, Sequence
 
 from kraft.metadata.errors import MetadataError
 from kraft.metadata.image import ClusterImage, MetadataImage, PartitionRegistration, TopicImage
@@ -126,9 +126,12 @@ def _partitions(image: MetadataImage) -> Iterator[tuple[TopicImage, int, Partiti
 
 
 def fence_broker_changes(
-    image: MetadataImage, broker_id: int, unclean_allowed: Callable[[str], bool]
+    image: MetadataImage, broker_id: int, unclean_allowed: Callable[[str], bool],
+    only: Collection[tuple[str, int]] | None = None,
 ) -> list[PartitionChange]:
-    """Changes that take `broker_id` out of every ISR and move its leaderships (KIP-841)."""
+    """Changes that take `broker_id` out of every ISR and move its leaderships (KIP-841); with
+    `only`, of those (topic name, partition) alone: its replicas on an offline log directory
+    (KIP-858), where the last ISR member stays in the ISR without leading, as a fenced one."""
 
     def acceptable(b: int) -> bool:
         return b != broker_id and image.cluster.is_unfenced(b)
@@ -137,6 +140,8 @@ def fence_broker_changes(
     for topic, p, reg in _partitions(image):
         if broker_id not in reg.isr:
             continue  # the leader is always in the ISR, so it is not a leader here either
+        if only is not None and (topic.name, p) not in only:
+            continue
         isr = tuple(b for b in reg.isr if b != broker_id) or reg.isr
         change = (
             PartitionChangeBuilder(topic.topic_id, p, reg, acceptable, unclean_allowed=unclean_allowed(topic.name))
@@ -149,16 +154,18 @@ def fence_broker_changes(
 
 
 def unfence_broker_changes(
-    image: MetadataImage, broker_id: int, unclean_allowed: Callable[[str], bool]
+    image: MetadataImage, broker_id: int, unclean_allowed: Callable[[str], bool],
+    offline: Collection[tuple[str, int]] = (),
 ) -> list[PartitionChange]:
-    """Leader elections for leaderless partitions that `broker_id`, now unfenced, can lead."""
+    """Leader elections for leaderless partitions that `broker_id`, now unfenced, can lead (not
+    those of its `offline` replicas: on an offline log directory)."""
 
     def acceptable(b: int) -> bool:
         return b == broker_id or image.cluster.is_unfenced(b)
 
     changes = []
     for topic, p, reg in _partitions(image):
-        if reg.leader != NO_LEADER or broker_id not in reg.replicas:
+        if reg.leader != NO_LEADER or broker_id not in reg.replicas or (topic.name, p) in offline:
             continue
         change = PartitionChangeBuilder(
             topic.topic_id, p, reg, acceptable, unclean_allowed=unclean_allowed(topic.name)

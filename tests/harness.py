@@ -8,6 +8,7 @@ Tests wait on conditions with deadlines (`wait_for`), never on fixed sleeps.
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
@@ -72,6 +73,7 @@ class NodeProcess:
     quorum: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
     args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # added to this process's environment
     proc: subprocess.Popen | None = None
     # start(wait=True) also waits for `?ready=true`: for a node that is ready on its own (a lone
     # combined node); a cluster's node may not be while its peers are down, so the Cluster waits
@@ -109,7 +111,7 @@ class NodeProcess:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                     cwd=self.data_dir.parent)
+                                     cwd=self.data_dir.parent, env={**os.environ, **self.env} if self.env else None)
         log.close()
         if wait:
             self.wait_healthy(timeout)

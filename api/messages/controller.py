@@ -107,6 +107,15 @@ class BrokerHeartbeatRequest(Message):
     current_metadata_offset: Annotated[int, Meta(ge=-1, le=INT64_MAX)]
     want_fence: bool = False
     want_shutdown: bool = False
+    # KIP-858's OfflineLogDirs (directory ids), and the replicas on them: the controller moves
+    # their leaderships and ISR memberships to other brokers
+    offline_log_dirs: Annotated[list[Annotated[str, Meta(max_length=64)]], Meta(max_length=1000)] = []
+    offline_replicas: Annotated[list[tuple[TopicName, PartitionNumber]], Meta(
+        max_length=MAX_REASSIGNMENTS, description="[topic, partition] of each")] = []
+
+    def __post_init__(self) -> None:
+        for topic, _ in self.offline_replicas:
+            check_topic_name(topic)
 
 
 class BrokerHeartbeatResponse(Message):

@@ -62,7 +62,8 @@ class ControllerApi(Protocol):
                               rack: str | None, cluster_id: str | None, request_id: str | None) -> dict[str, Any]: ...
 
     async def broker_heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int,
-                               want_fence: bool, want_shutdown: bool) -> dict[str, Any]: ...
+                               want_fence: bool, want_shutdown: bool, offline_log_dirs: list[str],
+                               offline_replicas: list[tuple[str, int]]) -> dict[str, Any]: ...
 
     async def unregister_broker(self, broker_id: int, request_id: str | None) -> dict[str, Any]: ...
 
@@ -157,7 +158,8 @@ async def register_broker(request: web.Request) -> web.Response:
 async def broker_heartbeat(request: web.Request) -> web.Response:
     b = await read_message(request, BrokerHeartbeatRequest)
     answer = await _api(request).broker_heartbeat(b.broker_id, b.broker_epoch, b.current_metadata_offset,
-                                                  b.want_fence, b.want_shutdown)
+                                                  b.want_fence, b.want_shutdown, b.offline_log_dirs,
+                                                  b.offline_replicas)
     return render(request, answer)
 
 

@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 import uuid
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from kraft.broker.broker_state import BrokerState, BrokerStateMachine
 from kraft.controller.errors import NotControllerError
@@ -33,6 +33,9 @@ log = logging.getLogger("kraft.broker")
 STARTUP_HEARTBEAT_MS = 100  # while registering or fenced: get unfenced quickly
 SHUTDOWN_TIMEOUT_S = 5.0
 SLOW_HEARTBEAT_LOG_INTERVAL_S = 10.0
+
+# (offline log directory ids, (topic, partition) of the replicas on them)
+OfflineReport = tuple[Sequence[str], Sequence[tuple[str, int]]]
 
 
 class LifecycleController(Protocol):
@@ -44,6 +47,8 @@ class LifecycleController(Protocol):
 
     async def broker_heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int, *,
                                want_fence: bool = False, want_shutdown: bool = False,
+                               offline_log_dirs: Sequence[str] = (),
+                               offline_replicas: Sequence[tuple[str, int]] = (),
                                timeout_s: float | None = None) -> dict[str, Any]: ...
 
 
@@ -57,7 +62,9 @@ class LocalController(Protocol):
                               rack: str | None = None, *, request_id: str | None = None) -> dict[str, Any]: ...
 
     async def broker_heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int, *,
-                               want_fence: bool = False, want_shutdown: bool = False) -> dict[str, Any]: ...
+                               want_fence: bool = False, want_shutdown: bool = False,
+                               offline_log_dirs: Sequence[str] = (),
+                               offline_replicas: Sequence[tuple[str, int]] = ()) -> dict[str, Any]: ...
 
 
 class LifecycleChannel:
@@ -99,13 +106,17 @@ class LifecycleChannel:
                                                  cluster_id=cluster_id, timeout_s=timeout_s)
 
     async def broker_heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int, *,
-                               want_shutdown: bool = False, timeout_s: float) -> dict[str, Any]:
-        answer = await self._local(lambda c: c.broker_heartbeat(broker_id, broker_epoch, current_metadata_offset,
-                                                                want_shutdown=want_shutdown))
+                               want_shutdown: bool = False, offline_log_dirs: Sequence[str] = (),
+                               offline_replicas: Sequence[tuple[str, int]] = (),
+                               timeout_s: float) -> dict[str, Any]:
+        answer = await self._local(lambda c: c.broker_heartbeat(
+            broker_id, broker_epoch, current_metadata_offset, want_shutdown=want_shutdown,
+            offline_log_dirs=offline_log_dirs, offline_replicas=offline_replicas))
         if answer is not None:
             return answer
-        return await self.remote.broker_heartbeat(broker_id, broker_epoch, current_metadata_offset,
-                                                  want_shutdown=want_shutdown, timeout_s=timeout_s)
+        return await self.remote.broker_heartbeat(
+            broker_id, broker_epoch, current_metadata_offset, want_shutdown=want_shutdown,
+            offline_log_dirs=offline_log_dirs, offline_replicas=offline_replicas, timeout_s=timeout_s)
 
 
 class BrokerLifecycle:
@@ -136,6 +147,10 @@ class BrokerLifecycle:
         self.cluster_id = cluster_id
         self.close_controller = close_controller
         self.refused = refused
+        # (offline log directory ids, the replicas on them), read on this thread for each
+        # heartbeat (KIP-858's OfflineLogDirs; see `kraft/broker/log_dirs.py`)
+        self.offline_report: Callable[[], OfflineReport] = lambda: ((), ())
+        self._wake: asyncio.Event | None = None  # on the lifecycle thread's loop: heartbeat now
         self.incarnation_id = uuid.uuid4().hex
         self.broker_epoch = -1
         self.fenced = True
@@ -195,7 +210,7 @@ class BrokerLifecycle:
 
     async def _main(self, started: threading.Event) -> None:
         """Heartbeats until `stop`, then the shutdown heartbeat (controlled) and closing."""
-        self._stopping = asyncio.Event()
+        self._stopping, self._wake = asyncio.Event(), asyncio.Event()
         task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
         started.set()
         try:
@@ -236,10 +251,19 @@ class BrokerLifecycle:
         self.broker_epoch = answer["broker_epoch"]
         log.info("registered broker %d, epoch %d", self.broker_id, self.broker_epoch)
 
+    def heartbeat_now(self) -> None:
+        """A log directory failed: tell the controller at once rather than at the next interval
+        (Kafka's propagateDirectoryFailure). Callable from any thread."""
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None:
+            loop.call_soon_threadsafe(wake.set)
+
     async def _heartbeat(self, planned: float) -> None:
         sent = time.monotonic()
+        offline_dirs, offline_replicas = self.offline_report()
         answer: dict[str, Any] = await self.controller.broker_heartbeat(
             self.broker_id, self.broker_epoch, self.metadata_offset(),
+            offline_log_dirs=offline_dirs, offline_replicas=offline_replicas,
             timeout_s=self.heartbeat_interval_ms / 1000 + 1)
         answered = time.monotonic()
         self._maybe_log_slow(planned, sent, answered)
@@ -279,7 +303,13 @@ class BrokerLifecycle:
             interval = (self.heartbeat_interval_ms if running
                         else min(STARTUP_HEARTBEAT_MS, self.heartbeat_interval_ms)) / 1000
             planned = time.monotonic() + interval
-            await asyncio.sleep(interval)
+            assert self._wake is not None
+            try:
+                await asyncio.wait_for(self._wake.wait(), interval)
+                planned = time.monotonic()
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
 
     def _maybe_log_slow(self, planned: float, sent: float, answered: float) -> None:
         late, took = sent - planned, answered - sent

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from kraft.api.errors import KraftError
 from kraft.controller.client import ControllerClient
@@ -127,14 +127,19 @@ class ControllerChannel:
 
     async def broker_heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int, *,
                                want_fence: bool = False, want_shutdown: bool = False,
+                               offline_log_dirs: Sequence[str] = (),
+                               offline_replicas: Sequence[tuple[str, int]] = (),
                                timeout_s: float | None = None) -> dict[str, Any]:
         return await self._call(
             lambda c, rid: c.broker_heartbeat(broker_id, broker_epoch, current_metadata_offset,
-                                              want_fence=want_fence, want_shutdown=want_shutdown),
+                                              want_fence=want_fence, want_shutdown=want_shutdown,
+                                              offline_log_dirs=offline_log_dirs,
+                                              offline_replicas=offline_replicas),
             "POST", "/v1/controller/brokers/heartbeat",
             {"broker_id": broker_id, "broker_epoch": broker_epoch,
              "current_metadata_offset": current_metadata_offset, "want_fence": want_fence,
-             "want_shutdown": want_shutdown}, timeout_s)
+             "want_shutdown": want_shutdown, "offline_log_dirs": list(offline_log_dirs) or None,
+             "offline_replicas": [list(r) for r in offline_replicas] or None}, timeout_s)
 
     async def unregister_broker(self, broker_id: int) -> dict[str, Any]:
         return await self._call(lambda c, rid: c.unregister_broker(broker_id, request_id=rid),

@@ -401,21 +401,28 @@ def broker_heartbeat(
     current_metadata_offset: Any,
     want_fence: bool = False,
     want_shutdown: bool = False,
+    offline_log_dirs: Sequence[str] = (),
+    offline_replicas: Sequence[tuple[str, int]] = (),
 ) -> ControllerResult:
     """A broker heartbeat's state changes: unfence once caught up with its own registration,
-    fence on request or controlled shutdown. Answers Kafka's isCaughtUp/isFenced/shouldShutDown."""
+    fence on request or controlled shutdown, and move leaderships and ISR memberships off its
+    replicas on offline log directories (KIP-858: Kafka's handleDirectoriesOffline; the broker
+    names them, see `kraft/broker/log_dirs.py`). Answers Kafka's isCaughtUp/isFenced/shouldShutDown."""
     b = _registered(image, broker_id, broker_epoch)
     offset = _int(current_metadata_offset, "current_metadata_offset")
     caught_up = offset >= b.broker_epoch
+    offline = {(topic, p) for topic, p in offline_replicas}
     records: tuple[MetadataRecord, ...] = ()
     fenced = b.fenced
     if b.fenced and caught_up and not want_fence and not want_shutdown:
-        changes = unfence_broker_changes(image, broker_id, unclean_allowed(image, settings))
+        changes = unfence_broker_changes(image, broker_id, unclean_allowed(image, settings), offline)
         records = (UnfenceBroker(broker_id=broker_id, broker_epoch=b.broker_epoch), *changes)
         fenced = False
     elif not b.fenced and (want_fence or want_shutdown):
         records = fence_broker(image, settings, broker_id).records
         fenced = True
+    elif not b.fenced and offline:
+        records = tuple(fence_broker_changes(image, broker_id, unclean_allowed(image, settings), offline))
     return ControllerResult(records, {
         "broker_id": broker_id,
         "broker_epoch": b.broker_epoch,

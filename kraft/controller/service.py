@@ -28,7 +28,7 @@ import asyncio
 import logging
 import random
 import time
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from kraft.controller import acl_handlers, handlers
 from kraft.controller.commit_queue import CommitQueue
@@ -240,15 +240,19 @@ class ControllerService:
         *,
         want_fence: bool = False,
         want_shutdown: bool = False,
+        offline_log_dirs: Sequence[str] = (),
+        offline_replicas: Sequence[tuple[str, int]] = (),
         now_ms: int | None = None,
     ) -> dict[str, Any]:
         """{"broker_id","broker_epoch","is_caught_up","is_fenced","should_shutdown"}; renews the
-        session. Answered from the current image at once unless the broker's state changes."""
+        session. Answered from the current image at once unless the broker's state changes (or
+        a replica on an offline log directory still leads or is in an ISR)."""
         now = self._now(now_ms)
 
         def build(image: MetadataImage) -> ControllerResult:
             result = handlers.broker_heartbeat(image, self.settings, broker_id, broker_epoch,
-                                               current_metadata_offset, want_fence, want_shutdown)
+                                               current_metadata_offset, want_fence, want_shutdown,
+                                               offline_log_dirs, offline_replicas)
             self._heartbeats.touch(broker_id, now)  # only once the epoch checked out
             return result
 
@@ -259,6 +263,10 @@ class ControllerService:
                 quick = None
             if quick is not None and not quick.records:
                 return quick.response
+            if quick is not None and offline_replicas:
+                log.warning("broker %d reports log directories %s offline: moving leaderships and ISR "
+                            "memberships off its %d replicas there", broker_id, list(offline_log_dirs),
+                            len(offline_replicas))
         return await self._run(None, build, in_thread=False, name="heartbeat")
 
     async def check_sessions(self, now_ms: int | None = None) -> list[int]:

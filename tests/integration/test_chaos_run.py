@@ -34,3 +34,20 @@ def test_seventy_seconds_of_kill_stop_partition_and_a_full_controller_disk_lose_
     assert (found.lost, found.duplicated_idempotent, found.reordered, found.truncated_after_seen,
             found.offsets_lost, found.metadata_lost) == (0, 0, 0, 0, 0, 0), found.examples
     assert found.worker_errors == 0, found.examples
+
+
+def test_a_failed_log_directory_in_a_chaos_run_loses_nothing_and_recovers(tmp_path: Path):
+    """The log-dir fault: every node has two log directories and one node's second one fails
+    (EIO) under the workload; the cluster recovers (the disk replaced and the node restarted)
+    and the checker finds nothing lost."""
+    history = tmp_path / "history.jsonl"
+    outcome = run_chaos(ChaosOptions(60, ["log-dir"], 3, str(history)), lambda line: None)
+    found = outcome.findings
+    assert found.faults.get("log-dir", 0) >= 1 and found.faults_missing == [] and found.not_recovered == 0
+    failed = [e for e in map(json.loads, history.read_text().splitlines())
+              if e["k"] == "heal" and e["fault"] == "log-dir"]
+    assert failed and all(e["detail"]["log_dir"].endswith("-disk2") for e in failed), failed
+    logs = "".join(p.read_text() for p in tmp_path.glob("history.jsonl.node-*.log"))
+    assert "is offline: OSError: [Errno 5]" in logs and "reports log directories" in logs
+    assert found.acked > 0 and (found.lost, found.duplicated_idempotent, found.reordered, found.truncated_after_seen,
+                                found.offsets_lost, found.metadata_lost) == (0, 0, 0, 0, 0, 0), found.examples

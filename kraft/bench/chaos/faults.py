@@ -14,6 +14,11 @@
 - controller-disk-full: disk-full on whichever node is the active controller when it starts: its
   Raft journal cannot be written, so it must resign and the other voters elect a leader (the
   details say which node it was and which node was the controller when the disk was freed).
+- log-dir: with this fault every node has two log directories (`log.dirs`); the node's second one
+  fails (EIO on every read, write and fsync of its partition files, through
+  `KRAFT_FAULT_LOG_DIR_FAILED_FILE`): its replicas go offline and the controller moves their
+  leaderships and ISR memberships; at the end the disk is "replaced" (the failure cleared) and the
+  node restarted, and its replicas there catch up and rejoin.
 
 A fault that could not be done (a torn write with no segment to tear) says so in its details
 (`"done": False`), and the checker does not count it as injected.
@@ -36,7 +41,7 @@ from kraft.api.client import Admin, KraftError
 from kraft.bench.chaos.proxy import LinkProxies
 from kraft.bench.chaos.schedule import CONTROLLER, FaultEvent
 from kraft.bench.cluster import LocalCluster, LocalNode, poll
-from kraft.log.fault_injection import DISK_FULL_ENV
+from kraft.log.fault_injection import DISK_FULL_ENV, LOG_DIR_FAILED_ENV
 
 TMPFS, FILE_LAYER = "tmpfs", "file-layer"
 
@@ -136,9 +141,23 @@ def _enospc_logged(node: LocalNode, since: int) -> int:
         return 0
 
 
-def corrupt_segment(data_dir: Path, topics: list[str], variant: str, rng: random.Random) -> dict[str, Any]:
-    """Tears or flips a segment of a stopped node; what was done (for the history)."""
-    partitions = sorted(p for p in data_dir.iterdir() if p.is_dir() and p.name.rpartition("-")[0] in topics)
+def second_log_dir(node: LocalNode) -> Path:
+    """The log directory the log-dir fault fails (with that fault, each node has two)."""
+    return node.data_dir.with_name(node.data_dir.name + "-disk2")
+
+
+def log_dir_failure(root: Path, node: LocalNode) -> tuple[list[str], dict[str, str], Path]:
+    """For a run with the log-dir fault: the node's arguments (two log directories), environment
+    (the failure's flag file, empty) and flag file."""
+    flag = root / f"log-dir-failed-{node.node_id}"
+    flag.write_text("")
+    return ["--override", f"log.dirs={node.data_dir},{second_log_dir(node)}"], {LOG_DIR_FAILED_ENV: str(flag)}, flag
+
+
+def corrupt_segment(data_dirs: list[Path], topics: list[str], variant: str, rng: random.Random) -> dict[str, Any]:
+    """Tears or flips a segment of a stopped node (its log directories); what was done (for the history)."""
+    partitions = sorted(p for d in data_dirs if d.is_dir() for p in d.iterdir()
+                        if p.is_dir() and p.name.rpartition("-")[0] in topics)
     if not partitions:
         return {"done": False, "why": "no partition directory"}
     directory = rng.choice(partitions)
@@ -171,9 +190,11 @@ class Injector:
     """Applies `FaultEvent`s; `down` is the set of nodes a fault has made unusable right now."""
 
     def __init__(self, cluster: LocalCluster, proxies: LinkProxies, topics: list[str], delay_files: dict[int, Path],
-                 disk_full: DiskFull | None, seed: int, sleep: Callable[[float], bool]) -> None:
+                 disk_full: DiskFull | None, seed: int, sleep: Callable[[float], bool],
+                 log_dir_flags: dict[int, Path] | None = None) -> None:
         self.cluster, self.proxies, self.topics = cluster, proxies, topics
         self.delay_files, self.disk_full = delay_files, disk_full
+        self.log_dir_flags = log_dir_flags or {}  # each node's log-dir failure flag (with that fault)
         self.rng = random.Random(seed ^ 0x5EED)
         self.sleep = sleep  # waits, returns early (True) if the run is being stopped
         self.down: set[int] = set()
@@ -285,7 +306,7 @@ class Injector:
 
     def _torn_write(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
         node.kill()
-        what = corrupt_segment(node.data_dir, self.topics, event.variant, self.rng)
+        what = corrupt_segment([node.data_dir, second_log_dir(node)], self.topics, event.variant, self.rng)
         node.start()
         return what
 
@@ -298,11 +319,30 @@ class Injector:
             path.write_text("0")
         return {"fsync_delay_ms": int(event.variant)}
 
+    def _log_dir(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
+        """Fails the node's second log directory for the event's duration, then replaces the disk
+        (clears the failure) and restarts the node: the directory comes back with a restart."""
+        flag = self.log_dir_flags.get(node.node_id)
+        if flag is None:
+            return {"done": False, "why": "the nodes were started with one log directory"}
+        failed = second_log_dir(node)
+        flag.write_text(f"{failed}\n")
+        try:
+            self.sleep(event.duration_s)
+        finally:
+            flag.write_text("")
+        node.stop()
+        node.start()
+        return {"log_dir": str(failed)}
+
     def heal_everything(self) -> None:
-        """At the end (or on an error): every node running, every link open, no delay."""
+        """At the end (or on an error): every node running, every link open, no delay, no failed
+        disk."""
         self.proxies.heal_all()
         for path in self.delay_files.values():
             path.write_text("0")
+        for path in self.log_dir_flags.values():
+            path.write_text("")
         if self.disk_full is not None:
             self.disk_full.heal()
         for node in self.cluster.nodes.values():

@@ -20,7 +20,7 @@ import requests
 from kraft.api.client import Admin
 from kraft.bench.chaos.checker import Findings, check
 from kraft.bench.chaos.clients import read_partition
-from kraft.bench.chaos.faults import DiskFull, Injector, prepare_disk_full
+from kraft.bench.chaos.faults import DiskFull, Injector, log_dir_failure, prepare_disk_full
 from kraft.bench.chaos.proxy import LinkProxies
 from kraft.bench.chaos.fencings import fencings_logged
 from kraft.bench.chaos.schedule import FaultEvent, cooldown_s, make_schedule
@@ -170,9 +170,14 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
     try:
         cluster = LocalCluster(options.nodes, combined=True, overrides=_overrides(options), root=root, proxies=proxies,
                                zookeeper_connect=zookeeper.enter_context(zookeeper_connect(options, root)))
+        log_dir_flags: dict[int, Path] = {}
         for i, node in cluster.nodes.items():
             delay_files[i].write_text("0")
             node.env = {FSYNC_DELAY_ENV: str(delay_files[i]), **(disk_full.env(i) if disk_full else {})}
+            if "log-dir" in options.faults:  # two log directories, the second one to fail
+                args, env, log_dir_flags[i] = log_dir_failure(root, node)
+                node.args = [*node.args, *args]
+                node.env.update(env)
         with cluster:
             bootstrap = cluster.bootstrap
             with Admin(bootstrap, request_timeout_ms=10_000) as admin:
@@ -180,7 +185,7 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
                     admin.create_topic(topic, partitions, min(3, options.nodes))
             poll(lambda: recovered(cluster), 120, 0.2, "full ISRs")
             injector = Injector(cluster, proxies, list(TOPICS), delay_files, disk_full, options.seed,
-                                lambda s: stopping.wait(s))
+                                lambda s: stopping.wait(s), log_dir_flags)
             history.add("run", mode=options.mode, seed=options.seed, duration_s=options.duration_s,
                         faults=options.faults, wall_start=history.wall_start,
                         schedule=[e.as_dict() for e in schedule], skipped=skipped,

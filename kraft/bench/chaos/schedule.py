@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 CONTROLLER = 0  # the target of a fault aimed at whichever node is the active controller then
-FAULTS = ("kill", "stop", "partition", "disk-full", "torn-write", "slow-disk", "controller-disk-full")
+FAULTS = ("kill", "stop", "partition", "disk-full", "torn-write", "slow-disk", "controller-disk-full", "log-dir")
 WARMUP_S = 15.0  # the workload runs fault-free first (a tenth of a short run)
 COOLDOWN_S = 30.0  # and fault-free at the end (a sixth of a short run), so every partition recovers
 GAP_S = (12.0, 20.0)  # between a recovery and the next fault
@@ -26,7 +26,7 @@ MIN_GAP_S = 2.0
 
 # (min, max) seconds each fault lasts: a stop or a partition outlasts a short broker session.
 _DURATION_S = {"kill": (2, 8), "stop": (4, 10), "partition": (5, 12), "disk-full": (5, 10),
-               "torn-write": (0, 0), "slow-disk": (5, 15), "controller-disk-full": (5, 10)}
+               "torn-write": (0, 0), "slow-disk": (5, 15), "controller-disk-full": (5, 10), "log-dir": (5, 10)}
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ class Controller:
     def __init__(self) -> None:
         self.heartbeats: list[float] = []
         self.threads: set[str] = set()
+        self.offline: list[tuple[list[str], list[tuple[str, int]]]] = []  # what each heartbeat reported
         self.epoch = 7
 
     async def register_broker(self, broker_id: int, incarnation_id: str, endpoints: Any, rack: Any, *,
@@ -61,8 +62,10 @@ class Controller:
         return {"broker_id": broker_id, "broker_epoch": self.epoch}
 
     async def broker_heartbeat(self, broker_id: int, broker_epoch: int, offset: int, *, want_fence: bool = False,
-                               want_shutdown: bool = False, timeout_s: float | None = None) -> dict[str, Any]:
+                               want_shutdown: bool = False, offline_log_dirs: Any = (), offline_replicas: Any = (),
+                               timeout_s: float | None = None) -> dict[str, Any]:
         self.heartbeats.append(time.monotonic())
+        self.offline.append((list(offline_log_dirs), list(offline_replicas)))
         self.threads.add(threading.current_thread().name)
         return {"broker_id": broker_id, "broker_epoch": broker_epoch, "is_caught_up": True,
                 "is_fenced": want_shutdown, "should_shutdown": want_shutdown}
@@ -83,3 +86,26 @@ async def test_heartbeats_go_on_while_the_node_loop_is_busy() -> None:
     finally:
         await lifecycle.stop(controlled=True)
     assert lifecycle.state == "SHUTTING_DOWN"
+
+
+async def test_a_failed_log_directory_is_reported_at_once() -> None:
+    """KIP-858: the heartbeat names the offline log directories and their replicas, and a
+    failure sends one at once rather than at the next interval (Kafka's
+    propagateDirectoryFailure)."""
+    controller = Controller()
+    lifecycle = BrokerLifecycle(LifecycleChannel(controller), 1, ("127.0.0.1", 9092), None,
+                                heartbeat_interval_ms=60_000, metadata_offset=lambda: 10)
+    report: tuple[tuple[str, ...], tuple[tuple[str, int], ...]] = ((), ())
+    lifecycle.offline_report = lambda: report
+    await lifecycle.start()
+    try:
+        assert await lifecycle.wait_unfenced(10)  # the next heartbeat is a minute away
+        report = (("dir-b",), (("t", 0), ("t", 3)))
+        lifecycle.heartbeat_now()
+        deadline = time.monotonic() + 10
+        while controller.offline[-1] == ([], []):
+            assert time.monotonic() < deadline, "no heartbeat after the failure"
+            await asyncio.sleep(0.01)
+        assert controller.offline[-1] == (["dir-b"], [("t", 0), ("t", 3)])
+    finally:
+        await lifecycle.stop(controlled=False)

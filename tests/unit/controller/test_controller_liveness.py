@@ -171,3 +171,37 @@ async def test_a_retry_of_an_unknown_outcome_is_committed_alone(ctl) -> None:
     assert ctl.image.topic_by_name("b") is not None and ctl.image.topic_by_name("t") is not None
     topics = [r for r in ctl.quorum.log[committed:] if r["type"] == "Topic"]
     assert sorted(r["name"] for r in topics) == ["a", "b"]  # "t" was not written twice
+
+
+async def test_replicas_on_an_offline_log_directory_lose_their_leaderships_and_isr_memberships(ctl) -> None:
+    """KIP-858: a heartbeat naming the broker's replicas on an offline log directory moves those
+    leaderships and ISR memberships to other brokers (a last ISR member stays, leaderless, as a
+    fenced one does); its other replicas, and the broker itself, are untouched."""
+    epochs = await add_brokers(ctl, [1, 2, 3])
+    await ctl.create_topics("t", partitions=4, replication_factor=3)
+    await ctl.create_topics("solo", partitions=1, replication_factor=1)
+    solo = ctl.image.partition("solo", 0).leader
+    led = [p for p in range(4) if ctl.image.partition("t", p).leader == solo]
+    offline = [("t", p) for p in range(2)] + [("solo", 0)]
+    answer = await ctl.broker_heartbeat(solo, epochs[solo], ctl.image.offset, offline_log_dirs=["dir-b"],
+                                        offline_replicas=offline)
+    assert answer["is_fenced"] is False and not ctl.image.cluster.broker(solo).fenced
+    for p in range(4):
+        reg = ctl.image.partition("t", p)
+        if p < 2:
+            assert solo not in reg.isr and reg.leader not in (solo, -1), reg
+        else:
+            assert solo in reg.isr and (reg.leader == solo) == (p in led), reg
+    assert ctl.image.partition("solo", 0).leader == -1 and ctl.image.partition("solo", 0).isr == (solo,)
+    offset = ctl.image.offset
+    await ctl.broker_heartbeat(solo, epochs[solo], offset, offline_log_dirs=["dir-b"], offline_replicas=offline)
+    assert ctl.image.offset == offset  # nothing left to move: answered without a commit
+
+
+async def test_an_unfenced_broker_does_not_lead_its_offline_replicas(ctl) -> None:
+    epochs = await add_brokers(ctl, [1])
+    await ctl.create_topics("solo", partitions=2, replication_factor=1)
+    await ctl.broker_heartbeat(1, epochs[1], ctl.image.offset, want_fence=True)
+    assert ctl.image.partition("solo", 0).leader == -1
+    await ctl.broker_heartbeat(1, epochs[1], ctl.image.offset, offline_replicas=[("solo", 0)])
+    assert ctl.image.partition("solo", 0).leader == -1 and ctl.image.partition("solo", 1).leader == 1
