@@ -111,6 +111,7 @@ ACCESS: dict[tuple[str, str], Access] = {
                                    Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES, when=REPLICA_FETCH))),
     ("GET", "/v1/replication"): Access((Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES, when=REPLICA_FETCH),),
                                        note="a follower's replication channel"),
+    ("GET", "/v1/log-dirs"): Access((Rule("DESCRIBE", CLUSTER_TYPE, CLUSTER),), note="Kafka's DescribeLogDirs"),
     ("GET", "/v1/trace"): Access(
         (Rule("DESCRIBE", CLUSTER_TYPE, CLUSTER),),
         note="stage timings of records by topic, as /metrics"),

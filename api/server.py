@@ -24,8 +24,8 @@ from aiohttp.web_protocol import RequestPayloadError
 from kraft.api.access_middleware import authorization_middleware
 from kraft.api.errors import KraftError, from_exception, invalid_request
 from kraft.api.routes import (
-    acls, batch, controller, delete_records, forward, groups, health, metadata, metrics, openapi, producers, records,
-    replication_channel, topics, trace, users,
+    acls, batch, controller, delete_records, forward, groups, health, log_dirs, metadata, metrics, openapi, producers,
+    records, replication_channel, topics, trace, users,
 )
 from kraft.api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, AdminService, MetadataView, NodeInfo, ReplicaService,
@@ -149,7 +149,7 @@ def build_app(
     if producer_id_service is not None:
         app[producers.PRODUCER_IDS] = producer_id_service
     for module in (health, metadata, topics, records, delete_records, batch, groups, producers, controller, acls,
-                   users, openapi, trace):
+                   users, openapi, trace, log_dirs):
         app.router.add_routes(module.routes)
     replication_channel.install(app)
     for table in extra_routes:

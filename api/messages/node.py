@@ -63,6 +63,34 @@ class InitProducerIdResponse(Message):
     producer_epoch: Annotated[int, Meta(ge=0, le=32767)]
 
 
+class LogDirsQuery(Message):
+    topics: Annotated[str | None, Meta(description="comma-separated topics: only their partitions "
+                                                   "(default: every partition)")] = None
+
+
+class LogDirPartition(Message):
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int
+    is_future: bool = False
+
+
+class LogDirDescription(Message):
+    log_dir: str
+    error: str | None = None  # KAFKA_STORAGE_ERROR: the directory is offline
+    partitions: list[LogDirPartition] = []
+
+
+class LogDirsResponse(Message):
+    """This broker's log directories and the partitions each holds (Kafka's DescribeLogDirs):
+    `size` in bytes, `offset_lag` the high watermark's lead over the log end (0 in sync).
+    An offline directory answers `error` KAFKA_STORAGE_ERROR and no partitions."""
+
+    broker: int
+    log_dirs: list[LogDirDescription]
+
+
 class TraceQuery(Message):
     after: Annotated[int, Meta(ge=0, description="answer the events after this sequence number "
                                                  "(the `next` of the previous answer)")] = 0

@@ -9,7 +9,7 @@ crossing the seam are small frozen dataclasses named after the API answers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from aiohttp import web
 
@@ -141,6 +141,8 @@ class AdminService(Protocol):
 
 
 class ReplicaService(Protocol):
+    def describe_log_dirs(self, topics: set[str] | None) -> list[dict[str, Any]]: ...
+
     async def produce(
         self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int
     ) -> list[ProduceResult]: ...

@@ -399,6 +399,20 @@ class ReplicaManager:
             self._perform(replica, replica.core.go_offline(replica.state))
         replica.wake_all()
 
+    def describe_log_dirs(self, topics: set[str] | None) -> list[dict[str, Any]]:
+        """Kafka's DescribeLogDirs for this broker: each log directory with the partitions it
+        holds (of `topics`; None: all); an offline one with KAFKA_STORAGE_ERROR and none."""
+        held: dict[Path, list[dict[str, Any]]] = {d.path: [] for d in self.log_dirs.dirs}
+        for (topic, index), replica in sorted(self._replicas.items()):
+            if topics is not None and topic not in topics:
+                continue
+            plog = replica.log
+            size = 0 if plog is None else plog.size_in_bytes
+            lag = 0 if plog is None else max(0, plog.high_watermark - plog.log_end_offset)
+            held[replica.data_dir].append({"topic": topic, "partition": index, "size": size, "offset_lag": lag})
+        return [{"log_dir": str(d.path), "error": None if d.online else "KAFKA_STORAGE_ERROR",
+                 "partitions": held[d.path] if d.online else []} for d in self.log_dirs.dirs]
+
     def log_directories(self) -> list[tuple[str, bool]]:
         """(path, online) of each log directory, for the metrics."""
         return [(str(d.path), d.online) for d in self.log_dirs.dirs]

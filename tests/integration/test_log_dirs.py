@@ -8,6 +8,9 @@ the directory's replicas catch up and rejoin."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -45,6 +48,18 @@ def produce_until(stop: threading.Event, bootstrap: str, acked: dict[tuple[int, 
 def partitions(cluster: Cluster, via: int) -> dict[int, dict]:
     [topic] = [t for t in cluster.metadata(via, TOPIC)["topics"] if t["name"] == TOPIC]
     return {p["partition"]: p for p in topic["partitions"]}
+
+
+def describe_log_dirs(bootstrap: str) -> list[dict]:
+    """Broker 3's log directories as `kraft log-dirs --describe` prints them (Kafka's JSON)."""
+    out = subprocess.run([sys.executable, "-m", "kraft.api.cli", "log-dirs", "--describe", "--bootstrap-server",
+                          bootstrap, "--broker-list", "3", "--topic-list", TOPIC],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    lines = out.splitlines()
+    assert lines[:2] == ["Querying brokers for log directories information",
+                         "Received log directory information from brokers 3"], out
+    [broker] = json.loads(lines[2])["brokers"]
+    return broker["logDirs"]
 
 
 def placed(directory: Path) -> set[int]:
@@ -87,6 +102,12 @@ def test_a_failed_log_directory_moves_its_replicas_off_and_rejoins_after_a_resta
             assert all(3 in state[p]["isr"] for p in on_first), state  # the other directory serves on
             health = requests.get(f"{broker.url}/v1/health", timeout=5).json()
             assert health["broker_state"] == "RUNNING", health  # the broker itself stays unfenced
+            described = describe_log_dirs(cluster.node(1).bootstrap)
+            assert [(d["logDir"], d["error"]) for d in described] == [
+                (str(first), None), (str(second), "KAFKA_STORAGE_ERROR")], described
+            assert {int(p["partition"].rpartition("-")[2]) for p in described[0]["partitions"]} == on_first
+            metrics = requests.get(f"{broker.url}/metrics", timeout=5).text
+            assert "kafka_log_logmanager_offlinelogdirectorycount 1.0" in metrics
             before = len(acked)
             wait_for(lambda: len(acked) > before + 200, 60, what="writes acknowledged after the failure")
             print(f"\nleaderships and ISR memberships moved off the failed directory in {took:.1f} s "
