@@ -9,7 +9,7 @@ import random
 
 import pytest
 from controller_fake_quorum import FakeQuorum
-from test_controller_service import SESSION_MS, Clock, add_brokers, error_of, members
+from test_controller_service import SESSION_MS, Clock, add_brokers, error_of, members, started_controller
 
 from kraft.controller.handlers import ControllerSettings
 from kraft.controller.metadata_loader import MetadataLoader
@@ -31,15 +31,10 @@ class GatedQuorum(FakeQuorum):
 
 @pytest.fixture
 async def ctl():
-    quorum = GatedQuorum(node_id=1)
-    loader = MetadataLoader()
-    clock = Clock()
-    service = ControllerService(
-        1, quorum, loader, ControllerSettings(num_partitions=1, default_replication_factor=3,
-                                              broker_session_timeout_ms=SESSION_MS),
-        rng=random.Random(3), clock_ms=clock, session_check_interval_ms=3_600_000)
-    await service.start()
-    service.quorum, service.loader, service.clock = quorum, loader, clock
+    service = await started_controller(
+        GatedQuorum(node_id=1),
+        ControllerSettings(num_partitions=1, default_replication_factor=3, broker_session_timeout_ms=SESSION_MS),
+        rng=random.Random(3))
     yield service
     await service.close()
 

@@ -41,19 +41,24 @@ class Recorder:
         self.updates.append((delta, image))
 
 
+async def started_controller(quorum: FakeQuorum, settings: ControllerSettings, **kwargs: Any) -> ControllerService:
+    """An active ControllerService on `quorum` with a test clock and no session task of its own;
+    `quorum`, `loader` and `clock` set on it as handles for the tests."""
+    loader, clock = MetadataLoader(), Clock()
+    service = ControllerService(1, quorum, loader, settings, clock_ms=clock, session_check_interval_ms=3_600_000,
+                                **kwargs)
+    await service.start()
+    service.quorum, service.loader, service.clock = quorum, loader, clock
+    return service
+
+
 @pytest.fixture
 async def ctl():
-    quorum = FakeQuorum(node_id=1)
-    loader = MetadataLoader()
-    clock = Clock()
-    service = ControllerService(
-        1, quorum, loader,
+    service = await started_controller(
+        FakeQuorum(node_id=1),
         ControllerSettings(num_partitions=3, default_replication_factor=2, topic_config_keys=KEYS,
                            broker_session_timeout_ms=SESSION_MS),
-        config_validator=validator, rng=random.Random(7), clock_ms=clock, session_check_interval_ms=3_600_000,
-    )
-    await service.start()
-    service.quorum, service.loader, service.clock = quorum, loader, clock  # handles for the tests
+        config_validator=validator, rng=random.Random(7))
     yield service
     await service.close()
 
