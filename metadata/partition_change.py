@@ -125,6 +125,16 @@ def _partitions(image: MetadataImage) -> Iterator[tuple[TopicImage, int, Partiti
             yield topic, p, reg
 
 
+def _named(image: MetadataImage, names: Collection[tuple[str, int]]
+           ) -> Iterator[tuple[TopicImage, int, PartitionRegistration]]:
+    """The partitions of `names` ((topic name, partition)) that exist, each once."""
+    for name, p in sorted(set(names)):
+        topic = image.topic_by_name(name)
+        reg = None if topic is None else topic.partitions.get(p)
+        if topic is not None and reg is not None:
+            yield topic, p, reg
+
+
 def fence_broker_changes(
     image: MetadataImage, broker_id: int, unclean_allowed: Callable[[str], bool],
     only: Collection[tuple[str, int]] | None = None,
@@ -137,11 +147,9 @@ def fence_broker_changes(
         return b != broker_id and image.cluster.is_unfenced(b)
 
     changes = []
-    for topic, p, reg in _partitions(image):
+    for topic, p, reg in _partitions(image) if only is None else _named(image, only):
         if broker_id not in reg.isr:
             continue  # the leader is always in the ISR, so it is not a leader here either
-        if only is not None and (topic.name, p) not in only:
-            continue
         isr = tuple(b for b in reg.isr if b != broker_id) or reg.isr
         change = (
             PartitionChangeBuilder(topic.topic_id, p, reg, acceptable, unclean_allowed=unclean_allowed(topic.name))
