@@ -104,9 +104,11 @@ class ReplicaAdminApis:
             return partitions is None or partition in partitions
 
         held: dict[str, list[LogDirPartition]] = {path: [] for path in self.log_dirs}
+        first = self.log_dirs[0] if self.log_dirs else ""
         for topic, partition, view in (self._replicas.local_partitions() if self._replicas else ()):
-            if view.has_log and asked(topic, partition):
-                held.setdefault(view.log_dir or self.log_dirs[0], []).append(LogDirPartition(
+            where = held.get(view.log_dir or first)
+            if view.has_log and where is not None and asked(topic, partition):
+                where.append(LogDirPartition(
                     topic, partition, view.size_in_bytes, max(view.high_watermark - view.log_end_offset, 0)))
         offline = self.offline()
         return [await self._describe(path, tuple(held[path]), path in offline) for path in self.log_dirs]
