@@ -7,6 +7,7 @@ the request's cost charged to the client's request quota and answered as throttl
 from __future__ import annotations
 
 import datetime
+from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import pytest
@@ -394,9 +395,11 @@ async def test_a_bug_below_a_handler_is_unknown_server_error_not_a_closed_connec
     assert answer.error_code == ErrorCode.unknown_server_error and answer.resources == ()
 
 
-async def test_describe_log_dirs_answers_an_offline_directory_storage_error() -> None:
+async def test_describe_log_dirs_answers_an_offline_directory_storage_error(tmp_path: Path) -> None:
     """JBOD (KIP-858): a directory whose disk failed answers KAFKA_STORAGE_ERROR and no partitions;
     the partitions are those of the directory holding them."""
+    a_dir, b_dir = str(tmp_path / "a"), str(tmp_path / "b")
+    (tmp_path / "a").mkdir()
     class Views:
         def local_partitions(self) -> Iterator[tuple[str, int, Any]]:
             class View:
@@ -404,11 +407,11 @@ async def test_describe_log_dirs_answers_an_offline_directory_storage_error() ->
 
                 def __init__(self, log_dir: str) -> None:
                     self.log_dir = log_dir
-            yield "t", 0, View("/a")
-            yield "t", 1, View("/b")
+            yield "t", 0, View(a_dir)
+            yield "t", 1, View(b_dir)
 
     auth = Authorization(None)
-    apis = ReplicaAdminApis(Views(), ["/a", "/b"], auth, lambda: {"/b"})  # type: ignore[arg-type]
+    apis = ReplicaAdminApis(Views(), [a_dir, b_dir], auth, lambda: {b_dir})  # type: ignore[arg-type]
     a, b = await apis.describe_log_dirs(ALICE, None)
-    assert (a.path, a.error, [p.partition for p in a.partitions]) == ("/a", None, [0])
-    assert (b.path, b.error.error_code if b.error else None, b.partitions) == ("/b", "KAFKA_STORAGE_ERROR", ())
+    assert (a.path, a.error, [p.partition for p in a.partitions]) == (a_dir, None, [0])
+    assert (b.path, b.error.error_code if b.error else None, b.partitions) == (b_dir, "KAFKA_STORAGE_ERROR", ())
