@@ -93,6 +93,7 @@ ACCESS: dict[tuple[str, str], RouteAccess] = {
     ("POST", "/v1/fetch"): RouteAccess(FETCH),
     ("GET", "/v1/replication"): RouteAccess(
         FETCH, only=REPLICA_FETCH, note="a follower's replication channel: the node its handshake names"),
+    ("GET", "/v1/log-dirs"): RouteAccess(DESCRIBE_LOG_DIRS),
     ("GET", "/v1/trace"): RouteAccess(DESCRIBE_LOG_DIRS, note="stage timings of records by topic, as /metrics"),
     ("POST", "/v1/producers/init"): RouteAccess(INIT_PRODUCER_ID),
     # -- consumer groups

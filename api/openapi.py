@@ -156,7 +156,7 @@ ROUTES = (
     Route("POST", "/v1/controller/alter-partition", "AlterPartition: an ISR change from the partition leader",
           controller.PartitionStateResponse, controller.AlterPartitionRequest,
           errors=(*NODE, "STALE_BROKER_EPOCH", "FENCED_LEADER_EPOCH", "INVALID_UPDATE_VERSION",
-                  "NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION")),
+                  "NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION", "INELIGIBLE_REPLICA")),
     Route("POST", "/v1/controller/topics", "Create a topic (what other nodes forward)",
           topics.ControllerCreateTopicResponse, topics.ControllerCreateTopicRequest,
           errors=(*NODE, "INVALID_TOPIC_EXCEPTION", "TOPIC_ALREADY_EXISTS", "INVALID_PARTITIONS",
@@ -216,6 +216,9 @@ ROUTES = (
                       "msgpack messages {id, fetch}, `fetch` being the body of a replica POST /v1/fetch naming "
                       "`replica_id`; the leader answers each with this message, the same `id`. A new fetch "
                       "supersedes one still parked (it is not answered)."),
+    Route("GET", "/v1/log-dirs", "This broker's log directories and the partitions each holds (DescribeLogDirs)",
+          node.LogDirsResponse, query=node.LogDirsQuery, errors=("CLUSTER_AUTHORIZATION_FAILED",),
+          description=node.LogDirsResponse.__doc__ or ""),
     Route("GET", "/v1/trace", "Stage events along records' way through this node (kraft-bench --trace)",
           node.TraceResponse, query=node.TraceQuery, errors=("CLUSTER_AUTHORIZATION_FAILED",),
           description=node.TraceResponse.__doc__ or ""),

@@ -86,6 +86,7 @@ _SPECS = [
     ErrorSpec("INVALID_RECORD", 87, False),
     ErrorSpec("THROTTLING_QUOTA_EXCEEDED", 89, True),
     ErrorSpec("STALE_BROKER_EPOCH", 77, False),
+    ErrorSpec("INELIGIBLE_REPLICA", 107, False),
     ErrorSpec("INVALID_UPDATE_VERSION", 95, True),
     ErrorSpec("RESOURCE_NOT_FOUND", 91, False),
     ErrorSpec("DUPLICATE_RESOURCE", 92, False),

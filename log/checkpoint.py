@@ -34,7 +34,7 @@ def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
     """Replaces `path` with `data` whole; `sync` False skips both fsyncs, for a file that a
     crash may lose or tear because it can be rebuilt (the rename still never shows a torn one
     to a reader of the live system)."""
-    fault_injection.before_write()
+    fault_injection.before_write(path)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:

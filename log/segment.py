@@ -480,7 +480,7 @@ class LogSegment:
         if not self.has_files:
             return
         with self._fd as fd:
-            fault_injection.fsync(fd)
+            fault_injection.fsync(fd, self.log_path)
         self.offset_index.flush()
         self.time_index.flush()
 
@@ -545,7 +545,7 @@ class BatchFraming:
 
 
 def _pwrite_all(file: CachedFile, data: bytes | bytearray, position: int) -> None:
-    fault_injection.before_write()
+    fault_injection.before_write(file.path)
     view = memoryview(data)
     with file as fd:
         while view:
@@ -555,6 +555,7 @@ def _pwrite_all(file: CachedFile, data: bytes | bytearray, position: int) -> Non
 
 
 def _pread_all(file: CachedFile, size: int, position: int) -> bytes:
+    fault_injection.check_log_dir(file.path)
     with file as fd:
         data = os.pread(fd, size, position)
         if len(data) == size:

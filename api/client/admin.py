@@ -375,6 +375,19 @@ class Admin:
             raise failed[0]
         return {TopicPartition(*tp): out[TopicPartition(*tp)] for tp in records_to_delete}
 
+    def describe_log_dirs(self, brokers: Iterable[int] | None = None,
+                          topics: Iterable[str] | None = None) -> dict[int, list[dict[str, Any]]]:
+        """Kafka's describeLogDirs: each broker's (of `brokers`; None: all) log directories with
+        their partitions (of `topics`; None: all), as `GET /v1/log-dirs` answers them."""
+        known = ClusterSnapshot.from_wire(self.metadata() or {}).brokers
+        wanted = sorted(known) if brokers is None else sorted(set(brokers))
+        missing = [b for b in wanted if b not in known]
+        if missing:
+            raise KraftError("BROKER_NOT_AVAILABLE", f"brokers {missing} are not in the cluster's metadata")
+        params = None if topics is None else {"topics": ",".join(topics)}
+        return {b: self._transport.request("GET", "/v1/log-dirs", params=params,
+                                           address=(known[b].host, known[b].port))["log_dirs"] for b in wanted}
+
     def _broker_address(self, node_id: int) -> Address:
         broker = ClusterSnapshot.from_wire(self.metadata() or {}).brokers.get(node_id)
         if broker is None:

@@ -37,6 +37,7 @@ class PartitionView:
     quarantined_count: int = 0
     # as leader: the largest lag, in offsets, of a follower that fetched at least once
     max_follower_lag: int = 0
+    log_dir: str = ""  # the log directory holding it (JBOD)
 
 
 class PartitionStateReader(Protocol):

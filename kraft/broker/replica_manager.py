@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from kraft.errors import KraftError, from_exception
+from kraft.broker.log_dirs import LogDir, LogDirs
 from kraft.broker.partition_state import PartitionView
 from kraft.broker.replica import Replica, ReplicaState
 from kraft.broker.replication.alter_partition import AlterPartitionChannel
@@ -131,6 +132,7 @@ class ReplicaManager:
         clock_ms: Callable[[], int] = monotonic_ms,
         recovery_point_checkpoint_interval_ms: int = 60_000,
         metadata_cache: MetadataCache | None = None,
+        log_dirs: LogDirs | None = None,
     ) -> None:
         """`alter_partition` reaches the active controller (None: ISRs never change, enough for
         single-replica partitions); `broker_epoch` is this broker's registration epoch, sent with
@@ -138,9 +140,15 @@ class ReplicaManager:
         metadata holding that registration, see `Partition.apply_registration`); `clock_ms`
         times follower lag (monotonic); `recovery_point_checkpoint_interval_ms` is Kafka's
         log.flush.offset.checkpoint.interval.ms; `metadata_cache` holds the broker's image (set
-        by `BrokerMetadataPublisher`; default: a cache of its own)."""
+        by `BrokerMetadataPublisher`; default: a cache of its own); `log_dirs` are the log
+        directories, loaded (default: `data_dir` alone)."""
         self.node_id = node_id
         self.data_dir = data_dir
+        self.log_dirs = log_dirs or LogDirs([data_dir], node_id)  # not loaded: writes nothing
+        # (offline directory ids, their replicas): what the heartbeat reports, read from the
+        # lifecycle's thread (one tuple, replaced whole)
+        self.offline_report: tuple[tuple[str, ...], tuple[TopicPartition, ...]] = ((), ())
+        self.on_log_dir_failure: Callable[[], None] = lambda: None  # the lifecycle heartbeats at once
         self.base_config = base_config
         self.retention_check_interval_ms = retention_check_interval_ms
         self.recovery_point_checkpoint_interval_ms = recovery_point_checkpoint_interval_ms
@@ -175,7 +183,8 @@ class ReplicaManager:
         self._isr_task = loop.create_task(self._isr_loop())
         self._checkpoint_task = loop.create_task(self._checkpoint_loop())
         self._offline_task = loop.create_task(self._offline_loop())
-        leftovers = [p for p in self.data_dir.glob(f"*{DELETED_SUFFIX}") if p.is_dir()]
+        leftovers = [p for d in self.log_dirs.dirs if d.online
+                     for p in d.path.glob(f"*{DELETED_SUFFIX}") if p.is_dir()]
         for path in leftovers:  # deletions a crash interrupted
             self._spawn(lambda p=path: asyncio.to_thread(shutil.rmtree, p, True))
 
@@ -266,9 +275,13 @@ class ReplicaManager:
                     self._drop_replica(key, replica)
                     replica = None
                 if replica is None:
-                    replica = Replica(key[0], key[1], self.data_dir, self.node_id, state, config)
+                    log_dir = self.log_dirs.place(f"{key[0]}-{key[1]}")
+                    replica = Replica(key[0], key[1], log_dir.path, self.node_id, state, config)
                     self._replicas[key] = replica
-                    opening.append(replica)
+                    if log_dir.online:
+                        opening.append(replica)
+                    else:
+                        self._in_offline_dir(replica, log_dir)
                 else:
                     replica.state = state
                     self._set_config(replica, config)
@@ -287,6 +300,8 @@ class ReplicaManager:
                     self._set_config(replica, config)
         for i in range(0, len(opening), OPEN_BATCH):
             self._spawn(lambda batch=opening[i:i + OPEN_BATCH]: self._open_replicas(batch))
+        if self.log_dirs.offline:
+            self._report_offline()
 
     @staticmethod
     def _set_config(replica: Replica, config: LogConfig) -> None:
@@ -296,6 +311,7 @@ class ReplicaManager:
 
     def _drop_replica(self, key: TopicPartition, replica: Replica) -> None:
         self.fetchers.remove(key)
+        self.log_dirs.forget(f"{key[0]}-{key[1]}")
         if replica.core is not None:
             self._perform(replica, replica.core.stop())
             replica.core = None
@@ -305,6 +321,10 @@ class ReplicaManager:
         """Makes this broker the partition's leader or follower as its registration says (the
         core decides, Kafka's makeLeader / makeFollower). Runs inline on the loop, so no request
         sees half a change."""
+        log_dir = self._log_dir(replica)
+        if not log_dir.online:
+            self._in_offline_dir(replica, log_dir)
+            return
         if replica.core is None:
             replica.core = Partition(
                 self.node_id, replica.topic, replica.partition, replica.log,
@@ -320,7 +340,8 @@ class ReplicaManager:
             actions = replica.core.apply_registration(replica.state, self.clock_ms(), may_lead=may_lead)
         except OSError as e:
             self._perform(replica, replica.core.go_offline(replica.state))
-            self._mark_offline(replica, e)
+            if not self._storage_failed(replica, e):
+                self._mark_offline(replica, e)
             return
         self._perform(replica, actions)
         if replica.storage_error is not None:
@@ -344,7 +365,48 @@ class ReplicaManager:
                   "(%s). Requests for it answer KAFKA_STORAGE_ERROR until it can: free space on "
                   "%s (or fix the disk); the role is tried again every %d ms and at the next "
                   "metadata change", replica.topic, replica.partition, role, state.leader_epoch,
-                  error, self.data_dir, self.replication.offline_retry_ms)
+                  error, replica.data_dir, self.replication.offline_retry_ms)
+
+    # -- log directories (JBOD) ---------------------------------------------------------------
+
+    def _log_dir(self, replica: Replica) -> LogDir:
+        log_dir = self.log_dirs.dir_of(replica.data_dir)
+        assert log_dir is not None, replica.data_dir
+        return log_dir
+
+    def _storage_failed(self, replica: Replica, error: BaseException) -> bool:
+        """Whether `error` (from the replica's log) means its directory failed; if so the
+        directory goes offline with every replica on it (`LogDirs.is_dir_failure`)."""
+        log_dir = self._log_dir(replica)
+        if not LogDirs.is_dir_failure(error, log_dir.path):
+            return False
+        if self.log_dirs.fail(log_dir, error):
+            for other in list(self._replicas.values()):
+                if other.data_dir == log_dir.path:
+                    self._in_offline_dir(other, log_dir)
+            self._report_offline()
+            self.on_log_dir_failure()
+        return True
+
+    def _in_offline_dir(self, replica: Replica, log_dir: LogDir) -> None:
+        """Kafka's offline replica of a failed log directory: no role, no fetching, requests
+        answer KAFKA_STORAGE_ERROR; never retried (the directory comes back with a restart)."""
+        if replica.storage_error is None:
+            replica.storage_error = OSError(f"log directory {log_dir.path} is offline ({log_dir.error})")
+        self._offline.discard((replica.topic, replica.partition))
+        self.fetchers.remove((replica.topic, replica.partition))
+        if replica.core is not None:
+            self._perform(replica, replica.core.go_offline(replica.state))
+        replica.wake_all()
+
+    def log_directories(self) -> list[tuple[str, bool]]:
+        """(path, online) of each log directory, for the metrics."""
+        return [(str(d.path), d.online) for d in self.log_dirs.dirs]
+
+    def _report_offline(self) -> None:
+        offline = {d.path for d in self.log_dirs.offline}
+        replicas = tuple(sorted(k for k, r in self._replicas.items() if r.data_dir in offline))
+        self.offline_report = (tuple(self.log_dirs.offline_ids()), replicas)
 
     def _registered_broker_epoch(self, broker_id: int) -> int | None:
         broker = self.image.cluster.broker(broker_id)
@@ -403,6 +465,9 @@ class ReplicaManager:
                 if self._replicas.get((replica.topic, replica.partition)) is replica:
                     self._apply_role(replica)
             except Exception as e:
+                if self._storage_failed(replica, e):
+                    replica.open_error = e
+                    continue
                 again, replica.open_error = replica.open_error is not None, e
                 if isinstance(e, OSError):
                     self._offline.add((replica.topic, replica.partition))
@@ -560,8 +625,11 @@ class ReplicaManager:
             try:
                 info = replica.log.append_as_leader(entry.records, leader_epoch, now_ms())
             except OSError as e:
-                # e.g. a full disk: the log cut the partial batch, so the partition stays usable
-                # and takes writes again once one succeeds (Kafka would take the log dir offline)
+                if self._storage_failed(replica, e):
+                    raise KraftError("KAFKA_STORAGE_ERROR", f"{entry.topic}-{entry.partition}: "
+                                     f"{replica.storage_error}") from e
+                # a full disk: the log cut the partial batch, so the partition stays usable and
+                # takes writes again once one succeeds
                 if tp not in self._unwritable:  # log the transition, not every refused produce
                     self._unwritable.add(tp)
                     log.error("%s-%d: cannot write the log: %s; produce answers KAFKA_STORAGE_ERROR "
@@ -845,7 +913,7 @@ class ReplicaManager:
                 raise error
             data = self._read(plog, entry, max_bytes, budget, plog.high_watermark)
         except Exception as e:
-            return self._result(replica, entry, b"", error=_as_kraft_error(e))
+            return self._result(replica, entry, b"", error=self._read_error(replica, e))
         return self._result(replica, entry, data.records)
 
     def _read_for_follower(
@@ -870,10 +938,15 @@ class ReplicaManager:
         try:
             data = self._read(plog, entry, max_bytes, budget, None)
         except Exception as e:
-            return self._result(replica, entry, b"", error=_as_kraft_error(e))
+            return self._result(replica, entry, b"", error=self._read_error(replica, e))
         if data.records:
             self.trace.record(FETCH_ANSWERED, entry.topic, entry.partition, data.next_offset, replica_id)
         return self._result(replica, entry, data.records)
+
+    def _read_error(self, replica: Replica, error: Exception) -> KraftError:
+        if self._storage_failed(replica, error):
+            return KraftError("KAFKA_STORAGE_ERROR", f"{replica.topic}-{replica.partition}: {replica.storage_error}")
+        return _as_kraft_error(error)
 
     @staticmethod
     def _read(plog: PartitionLog, entry: FetchEntry, max_bytes: int, budget: int,
@@ -930,7 +1003,8 @@ class ReplicaManager:
             try:
                 return self._apply_fetched(replica, response)
             except Exception as e:
-                log.warning("%s-%d: cannot apply the leader's answer: %s", tp[0], tp[1], e)
+                if not self._storage_failed(replica, e):
+                    log.warning("%s-%d: cannot apply the leader's answer: %s", tp[0], tp[1], e)
                 return False
 
     def _apply_fetched(self, replica: Replica, response: PartitionFetchResponse) -> bool:
@@ -954,14 +1028,14 @@ class ReplicaManager:
     async def _send_alter_partition(self, replica: Replica, proposal: IsrProposal) -> None:
         assert self.alter_partition is not None
         try:
-            await self.alter_partition.alter_partition(replica.topic, replica.partition, proposal)
+            committed = await self.alter_partition.alter_partition(replica.topic, replica.partition, proposal)
         except Exception as e:
             if replica.core is not None:
                 error_code = getattr(e, "error_code", None) or f"{type(e).__name__}: {e}"
                 self._perform(replica, replica.core.on_alter_partition_response(proposal, error_code))
             return
         if replica.core is not None:
-            self._perform(replica, replica.core.on_alter_partition_response(proposal, None))
+            self._perform(replica, replica.core.on_alter_partition_response(proposal, None, committed))
 
     async def _checkpoint_loop(self) -> None:
         """Kafka's recovery-point checkpoint (log.flush.offset.checkpoint.interval.ms): closed
@@ -980,9 +1054,10 @@ class ReplicaManager:
                     continue
                 try:
                     await asyncio.to_thread(replica.log.flush_closed_segments)
-                except Exception:
-                    log.exception("checkpointing the recovery point of %s-%d failed",
-                                  replica.topic, replica.partition)
+                except Exception as e:
+                    if not self._storage_failed(replica, e):
+                        log.exception("checkpointing the recovery point of %s-%d failed",
+                                      replica.topic, replica.partition)
 
     async def _offline_loop(self) -> None:
         while True:
@@ -1003,7 +1078,9 @@ class ReplicaManager:
                 continue
             if self._closed:
                 return
-            if replica.storage_error is not None and replica.log is not None and replica.core is not None:
+            if not self._log_dir(replica).online:
+                self._offline.discard(key)
+            elif replica.storage_error is not None and replica.log is not None and replica.core is not None:
                 self._apply_role(replica)
             elif isinstance(replica.open_error, OSError) and replica.log is None:
                 if replica.is_ready:  # not while an attempt is under way

@@ -153,7 +153,7 @@ BLOCKS: dict[tuple[str, str], Skip | Run] = {
     ("docs/operations.md", "kraft-node --node-id 4 --role broker --controller-quorum $QUORUM --listen "
                            "127.0.0.1:9392 \\"): Run(cluster=True),
     ("docs/reliability.md", "kraft-bench chaos --duration 600 --faults kill,stop,partition,disk-full,torn-write,"
-                            "slow-disk \\"):
+                            "slow-disk,controller-disk-full,log-dir \\"):
         Skip("a 10-minute fault-injection run (tests/integration/test_chaos_run.py runs a short one)"),
     ("docs/replication.md", "python3 tests/unit/replication/simulation.py --seed 1234 --trace"):
         Skip("simulation sweeps of minutes (tests/unit/replication/test_replication_simulation.py runs them)"),

@@ -75,7 +75,7 @@ def test_retention_precedence_ms_over_minutes_over_hours() -> None:
     ("log.cleanup.policy=shred", "log.cleanup.policy"),
     ("controller.quorum.voters=1@h:1,1@h:2", "controller.quorum.voters"),
     ("controller.quorum.voters=x@h:1", "controller.quorum.voters"),
-    ("log.dirs=/a,/b", "log.dirs"),
+    ("log.dirs=/a,/b,/a", "log.dirs"),
     ("metadata.mode=etcd", "metadata.mode"),
     ("log.flush.offset.checkpoint.interval.ms=0", "log.flush.offset.checkpoint.interval.ms"),
     ("log.flush.offset.checkpoint.interval.ms=soon", "log.flush.offset.checkpoint.interval.ms"),

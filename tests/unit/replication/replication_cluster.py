@@ -24,6 +24,7 @@ from kraft.log.batch import build_batch, decode_records, iter_batches
 from kraft.log.config import LogConfig
 from kraft.metadata.delta import apply_records
 from kraft.metadata.image import MetadataImage
+from kraft.metadata.partition_change import BrokerState
 from kraft.metadata.records import (
     ClaimController, Endpoint, MetadataRecord, Partition, RegisterBroker, Topic, UnfenceBroker,
 )
@@ -69,7 +70,7 @@ class FakeController:
             node.on_metadata_update(delta, self.image)
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic: str, partition: int,
-                              leader_epoch: int, partition_epoch: int, new_isr: list[int], *,
+                              leader_epoch: int, partition_epoch: int, new_isr: list[BrokerState], *,
                               request_id: str | None = None) -> dict[str, Any]:
         try:
             result = handlers.alter_partition(self.image, broker_id, broker_epoch, topic, partition,

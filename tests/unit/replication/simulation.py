@@ -43,7 +43,8 @@ if __package__ in (None, ""):  # run as a script: the repository root on the pat
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from kraft.broker.replication.follower import Append, Backoff, PartitionFetchResponse
-from kraft.broker.replication.leader import IsrProposal
+from kraft.broker.replication.alter_partition import leader_and_isr
+from kraft.broker.replication.leader import IsrProposal, LeaderAndIsr
 from kraft.broker.replication.partition import (
     Action, CompleteWaiters, Partition, ReplicaState, SendAlterPartition, StartFetching, StopFetching,
     is_current_registration,
@@ -92,6 +93,18 @@ class SimSettings:
     restart_after_ms: tuple[int, int] = (50, 900)
     flush_interval_ms: tuple[int, int] = (50, 600)
     power_loss: float = 0.5  # of the crashes (when allowed): lose the unflushed suffix too
+    # KIP-903's faults, off by default so the regression seeds keep their schedules: of the fault
+    # ticks, a broker applying no metadata for a while (a leader working from an older view); of
+    # the messages, one held up in the network far longer than `max_delay_ms` (a copy of an
+    # AlterPartition arriving after its joiner restarted, re-registered and was unfenced)
+    metadata_stall: float = 0.0
+    metadata_stall_ms: tuple[int, int] = (200, 1500)
+    long_delay: float = 0.0
+    long_delay_ms: tuple[int, int] = (200, 1500)
+
+
+# the settings of `--stalls` and of the stall sweep: metadata stalls and held-up messages
+STALLS = SimSettings(metadata_stall=0.3, long_delay=0.02)
 
 
 @dataclass
@@ -108,6 +121,7 @@ class Broker:
     fetch_request: int = 0  # the id of the fetch in flight (0: none)
     registered: bool = True  # this incarnation's registration committed (answer received)
     lost_data: bool = False  # restarted after a power loss, not yet registered again
+    stalled_until: int = 0  # applies no metadata before this time (a metadata stall)
 
 
 @dataclass
@@ -211,6 +225,9 @@ class Simulation:
             self._count("duplicated")
         for _ in range(copies):
             delay = self.rng.randint(1, s.max_delay_ms) if self.faults else 1
+            if self.faults and not reliable and s.long_delay and self.rng.random() < s.long_delay:
+                delay = self.rng.randint(*s.long_delay_ms)
+                self._count("held_up")
             self._at(self.now + delay, what, arrive)
 
     def run(self) -> Simulation:
@@ -285,15 +302,16 @@ class Simulation:
                     self.image, self.controller_settings, b).records))
 
     def _controller_alter_partition(self, b: int, broker_epoch: int,
-                                    proposal: IsrProposal) -> str | None:
+                                    proposal: IsrProposal) -> tuple[str | None, LeaderAndIsr | None]:
+        """The error, or the committed state the answer carries."""
         try:
             result = handlers.alter_partition(
                 self.image, b, broker_epoch, TOPIC, 0, proposal.leader_epoch,
-                proposal.partition_epoch, list(proposal.new_isr))
+                proposal.partition_epoch, list(proposal.new_isr_with_epochs))
         except MetadataError as e:
-            return e.error_code
+            return e.error_code, None
         self._commit(list(result.records))
-        return None
+        return None, leader_and_isr(result.response)
 
     # -- brokers: the replica manager's, fetchers' and lifecycle's jobs ---------------------------
 
@@ -345,7 +363,8 @@ class Simulation:
         inc = broker.incarnation
 
         def answer(image: MetadataImage) -> None:
-            if self._alive(broker.id, inc) and image.offset > broker.image.offset:
+            if (self._alive(broker.id, inc) and image.offset > broker.image.offset
+                    and self.now >= broker.stalled_until):
                 self._apply_image(broker, image)
 
         def request() -> None:
@@ -396,13 +415,13 @@ class Simulation:
     def _send_alter_partition(self, broker: Broker, proposal: IsrProposal) -> None:
         inc, epoch = broker.incarnation, broker.broker_epoch
 
-        def answer(error: str | None) -> None:
+        def answer(error: str | None, committed: LeaderAndIsr | None) -> None:
             if self._alive(broker.id, inc) and broker.core is not None:
-                self._perform(broker, broker.core.on_alter_partition_response(proposal, error))
+                self._perform(broker, broker.core.on_alter_partition_response(proposal, error, committed))
 
         def request() -> None:
-            error = self._controller_alter_partition(broker.id, epoch, proposal)
-            self._send(CONTROLLER, broker.id, "alter partition answer", lambda: answer(error))
+            error, committed = self._controller_alter_partition(broker.id, epoch, proposal)
+            self._send(CONTROLLER, broker.id, "alter partition answer", lambda: answer(error, committed))
 
         self._count("alter_partition")
         self._send(broker.id, CONTROLLER, f"alter partition {proposal}", request)
@@ -549,6 +568,12 @@ class Simulation:
     def _inject_fault(self) -> None:
         if not self.faults:
             return
+        if self.settings.metadata_stall and self.rng.random() < self.settings.metadata_stall:
+            victim = self.rng.choice([b for b in self.brokers.values() if b.alive])
+            victim.stalled_until = self.now + self.rng.randint(*self.settings.metadata_stall_ms)
+            self._count("metadata_stall")
+            self._log(f"STALL broker {victim.id}'s metadata until {victim.stalled_until}")
+            return
         if self.rng.random() < 0.15:  # not a fault: an admin's preferred-leader election
             self._commit(list(handlers.elect_leaders(self.image).records))
             return
@@ -689,11 +714,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--seeds", type=int, default=1, help="run this many seeds from --seed")
     parser.add_argument("--trace", action="store_true", help="print every step")
+    parser.add_argument("--stalls", action="store_true",
+                        help="add metadata stalls and held-up messages (STALLS)")
     args = parser.parse_args()
+    settings = STALLS if args.stalls else SimSettings()
     logging.basicConfig(level=logging.INFO if args.trace else logging.CRITICAL,
                         format="        %(message)s")
     for seed in range(args.seed, args.seed + args.seeds):
-        sim = run_seed(seed, trace=args.trace)
+        sim = run_seed(seed, settings, trace=args.trace)
         print(f"seed {seed}: {sim.steps} steps, {len(sim.acked)} acknowledged of {sim.produced}, "
               f"{sim.counts}")
 
