@@ -528,7 +528,8 @@ class PartitionLog:
         state, start = ProducerStateManager(expiration_ms), self._log_start_offset
         if snapshot is not None and snapshot.offset <= self._log_end_offset:
             try:
-                state = ProducerStateManager.from_snapshot(snapshot.producers, expiration_ms)
+                state = ProducerStateManager.from_snapshot(snapshot.producers, expiration_ms,
+                                                           unreplicated=snapshot.unreplicated)
                 start = max(start, snapshot.offset)
             except (ValueError, TypeError) as e:
                 logger.warning("%s: ignoring a bad producer state snapshot: %s", self.directory, e)
@@ -731,7 +732,9 @@ class PartitionLog:
                 quarantined=tuple((r.start_offset, r.end_offset) for r in self.quarantined),
                 first_dirty_offset=self._first_dirty_offset,
             ).write(self.directory)
-            ProducerStateSnapshot(self._log_end_offset, self._producer_state.snapshot()).write(
+            state = self._producer_state
+            state.on_high_watermark_updated(self._high_watermark)
+            ProducerStateSnapshot(self._log_end_offset, state.snapshot(), state.unreplicated()).write(
                 self.directory
             )
             self._checkpointed = self._checkpoint_state()

@@ -349,7 +349,8 @@ class ProducerStateManager:
     def snapshot(self) -> list[list[Any]]:
         """The state as builtins (msgpack-friendly), in eviction order: per producer its id,
         epoch, last timestamp, batches, open transaction's first offset (-1: none) and last
-        coordinator epoch. Completed transactions are not kept (Kafka's snapshot neither)."""
+        coordinator epoch. The transactions completed above the high watermark are
+        `unreplicated()`'s."""
         return [
             [e.producer_id, e.producer_epoch, e.last_timestamp,
              [[b.first_sequence, b.last_sequence, b.first_offset, b.last_offset] for b in e.batches],
@@ -357,10 +358,16 @@ class ProducerStateManager:
             for e in self._producers.values()
         ]
 
+    def unreplicated(self) -> list[list[int]]:
+        """[first offset, marker offset] of the transactions completed by a marker the high
+        watermark had not passed: a snapshot keeps them, so a restart that replays from it
+        holds the last stable offset back as a replay of the whole log would."""
+        return [[first, marker] for first, marker in self._unreplicated.items()]
+
     @classmethod
     def from_snapshot(
         cls, entries: list[list[Any]], producer_id_expiration_ms: int = 86_400_000,
-        max_producers: int = MAX_PRODUCERS,
+        max_producers: int = MAX_PRODUCERS, unreplicated: list[list[int]] = (),  # type: ignore[assignment]
     ) -> ProducerStateManager:
         """Raises ValueError/TypeError on a malformed snapshot (the caller rebuilds instead)."""
         manager = cls(producer_id_expiration_ms, max_producers)
@@ -378,6 +385,7 @@ class ProducerStateManager:
             if entry.in_transaction:
                 ongoing.append((entry.current_txn_first_offset, entry.producer_id))
         manager._ongoing = dict(sorted(ongoing))
+        manager._unreplicated = {int(first): int(marker) for first, marker in unreplicated}
         return manager
 
 
