@@ -154,6 +154,8 @@ ACCESS: dict[tuple[str, str], Access] = {
         ("POST", "/v1/controller/users/scram-credentials"), ("POST", "/v1/controller/acls"),
         ("POST", "/v1/controller/acls/delete"), ("POST", "/v1/controller/client-quotas"),
         ("POST", "/v1/zk/update-metadata"), ("POST", "/v1/zk/controlled-shutdown"),
+        # the transaction coordinator's WriteTxnMarkers and KIP-890 verification, to partition leaders
+        ("POST", "/v1/partitions/txn-markers"), ("POST", "/v1/partitions/txn-verify"),
     )},
 }
 

@@ -65,6 +65,8 @@ _SPECS = [
     ErrorSpec("INVALID_PRODUCER_EPOCH", 47, 409, False),
     ErrorSpec("UNKNOWN_PRODUCER_ID", 59, 409, False),
     ErrorSpec("INVALID_PRODUCER_ID_MAPPING", 49, 409, False),
+    ErrorSpec("INVALID_TXN_STATE", 48, 409, False),
+    ErrorSpec("TRANSACTION_COORDINATOR_FENCED", 52, 409, False),
     ErrorSpec("BROKER_NOT_AVAILABLE", 8, 503, True),
     ErrorSpec("KAFKA_STORAGE_ERROR", 56, 503, True),
     ErrorSpec("SASL_AUTHENTICATION_FAILED", 58, 401, False),

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import msgspec
 
 from kraft.api.errors import SPECS
-from kraft.api.messages import batch, controller, groups, node, records, security, topics
+from kraft.api.messages import batch, controller, groups, node, records, security, topics, txn
 from kraft.api.messages.common import ErrorResponse, GroupId, PartitionNumber, TopicName
 
 # Every route may answer these; a route with a body also the body's size and media type errors.
@@ -98,6 +98,16 @@ ROUTES = (
     Route("POST", "/v1/fetch", "Fetch record batches from many partitions (long poll)", batch.FetchResponse,
           batch.FetchRequest, errors=("TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
                                       "UNSUPPORTED_VERSION")),
+    Route("POST", "/v1/partitions/txn-markers",
+          "Write COMMIT or ABORT markers for the transaction coordinator (Kafka's WriteTxnMarkers; nodes only)",
+          txn.WriteTxnMarkersResponse, txn.WriteTxnMarkersRequest, errors=("CLUSTER_AUTHORIZATION_FAILED",),
+          description="Per partition: NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS, "
+                      "REQUEST_TIMED_OUT (the replicas did not follow in time), INVALID_PRODUCER_EPOCH, "
+                      "TRANSACTION_COORDINATOR_FENCED, KAFKA_STORAGE_ERROR."),
+    Route("POST", "/v1/partitions/txn-verify",
+          "Let partitions take a transaction's first batch (KIP-890's verification; nodes only)",
+          txn.VerifyTransactionResponse, txn.VerifyTransactionRequest, errors=("CLUSTER_AUTHORIZATION_FAILED",),
+          description="Per partition: NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR."),
     Route("POST", "/v1/producers/init", "A producer id and epoch for an idempotent producer (Kafka's InitProducerId)",
           node.InitProducerIdResponse, node.InitProducerIdRequest,
           errors=("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "BROKER_NOT_AVAILABLE")),

@@ -25,7 +25,7 @@ from kraft.api.access_middleware import authorization_middleware
 from kraft.api.errors import KraftError, from_exception, invalid_request
 from kraft.api.routes import (
     acls, batch, controller, delete_records, forward, groups, health, metadata, metrics, openapi, producers, records,
-    topics, users,
+    topics, txn_markers, users,
 )
 from kraft.api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, AdminService, MetadataView, NodeInfo, ReplicaService,
@@ -148,8 +148,8 @@ def build_app(
         app.router.add_routes(metrics.routes)
     if producer_id_service is not None:
         app[producers.PRODUCER_IDS] = producer_id_service
-    for module in (health, metadata, topics, records, delete_records, batch, groups, producers, controller, acls,
-                   users, openapi):
+    for module in (health, metadata, topics, records, delete_records, batch, groups, producers, txn_markers,
+                   controller, acls, users, openapi):
         app.router.add_routes(module.routes)
     for table in extra_routes:
         app.router.add_routes(table)

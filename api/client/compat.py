@@ -27,7 +27,7 @@ _NETWORK = frozenset({
 # assignors) or that this client always does.
 _CONSUMER = frozenset({
     "session_timeout_ms", "heartbeat_interval_ms", "partition_assignment_strategy", "check_crcs",
-    "exclude_internal_topics", "isolation_level",
+    "exclude_internal_topics",
 })
 IGNORED = {"producer": _NETWORK, "consumer": _NETWORK | _CONSUMER, "admin": _NETWORK}
 

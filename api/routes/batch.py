@@ -18,9 +18,12 @@ from kraft.api.messages.batch import (
     NO_EPOCH, NO_REPLICA, FetchPartitionResponse, FetchRequest, FetchResponse, ProducePartitionResponse,
     ProduceRequest, ProduceResponse,
 )
+from kraft.api.messages.common import READ_COMMITTED
 from kraft.api.routes.metrics import FETCH_CONSUMER, FETCH_FOLLOWER, count_as
 from kraft.api.routes.records import topic_or_create
-from kraft.api.routes.replication import ReplicaFetchEntry, as_replica_fetch_service, render_result
+from kraft.api.routes.replication import (
+    ReplicaFetchEntry, aborted_fields, as_replica_fetch_service, render_result,
+)
 from kraft.api.routes.services import REPLICAS, FetchEntry, ProduceEntry
 from kraft.api.wire import read_message, render
 from kraft.log.batch import validate_batch
@@ -69,9 +72,11 @@ async def fetch(request: web.Request) -> web.Response:
     partition's leader epochs goes to the replica side (api/routes/replication.py)."""
     body = await read_message(request, FetchRequest)
     replica_id = body.replica_id
+    # Kafka's replicas fetch read_uncommitted: a follower reads to the log end whatever it says
+    read_committed = body.isolation_level == READ_COMMITTED and replica_id == NO_REPLICA
     entries = [
         ReplicaFetchEntry(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
-                          p.last_fetched_epoch, p.high_watermark, p.log_start_offset)
+                          p.last_fetched_epoch, p.high_watermark, p.log_start_offset, read_committed)
         for p in body.partitions
     ]
     if replica_id != NO_REPLICA:  # a replica's fetch moves the high watermark and the ISR: nodes only
@@ -93,12 +98,12 @@ async def fetch(request: web.Request) -> web.Response:
         return render(request, FetchResponse(throttle_time_ms=throttle_ms,
                                              partitions=[render_result(r) for r in replica_results]))
     results = await service.fetch([
-        FetchEntry(e.topic, e.partition, e.fetch_offset, e.partition_max_bytes) for e in entries
+        FetchEntry(e.topic, e.partition, e.fetch_offset, e.partition_max_bytes, read_committed) for e in entries
     ], body.max_wait_ms, body.min_bytes, body.max_bytes)
     throttle_ms = await throttle(request, "fetch", sum(len(r.records) for r in results))
     return render(request, FetchResponse(throttle_time_ms=throttle_ms, partitions=[
         FetchPartitionResponse(topic=r.topic, partition=r.partition, high_watermark=r.high_watermark,
                                log_start_offset=r.log_start_offset, records=r.records, error_code=r.error_code,
-                               message=r.message)
+                               message=r.message, **aborted_fields(r.last_stable_offset, r.aborted_transactions))
         for r in results
     ]))

@@ -5,6 +5,8 @@ These decode and build batches (per request, not per record on the broker's side
 batch routes (`api/routes/batch.py`) instead. A read answers at most `max_bytes` (and the broker's
 fetch.max.bytes) of decoded keys, values and headers, and always at least one record, as Kafka's
 fetch sizes bound what a reply holds: batches are decoded one at a time until the reply is full.
+Transaction markers are never answered; `isolation_level=read_committed` reads stop at the last
+stable offset and leave out aborted transactions' records (filtered here, `log/isolation.py`).
 """
 
 from __future__ import annotations
@@ -26,16 +28,18 @@ from kraft.api.partitioner import partition_for_key
 from kraft.api.routes.forward import by_leader, not_leader, produce_remote, proxy, remote_leader
 from kraft.api.routes.metadata import require_topic
 from kraft.api.routes.services import (
-    ADMIN, METADATA, NODE_INFO, REPLICAS, FetchEntry, ProduceEntry, ProduceResult, TopicDescription,
+    ADMIN, METADATA, NODE_INFO, REPLICAS, FetchEntry, PartitionOffsets, ProduceEntry, ProduceResult,
+    TopicDescription,
 )
-from kraft.api.messages.common import check_topic_name, parse_acks
+from kraft.api.messages.common import READ_COMMITTED, check_topic_name, parse_acks
 from kraft.api.messages.records import (
     FetchRecordsQuery, FetchRecordsResponse, Header, PartitionOffsetsQuery, PartitionOffsetsResponse,
     ProducedPartition, ProduceRecordsQuery, ProduceRecordsRequest, ProduceRecordsResponse, RecordIn, RecordOffset,
     RecordOut,
 )
 from kraft.api.wire import read_message, read_query, render, wants_msgpack
-from kraft.log.batch import Record, build_batch, decode_records, iter_batches
+from kraft.log.batch import Record, build_batch, decode_records
+from kraft.log.isolation import readable_batches
 
 routes = web.RouteTableDef()
 
@@ -186,14 +190,20 @@ def _header(key: str, value: bytes | None, binary: bool) -> Header:
 
 async def _start_offset(request: web.Request, query: FetchRecordsQuery, name: str, partition: int) -> int:
     replicas = request.app[REPLICAS]
+    read_committed = query.isolation_level == READ_COMMITTED
     if query.timestamp is not None:
-        found = await replicas.offset_for_timestamp(name, partition, query.timestamp)
-        return (await replicas.offsets(name, partition)).high_watermark if found is None else found[0]
+        found = await replicas.offset_for_timestamp(name, partition, query.timestamp, read_committed)
+        return _latest(await replicas.offsets(name, partition), read_committed) if found is None else found[0]
     if query.offset == "earliest":
         return (await replicas.offsets(name, partition)).log_start_offset
     if query.offset == "latest":
-        return (await replicas.offsets(name, partition)).high_watermark
+        return _latest(await replicas.offsets(name, partition), read_committed)
     return int(query.offset)
+
+
+def _latest(offsets: PartitionOffsets, read_committed: bool) -> int:
+    """Kafka's ListOffsets latest: the last stable offset for read_committed, else the high watermark."""
+    return offsets.last_stable_offset if read_committed else offsets.high_watermark
 
 
 @routes.get("/v1/topics/{topic}/partitions/{partition}/records")
@@ -204,9 +214,10 @@ async def fetch_records(request: web.Request) -> web.Response:
         return await proxy(request, leader)
     query = read_query(request, FetchRecordsQuery)
     max_records, max_bytes = query.max_records, min(query.max_bytes, request.app[NODE_INFO].fetch_max_bytes)
+    read_committed = query.isolation_level == READ_COMMITTED
     offset = await _start_offset(request, query, topic.name, partition)
     [result] = await request.app[REPLICAS].fetch(
-        [FetchEntry(topic.name, partition, offset, max_bytes)], query.timeout_ms, 1, max_bytes
+        [FetchEntry(topic.name, partition, offset, max_bytes, read_committed)], query.timeout_ms, 1, max_bytes
     )
     if result.error_code == "NOT_LEADER_OR_FOLLOWER":
         raise not_leader(request, topic.name, partition, result.message or "")
@@ -216,11 +227,16 @@ async def fetch_records(request: web.Request) -> web.Response:
     binary = wants_msgpack(request)
     size = 0  # decoded bytes in the reply
     full = False
-    for pos, header in iter_batches(result.records):
+    next_offset = offset  # past what the reply holds or left out
+    end = result.last_stable_offset if read_committed else result.high_watermark
+    for pos, header, visible in readable_batches(result.records, result.aborted_transactions):
         if header.last_offset < offset:
             continue
+        if not visible:  # a marker or an aborted batch: never answered, read past
+            next_offset = max(next_offset, header.next_offset)
+            continue
         for rec in decode_records(result.records, pos):
-            if rec.offset < offset or rec.offset >= result.high_watermark:
+            if rec.offset < offset or rec.offset >= end:
                 continue
             size += _decoded_size(rec)
             if records and size > max_bytes:
@@ -230,6 +246,7 @@ async def fetch_records(request: web.Request) -> web.Response:
             records.append(RecordOut(
                 partition=partition, offset=rec.offset, timestamp=rec.timestamp, key=key, value=value,
                 headers=[_header(k, v, binary) for k, v in rec.headers], key_b64=key_b64, value_b64=value_b64))
+            next_offset = rec.offset + 1
             full = len(records) == max_records or size >= max_bytes
             if full:
                 break
@@ -237,7 +254,7 @@ async def fetch_records(request: web.Request) -> web.Response:
             break
     return render(request, FetchRecordsResponse(
         records=records, high_watermark=result.high_watermark, log_start_offset=result.log_start_offset,
-        next_offset=records[-1].offset + 1 if records else offset))
+        next_offset=next_offset, last_stable_offset=result.last_stable_offset))
 
 
 @routes.get("/v1/topics/{topic}/partitions/{partition}/offsets")
@@ -251,8 +268,9 @@ async def partition_offsets(request: web.Request) -> web.Response:
     offsets = await replicas.offsets(topic.name, partition)
     body = PartitionOffsetsResponse(
         partition=partition, log_start_offset=offsets.log_start_offset, high_watermark=offsets.high_watermark,
-        log_end_offset=offsets.log_end_offset)
+        log_end_offset=offsets.log_end_offset, last_stable_offset=offsets.last_stable_offset)
     if query.timestamp is not None:
-        found = await replicas.offset_for_timestamp(topic.name, partition, query.timestamp)
+        found = await replicas.offset_for_timestamp(topic.name, partition, query.timestamp,
+                                                    query.isolation_level == READ_COMMITTED)
         body.offset, body.timestamp = found if found is not None else (None, None)
     return render(request, body)

@@ -79,6 +79,7 @@ class FetchEntry:
     partition: int
     fetch_offset: int
     partition_max_bytes: int
+    read_committed: bool = False  # isolation_level=read_committed: up to the last stable offset
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,9 @@ class FetchResult:
     records: bytes
     error_code: str | None = None
     message: str | None = None
+    last_stable_offset: int = -1
+    # read_committed: (producer id, first offset) of the aborted transactions the records overlap
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,7 @@ class PartitionOffsets:
     log_start_offset: int
     high_watermark: int
     log_end_offset: int
+    last_stable_offset: int = -1  # latest for read_committed readers (and their group's lag)
 
 
 class MetadataView(Protocol):
@@ -152,7 +157,7 @@ class ReplicaService(Protocol):
     async def offsets(self, topic: str, partition: int) -> PartitionOffsets: ...
 
     async def offset_for_timestamp(
-        self, topic: str, partition: int, timestamp: int
+        self, topic: str, partition: int, timestamp: int, read_committed: bool = False
     ) -> tuple[int, int] | None: ...
 
     async def delete_records(

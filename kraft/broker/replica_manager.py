@@ -538,33 +538,70 @@ class ReplicaManager:
 
     async def _append(self, entry: ProduceEntry, acks: int) -> tuple[Replica, int, int, int]:
         """Appends as leader; returns the replica, the leader epoch, the first and next offset."""
-        replica = await self._leader_replica(entry.topic, entry.partition)
+        return await self._append_as_leader(
+            entry.topic, entry.partition, acks,
+            lambda plog, epoch: plog.append_as_leader(entry.records, epoch, now_ms()))
+
+    async def _append_as_leader(self, topic: str, partition: int, acks: int,
+                                write: Callable[[PartitionLog, int], Any]) -> tuple[Replica, int, int, int]:
+        """`write(log, leader_epoch)` on the partition this broker leads, under its lock (a produce's
+        batches or a transaction marker); the replica, leader epoch, first and next offset."""
+        replica = await self._leader_replica(topic, partition)
         refused = replica.core.check_produce(acks)
         if refused is not None:
             raise refused
         async with replica.lock:
             core = replica.core
             if replica.log is None or core is None or core.leader_state is None:
-                raise self._not_here(entry.topic, entry.partition)  # deleted or deposed meanwhile
+                raise self._not_here(topic, partition)  # deleted or deposed meanwhile
             leader_epoch = core.leader_state.leader_epoch
-            tp = (entry.topic, entry.partition)
+            tp = (topic, partition)
             try:
-                info = replica.log.append_as_leader(entry.records, leader_epoch, now_ms())
+                info = write(replica.log, leader_epoch)
             except OSError as e:
                 # e.g. a full disk: the log cut the partial batch, so the partition stays usable
                 # and takes writes again once one succeeds (Kafka would take the log dir offline)
                 if tp not in self._unwritable:  # log the transition, not every refused produce
                     self._unwritable.add(tp)
                     log.error("%s-%d: cannot write the log: %s; produce answers KAFKA_STORAGE_ERROR "
-                              "until a write succeeds", entry.topic, entry.partition, e)
+                              "until a write succeeds", topic, partition, e)
                 raise KraftError("KAFKA_STORAGE_ERROR",
-                                 f"{entry.topic}-{entry.partition}: cannot write the log: {e}") from e
+                                 f"{topic}-{partition}: cannot write the log: {e}") from e
             if tp in self._unwritable:
                 self._unwritable.discard(tp)
-                log.warning("%s-%d: the log is writable again", entry.topic, entry.partition)
+                log.warning("%s-%d: the log is writable again", topic, partition)
             replica.wake_appended()
             self._perform(replica, core.on_leader_append(self.clock_ms()))
         return replica, leader_epoch, info.first_offset, info.last_offset + 1
+
+    # -- transactions (the partition side of the transaction coordinator's requests) -----------
+
+    async def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                               coordinator_epoch: int, commit: bool, timeout_ms: int) -> int:
+        """Kafka's WriteTxnMarkers for one partition this broker leads: appends the COMMIT or
+        ABORT marker and answers its offset once the high watermark passed it (acks=all, as
+        Kafka's coordinator writes markers). Raises KraftError (INVALID_PRODUCER_EPOCH and
+        TRANSACTION_COORDINATOR_FENCED from the log, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT...)."""
+        replica, leader_epoch, first, next_offset = await self._append_as_leader(
+            topic, partition, -1,
+            lambda plog, epoch: plog.append_control(producer_id, producer_epoch, coordinator_epoch,
+                                                    commit, epoch, now_ms()))
+        deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
+        error = await self._await_high_watermark(replica, leader_epoch, next_offset, deadline)
+        if error is not None:
+            raise error
+        return first
+
+    async def verify_transaction(self, topic: str, partition: int, producer_id: int,
+                                 producer_epoch: int) -> None:
+        """KIP-890's partition-side hook, for the coordinator's AddPartitionsToTxn: the
+        transactional batches of (producer id, epoch) may begin a transaction in this partition
+        this broker leads (else they get INVALID_TXN_STATE)."""
+        replica = await self._leader_replica(topic, partition)
+        async with replica.lock:
+            if replica.log is None or replica.core is None or not replica.core.is_leader:
+                raise self._not_here(topic, partition)
+            replica.log.verify_transaction(producer_id, producer_epoch)
 
     async def _produce_result(
         self, entry: ProduceEntry, replica: Replica | None, leader_epoch: int, first_offset: int,
@@ -703,11 +740,13 @@ class ReplicaManager:
     ) -> list[FetchResult]:
         """A consumer fetch: records below the high watermark."""
         results = await self.replica_fetch(NO_REPLICA, -1, [
-            ReplicaFetchEntry(e.topic, e.partition, e.fetch_offset, e.partition_max_bytes)
+            ReplicaFetchEntry(e.topic, e.partition, e.fetch_offset, e.partition_max_bytes,
+                              read_committed=e.read_committed)
             for e in entries
         ], max_wait_ms, min_bytes, max_bytes)
         return [FetchResult(r.topic, r.partition, r.high_watermark, r.log_start_offset, r.records,
-                            r.error_code, r.message) for r in results]
+                            r.error_code, r.message, r.last_stable_offset, r.aborted_transactions)
+                for r in results]
 
     async def replica_fetch(
         self, replica_id: int, replica_epoch: int, entries: Sequence[ReplicaFetchEntry],
@@ -828,10 +867,10 @@ class ReplicaManager:
             error = core.check_in_range(entry.fetch_offset)
             if error is not None:
                 raise error
-            data = self._read(plog, entry, max_bytes, budget, plog.high_watermark)
+            data, aborted = self._read(plog, entry, max_bytes, budget, plog.high_watermark)
         except Exception as e:
             return self._result(replica, entry, b"", error=_as_kraft_error(e))
-        return self._result(replica, entry, data)
+        return self._result(replica, entry, data, aborted=aborted)
 
     def _read_for_follower(
         self, replica: Replica, replica_id: int, replica_epoch: int, entry: ReplicaFetchEntry,
@@ -851,33 +890,40 @@ class ReplicaManager:
                                                                 decision.diverging.end_offset))
         self._perform(replica, decision.actions)
         try:
-            data = self._read(plog, entry, max_bytes, budget, None)
+            data, _ = self._read(plog, entry, max_bytes, budget, None)
         except Exception as e:
             return self._result(replica, entry, b"", error=_as_kraft_error(e))
         return self._result(replica, entry, data)
 
     @staticmethod
     def _read(plog: PartitionLog, entry: ReplicaFetchEntry, max_bytes: int, budget: int,
-              max_offset: int | None) -> bytes:
+              max_offset: int | None) -> tuple[bytes, tuple[tuple[int, int], ...] | None]:
+        """The batches to answer and, for read_committed, the (producer id, first offset) of
+        the aborted transactions they overlap."""
         limit = plog.log_end_offset if max_offset is None else max_offset
+        if entry.read_committed:
+            limit = min(limit, plog.last_stable_offset)
         if entry.fetch_offset >= limit or budget <= 0:
-            return b""
+            return b"", () if entry.read_committed else None
         # The first partition of a request always gets a batch (Kafka's rule, so a batch larger
         # than max_bytes cannot stall a fetcher); later ones only within budget.
-        return plog.read(
+        info = plog.read(
             entry.fetch_offset, min(entry.partition_max_bytes, budget),
-            max_offset=max_offset, min_one_batch=budget == max_bytes,
-        ).records
+            max_offset=max_offset, min_one_batch=budget == max_bytes, read_committed=entry.read_committed,
+        )
+        aborted = info.aborted_transactions
+        return info.records, None if aborted is None else tuple((t.producer_id, t.first_offset) for t in aborted)
 
     @staticmethod
     def _result(replica: Replica, entry: ReplicaFetchEntry, records: bytes,
-                error: KraftError | None = None,
-                diverging: tuple[int, int] | None = None) -> ReplicaFetchResult:
+                error: KraftError | None = None, diverging: tuple[int, int] | None = None,
+                aborted: tuple[tuple[int, int], ...] | None = None) -> ReplicaFetchResult:
         plog = replica.log
         return ReplicaFetchResult(
             entry.topic, entry.partition, plog.high_watermark, plog.log_start_offset,
             plog.log_end_offset, records, diverging,
             error.error_code if error else None, error.message if error else None,
+            last_stable_offset=plog.last_stable_offset, aborted_transactions=aborted,
         )
 
     # -- follower side (the fetchers call these) ----------------------------------------------
@@ -1022,19 +1068,20 @@ class ReplicaManager:
 
     async def offsets(self, topic: str, partition: int) -> PartitionOffsets:
         plog = (await self._leader_replica(topic, partition)).log
-        return PartitionOffsets(plog.log_start_offset, plog.high_watermark, plog.log_end_offset)
+        return PartitionOffsets(plog.log_start_offset, plog.high_watermark, plog.log_end_offset,
+                                plog.last_stable_offset)
 
     async def offset_for_timestamp(
-        self, topic: str, partition: int, timestamp: int
+        self, topic: str, partition: int, timestamp: int, read_committed: bool = False
     ) -> tuple[int, int] | None:
         replica = await self._leader_replica(topic, partition)
         async with replica.lock:
             if replica.log is None:
                 raise self._not_here(topic, partition)
-            # consumers see nothing at or beyond the high watermark
-            return await asyncio.to_thread(
-                replica.log.offset_for_timestamp, timestamp, replica.log.high_watermark
-            )
+            # consumers see nothing at or beyond the high watermark (read_committed ones the LSO)
+            plog = replica.log
+            bound = plog.last_stable_offset if read_committed else plog.high_watermark
+            return await asyncio.to_thread(plog.offset_for_timestamp, timestamp, bound)
 
     # -- retention ----------------------------------------------------------------------------
 

@@ -60,7 +60,7 @@ class LeaderOffsets:
             return await self.replicas.offsets(*tp)
         answer = await self._ask_leader(tp, None)
         return PartitionOffsets(int(answer["log_start_offset"]), int(answer["high_watermark"]),
-                                int(answer["log_end_offset"]))
+                                int(answer["log_end_offset"]), int(answer.get("last_stable_offset", -1)))
 
     async def offsets_or_none(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, PartitionOffsets | None]:
         """Every partition's offsets, asked in parallel; None where the leader could not answer
