@@ -38,8 +38,9 @@ PATH = "path:"
 AUTO_CREATE = "auto-creating a topic (`auto.create.topics.enable`)"
 REPLICA_FETCH = "a replica's fetch (`replica_id` set)"
 
-# Every route under these is the cluster's own unless the table gives it a client rule
-NODE_PREFIXES = ("/v1/controller/", "/v1/zk/")
+# Every route under these is the cluster's own unless the table gives it a client rule (the
+# controller's RPCs, ZooKeeper-mode pushes, the partition side of the transaction coordinator's)
+NODE_PREFIXES = ("/v1/controller/", "/v1/zk/", "/v1/partitions/")
 
 
 def path(parameter: str) -> str:

@@ -132,8 +132,7 @@ class KraftBatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> list[RangePartition]:
-        client = BrokerClient(self.options.bootstrap_servers, self.options.request_timeout_ms,
-                                  self.options.security)
+        client = source_client(self.options)
         try:
             tps = positions.subscribed_partitions(client, self.options.subscription)
             start = positions.resolve(client, self.options.starting, tps, "startingOffsets",
