@@ -110,6 +110,11 @@ ACCESS: dict[tuple[str, str], Access] = {
     ("POST", "/v1/delete-records"): Access((Rule("DELETE", TOPIC, NAMED),)),
     ("POST", "/v1/fetch"): Access((Rule("READ", TOPIC, NAMED),
                                    Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES, when=REPLICA_FETCH))),
+    ("GET", "/v1/replication"): Access((Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES, when=REPLICA_FETCH),),
+                                       note="a follower's replication channel"),
+    ("GET", "/v1/trace"): Access(
+        (Rule("DESCRIBE", CLUSTER_TYPE, CLUSTER),),
+        note="stage timings of records by topic, as /metrics"),
     ("POST", "/v1/producers/init"): Access(
         (Rule("WRITE", TRANSACTIONAL_ID, NAMED),),
         note="without a transactional id nothing more: an idempotent producer's produce needs Write on each topic"),

@@ -220,6 +220,15 @@ ROUTES = (
           security.ControllerDeleteAclsResponse, security.ControllerDeleteAclsRequest, errors=NODE),
     Route("POST", "/v1/controller/client-quotas", "Set or remove client quotas (forwarded by nodes)",
           security.ControllerAlterClientQuotasResponse, security.ControllerAlterClientQuotasRequest, errors=NODE),
+    Route("GET", "/v1/replication", "A follower's replication channel to this leader (WebSocket; the cluster's nodes only)",
+          batch.ReplicationAnswer, query=batch.ReplicationQuery, status=101, errors=NODE,
+          description="Upgrades to a WebSocket (with the follower's node credential). The follower sends binary "
+                      "msgpack messages {id, fetch}, `fetch` being the body of a replica POST /v1/fetch naming "
+                      "`replica_id`; the leader answers each with this message, the same `id`. A new fetch "
+                      "supersedes one still parked (it is not answered)."),
+    Route("GET", "/v1/trace", "Stage events along records' way through this node (kraft-bench --trace)",
+          node.TraceResponse, query=node.TraceQuery, errors=("CLUSTER_AUTHORIZATION_FAILED",),
+          description=node.TraceResponse.__doc__ or ""),
     Route("GET", "/metrics", "Prometheus metrics of this node, named like Kafka's (docs/operations.md)", None,
           errors=("CLUSTER_AUTHORIZATION_FAILED",),
           description="Text format 0.0.4; OpenMetrics 1.0 when Accept names application/openmetrics-text. "

@@ -25,7 +25,7 @@ from kraft.api.access_middleware import authorization_middleware
 from kraft.api.errors import KraftError, from_exception, invalid_request
 from kraft.api.routes import (
     acls, batch, controller, delete_records, forward, groups, health, metadata, metrics, openapi, producers, records,
-    topics, txn_markers, users,
+    replication_channel, topics, trace, txn_markers, users,
 )
 from kraft.api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, AdminService, MetadataView, NodeInfo, ReplicaService,
@@ -149,8 +149,9 @@ def build_app(
     if producer_id_service is not None:
         app[producers.PRODUCER_IDS] = producer_id_service
     for module in (health, metadata, topics, records, delete_records, batch, groups, producers, txn_markers,
-                   controller, acls, users, openapi):
+                   controller, acls, users, openapi, trace):
         app.router.add_routes(module.routes)
+    replication_channel.install(app)
     for table in extra_routes:
         app.router.add_routes(table)
     app.cleanup_ctx.append(forward.session_ctx)

@@ -220,9 +220,10 @@ _KEYS = [
               "required on a broker-only node.", _host_ports),
     ConfigKey("log.dirs", "list", ["./kraft-data"], "The data directory (one).", _one_dir),
     ConfigKey("listeners", "string", "127.0.0.1:9092",
-              "The client HTTP listener, HOST:PORT; or Kafka's NAME://HOST:PORT,... list, where the entry "
-              "named in controller.listener.names is the controller listener and the other the client one.",
-              _listeners),
+              "The client listener (HTTP and the Kafka protocol), HOST:PORT; or Kafka's NAME://HOST:PORT,... list, "
+              "where the entry named in controller.listener.names is the controller listener, the one named by "
+              "inter.broker.listener.name (else the first other) the client listener, and the rest Kafka-only "
+              "listeners.", _listeners),
     ConfigKey("advertised.listeners", "string", None,
               "The HOST:PORT clients are told to use (or Kafka's NAME://HOST:PORT list); defaults to "
               "listeners.", _listeners),
@@ -231,6 +232,10 @@ _KEYS = [
     ConfigKey("controller.listeners", "string", None,
               "The controller (Raft) listener, HOST:PORT; defaults to this node's voter entry.",
               _host_port),
+    ConfigKey("controller.advertised.listener", "string", None,
+              "Where the other voters reach this controller when it is not controller.listeners (a NAT, a "
+              "proxy): its entry in controller.quorum.voters. Kafka's CONTROLLER entry in advertised.listeners "
+              "sets it.", _host_port),
     ConfigKey("security.protocol", "string", None,
               "The client listener's protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; default the "
               "listener's name in listeners (through listener.security.protocol.map), else PLAINTEXT. Nodes "
@@ -239,8 +244,8 @@ _KEYS = [
     ConfigKey("listener.security.protocol.map", "list", [],
               "Kafka's NAME:PROTOCOL,... for named listeners (e.g. CLIENT:SASL_SSL)."),
     ConfigKey("inter.broker.listener.name", "string", None,
-              "The listener nodes use between them: the client listener (the only one served), so it must "
-              "name that listener when set."),
+              "The listener nodes use between them, which is the HTTP client listener: with several client "
+              "entries in listeners, the one it names (default the first); the others are Kafka-only listeners."),
     ConfigKey("security.inter.broker.protocol", "string", None,
               "Kafka's protocol between brokers: when set, it must equal the client listener's.",
               one_of(*CLIENT_PROTOCOLS)),
@@ -305,7 +310,35 @@ _KEYS = [
     ConfigKey("delete.topic.enable", "boolean", True, "Allow deleting topics."),
     ConfigKey("message.max.bytes", "int", 1048588, "Largest record batch accepted.",
               at_least(0, INT_MAX)),
-    ConfigKey("socket.request.max.bytes", "int", 104857600, "Largest HTTP request body.", _POS_INT),
+    ConfigKey("socket.request.max.bytes", "int", 104857600,
+              "Largest HTTP request body and largest Kafka request frame (refused from its size, before it is read).",
+              _POS_INT),
+    ConfigKey("kafka.enable", "boolean", True,
+              "Serve Kafka's binary protocol (the client port and the Kafka-only listeners); false: HTTP only."),
+    ConfigKey("kafka.share.client.port", "boolean", True,
+              "Serve the Kafka protocol on the HTTP client listener too, each connection told apart by its first "
+              "bytes; false: Kafka clients connect to the Kafka-only listeners alone."),
+    ConfigKey("kafka.listen", "list", [],
+              "Kafka-only listeners, [NAME://]HOST:PORT,... (a shortcut for more entries in listeners). An entry's "
+              "protocol is its NAME's (a protocol, or mapped by listener.security.protocol.map); without a NAME it "
+              "is named KAFKA and takes the client listener's protocol.", _host_ports),
+    ConfigKey("kafka.advertised.listen", "list", [],
+              "What the Kafka-only listeners advertise, NAME://HOST:PORT,...; entries of advertised.listeners "
+              "beyond the client listener's land here. Default: the listener's own address.", _host_ports),
+    ConfigKey("connections.max.idle.ms", "long", 600000,
+              "A Kafka connection with nothing read and nothing in flight this long is closed; a new connection "
+              "on a client port must send its first bytes within it (and within 75 s).", _POSITIVE),
+    ConfigKey("queued.max.requests", "int", 500,
+              "Kafka requests read and not yet answered per connection (Kafka: per broker); past it the "
+              "connection is not read.", _POS_INT),
+    ConfigKey("queued.max.request.bytes", "long", 536870912,
+              "Bytes of Kafka requests read and not yet answered, node-wide; a frame that does not fit waits "
+              "unread (one frame always fits when nothing else is held). -1: unbounded, Kafka's default.",
+              at_least(-1)),
+    ConfigKey("max.connections", "int", INT_MAX, "Open connections on the client ports, node-wide; more are "
+              "refused.", _POS_INT),
+    ConfigKey("max.connections.per.ip", "int", INT_MAX, "Open connections from one address on the client ports; "
+              "more are refused.", _POS_INT),
     ConfigKey("fetch.max.bytes", "int", 57671680, "Largest fetch answer.", _POS_INT),
     ConfigKey("log.segment.bytes", "int", 1073741824, "Segment file size.", at_least(14, INT_MAX)),
     ConfigKey("log.roll.ms", "long", None, "Roll a segment after this age (overrides hours).",
@@ -325,6 +358,9 @@ _KEYS = [
     ConfigKey("log.open.files.max", "int", None,
               "Files of closed segments kept open at once, least recently used closed first; "
               "default an eighth of the open-files limit (16 to 10000).", _POS_INT),
+    ConfigKey("stage.trace.events", "int", 0,
+              "Stage events along records' way kept for kraft-bench --trace (GET /v1/trace), a ring; "
+              "0: not recorded.", at_least(0, 10_000_000)),
     ConfigKey("log.flush.interval.messages", "long", LONG_MAX,
               "fsync after this many messages.", _POSITIVE),
     ConfigKey("log.flush.interval.ms", "long", None, "fsync after this many ms.", _NON_NEG),
@@ -378,6 +414,24 @@ _KEYS = [
 ]
 
 CONFIG_KEYS: dict[str, ConfigKey] = {k.name: k for k in _KEYS}
+UNNAMED_KAFKA_LISTENER = "KAFKA"
+
+
+@dataclass(frozen=True)
+class KafkaListenerSpec:
+    """A listener serving the Kafka protocol: the client port (`shared` with HTTP) or a Kafka-only one."""
+
+    name: str
+    security_protocol: str
+    host: str
+    port: int
+    advertised: tuple[str, int] | None = None  # None: its own address (the client port's: advertised.listeners)
+    shared: bool = False
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
 
 @dataclass(frozen=True)
 class KraftConfig:
@@ -439,6 +493,32 @@ class KraftConfig:
     @property
     def uses_tls(self) -> bool:
         return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def kafka_listeners(self) -> list[KafkaListenerSpec]:
+        """The listeners serving the Kafka protocol (none with kafka.enable=false): the client port
+        first (kafka.share.client.port), named as the client listener or, unnamed, after its
+        protocol, as Kafka's default PLAINTEXT://:9092; then kafka.listen's."""
+        if not self["kafka.enable"]:
+            return []
+        specs = []
+        if self["kafka.share.client.port"]:
+            specs.append(KafkaListenerSpec(self.listener_name or self.security_protocol, self.security_protocol,
+                                           *self.listener, shared=True))
+        mapped = _protocol_map(self["listener.security.protocol.map"])
+        advertised = {_listener_name(e) or UNNAMED_KAFKA_LISTENER: parse_host_port(e)
+                      for e in self["kafka.advertised.listen"]}
+        for entry in self["kafka.listen"]:
+            name = _listener_name(entry)
+            protocol = mapped.get(name) or (name if name in CLIENT_PROTOCOLS else None)
+            if not name:
+                name, protocol = UNNAMED_KAFKA_LISTENER, self.security_protocol
+            if protocol is None:
+                raise ConfigError("kafka.listen", f"listener {name} has no protocol: name it after one of "
+                                                  f"{', '.join(CLIENT_PROTOCOLS)} or map it in "
+                                                  "listener.security.protocol.map")
+            specs.append(KafkaListenerSpec(name, protocol, *parse_host_port(entry), advertised.get(name)))
+        return specs
 
     @property
     def uses_sasl(self) -> bool:
@@ -506,7 +586,7 @@ class KraftConfig:
                 f"node {self.node_id} has the controller role but is not among the voters "
                 f"{sorted(voters)}",
             )
-        if self.is_controller and voters and self["controller.listeners"]:
+        if self.is_controller and voters and (self["controller.advertised.listener"] or self["controller.listeners"]):
             self._check_controller_listener(voters[self.node_id])
         if self.is_controller and len(voters) > 1 and not (self["controller.quorum.secret"]
                                     or self["controller.quorum.secret.file"]):
@@ -530,24 +610,46 @@ class KraftConfig:
 
     def _check_controller_listener(self, voter: tuple[str, int]) -> None:
         """The controller listener is where the other voters connect: its own voter entry (a
-        wildcard host, or a name of the same address, binds it too)."""
-        host, port = parse_host_port(self["controller.listeners"])
+        wildcard host, or a name of the same address, binds it too), unless it advertises another
+        address (controller.advertised.listener: a NAT or a proxy in between), which must be it."""
+        key = "controller.advertised.listener" if self["controller.advertised.listener"] else "controller.listeners"
+        host, port = parse_host_port(self[key])
         voter_host, voter_port = voter
         if port == voter_port and (host in (voter_host, "0.0.0.0", "::") or _may_be_same_host(host, voter_host)):
             return
-        raise ConfigError("controller.listeners", f"this node's controller listener {host}:{port} is not its entry in "
+        what = "advertised controller listener" if key != "controller.listeners" else "controller listener"
+        raise ConfigError(key, f"this node's {what} {host}:{port} is not its entry in "
                                                   f"controller.quorum.voters, {self.node_id}@{voter_host}:{voter_port}: "
                                                   f"the other voters would look for it at {voter_host}:{voter_port}")
 
+    def _check_kafka_listeners(self) -> None:
+        specs = self.kafka_listeners
+        names = [s.name for s in specs]
+        duplicate = next((n for n in names if names.count(n) > 1), None)
+        if duplicate is not None:
+            raise ConfigError("kafka.listen", f"two Kafka listeners are named {duplicate}")
+        unknown = [e for e in self["kafka.advertised.listen"]
+                   if (_listener_name(e) or UNNAMED_KAFKA_LISTENER) not in names]
+        if unknown and self["kafka.enable"]:
+            raise ConfigError("kafka.advertised.listen", f"{unknown[0]} names no Kafka-only listener "
+                                                         f"(they are {', '.join(names) or 'none'})")
+        if self["kafka.enable"] and not specs:
+            raise ConfigError("kafka.share.client.port", "false leaves the Kafka protocol no listener: add one "
+                                                         "(kafka.listen) or set kafka.enable=false")
+
     def _check_security(self) -> None:
         protocol = self.security_protocol
-        if self.uses_tls and not self["ssl.keystore.location"]:
-            raise ConfigError("ssl.keystore.location", f"required by security.protocol={protocol}: the node's "
+        self._check_kafka_listeners()
+        tls = [s.name for s in self.kafka_listeners if s.uses_tls and not s.shared]
+        if self.uses_tls:
+            tls.insert(0, f"security.protocol={protocol}")
+        if tls and not self["ssl.keystore.location"]:
+            raise ConfigError("ssl.keystore.location", f"required by {tls[0]}: the node's "
                                                        "certificate chain and private key in one PEM file")
-        if self.uses_tls and self["ssl.client.auth"] != "none" and not self["ssl.truststore.location"]:
+        if tls and self["ssl.client.auth"] != "none" and not self["ssl.truststore.location"]:
             raise ConfigError("ssl.truststore.location", f"required by ssl.client.auth={self['ssl.client.auth']}: "
                                                          "the CA certificates client certificates are checked against")
-        if not self.uses_tls and self["ssl.client.auth"] != "none":
+        if not tls and self["ssl.client.auth"] != "none":
             raise ConfigError("ssl.client.auth", f"needs a TLS listener; security.protocol is {protocol}")
         inter = self["inter.broker.listener.name"]
         if inter and inter.upper() != (self.listener_name or protocol):
@@ -683,30 +785,36 @@ def _resolve_node_id(values: dict[str, Any]) -> None:
 
 
 def _resolve_listeners(values: dict[str, Any]) -> None:
-    """Kafka's `listeners=PLAINTEXT://:9092,CONTROLLER://:9093`: the entries named in
-    controller.listener.names give controller.listeners (unless set), the one other entry (a
-    PLAINTEXT/SSL/SASL_* listener) is the client listener; advertised.listeners likewise."""
+    """Kafka's `listeners=PLAINTEXT://:9092,SASL_SSL://:9094,CONTROLLER://:9093`: the entries named
+    in controller.listener.names give controller.listeners (unless set); of the others (each a
+    PLAINTEXT/SSL/SASL_* listener or a mapped name) the one inter.broker.listener.name names, else
+    the first, is the client listener, and the rest are Kafka-only listeners (kafka.listen);
+    advertised.listeners likewise (kafka.advertised.listen)."""
     names = {n.upper() for n in values.get("controller.listener.names") or ()}
-    for key in ("listeners", "advertised.listeners"):
+    inter = (values.get("inter.broker.listener.name") or "").upper()
+    for key, kafka_key in (("listeners", "kafka.listen"), ("advertised.listeners", "kafka.advertised.listen")):
         entries = _to_list(values.get(key) or "")
         if len(entries) <= 1 and not any(_listener_name(e) in names for e in entries):
             continue
         controller = [e for e in entries if _listener_name(e) in names]
         client = [e for e in entries if _listener_name(e) not in names]
-        if len(client) > 1:
-            raise ConfigError(key, f"one client listener is served, got {', '.join(client)}; name the controller "
-                                   "listener in controller.listener.names")
         mapped = _protocol_map(values.get("listener.security.protocol.map") or ())
         unknown = [e for e in client if _listener_name(e) not in (*CLIENT_PROTOCOLS, *mapped, "")]
         if unknown:
-            raise ConfigError(key, f"the client listener must be one of {', '.join(CLIENT_PROTOCOLS)}, "
-                                   f"got {unknown[0]}")
-        if client:
-            values[key] = client[0]
+            raise ConfigError(key, f"a client listener must be one of {', '.join(CLIENT_PROTOCOLS)} or a name in "
+                                   f"listener.security.protocol.map, got {unknown[0]}")
+        if len(client) > 1 and any(not _listener_name(e) for e in client):
+            raise ConfigError(key, f"with several client listeners each needs a NAME://, got {', '.join(client)}")
+        chosen = next((e for e in client if inter and _listener_name(e) == inter), client[0] if client else None)
+        if chosen is not None:
+            values[key] = chosen
+            values[kafka_key] = [e for e in client if e != chosen] + list(values.get(kafka_key) or ())
         else:
             values.pop(key)
         if key == "listeners" and controller and not values.get("controller.listeners"):
             values["controller.listeners"] = controller[0]
+        if key == "advertised.listeners" and controller and not values.get("controller.advertised.listener"):
+            values["controller.advertised.listener"] = controller[0]
 
 
 def _protocol_map(entries: Iterable[str]) -> dict[str, str]:

@@ -37,13 +37,16 @@ from kraft.api.authz import AUTHORIZER
 from kraft.api.throttle import QUOTAS
 from kraft.api.routes.acls import ACLS
 from kraft.api.routes.services import NodeInfo
+from kraft.api.routes.trace import TRACE
 from kraft.api.routes.users import USERS
 from kraft.api.server import SERVER_OPTIONS, build_app
 from kraft.broker.admin import LocalAdmin
 from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
+from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.broker.groups.membership import GroupConfig
 from kraft.broker.lifecycle import BrokerLifecycle
 from kraft.broker.metadata_follower import BrokerSnapshotStore, MetadataFollower
+from kraft.broker.stage_trace import StageTrace
 from kraft.broker.metadata_publisher import BrokerMetadataPublisher
 from kraft.broker.metadata_view import BrokerMetadataView
 from kraft.broker.producer_ids import ProducerIdManager
@@ -63,6 +66,7 @@ from kraft.controller.raft_quorum import (
 from kraft.cluster_identity import ClusterIdentity, ClusterIdGate, new_cluster_id
 from kraft.controller.service import ControllerService
 from kraft.dir_lock import lock_directories, release_all
+from kraft.kafka.node_listeners import KafkaListeners
 from kraft.metrics import NodeMetrics
 from kraft.readiness import MetadataProgress, ReadinessCheck
 from kraft.security.authn import ClientAuthenticator
@@ -270,16 +274,21 @@ class Node:
         self.metrics = NodeMetrics(self.node_id, topic_labels=config["metrics.topic.labels.enable"])
         self.metrics.watch_broker(self.replica_manager)
         self.publisher = BrokerMetadataPublisher(self.node_id, self.view, self.replica_manager,
-                                                 self.groups, self.metrics)
+                                                 {OFFSETS_TOPIC: self.groups.runtime}, self.metrics)
         self._loop_probe: asyncio.Task[None] | None = None
         if self.controller is not None:
             self.metrics.watch_controller(self.controller, self.quorum)
         self.metrics.watch_groups(self.groups)
-        self.metrics.watch_connections(config.listener_name or config.security_protocol, self._open_connections)
+        security = self._security(config)
+        # the Kafka protocol on the client port and the Kafka-only listeners (kraft/kafka)
+        self.kafka = KafkaListeners(config, security.authenticator, lambda: security.refused("authentication"))
+        if self.lifecycle is not None:
+            self.lifecycle.security_protocol = config.security_protocol
+        self.metrics.watch_connections(config.listener_name or config.security_protocol, self.kafka.open_connections)
         self.app = build_app(info, self.view, admin, self.replica_manager, cleanup=self._services,
                              group_service=self.groups, metrics_service=self.metrics,
                              producer_id_service=ProducerIdManager(front, self.node_id, broker_epoch),
-                             security=self._security(config))
+                             security=security)
         self.replica_manager.fetchers.security = self.peers
         self.groups.leader_offsets.security = self.peers
         if self.zk is None:  # ZooKeeper mode keeps no SCRAM credentials
@@ -300,6 +309,8 @@ class Node:
                                                           self.metrics.registry)
                 self.groups.regexes.authorizer = self.app[AUTHORIZER]  # regexes resolve to what one may Describe
         self.app[NODE_STATUS] = self.status
+        if config["stage.trace.events"]:
+            self.replica_manager.trace = self.app[TRACE] = StageTrace(config["stage.trace.events"])
         self.readiness = ReadinessCheck()
         self._runner: web.AppRunner | None = None
         self.port = config.listener[1]
@@ -388,7 +399,6 @@ class Node:
                 self.quorum.announce_endpoint(*self.endpoint)
             await self.controller.start()
         self.replica_manager.start()
-        self.groups.start()
         if self.zk is not None:
             await self.zk.start(self.endpoint)
         if self.follower is not None:
@@ -425,28 +435,35 @@ class Node:
     # -- HTTP ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Binds the client listener (so port 0 resolves before the broker registers its
-        endpoint), starts the services, then accepts requests."""
+        """Binds the client listener and the Kafka-only ones (so port 0 resolves before the
+        broker registers its endpoints), starts the services, then accepts requests: HTTP and the
+        Kafka protocol on the client port, told apart by their first bytes."""
         host, port = self.config.listener
         sock = socket.create_server((host, port), backlog=1024)
+        try:
+            self.kafka.bind()
+        except BaseException:
+            sock.close()
+            raise
         self.port = sock.getsockname()[1]
         self.endpoint = advertised_endpoint(self.config, self.port)
         if self.lifecycle is not None:
             self.lifecycle.endpoint = self.endpoint
+            self.lifecycle.kafka_endpoints = self.kafka.endpoints(self.endpoint)
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, **SERVER_OPTIONS)
         try:
             await self._runner.setup()
         except BaseException:
             sock.close()
+            self.kafka.close_sockets()
             raise
-        await web.SockSite(self._runner, sock, ssl_context=self.tls).start()
+        await self.kafka.start(self._runner, sock, self.tls)
         scheme = "https" if self.tls is not None else "http"
         log.info("kraft node %d serving on %s://%s:%d (%s; metrics at %s://%s:%d/metrics)", self.node_id,
                  scheme, host, self.port, self.config.security_protocol, scheme, host, self.port)
-
-    def _open_connections(self) -> int:
-        server = None if self._runner is None else self._runner.server
-        return 0 if server is None else len(server.connections)
+        for endpoint in self.kafka.endpoints(self.endpoint):
+            log.info("Kafka listener %s on %s:%d (%s)", endpoint["name"], endpoint["host"], endpoint["port"],
+                     endpoint["security_protocol"])
 
     async def controlled_shutdown(self) -> None:
         """Moves this broker's leaderships away (Kafka's controlled shutdown) while the node still

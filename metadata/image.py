@@ -297,7 +297,7 @@ class MetadataImage:
             "controller_id": self.controller_id,
             "cluster_id": self.cluster_id,
             "brokers": [
-                [b.broker_id, b.incarnation_id, b.broker_epoch, [[e.name, e.host, e.port] for e in b.endpoints],
+                [b.broker_id, b.incarnation_id, b.broker_epoch, [[e.name, e.host, e.port, e.security_protocol] for e in b.endpoints],
                  b.rack, b.fenced]
                 for _, b in sorted(self.cluster.brokers.items())
             ],
@@ -334,7 +334,9 @@ class MetadataImage:
             raise ValueError(f"unsupported snapshot format {d.get('format') if isinstance(d, dict) else d!r}")
         brokers = {
             int(bid): BrokerRegistration(
-                int(bid), str(inc), int(epoch), tuple(Endpoint(str(n), str(h), int(p)) for n, h, p in eps),
+                # a snapshot written before endpoints had a protocol lists [name, host, port]
+                int(bid), str(inc), int(epoch), tuple(Endpoint(str(e[0]), str(e[1]), int(e[2]), *map(str, e[3:4]))
+                                                      for e in eps),
                 None if rack is None else str(rack), bool(fenced),
             )
             for bid, inc, epoch, eps, rack, fenced in d["brokers"]

@@ -26,20 +26,23 @@ R = TypeVar("R", bound="MetadataRecord")
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A listener of a broker: `name` is the listener name (e.g. "HTTP")."""
+    """A listener of a broker (Kafka's BrokerEndpoint): `name` is the listener name, "HTTP" for
+    the HTTP API (always the first), else a Kafka listener's ("PLAINTEXT", "SASL_SSL", ...), and
+    `security_protocol` its protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)."""
 
     name: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "host": self.host, "port": self.port}
+        return {"name": self.name, "host": self.host, "port": self.port, "security_protocol": self.security_protocol}
 
     @classmethod
     def from_dict(cls, d: Any) -> "Endpoint":
         if not isinstance(d, dict):
             raise ValueError(f"endpoint must be a dict, got {type(d).__name__}")
-        unknown = set(d) - {"name", "host", "port"}
+        unknown = set(d) - {"name", "host", "port", "security_protocol"}
         if unknown:
             raise ValueError(f"endpoint has unknown fields {sorted(unknown)}")
         try:
@@ -47,6 +50,7 @@ class Endpoint:
                 name=_coerce(d["name"], str, "endpoint.name"),
                 host=_coerce(d["host"], str, "endpoint.host"),
                 port=_coerce(d["port"], int, "endpoint.port"),
+                security_protocol=_coerce(d.get("security_protocol", "PLAINTEXT"), str, "endpoint.security_protocol"),
             )
         except KeyError as e:
             raise ValueError(f"endpoint lacks field {e.args[0]!r}") from None

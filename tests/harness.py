@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import json
@@ -46,6 +47,17 @@ def wait_for(condition: Callable[[], T], timeout: float = 30.0, interval: float 
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last error: {last_exc!r}")
         time.sleep(interval)
+
+
+def closed_by_peer(sock: socket.socket, timeout: float = 10.0) -> bool:
+    """Whether the peer closes the connection (EOF or reset) within `timeout`, reading nothing."""
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
 
 
 @dataclass

@@ -23,12 +23,13 @@ log = logging.getLogger(__name__)
 class ProduceResult:
     """The outcome of one batch: its base offset, or the error that failed it."""
 
-    __slots__ = ("tp", "base_offset", "error", "_event", "_callbacks", "_lock")
+    __slots__ = ("tp", "base_offset", "error", "sent_ns", "_event", "_callbacks", "_lock")
 
     def __init__(self, tp: TopicPartition) -> None:
         self.tp = tp
         self.base_offset = -1
         self.error: KraftError | None = None
+        self.sent_ns = 0  # when its last request was sent (time.time_ns): kraft-bench --trace
         self._event = threading.Event()
         self._callbacks: list[Callable[[ProduceResult], None]] = []
         self._lock = threading.Lock()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from kraft.api.client.accumulator import RECORD_OVERHEAD, RecordAccumulator
 from kraft.api.client.cluster import ClusterSnapshot, MetadataCache
@@ -26,6 +26,11 @@ from kraft.api.partitioner import StickyPartitioner, partition_for_key
 from kraft.log.batch import COMPRESSIONS
 
 MAX_TIMESTAMP = 2**63  # timestamps are int64 milliseconds, and never negative (as in Kafka)
+
+
+def _nones() -> Iterator[None]:
+    while True:
+        yield None
 
 HeadersIn = Mapping[str, Any] | Iterable[tuple[str, Any]] | None
 
@@ -185,6 +190,49 @@ class Producer:
         """Queues a record (kafka-python's argument order); the future resolves to RecordMetadata
         or raises KraftError. A topic unknown to the client is looked up first (and created by
         the broker when it allows), for up to max_block_ms."""
+        key, value, hdrs, size, timestamp_ms = self._prepare(topic, value, key, headers, timestamp_ms)
+        state = self._topics.get(topic)
+        if state is None or state[0] is not self._metadata.snapshot:
+            state = self._topic_state(topic)
+        with self._lock:
+            future = self._append(topic, state, partition, key, value, hdrs, timestamp_ms, size)
+            if not self._wake:
+                return future
+            self._wake = False
+        self._woken()
+        return future
+
+    def send_many(
+        self,
+        topic: str,
+        values: Iterable[Any],
+        keys: Iterable[Any] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> list[RecordFuture]:
+        """Queues `values` (with `keys`, paired in order, when given) as `send` would one by one,
+        for an application that already holds many records: the topic's metadata is looked up and
+        the producer's lock taken once, and the records share one timestamp (now, unless given).
+        Returns their futures in order."""
+        if timestamp_ms is None:
+            timestamp_ms = time.time_ns() // 1_000_000
+        prepared = [self._prepare(topic, value, key, None, timestamp_ms)
+                    for value, key in zip(values, keys if keys is not None else _nones())]
+        state = self._topics.get(topic)
+        if state is None or state[0] is not self._metadata.snapshot:
+            state = self._topic_state(topic)
+        with self._lock:
+            append = self._append
+            futures = [append(topic, state, partition, key, value, hdrs, ts, size)
+                       for key, value, hdrs, size, ts in prepared]
+            woke, self._wake = self._wake, False
+        if woke:
+            self._woken()
+        return futures
+
+    def _prepare(self, topic: str, value: Any, key: Any, headers: HeadersIn,
+                 timestamp_ms: int | None) -> tuple[bytes | None, bytes | None, Headers, int, int]:
+        """A record checked and serialized: (key, value, headers, size, timestamp)."""
         if self._closed:
             raise KraftError("INVALID_REQUEST", "cannot send after the producer is closed")
         if self._value_serializer is not None:
@@ -207,9 +255,14 @@ class Producer:
             timestamp_ms = time.time_ns() // 1_000_000
         elif timestamp_ms.__class__ is not int or not 0 <= timestamp_ms < MAX_TIMESTAMP:
             raise KraftError("INVALID_TIMESTAMP", f"timestamp_ms must be an int in [0, 2**63), got {timestamp_ms!r}")
-        state = self._topics.get(topic)
-        if state is None or state[0] is not self._metadata.snapshot:
-            state = self._topic_state(topic)
+        return key, value, hdrs, size, timestamp_ms
+
+    def _append(
+        self, topic: str, state: tuple[ClusterSnapshot, int, list[TopicPartition]], partition: int | None,
+        key: bytes | None, value: bytes | None, hdrs: Headers, timestamp_ms: int, size: int,
+    ) -> RecordFuture:
+        """Appends one prepared record to its partition's batch (lock held); sets `_wake` when a
+        new batch opened."""
         _, count, tps = state
         if partition is not None:
             if partition.__class__ is not int or not 0 <= partition < count:
@@ -219,29 +272,27 @@ class Producer:
             tp = tps[partition_for_key(key, count)]
         else:
             tp = None
-        with self._lock:
-            acc = self._acc
-            if acc.buffered_bytes + size > self._buffer_memory:
-                self._wait_for_space(size)
-            if tp is None:
-                tp = self._sticky_tps.get(topic)
-                future = None if tp is None else acc.try_append(tp, key, value, hdrs, timestamp_ms, size)
-                if future is None:
-                    future = self._append_sticky(topic, count, tps, key, value, hdrs, timestamp_ms, size)
-            else:
-                future = acc.try_append(tp, key, value, hdrs, timestamp_ms, size)
-                if future is None:
-                    future = acc.append_new_batch(tp, key, value, hdrs, timestamp_ms, size, now_ms())
-                    self._wake = True
-            if not self._wake:
-                return future
-            self._wake = False
+        acc = self._acc
+        if acc.buffered_bytes + size > self._buffer_memory:
+            self._wait_for_space(size)
+        if tp is None:
+            tp = self._sticky_tps.get(topic)
+            future = None if tp is None else acc.try_append(tp, key, value, hdrs, timestamp_ms, size)
+            if future is None:
+                future = self._append_sticky(topic, count, tps, key, value, hdrs, timestamp_ms, size)
+            return future
+        future = acc.try_append(tp, key, value, hdrs, timestamp_ms, size)
+        if future is None:
+            future = acc.append_new_batch(tp, key, value, hdrs, timestamp_ms, size, now_ms())
+            self._wake = True
+        return future
+
+    def _woken(self) -> None:
         self._sender.wakeup()
         # A new batch means the previous one is complete: yield the GIL so the sender's threads
         # run now, not after the 5 ms switch interval of a caller that sends in a tight loop
         # (without this the buffer fills up and acks=1 latency is ~0.5 s at full speed).
         time.sleep(0)
-        return future
 
     def _append_sticky(
         self, topic: str, count: int, tps: list[TopicPartition], key: bytes | None, value: bytes | None,

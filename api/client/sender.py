@@ -274,6 +274,9 @@ class Sender:
                     raise KraftError("LEADER_NOT_AVAILABLE", f"broker {node} is not in the metadata")
                 self._throttle.wait(node)
                 sent_at = time.monotonic()
+                sent_ns = time.time_ns()
+                for batch in batches:
+                    batch.result.sent_ns = sent_ns
                 answer = self._transport.request(
                     "POST", "/v1/produce", body, address=address,
                     timeout_s=self._config.request_timeout_ms / 1000 + 5,

@@ -136,3 +136,24 @@ class FetchPartitionResponse(Message):
 class FetchResponse(Message):
     throttle_time_ms: Annotated[int, Meta(description="how long the answer was held back for a client quota")]
     partitions: list[FetchPartitionResponse]
+
+
+class ReplicationQuery(Message):
+    replica_id: Annotated[int, Meta(ge=0, le=INT32_MAX, description="the following broker's id")]
+
+
+class ReplicationFetch(Message):
+    """One message a follower sends on its replication channel: a replica fetch, numbered."""
+
+    id: Annotated[int, Meta(ge=0, description="echoed in the answer")]
+    fetch: FetchRequest
+
+
+class ReplicationAnswer(Message):
+    """The leader's answer to the fetch numbered `id`: the fetch answer, or the request's error
+    (a fetch refused as a whole, e.g. another replica's id: the channel stays open)."""
+
+    id: int
+    fetch: FetchResponse | None = None
+    error_code: str | None = None
+    message: str | None = None

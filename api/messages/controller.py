@@ -84,6 +84,7 @@ class Endpoint(Message):
     name: Annotated[str, Meta(max_length=64)] = "HTTP"
     host: Annotated[str, Meta(min_length=1, max_length=255)]
     port: Annotated[int, Meta(ge=1, le=65535)]
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
 
 
 class RegisterBrokerRequest(Message):

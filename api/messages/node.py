@@ -60,3 +60,20 @@ class InitProducerIdRequest(Message):
 class InitProducerIdResponse(Message):
     producer_id: int
     producer_epoch: Annotated[int, Meta(ge=0, le=32767)]
+
+
+class TraceQuery(Message):
+    after: Annotated[int, Meta(ge=0, description="answer the events after this sequence number "
+                                                 "(the `next` of the previous answer)")] = 0
+
+
+class TraceResponse(Message):
+    """The stage events this node kept (`stage.trace.events`, 0: off), oldest first; each is
+    [seq, time_ns, stage, topic, partition, offset, replica]: `stage` reached `offset` (exclusive)
+    of the partition at wall-clock `time_ns`; `replica` is the follower for the follower stages,
+    -1 else (docs/benchmarks.md, kraft-bench --trace)."""
+
+    node_id: int
+    enabled: bool
+    next: Annotated[int, Meta(description="the sequence number to ask `after` next")]
+    events: list[tuple[int, int, str, str, int, int, int]]

@@ -66,19 +66,31 @@ async def produce(request: web.Request) -> web.Response:
     ], throttle_time_ms=throttle_ms))
 
 
+def fetch_entries(body: FetchRequest) -> list[ReplicaFetchEntry]:
+    # Kafka's replicas fetch read_uncommitted: a follower reads to the log end whatever it says
+    read_committed = body.isolation_level == READ_COMMITTED and body.replica_id == NO_REPLICA
+    return [
+        ReplicaFetchEntry(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
+                          p.last_fetched_epoch, p.high_watermark, p.log_start_offset, read_committed)
+        for p in body.partitions
+    ]
+
+
+async def replica_fetch(service: object, body: FetchRequest, entries: list[ReplicaFetchEntry]) -> FetchResponse:
+    """A follower's fetch (its node credential checked by the caller), over HTTP or its channel
+    (api/routes/replication_channel.py); followers are never throttled."""
+    results = await as_replica_fetch_service(service).replica_fetch(
+        body.replica_id, body.replica_epoch, entries, body.max_wait_ms, body.min_bytes, body.max_bytes)
+    return FetchResponse(throttle_time_ms=0, partitions=[render_result(r) for r in results])
+
+
 @routes.post("/v1/fetch")
 async def fetch(request: web.Request) -> web.Response:
     """Consumers and followers alike (Kafka's one Fetch API). A fetch naming a `replica_id` or a
     partition's leader epochs goes to the replica side (api/routes/replication.py)."""
     body = await read_message(request, FetchRequest)
     replica_id = body.replica_id
-    # Kafka's replicas fetch read_uncommitted: a follower reads to the log end whatever it says
-    read_committed = body.isolation_level == READ_COMMITTED and replica_id == NO_REPLICA
-    entries = [
-        ReplicaFetchEntry(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
-                          p.last_fetched_epoch, p.high_watermark, p.log_start_offset, read_committed)
-        for p in body.partitions
-    ]
+    entries = fetch_entries(body)
     if replica_id != NO_REPLICA:  # a replica's fetch moves the high watermark and the ISR: nodes only
         authz.require_nodes(request, REPLICA_FETCH, as_node_id=replica_id)
     else:
@@ -86,15 +98,15 @@ async def fetch(request: web.Request) -> web.Response:
     if not entries:  # nothing to wait for: answered at once, as Kafka's ReplicaManager.fetchMessages does
         return render(request, FetchResponse(throttle_time_ms=0, partitions=[]))
     service = request.app[REPLICAS]
-    if replica_id != NO_REPLICA or any(
-        e.current_leader_epoch != NO_EPOCH or e.last_fetched_epoch != NO_EPOCH for e in entries
-    ):
-        count_as(request, FETCH_FOLLOWER if replica_id != NO_REPLICA else FETCH_CONSUMER)
+    if replica_id != NO_REPLICA:
+        count_as(request, FETCH_FOLLOWER)
+        return render(request, await replica_fetch(service, body, entries))
+    if any(e.current_leader_epoch != NO_EPOCH or e.last_fetched_epoch != NO_EPOCH for e in entries):
+        count_as(request, FETCH_CONSUMER)
         replica_results = await as_replica_fetch_service(service).replica_fetch(
             replica_id, body.replica_epoch, entries, body.max_wait_ms, body.min_bytes, body.max_bytes
         )
-        throttle_ms = 0 if replica_id != NO_REPLICA else await throttle(
-            request, "fetch", sum(len(r.records) for r in replica_results))
+        throttle_ms = await throttle(request, "fetch", sum(len(r.records) for r in replica_results))
         return render(request, FetchResponse(throttle_time_ms=throttle_ms,
                                              partitions=[render_result(r) for r in replica_results]))
     results = await service.fetch([

@@ -221,7 +221,8 @@ class LocalCluster:
                 args += ["--zookeeper-connect", zookeeper_connect]
                 roles = "controller,broker"
             elif i in raft_ports:
-                args += ["--controller-quorum", quorum, "--controller-listen", f"127.0.0.1:{raft_ports[i]}"]
+                args += ["--controller-quorum", quorum, "--controller-listen", f"127.0.0.1:{raft_ports[i]}",
+                         "--override", f"controller.advertised.listener=127.0.0.1:{public_raft[i]}"]
                 roles = "controller,broker" if combined else "controller"
             else:
                 args += ["--controller-quorum", quorum,

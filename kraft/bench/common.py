@@ -7,18 +7,24 @@ from __future__ import annotations
 
 import json
 import operator
+import os
+from array import array
 import random
 import string
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, TextIO
+from pathlib import Path
+from typing import Any, Callable, Iterator, TextIO
 
 import click
 
 from kraft.api.cli.common import version_option
 from kraft.api.client import Admin, ConsumerRecord, KraftError, RecordFuture
 from kraft.api.client.futures import ProduceResult
+from kraft.api.client.types import TopicPartition
+from kraft.bench.histogram import LatencyHistogram
 from kraft.log.batch import COMPRESSIONS
 
 PROGRESS_INTERVAL_S = 1.0
@@ -37,51 +43,53 @@ def percentile(sorted_values: list[float], q: float) -> float | None:
     return sorted_values[int(min(rank, len(sorted_values))) - 1]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Run:
-    """Consecutive sends into one producer batch: they share one completion time."""
+    """Consecutive sends into one producer batch: they complete together."""
 
-    first_s: float
-    end_s: float | None = None  # when the next run started (or the sends paused)
+    result: ProduceResult
+    first: int  # index of its first send in the recorder's send times
+    first_in_batch: int  # the batch index of its first record (its offset less the base offset)
     count: int = 0
     done_s: float | None = None
+    done_ns: int = 0  # wall clock at completion (the trace's client_ack)
     failed: bool = False
 
 
 class AckLatencyRecorder:
-    """Ack latency per record (send to future completion) at the cost of one identity check per
-    record: records of one batch complete together, so a single callback per batch timestamps them
-    all. The clock is read when a run of sends into one batch starts; a record's send time is
-    interpolated over its run, which ends where the next run starts or at `pause()` (call it
-    before the sending loop sleeps or stops)."""
+    """Ack latency of every record: its own send time (one clock read per send, kept in an
+    array) to its batch's completion. Records of one batch complete together, so one callback
+    per run of consecutive sends into a batch timestamps them all."""
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         self._clock = clock
+        self._sends = array("d")
         self._runs: list[_Run] = []
         self._current: ProduceResult | None = None
-        self._run = _Run(0.0)
-        self._count = 0  # sends in the current run (kept here: on_send runs per record)
+        self._run: _Run | None = None
 
     def on_send(self, future: RecordFuture) -> None:
-        if future.produce_result is self._current:
-            self._count += 1
-            return
-        self.pause()
-        result = self._current = future.produce_result
-        run = self._run = _Run(self._clock())
-        self._count = 1
-        self._runs.append(run)
-        result.add_done_callback(lambda r, run=run: self._on_done(run, r))
+        if future.produce_result is not self._current:
+            self._close_run()
+            result = self._current = future.produce_result
+            run = self._run = _Run(result, len(self._sends), future.index)
+            self._runs.append(run)
+            result.add_done_callback(lambda r, run=run: self._on_done(run, r))
+        self._sends.append(self._clock())
 
     def pause(self) -> None:
-        """Ends the current run now: the next send starts a new one."""
-        if self._current is not None:
-            self._run.end_s = self._clock()
-            self._run.count = self._count
-            self._current = None
+        """Ends the current run (the next send starts a new one): call it before sleeping."""
+        self._close_run()
+        self._current = None
+
+    def _close_run(self) -> None:
+        if self._run is not None:
+            self._run.count = len(self._sends) - self._run.first
+            self._run = None
 
     def _on_done(self, run: _Run, result: ProduceResult) -> None:
         run.done_s = self._clock()
+        run.done_ns = time.time_ns()
         run.failed = result.error is not None
 
     @property
@@ -89,19 +97,29 @@ class AckLatencyRecorder:
         self.pause()
         return sum(r.count for r in self._runs if r.failed)
 
-    def latencies_ms(self) -> list[float]:
-        """Sorted per-record latencies of the acknowledged records."""
+    def histogram(self) -> LatencyHistogram:
+        """Every acknowledged record's latency."""
         self.pause()
-        out: list[float] = []
+        hist = LatencyHistogram()
+        sends, record = self._sends, hist.record_us
         for run in self._runs:
             if run.done_s is None or run.failed:
                 continue
-            end = min(run.done_s, run.end_s if run.end_s is not None else run.first_s)
-            step_ms = (end - run.first_s) * 1000 / run.count
-            base = (run.done_s - run.first_s) * 1000
-            out.extend(base - i * step_ms for i in range(run.count))
-        out.sort()
-        return out
+            done = run.done_s
+            for i in range(run.first, run.first + run.count):
+                record(round((done - sends[i]) * 1e6))
+        return hist
+
+    def traced_records(self) -> list[tuple[TopicPartition, int, int, int, int]]:
+        """(partition, offset, send() ns, request sent ns, acknowledged ns; wall clock) of the
+        first record of each acknowledged run, the one that waited longest in its batch: what
+        `kraft-bench --trace` follows through the nodes."""
+        self.pause()
+        wall = time.time() - self._clock()  # this clock's reading -> wall-clock seconds
+        return [(run.result.tp, run.result.base_offset + run.first_in_batch,
+                 int((self._sends[run.first] + wall) * 1e9), run.result.sent_ns, run.done_ns)
+                for run in self._runs
+                if run.done_s is not None and not run.failed and run.result.base_offset >= 0 and run.count]
 
 
 @dataclass
@@ -111,8 +129,9 @@ class BenchResult:
     records: int
     bytes: int
     elapsed_s: float
-    latencies_ms: list[float] = field(default_factory=list)  # sorted
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
     errors: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)  # more summary keys (the trace's stages)
 
     def summary(self) -> dict[str, Any]:
         elapsed = max(self.elapsed_s, 1e-9)
@@ -124,10 +143,9 @@ class BenchResult:
             "records_per_sec": round(self.records / elapsed, 1),
             "mb_per_sec": round(self.bytes / elapsed / 1024 / 1024, 3),
         }
-        for key, q in (("p50_ms", 50), ("p99_ms", 99), ("p999_ms", 99.9)):
-            value = percentile(self.latencies_ms, q)
-            out[key] = None if value is None else round(value, 3)
+        out.update(self.latency.summary_ms())
         out.update(self.params)
+        out.update(self.extra)
         return out
 
 
@@ -155,15 +173,17 @@ class Progress:
 
 def producer_perf_summary(result: BenchResult) -> str:
     """kafka-producer-perf-test's closing line (ProducerPerformance.Stats.printTotal): Java's %f
-    for records/sec, latencies as whole ms with its percentile index (int)(p * n) of the sorted list."""
+    for records/sec, latencies as whole ms (Java's int), percentile p the value at index
+    (int)(p * n) of the sorted latencies."""
     elapsed_ms = max(result.elapsed_s * 1000, 1e-9)
-    latencies = [int(v) for v in result.latencies_ms]
+    hist = result.latency
     count = result.records
-    percs = [latencies[int(p * len(latencies))] if latencies else 0 for p in (0.5, 0.95, 0.99, 0.999)]
-    avg = sum(latencies) / count if count else float("nan")
+    n = hist.count
+    percs = [hist.value_at_rank(int(p * n) + 1) // 1000 if n else 0 for p in (0.5, 0.95, 0.99, 0.999)]
+    avg = sum(value // 1000 * c for value, c in hist.buckets()) / count if count else float("nan")
     return (f"{count} records sent, {1000.0 * count / elapsed_ms:f} records/sec "
             f"({1000.0 * result.bytes / elapsed_ms / (1024 * 1024):.2f} MB/sec), {avg:.2f} ms avg latency, "
-            f"{float(max(latencies, default=0)):.2f} ms max latency, {percs[0]} ms 50th, {percs[1]} ms 95th, "
+            f"{float(hist.max_us // 1000):.2f} ms max latency, {percs[0]} ms 50th, {percs[1]} ms 95th, "
             f"{percs[2]} ms 99th, {percs[3]} ms 99.9th.")
 
 
@@ -194,18 +214,33 @@ def print_format_option(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def report(result: BenchResult, json_path: str | None, kafka_lines: list[str] | None = None) -> dict[str, Any]:
-    """The summary as a table on stdout, or `kafka_lines` when given (--print-format kafka)."""
+    """The summary as a table on stdout, or `kafka_lines` when given (--print-format kafka); the
+    trace's stages and the profiles' top frames as tables of their own."""
     from rich.console import Console
     from rich.table import Table
 
     summary = result.summary()
+    console = Console(file=click.get_text_stream("stdout"), soft_wrap=True)
     if kafka_lines is not None:
         click.echo("\n".join(kafka_lines))
     else:
         table = Table("metric", "value", title=f"kraft-bench {result.name}", title_justify="left")
         for key, value in summary.items():
-            table.add_row(key, "-" if value is None else str(value))
-        Console(file=click.get_text_stream("stdout"), soft_wrap=True).print(table)
+            if key not in ("stages", "profiles"):
+                table.add_row(key, "-" if value is None else str(value))
+        console.print(table)
+    if summary.get("stages"):
+        table = Table("step", "records", "p50 ms", "p99 ms", "p99.9 ms", "max ms", title="stages (--trace)",
+                      title_justify="left")
+        for step, s in summary["stages"].items():
+            table.add_row(step, str(s["records"]), *(str(s[k]) for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms")))
+        console.print(table)
+    for who, profile in (summary.get("profiles") or {}).items():
+        table = Table("own samples", "frame", title=f"profile {who}: {profile.get('file') or profile.get('error')}",
+                      title_justify="left")
+        for frame, share in profile.get("top", ()):
+            table.add_row(f"{share:.1%}", frame)
+        console.print(table)
     if json_path:
         with open(json_path, "w") as f:
             json.dump(summary, f, indent=2, sort_keys=True)
@@ -269,6 +304,84 @@ def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(options):
         f = option(f)
     return f
+
+
+def observe_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--local-cluster", type=click.IntRange(min=1), default=None,
+                     help="Start N combined nodes on 127.0.0.1 for this run (stopped after it) instead of "
+                          "--bootstrap-server."),
+        click.option("--trace", is_flag=True, help="Per-stage latency of acknowledgements (nodes need "
+                                                   "stage.trace.events; --local-cluster sets it)."),
+        click.option("--profile", is_flag=True, help="py-spy profiles of the bench and of the nodes it "
+                                                     "knows (--local-cluster, --profile-pid), next to the JSON."),
+        click.option("--profile-pid", "profile_pids", type=int, multiple=True,
+                     help="Also profile this process (a node of the cluster); repeatable."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+TRACE_EVENTS = 1_000_000  # the ring of a --local-cluster node with --trace
+
+
+@contextmanager
+def bench_target(bootstrap: str, local_cluster: int | None, trace: bool) -> Iterator[tuple[str, dict[str, int]]]:
+    """(bootstrap, {name: pid} of the nodes started here): `--local-cluster N` combined nodes in a
+    temporary directory for the run, else the given cluster."""
+    if not local_cluster:
+        yield bootstrap, {}
+        return
+    from kraft.bench.cluster import LocalCluster
+
+    overrides = {"stage.trace.events": TRACE_EVENTS} if trace else {}
+    with LocalCluster(local_cluster, overrides=overrides) as cluster:
+        pids = {f"node-{i}": n.proc.pid for i, n in cluster.nodes.items() if n.proc is not None}
+        yield cluster.bootstrap, pids
+
+
+class Observers:
+    """What `--trace` and `--profile` watch around the measured part of a run."""
+
+    def __init__(self, name: str, bootstrap: str, trace: bool, profile: bool, json_path: str | None,
+                 pids: dict[str, int]) -> None:
+        from kraft.bench.trace import TraceCollector
+
+        self._collector = TraceCollector(bootstrap) if trace else None
+        self._stem = Path(json_path).with_suffix("") if json_path else None
+        self._profiler = None
+        if profile:
+            from kraft.bench.profile import Profiler
+
+            self._profiler = Profiler({"bench": os.getpid(), **pids}, self._stem or Path(f"kraft-bench-{name}"))
+
+    def start(self) -> None:
+        if self._collector is not None:
+            self._collector.start()
+        if self._profiler is not None:
+            self._profiler.start()
+
+    def finish(self, traced: Callable[[], list[Any]]) -> dict[str, Any]:
+        """Summary keys: "stages" (from the `traced()` records) and "profiles"."""
+        from kraft.bench.trace import StageIndex, stage_histograms, stage_summary
+
+        extra: dict[str, Any] = {}
+        if self._profiler is not None:
+            extra["profiles"] = self._profiler.stop()
+        if self._collector is not None:
+            index = StageIndex(self._collector.stop())
+            records = traced()
+            extra["stages"] = stage_summary(stage_histograms(index, records))
+            if self._stem is not None:  # every traced record's way, for a closer look
+                path = self._stem.with_name(f"{self._stem.name}.ways.jsonl")
+                with open(path, "w") as f:
+                    for tp, offset, *times in records:
+                        way = index.way(tp, offset, *times)
+                        f.write(json.dumps({"topic": tp.topic, "partition": tp.partition, "offset": offset,
+                                            **way}) + "\n")
+                extra["ways_file"] = os.fspath(path)
+        return extra
 
 
 def producer_options(f: Callable[..., Any]) -> Callable[..., Any]:

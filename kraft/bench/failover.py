@@ -13,6 +13,7 @@ import requests
 
 from kraft.bench.cluster import LocalCluster, node_headers, poll, port_range_option
 from kraft.bench.common import BenchResult, main, percentile, report
+from kraft.bench.histogram import LatencyHistogram
 from kraft.bench.scale import create_partitions, wait_offset
 
 def _write_topic(nodes: list[Any], name: str) -> bool:
@@ -116,4 +117,4 @@ def failover(target: str, runs: int, session_timeout_ms: int, partitions: int, j
         changes = sorted(m["leader_change_ms"] for m in measures)
         params["leader_change_p50_ms"] = round(percentile(changes, 50) or 0, 1)
     report(BenchResult(f"failover-{target}", params, runs, 0, elapsed,
-                       sorted(m["failover_ms"] for m in measures)), json_path)
+                       LatencyHistogram.of_ms(m["failover_ms"] for m in measures)), json_path)

@@ -16,6 +16,7 @@ import requests
 
 from kraft.bench.cluster import LocalCluster, node_headers, port_range_option
 from kraft.bench.common import BenchResult, main, percentile, report
+from kraft.bench.histogram import LatencyHistogram
 from kraft.bench.scale import (
     active_controller, controller_post, controllers, create_partitions, lag_p99_ms, loop_lag_buckets,
     quorum_epochs, wait_offset,
@@ -96,7 +97,7 @@ def metadata(partitions: int, partitions_per_topic: int, brokers: int, samples: 
         "rss_mb_broker": round(max((v for k, v in rss.items() if k not in controller_ids), default=0), 1),
         "snapshot_load_s": round(load_s, 3), "snapshot_bytes": snapshot_bytes,
     }
-    report(BenchResult("metadata", summary, partitions, 0, visible_s, delays), json_path)
+    report(BenchResult("metadata", summary, partitions, 0, visible_s, LatencyHistogram.of_ms(delays)), json_path)
 
 
 def _rss_mb() -> float:

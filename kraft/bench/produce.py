@@ -8,48 +8,71 @@ import time
 import click
 
 from kraft.api.client import Producer
-from kraft.bench.common import (AckLatencyRecorder, BenchResult, Progress, common_options, ensure_topic, main,
-                                make_payload, print_format_option, producer_options, producer_perf_summary, report)
+from kraft.bench.common import (AckLatencyRecorder, BenchResult, Observers, Progress, bench_target, common_options,
+                                ensure_topic, main, make_payload, observe_options, print_format_option,
+                                producer_options, producer_perf_summary, report)
+
 
 @main.command()
 @common_options
 @producer_options
-@click.option("--throughput", type=int, default=-1, show_default=True, help="Records/s cap; -1 for none.")
+@observe_options
+@click.option("--throughput", type=int, default=-1, show_default=True,
+              help="Records/s, paced evenly (each record at its own due time); -1 for no cap.")
+@click.option("--warmup-records", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Send and acknowledge this many records first, outside the measurement (Kafka's KIP-1052).")
 @print_format_option
 def produce(
     bootstrap_server: str, topic: str, num_records: int, record_size: int, partitions: int,
     replication_factor: int, json_path: str | None, acks: str, batch_size: int, linger_ms: int,
-    compression: str, throughput: int, print_format: str,
+    compression: str, local_cluster: int | None, trace: bool, profile: bool, profile_pids: tuple[int, ...],
+    throughput: int, warmup_records: int, print_format: str,
 ) -> None:
-    """Producer throughput and ack latency (kafka-producer-perf-test)."""
-    ensure_topic(bootstrap_server, topic, partitions, replication_factor)
-    payload = make_payload(record_size, random.Random(0))
-    latencies = AckLatencyRecorder()
-    progress = Progress("produce")
-    with Producer(bootstrap_server, acks=acks, batch_size=batch_size, linger_ms=linger_ms, compression_type=compression) as producer:
-        producer.partitions_for(topic)  # metadata before the clock starts
-        send, on_send = producer.send, latencies.on_send
-        start = time.monotonic()
-        for i in range(num_records):
-            on_send(send(topic, payload))
-            if i & 1023 == 0:
-                progress.update(i, i * record_size)
-                if throughput > 0:
-                    ahead = i / throughput - (time.monotonic() - start)
-                    if ahead > 0:
-                        latencies.pause()
-                        time.sleep(ahead)
-        latencies.pause()
-        producer.flush()
-        elapsed = time.monotonic() - start
-    failed = latencies.failed_records
+    """Producer throughput and ack latency (kafka-producer-perf-test); the latency percentiles
+    are over every acknowledged record, from its own send to its acknowledgement."""
+    with bench_target(bootstrap_server, local_cluster, trace) as (bootstrap, pids):
+        ensure_topic(bootstrap, topic, partitions, replication_factor)
+        pids.update({f"pid-{p}": p for p in profile_pids})
+        observers = Observers("produce", bootstrap, trace, profile, json_path, pids)
+        payload = make_payload(record_size, random.Random(0))
+        latencies = AckLatencyRecorder()
+        progress = Progress("produce")
+        with Producer(bootstrap, acks=acks, batch_size=batch_size, linger_ms=linger_ms,
+                      compression_type=compression) as producer:
+            producer.partitions_for(topic)  # metadata before the clock starts
+            if warmup_records:  # connections, the logs' first files, the followers' fetchers
+                _send_all(producer, topic, payload, warmup_records, throughput, AckLatencyRecorder(), progress)
+            observers.start()
+            elapsed = _send_all(producer, topic, payload, num_records, throughput, latencies, progress)
+        failed = latencies.failed_records
+        extra = observers.finish(latencies.traced_records)
     result = BenchResult(
         "produce",
         dict(topic=topic, num_records=num_records, record_size=record_size, partitions=partitions,
              replication_factor=replication_factor, acks=acks, batch_size=batch_size,
-             linger_ms=linger_ms, compression=compression, throughput=throughput),
-        num_records - failed, (num_records - failed) * record_size, elapsed, latencies.latencies_ms(), failed,
+             linger_ms=linger_ms, compression=compression, throughput=throughput, warmup_records=warmup_records),
+        num_records - failed, (num_records - failed) * len(payload), elapsed, latencies.histogram(), failed, extra,
     )
     report(result, json_path, [producer_perf_summary(result)] if print_format == "kafka" else None)
     if failed:
         raise click.ClickException(f"{failed} records were not acknowledged")
+
+
+def _send_all(producer: Producer, topic: str, payload: bytes, num_records: int, throughput: int,
+              latencies: AckLatencyRecorder, progress: Progress) -> float:
+    """Sends every record (paced: record i at start + i / throughput, never in bursts ahead of
+    time), flushes, and returns the elapsed seconds."""
+    send, on_send, clock = producer.send, latencies.on_send, time.perf_counter
+    start = clock()
+    interval = 1 / throughput if throughput > 0 else 0.0
+    for i in range(num_records):
+        if interval:
+            ahead = start + i * interval - clock()
+            if ahead > 0:
+                time.sleep(ahead)
+        on_send(send(topic, payload))
+        if i & 1023 == 0:
+            progress.update(i, i * len(payload))
+    latencies.pause()
+    producer.flush()
+    return clock() - start

@@ -1,5 +1,5 @@
 """The broker's life with the controller (Kafka's `BrokerLifecycleManager`): register with an
-incarnation id (broker epoch, endpoint, rack), heartbeat every `broker.heartbeat.interval.ms`
+incarnation id (broker epoch, endpoints: the HTTP API's first, then the Kafka listeners', rack), heartbeat every `broker.heartbeat.interval.ms`
 (the first heartbeat once caught up with the registration unfences the broker), register again
 when the controller no longer knows our epoch, and on a controlled shutdown ask to be fenced
 (`want_shutdown`) so leaderships move before the process stops.
@@ -40,6 +40,8 @@ class BrokerLifecycle:
         self.controller = controller
         self.broker_id = broker_id
         self.endpoint = endpoint
+        self.security_protocol = "PLAINTEXT"  # the HTTP endpoint's
+        self.kafka_endpoints: list[dict[str, Any]] = []  # the Kafka listeners' (kraft/kafka/node_listeners.py)
         self.rack = rack
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.metadata_offset = metadata_offset
@@ -86,8 +88,9 @@ class BrokerLifecycle:
 
     async def _register(self) -> None:
         host, port = self.endpoint
+        http = {"name": "HTTP", "host": host, "port": port, "security_protocol": self.security_protocol}
         answer = await self.controller.register_broker(
-            self.broker_id, self.incarnation_id, [{"name": "HTTP", "host": host, "port": port}], self.rack,
+            self.broker_id, self.incarnation_id, [http, *self.kafka_endpoints], self.rack,
             cluster_id=self.cluster_id(), timeout_s=self.heartbeat_interval_ms / 1000 + 5)
         self.broker_epoch = answer["broker_epoch"]
         self.fenced = True

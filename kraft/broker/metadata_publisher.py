@@ -6,17 +6,18 @@ For every (delta, image) the loader applies, in this order:
    the group coordinator and the metrics read it there);
 2. `delta.local_changes(node_id)`: the partitions this broker now leads, follows or must delete;
 3. the replica manager applies those (`apply_delta`);
-4. the group coordinator is told about the `__consumer_offsets` partitions among them
-   (`on_election` for the ones led here, `on_resignation` for the others);
+4. each coordinator runtime is told about the partitions of its internal topic among them
+   (`on_election` for the ones led here, `on_resignation` for the others), through one table:
+   internal topic → coordinator (`__consumer_offsets` → the group coordinator's runtime;
+   `__transaction_state` → the transaction coordinator's, when there is one);
 5. the metrics get the delta.
 Every step costs what the delta holds, never the size of the cluster.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Mapping, Protocol
 
-from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta
 from kraft.metadata.image import MetadataImage
 
@@ -29,7 +30,9 @@ class _Replicas(Protocol):
     def apply_delta(self, changes: LocalReplicaChanges, image: MetadataImage) -> None: ...
 
 
-class _Groups(Protocol):
+class _Coordinator(Protocol):
+    """A coordinator runtime (`kraft.coordinator.runtime.CoordinatorRuntime`)."""
+
     def on_election(self, partition: int, leader_epoch: int) -> None: ...
 
     def on_resignation(self, partition: int) -> None: ...
@@ -40,29 +43,30 @@ class _Metrics(Protocol):
 
 
 class BrokerMetadataPublisher:
-    def __init__(self, node_id: int, cache: _Cache, replica_manager: _Replicas, groups: _Groups,
-                 metrics: _Metrics) -> None:
+    def __init__(self, node_id: int, cache: _Cache, replica_manager: _Replicas,
+                 coordinators: Mapping[str, _Coordinator], metrics: _Metrics) -> None:
+        """`coordinators`: internal topic → the coordinator of its partitions."""
         self.node_id = node_id
         self.cache = cache
         self.replica_manager = replica_manager
-        self.groups = groups
+        self.coordinators = dict(coordinators)
         self.metrics = metrics
 
     def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
         self.cache.set_image(image)
         changes = delta.local_changes(self.node_id)
         self.replica_manager.apply_delta(changes, image)
-        self._update_coordinator(changes)
+        self._update_coordinators(changes)
         self.metrics.on_delta(delta)
 
-    def _update_coordinator(self, changes: LocalReplicaChanges) -> None:
-        # A deletion first: a re-created offsets topic then elects on its new partitions.
+    def _update_coordinators(self, changes: LocalReplicaChanges) -> None:
+        # A deletion first: a re-created internal topic then elects on its new partitions.
         for topic, partition in changes.deletes:
-            if topic == OFFSETS_TOPIC:
-                self.groups.on_resignation(partition)
+            if (coordinator := self.coordinators.get(topic)) is not None:
+                coordinator.on_resignation(partition)
         for (topic, partition), reg in changes.leaders.items():
-            if topic == OFFSETS_TOPIC:
-                self.groups.on_election(partition, reg.leader_epoch)
-        for (topic, partition), reg in changes.followers.items():
-            if topic == OFFSETS_TOPIC:
-                self.groups.on_resignation(partition)
+            if (coordinator := self.coordinators.get(topic)) is not None:
+                coordinator.on_election(partition, reg.leader_epoch)
+        for topic, partition in changes.followers:
+            if (coordinator := self.coordinators.get(topic)) is not None:
+                coordinator.on_resignation(partition)

@@ -7,12 +7,15 @@ copies. `BrokerMetadataView` is the cache as the HTTP routes read it (answer-sha
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+import asyncio
+from typing import Callable, Mapping, TypeVar
 
 from kraft.api.routes.services import (
     BrokerDescription, ClusterDescription, PartitionDescription, TopicDescription,
 )
 from kraft.metadata.image import MetadataImage, TopicImage
+
+T = TypeVar("T")
 
 
 def describe_topic(topic: TopicImage, configs: Mapping[str, str]) -> TopicDescription:
@@ -29,13 +32,37 @@ def describe_topic(topic: TopicImage, configs: Mapping[str, str]) -> TopicDescri
 
 
 class MetadataCache:
-    """Holds the broker's current image; only the metadata publisher sets it."""
+    """Holds the broker's current image; only the metadata publisher sets it. `wait_for` lets a
+    request wait for an image it needs (a partition's leader) without polling."""
 
     def __init__(self) -> None:
         self.image = MetadataImage.EMPTY
+        self._waiters: list[asyncio.Future[None]] = []
 
     def set_image(self, image: MetadataImage) -> None:
         self.image = image
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def wait_for(self, condition: Callable[[MetadataImage], T | None], timeout_s: float) -> T | None:
+        """`condition(image)` once it is not None, asked again after each new image (once the
+        publisher has handed it to everyone); None after `timeout_s`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while (found := condition(self.image)) is None:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            waiter = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, remaining)
+            except asyncio.TimeoutError:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+        return found
 
 
 class BrokerMetadataView(MetadataCache):

@@ -8,9 +8,11 @@ an append. The role is applied from the metadata (`leader_state` is set only whi
 leads the partition at the registration's leader epoch; the core exists once the log is open),
 so a broker in the middle of a leadership change answers as the metadata it has applied says,
 never from a stale role.
-Two kinds of waiters: high-watermark waiters (consumer long polls, acks=all produces) and append
-waiters (follower long polls, woken by new data or a new high watermark). `view()` is the frozen
-copy readers get (`kraft/broker/partition_state.py`).
+Three kinds of waiters: high-watermark waiters (consumer long polls, DeleteRecords: woken at every
+advance), waits for a high watermark target (acks=all produces: woken by the advance that covers
+their batch, Kafka's DelayedProduce, or a role change), and append waiters (follower long polls,
+woken by new data or a new high watermark: Kafka's DelayedFetch). `view()` is the frozen copy
+readers get (`kraft/broker/partition_state.py`).
 
 A broker holds one Replica per local partition (hundreds of thousands at scale), so it is slotted
 and allocates waiter queues only while someone waits: an `asyncio.Event` allocates a deque
@@ -20,6 +22,7 @@ and allocates waiter queues only while someone waits: an `asyncio.Event` allocat
 from __future__ import annotations
 
 import asyncio
+import heapq
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +54,7 @@ class Replica:
     is_ready: bool = False  # an attempt to open the log finished (`log` or `open_error` is set)
     _ready_event: asyncio.Event | None = None  # only while someone waits for `is_ready`
     _hw_waiters: list[asyncio.Future[None]] | None = None
+    _hw_targets: list[tuple[int, int, asyncio.Future[None]]] | None = None  # heap of (target, id, future)
     _append_waiters: list[asyncio.Future[None]] | None = None
 
     def __post_init__(self) -> None:
@@ -127,21 +131,48 @@ class Replica:
             self._append_waiters = []
         self._append_waiters.append(future)
 
+    def wait_for_high_watermark(self, future: asyncio.Future[None], target: int) -> None:
+        """Resolves `future` once the high watermark reaches `target`, or at a role change."""
+        if self._hw_targets is None:
+            self._hw_targets = []
+        heapq.heappush(self._hw_targets, (target, id(future), future))
+
     def forget_waiter(self, future: asyncio.Future[None]) -> None:
         for waiters in (self._hw_waiters, self._append_waiters):
             try:
                 waiters.remove(future)  # type: ignore[union-attr]
             except (AttributeError, ValueError):  # no waiters list, or not in it: one scan, not two
                 pass
+        targets = self._hw_targets
+        if targets and not future.done():  # a resolved one was popped when it was woken
+            for i, (_, _, waiting) in enumerate(targets):
+                if waiting is future:
+                    targets[i] = targets[-1]
+                    targets.pop()
+                    heapq.heapify(targets)
+                    break
 
     def wake_appended(self) -> None:
         _resolve(self._append_waiters)
         self._append_waiters = None
 
-    def wake_all(self) -> None:
+    def wake_high_watermark(self, high_watermark: int) -> None:
+        """The high watermark advanced to `high_watermark`: every long poll answers, and the
+        waits for a target it reached; the others keep waiting without a wake-up."""
         _resolve(self._hw_waiters)
         _resolve(self._append_waiters)
         self._hw_waiters = self._append_waiters = None
+        targets = self._hw_targets
+        while targets and targets[0][0] <= high_watermark:
+            future = heapq.heappop(targets)[2]
+            if not future.done():
+                future.set_result(None)
+
+    def wake_all(self) -> None:
+        _resolve(self._hw_waiters)
+        _resolve(self._append_waiters)
+        _resolve([future for _, _, future in self._hw_targets or ()])
+        self._hw_waiters = self._append_waiters = self._hw_targets = None
 
 
 def _resolve(futures: list[asyncio.Future[None]] | None) -> None:

@@ -51,9 +51,13 @@ from kraft.broker.replication.partition import (
     Action, CompleteWaiters, Partition, SendAlterPartition, StartFetching, StopFetching,
     is_current_registration,
 )
+from kraft.broker.stage_trace import (
+    FETCH_ANSWERED, FOLLOWER_APPEND, FOLLOWER_FETCH, HW_ADVANCE, LEADER_APPEND, NO_TRACE, PRODUCE_ANSWERED,
+    StageTrace,
+)
 from kraft.metrics import NULL_METRICS, MetricsSink
 from kraft.log.config import LogConfig
-from kraft.log.partition_log import PartitionLog
+from kraft.log.partition_log import FetchDataInfo, PartitionLog
 from kraft.log.partition_metadata import InconsistentTopicIdError
 from kraft.broker.metadata_view import MetadataCache
 from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta
@@ -161,6 +165,7 @@ class ReplicaManager:
             node_id, self, self._broker_endpoint, broker_epoch or (lambda: -1), replication.fetcher
         )
         self.metrics: MetricsSink = NULL_METRICS
+        self.trace: StageTrace = NO_TRACE  # the node sets its own when stage.trace.events > 0
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -354,7 +359,11 @@ class ReplicaManager:
             elif isinstance(action, StopFetching):
                 self.fetchers.remove(key)
             elif isinstance(action, CompleteWaiters):
-                replica.wake_all()
+                self.trace.record(HW_ADVANCE, replica.topic, replica.partition, action.high_watermark)
+                if action.role_changed:
+                    replica.wake_all()
+                else:
+                    replica.wake_high_watermark(action.high_watermark)
             elif isinstance(action, SendAlterPartition):
                 if not self._closed and self.alter_partition is not None:
                     self._spawn(lambda p=action.proposal: self._send_alter_partition(replica, p))
@@ -570,6 +579,7 @@ class ReplicaManager:
             if tp in self._unwritable:
                 self._unwritable.discard(tp)
                 log.warning("%s-%d: the log is writable again", topic, partition)
+            self.trace.record(LEADER_APPEND, topic, partition, info.last_offset + 1)
             replica.wake_appended()
             self._perform(replica, core.on_leader_append(self.clock_ms()))
         return replica, leader_epoch, info.first_offset, info.last_offset + 1
@@ -614,6 +624,7 @@ class ReplicaManager:
             return ProduceResult(entry.topic, entry.partition, -1, -1, error.error_code, error.message)
         base_offset = -1 if acks == 0 else first_offset
         log_start_offset = replica.log.log_start_offset if replica.log is not None else -1
+        self.trace.record(PRODUCE_ANSWERED, entry.topic, entry.partition, next_offset)
         return ProduceResult(entry.topic, entry.partition, base_offset, log_start_offset)
 
     async def _await_high_watermark(
@@ -630,7 +641,7 @@ class ReplicaManager:
                 return self._not_leader(replica.topic, replica.partition)
             return completed or self._shutting_down(replica)
 
-        result = await self._wait_until(replica, deadline, outcome)
+        result = await self._wait_until(replica, deadline, outcome, target)
         if result is True:
             return None
         if result is not None:
@@ -654,10 +665,12 @@ class ReplicaManager:
                           f"retry {replica.topic}-{replica.partition} with its new leader")
 
     @staticmethod
-    async def _wait_until(replica: Replica, deadline: float, outcome: Callable[[], T | None]) -> T | None:
+    async def _wait_until(replica: Replica, deadline: float, outcome: Callable[[], T | None],
+                          target: int | None = None) -> T | None:
         """`outcome()` once it is not None, asked again at every wake of the replica's
         high-watermark waiters (the HW advanced, the role or the replicas changed, a follower's
-        log start rose); None at `deadline` (loop time)."""
+        log start rose), or with `target` only when the HW reaches it or the role changes;
+        None at `deadline` (loop time)."""
         loop = asyncio.get_running_loop()
         while True:
             result = outcome()
@@ -665,7 +678,10 @@ class ReplicaManager:
             if result is not None or remaining <= 0:
                 return result
             future = loop.create_future()
-            replica.wait_for_data(future)
+            if target is None:
+                replica.wait_for_data(future)
+            else:
+                replica.wait_for_high_watermark(future, target)
             try:
                 await asyncio.wait_for(future, remaining)
             except asyncio.TimeoutError:
@@ -782,24 +798,24 @@ class ReplicaManager:
         max_bytes = min(max_bytes, self.fetch_max_bytes)
         first_pass = True
         while True:
-            results, replicas, news = await self._read_all(
-                replica_id, replica_epoch, entries, max_bytes, record_positions=first_pass
-            )
-            first_pass = False
-            total = sum(len(r.records) for r in results)
-            remaining = deadline - loop.time()
-            if total >= min_bytes or remaining <= 0 or news:
-                return results
+            # Kafka's tryCompleteElseWatch: the wake-up is registered on each partition before it
+            # is read, so an append to a partition already read while this pass waits for another
+            # one's lock wakes it (registered after the pass, that append was missed until
+            # max_wait_ms)
             future = loop.create_future()
-            for replica in replicas:
-                if replica_id == NO_REPLICA:
-                    replica.wait_for_data(future)
-                else:
-                    replica.wait_for_append(future)
+            replicas: list[Replica] = []
             try:
-                await asyncio.wait_for(future, remaining)
-            except asyncio.TimeoutError:
-                pass
+                results, news = await self._read_all(replica_id, replica_epoch, entries, max_bytes,
+                                                     first_pass, future, replicas)
+                first_pass = False
+                total = sum(len(r.records) for r in results)
+                remaining = deadline - loop.time()
+                if total >= min_bytes or remaining <= 0 or news:
+                    return results
+                try:
+                    await asyncio.wait_for(future, remaining)
+                except asyncio.TimeoutError:
+                    pass
             finally:
                 for replica in replicas:
                     replica.forget_waiter(future)
@@ -817,12 +833,13 @@ class ReplicaManager:
 
     async def _read_all(
         self, replica_id: int, replica_epoch: int, entries: Sequence[ReplicaFetchEntry],
-        max_bytes: int, record_positions: bool,
-    ) -> tuple[list[ReplicaFetchResult], list[Replica], bool]:
-        """One pass over the partitions: results, the replicas to wait on, and whether to answer
-        now regardless of size (an error, a diverging epoch, a high watermark to pass on)."""
+        max_bytes: int, record_positions: bool, wake: asyncio.Future[None], replicas: list[Replica],
+    ) -> tuple[list[ReplicaFetchResult], bool]:
+        """One pass over the partitions: the results, and whether to answer now regardless of
+        size (an error, a diverging epoch, a high watermark to pass on). Each partition's replica
+        is added to `replicas` with `wake` registered on it before it is read: resolved by its
+        next append (a follower) or high-watermark advance (a consumer)."""
         results: list[ReplicaFetchResult] = []
-        replicas: list[Replica] = []
         news = False
         budget = max_bytes
         for entry in entries:
@@ -838,6 +855,10 @@ class ReplicaManager:
                 news = True
                 continue
             replicas.append(replica)
+            if replica_id == NO_REPLICA:
+                replica.wait_for_data(wake)
+            else:
+                replica.wait_for_append(wake)
             async with replica.lock:
                 if replica_id == NO_REPLICA:
                     result = self._read_for_consumer(replica, entry, max_bytes, budget)
@@ -854,7 +875,7 @@ class ReplicaManager:
                 news = news or (entry.log_start_offset >= 0 and
                                 min(result.log_start_offset, entry.fetch_offset) > entry.log_start_offset)
             budget -= len(result.records)
-        return results, replicas, news
+        return results, news
 
     def _read_for_consumer(
         self, replica: Replica, entry: ReplicaFetchEntry, max_bytes: int, budget: int
@@ -867,10 +888,10 @@ class ReplicaManager:
             error = core.check_in_range(entry.fetch_offset)
             if error is not None:
                 raise error
-            data, aborted = self._read(plog, entry, max_bytes, budget, plog.high_watermark)
+            data = self._read(plog, entry, max_bytes, budget, plog.high_watermark)
         except Exception as e:
             return self._result(replica, entry, b"", error=_as_kraft_error(e))
-        return self._result(replica, entry, data, aborted=aborted)
+        return self._result(replica, entry, data.records, aborted=_aborted(data))
 
     def _read_for_follower(
         self, replica: Replica, replica_id: int, replica_epoch: int, entry: ReplicaFetchEntry,
@@ -888,31 +909,34 @@ class ReplicaManager:
         if decision.diverging is not None:
             return self._result(replica, entry, b"", diverging=(decision.diverging.epoch,
                                                                 decision.diverging.end_offset))
+        if record_position:
+            self.trace.record(FOLLOWER_FETCH, entry.topic, entry.partition, entry.fetch_offset, replica_id)
         self._perform(replica, decision.actions)
         try:
-            data, _ = self._read(plog, entry, max_bytes, budget, None)
+            data = self._read(plog, entry, max_bytes, budget, None)
         except Exception as e:
             return self._result(replica, entry, b"", error=_as_kraft_error(e))
-        return self._result(replica, entry, data)
+        if data.records:
+            self.trace.record(FETCH_ANSWERED, entry.topic, entry.partition, data.next_offset, replica_id)
+        return self._result(replica, entry, data.records)
 
     @staticmethod
     def _read(plog: PartitionLog, entry: ReplicaFetchEntry, max_bytes: int, budget: int,
-              max_offset: int | None) -> tuple[bytes, tuple[tuple[int, int], ...] | None]:
-        """The batches to answer and, for read_committed, the (producer id, first offset) of
-        the aborted transactions they overlap."""
+              max_offset: int | None) -> FetchDataInfo:
+        """The batches to answer and, for read_committed, the aborted transactions they overlap."""
         limit = plog.log_end_offset if max_offset is None else max_offset
         if entry.read_committed:
             limit = min(limit, plog.last_stable_offset)
         if entry.fetch_offset >= limit or budget <= 0:
-            return b"", () if entry.read_committed else None
+            return FetchDataInfo(b"", entry.fetch_offset, entry.fetch_offset, plog.high_watermark,
+                                 plog.log_start_offset, plog.log_end_offset, plog.last_stable_offset,
+                                 () if entry.read_committed else None)
         # The first partition of a request always gets a batch (Kafka's rule, so a batch larger
         # than max_bytes cannot stall a fetcher); later ones only within budget.
-        info = plog.read(
+        return plog.read(
             entry.fetch_offset, min(entry.partition_max_bytes, budget),
             max_offset=max_offset, min_one_batch=budget == max_bytes, read_committed=entry.read_committed,
         )
-        aborted = info.aborted_transactions
-        return info.records, None if aborted is None else tuple((t.producer_id, t.first_offset) for t in aborted)
 
     @staticmethod
     def _result(replica: Replica, entry: ReplicaFetchEntry, records: bytes,
@@ -964,6 +988,8 @@ class ReplicaManager:
         if not isinstance(action, Backoff):
             self._fetch_errors.pop(key, None)
             if isinstance(action, Append) and action.records:
+                self.trace.record(FOLLOWER_APPEND, replica.topic, replica.partition,
+                                  replica.log.log_end_offset, self.node_id)
                 self.metrics.replication_bytes_in(replica.topic, len(action.records))
             return True
         if self._fetch_errors.get(key) != action.error_code:  # log transitions, not every retry
@@ -1130,6 +1156,12 @@ def _error_result(topic: str, partition: int, error: KraftError,
                   leader: dict[str, Any] | None = None) -> ReplicaFetchResult:
     return ReplicaFetchResult(topic, partition, -1, -1, -1, b"", None, error.error_code,
                               error.message, leader)
+
+
+def _aborted(data: FetchDataInfo) -> tuple[tuple[int, int], ...] | None:
+    """(producer id, first offset) of the aborted transactions a read_committed read overlaps."""
+    aborted = data.aborted_transactions
+    return None if aborted is None else tuple((t.producer_id, t.first_offset) for t in aborted)
 
 
 def _as_kraft_error(exc: BaseException) -> KraftError:

@@ -326,6 +326,9 @@ def alter_user_scram_credentials(image: MetadataImage, upsertions: Sequence[Any]
 # -- brokers ------------------------------------------------------------------------------------
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
 def _endpoints(endpoints: Any) -> tuple[Endpoint, ...]:
     if not isinstance(endpoints, (list, tuple)) or not endpoints:
         raise MetadataError("INVALID_REQUEST", "a broker registers at least one endpoint")
@@ -335,7 +338,7 @@ def _endpoints(endpoints: Any) -> tuple[Endpoint, ...]:
             endpoint = e if isinstance(e, Endpoint) else Endpoint.from_dict(e)
         except ValueError as err:
             raise MetadataError("INVALID_REQUEST", str(err)) from None
-        if not 0 < endpoint.port < 65536 or not endpoint.host:
+        if not 0 < endpoint.port < 65536 or not endpoint.host or endpoint.security_protocol not in SECURITY_PROTOCOLS:
             raise MetadataError("INVALID_REQUEST", f"invalid endpoint {endpoint}")
         result.append(endpoint)
     return tuple(result)

@@ -240,10 +240,19 @@ class _ClusterIdTransport(RaftTransport):
 
 class _KraftSyncObj(SyncObj):
     """pysyncobj's SyncObj, answering a command its journal could not store (see the module
-    docstring) instead of dropping it, and keeping a voter whose journal is repairing (it dropped
+    docstring) instead of dropping it; keeping a voter whose journal is repairing (it dropped
     damaged entries, `RaftJournal.repairing`) out of elections: it grants no vote and never
-    becomes a candidate until the leader has sent the entries again. `cluster_id()` and
-    `foreign_message` serve `_ClusterIdTransport` (Raft thread)."""
+    becomes a candidate until the leader has sent the entries again; and sending the leader's
+    entries and commit index when they change rather than at the next `appendEntriesPeriod`.
+    `cluster_id()` and `foreign_message` serve `_ClusterIdTransport` (Raft thread).
+
+    With `appendEntriesUseBatch` pysyncobj appends the commands of a tick to its log and sends
+    them only at the next period (50 ms), and followers learn that an entry committed only at
+    the period after that: a standby controller, and the broker on its node, saw a metadata
+    change up to 50 ms after the active controller answered it (KRaft's followers learn a
+    commit from a fetch answered as the high watermark moves). Each tick that appended commands
+    or advanced the commit index now ends with one AppendEntries carrying all of it: the
+    batching of a tick's commands stays, the wait for the timer goes."""
 
     def __init__(self, *args: Any, cluster_id: Callable[[], str | None] = lambda: None,
                  foreign_message: Callable[[Any, Any, str], None] = lambda node, message, theirs: None,
@@ -253,8 +262,19 @@ class _KraftSyncObj(SyncObj):
         super().__init__(*args, **kwargs)
         # No command is queued before the constructor returns: swapping the queue loses none.
         self._SyncObj__commandsQueue = _CommandQueue(self.conf.commandsQueueSize)
+        self._sent_position = (-1, -1)  # (log index, commit index) the followers were last sent
 
     def _checkCommandsToApply(self) -> None:
+        try:
+            self._check_commands()
+        finally:
+            if self._SyncObj__raftState == _RAFT_STATE.LEADER:
+                position = (self._SyncObj__getCurrentLogIndex(), self._SyncObj__raftCommitIndex)
+                if position != self._sent_position:
+                    self._sent_position = position
+                    self._SyncObj__sendAppendEntries()
+
+    def _check_commands(self) -> None:
         try:
             super()._checkCommandsToApply()
         except JournalAppendError:

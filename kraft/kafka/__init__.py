@@ -1,6 +1,9 @@
-"""Kafka's binary protocol, sans I/O: frames, request headers, kio message types, ApiVersions.
+"""Kafka's binary protocol: a sans-I/O core (frames, request headers, kio message types,
+ApiVersions, the connection state machine, SASL) and the thin asyncio shell that owns the sockets
+(the client port shared with HTTP, one KafkaChannel per connection, the node's listeners).
 
-Pure code with no sockets (h11's shape): bytes in, requests out, responses encoded to bytes; the
-listener that owns the socket comes later (design.md §7a). Request and response types are kio's,
-generated from Kafka's own message schemas.
+The core is h11's shape: bytes in, requests out, responses encoded to bytes (frames.py, codec.py,
+api_versions.py, connection.py, sniff.py, sasl.py). The shell: client_port.py, channel.py,
+dispatch.py (the handler registry), limits.py, listener.py, node_listeners.py. Request and
+response types are kio's, generated from Kafka's own message schemas.
 """

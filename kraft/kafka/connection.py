@@ -1,8 +1,11 @@
 """One Kafka client connection as a state machine, sans I/O (h11's shape).
 
-`receive_data(bytes)` returns events: `RequestReceived` (a parsed request for a handler) or
+`receive_data(bytes)` returns events: `RequestReceived` (a parsed request for a handler),
 `AnswerReady` (bytes the protocol layer answered itself: an ApiVersions request of an unknown
-version). `send(request, response)` returns the framed response bytes. A KafkaProtocolError (frame
+version) or `TokenReceived` (a bare SASL token: on a SASL listener, after a SaslHandshake v0 and
+until `sasl_done()`, frames are tokens, not requests, KIP-43). Each event carries the size of its
+frame, which the caller accounts for until it answered. `send(request, response)` returns the
+framed response bytes. A KafkaProtocolError (frame
 size, malformed request, unsupported key or version of an API other than ApiVersions) closes the
 connection: the caller drops the socket, as Kafka's SocketServer does.
 """
@@ -21,21 +24,47 @@ from kraft.kafka.frames import SOCKET_REQUEST_MAX_BYTES, FrameDecoder
 @dataclass(frozen=True, slots=True)
 class RequestReceived:
     request: Request
+    size: int
 
 
 @dataclass(frozen=True, slots=True)
 class AnswerReady:
     data: bytes
+    size: int
 
 
-Event = RequestReceived | AnswerReady
+@dataclass(frozen=True, slots=True)
+class TokenReceived:
+    token: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.token)
+
+
+Event = RequestReceived | AnswerReady | TokenReceived
+_SASL_HANDSHAKE = 17
 
 
 class KafkaConnection:
-    def __init__(self, api_versions: ApiVersionsTable, max_frame_bytes: int = SOCKET_REQUEST_MAX_BYTES) -> None:
+    def __init__(self, api_versions: ApiVersionsTable, max_frame_bytes: int = SOCKET_REQUEST_MAX_BYTES,
+                 sasl: bool = False) -> None:
+        """`sasl`: a SASL listener's connection, whose SaslHandshake v0 turns the frames after
+        it into bare tokens until `sasl_done()`."""
         self.api_versions = api_versions
         self._frames = FrameDecoder(max_frame_bytes)
         self.closed = False
+        self._sasl_pending = sasl
+        self.raw_tokens = False
+
+    @property
+    def frame_expected(self) -> int | None:
+        """The size of the frame being read, once its 4 size bytes are in (None between frames)."""
+        return self._frames.expected
+
+    def sasl_done(self) -> None:
+        """The SASL exchange is over: every frame from here on is a request."""
+        self._sasl_pending = self.raw_tokens = False
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> list[Event]:
         """The events `data` completes. Raises KafkaProtocolError (and stays closed) on a
@@ -53,6 +82,8 @@ class KafkaConnection:
         return encode_response(request.correlation_id, response)
 
     def _event(self, frame: bytes) -> Event:
+        if self.raw_tokens:
+            return TokenReceived(frame)
         api_key, api_version, correlation_id = peek_header(frame)
         try:
             if not self.api_versions.supports(api_key, api_version):
@@ -60,6 +91,9 @@ class KafkaConnection:
             schema = request_schema(api_key, api_version, correlation_id)
         except UnsupportedVersionError:
             if api_key == API_VERSIONS:  # Kafka answers it, with v0, so the client can downgrade
-                return AnswerReady(self.api_versions.unsupported_answer(correlation_id))
+                return AnswerReady(self.api_versions.unsupported_answer(correlation_id), len(frame))
             raise
-        return RequestReceived(parse_request(frame, schema))
+        request = parse_request(frame, schema)
+        if self._sasl_pending and api_key == _SASL_HANDSHAKE and api_version == 0:
+            self.raw_tokens = True
+        return RequestReceived(request, len(frame))

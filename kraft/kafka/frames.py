@@ -37,6 +37,11 @@ class FrameDecoder:
         """Bytes received and not yet returned in a frame."""
         return len(self._buffer)
 
+    @property
+    def expected(self) -> int | None:
+        """The size of the frame being read once its size is in; None between frames."""
+        return self._size if self.state is State.BODY else None
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         """The frames `data` completes, in order. Raises FrameTooLargeError for a size out of
         bounds, KafkaProtocolError when fed after an error."""

@@ -13,6 +13,10 @@ the password is checked against a stand-in credential that no password matches, 
 and iteration count most stored credentials have, so a wrong password for an unknown user takes
 as long as one for a typical user and the answer's time does not tell whether the user exists.
 (A user whose own count is unusual is told apart by the time it takes, as in Kafka.)
+
+The Kafka listener (kraft/kafka/sasl.py) takes the same checks: `verify_password` for SASL/PLAIN,
+`scram_credential` for a SCRAM exchange (a stand-in for an unknown user, whose salt is the same at
+every attempt, as a real user's is), `certificate_principal` for an SSL listener.
 """
 
 from __future__ import annotations
@@ -20,9 +24,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import dataclasses
 import hashlib
+import hmac
+import os
 from collections import Counter, OrderedDict
-from typing import Callable
+from typing import Any, Callable
 
 from aiohttp import web
 from cryptography import x509
@@ -51,6 +58,7 @@ class ClientAuthenticator:
         self._verified: OrderedDict[bytes, str] = OrderedDict()  # cache key -> the stored_key it matched
         # unknown users' stand-in credentials, per candidate mechanisms, for one SCRAM image
         self._stand_ins: tuple[ScramImage | None, dict[tuple[str, ...], scram.ScramCredential]] = (None, {})
+        self._salt_key = os.urandom(32)  # stand-in salts: stable per name in this process, unguessable
 
     async def authenticate(self, request: web.Request) -> str:
         if self.protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
@@ -63,8 +71,13 @@ class ClientAuthenticator:
 
     def _certificate(self, request: web.Request) -> str:
         ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
+        return self.certificate_principal(ssl_object)
+
+    def certificate_principal(self, ssl_object: Any) -> str:
+        """The principal of a TLS connection's client certificate (ssl.principal.mapping.rules);
+        ANONYMOUS without one (ssl.client.auth none, or requested and not sent)."""
         der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-        if not der:  # ssl.client.auth none or requested without a certificate
+        if not der:
             return ANONYMOUS
         subject = x509.load_der_x509_certificate(der).subject.rfc4514_string()
         name = map_subject(self.rules, subject)
@@ -79,7 +92,19 @@ class ClientAuthenticator:
         asked = request.headers.get(MECHANISM_HEADER, "").upper()
         if asked and asked not in self.mechanisms:
             raise AuthenticationFailed(f"mechanism {asked} is not enabled")
-        candidates = self._candidates(asked)
+        ok, checked = await self._verify(user, password, asked)
+        if not ok:
+            raise AuthenticationFailed(f"user {user!r}: unknown user or wrong password ({checked})")
+        return f"User:{user}"
+
+    async def verify_password(self, user: str, password: str, mechanism: str) -> bool:
+        """Whether `password` is the user's: against its credential of `mechanism` (a SCRAM one),
+        or for PLAIN and "" (none named) of any enabled SCRAM mechanism."""
+        return (await self._verify(user, password, mechanism))[0]
+
+    async def _verify(self, user: str, password: str, mechanism: str) -> tuple[bool, str]:
+        """(whether it is the password, the mechanism of the credential checked)."""
+        candidates = self._candidates(mechanism)
         scram_image = self.image().scram
         found = next(((m, d) for m in candidates if (d := scram_image.get(user, m)) is not None), None)
         # known or not, the same steps: the cache look-up, then PBKDF2 in a thread
@@ -87,18 +112,30 @@ class ClientAuthenticator:
         data = found[1] if found else None
         key = self._cache_key(user, credential.mechanism, password)
         if data is not None and self._verified.get(key) == data.stored_key:
-            return f"User:{user}"
+            return True, credential.mechanism
         ok = await asyncio.to_thread(scram.verify, credential, password)
         if not ok or data is None:
-            raise AuthenticationFailed(f"user {user!r}: unknown user or wrong password ({credential.mechanism})")
+            return False, credential.mechanism
         self._verified[key] = data.stored_key
         self._verified.move_to_end(key)
         if len(self._verified) > MAX_CACHED:
             self._verified.popitem(last=False)
-        return f"User:{user}"
+        return True, credential.mechanism
+
+    def scram_credential(self, user: str, mechanism: str) -> scram.ScramCredential:
+        """The user's stored credential of `mechanism` (a SCRAM exchange), else a stand-in that
+        no proof matches, shaped like most stored ones, with a salt derived from the name (a
+        real user's salt is the same at every attempt, so must a stand-in's be)."""
+        scram_image = self.image().scram
+        data = scram_image.get(user, mechanism)
+        if data is not None:
+            return _credential(mechanism, data)
+        stand_in = self._stand_in(scram_image, (mechanism,))
+        salt = hmac.new(self._salt_key, user.encode("utf-8"), hashlib.sha256).digest()
+        return dataclasses.replace(stand_in, salt=salt)
 
     def _candidates(self, asked: str) -> tuple[str, ...]:
-        """The SCRAM mechanisms whose credentials may authenticate this request, in order."""
+        """The SCRAM mechanisms whose credentials may authenticate a password, in order."""
         if asked and asked != "PLAIN":
             return (asked,)
         if asked == "PLAIN" or "PLAIN" in self.mechanisms:

@@ -33,9 +33,10 @@ def _load_truststore(context: ssl.SSLContext, config: KraftConfig) -> None:
         raise ConfigError("ssl.truststore.location", f"cannot load CA certificates from {path}: {e}") from None
 
 
-def server_context(config: KraftConfig) -> ssl.SSLContext | None:
-    """The client listener's context; None for PLAINTEXT and SASL_PLAINTEXT."""
-    if not config.uses_tls:
+def server_context(config: KraftConfig, tls: bool | None = None) -> ssl.SSLContext | None:
+    """The client listener's context (or, with `tls`, another listener's that does or does not
+    speak TLS); None for PLAINTEXT and SASL_PLAINTEXT."""
+    if not (config.uses_tls if tls is None else tls):
         return None
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _versions(context, config)

@@ -124,6 +124,13 @@ BLOCKS: dict[tuple[str, str], Skip | Run] = {
              "(tests/unit/bench/test_convert_bench.py runs the command small)"),
     ("docs/benchmarks.md", "kraft-bench metadata --partitions 100000 --brokers 2 --json m100k.json"):
         Skip("the second round's `kraft-bench metadata` runs scaled; these differ only in their sizes"),
+    ("docs/benchmarks.md", "# acks=all ack latency, RF 3, paced (the latency rows), with the per-stage trace"):
+        Run(scale=True),
+    ("docs/benchmarks.md", "kraft-bench compare-metadata --partitions 10000 --runs 1 --samples 50 --json cmp.json"):
+        Skip("needs ZooKeeper and minutes (tests/zookeeper runs compare-metadata small)"),
+    ("docs/benchmarks.md", "kraft-bench produce --local-cluster 3 --topic prof --partitions 6 --replication-factor 3 "
+                           "--acks all \\"):
+        Skip("py-spy attaches to processes (ptrace rights); the profiles are not needed to check the flags"),
     ("docs/groups.md", "kraft consumer-groups --bootstrap-server H:P --list"):
         Skip("a synopsis of the flags (H:P, G, [a | b]), not a command"),
     ("docs/kraft-vs-zookeeper.md", "nice -n 10 kraft-bench compare-metadata --partitions-sweep 1000,3000,10000 "

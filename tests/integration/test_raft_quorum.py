@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import requests
 
-from harness import free_port, wait_for
+from harness import closed_by_peer, free_port, wait_for
 from kraft.controller.raft_transport import HANDSHAKE_TIMEOUT_S, MAX_FRAME_BYTES, MAX_PENDING_PER_ADDRESS
 
 pytestmark = pytest.mark.cluster
@@ -368,20 +368,11 @@ def test_connections_that_do_not_authenticate_are_capped_and_timed_out(make_clus
     socks = [socket.create_connection(("127.0.0.1", active.raft_port), timeout=10)
              for _ in range(MAX_PENDING_PER_ADDRESS + 4)]
 
-    def closed(sock: socket.socket, wait: float) -> bool:
-        sock.settimeout(wait)
-        try:
-            return sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
-        except socket.timeout:
-            return False
-
     try:
-        assert [closed(s, 2.0) for s in socks[MAX_PENDING_PER_ADDRESS:]] == [True] * 4
-        assert not any(closed(s, 0.1) for s in socks[:MAX_PENDING_PER_ADDRESS])
+        assert [closed_by_peer(s, 2.0) for s in socks[MAX_PENDING_PER_ADDRESS:]] == [True] * 4
+        assert not any(closed_by_peer(s, 0.1) for s in socks[:MAX_PENDING_PER_ADDRESS])
         commit(active, ["while-pending"])
-        wait_for(lambda: all(closed(s, 0.1) for s in socks[:MAX_PENDING_PER_ADDRESS]),
+        wait_for(lambda: all(closed_by_peer(s, 0.1) for s in socks[:MAX_PENDING_PER_ADDRESS]),
                  HANDSHAKE_TIMEOUT_S + 20, what="silent connections closed after the handshake timeout")
     finally:
         for s in socks:

@@ -112,6 +112,10 @@ def test_replica_fetch_impersonation_acknowledges_nothing(cluster):
                 {"topic": TOPIC, "partition": 0, "fetch_offset": before["log_end_offset"],
                  "current_leader_epoch": part["leader_epoch"]}]}
             assert_refused(requests.post(f"{leader_url}/v1/fetch", json=fetch, timeout=10))
+            # nor may an outsider open a follower's replication channel (WebSocket handshake)
+            assert_refused(requests.get(f"{leader_url}/v1/replication?replica_id={f}", timeout=10, headers={
+                "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+                "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}))
         after = requests.get(offsets_url, timeout=5).json()
         assert after["high_watermark"] == before["high_watermark"]
         assert "r" not in outcome  # nothing acknowledged without the real replicas

@@ -91,6 +91,14 @@ def restore_group(group: ConsumerGroup, value: dict[str, Any]) -> None:
         group.target[member.member_id] = _tp_set(m["target"])
 
 
+def group_from_value(group_id: str, config: GroupConfig, value: bytes) -> ConsumerGroup:
+    """A group with the membership of a group metadata value (no offsets): what a handler
+    changes instead of the state, so the state changes only when the record is replayed."""
+    group = ConsumerGroup(group_id, config)
+    restore_group(group, msgpack.unpackb(value, raw=False))
+    return group
+
+
 class GroupsReplay:
     """Folds the records of one `__consumer_offsets` partition, in offset order, into groups.
     A record that does not decode is skipped and counted (it never stops a load)."""
@@ -117,7 +125,7 @@ class GroupsReplay:
         group_id = k[1]
         try:
             self._apply(k, msgpack.unpackb(value, raw=False) if value is not None else None)
-        except (ValueError, TypeError, KeyError, msgpack.UnpackException):
+        except (ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException):
             self.skipped += 1
         group = self.groups.get(group_id)
         if group is not None and group.is_empty():

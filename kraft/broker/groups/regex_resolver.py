@@ -6,7 +6,8 @@ A regex is matched against the topic names once per (regex, topics image), in a 
 image has many topics; the matches are filtered once per (regex, principal, host, topics image,
 ACLs image), a slice of Describe checks per loop turn. Both are cached (least recently used
 first out, bounded by the names they hold), and concurrent heartbeats share one computation, so a
-heartbeat costs a lookup and none holds the event loop for a walk of every topic.
+heartbeat costs a lookup and none holds the event loop for a walk of every topic. The group
+handlers, which cannot wait, `lookup` what was resolved before they ran.
 """
 
 from __future__ import annotations
@@ -83,6 +84,10 @@ class _ResolutionCache:
         return len(self._entries)
 
 
+class Unresolved(Exception):
+    """A regex whose topics are being resolved (new, or the image changed): `resolve` it first."""
+
+
 class RegexResolver:
     def __init__(self, authorizer: TopicAuthorizer | None = None, max_cached_names: int = MAX_CACHED_NAMES) -> None:
         """`authorizer` None: every match is kept (no ACLs, as Kafka without an authorizer)."""
@@ -96,6 +101,14 @@ class RegexResolver:
         tasks = {key: self._resolution(image, key) for key in set(keys)}
         # shielded: a heartbeat that goes away does not cancel what other heartbeats wait on
         return {key: await asyncio.shield(task) for key, task in tasks.items()}
+
+    def lookup(self, image: MetadataImage, key: RegexKey) -> frozenset[str]:
+        """What `resolve` found for `key` in `image`, without waiting: raises `Unresolved` (and
+        starts the resolution) when it is not there yet."""
+        task = self._resolution(image, key)
+        if not task.done():
+            raise Unresolved(key)
+        return task.result()
 
     def _resolution(self, image: MetadataImage, key: RegexKey) -> asyncio.Task[frozenset[str]]:
         regex, principal, host = key

@@ -1,12 +1,14 @@
 """Follower fetchers: one long-poll loop per leader broker, carrying every partition this broker
-follows from that leader (Kafka's ReplicaFetcherThread, one per source broker), over HTTP.
+follows from that leader (Kafka's ReplicaFetcherThread, one per source broker), over one
+persistent replication channel per leader (`channel.py`; `POST /v1/fetch` with `replica_id` to a
+leader that has no channel route).
 
 The loop asks its owner (the replica manager) for each partition's fetch position, sends one
-`POST /v1/fetch` with `replica_id`, and hands each partition's answer back to the owner, which
-appends or truncates (`follower.py` decides which). A partition whose answer says "not now"
-(stale epoch, leader not ready) sits out `backoff_ms`; a failed request backs the whole loop off.
-Adding or removing a partition interrupts the long poll at once, so a leader change takes effect
-without waiting for `max_wait_ms`. Bounded: one request in flight per leader, sizes from settings.
+replica fetch, and hands each partition's answer back to the owner, which appends or truncates
+(`follower.py` decides which). A partition whose answer says "not now" (stale epoch, leader not
+ready) sits out `backoff_ms`; a failed request backs the whole loop off. Adding or removing a
+partition interrupts the long poll at once, so a leader change takes effect without waiting for
+`max_wait_ms`. Bounded: one request in flight per leader, sizes from settings.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any, Callable, Protocol
 import aiohttp
 import msgpack
 
+from kraft.broker.replication.channel import ReplicationChannel
 from kraft.broker.replication.follower import PartitionFetchResponse
 from kraft.broker.replication.leader import EpochEndOffset
 from kraft.security.peers import PLAIN_PEERS
@@ -74,10 +77,17 @@ class LeaderFetcher:
     """The partitions followed from one leader broker, and the loop fetching them."""
 
     leader_id: int
+    channel: ReplicationChannel
     partitions: dict[TopicPartition, int] = field(default_factory=dict)  # -> leader epoch
     delayed_until: dict[TopicPartition, float] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    http_only: bool = False  # the leader has no replication channel route (an older node)
+
+    def interrupt(self) -> None:
+        """The partitions changed: the long poll in flight ends now."""
+        self.changed.set()
+        self.channel.interrupt()
 
 
 class ReplicaFetcherManager:
@@ -113,11 +123,12 @@ class ReplicaFetcherManager:
             self.remove(tp)
         fetcher = self._fetchers.get(leader_id)
         if fetcher is None:
-            fetcher = self._fetchers[leader_id] = LeaderFetcher(leader_id)
+            channel = ReplicationChannel(self.node_id, leader_id, self._session_or_new, lambda: self.security)
+            fetcher = self._fetchers[leader_id] = LeaderFetcher(leader_id, channel)
             fetcher.task = asyncio.get_running_loop().create_task(self._run(fetcher))
         fetcher.partitions[tp] = leader_epoch
         fetcher.delayed_until.pop(tp, None)
-        fetcher.changed.set()
+        fetcher.interrupt()
         self._leader_of[tp] = leader_id
 
     def remove(self, tp: TopicPartition) -> None:
@@ -127,7 +138,7 @@ class ReplicaFetcherManager:
         fetcher = self._fetchers[leader_id]
         fetcher.partitions.pop(tp, None)
         fetcher.delayed_until.pop(tp, None)
-        fetcher.changed.set()
+        fetcher.interrupt()
         if not fetcher.partitions:
             del self._fetchers[leader_id]
             if fetcher.task is not None:
@@ -158,17 +169,20 @@ class ReplicaFetcherManager:
         return self._session
 
     async def _run(self, fetcher: LeaderFetcher) -> None:
-        while True:
-            fetcher.changed.clear()
-            try:
-                fetched = await self._fetch_once(fetcher)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # the leader is down or unreachable: retry after a pause
-                log.warning("fetch from broker %d failed: %s", fetcher.leader_id, e or type(e).__name__)
-                fetched = False
-            if not fetched:
-                await self._wait_changed(fetcher, self.settings.backoff_ms / 1000)
+        try:
+            while True:
+                fetcher.changed.clear()
+                try:
+                    fetched = await self._fetch_once(fetcher)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # the leader is down or unreachable: retry after a pause
+                    log.warning("fetch from broker %d failed: %s", fetcher.leader_id, e or type(e).__name__)
+                    fetched = False
+                if not fetched:
+                    await self._wait_changed(fetcher, self.settings.backoff_ms / 1000)
+        finally:
+            await fetcher.channel.close()
 
     async def _wait_changed(self, fetcher: LeaderFetcher, timeout_s: float) -> None:
         try:
@@ -196,7 +210,7 @@ class ReplicaFetcherManager:
         body = {"replica_id": self.node_id, "replica_epoch": self.broker_epoch(),
                 "max_wait_ms": self.settings.max_wait_ms, "min_bytes": self.settings.min_bytes,
                 "max_bytes": self.settings.max_bytes, "partitions": entries}
-        answer = await self._post(fetcher, endpoint, body)
+        answer = await self._exchange(fetcher, endpoint, body)
         if answer is None:
             return True  # interrupted by an assignment change: go again at once
         for item in answer.get("partitions", ()):
@@ -208,6 +222,21 @@ class ReplicaFetcherManager:
             if not ok:
                 fetcher.delayed_until[tp] = time.monotonic() + self.settings.backoff_ms / 1000  # type: ignore[index]
         return True
+
+    async def _exchange(self, fetcher: LeaderFetcher, endpoint: tuple[str, int],
+                        body: dict[str, Any]) -> dict[str, Any] | None:
+        """The decoded answer, or None when an assignment change interrupted the long poll."""
+        timeout_s = (self.settings.max_wait_ms + self.settings.request_timeout_ms) / 1000
+        if not fetcher.http_only:
+            try:
+                return await fetcher.channel.fetch(endpoint, body, timeout_s)
+            except aiohttp.WSServerHandshakeError as e:
+                if e.status not in (404, 405):
+                    raise
+                log.info("broker %d has no replication channel (HTTP %d): fetching over HTTP",
+                         fetcher.leader_id, e.status)
+                fetcher.http_only = True
+        return await self._post(fetcher, endpoint, body)
 
     async def _post(self, fetcher: LeaderFetcher, endpoint: tuple[str, int],
                     body: dict[str, Any]) -> dict[str, Any] | None:

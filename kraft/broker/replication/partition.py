@@ -79,10 +79,12 @@ class SendAlterPartition:
 
 @dataclass(frozen=True)
 class CompleteWaiters:
-    """The high watermark advanced or the role changed: acks=all produces up to
-    `high_watermark` complete (those of an older epoch fail), long polls answer."""
+    """The high watermark advanced (or the replicas changed): acks=all produces up to
+    `high_watermark` complete, long polls answer. With `role_changed` (no longer leading at the
+    epoch they were appended in) every waiting produce looks again, and fails."""
 
     high_watermark: int
+    role_changed: bool = False
 
 
 Action = StartFetching | StopFetching | SendAlterPartition | CompleteWaiters
@@ -202,7 +204,7 @@ class Partition:
                 self.node_id, state.leader_epoch, plog.log_end_offset, state.partition_epoch,
                 state.replicas, state.isr, now_ms,
             )
-            actions.append(CompleteWaiters(plog.high_watermark))  # acks=all of older epochs fail now
+            actions.append(CompleteWaiters(plog.high_watermark, role_changed=True))  # older epochs' acks=all fail
             log.info("%s-%d: leader at epoch %d from offset %d, isr %s", self.topic, self.partition,
                      state.leader_epoch, plog.log_end_offset, list(state.isr))
             if plog.quarantined:
@@ -225,7 +227,7 @@ class Partition:
         actions: list[Action] = []
         if self.leader_state is not None:
             self.leader_state = None
-            actions.append(CompleteWaiters(self.log.high_watermark))
+            actions.append(CompleteWaiters(self.log.high_watermark, role_changed=True))
             log.info("%s-%d: no longer leader (epoch %d, leader %d)", self.topic, self.partition,
                      state.leader_epoch, state.leader)
         if self.log.quarantined and state.leader != NO_LEADER:  # only with a leader to refetch from
@@ -256,7 +258,7 @@ class Partition:
         was_leader, self.leader_state = self.leader_state is not None, None
         actions: list[Action] = [StopFetching()]
         if was_leader:
-            actions.append(CompleteWaiters(self.log.high_watermark))
+            actions.append(CompleteWaiters(self.log.high_watermark, role_changed=True))
         return actions
 
     def _refetch_quarantined(self) -> None:

@@ -66,7 +66,8 @@ class Broker:
                                           metadata_cache=self.cache)
         self.groups = RecordingGroups(self.cache)
         self.metrics = NodeMetrics(NODE)
-        self.publisher = BrokerMetadataPublisher(NODE, self.cache, self.rm, self.groups, self.metrics)
+        self.publisher = BrokerMetadataPublisher(NODE, self.cache, self.rm, {OFFSETS_TOPIC: self.groups},
+                                                 self.metrics)
         self.image = MetadataImage.EMPTY
 
     def publish(self, records: list[MetadataRecord]) -> MetadataDelta:

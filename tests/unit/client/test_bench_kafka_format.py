@@ -6,10 +6,12 @@ from __future__ import annotations
 import time
 
 from kraft.bench.common import CONSUMER_PERF_HEADER, BenchResult, consumer_perf_summary, producer_perf_summary
+from kraft.bench.histogram import LatencyHistogram
 
 
 def test_producer_perf_summary_is_kafkas_printtotal_line() -> None:
-    latencies = sorted([1.2, 2.9, 3.0, 4.5] * 250)  # 1000 acks
+    latencies = LatencyHistogram()
+    latencies.record_ms([1.2, 2.9, 3.0, 4.5] * 250)  # 1000 acks
     result = BenchResult("produce", {}, 1000, 1000 * 100, 2.0, latencies)
     assert producer_perf_summary(result) == (
         "1000 records sent, 500.000000 records/sec (0.05 MB/sec), 2.50 ms avg latency, 4.00 ms max latency, "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -11,7 +12,10 @@ from click.testing import CliRunner
 from kraft.api.client.futures import ProduceResult, RecordFuture
 from kraft.api.client.types import TopicPartition
 from client_fake_broker import FakeBroker
+from kraft.api.client import Producer
 from kraft.bench import AckLatencyRecorder, BenchResult, Progress, main, percentile
+from kraft.bench.histogram import LatencyHistogram, bucket_floor, bucket_of
+from kraft.bench.produce import _send_all
 
 
 class FakeClock:
@@ -32,23 +36,26 @@ def test_percentile_nearest_rank() -> None:
     assert percentile([], 50) is None
 
 
-def test_ack_latency_interpolates_sends_within_a_batch() -> None:
+def test_ack_latency_of_every_record_from_its_own_send() -> None:
     clock = FakeClock()
     rec = AckLatencyRecorder(clock)
     tp = TopicPartition("t", 0)
     a, b = ProduceResult(tp), ProduceResult(tp)
-    for i in range(5):  # sends at 0, 1, 2, 3, 4 ms into batch a
-        clock.now = i / 1000
+    for i, at_ms in enumerate((0, 1, 2, 3.5, 4)):  # uneven sends into batch a
+        clock.now = at_ms / 1000
         rec.on_send(RecordFuture(a, i, 0))
     clock.now = 0.005
     rec.on_send(RecordFuture(b, 0, 0))
     clock.now = 0.010
-    a.complete(0)  # done at 10 ms: latencies 10, 9, 8, 7, 6
+    a.complete(0)  # done at 10 ms: latencies 10, 9, 8, 6.5, 6
     clock.now = 0.020
-    b.complete(-1, error=None)
-    lat = rec.latencies_ms()
-    assert [round(x, 6) for x in lat] == [6.0, 7.0, 8.0, 9.0, 10.0, 15.0]
+    b.complete(5, error=None)
+    hist = rec.histogram()
+    assert hist.count == 6 and hist.max_us == 15_000 and hist.min_us == 6_000
+    assert [hist.percentile_us(q) for q in (10, 30, 50, 60, 80, 100)] == [6000, 6500, 8000, 9000, 10000, 15000]
     assert rec.failed_records == 0
+    # what --trace follows: the first record of each run of sends into one batch, its offset
+    assert [(t, offset) for t, offset, *_ in rec.traced_records()] == [(tp, 0), (tp, 5)]
 
 
 def test_failed_batches_are_counted_not_timed() -> None:
@@ -59,14 +66,28 @@ def test_failed_batches_are_counted_not_timed() -> None:
     rec.on_send(RecordFuture(r, 0, 0))
     rec.on_send(RecordFuture(r, 1, 0))
     r.complete(-1, KraftError("NOT_ENOUGH_REPLICAS", "x"))
-    assert rec.failed_records == 2 and rec.latencies_ms() == []
+    assert rec.failed_records == 2 and rec.histogram().count == 0
+
+
+def test_histogram_percentiles_within_a_thousandth() -> None:
+    hist = LatencyHistogram()
+    values = [1, 7, 2047, 2048, 2049, 123_456, 9_876_543, 3_600_000_000]
+    for v in values:
+        hist.record_us(v)
+        assert bucket_floor(bucket_of(v)) <= v < bucket_floor(bucket_of(v)) * 1.001 + 1
+    assert [hist.percentile_us(100 * (i + 1) / len(values)) for i in range(len(values))] == [
+        bucket_floor(bucket_of(v)) for v in values]
+    assert hist.max_us == 3_600_000_000 and hist.count == 8
+    assert LatencyHistogram().summary_ms() == {"p50_ms": None, "p99_ms": None, "p999_ms": None, "max_ms": None}
 
 
 def test_summary_keys_and_progress_line() -> None:
+    latency = LatencyHistogram()
+    latency.record_ms([1.0, 2.0, 3.0])
     s = BenchResult("produce", {"acks": "1"}, records=2000, bytes=2 * 1024 * 1024, elapsed_s=2.0,
-                    latencies_ms=[1.0, 2.0, 3.0]).summary()
+                    latency=latency).summary()
     assert s["records_per_sec"] == 1000.0 and s["mb_per_sec"] == 1.0
-    assert (s["p50_ms"], s["p99_ms"], s["p999_ms"]) == (2.0, 3.0, 3.0) and s["acks"] == "1"
+    assert (s["p50_ms"], s["p99_ms"], s["p999_ms"], s["max_ms"]) == (2.0, 3.0, 3.0, 3.0) and s["acks"] == "1"
     out, clock = io.StringIO(), FakeClock()
     progress = Progress("produce", out, clock)
     progress.update(100, 100)
@@ -74,6 +95,26 @@ def test_summary_keys_and_progress_line() -> None:
     clock.now = 2.0
     progress.update(2100, 2 * 1024 * 1024)
     assert out.getvalue() == "produce: 2100 records, 1,050 rec/s, 1.00 MB/s\n"
+
+
+def test_paced_sends_keep_every_record_due_time(broker: FakeBroker) -> None:
+    """--throughput: no record is sent before its due time start + i / throughput (no bursts)."""
+    sent: list[float] = []
+    rec = AckLatencyRecorder()
+    with Producer(broker.bootstrap, linger_ms=0) as producer:
+        producer.partitions_for("paced")
+        original = producer.send
+
+        def send(*args: object, **kwargs: object) -> object:
+            sent.append(time.perf_counter())
+            return original(*args, **kwargs)
+
+        producer.send = send  # type: ignore[method-assign]
+        _send_all(producer, "paced", b"x" * 10, 200, 2000, rec, Progress("t", io.StringIO()))
+    start = sent[0]  # the loop's own start is at most this (the first record is due at once)
+    assert all(at >= start + i / 2000 - 1e-3 for i, at in enumerate(sent))
+    assert sent[-1] - start >= 199 / 2000 - 1e-3  # 200 records at 2,000/s: 0.1 s, not one burst
+    assert rec.histogram().count == 200
 
 
 def test_produce_then_consume_commands(broker: FakeBroker, tmp_path: Path) -> None:

@@ -37,6 +37,25 @@ def test_keyed_records_land_where_kafka_puts_them(broker: FakeBroker) -> None:
     assert stored(broker, "k", futures["user-3"].result().partition)[0].key is not None
 
 
+def test_send_many_queues_records_as_sends_would(broker: FakeBroker) -> None:
+    broker.create_topic("many", 1)
+    broker.create_topic("many-keyed", 6)
+    with Producer(broker.bootstrap, linger_ms=1, batch_size=500) as producer:
+        futures = producer.send_many("many", [f"v{i}" for i in range(100)], timestamp_ms=1000)
+        keys = [f"user-{i}".encode() for i in range(60)]
+        keyed = producer.send_many("many-keyed", [b"x"] * 60, keys=keys)
+        metas = [f.result(timeout=10) for f in futures]
+        with pytest.raises(KraftError) as refused:
+            producer.send_many("many", ["ok", 7])  # checked as send checks: nothing of it queued
+        assert refused.value.error_code == "INVALID_RECORD"
+        producer.flush(timeout=10)
+    assert [m.offset for m in metas] == list(range(100)) and {m.timestamp for m in metas} == {1000}
+    assert [r.value for r in stored(broker, "many", 0)] == [f"v{i}".encode() for i in range(100)]
+    assert len(list(iter_batches(broker.records("many", 0)))) > 1  # batch_size still cuts batches
+    for key, f in zip(keys, keyed):
+        assert f.result().partition == partition_for_key(key, 6)
+
+
 def test_keyless_records_stick_to_one_partition_per_batch(broker: FakeBroker) -> None:
     broker.create_topic("s", 4)
     with Producer(broker.bootstrap, linger_ms=10_000, batch_size=1000) as producer:

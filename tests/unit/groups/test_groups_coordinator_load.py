@@ -89,7 +89,7 @@ async def test_load_waits_for_the_high_watermark(tmp_path: Path) -> None:
     replicas = FakeReplicas(plog)
     coordinator = coordinator_of(replicas)
     try:
-        coordinator.on_election(0, 0)
+        coordinator.runtime.on_election(0, 0)
         await asyncio.wait_for(replicas.waiting.wait(), 5)
         loading = asyncio.create_task(coordinator.fetch_offsets(GROUP, None))
         await asyncio.sleep(0.05)
@@ -110,7 +110,7 @@ async def test_load_waits_until_the_partition_is_readable(tmp_path: Path) -> Non
     replicas = FakeReplicas(plog, not_ready=3)
     coordinator = coordinator_of(replicas)
     try:
-        coordinator.on_election(0, 0)
+        coordinator.runtime.on_election(0, 0)
         answer = await asyncio.wait_for(coordinator.fetch_offsets(GROUP, None), 5)
         assert [o["offset"] for o in answer["offsets"]] == [7] and replicas.not_ready == 0
     finally:

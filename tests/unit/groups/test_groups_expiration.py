@@ -3,24 +3,20 @@ check writing tombstones that a new coordinator replays (the expiry survives fai
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
 from hypothesis import given, strategies as st
 
+from coordinator_fakes import FakePartitions
 from kraft.api.routes.groups import GroupHeartbeat, OffsetCommitEntry
-from kraft.api.routes.services import ProduceResult
 from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from kraft.broker.groups.expiration import base_timestamp, expired_offsets, removes_group, subscribed_topics
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.broker.groups.membership import ConsumerGroup, GroupConfig, HeartbeatRequest, OffsetAndMetadata
-from kraft.log.config import LogConfig
-from kraft.log.partition_log import PartitionLog
 from kraft.metadata.delta import apply_records
 from kraft.metadata.image import MetadataImage
 from kraft.metadata.records import ClaimController, Partition, Topic
-from test_groups_coordinator_load import FakeReplicas
 
 RETENTION = 60_000
 CONFIG = GroupConfig(session_timeout_ms=10_000)
@@ -32,9 +28,9 @@ def group_with(offsets: dict[tuple[str, int], int], members: dict[str, tuple[str
     """Offsets committed at the given times; members subscribed to the given topics."""
     g = ConsumerGroup("g", CONFIG)
     for member_id, topics in (members or {}).items():
-        g.heartbeat(HeartbeatRequest("", 0, subscribed_topics=topics), TOPICS, 0, member_id)
+        g.heartbeat(HeartbeatRequest("", 0, subscribed_topics=topics), TOPICS, member_id)
     if regex is not None:
-        g.heartbeat(HeartbeatRequest("", 0, subscribed_topic_regex=regex), TOPICS, 0, "rx")
+        g.heartbeat(HeartbeatRequest("", 0, subscribed_topic_regex=regex), TOPICS, "rx")
     g.offsets = {tp: OffsetAndMetadata(1, "", ts) for tp, ts in offsets.items()}
     return g
 
@@ -102,18 +98,6 @@ class Clock:
         return self.now
 
 
-class ProducingReplicas(FakeReplicas):
-    """The fake's log takes the coordinator's appends as leader, committed at once (HW = LEO)."""
-
-    async def produce(self, entries, acks, timeout_ms):
-        results = []
-        for e in entries:
-            info = self.log.append_as_leader(e.records, 0, 0)
-            self.log.high_watermark = self.log.log_end_offset
-            results.append(ProduceResult(e.topic, e.partition, info.first_offset, self.log.log_start_offset))
-        return results
-
-
 def led_image() -> MetadataImage:
     records = [ClaimController(node_id=1, controller_epoch=1),
                Topic(name=OFFSETS_TOPIC, topic_id="offsets-id", controller_epoch=1),
@@ -124,15 +108,15 @@ def led_image() -> MetadataImage:
     return apply_records(MetadataImage.EMPTY, enumerate(records))[1]
 
 
-async def loaded_coordinator(plog: PartitionLog, clock: Clock) -> GroupCoordinator:
+async def loaded_coordinator(partitions: FakePartitions, clock: Clock) -> GroupCoordinator:
     coordinator = GroupCoordinator(
-        1, ProducingReplicas(plog), admin=None,  # type: ignore[arg-type]
+        1, partitions, admin=None,  # type: ignore[arg-type]
         settings=CoordinatorSettings(num_partitions=1, replication_factor=1, group=CONFIG,
                                      offsets_retention_ms=RETENTION),
         clock=clock)
     coordinator.metadata_cache.set_image(led_image())
-    coordinator.on_election(0, 0)
-    await asyncio.wait_for(coordinator._partitions[0].loaded.wait(), 5)
+    coordinator.runtime.on_election(0, 0)
+    await coordinator.runtime.active(0, 5)
     return coordinator
 
 
@@ -145,9 +129,9 @@ async def offsets_of(coordinator: GroupCoordinator, group: str) -> list[int]:
 
 
 async def test_expiry_writes_tombstones_that_a_new_coordinator_replays(tmp_path: Path) -> None:
-    plog = PartitionLog.open(tmp_path / f"{OFFSETS_TOPIC}-0", LogConfig(), 0)
+    partitions = FakePartitions(tmp_path, OFFSETS_TOPIC)
     clock = Clock()
-    coordinator = await loaded_coordinator(plog, clock)
+    coordinator = await loaded_coordinator(partitions, clock)
     try:
         await coordinator.commit_offsets("simple", "", -1, [OffsetCommitEntry("a", 0, 5, "")])
         joined = await coordinator.heartbeat("member", beat("", 0, ("a",)))
@@ -165,10 +149,12 @@ async def test_expiry_writes_tombstones_that_a_new_coordinator_replays(tmp_path:
         assert (await coordinator.list_groups())["groups"] == []
     finally:
         await coordinator.close()
-    successor = await loaded_coordinator(plog, clock)  # the records alone: what a failover replays
+        partitions.close()
+    partitions = FakePartitions(tmp_path, OFFSETS_TOPIC)
+    successor = await loaded_coordinator(partitions, clock)  # the records alone: what a failover replays
     try:
         assert (await successor.list_groups())["groups"] == []
         assert await offsets_of(successor, "simple") == [] and await offsets_of(successor, "member") == []
     finally:
         await successor.close()
-        plog.close()
+        partitions.close()

@@ -1,5 +1,6 @@
-"""The KIP-848 membership state machine: errors by name, session timeout, and a hypothesis model
-of clients that act only on what the coordinator answered (no partition is ever owned by two)."""
+"""The KIP-848 membership state machine: errors by name, fencing (what the coordinator's session
+and rebalance timers do), and a hypothesis model of clients that act only on what the coordinator
+answered (no partition is ever owned by two)."""
 
 from __future__ import annotations
 
@@ -15,19 +16,19 @@ CONFIG = GroupConfig(session_timeout_ms=10_000, heartbeat_interval_ms=1_000)
 TOPICS = {"a": 4, "b": 3}
 
 
-def join(group: ConsumerGroup, member_id: str, now: int = 0, topics=("a",), **kw):
-    return group.heartbeat(HeartbeatRequest("", 0, subscribed_topics=topics, **kw), TOPICS, now, member_id)
+def join(group: ConsumerGroup, member_id: str, topics=("a",), **kw):
+    return group.heartbeat(HeartbeatRequest("", 0, subscribed_topics=topics, **kw), TOPICS, member_id)
 
 
-def beat(group: ConsumerGroup, member_id: str, epoch: int, owned, now: int = 0):
-    return group.heartbeat(HeartbeatRequest(member_id, epoch, owned=frozenset(owned)), TOPICS, now, "unused")
+def beat(group: ConsumerGroup, member_id: str, epoch: int, owned):
+    return group.heartbeat(HeartbeatRequest(member_id, epoch, owned=frozenset(owned)), TOPICS, "unused")
 
 
-def settle(group: ConsumerGroup, owned: dict[str, frozenset], epochs: dict[str, int], now: int = 0) -> None:
+def settle(group: ConsumerGroup, owned: dict[str, frozenset], epochs: dict[str, int]) -> None:
     """Heartbeats every member, acting on each answer, until the group is stable."""
     for _ in range(10):
         for m in sorted(group.members):
-            r = beat(group, m, epochs[m], owned[m], now)
+            r = beat(group, m, epochs[m], owned[m])
             owned[m], epochs[m] = r.assignment, r.member_epoch
         if group.state == "Stable":
             return
@@ -90,20 +91,18 @@ def test_commit_validation() -> None:
     g.validate_offset_commit("m1", r.member_epoch)
 
 
-def test_session_timeout_removes_member_and_frees_partitions() -> None:
+def test_fencing_removes_member_and_frees_partitions() -> None:
     g = ConsumerGroup("g", CONFIG)
-    r1 = join(g, "m1", now=0)
-    r2 = join(g, "m2", now=0)
+    r1 = join(g, "m1")
+    r2 = join(g, "m2")
     owned = {"m1": r1.assignment, "m2": r2.assignment}
     epochs = {"m1": r1.member_epoch, "m2": r2.member_epoch}
     settle(g, owned, epochs)
-    assert g.expire(TOPICS, now_ms=CONFIG.session_timeout_ms - 1) == []
-    beat(g, "m2", epochs["m2"], owned["m2"], now=9_000)  # m2 stays alive
-    assert g.expire(TOPICS, now_ms=CONFIG.session_timeout_ms) == ["m1"]
-    r2 = beat(g, "m2", epochs["m2"], owned["m2"], now=10_000)
+    g.fence_member("m1", TOPICS)  # its session timed out
+    r2 = beat(g, "m2", epochs["m2"], owned["m2"])
     assert r2.assignment == {("a", p) for p in range(4)}
     with pytest.raises(GroupError) as e:
-        beat(g, "m1", epochs["m1"], owned["m1"], now=10_000)
+        beat(g, "m1", epochs["m1"], owned["m1"])
     assert e.value.error_code == "UNKNOWN_MEMBER_ID"
 
 
@@ -114,15 +113,15 @@ def test_leave_frees_partitions_at_once() -> None:
     owned = {"m1": r1.assignment, "m2": r2.assignment}
     epochs = {"m1": r1.member_epoch, "m2": r2.member_epoch}
     settle(g, owned, epochs)
-    assert g.heartbeat(HeartbeatRequest("m1", -1), TOPICS, 0, "x").member_epoch == -1
+    assert g.heartbeat(HeartbeatRequest("m1", -1), TOPICS, "x").member_epoch == -1
     assert beat(g, "m2", epochs["m2"], owned["m2"]).assignment == {("a", p) for p in range(4)}
 
 
 def test_regex_subscription_follows_new_topics() -> None:
     g = ConsumerGroup("g", CONFIG)
-    r = g.heartbeat(HeartbeatRequest("", 0, subscribed_topic_regex="a|c"), TOPICS, 0, "m1")
+    r = g.heartbeat(HeartbeatRequest("", 0, subscribed_topic_regex="a|c"), TOPICS, "m1")
     assert r.assignment == {("a", p) for p in range(4)}
-    r = g.heartbeat(HeartbeatRequest("m1", r.member_epoch, owned=r.assignment), {**TOPICS, "c": 1}, 0, "x")
+    r = g.heartbeat(HeartbeatRequest("m1", r.member_epoch, owned=r.assignment), {**TOPICS, "c": 1}, "x")
     assert ("c", 0) in r.assignment
 
 
@@ -133,7 +132,6 @@ class GroupModel(RuleBasedStateMachine):
     def setup(self) -> None:
         self.group = ConsumerGroup("g", CONFIG)
         self.topics = dict(TOPICS)
-        self.now = 0
         self.next_id = 0
         self.owned: dict[str, frozenset] = {}
         self.epoch: dict[str, int] = {}
@@ -144,7 +142,7 @@ class GroupModel(RuleBasedStateMachine):
         member_id = f"m{self.next_id}"
         self.next_id += 1
         r = self.group.heartbeat(HeartbeatRequest("", 0, subscribed_topics=topics, server_assignor=assignor),
-                                 self.topics, self.now, member_id)
+                                 self.topics, member_id)
         self.owned[member_id], self.epoch[member_id] = r.assignment, r.member_epoch
         self.subscription[member_id] = topics
 
@@ -155,7 +153,7 @@ class GroupModel(RuleBasedStateMachine):
         try:
             r = self.group.heartbeat(HeartbeatRequest(
                 member_id, self.epoch[member_id], subscribed_topics=self.subscription[member_id],
-                owned=self.owned[member_id]), self.topics, self.now, "unused")
+                owned=self.owned[member_id]), self.topics, "unused")
         except GroupError as e:
             assert e.error_code == "FENCED_MEMBER_EPOCH"
             # The client gives up everything and rejoins (epoch 0) with its member id.
@@ -171,15 +169,17 @@ class GroupModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def leave(self, data) -> None:
         member_id = data.draw(st.sampled_from(sorted(self.owned)))
-        self.group.heartbeat(HeartbeatRequest(member_id, -1), self.topics, self.now, "unused")
+        self.group.heartbeat(HeartbeatRequest(member_id, -1), self.topics, "unused")
         del self.owned[member_id], self.epoch[member_id]
 
-    @rule(ms=st.integers(0, 12_000))
-    def time_passes(self, ms) -> None:
-        self.now += ms
-        for member_id in self.group.expire(self.topics, self.now):
-            # The client's own session expired too: it stops consuming (Kafka's poll timeout).
-            del self.owned[member_id], self.epoch[member_id]
+    @precondition(lambda self: self.owned)
+    @rule(data=st.data())
+    def fenced(self, data) -> None:
+        """Its session or rebalance timeout passed: the coordinator's timer fences it."""
+        member_id = data.draw(st.sampled_from(sorted(self.owned)))
+        self.group.fence_member(member_id, self.topics)
+        # The client's own session expired too: it stops consuming (Kafka's poll timeout).
+        del self.owned[member_id], self.epoch[member_id]
 
     @rule(topic=st.sampled_from(["a", "b"]))
     def add_partition(self, topic) -> None:

@@ -1,4 +1,4 @@
-"""A heartbeat or a session tick reads the topics its group names, never the whole image (issue
+"""A heartbeat or a session timeout reads the topics its group names, never the whole image (issue
 13): `TopicPartitionCounts` looks topics up by name; only a regex subscription walks them."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kraft.broker.groups.coordinator import TopicPartitionCounts
+from kraft.broker.groups.topic_counts import TopicPartitionCounts
 from kraft.broker.groups.membership import ConsumerGroup, GroupConfig, HeartbeatRequest
 
 
@@ -43,10 +43,11 @@ def test_a_heartbeat_looks_up_only_the_subscribed_topics() -> None:
     counts = TopicPartitionCounts(image(topics))
     group = ConsumerGroup("g", GroupConfig())
     answer = group.heartbeat(HeartbeatRequest("m1", 0, subscribed_topics=("t7", "missing")),
-                             counts, 0, "m1")
+                             counts, "m1")
     assert answer.assignment == {("t7", 0), ("t7", 1), ("t7", 2)}
-    group.heartbeat(HeartbeatRequest("m1", answer.member_epoch), counts, 10, "m1")
-    assert group.expire(counts, 10**9) == ["m1"]
+    group.heartbeat(HeartbeatRequest("m1", answer.member_epoch), counts, "m1")
+    group.fence_member("m1", counts)  # its session timed out
+    assert not group.members
     assert 0 < topics.lookups < 20
     assert "__consumer_offsets" not in counts and "t7" in counts
     with pytest.raises(KeyError):
@@ -58,6 +59,6 @@ def test_a_regex_subscription_walks_the_topic_names() -> None:
     counts = TopicPartitionCounts(image(topics))
     group = ConsumerGroup("g", GroupConfig())
     answer = group.heartbeat(HeartbeatRequest("m1", 0, subscribed_topic_regex="(orders|__.*)"),
-                             counts, 0, "m1")
+                             counts, "m1")
     assert answer.assignment == {("orders", 0), ("orders", 1)}
     assert sorted(counts) == ["orders", "payments"] and len(counts) == 2

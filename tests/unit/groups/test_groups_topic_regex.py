@@ -38,7 +38,7 @@ def test_a_bad_unsupported_or_too_long_pattern_is_invalid_regular_expression(reg
     assert e.value.error_code == "INVALID_REGULAR_EXPRESSION"
     group = ConsumerGroup("g", GroupConfig())
     with pytest.raises(GroupError) as e:
-        group.heartbeat(HeartbeatRequest("", 0, subscribed_topic_regex=regex), {"a": 1}, 0, "m1")
+        group.heartbeat(HeartbeatRequest("", 0, subscribed_topic_regex=regex), {"a": 1}, "m1")
     assert e.value.error_code == "INVALID_REGULAR_EXPRESSION"
     assert not group.members
 
@@ -51,7 +51,7 @@ def test_a_member_is_assigned_only_what_its_regex_resolves_to() -> None:
     group = ConsumerGroup("g", GroupConfig())
     topics = {"ledger": 2, "payroll": 1}
     answer = group.heartbeat(HeartbeatRequest("", 0, subscribed_topic_regex=".*", principal="User:alice"),
-                             topics, 0, "m1", regex_topics=lambda m: {"ledger"})
+                             topics, "m1", regex_topics=lambda m: {"ledger"})
     assert answer.assignment == {("ledger", 0), ("ledger", 1)}
     assert group.members["m1"].principal == "User:alice"
 

@@ -90,6 +90,11 @@ def test_sniff_tells_kafka_from_http() -> None:
         assert sniff(method) == "http"
     with pytest.raises(KafkaProtocolError, match="neither"):
         sniff(b"get /")
+    # a TLS ClientHello on a plain port: HTTP's parser answers it 400 in plain text, which tells the
+    # HTTP API's clients that the listener does not speak TLS (as a Kafka frame it was a reset)
+    assert sniff(b"\x16") is None
+    assert sniff(b"\x16\x03\x01\x02\x00") == "http"
+    assert sniff(b"\x16\x00") == "kafka"
 
 
 # -- requests and responses ---------------------------------------------------------------------

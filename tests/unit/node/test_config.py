@@ -257,6 +257,15 @@ def test_controller_listener_must_be_the_nodes_voter_entry() -> None:
     # its own entry, a wildcard on its port, or a name of the same address
     for listener in ("127.0.0.1:19093", "0.0.0.0:19093", ":19093", "localhost:19093"):
         assert load_config({**voters, "controller.listeners": listener}).node_id == 1
+    # behind a NAT or a proxy: the address it advertises is the voter entry, not the one it binds
+    behind = {**voters, "controller.listeners": "127.0.0.1:29093", "controller.advertised.listener": "127.0.0.1:19093"}
+    assert load_config(behind).node_id == 1
+    assert load_config({**voters, "controller.listener.names": "CONTROLLER",
+                        "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:29093",
+                        "advertised.listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:19093"}).node_id == 1
+    with pytest.raises(ConfigError, match=r"controller.advertised.listener: this node's advertised controller "
+                                          r"listener 127.0.0.1:29094 .*1@127.0.0.1:19093"):
+        load_config({**behind, "controller.advertised.listener": "127.0.0.1:29094"})
 
 
 def test_kafka_listener_lists(tmp_path: Path) -> None:
@@ -265,9 +274,10 @@ def test_kafka_listener_lists(tmp_path: Path) -> None:
     assert config.listener == ("127.0.0.1", 9443)
     assert config.security_protocol == "SSL"
     assert parse_host_port(config["controller.listeners"]) == ("127.0.0.1", 9444)
-    with pytest.raises(ConfigError, match="listeners: one client listener is served"):
+    # a second client entry is a Kafka-only listener (tests/unit/kafka/test_kafka_listener_config.py)
+    with pytest.raises(ConfigError, match="ssl.keystore.location: required by SSL"):
         load_config({"listeners": "PLAINTEXT://:1,SSL://:2"})
-    with pytest.raises(ConfigError, match="listeners: the client listener must be one of"):
+    with pytest.raises(ConfigError, match="listeners: a client listener must be one of"):
         load_config({"listeners": "WEIRD://:1,CONTROLLER://:2", "controller.listener.names": "CONTROLLER"})
 
 

@@ -1,5 +1,6 @@
 """An in-process cluster for the replica manager tests: three ReplicaManagers, each behind its own
-aiohttp server with the batch routes (real HTTP between followers and leaders), and a fake
+aiohttp server with the batch and replication-channel routes (real HTTP and WebSockets between
+followers and leaders), and a fake
 controller that validates AlterPartition and fencing with the real handlers and publishes every
 new metadata image to the brokers. No processes, no Raft: the unit under test is the replica
 manager and its fetchers."""
@@ -13,8 +14,8 @@ from typing import Any
 
 from aiohttp import web
 
-from kraft.api.routes import batch
-from kraft.api.routes.services import REPLICAS, ProduceEntry
+from kraft.api.routes import batch, replication_channel
+from kraft.api.routes.services import NODE_INFO, REPLICAS, NodeInfo, ProduceEntry
 from kraft.api.server import error_middleware
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraft.broker.replication.alter_partition import ControllerAlterPartition
@@ -97,7 +98,9 @@ class Cluster:
     def live(self) -> list[ReplicaManager]:
         return list(self.nodes.values())
 
-    async def start(self, replicas: tuple[int, ...] = (1, 2, 3)) -> None:
+    async def start(self, replicas: tuple[int, ...] = (1, 2, 3), running: tuple[int, ...] = (1, 2, 3)) -> None:
+        """Registers the brokers and the topic; starts the brokers in `running` (a test plays
+        the others' part by calling the leader's `replica_fetch` itself)."""
         records: list[MetadataRecord] = [ClaimController(node_id=1, controller_epoch=EPOCH)]
         for b, sock in self.sockets.items():
             port = self.ports[b] = sock.getsockname()[1]
@@ -109,7 +112,7 @@ class Cluster:
         records.append(Partition(topic_id=TOPIC_ID, partition=0, replicas=replicas, isr=replicas,
                                  leader=replicas[0]))
         self.controller.commit(records)
-        for b in (1, 2, 3):
+        for b in running:
             await self.start_node(b)
 
     async def start_node(self, b: int) -> ReplicaManager:
@@ -122,7 +125,9 @@ class Cluster:
         (self.tmp / f"data-{b}").mkdir(parents=True, exist_ok=True)
         app = web.Application(middlewares=[error_middleware])
         app[REPLICAS] = node
+        app[NODE_INFO] = NodeInfo(b, ("broker",), 50 * 1024 * 1024, False, 50 * 1024 * 1024)
         app.router.add_routes(batch.routes)
+        replication_channel.install(app)  # the followers' channels
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         if self.sockets[b].fileno() < 0:  # restarted: same port as registered

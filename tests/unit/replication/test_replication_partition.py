@@ -49,7 +49,7 @@ def test_make_leader_stops_fetching_marks_the_epoch_start_and_wakes_waiters(tmp_
     p = core(tmp_path)
     p.log.append_as_leader(batch(b"a", b"b"), 0, 0)
     actions = p.apply_registration(state(1, leader_epoch=3), now_ms=0)
-    assert actions[:2] == [StopFetching(), CompleteWaiters(0)]
+    assert actions[:2] == [StopFetching(), CompleteWaiters(0, role_changed=True)]
     assert p.is_leader and p.leader_state.epoch_start_offset == 2
     assert p.log.end_offset_for_epoch(3) == (3, 2)
     assert p.check_leader_epoch(2).error_code == "FENCED_LEADER_EPOCH"
@@ -61,7 +61,7 @@ def test_make_follower_starts_fetching_and_a_deposed_leader_wakes_its_waiters(tm
     p = core(tmp_path)
     p.apply_registration(state(1), now_ms=0)
     assert p.apply_registration(state(2, leader_epoch=1), now_ms=1) == [
-        CompleteWaiters(0), StartFetching(2, 1)]
+        CompleteWaiters(0, role_changed=True), StartFetching(2, 1)]
     assert not p.is_leader and p.is_following(1) and not p.is_following(0)
 
 

@@ -1,0 +1,69 @@
+"""What a coordinator handler returns (Kafka's `CoordinatorResult`) and what a shard replays.
+
+A handler is `(shard, now_ms) -> CoordinatorResult`: it reads the shard's state, changes nothing,
+and says which records to append, what to answer once they are committed, and which of the
+shard's timers to schedule or cancel then. `CoordinatorRecord` is one record of the partition as
+the shard replays it, whether written a moment ago or loaded after a failover.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Hashable, Protocol, TypeVar
+
+T = TypeVar("T")
+S = TypeVar("S", bound="CoordinatorShard")
+
+Record = tuple[bytes | None, bytes | None]
+"""A record a handler writes: (key, value); a None value is a tombstone."""
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorRecord:
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True)
+class ScheduleTimer:
+    """Run `operation` as a handler of the shard at `deadline_ms`, replacing the timer of `key`."""
+
+    key: Hashable
+    deadline_ms: int
+    operation: Operation[Any, Any]
+
+
+@dataclass(frozen=True)
+class CancelTimer:
+    key: Hashable
+
+
+TimerChange = ScheduleTimer | CancelTimer
+
+
+@dataclass(frozen=True)
+class CoordinatorResult(Generic[T]):
+    """`records` are appended in one batch; `response` answers the request once they are
+    committed (at once when there are none); `timers` are applied then too, so a request that
+    fails leaves the timers as they were."""
+
+    records: tuple[Record, ...]
+    response: T
+    timers: tuple[TimerChange, ...] = ()
+
+
+class CoordinatorShard(Protocol):
+    """The state machine of one coordinator partition (Kafka's `CoordinatorShard`)."""
+
+    def replay(self, record: CoordinatorRecord) -> None:
+        """Applies one committed record. Must not raise: a record it cannot read is skipped."""
+        ...
+
+    def on_loaded(self, now_ms: int) -> tuple[TimerChange, ...]:
+        """The partition is loaded: the timers the state calls for (sessions, expiry checks)."""
+        ...
+
+
+Operation = Callable[[S, int], CoordinatorResult[T]]
+"""A handler: (shard, now_ms) -> result, with no side effect on the shard."""
