@@ -50,6 +50,9 @@ from kraft.broker.stage_trace import StageTrace
 from kraft.broker.metadata_publisher import BrokerMetadataPublisher
 from kraft.broker.metadata_view import BrokerMetadataView
 from kraft.broker.producer_ids import ProducerIdManager
+from kraft.broker.transactions.coordinator import TransactionCoordinator, TransactionSettings
+from kraft.broker.transactions.partition_leaders import LocalTxnPartitions, TxnPartitionLeaders
+from kraft.broker.transactions.records import TRANSACTION_STATE_TOPIC
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraft.broker.replication.alter_partition import ControllerAlterPartition
 from kraft.config import ConfigError, KraftConfig, parse_host_port, validate_topic_configs
@@ -271,10 +274,26 @@ class Node:
             ),
             metadata_cache=self.view,
         )
+        producer_ids = ProducerIdManager(front, self.node_id, broker_epoch)
+        self.transactions = TransactionCoordinator(
+            self.node_id, self.replica_manager, admin, producer_ids,
+            TxnPartitionLeaders(self.node_id, LocalTxnPartitions(self.replica_manager, self.groups),
+                                lambda: self.view.image),
+            TransactionSettings(
+                num_partitions=config["transaction.state.log.num.partitions"],
+                replication_factor=config["transaction.state.log.replication.factor"],
+                min_isr=config["transaction.state.log.min.isr"],
+                max_timeout_ms=config["transaction.max.timeout.ms"],
+                offsets_partitions=config["offsets.topic.num.partitions"],
+            ),
+            metadata_cache=self.view,
+        )
         self.metrics = NodeMetrics(self.node_id, topic_labels=config["metrics.topic.labels.enable"])
         self.metrics.watch_broker(self.replica_manager)
         self.publisher = BrokerMetadataPublisher(self.node_id, self.view, self.replica_manager,
-                                                 {OFFSETS_TOPIC: self.groups.runtime}, self.metrics)
+                                                 {OFFSETS_TOPIC: self.groups.runtime,
+                                                  TRANSACTION_STATE_TOPIC: self.transactions.runtime},
+                                                 self.metrics)
         self._loop_probe: asyncio.Task[None] | None = None
         if self.controller is not None:
             self.metrics.watch_controller(self.controller, self.quorum)
@@ -287,10 +306,11 @@ class Node:
         self.metrics.watch_connections(config.listener_name or config.security_protocol, self.kafka.open_connections)
         self.app = build_app(info, self.view, admin, self.replica_manager, cleanup=self._services,
                              group_service=self.groups, metrics_service=self.metrics,
-                             producer_id_service=ProducerIdManager(front, self.node_id, broker_epoch),
+                             producer_id_service=producer_ids, transactions=self.transactions,
                              security=security)
         self.replica_manager.fetchers.security = self.peers
         self.groups.leader_offsets.security = self.peers
+        self.transactions.leaders.security = self.peers
         if self.zk is None:  # ZooKeeper mode keeps no SCRAM credentials
             self.app[USERS] = ScramUsers(lambda: self.loader.image, self.channel)
         if self.zk is not None:
@@ -424,6 +444,7 @@ class Node:
             await self.follower.stop()
         if self._loop_probe is not None:
             self._loop_probe.cancel()
+        await self.transactions.close()
         await self.groups.close()
         await self.replica_manager.close()
         if self.controller is not None:

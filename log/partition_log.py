@@ -222,17 +222,20 @@ class PartitionLog:
 
     # -- append ---------------------------------------------------------------------------------
 
-    def append_as_leader(self, batches: bytes, leader_epoch: int, now_ms: int) -> LogAppendInfo:
+    def append_as_leader(self, batches: bytes, leader_epoch: int, now_ms: int, *,
+                         coordinator: bool = False) -> LogAppendInfo:
         """Validates every batch (all or nothing, producer sequences included), stamps offsets
         from the log end offset and `leader_epoch`, and appends. A batch an idempotent producer
         retried is not appended again: it keeps its original offsets. Raises a `log.errors` error
-        without writing anything."""
+        without writing anything. `coordinator`: a coordinator writes for a producer (no
+        sequences, `ProducerStateManager.check_batches`)."""
         with self._lock:
             validated = self._validator.validate_for_leader(batches)
             latest = self.leader_epoch_cache.latest_epoch
             if latest is not None and leader_epoch < latest:
                 raise ValueError(f"leader epoch {leader_epoch} is below the latest epoch {latest}")
-            verdicts = self._producer_state.check_batches([h for _, h in validated.batches])
+            verdicts = self._producer_state.check_batches([h for _, h in validated.batches],
+                                                          coordinator=coordinator)
             fresh = [not isinstance(v, Duplicate) for v in verdicts]
             if not all(fresh):
                 validated = validated.subset(fresh)

@@ -178,9 +178,11 @@ class ProducerStateManager:
         """The verdict for one batch against the current state; raises a `log.errors` error."""
         return self.check_batches((header,))[0]
 
-    def check_batches(self, headers: Sequence[BatchHeader]) -> tuple[Verdict, ...]:
+    def check_batches(self, headers: Sequence[BatchHeader], *, coordinator: bool = False) -> tuple[Verdict, ...]:
         """Verdicts for the batches of one request, in order, each checked against the state as
-        the batches before it would leave it. Raises on the first bad batch, changing nothing."""
+        the batches before it would leave it. Raises on the first bad batch, changing nothing.
+        `coordinator`: written by a coordinator for a producer (a group coordinator's
+        transactional offset commit, Kafka's AppendOrigin.COORDINATOR): no sequences to check."""
         # producer id -> (epoch, last sequence, transaction open) as the batches so far leave it
         pending: dict[int, tuple[int, int, bool]] = {}
         verdicts: list[Verdict] = []
@@ -189,13 +191,13 @@ class ProducerStateManager:
             if pid < 0:
                 verdicts.append(APPEND)
                 continue
-            if header.producer_epoch < 0 or header.base_sequence < 0:
+            if header.producer_epoch < 0 or (header.base_sequence < 0 and not coordinator):
                 raise InvalidRecordError(
                     f"batch of producer {pid} has epoch {header.producer_epoch} and base sequence "
                     f"{header.base_sequence}; an idempotent batch needs both >= 0"
                 )
             entry = self._producers.get(pid)
-            if pid not in pending and entry is not None:
+            if pid not in pending and entry is not None and not coordinator:
                 duplicate = entry.find_duplicate(header)
                 if duplicate is not None:
                     verdicts.append(duplicate)
@@ -205,6 +207,12 @@ class ProducerStateManager:
                 if entry is not None else None
             )
             open_txn = state is not None and state[2]
+            if coordinator:
+                if state is not None and header.producer_epoch < state[0]:
+                    raise InvalidProducerEpochError(
+                        f"producer {pid} epoch {header.producer_epoch} is fenced: the current epoch is {state[0]}")
+            else:
+                _check_sequence(header, None if state is None else state[:2])
             if header.is_transactional and not (open_txn and state[0] == header.producer_epoch) \
                     and self._verified.get(pid) != header.producer_epoch:
                 raise InvalidTxnStateError(
@@ -212,7 +220,6 @@ class ProducerStateManager:
                     f"its transaction coordinator has not added this partition to a transaction "
                     f"(AddPartitionsToTxn)"
                 )
-            _check_sequence(header, None if state is None else state[:2])
             if open_txn and not header.is_transactional:
                 raise InvalidTxnStateError(
                     f"producer {pid} has a transaction open in this partition: expected a "

@@ -110,7 +110,7 @@ async def fetch(request: web.Request) -> web.Response:
         return render(request, FetchResponse(throttle_time_ms=throttle_ms,
                                              partitions=[render_result(r) for r in replica_results]))
     results = await service.fetch([
-        FetchEntry(e.topic, e.partition, e.fetch_offset, e.partition_max_bytes, read_committed) for e in entries
+        FetchEntry(e.topic, e.partition, e.fetch_offset, e.partition_max_bytes, e.read_committed) for e in entries
     ], body.max_wait_ms, body.min_bytes, body.max_bytes)
     throttle_ms = await throttle(request, "fetch", sum(len(r.records) for r in results))
     return render(request, FetchResponse(throttle_time_ms=throttle_ms, partitions=[

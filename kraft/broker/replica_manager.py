@@ -528,12 +528,13 @@ class ReplicaManager:
     # -- produce ------------------------------------------------------------------------------
 
     async def produce(
-        self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int
+        self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int, *, coordinator: bool = False
     ) -> list[ProduceResult]:
+        """`coordinator`: a coordinator's own write for a producer (`PartitionLog.append_as_leader`)."""
         appended: list[tuple[ProduceEntry, Replica | None, int, int, int, KraftError | None]] = []
         for entry in entries:
             try:
-                replica, epoch, first_offset, next_offset = await self._append(entry, acks)
+                replica, epoch, first_offset, next_offset = await self._append(entry, acks, coordinator)
                 appended.append((entry, replica, epoch, first_offset, next_offset, None))
                 self.metrics.messages_in(entry.topic, next_offset - first_offset, len(entry.records))
             except Exception as e:
@@ -545,11 +546,11 @@ class ReplicaManager:
             for entry, replica, epoch, first, next_offset, error in appended
         )))
 
-    async def _append(self, entry: ProduceEntry, acks: int) -> tuple[Replica, int, int, int]:
+    async def _append(self, entry: ProduceEntry, acks: int, coordinator: bool) -> tuple[Replica, int, int, int]:
         """Appends as leader; returns the replica, the leader epoch, the first and next offset."""
         return await self._append_as_leader(
             entry.topic, entry.partition, acks,
-            lambda plog, epoch: plog.append_as_leader(entry.records, epoch, now_ms()))
+            lambda plog, epoch: plog.append_as_leader(entry.records, epoch, now_ms(), coordinator=coordinator))
 
     async def _append_as_leader(self, topic: str, partition: int, acks: int,
                                 write: Callable[[PartitionLog, int], Any]) -> tuple[Replica, int, int, int]:

@@ -61,6 +61,9 @@ class TransactionShard:
         if self._loaded and meta is not None and meta.state.is_prepare:
             self.on_prepare(self.partition, meta)
 
+    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
+        """`__transaction_state` holds no transactional records: no marker is ever written to it."""
+
     def on_loaded(self, now_ms: int) -> tuple[TimerChange, ...]:
         self._loaded = True
         timers = []
