@@ -81,6 +81,7 @@ NODE_ONLY = Access((Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES),))
 PUBLIC_DOCS = Access(note="the API's own description: any authenticated client")
 TOPIC_PATH = path("topic")
 GROUP_PATH = path("group")
+TXN_PATH = path("transactional_id")
 _AUTO_CREATE_NAMED = Rule("CREATE", TOPIC, NAMED, or_cluster=True, when=AUTO_CREATE)
 
 ACCESS: dict[tuple[str, str], Access] = {
@@ -115,6 +116,19 @@ ACCESS: dict[tuple[str, str], Access] = {
     ("GET", "/v1/trace"): Access(
         (Rule("DESCRIBE", CLUSTER_TYPE, CLUSTER),),
         note="stage timings of records by topic, as /metrics"),
+    # -- transactions (Kafka's rules: TransactionalId Write to take part, Describe to look)
+    ("GET", "/v1/transactions/{transactional_id}/coordinator"): Access((Rule("DESCRIBE", TRANSACTIONAL_ID, TXN_PATH),)),
+    ("POST", "/v1/transactions/{transactional_id}/init"): Access((Rule("WRITE", TRANSACTIONAL_ID, TXN_PATH),)),
+    ("POST", "/v1/transactions/{transactional_id}/partitions"): Access((
+        Rule("WRITE", TRANSACTIONAL_ID, TXN_PATH), Rule("WRITE", TOPIC, NAMED))),
+    ("POST", "/v1/transactions/{transactional_id}/offsets"): Access((
+        Rule("WRITE", TRANSACTIONAL_ID, TXN_PATH), Rule("READ", GROUP, NAMED))),
+    ("POST", "/v1/transactions/{transactional_id}/end"): Access((Rule("WRITE", TRANSACTIONAL_ID, TXN_PATH),)),
+    ("GET", "/v1/transactions/{transactional_id}"): Access((Rule("DESCRIBE", TRANSACTIONAL_ID, TXN_PATH),)),
+    ("GET", "/v1/transactions"): Access((Rule("DESCRIBE", TRANSACTIONAL_ID, LISTED),)),
+    ("POST", "/v1/groups/{group}/txn-offsets"): Access((
+        Rule("READ", GROUP, GROUP_PATH), Rule("WRITE", TRANSACTIONAL_ID, NAMED))),
+    ("GET", "/v1/topics/{topic}/partitions/{partition}/producers"): Access((Rule("READ", TOPIC, TOPIC_PATH),)),
     ("POST", "/v1/producers/init"): Access(
         (Rule("WRITE", TRANSACTIONAL_ID, NAMED),),
         note="without a transactional id nothing more: an idempotent producer's produce needs Write on each topic"),

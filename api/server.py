@@ -27,6 +27,7 @@ from kraft.api.routes import (
     acls, batch, controller, delete_records, forward, groups, health, metadata, metrics, openapi, producers, records,
     replication_channel, topics, trace, txn_markers, users,
 )
+from kraft.api.routes import transactions as transactions_routes
 from kraft.api.routes.services import (
     ADMIN, METADATA, NODE_INFO, REPLICAS, AdminService, MetadataView, NodeInfo, ReplicaService,
 )
@@ -118,6 +119,7 @@ def build_app(
     metrics_service: metrics.MetricsService | None = None,
     producer_id_service: producers.ProducerIdService | None = None,
     security: SecurityService | None = None,
+    transactions: transactions_routes.TransactionService | None = None,
 ) -> web.Application:
     """The application; `cleanup` (an aiohttp cleanup_ctx generator) ties the node's lifecycle;
     `extra_routes` are other components' routes (each must be in api/openapi.py's ROUTES and in
@@ -148,8 +150,10 @@ def build_app(
         app.router.add_routes(metrics.routes)
     if producer_id_service is not None:
         app[producers.PRODUCER_IDS] = producer_id_service
+    if transactions is not None:
+        app[transactions_routes.TRANSACTIONS] = transactions
     for module in (health, metadata, topics, records, delete_records, batch, groups, producers, txn_markers,
-                   controller, acls, users, openapi, trace):
+                   transactions_routes, controller, acls, users, openapi, trace):
         app.router.add_routes(module.routes)
     replication_channel.install(app)
     for table in extra_routes:

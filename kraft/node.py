@@ -284,7 +284,6 @@ class Node:
                 replication_factor=config["transaction.state.log.replication.factor"],
                 min_isr=config["transaction.state.log.min.isr"],
                 max_timeout_ms=config["transaction.max.timeout.ms"],
-                offsets_partitions=config["offsets.topic.num.partitions"],
             ),
             metadata_cache=self.view,
         )

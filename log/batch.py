@@ -195,6 +195,7 @@ def frame_rows(
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    transactional: bool = False,
 ) -> bytes:
     """A batch of `record_count` rows packed one after another (see `new_row_packer`), with
     offset deltas 0..record_count-1; the same bytes as `build_batch` for the same records."""
@@ -204,8 +205,8 @@ def frame_rows(
         raise InvalidRecordError(f"unknown compression {compression!r}; use one of {COMPRESSIONS}")
     return _frame(
         rows, _array_header(record_count), record_count, record_count - 1, base_offset,
-        base_timestamp, max_timestamp, COMPRESSION_CODES[compression], -1, producer_id,
-        producer_epoch, base_sequence,
+        base_timestamp, max_timestamp, COMPRESSION_CODES[compression] | (TRANSACTIONAL_FLAG if transactional else 0),
+        -1, producer_id, producer_epoch, base_sequence,
     )
 
 

@@ -42,7 +42,9 @@ from kraft.api.client.group import GroupCoordinatorClient, GroupMembership, Hear
 from kraft.api.client.retry import call_with_retries
 from kraft.api.client.subscription import SubscriptionState
 from kraft.api.client.transport import Transport
-from kraft.api.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kraft.api.client.types import (
+    ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition,
+)
 from kraft.api.errors import KraftError
 
 log = logging.getLogger("kraft.client.consumer")
@@ -426,6 +428,13 @@ class Consumer:
             membership.commit(offsets)
         else:
             group.commit(offsets, "", -1)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group and this member, for `Producer.send_offsets_to_transaction`."""
+        if self.group_id is None:
+            raise KraftError("INVALID_REQUEST", "a consumer without a group_id has no group metadata")
+        m = self._membership
+        return ConsumerGroupMetadata(self.group_id, m.member_epoch if m else -1, m.member_id if m else "")
 
     def commit(self, offsets: Offsets | None = None) -> None:
         """Commits `offsets` (the next offset to read, per partition: an int or kafka-python's

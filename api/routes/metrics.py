@@ -54,6 +54,16 @@ KAFKA_REQUESTS: dict[tuple[str, str], str] = {
     ("GET", "/v1/groups/{group}/offsets"): "OffsetFetch",
     ("POST", "/v1/groups/{group}/offsets/reset"): "OffsetCommit",
     ("POST", "/v1/groups/{group}/offsets/delete"): "OffsetDelete",
+    ("POST", "/v1/groups/{group}/txn-offsets"): "TxnOffsetCommit",
+    ("GET", "/v1/transactions/{transactional_id}/coordinator"): "FindCoordinator",
+    ("POST", "/v1/transactions/{transactional_id}/init"): "InitProducerId",
+    ("POST", "/v1/transactions/{transactional_id}/partitions"): "AddPartitionsToTxn",
+    ("POST", "/v1/transactions/{transactional_id}/offsets"): "AddOffsetsToTxn",
+    ("POST", "/v1/transactions/{transactional_id}/end"): "EndTxn",
+    ("GET", "/v1/transactions/{transactional_id}"): "DescribeTransactions",
+    ("GET", "/v1/transactions"): "ListTransactions",
+    ("GET", "/v1/topics/{topic}/partitions/{partition}/producers"): "DescribeProducers",
+    ("POST", "/v1/partitions/txn-markers"): "WriteTxnMarkers",
 }
 # Not Kafka APIs: scrapes and probes must not inflate the request rates.
 UNCOUNTED = frozenset({"/metrics", "/v1/health", "/v1/openapi.json", "/docs", "/docs/{asset}"})

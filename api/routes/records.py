@@ -153,7 +153,7 @@ async def _produce_anywhere(request: web.Request, entries: list[ProduceEntry], a
     return results
 
 
-def _partition_number(request: web.Request, topic: TopicDescription) -> int:
+def partition_number(request: web.Request, topic: TopicDescription) -> int:
     text = request.match_info["partition"]
     if not text.isdigit() or len(text) > 10:
         raise invalid_request(f"partition must be a non-negative integer, got {text!r}")
@@ -209,7 +209,7 @@ def _latest(offsets: PartitionOffsets, read_committed: bool) -> int:
 @routes.get("/v1/topics/{topic}/partitions/{partition}/records")
 async def fetch_records(request: web.Request) -> web.Response:
     topic = require_topic(request, request.match_info["topic"])
-    partition = _partition_number(request, topic)
+    partition = partition_number(request, topic)
     if (leader := remote_leader(request, topic.name, partition)) is not None:
         return await proxy(request, leader)
     query = read_query(request, FetchRecordsQuery)
@@ -260,7 +260,7 @@ async def fetch_records(request: web.Request) -> web.Response:
 @routes.get("/v1/topics/{topic}/partitions/{partition}/offsets")
 async def partition_offsets(request: web.Request) -> web.Response:
     topic = require_topic(request, request.match_info["topic"])
-    partition = _partition_number(request, topic)
+    partition = partition_number(request, topic)
     if (leader := remote_leader(request, topic.name, partition)) is not None:
         return await proxy(request, leader)
     replicas = request.app[REPLICAS]

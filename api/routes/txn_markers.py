@@ -21,6 +21,7 @@ from kraft.api.messages.txn import (
     WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 )
 from kraft.api.routes.services import REPLICAS
+from kraft.api.routes.transactions import TRANSACTIONS
 from kraft.api.wire import read_message, render
 
 routes = web.RouteTableDef()
@@ -28,14 +29,17 @@ routes = web.RouteTableDef()
 
 class TransactionPartitionService(Protocol):
     async def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
-                               coordinator_epoch: int, commit: bool, timeout_ms: int) -> int: ...
+                               coordinator_epoch: int, commit: bool, timeout_ms: int) -> int | None: ...
 
     async def verify_transaction(self, topic: str, partition: int, producer_id: int,
                                  producer_epoch: int) -> None: ...
 
 
 def _service(request: web.Request) -> TransactionPartitionService:
-    service = request.app[REPLICAS]
+    # with a transaction coordinator, its local side: a __consumer_offsets partition's marker
+    # goes through the group coordinator, which replays it (kraft/broker/transactions)
+    transactions = request.app.get(TRANSACTIONS)
+    service = transactions.leaders.local if transactions is not None else request.app[REPLICAS]  # type: ignore[attr-defined]
     if not callable(getattr(service, "write_txn_marker", None)):
         raise KraftError("UNSUPPORTED_VERSION", "this node leads no partitions")
     return service  # type: ignore[return-value]

@@ -58,6 +58,7 @@ from kraft.broker.stage_trace import (
 from kraft.metrics import NULL_METRICS, MetricsSink
 from kraft.log.config import LogConfig
 from kraft.log.partition_log import FetchDataInfo, PartitionLog
+from kraft.log.producer_state import ProducerStateEntry
 from kraft.log.partition_metadata import InconsistentTopicIdError
 from kraft.broker.metadata_view import MetadataCache
 from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta
@@ -613,6 +614,14 @@ class ReplicaManager:
             if replica.log is None or replica.core is None or not replica.core.is_leader:
                 raise self._not_here(topic, partition)
             replica.log.verify_transaction(producer_id, producer_epoch)
+
+    async def describe_producers(self, topic: str, partition: int) -> list[ProducerStateEntry]:
+        """Kafka's DescribeProducers of a partition this broker leads: its active producers."""
+        replica = await self._leader_replica(topic, partition)
+        async with replica.lock:
+            if replica.log is None:
+                raise self._not_here(topic, partition)
+            return replica.log.producer_state.entries()
 
     async def _produce_result(
         self, entry: ProduceEntry, replica: Replica | None, leader_epoch: int, first_offset: int,

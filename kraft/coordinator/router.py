@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Generic, Mapping, Protocol, TypeVar
+from typing import Any, Callable, Generic, Mapping, Protocol, TypeVar
 
 from kraft.api.errors import KraftError
 from kraft.broker.groups.hashing import coordinator_partition
@@ -40,9 +40,9 @@ _HERE = _Here()
 class CoordinatorRouter(Generic[S]):
     def __init__(self, node_id: int, runtime: CoordinatorRuntime[S], metadata_cache: MetadataCache,
                  admin: TopicCreator, num_partitions: int, replication_factor: int,
-                 configs: Mapping[str, str], wait_s: float) -> None:
-        """`configs`: the internal topic's, when it is created (with `num_partitions`, and the
-        replication factor capped at the live brokers)."""
+                 configs: Callable[[int], Mapping[str, str]], wait_s: float) -> None:
+        """`configs(replication_factor)`: the internal topic's, when it is created (with
+        `num_partitions`, and the replication factor capped at the live brokers)."""
         self.node_id = node_id
         self.runtime = runtime
         self.topic = runtime.topic
@@ -50,7 +50,7 @@ class CoordinatorRouter(Generic[S]):
         self.admin = admin
         self.num_partitions = num_partitions
         self.replication_factor = replication_factor
-        self.configs = dict(configs)
+        self.configs = configs
         self.wait_s = wait_s
         self._create_lock = asyncio.Lock()
 
@@ -74,7 +74,7 @@ class CoordinatorRouter(Generic[S]):
                 return
             rf = max(1, min(self.replication_factor, len(self.image.live_brokers())))
             try:
-                await self.admin.create_topic(self.topic, self.num_partitions, rf, self.configs)
+                await self.admin.create_topic(self.topic, self.num_partitions, rf, self.configs(rf))
                 log.info("created %s with %d partitions, replication factor %d", self.topic,
                          self.num_partitions, rf)
             except KraftError as e:

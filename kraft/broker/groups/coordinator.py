@@ -106,7 +106,7 @@ class GroupCoordinator:
             OFFSETS_TOPIC, replicas, self._new_shard, clock, settings.runtime, scheduler)
         self.router: CoordinatorRouter[GroupShard] = CoordinatorRouter(
             node_id, self.runtime, self.metadata_cache, admin, settings.num_partitions,
-            settings.replication_factor, {"cleanup.policy": "compact"}, COORDINATOR_WAIT_S)
+            settings.replication_factor, lambda rf: {"cleanup.policy": "compact"}, COORDINATOR_WAIT_S)
 
     def _new_shard(self, partition: int) -> GroupShard:
         return GroupShard(partition, self, self.settings.group, self.settings.offsets_retention_ms,

@@ -60,7 +60,6 @@ class TransactionSettings:
     replication_factor: int = 3  # transaction.state.log.replication.factor (capped at the brokers)
     min_isr: int = 2  # transaction.state.log.min.isr
     max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
-    offsets_partitions: int = 50  # offsets.topic.num.partitions: AddOffsetsToTxn's partition
     marker_retry_backoff_ms: int = 100
     marker_retry_max_backoff_ms: int = 2_000
     runtime: RuntimeSettings = RuntimeSettings()
@@ -103,7 +102,9 @@ class TransactionCoordinator:
         self.router: CoordinatorRouter[TransactionShard] = CoordinatorRouter(
             node_id, self.runtime, self.metadata_cache, admin, settings.num_partitions,
             settings.replication_factor,
-            {"cleanup.policy": "compact", "min.insync.replicas": str(settings.min_isr)}, COORDINATOR_WAIT_S)
+            # min.isr capped at the replication factor: a single broker's transactions work
+            lambda rf: {"cleanup.policy": "compact", "min.insync.replicas": str(min(settings.min_isr, rf))},
+            COORDINATOR_WAIT_S)
         self._completing: dict[str, asyncio.Task[None]] = {}
 
     def _new_shard(self, partition: int) -> TransactionShard:
@@ -162,13 +163,13 @@ class TransactionCoordinator:
         """Kafka's AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the
         transaction (its TxnOffsetCommit then goes to the group coordinator)."""
         offsets = self.image.topic_by_name(OFFSETS_TOPIC)
-        count = len(offsets.partitions) if offsets is not None else self.settings.offsets_partitions
-        tp = (OFFSETS_TOPIC, coordinator_partition(group_id, count))
+        if offsets is None:  # the group's FindCoordinator creates it (the client asks it first)
+            raise KraftError("COORDINATOR_NOT_AVAILABLE", f"{OFFSETS_TOPIC} does not exist yet")
+        tp = (OFFSETS_TOPIC, coordinator_partition(group_id, len(offsets.partitions)))
         await self._add(transactional_id, producer_id, producer_epoch, [tp])
-        if offsets is not None:  # created with the group's first request otherwise
-            error = await self._verify(tp, producer_id, producer_epoch)
-            if error is not None:
-                raise KraftError(error, f"{tp[0]}-{tp[1]} could not be added to the transaction")
+        error = await self._verify(tp, producer_id, producer_epoch)
+        if error is not None:
+            raise KraftError(error, f"{tp[0]}-{tp[1]} could not be added to the transaction")
 
     async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
                               commit: bool) -> None:
