@@ -38,6 +38,7 @@ CLUSTER = ("CLUSTER_AUTHORIZATION_FAILED", "SECURITY_DISABLED", "UNSUPPORTED_VER
 DOCS_ASSETS = {"swagger-ui-bundle.js": "application/javascript", "swagger-ui.css": "text/css",
                "docs.js": "application/javascript"}
 PATH_PARAMETERS: dict[str, Any] = {"topic": TopicName, "partition": PartitionNumber, "group": GroupId,
+                                   "transactional_id": txn.TransactionalId,
                                    "asset": Literal[tuple(DOCS_ASSETS)]}
 
 

@@ -52,12 +52,13 @@ class LocalTxnPartitions:
         self.groups = groups
 
     async def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
-                               coordinator_epoch: int, commit: bool, timeout_ms: int) -> None:
+                               coordinator_epoch: int, commit: bool, timeout_ms: int) -> int | None:
+        """The marker's offset (None for a `__consumer_offsets` partition: its shard wrote it)."""
         if topic == OFFSETS_TOPIC and self.groups is not None:
             await self.groups.write_txn_marker(partition, producer_id, producer_epoch, coordinator_epoch, commit)
-        else:
-            await self.replicas.write_txn_marker(topic, partition, producer_id, producer_epoch,
-                                                 coordinator_epoch, commit, timeout_ms)
+            return None
+        return await self.replicas.write_txn_marker(topic, partition, producer_id, producer_epoch,
+                                                    coordinator_epoch, commit, timeout_ms)
 
     async def verify_transaction(self, topic: str, partition: int, producer_id: int, producer_epoch: int) -> None:
         await self.replicas.verify_transaction(topic, partition, producer_id, producer_epoch)

@@ -21,7 +21,7 @@ from routes_testing import MSGPACK, create_topic, expect_error, read_all
 
 DEPTH = 100_000
 SECRET = "malformed-bodies-secret"
-PATH_PARAMS = {"{topic}": "t", "{group}": "g", "{partition}": "0"}
+PATH_PARAMS = {"{topic}": "t", "{group}": "g", "{partition}": "0", "{transactional_id}": "tx"}
 
 
 def body_routes() -> list[tuple[str, str]]:
