@@ -7,6 +7,8 @@ writes the markers) keeps all-or-nothing."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -137,6 +139,37 @@ def test_the_transaction_timeout_aborts_an_abandoned_transaction(node) -> None:
         assert committed_values(node, topic) == []
         with pytest.raises(TransactionFatalError):
             p.commit_transaction()
+    finally:
+        p.close()
+
+
+def kraft_cli(node, *args: str) -> list[list[str]]:
+    proc = subprocess.run([sys.executable, "-c", "from kraft.api.cli import main; main()", *args,
+                           "--bootstrap-server", node.bootstrap], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    return [line.split() for line in proc.stdout.splitlines()]
+
+
+def test_the_transactions_tool_lists_describes_and_shows_producers(node) -> None:
+    topic, tid = new_topic(node), f"tx-{uuid.uuid4().hex[:6]}"
+    p = producer(node, tid)
+    try:
+        p.begin_transaction()
+        send_everywhere(p, topic, "open")
+        header, *rows = kraft_cli(node, "transactions", "list")
+        assert header == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+        assert [tid, "1", str(p._txn.producer_id), "Ongoing"] in rows
+        header, row = kraft_cli(node, "transactions", "describe", "--transactional-id", tid)
+        assert header[:5] == ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState"]
+        assert row[1:5] == [tid, str(p._txn.producer_id), "0", "Ongoing"]
+        assert row[-1] == ",".join(f"{topic}-{i}" for i in range(PARTITIONS))
+        header, row = kraft_cli(node, "transactions", "describe-producers", "--topic", topic, "--partition", "1")
+        assert header == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
+                          "CurrentTransactionStartOffset"]
+        assert row[0] == str(p._txn.producer_id) and row[-1] == "0"  # the open transaction starts at 0
+        p.commit_transaction()
+        wait_for(lambda: kraft_cli(node, "transactions", "describe", "--transactional-id", tid)[1][4]
+                 == "CompleteCommit", 30, what="the commit")
     finally:
         p.close()
 
