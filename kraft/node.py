@@ -308,8 +308,8 @@ class Node:
                              producer_id_service=producer_ids, transactions=self.transactions,
                              security=security)
         self.replica_manager.fetchers.security = self.peers
-        self.groups.leader_offsets.security = self.peers
-        self.transactions.leaders.security = self.peers
+        self.groups.leader_offsets.peers.security = self.peers
+        self.transactions.leaders.peers.security = self.peers
         if self.zk is None:  # ZooKeeper mode keeps no SCRAM credentials
             self.app[USERS] = ScramUsers(lambda: self.loader.image, self.channel)
         if self.zk is not None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import pytest
 
 from harness import Cluster, wait_for
-from kraft.api.client import Admin, Consumer, Producer, TopicPartition
+from kraft.api.client import Admin, Producer, TopicPartition
 from kraft.api.client.types import NewTopic
 from kraft.api.errors import KraftError
+from transactions_support import committed_values, group_offset
 
 pytestmark = pytest.mark.cluster
 
@@ -20,30 +21,6 @@ OVERRIDES = {"broker.session.timeout.ms": 2000, "broker.heartbeat.interval.ms": 
              "min.insync.replicas": 1}
 TID = "ledger-writer"
 PARTITIONS = 3
-
-
-def committed_values(bootstrap: str | list[str], topic: str) -> list[str]:
-    consumer = Consumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False)
-    try:
-        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        ends = consumer.end_offsets(tps)
-        values: list[str] = []
-        while any(consumer.position(tp) < ends[tp] for tp in tps):
-            for records in consumer.poll(1000).values():
-                values += [r.value.decode() for r in records]
-        return sorted(values)
-    finally:
-        consumer.close(autocommit=False)
-
-
-def group_offset(bootstrap: str | list[str], group: str, topic: str) -> int | None:
-    consumer = Consumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    try:
-        return consumer.committed(TopicPartition(topic, 0))
-    finally:
-        consumer.close(autocommit=False)
 
 
 def servers(cluster: Cluster, but: int | None = None) -> list[str]:
@@ -69,7 +46,7 @@ def test_a_commit_survives_the_coordinators_kill_9_after_the_prepare(tmp_path) -
         for i in range(PARTITIONS):  # leaders spread over the brokers: remote verification too
             p.send("ledger", f"entry-{i}".encode(), partition=i).get(timeout=30)
         p.send_offsets_to_transaction({TopicPartition("ledger", 0): 3}, "auditors")
-        assert committed_values(servers(cluster), "ledger") == []
+        assert committed_values(servers(cluster), "ledger", PARTITIONS) == []
         with Admin(servers(cluster)) as admin:
             coordinator = admin.metadata(["__transaction_state"])
         leader = next(t for t in coordinator["topics"] if t["name"] == "__transaction_state")["partitions"][0]["leader"]
@@ -78,5 +55,5 @@ def test_a_commit_survives_the_coordinators_kill_9_after_the_prepare(tmp_path) -
         p.close(timeout=0)
         alive = servers(cluster, but=leader)
         wait_for(lambda: state(alive) == "CompleteCommit", 90, what="the new coordinator to finish the commit")
-        assert committed_values(alive, "ledger") == [f"entry-{i}" for i in range(PARTITIONS)]
+        assert committed_values(alive, "ledger", PARTITIONS) == [f"entry-{i}" for i in range(PARTITIONS)]
         assert group_offset(alive, "auditors", "ledger") == 3

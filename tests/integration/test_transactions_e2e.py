@@ -14,10 +14,11 @@ import uuid
 import pytest
 
 from harness import shutdown_all, start_node, wait_for
-from kraft.api.client import Admin, Consumer, Producer, TopicPartition
+from kraft.api.client import Admin, Producer, TopicPartition
 from kraft.api.client.transactions import TransactionFatalError
 from kraft.api.client.types import NewTopic
 from kraft.api.errors import KraftError
+from transactions_support import committed_values, group_offset
 
 PARTITIONS = 3
 
@@ -43,32 +44,6 @@ def producer(node, tid: str, **kw) -> Producer:
     return p
 
 
-def committed_values(node, topic: str) -> list[str]:
-    """Everything a read_committed consumer reads, to the last stable offset of each partition."""
-    consumer = Consumer(bootstrap_servers=node.bootstrap, isolation_level="read_committed",
-                        enable_auto_commit=False)
-    try:
-        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        ends = consumer.end_offsets(tps)  # read_committed: the LSO
-        values: list[str] = []
-        while any(consumer.position(tp) < ends[tp] for tp in tps):
-            for records in consumer.poll(1000).values():
-                values += [r.value.decode() for r in records]
-        return sorted(values)
-    finally:
-        consumer.close(autocommit=False)
-
-
-def group_offset(node, group: str, topic: str) -> int | None:
-    consumer = Consumer(bootstrap_servers=node.bootstrap, group_id=group, enable_auto_commit=False)
-    try:
-        return consumer.committed(TopicPartition(topic, 0))
-    finally:
-        consumer.close(autocommit=False)
-
-
 def send_everywhere(p: Producer, topic: str, tag: str) -> None:
     futures = [p.send(topic, f"{tag}-{i}".encode(), partition=i) for i in range(PARTITIONS)]
     for f in futures:
@@ -84,21 +59,21 @@ def test_three_partitions_and_a_group_offset_are_all_or_nothing(node, commit: bo
         send_everywhere(p, topic, "a")
         p.send_offsets_to_transaction({TopicPartition(topic, 0): 17}, group)
         # acknowledged, not committed: nothing is visible, and the group has no offset
-        assert committed_values(node, topic) == []
-        assert group_offset(node, group, topic) is None
+        assert committed_values(node.bootstrap, topic, PARTITIONS) == []
+        assert group_offset(node.bootstrap, group, topic) is None
         if commit:
             p.commit_transaction()
         else:
             p.abort_transaction()
         expected = sorted(f"a-{i}" for i in range(PARTITIONS)) if commit else []
-        wait_for(lambda: committed_values(node, topic) == expected, 30, what="the transaction's outcome")
-        wait_for(lambda: group_offset(node, group, topic) == (17 if commit else None), 30,
+        wait_for(lambda: committed_values(node.bootstrap, topic, PARTITIONS) == expected, 30, what="the transaction's outcome")
+        wait_for(lambda: group_offset(node.bootstrap, group, topic) == (17 if commit else None), 30,
                  what="the group's offset")
         p.begin_transaction()  # the producer goes on after either
         send_everywhere(p, topic, "b")
         p.commit_transaction()
-        wait_for(lambda: committed_values(node, topic) == sorted(expected + [f"b-{i}" for i in range(PARTITIONS)]),
-                 30, what="the next transaction")
+        both = sorted(expected + [f"b-{i}" for i in range(PARTITIONS)])
+        wait_for(lambda: committed_values(node.bootstrap, topic, PARTITIONS) == both, 30, what="the next transaction")
     finally:
         p.close()
 
@@ -119,8 +94,9 @@ def test_a_zombie_with_the_old_epoch_is_fenced(node) -> None:
             fresh.begin_transaction()
             send_everywhere(fresh, topic, "fresh")
             fresh.commit_transaction()
-            wait_for(lambda: committed_values(node, topic) == sorted(f"fresh-{i}" for i in range(PARTITIONS)),
-                     30, what="only the new producer's records")
+            fresh_only = sorted(f"fresh-{i}" for i in range(PARTITIONS))
+            wait_for(lambda: committed_values(node.bootstrap, topic, PARTITIONS) == fresh_only, 30,
+                     what="only the new producer's records")
         finally:
             fresh.close()
     finally:
@@ -136,7 +112,7 @@ def test_the_transaction_timeout_aborts_an_abandoned_transaction(node) -> None:
         with Admin(node.bootstrap) as admin:
             wait_for(lambda: admin.describe_transactions([tid])[tid]["state"] == "CompleteAbort", 30,
                      what="the coordinator's abort")
-        assert committed_values(node, topic) == []
+        assert committed_values(node.bootstrap, topic, PARTITIONS) == []
         with pytest.raises(TransactionFatalError):
             p.commit_transaction()
     finally:
@@ -205,8 +181,8 @@ def test_kill_9_before_and_after_the_prepare(tmp_path, prepared: bool) -> None:
         # prepared: the new coordinator writes the markers; not prepared: the timeout aborts it
         wait_for(lambda: _state(n, tid) == ("CompleteCommit" if prepared else "CompleteAbort"), 60,
                  what="the transaction to complete after the restart")
-        assert committed_values(n, topic) == expected
-        assert group_offset(n, group, topic) == (5 if prepared else None)
+        assert committed_values(n.bootstrap, topic, PARTITIONS) == expected
+        assert group_offset(n.bootstrap, group, topic) == (5 if prepared else None)
     finally:
         shutdown_all([n])
 

@@ -8,24 +8,19 @@ and replays the marker, so the transaction's offsets become the group's). The no
 `POST /v1/partitions/txn-markers` and `/txn-verify` call it for the other brokers.
 
 `TxnPartitionLeaders` sends each partition's request to its leader, local or remote (msgpack
-over the node's inter-node HTTP, signed with the node credential), each bounded by `timeout_s`.
+over the node's inter-node HTTP, `PeerClient`, signed with the node credential), each bounded by
+`timeout_s`.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Callable, Protocol
-
-import aiohttp
-import msgpack
-from yarl import URL
 
 from kraft.api.errors import KraftError
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.metadata.image import MetadataImage
-from kraft.security.peers import PLAIN_PEERS
+from kraft.security.peers import PeerClient
 
-MSGPACK = "application/msgpack"
 DEFAULT_TIMEOUT_S = 30.0
 MARKERS_PATH = "/v1/partitions/txn-markers"
 VERIFY_PATH = "/v1/partitions/txn-verify"
@@ -71,13 +66,10 @@ class TxnPartitionLeaders:
         self.local = local
         self.image = image
         self.timeout_s = timeout_s
-        self.security = PLAIN_PEERS  # the node installs TLS and its credential
-        self._session: aiohttp.ClientSession | None = None
+        self.peers = PeerClient()  # the node installs its security (TLS, its credential)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self.peers.close()
 
     async def write_txn_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
                                coordinator_epoch: int, commit: bool) -> None:
@@ -117,30 +109,8 @@ class TxnPartitionLeaders:
         endpoint = None if broker is None else broker.endpoint(None)
         if endpoint is None:
             raise KraftError("LEADER_NOT_AVAILABLE", f"node {node_id} has no endpoint")
-        url = self.security.url(endpoint.host, endpoint.port, path)
-        payload = msgpack.packb(body, use_bin_type=True)
-        headers = {"Accept": MSGPACK, "Content-Type": MSGPACK,
-                   **self.security.headers("POST", path, payload, target=node_id)}
-        try:
-            async with self._http().post(URL(url, encoded=True), data=payload, headers=headers,
-                                         timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as response:
-                raw = await response.read()
-                answer = msgpack.unpackb(raw, raw=False) if raw else None
-                status = response.status
-        except asyncio.TimeoutError:
-            raise KraftError("REQUEST_TIMED_OUT", f"{path} to node {node_id}: timed out") from None
-        except (aiohttp.ClientError, OSError, ValueError) as e:
-            raise KraftError("NETWORK_EXCEPTION", f"{path} to node {node_id}: {e}") from None
-        if status != 200 or not isinstance(answer, dict):
-            if isinstance(answer, dict) and "error_code" in answer:
-                raise KraftError(str(answer["error_code"]), str(answer.get("message", "")))
-            raise KraftError("UNKNOWN_SERVER_ERROR", f"{path} to node {node_id}: HTTP {status}")
-        return answer
-
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(connector=self.security.connector(limit=64, keepalive_timeout=30))
-        return self._session
+        return await self.peers.call("POST", endpoint.host, endpoint.port, path, target=node_id, body=body,
+                                     timeout_s=self.timeout_s, what=f"{path} of node {node_id}")
 
 
 def _raise_partition_error(result: dict[str, Any]) -> None:

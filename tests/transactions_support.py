@@ -1,0 +1,33 @@
+"""What the transaction tests read back from real nodes: every record a read_committed consumer
+sees, and a group's committed offset."""
+
+from __future__ import annotations
+
+from kraft.api.client import Consumer, TopicPartition
+
+
+def committed_values(bootstrap: str | list[str], topic: str, partitions: int) -> list[str]:
+    """Every value a read_committed consumer reads from `topic`, to each partition's last stable
+    offset, sorted."""
+    consumer = Consumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)  # read_committed: the LSO
+        values: list[str] = []
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            for records in consumer.poll(1000).values():
+                values += [r.value.decode() for r in records]
+        return sorted(values)
+    finally:
+        consumer.close(autocommit=False)
+
+
+def group_offset(bootstrap: str | list[str], group: str, topic: str) -> int | None:
+    """The offset `group` committed for `topic`-0 (None: none)."""
+    consumer = Consumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        return consumer.committed(TopicPartition(topic, 0))
+    finally:
+        consumer.close(autocommit=False)
