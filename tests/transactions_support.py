@@ -1,9 +1,22 @@
-"""What the transaction tests read back from real nodes: every record a read_committed consumer
-sees, and a group's committed offset."""
+"""Shared by the transaction tests: batches stamped as a log would hold them (one after another
+from offset 0), and what they read back from real nodes (every record a read_committed consumer
+sees, a group's committed offset)."""
 
 from __future__ import annotations
 
 from kraft.api.client import Consumer, TopicPartition
+from kraft.log.batch import BatchHeader, stamp
+
+
+def stamped(batches: list[bytes]) -> bytes:
+    """`batches` with consecutive offsets from 0, concatenated."""
+    out, offset = bytearray(), 0
+    for batch in batches:
+        buf = bytearray(batch)
+        stamp(buf, 0, offset, 0)
+        offset = BatchHeader.parse(buf).next_offset
+        out += buf
+    return bytes(out)
 
 
 def committed_values(bootstrap: str | list[str], topic: str, partitions: int) -> list[str]:

@@ -10,8 +10,9 @@ from kraft.api.client.fetcher import records_from_batches
 from kraft.api.client.subscription import SubscriptionState
 from kraft.api.client.types import TopicPartition
 from kraft.api.errors import KraftError
-from kraft.log.batch import BatchHeader, build_batch, stamp
+from kraft.log.batch import build_batch, stamp
 from kraft.log.control import build_marker_batch
+from transactions_support import stamped
 
 TP = TopicPartition("t", 0)
 
@@ -67,16 +68,6 @@ def test_subscription_positions() -> None:
     assert err.value.error_code == "OFFSET_OUT_OF_RANGE"
 
 
-def _stamped(batches: list[bytes]) -> bytes:
-    out, offset = bytearray(), 0
-    for batch in batches:
-        buf = bytearray(batch)
-        stamp(buf, 0, offset, 0)
-        offset = BatchHeader.parse(buf).next_offset
-        out += buf
-    return bytes(out)
-
-
 def _txn(pid: int, value: bytes) -> bytes:
     return build_batch([(None, value, None, 1)], producer_id=pid, producer_epoch=0, base_sequence=0,
                        transactional=True)
@@ -89,7 +80,7 @@ def _marker(pid: int, commit: bool) -> bytes:
 def test_markers_never_reach_the_application_and_read_committed_drops_aborted_records() -> None:
     """A marker is read past (the position moves beyond it even when nothing else came); with a
     read_committed answer's aborted transactions, their batches are read past too."""
-    data = _stamped([_txn(1, b"aborted"), _txn(2, b"committed"), _marker(1, False), _marker(2, True)])
+    data = stamped([_txn(1, b"aborted"), _txn(2, b"committed"), _marker(1, False), _marker(2, True)])
     records, next_offset = records_from_batches(TP, data, 0)
     assert [r.value for r in records] == [b"aborted", b"committed"] and next_offset == 4
     records, next_offset = records_from_batches(TP, data, 0, aborted=[(1, 0)])

@@ -11,11 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraft.log import kafka_batch
-from kraft.log.batch import MAGIC, BatchHeader, build_batch, decode_records, stamp
+from kraft.log.batch import MAGIC, BatchHeader, build_batch, decode_records
 from kraft.log.control import ABORT, COMMIT, build_marker_batch, marker_key, marker_value, parse_marker, read_marker
 from kraft.log.errors import CorruptRecordError
 from kraft.log.isolation import readable_batches
 from kraft.log.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex, collect, decode_entries
+from transactions_support import stamped
 
 INT16 = st.integers(0, 2**15 - 1)
 INT32 = st.integers(0, 2**31 - 1)
@@ -135,16 +136,6 @@ def _txn(pid: int, seq: int, value: bytes, transactional: bool = True) -> bytes:
                        transactional=transactional)
 
 
-def _stamp(batches: list[bytes]) -> bytes:
-    out, offset = bytearray(), 0
-    for batch in batches:
-        buf = bytearray(batch)
-        stamp(buf, 0, offset, 0)
-        offset = BatchHeader.parse(buf).next_offset
-        out += buf
-    return bytes(out)
-
-
 def _marker(pid: int, commit: bool) -> bytes:
     return build_marker_batch(producer_id=pid, producer_epoch=0, coordinator_epoch=0, commit=commit, timestamp=1)
 
@@ -157,7 +148,7 @@ def _values(data: bytes, aborted) -> list[bytes]:
 def test_readers_never_see_control_records_and_read_committed_drops_aborted_batches() -> None:
     # offsets: 0 plain, 1 p1 (aborted), 2 p2 (committed), 3 p1 abort, 4 p1 again (committed), 5 p2 commit,
     # 6 p1 commit
-    data = _stamp([build_batch([(None, b"plain", None, 1)]), _txn(1, 0, b"a1"), _txn(2, 0, b"b1"),
+    data = stamped([build_batch([(None, b"plain", None, 1)]), _txn(1, 0, b"a1"), _txn(2, 0, b"b1"),
                    _marker(1, False), _txn(1, 1, b"a2"), _marker(2, True), _marker(1, True)])
     assert _values(data, None) == [b"plain", b"a1", b"b1", b"a2"]  # read_uncommitted: markers skipped
     assert _values(data, [(1, 1)]) == [b"plain", b"b1", b"a2"]  # the ABORT marker ends p1's abort
