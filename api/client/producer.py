@@ -220,14 +220,14 @@ class Producer:
         send failed (abort then) and TransactionFatalError when the producer was fenced."""
         txn = self._transactions()
         txn.check_sendable()
-        self.flush()
+        self.flush(self._max_block_s)  # REQUEST_TIMED_OUT past max_block_ms: call it again
         txn.check_sendable()  # a record failed meanwhile: the transaction can only abort
         txn.end(commit=True)
 
     def abort_transaction(self) -> None:
         """Sends what is queued, then aborts: read_committed consumers never see the records."""
         txn = self._transactions()
-        self.flush()
+        self.flush(self._max_block_s)
         txn.end(commit=False)
 
     def send(
