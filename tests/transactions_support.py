@@ -44,3 +44,17 @@ def group_offset(bootstrap: str | list[str], group: str, topic: str) -> int | No
         return consumer.committed(TopicPartition(topic, 0))
     finally:
         consumer.close(autocommit=False)
+
+
+def stable(bootstrap: str | list[str], topic: str, partitions: int) -> bool:
+    """No transaction is open in `topic`: every partition's last stable offset is its high
+    watermark (what read_committed and read_uncommitted consumers take as the end agree)."""
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    ends = []
+    for isolation in ("read_committed", "read_uncommitted"):
+        consumer = Consumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False)
+        try:
+            ends.append(consumer.end_offsets(tps))
+        finally:
+            consumer.close(autocommit=False)
+    return ends[0] == ends[1]

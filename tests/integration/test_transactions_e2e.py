@@ -18,7 +18,7 @@ from kraft.api.client import Admin, Producer, TopicPartition
 from kraft.api.client.transactions import TransactionFatalError
 from kraft.api.client.types import NewTopic
 from kraft.api.errors import KraftError
-from transactions_support import committed_values, group_offset
+from transactions_support import committed_values, group_offset, stable
 
 PARTITIONS = 3
 
@@ -112,6 +112,7 @@ def test_the_transaction_timeout_aborts_an_abandoned_transaction(node) -> None:
         with Admin(node.bootstrap) as admin:
             wait_for(lambda: admin.describe_transactions([tid])[tid]["state"] == "CompleteAbort", 30,
                      what="the coordinator's abort")
+        assert stable(node.bootstrap, topic, PARTITIONS)  # the markers are written
         assert committed_values(node.bootstrap, topic, PARTITIONS) == []
         with pytest.raises(TransactionFatalError):
             p.commit_transaction()
@@ -181,10 +182,46 @@ def test_kill_9_before_and_after_the_prepare(tmp_path, prepared: bool) -> None:
         # prepared: the new coordinator writes the markers; not prepared: the timeout aborts it
         wait_for(lambda: _state(n, tid) == ("CompleteCommit" if prepared else "CompleteAbort"), 60,
                  what="the transaction to complete after the restart")
+        wait_for(lambda: stable(n.bootstrap, topic, PARTITIONS), 30, what="the markers")
         assert committed_values(n.bootstrap, topic, PARTITIONS) == expected
         assert group_offset(n.bootstrap, group, topic) == (5 if prepared else None)
     finally:
         shutdown_all([n])
+
+
+PRODUCER_SCRIPT = """
+import sys, time
+from kraft import Producer
+servers, topic, tid, prepared = sys.argv[1:5]
+p = Producer(servers, transactional_id=tid, linger_ms=0)
+p.init_transactions()
+p.begin_transaction()
+for i in range({partitions}):
+    p.send(topic, f"p-{{i}}".encode(), partition=i).get(timeout=30)
+if prepared == "1":
+    p.commit_transaction()
+print("ready", flush=True)
+time.sleep(600)
+""".format(partitions=PARTITIONS)
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_the_producer_killed_9_before_and_after_the_commit(node, prepared: bool) -> None:
+    topic, tid = new_topic(node), f"tx-{uuid.uuid4().hex[:6]}"
+    child = subprocess.Popen([sys.executable, "-c", PRODUCER_SCRIPT, node.bootstrap, topic, tid,
+                              "1" if prepared else "0"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    finally:
+        child.kill()  # SIGKILL: no close, no abort
+        child.wait(timeout=30)
+    expected = sorted(f"p-{i}" for i in range(PARTITIONS)) if prepared else []
+    successor = producer(node, tid)  # fences the dead one; its open transaction is aborted
+    try:
+        wait_for(lambda: stable(node.bootstrap, topic, PARTITIONS), 30, what="the dead producer's transaction to end")
+        assert committed_values(node.bootstrap, topic, PARTITIONS) == expected
+    finally:
+        successor.close()
 
 
 def _state(node, tid: str) -> str | None:
