@@ -35,7 +35,7 @@ from kraft.broker.transactions.partition_leaders import TxnPartitionLeaders
 from kraft.broker.transactions.records import TRANSACTION_STATE_TOPIC
 from kraft.broker.transactions.shard import ProducerIdAndEpoch, TransactionShard
 from kraft.broker.transactions.state import (
-    TopicPartition, TransactionMetadata, TxnError, TxnState, check_timeout,
+    TopicPartition, TransactionMetadata, TxnError, TxnState, check_timeout, needs_new_producer_id,
 )
 from kraft.coordinator.partition_writer import PartitionWriter
 from kraft.coordinator.result import CoordinatorResult
@@ -136,8 +136,7 @@ class TransactionCoordinator:
         # a new id, or one whose epoch is exhausted, takes a fresh producer id (allocated before
         # its turn: the handler cannot wait; an unused one is skipped, as Kafka's are)
         current = shard.transactions.get(transactional_id)
-        new_pid = await self.producer_ids.allocate_producer_id() if current is None or \
-            current.producer_epoch >= 2**15 - 3 else -1
+        new_pid = await self.producer_ids.allocate_producer_id() if needs_new_producer_id(current) else -1
         answer: ProducerIdAndEpoch = await self._write(partition, "init-producer-id", lambda s, now: s.init_producer_id(
             now, transactional_id=transactional_id, timeout_ms=timeout_ms, new_producer_id=new_pid))
         if answer.error is not None:

@@ -96,6 +96,11 @@ def check_timeout(timeout_ms: int, max_timeout_ms: int) -> None:
                        f"{max_timeout_ms}]")
 
 
+def needs_new_producer_id(current: TransactionMetadata | None) -> bool:
+    """InitProducerId will use a new producer id: the id is new, or its epoch cannot be bumped."""
+    return current is None or current.producer_epoch >= MAX_EPOCH - 1
+
+
 def init_producer_id(current: TransactionMetadata | None, transactional_id: str, timeout_ms: int,
                      new_producer_id: int, now_ms: int) -> Transition:
     """Kafka's handleInitProducerId for a transactional id. `new_producer_id` is used when the id
@@ -109,7 +114,7 @@ def init_producer_id(current: TransactionMetadata | None, transactional_id: str,
     if current.state is TxnState.ONGOING:
         # the previous producer's transaction is aborted under a bumped epoch: it is fenced
         return Transition(_fenced_abort(current, now_ms), error="CONCURRENT_TRANSACTIONS")
-    if current.producer_epoch >= MAX_EPOCH - 1:
+    if needs_new_producer_id(current):
         pid, epoch = new_producer_id, 0
     else:
         pid, epoch = current.producer_id, current.producer_epoch + 1
