@@ -104,7 +104,10 @@ def needs_new_producer_id(current: TransactionMetadata | None) -> bool:
 def init_producer_id(current: TransactionMetadata | None, transactional_id: str, timeout_ms: int,
                      new_producer_id: int, now_ms: int) -> Transition:
     """Kafka's handleInitProducerId for a transactional id. `new_producer_id` is used when the id
-    is new or its epoch is exhausted (the caller allocated it beforehand)."""
+    is new or its epoch is exhausted (the caller allocated it beforehand, -1 when it saw no need:
+    another request changed the id meanwhile, and the client asks again)."""
+    if needs_new_producer_id(current) and new_producer_id < 0:
+        raise TxnError("CONCURRENT_TRANSACTIONS", f"{transactional_id!r} changed meanwhile: retry")
     if current is None:
         return Transition(TransactionMetadata(transactional_id, new_producer_id, 0, timeout_ms,
                                               TxnState.EMPTY, txn_last_update_timestamp=now_ms))
