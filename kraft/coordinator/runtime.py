@@ -13,6 +13,9 @@ Per partition (a *context*):
   replayed into the shard, its timers changed and the caller answered. Until then the next
   handler waits, so every handler sees committed state only and a failed append leaves nothing to
   roll back: the request fails with the append's error (`partition_writer.append_error`).
+- **transactions**: a result naming a `producer` is appended as that producer's transactional
+  batch (a coordinator's write for it: no sequences); an `end_transaction` result writes its
+  COMMIT/ABORT marker instead of records and replays it (`replay_end_transaction`).
 - **consistency**: the shard knows the offset its next record must get. An append that lands
   elsewhere, or a failed append after which the log end moved (its records may yet commit),
   means the log holds what the shard does not: the context reloads from the log.
