@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import asdict
 from typing import Any, Callable, Generic, Mapping, Protocol, TypeVar
 
-from kraft.api.errors import KraftError
 from kraft.broker.groups.hashing import coordinator_partition
 from kraft.broker.metadata_view import MetadataCache
 from kraft.coordinator.result import CoordinatorShard
 from kraft.coordinator.runtime import CoordinatorRuntime
+from kraft.errors import KraftError
 from kraft.metadata.image import MetadataImage
+from kraft.server.groups import NodeEndpoint
 
 log = logging.getLogger("kraft.coordinator")
 
@@ -81,30 +83,30 @@ class CoordinatorRouter(Generic[S]):
                 if e.error_code != "TOPIC_ALREADY_EXISTS":
                     raise
 
-    def coordinator_json(self, partition: int, image: MetadataImage) -> dict[str, Any] | None:
+    def coordinator(self, partition: int, image: MetadataImage) -> NodeEndpoint | None:
         reg = image.partition(self.topic, partition)
         endpoint = image.leader_endpoint(self.topic, partition)
         if reg is None or endpoint is None:
             return None
-        return {"node_id": reg.leader, "host": endpoint.host, "port": endpoint.port}
+        return NodeEndpoint(reg.leader, endpoint.host, endpoint.port)
 
-    async def find(self, key: str) -> tuple[int, dict[str, Any]]:
+    async def find(self, key: str) -> tuple[int, NodeEndpoint]:
         """Kafka's FindCoordinator: the key's partition and its leader (creating the topic)."""
         await self.ensure_topic()
         partition = self.partition_for(key)
         coordinator = await self.metadata_cache.wait_for(
-            lambda image: self.coordinator_json(partition, image), self.wait_s)
+            lambda image: self.coordinator(partition, image), self.wait_s)
         if coordinator is None:
             raise KraftError("COORDINATOR_NOT_AVAILABLE", f"{self.topic}-{partition} has no leader")
         return partition, coordinator
 
-    def _where(self, partition: int, image: MetadataImage) -> _Here | dict[str, Any] | None:
+    def _where(self, partition: int, image: MetadataImage) -> _Here | NodeEndpoint | None:
         """Here, the coordinator elsewhere, or None while there is none (or this broker's
         election is on its way)."""
         if self.runtime.is_coordinator(partition):
             return _HERE
-        coordinator = self.coordinator_json(partition, image)
-        if coordinator is not None and coordinator["node_id"] != self.node_id:
+        coordinator = self.coordinator(partition, image)
+        if coordinator is not None and coordinator.node_id != self.node_id:
             return coordinator
         return None
 
@@ -119,8 +121,8 @@ class CoordinatorRouter(Generic[S]):
             if where is None:
                 raise KraftError("COORDINATOR_NOT_AVAILABLE", f"{self.topic}-{partition} has no leader yet")
             if not isinstance(where, _Here):
-                raise KraftError("NOT_COORDINATOR", f"node {where['node_id']} coordinates {what}",
-                                 coordinator=where)
+                raise KraftError("NOT_COORDINATOR", f"node {where.node_id} coordinates {what}",
+                                 coordinator=asdict(where))
             try:
                 return partition, await self.runtime.active(partition, deadline - loop.time())
             except KraftError as e:

@@ -21,9 +21,8 @@ import aiohttp
 import msgpack
 from yarl import URL
 
-from kraft.api.errors import KraftError
-from kraft.api.security import SIGNED_HEADERS
-from kraft.security.node_auth import NodeCredential
+from kraft.errors import KraftError
+from kraft.security.node_auth import SIGNED_HEADERS, NodeCredential
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The group coordinator: the asyncio shell that implements `kraft.api.routes.groups.GroupService`
+"""The group coordinator: the asyncio shell that implements `kraft.server.groups.GroupService`
 on the coordinator runtime (`kraft/coordinator/`), with one `GroupShard` per `__consumer_offsets`
 partition this broker leads (the metadata publisher hands the runtime its elections and
 resignations).
@@ -25,11 +25,8 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Protocol, TypeVar
+from typing import Callable, Iterable, Protocol, TypeVar
 
-from kraft.api.errors import KraftError
-from kraft.api.routes.groups import GroupHeartbeat, OffsetCommitEntry, OffsetReset
-from kraft.api.routes.services import AdminService
 from kraft.broker.groups.errors import GroupError
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.broker.groups.leader_offsets import LeaderOffsets, LocalOffsets
@@ -43,7 +40,15 @@ from kraft.coordinator.result import Operation
 from kraft.coordinator.router import CoordinatorRouter
 from kraft.coordinator.runtime import CoordinatorRuntime, RuntimeSettings
 from kraft.coordinator.timer import Scheduler
+from kraft.errors import KraftError
 from kraft.metadata.image import MetadataImage
+from kraft.server.admin import AdminService
+from kraft.server.groups import (
+    CommitOffsetsResult, CommittedOffset, DeleteGroupResult, DeleteOffsetsResult, FetchOffsetsResult,
+    FindCoordinatorResult, GroupDescription, GroupHeartbeat, GroupOffset, GroupSummary, HeartbeatResult,
+    ListGroupsResult, MemberDescription, NodeEndpoint, OffsetCommitEntry, OffsetLag, OffsetReset, ResetOffset,
+    ResetOffsetsResult, by_topic,
+)
 
 log = logging.getLogger("kraft.groups")
 
@@ -76,11 +81,6 @@ def _regex_key(regex: str, member: Member | HeartbeatRequest) -> RegexKey:
     return regex, member.principal, member.client_host
 
 
-def _tp_json(tps: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
-    by_topic: dict[str, list[int]] = {}
-    for t, p in sorted(tps):
-        by_topic.setdefault(t, []).append(p)
-    return [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
 class GroupCoordinator:
@@ -130,8 +130,8 @@ class GroupCoordinator:
     def _partition_for(self, group_id: str) -> int:
         return self.router.partition_for(group_id)
 
-    def _coordinator_json(self, partition: int, image: MetadataImage) -> dict[str, Any] | None:
-        return self.router.coordinator_json(partition, image)
+    def _coordinator(self, partition: int, image: MetadataImage) -> NodeEndpoint | None:
+        return self.router.coordinator(partition, image)
 
     async def _shard(self, group_id: str, create: bool = True) -> tuple[int, GroupShard]:
         """The partition of `group_id` and its loaded shard, or NOT_COORDINATOR / COORDINATOR_*."""
@@ -171,11 +171,11 @@ class GroupCoordinator:
 
     # -- GroupService -------------------------------------------------------------------------
 
-    async def find_coordinator(self, group_id: str) -> dict[str, Any]:
+    async def find_coordinator(self, group_id: str) -> FindCoordinatorResult:
         partition, coordinator = await self.router.find(group_id)
-        return {"group_id": group_id, "partition": partition, "coordinator": coordinator}
+        return FindCoordinatorResult(group_id, partition, coordinator)
 
-    async def heartbeat(self, group_id: str, request: GroupHeartbeat) -> dict[str, Any]:
+    async def heartbeat(self, group_id: str, request: GroupHeartbeat) -> HeartbeatResult:
         if request.subscribed_topic_regex:
             try:
                 compile_regex(request.subscribed_topic_regex)  # refused before anything is resolved
@@ -191,12 +191,8 @@ class GroupCoordinator:
         response = await self._change_membership(
             partition, group_id, req, "heartbeat",
             lambda shard, now: shard.heartbeat(group_id, req, new_member_id, now))
-        return {
-            "member_id": response.member_id,
-            "member_epoch": response.member_epoch,
-            "heartbeat_interval_ms": response.heartbeat_interval_ms,
-            "assignment": _tp_json(response.assignment),
-        }
+        return HeartbeatResult(response.member_id, response.member_epoch, response.heartbeat_interval_ms,
+                               by_topic(response.assignment))
 
     def _check_partitions(self, tps: Iterable[tuple[str, int]]) -> None:
         for topic, partition in tps:
@@ -205,13 +201,13 @@ class GroupCoordinator:
 
     async def commit_offsets(
         self, group_id: str, member_id: str, member_epoch: int, offsets: list[OffsetCommitEntry]
-    ) -> dict[str, Any]:
+    ) -> CommitOffsetsResult:
         self._check_partitions((e.topic, e.partition) for e in offsets)
         partition, _ = await self._shard(group_id)
         commits = {(e.topic, e.partition): (e.offset, e.metadata) for e in offsets}
         await self.runtime.write(partition, "commit-offsets", lambda shard, now: shard.commit_offsets(
             group_id, member_id, member_epoch, commits, now))
-        return {"offsets": [{"topic": e.topic, "partition": e.partition, "offset": e.offset} for e in offsets]}
+        return CommitOffsetsResult(tuple(CommittedOffset(e.topic, e.partition, e.offset) for e in offsets))
 
     async def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                                            offsets: list[OffsetCommitEntry]) -> None:
@@ -231,34 +227,30 @@ class GroupCoordinator:
             now, producer_id=producer_id, producer_epoch=producer_epoch,
             coordinator_epoch=coordinator_epoch, commit=commit))
 
-    async def fetch_offsets(self, group_id: str, topics: list[str] | None) -> dict[str, Any]:
+    async def fetch_offsets(self, group_id: str, topics: list[str] | None) -> FetchOffsetsResult:
         _, shard = await self._shard(group_id)
         group = shard.groups.get(group_id)
         items = [] if group is None else sorted(group.offsets.items())
-        return {"group_id": group_id, "offsets": [
-            {"topic": t, "partition": p, "offset": o.offset, "metadata": o.metadata,
-             "commit_timestamp": o.commit_timestamp_ms}
+        return FetchOffsetsResult(group_id, tuple(
+            GroupOffset(t, p, o.offset, o.metadata, o.commit_timestamp_ms)
             for (t, p), o in items if topics is None or t in topics
-        ]}
+        ))
 
-    async def list_groups(self) -> dict[str, Any]:
-        groups = [{"group_id": g.group_id, "state": g.state, "protocol_type": "consumer",
-                   "members": len(g.members), "coordinator": self.node_id}
+    async def list_groups(self) -> ListGroupsResult:
+        groups = [GroupSummary(g.group_id, g.state, "consumer", len(g.members), self.node_id)
                   for _, shard in self.runtime.active_shards() for g in shard.groups.values()]
-        return {"groups": sorted(groups, key=lambda g: g["group_id"])}
+        return ListGroupsResult(tuple(sorted(groups, key=lambda g: g.group_id)))
 
-    async def describe_group(self, group_id: str) -> dict[str, Any]:
+    async def describe_group(self, group_id: str) -> GroupDescription:
         partition, shard = await self._shard(group_id, create=False)
         group = shard.groups.get(group_id)
         if group is None:
             raise KraftError("GROUP_ID_NOT_FOUND", f"group {group_id!r} does not exist")
-        members = [{
-            "member_id": m.member_id, "member_epoch": m.member_epoch, "client_id": m.client_id,
-            "host": m.client_host, "subscribed_topics": list(m.subscribed_topics),
-            "subscribed_topic_regex": m.subscribed_topic_regex,
-            "assignment": _tp_json(m.assigned), "pending_revocation": _tp_json(m.pending_revocation),
-            "target_assignment": _tp_json(group.target.get(m.member_id, ())),
-        } for m in sorted(group.members.values(), key=lambda m: m.member_id)]
+        members = tuple(MemberDescription(
+            m.member_id, m.member_epoch, m.client_id, m.client_host, tuple(m.subscribed_topics),
+            m.subscribed_topic_regex, by_topic(m.assigned), by_topic(m.pending_revocation),
+            by_topic(tuple(group.target.get(m.member_id, ()))),
+        ) for m in sorted(group.members.values(), key=lambda m: m.member_id))
         partitions = set(group.offsets)
         for m in group.members.values():
             partitions |= m.assigned
@@ -270,31 +262,27 @@ class GroupCoordinator:
             end = ends[tp]
             leo = None if end is None else end.high_watermark
             current = None if committed is None else committed.offset
-            offsets.append({
-                "topic": tp[0], "partition": tp[1], "current_offset": current, "log_end_offset": leo,
-                "lag": None if current is None or leo is None else max(0, leo - current),
-                "member_id": group.owner_of(tp),
-            })
-        return {
-            "group_id": group_id, "state": group.state, "protocol_type": "consumer",
-            "assignor": group.assignor, "group_epoch": group.group_epoch,
-            "assignment_epoch": group.assignment_epoch,
-            "coordinator": self._coordinator_json(partition, self.image), "members": members, "offsets": offsets,
-        }
+            offsets.append(OffsetLag(tp[0], tp[1], current, leo,
+                                     None if current is None or leo is None else max(0, leo - current),
+                                     group.owner_of(tp)))
+        return GroupDescription(group_id, group.state, "consumer", group.assignor, group.group_epoch,
+                                group.assignment_epoch, self._coordinator(partition, self.image), members,
+                                tuple(offsets))
 
-    async def delete_group(self, group_id: str) -> dict[str, Any]:
+    async def delete_group(self, group_id: str) -> DeleteGroupResult:
         partition, _ = await self._shard(group_id, create=False)
         await self.runtime.write(partition, "delete-group", lambda shard, now: shard.delete_group(group_id, now))
-        return {"group_id": group_id}
+        return DeleteGroupResult(group_id)
 
-    async def delete_offsets(self, group_id: str, topics: list[tuple[str, tuple[int, ...] | None]]) -> dict[str, Any]:
+    async def delete_offsets(self, group_id: str,
+                             topics: list[tuple[str, tuple[int, ...] | None]]) -> DeleteOffsetsResult:
         """kafka-consumer-groups --delete-offsets (Kafka's OffsetDelete), `GroupShard.delete_offsets`."""
         partition, _ = await self._shard(group_id, create=False)
         results = await self.runtime.write(partition, "delete-offsets",
                                            lambda shard, now: shard.delete_offsets(group_id, topics, now))
-        return {"group_id": group_id, "partitions": results}
+        return DeleteOffsetsResult(group_id, tuple(results))
 
-    async def reset_offsets(self, group_id: str, reset: OffsetReset) -> dict[str, Any]:
+    async def reset_offsets(self, group_id: str, reset: OffsetReset) -> ResetOffsetsResult:
         """kafka-consumer-groups --reset-offsets: computes each partition's new offset (clamped to
         [log start, high watermark], as Kafka does) and commits it unless `dry_run`. Only a group
         without active members can be reset."""
@@ -316,10 +304,8 @@ class GroupCoordinator:
         if not reset.dry_run:
             await self.runtime.write(partition, "reset-offsets",
                                      lambda shard, now: shard.reset_offsets(group_id, new_offsets, now))
-        return {"group_id": group_id, "dry_run": reset.dry_run, "offsets": [
-            {"topic": t, "partition": p, "new_offset": new_offsets[(t, p)], "previous_offset": previous[(t, p)]}
-            for t, p in tps
-        ]}
+        return ResetOffsetsResult(group_id, reset.dry_run, tuple(
+            ResetOffset(t, p, new_offsets[(t, p)], previous[(t, p)]) for t, p in tps))
 
     async def _reset_target(self, committed: int | None, tp: tuple[str, int], reset: OffsetReset) -> int:
         offsets = await self.leader_offsets.offsets(tp)

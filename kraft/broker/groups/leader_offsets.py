@@ -13,10 +13,10 @@ import asyncio
 from typing import Any, Callable, Iterable, Protocol
 from urllib.parse import quote
 
-from kraft.api.errors import KraftError
-from kraft.api.routes.services import PartitionOffsets
+from kraft.errors import KraftError
 from kraft.security.peers import PeerClient
 from kraft.metadata.image import MetadataImage
+from kraft.server.records import PartitionOffsets
 
 DEFAULT_TIMEOUT_S = 3.0
 

@@ -26,9 +26,8 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Protocol, TypeVar
+from typing import Callable, Iterable, Protocol, TypeVar
 
-from kraft.api.errors import KraftError
 from kraft.broker.groups.hashing import OFFSETS_TOPIC, coordinator_partition
 from kraft.broker.metadata_view import MetadataCache
 from kraft.broker.transactions.partition_leaders import TxnPartitionLeaders
@@ -42,7 +41,9 @@ from kraft.coordinator.result import CoordinatorResult
 from kraft.coordinator.router import CoordinatorRouter, TopicCreator
 from kraft.coordinator.runtime import CoordinatorRuntime, RuntimeSettings
 from kraft.coordinator.timer import Scheduler
+from kraft.errors import KraftError
 from kraft.metadata.image import MetadataImage
+from kraft.server.transactions import FindTransactionCoordinatorResult, TransactionDescription, TransactionProducer
 
 log = logging.getLogger("kraft.transactions")
 
@@ -67,20 +68,6 @@ class TransactionSettings:
 
 class ProducerIds(Protocol):
     async def allocate_producer_id(self) -> int: ...
-
-
-@dataclass(frozen=True)
-class TransactionDescription:
-    """Kafka's DescribeTransactions state of one id."""
-
-    transactional_id: str
-    coordinator: int
-    state: str
-    producer_id: int
-    producer_epoch: int
-    timeout_ms: int
-    start_timestamp: int
-    partitions: tuple[TopicPartition, ...]
 
 
 def _error(e: TxnError) -> KraftError:
@@ -122,11 +109,11 @@ class TransactionCoordinator:
 
     # -- requests -----------------------------------------------------------------------------
 
-    async def find_coordinator(self, transactional_id: str) -> dict[str, Any]:
+    async def find_coordinator(self, transactional_id: str) -> FindTransactionCoordinatorResult:
         partition, coordinator = await self.router.find(transactional_id)
-        return {"transactional_id": transactional_id, "partition": partition, "coordinator": coordinator}
+        return FindTransactionCoordinatorResult(transactional_id, partition, coordinator)
 
-    async def init_producer_id(self, transactional_id: str, timeout_ms: int) -> ProducerIdAndEpoch:
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int) -> TransactionProducer:
         try:
             check_timeout(timeout_ms, self.settings.max_timeout_ms)
         except TxnError as e:
@@ -141,7 +128,7 @@ class TransactionCoordinator:
             now, transactional_id=transactional_id, timeout_ms=timeout_ms, new_producer_id=new_pid))
         if answer.error is not None:
             raise KraftError(answer.error, f"the open transaction of {transactional_id!r} is being aborted: retry")
-        return answer
+        return TransactionProducer(answer.producer_id, answer.producer_epoch)
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str | None]:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-from kraft.api.errors import KraftError
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
+from kraft.errors import KraftError
 from kraft.metadata.image import MetadataImage
 from kraft.security.peers import PeerClient
 
