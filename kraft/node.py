@@ -44,6 +44,9 @@ from kraft.broker.stage_trace import StageTrace
 from kraft.broker.metadata_publisher import BrokerMetadataPublisher
 from kraft.broker.metadata_view import BrokerMetadataView
 from kraft.broker.producer_ids import ProducerIdManager
+from kraft.broker.transactions.coordinator import TransactionCoordinator, TransactionSettings
+from kraft.broker.transactions.partition_leaders import LocalTxnPartitions, TxnPartitionLeaders
+from kraft.broker.transactions.records import TRANSACTION_STATE_TOPIC
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraft.broker.replication.alter_partition import ControllerAlterPartition
 from kraft.config import ConfigError, KraftConfig, parse_host_port, validate_topic_configs
@@ -85,6 +88,7 @@ from kraft.server.record_apis import RecordApis
 from kraft.server.security_apis import SecurityApis
 from kraft.server.services import BrokerServices
 from kraft.server.topic_apis import TopicApis
+from kraft.server.transaction_apis import TransactionApis
 from kraft.log.config import TOPIC_CONFIG_KEYS
 from kraft.log.file_cache import NO_LIMIT_FILES, OPEN_FILES, default_open_files_max
 
@@ -299,10 +303,25 @@ class Node:
             ),
             metadata_cache=self.view,
         )
+        producer_ids = ProducerIdManager(front, self.node_id, broker_epoch)
+        self.transactions = TransactionCoordinator(
+            self.node_id, self.replica_manager, admin, producer_ids,
+            TxnPartitionLeaders(self.node_id, LocalTxnPartitions(self.replica_manager, self.groups),
+                                lambda: self.view.image),
+            TransactionSettings(
+                num_partitions=config["transaction.state.log.num.partitions"],
+                replication_factor=config["transaction.state.log.replication.factor"],
+                min_isr=config["transaction.state.log.min.isr"],
+                max_timeout_ms=config["transaction.max.timeout.ms"],
+            ),
+            metadata_cache=self.view,
+        )
         self.metrics = NodeMetrics(self.node_id, topic_labels=config["metrics.topic.labels.enable"])
         self.metrics.watch_broker(self.replica_manager)
         self.publisher = BrokerMetadataPublisher(self.node_id, self.view, self.replica_manager,
-                                                 {OFFSETS_TOPIC: self.groups.runtime}, self.metrics)
+                                                 {OFFSETS_TOPIC: self.groups.runtime,
+                                                  TRANSACTION_STATE_TOPIC: self.transactions.runtime},
+                                                 self.metrics)
         self._loop_probe: asyncio.Task[None] | None = None
         if self.controller is not None:
             self.metrics.watch_controller(self.controller, self.quorum)
@@ -310,14 +329,14 @@ class Node:
         if self.lifecycle is not None:
             self.lifecycle.security_protocol = config.security_protocol
         self.replica_manager.fetchers.security = self.peers
-        self.groups.leader_offsets.security = self.peers
+        self.groups.leader_offsets.peers.security = self.peers
+        self.transactions.leaders.peers.security = self.peers
         if self.zk is not None:
             self.zk.controller.pusher.security = self.peers
         trace = StageTrace(config["stage.trace.events"]) if config["stage.trace.events"] else None
         if trace is not None:
             self.replica_manager.trace = trace
-        self.services = self._build_services(config, info, admin, ProducerIdManager(front, self.node_id, broker_epoch),
-                                             trace)
+        self.services = self._build_services(config, info, admin, producer_ids, trace)
         self.readiness = ReadinessCheck()
         self.listeners = list(listeners)
         self._services_started = False
@@ -349,6 +368,7 @@ class Node:
             node=info, metadata=self.view, authorization=authorization, quotas=quotas,
             records=RecordApis(self.replica_manager, topics, authorization, quotas, producer_ids),
             topics=topics, groups=GroupApis(self.groups, authorization),
+            transactions=TransactionApis(self.transactions, self.groups, self.transactions.leaders.local, authorization),
             security=SecurityApis(acls, users, authorization),
             controller=ControllerApis(self.controller_api, authorization, None if self.zk is not None else self.client),
             replicas=ReplicaAdminApis(self.replica_manager, [str(d.path) for d in self.log_dirs.dirs], authorization,
@@ -493,6 +513,7 @@ class Node:
             await self.follower.stop()
         if self._loop_probe is not None:
             self._loop_probe.cancel()
+        await self.transactions.close()
         await self.groups.close()
         await self.replica_manager.close()
         if self.controller is not None:

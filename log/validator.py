@@ -1,8 +1,9 @@
 """LogValidator: checks every batch of an incoming blob before anything is appended, then stamps it.
 
 One place for Kafka's LogValidator rules: framing and CRC (`validate_batch`), batch size against
-max.message.bytes, record count and offset deltas, supported compression, no transactional or
-control batches from producers, keys on compacted topics. A request is all-or-nothing: the first bad
+max.message.bytes, record count and offset deltas, supported compression, no control batches
+from producers (transaction markers are the leader's, `log/control.py`; a replicated one must hold
+a readable marker), keys on compacted topics. A request is all-or-nothing: the first bad
 batch rejects the whole blob. A topic whose compression.type names a codec gets the producer's
 batches in that codec (recompressed here, as Kafka's LogValidator does; `producer` keeps them byte
 for byte). The leader then stamps offsets and its epoch (and LogAppendTime when configured); a
@@ -22,9 +23,7 @@ from typing import Sequence
 
 from kraft.log.batch import (
     COMPRESSION_CODES,
-    CONTROL_FLAG,
     NO_TIMESTAMP,
-    TRANSACTIONAL_FLAG,
     BatchHeader,
     decode_records,
     decompressed_size,
@@ -35,6 +34,7 @@ from kraft.log.batch import (
     validate_batch,
 )
 from kraft.log.config import LogConfig
+from kraft.log.control import read_marker
 from kraft.log.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -188,8 +188,10 @@ class LogValidator:
                     f"batch at position {pos}: last_offset_delta {header.last_offset_delta} "
                     f"!= record_count - 1 ({header.record_count - 1})"
                 )
-            if header.attributes & (TRANSACTIONAL_FLAG | CONTROL_FLAG):
-                raise InvalidRecordError("transactional and control batches are not supported")
+            if header.is_control:
+                raise InvalidRecordError("clients are not allowed to write control records")
+            if header.is_transactional and header.producer_id < 0:
+                raise InvalidRecordError(f"batch at position {pos} is transactional without a producer id")
         elif header.last_offset_delta < header.record_count - 1:
             raise InvalidRecordError(
                 f"batch at position {pos}: last_offset_delta {header.last_offset_delta} "
@@ -197,6 +199,8 @@ class LogValidator:
             )
         if header.compression_code not in SUPPORTED_COMPRESSION_CODES:
             raise InvalidRecordError(f"unsupported compression code {header.compression_code}")
+        if header.is_control:
+            read_marker(buf, pos)  # the producer state reads it after the append: it must be readable
         if from_producer and header.compression_code != 0:
             limit = self.config.max_message_bytes
             if decompressed_size(buf, pos, header, limit) > limit:

@@ -6,8 +6,9 @@
 `kraft console-consumer`, `kraft consumer-groups` (kafka-consumer-groups), `kraft cluster
 describe`, `kraft metadata-quorum` (kafka-metadata-quorum), `kraft leader-election`
 (kafka-leader-election), `kraft reassign-partitions` (kafka-reassign-partitions), `kraft log-dirs`
-(kafka-log-dirs), `kraft acls` (kafka-acls). Flags keep Kafka's names and every command takes `--version`. A KraftError prints
-`Error: <ERROR_CODE>: message` on stderr and exits 1; bad usage exits 2 (click's convention).
+(kafka-log-dirs), `kraft acls` (kafka-acls), `kraft transactions` (kafka-transactions). Flags keep
+Kafka's names and every command takes `--version`. A KraftError prints `Error: <ERROR_CODE>: message`
+on stderr and exits 1; bad usage exits 2 (click's convention).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from kraft.api.cli.log_dirs import log_dirs
 from kraft.api.cli.metadata_quorum import metadata_quorum, quorum_replication_lines, quorum_status_lines
 from kraft.api.cli.reassign_partitions import generate_plan, parse_reassignment_plan, plan_json, reassign_partitions, verify_lines
 from kraft.api.cli.topics import format_topic_description, topics
+from kraft.api.cli.transactions import transactions
 
 __all__ = [
     "LineReader", "MessageFormatter", "election_lines", "format_topic_description", "generate_plan", "main",
@@ -42,5 +44,6 @@ def main() -> None:
 
 
 for _command in (topics, configs, acls, get_offsets, delete_records, console_producer, console_consumer,
-                 consumer_groups, cluster, metadata_quorum, leader_election, reassign_partitions, log_dirs):
+                 consumer_groups, cluster, metadata_quorum, leader_election, reassign_partitions, log_dirs,
+                 transactions):
     main.add_command(_command)

@@ -62,7 +62,7 @@ class ProducerBatch:
     last_error: Any = None  # the KraftError of the last retried attempt, reported if it expires
     number: int = 0  # creation order in its accumulator: a retry goes back into its place
 
-    def encode(self, compression: str) -> bytes:
+    def encode(self, compression: str, transactional: bool = False) -> bytes:
         """The batch's bytes (framed once, on first call; the packer is released then)."""
         if self.encoded is None:
             assert self.packer is not None and self.record_count > 0
@@ -73,7 +73,7 @@ class ProducerBatch:
                     max_timestamp=self.max_timestamp, compression=compression,
                     producer_id=-1 if seq is None else seq.producer_id,
                     producer_epoch=-1 if seq is None else seq.producer_epoch,
-                    base_sequence=-1 if seq is None else seq.base_sequence,
+                    base_sequence=-1 if seq is None else seq.base_sequence, transactional=transactional,
                 )
             self.packer = None
             self.pack = _released
@@ -273,6 +273,9 @@ class RecordAccumulator:
         """Forgets a batch whose result is settled."""
         self.incomplete.discard(batch)
         self.buffered_bytes -= batch.size - HEADER_SIZE
+
+    def queued_partitions(self) -> set[TopicPartition]:
+        return {tp for tp, dq in self._batches.items() if dq}
 
     def has_queued(self) -> bool:
         return any(self._batches.values())

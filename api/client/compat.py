@@ -27,7 +27,7 @@ _NETWORK = frozenset({
 # assignors) or that this client always does.
 _CONSUMER = frozenset({
     "session_timeout_ms", "heartbeat_interval_ms", "partition_assignment_strategy", "check_crcs",
-    "exclude_internal_topics", "isolation_level",
+    "exclude_internal_topics",
 })
 # The producer's max_in_flight_requests_per_connection is its own (requests in flight per leader).
 IGNORED = {"producer": _NETWORK - {"max_in_flight_requests_per_connection"}, "consumer": _NETWORK | _CONSUMER,

@@ -32,6 +32,7 @@ from typing import Any
 from kraft.api.client.accumulator import ProducerBatch, RecordAccumulator
 from kraft.api.client.cluster import METADATA_ERRORS, MetadataCache
 from kraft.api.client.idempotence import IdempotenceState
+from kraft.api.client.transactions import TransactionManager
 from kraft.api.client.throttle import BrokerThrottle
 from kraft.api.client.transport import Address, Transport
 from kraft.api.client.types import TopicPartition
@@ -57,6 +58,7 @@ class SenderConfig:
     max_request_size: int
     idempotence: bool = False
     max_in_flight: int = 1  # requests per leader
+    transactional: bool = False  # batches carry the transactional bit (a TransactionManager's)
 
 
 def produce_body(batches: list[ProducerBatch], config: SenderConfig) -> tuple[dict[str, Any], dict[TopicPartition, list[ProducerBatch]]]:
@@ -69,7 +71,8 @@ def produce_body(batches: list[ProducerBatch], config: SenderConfig) -> tuple[di
         "acks": config.acks,
         "timeout_ms": config.request_timeout_ms,
         "partitions": [
-            {"topic": tp.topic, "partition": tp.partition, "records": b"".join([b.encode(config.compression_type) for b in bl])}
+            {"topic": tp.topic, "partition": tp.partition,
+             "records": b"".join([b.encode(config.compression_type, config.transactional) for b in bl])}
             for tp, bl in by_tp.items()
         ],
     }
@@ -139,8 +142,12 @@ class Sender:
         metadata: MetadataCache,
         transport: Transport,
         config: SenderConfig,
+        transactions: TransactionManager | None = None,
     ) -> None:
+        """`transactions`: a transactional producer's; its producer id comes from
+        init_transactions and each partition joins the transaction before its first batch."""
         self._acc = accumulator
+        self._txn = transactions
         self._lock = lock
         self._space = space  # notified when buffer memory is released
         self._metadata = metadata
@@ -195,7 +202,7 @@ class Sender:
     def _run_once(self) -> bool:
         """One round; True when closing and nothing is left to send."""
         self._metadata.maybe_refresh()
-        have_producer_id = self._ensure_producer_id()
+        have_producer_id = self._ensure_producer_id() and self._add_to_transaction()
         snapshot = self._metadata.snapshot
         now = now_ms()
         with self._lock:
@@ -205,11 +212,13 @@ class Sender:
             expired = self._acc.expire(now, self._config.delivery_timeout_ms)
             aborted = self._acc.abort_all() if self._force_close else []
             for batch in expired:
-                if self._idempotence is not None and batch.sequence is not None:
+                if self._idempotence is not None and batch.sequence is not None and self._txn is None:
                     self._idempotence.bump_epoch(batch.sequence)  # its sequences never arrive
             full = [n for n, count in self._in_flight.items() if count >= self._config.max_in_flight]
             check = self._acc.ready(now, snapshot.leader_id, full, self._closing or self._flushes > 0,
                                     self._in_flight_batches)
+            if have_producer_id and self._txn is not None and self._txn.unadded(self._acc.queued_partitions()):
+                have_producer_id = False  # a batch for a new partition came meanwhile: add it first
             nodes = check.ready_nodes if have_producer_id else frozenset()
             drained = self._acc.drain(nodes, snapshot.leader_id, self._config.max_request_size, now,
                                       self._in_flight_batches)
@@ -266,6 +275,8 @@ class Sender:
         producer id is known (fetched here, retried next round on failure)."""
         if self._idempotence is None or self._idempotence.producer is not None:
             return True
+        if self._txn is not None:
+            return False  # init_transactions sets it
         try:
             answer = self._transport.request("POST", "/v1/producers/init", {},
                                              timeout_s=self._config.request_timeout_ms / 1000)
@@ -276,6 +287,36 @@ class Sender:
             if self._idempotence.producer is None:
                 self._idempotence.set_producer(int(answer["producer_id"]), int(answer["producer_epoch"]))
         return True
+
+    def set_producer(self, producer_id: int, producer_epoch: int) -> None:
+        """The transactional producer's id and epoch (init_transactions): sequences restart."""
+        assert self._idempotence is not None
+        with self._lock:
+            self._idempotence.set_producer(producer_id, producer_epoch)
+        self._wakeup.set()
+
+    def _add_to_transaction(self) -> bool:
+        """Whether batches may be drained: every partition with a queued batch is in the
+        transaction (added here first). A refused partition fails the queued batches (the
+        transaction must be aborted); a retriable error waits for the next round."""
+        if self._txn is None:
+            return True
+        with self._lock:
+            queued = self._acc.queued_partitions()
+        if not self._txn.unadded(queued):
+            return True
+        try:
+            self._txn.add_partitions(queued)
+            return True
+        except KraftError as e:
+            if e.retriable:
+                log.debug("partitions not added to the transaction yet: %s", e)
+                return False
+            with self._lock:
+                failed = self._acc.abort_all()
+            for batch in failed:
+                self._settle(batch, -1, e)
+            return False
 
     def _assign_sequences(self, drained: dict[int, list[ProducerBatch]]) -> None:
         """Sequences for batches drained for the first time, in drain order, and whether each
@@ -322,6 +363,8 @@ class Sender:
         with self._lock:
             if self._force_close:
                 return [], None, -1
+            if self._txn is not None and self._txn.unadded(self._acc.queued_partitions()):
+                return [], None, -1  # the sender thread adds them to the transaction first
             check = self._acc.ready(now, snapshot.leader_id, (), self._closing or self._flushes > 0,
                                     self._in_flight_batches)
             if node not in check.ready_nodes:
@@ -396,7 +439,7 @@ class Sender:
                 and b.attempts <= self._config.retries
                 and now - b.created_ms < self._config.delivery_timeout_ms
             ]
-            if idempotence is not None:
+            if idempotence is not None and self._txn is None:  # a transaction aborts instead
                 for b in batches:
                     if b not in retry and b.sequence is not None:
                         idempotence.on_error(outcome.error_code, b.sequence)
@@ -418,4 +461,6 @@ class Sender:
         with self._lock:
             self._acc.deallocate(batch)
             self._space.notify_all()
+        if error is not None and self._txn is not None:
+            error = self._txn.fail(error)  # the transaction can only be aborted now
         batch.result.complete(base_offset, error)

@@ -61,8 +61,8 @@ from kraft.metadata.image import MetadataImage
 from kraft.metadata.topic_name import is_internal
 from kraft.server.replica_admin import ActiveProducer
 from kraft.server.records import (
-    NO_EPOCH, NO_REPLICA, DeleteRecordsEntry, DeleteRecordsResult, DivergingEpoch, EpochEndOffset, FetchEntry,
-    FetchPartitionResult, PartitionOffsets, ProduceEntry, ProducePartitionResult,
+    NO_EPOCH, NO_REPLICA, AbortedTransaction, DeleteRecordsEntry, DeleteRecordsResult, DivergingEpoch,
+    EpochEndOffset, FetchEntry, FetchPartitionResult, PartitionOffsets, ProduceEntry, ProducePartitionResult,
 )
 
 log = logging.getLogger("kraft.broker")
@@ -593,12 +593,13 @@ class ReplicaManager:
     # -- produce ------------------------------------------------------------------------------
 
     async def produce(
-        self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int
+        self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int, *, coordinator: bool = False
     ) -> list[ProducePartitionResult]:
+        """`coordinator`: a coordinator's own write for a producer (`PartitionLog.append_as_leader`)."""
         appended: list[tuple[ProduceEntry, Replica | None, int, int, int, KraftError | None]] = []
         for entry in entries:
             try:
-                replica, epoch, first_offset, next_offset = await self._append(entry, acks)
+                replica, epoch, first_offset, next_offset = await self._append(entry, acks, coordinator)
                 appended.append((entry, replica, epoch, first_offset, next_offset, None))
                 self.metrics.messages_in(entry.topic, next_offset - first_offset, len(entry.records))
             except Exception as e:
@@ -610,39 +611,76 @@ class ReplicaManager:
             for entry, replica, epoch, first, next_offset, error in appended
         )))
 
-    async def _append(self, entry: ProduceEntry, acks: int) -> tuple[Replica, int, int, int]:
+    async def _append(self, entry: ProduceEntry, acks: int, coordinator: bool) -> tuple[Replica, int, int, int]:
         """Appends as leader; returns the replica, the leader epoch, the first and next offset."""
-        replica = await self._leader_replica(entry.topic, entry.partition)
+        return await self._append_as_leader(
+            entry.topic, entry.partition, acks,
+            lambda plog, epoch: plog.append_as_leader(entry.records, epoch, now_ms(), coordinator=coordinator))
+
+    async def _append_as_leader(self, topic: str, partition: int, acks: int,
+                                write: Callable[[PartitionLog, int], Any]) -> tuple[Replica, int, int, int]:
+        """`write(log, leader_epoch)` on the partition this broker leads, under its lock (a produce's
+        batches or a transaction marker); the replica, leader epoch, first and next offset."""
+        replica = await self._leader_replica(topic, partition)
         refused = replica.core.check_produce(acks)
         if refused is not None:
             raise refused
         async with replica.lock:
             core = replica.core
             if replica.log is None or core is None or core.leader_state is None:
-                raise self._not_here(entry.topic, entry.partition)  # deleted or deposed meanwhile
+                raise self._not_here(topic, partition)  # deleted or deposed meanwhile
             leader_epoch = core.leader_state.leader_epoch
-            tp = (entry.topic, entry.partition)
+            tp = (topic, partition)
             try:
-                info = replica.log.append_as_leader(entry.records, leader_epoch, now_ms())
+                info = write(replica.log, leader_epoch)
             except OSError as e:
                 if self._storage_failed(replica, e):
-                    raise KraftError("KAFKA_STORAGE_ERROR", f"{entry.topic}-{entry.partition}: "
+                    raise KraftError("KAFKA_STORAGE_ERROR", f"{topic}-{partition}: "
                                      f"{replica.storage_error}") from e
                 # a full disk: the log cut the partial batch, so the partition stays usable and
                 # takes writes again once one succeeds
                 if tp not in self._unwritable:  # log the transition, not every refused produce
                     self._unwritable.add(tp)
                     log.error("%s-%d: cannot write the log: %s; produce answers KAFKA_STORAGE_ERROR "
-                              "until a write succeeds", entry.topic, entry.partition, e)
+                              "until a write succeeds", topic, partition, e)
                 raise KraftError("KAFKA_STORAGE_ERROR",
-                                 f"{entry.topic}-{entry.partition}: cannot write the log: {e}") from e
+                                 f"{topic}-{partition}: cannot write the log: {e}") from e
             if tp in self._unwritable:
                 self._unwritable.discard(tp)
-                log.warning("%s-%d: the log is writable again", entry.topic, entry.partition)
-            self.trace.record(LEADER_APPEND, entry.topic, entry.partition, info.last_offset + 1)
+                log.warning("%s-%d: the log is writable again", topic, partition)
+            self.trace.record(LEADER_APPEND, topic, partition, info.last_offset + 1)
             replica.wake_appended()
             self._perform(replica, core.on_leader_append(self.clock_ms()))
         return replica, leader_epoch, info.first_offset, info.last_offset + 1
+
+    # -- transactions (the partition side of the transaction coordinator's requests) -----------
+
+    async def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                               coordinator_epoch: int, commit: bool, timeout_ms: int) -> int:
+        """Kafka's WriteTxnMarkers for one partition this broker leads: appends the COMMIT or
+        ABORT marker and answers its offset once the high watermark passed it (acks=all, as
+        Kafka's coordinator writes markers). Raises KraftError (INVALID_PRODUCER_EPOCH and
+        TRANSACTION_COORDINATOR_FENCED from the log, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT...)."""
+        replica, leader_epoch, first, next_offset = await self._append_as_leader(
+            topic, partition, -1,
+            lambda plog, epoch: plog.append_control(producer_id, producer_epoch, coordinator_epoch,
+                                                    commit, epoch, now_ms()))
+        deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
+        error = await self._await_high_watermark(replica, leader_epoch, next_offset, deadline)
+        if error is not None:
+            raise error
+        return first
+
+    async def verify_transaction(self, topic: str, partition: int, producer_id: int,
+                                 producer_epoch: int) -> None:
+        """KIP-890's partition-side hook, for the coordinator's AddPartitionsToTxn: the
+        transactional batches of (producer id, epoch) may begin a transaction in this partition
+        this broker leads (else they get INVALID_TXN_STATE)."""
+        replica = await self._leader_replica(topic, partition)
+        async with replica.lock:
+            if replica.log is None or replica.core is None or not replica.core.is_leader:
+                raise self._not_here(topic, partition)
+            replica.log.verify_transaction(producer_id, producer_epoch)
 
     async def _produce_result(
         self, entry: ProduceEntry, replica: Replica | None, leader_epoch: int, first_offset: int,
@@ -914,7 +952,7 @@ class ReplicaManager:
             data = self._read(plog, entry, max_bytes, budget, plog.high_watermark)
         except Exception as e:
             return self._result(replica, entry, b"", error=self._read_error(replica, e))
-        return self._result(replica, entry, data.records)
+        return self._result(replica, entry, data.records, aborted=_aborted(data))
 
     def _read_for_follower(
         self, replica: Replica, replica_id: int, replica_epoch: int, entry: FetchEntry,
@@ -951,27 +989,31 @@ class ReplicaManager:
     @staticmethod
     def _read(plog: PartitionLog, entry: FetchEntry, max_bytes: int, budget: int,
               max_offset: int | None) -> FetchDataInfo:
+        """The batches to answer and, for read_committed, the aborted transactions they overlap."""
         limit = plog.log_end_offset if max_offset is None else max_offset
+        if entry.read_committed:
+            limit = min(limit, plog.last_stable_offset)
         if entry.fetch_offset >= limit or budget <= 0:
             return FetchDataInfo(b"", entry.fetch_offset, entry.fetch_offset, plog.high_watermark,
-                                 plog.log_start_offset, plog.log_end_offset)
+                                 plog.log_start_offset, plog.log_end_offset, plog.last_stable_offset,
+                                 () if entry.read_committed else None)
         # The first partition of a request always gets a batch (Kafka's rule, so a batch larger
         # than max_bytes cannot stall a fetcher); later ones only within budget.
         return plog.read(
             entry.fetch_offset, min(entry.partition_max_bytes, budget),
-            max_offset=max_offset, min_one_batch=budget == max_bytes,
+            max_offset=max_offset, min_one_batch=budget == max_bytes, read_committed=entry.read_committed,
         )
 
     @staticmethod
     def _result(replica: Replica, entry: FetchEntry, records: bytes,
-                error: KraftError | None = None,
-                diverging: DivergingEpoch | None = None) -> FetchPartitionResult:
+                error: KraftError | None = None, diverging: DivergingEpoch | None = None,
+                aborted: tuple[AbortedTransaction, ...] = ()) -> FetchPartitionResult:
         plog = replica.log
         return FetchPartitionResult(
             entry.topic, entry.partition, plog.high_watermark, plog.log_start_offset,
             plog.log_end_offset, records, diverging,
             error.error_code if error else None, error.message if error else None,
-            last_stable_offset=plog.high_watermark,  # no transactions: nothing is unstable
+            last_stable_offset=plog.last_stable_offset, aborted_transactions=aborted,
         )
 
     # -- follower side (the fetchers call these) ----------------------------------------------
@@ -1122,19 +1164,20 @@ class ReplicaManager:
 
     async def offsets(self, topic: str, partition: int) -> PartitionOffsets:
         plog = (await self._leader_replica(topic, partition)).log
-        return PartitionOffsets(plog.log_start_offset, plog.high_watermark, plog.log_end_offset)
+        return PartitionOffsets(plog.log_start_offset, plog.high_watermark, plog.log_end_offset,
+                                plog.last_stable_offset)
 
     async def offset_for_timestamp(
-        self, topic: str, partition: int, timestamp: int
+        self, topic: str, partition: int, timestamp: int, read_committed: bool = False
     ) -> tuple[int, int] | None:
         replica = await self._leader_replica(topic, partition)
         async with replica.lock:
             if replica.log is None:
                 raise self._not_here(topic, partition)
-            # consumers see nothing at or beyond the high watermark
-            return await asyncio.to_thread(
-                replica.log.offset_for_timestamp, timestamp, replica.log.high_watermark
-            )
+            # consumers see nothing at or beyond the high watermark (read_committed ones the LSO)
+            plog = replica.log
+            bound = plog.last_stable_offset if read_committed else plog.high_watermark
+            return await asyncio.to_thread(plog.offset_for_timestamp, timestamp, bound)
 
     async def offset_for_leader_epoch(
         self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
@@ -1192,9 +1235,11 @@ class ReplicaManager:
         return self._replicas.get((topic, partition))
 
     async def active_producers(self, topic: str, partition: int) -> list[ActiveProducer]:
-        """The idempotent producers the leader of the partition keeps state for (DescribeProducers)."""
+        """The producers the leader of the partition keeps state for (DescribeProducers): the last
+        coordinator epoch of their markers and their open transaction's first offset (-1: none)."""
         replica = await self._leader_replica(topic, partition)
-        return [ActiveProducer(e.producer_id, e.producer_epoch, e.last_sequence if e.batches else -1, e.last_timestamp)
+        return [ActiveProducer(e.producer_id, e.producer_epoch, e.last_sequence, e.last_timestamp,
+                               e.coordinator_epoch, e.current_txn_first_offset)
                 for e in replica.log.producer_state.entries()]
 
 
@@ -1202,6 +1247,11 @@ def _error_result(topic: str, partition: int, error: KraftError,
                   leader: dict[str, Any] | None = None) -> FetchPartitionResult:
     return FetchPartitionResult(topic, partition, -1, -1, -1, b"", None, error.error_code,
                               error.message, leader)
+
+
+def _aborted(data: FetchDataInfo) -> tuple[AbortedTransaction, ...]:
+    """The aborted transactions a read_committed read overlaps (none for read_uncommitted)."""
+    return tuple(AbortedTransaction(t.producer_id, t.first_offset) for t in data.aborted_transactions or ())
 
 
 def _as_kraft_error(exc: BaseException) -> KraftError:

@@ -17,8 +17,8 @@ import dataclasses
 from kraft.errors import KraftError
 from kraft.metadata.acl import GROUP, TOPIC
 from kraft.server.access import (
-    CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS, FIND_COORDINATOR, LIST_GROUPS, LISTED, NAMED,
-    OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, rule_of,
+    CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS, FIND_COORDINATOR, GROUP_COORDINATOR, LIST_GROUPS,
+    LISTED, NAMED, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, rule_of,
 )
 from kraft.server.authorization import Authorization
 from kraft.server.groups import (
@@ -28,7 +28,7 @@ from kraft.server.groups import (
 )
 from kraft.server.request_context import RequestContext
 
-_FIND = rule_of(FIND_COORDINATOR, GROUP, NAMED)
+_FIND = rule_of(FIND_COORDINATOR, GROUP, NAMED, GROUP_COORDINATOR)
 _JOIN = rule_of(CONSUMER_GROUP_HEARTBEAT, GROUP, NAMED)
 _SUBSCRIBE = rule_of(CONSUMER_GROUP_HEARTBEAT, TOPIC, NAMED)
 _DESCRIBE = rule_of(CONSUMER_GROUP_DESCRIBE, GROUP, NAMED)

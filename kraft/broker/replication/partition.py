@@ -11,7 +11,9 @@ produces and long polls waiting on the high watermark or the role. It never touc
 a clock or a task; the replica manager's asyncio shell performs the actions, and the deterministic
 simulation (`tests/unit/replication/`) drives this same class.
 
-Invariants, asserted after every step: log_start_offset <= high_watermark <= log_end_offset; as
+Invariants, asserted after every step: log_start_offset <= last_stable_offset <= high_watermark
+<= log_end_offset (the last stable offset: no open transaction below it, `log/producer_state.py`;
+followers compute it from their own log, as Kafka's do); as
 leader, this broker is in the ISR, the ISR is a subset of the replicas, and the leader epoch of the
 registration it leads at never goes backwards.
 """
@@ -114,6 +116,8 @@ class ReplicaLog(Protocol):
 
     @property
     def log_start_offset(self) -> int: ...
+    @property
+    def last_stable_offset(self) -> int: ...
     @property
     def log_end_offset(self) -> int: ...
     @property
@@ -523,8 +527,8 @@ class Partition:
 
     def check_invariants(self) -> None:
         plog = self.log
-        assert plog.log_start_offset <= plog.high_watermark <= plog.log_end_offset, (
-            self, plog.log_start_offset, plog.high_watermark, plog.log_end_offset)
+        assert plog.log_start_offset <= plog.last_stable_offset <= plog.high_watermark <= plog.log_end_offset, (
+            self, plog.log_start_offset, plog.last_stable_offset, plog.high_watermark, plog.log_end_offset)
         state = self.leader_state
         if state is not None:
             assert self.node_id in state.isr, (self, state.isr)

@@ -189,8 +189,9 @@ def test_kafka_stock_server_properties_load() -> None:
     config = load_config(config_file=STOCK)
     assert config.ignored == ("num.io.threads",
                               "num.network.threads", "num.recovery.threads.per.data.dir",
-                              "socket.receive.buffer.bytes", "socket.send.buffer.bytes",
-                              "transaction.state.log.min.isr", "transaction.state.log.replication.factor")
+                              "socket.receive.buffer.bytes", "socket.send.buffer.bytes")
+    # the stock file's transaction.state.log.* keys (1 and 1 for one broker) are used now
+    assert (config["transaction.state.log.replication.factor"], config["transaction.state.log.min.isr"]) == (1, 1)
     assert config.roles == ("broker", "controller") and config.node_id == 1
     assert config.listener == ("0.0.0.0", 9092)
     assert config.advertised_listener == ("localhost", 9092)

@@ -39,6 +39,7 @@ from kraft.server.records import ProduceEntry
 from kraft.server.security_apis import SecurityApis
 from kraft.server.services import BrokerServices
 from kraft.server.topic_apis import TopicApis
+from kraft.server.transaction_apis import TransactionApis
 
 EPOCH = 1
 TOPIC = "orders"
@@ -190,7 +191,8 @@ def replica_services(node_id: int, replicas: ReplicaManager) -> BrokerServices:
         node=info, metadata=view, authorization=authorization, quotas=quotas,
         records=RecordApis(replicas, topics, authorization, quotas), topics=topics,
         groups=GroupApis(None, authorization), security=SecurityApis(None, None, authorization),
-        controller=ControllerApis(None, authorization), replicas=ReplicaAdminApis(replicas, [], authorization))
+        controller=ControllerApis(None, authorization), replicas=ReplicaAdminApis(replicas, [], authorization),
+        transactions=TransactionApis(None, None, None, authorization))
 
 
 def _bound_socket(port: int) -> socket.socket:
