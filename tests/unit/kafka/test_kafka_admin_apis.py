@@ -178,7 +178,7 @@ class Node:
         auth = Authorization(Authorizer(*allowed) if authorizer else None)
         services = BrokerServices(
             node=None, metadata=None, authorization=auth, quotas=Quotas(self.quota),  # type: ignore[arg-type]
-            records=None, topics=None, groups=None,  # type: ignore[arg-type]
+            records=None, topics=None, groups=None, transactions=None,  # type: ignore[arg-type]
             security=SecurityApis(self.acls, self.users, auth), controller=ControllerApis(self.controller, auth),
             replicas=ReplicaAdminApis(Replicas(), [log_dir], auth), metrics=self.metrics)  # type: ignore[arg-type]
         self.registry = Registry()
