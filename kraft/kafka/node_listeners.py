@@ -16,6 +16,7 @@ import socket
 from typing import Any, Callable
 
 from kraft.config import KafkaListenerSpec, KraftConfig
+from kraft.kafka.apis import register_all
 from kraft.kafka.client_port import ClientPort
 from kraft.kafka.dispatch import HandlerRegistry
 from kraft.kafka.listener import KafkaLimits, KafkaListener
@@ -90,11 +91,12 @@ class KafkaListeners:
         return out
 
     def attach(self, services: BrokerServices) -> None:
-        """Gives every Kafka listener the node's authentication (once; by whichever listener
-        sharing them starts first)."""
+        """Registers the Kafka APIs over the services (kraft/kafka/apis) and gives every Kafka
+        listener the node's authentication (once; by whichever listener sharing them starts first)."""
         if self._attached:
             return
         self._attached = True
+        register_all(self.registry, services)
         security = services.node_security
         for listener in self.listeners.values():
             if security is not None:

@@ -1,0 +1,73 @@
+"""What the Kafka API handlers share: the registry entry (`Api`), building kio's entities of any
+version from keyword values (`entity`: the fields that version lacks are dropped), its nested
+types (`nested`), and Kafka's error codes from kraft's error names."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kio.schema.errors import ErrorCode
+
+from kraft.errors import KraftError, from_exception
+from kraft.kafka.dispatch import Handler
+from kraft.server.services import BrokerServices
+
+
+@dataclass(frozen=True)
+class Api:
+    key: int
+    min_version: int
+    max_version: int
+    handler: Callable[[BrokerServices], Handler]  # the handler over the node's services
+    name: str = ""  # Kafka's name, for the docs' table
+
+
+def entity(cls: type, **values: Any) -> Any:
+    """`cls(**values)` without the values `cls` (one version of an entity) has no field for."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def nested(cls: type, name: str) -> type:
+    """The nested entity `name` of the same version as `cls` (kio generates one module per version)."""
+    found: type = getattr(sys.modules[cls.__module__], name)
+    return found
+
+
+def response_of(request: Any) -> type:
+    """The response type of `request`'s API and version."""
+    from kio.index import load_response_schema
+    return load_response_schema(request.__api_key__, request.__version__)
+
+
+def has(obj: Any, name: str) -> bool:
+    return name in {f.name for f in dataclasses.fields(obj)}
+
+
+def code(error: str | None) -> ErrorCode:
+    """Kafka's error code of a kraft error name (None: no error)."""
+    if error is None:
+        return ErrorCode.none
+    try:
+        return ErrorCode[error.lower()]
+    except KeyError:
+        return ErrorCode.unknown_server_error
+
+
+def error_of(exc: BaseException) -> KraftError:
+    return from_exception(exc)
+
+
+def ms(value: int) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=value)
+
+
+def as_ms(value: Any) -> int:
+    """A kio duration (a timedelta) or a plain number of ms, as ms."""
+    if isinstance(value, datetime.timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value)
