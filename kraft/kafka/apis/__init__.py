@@ -47,3 +47,15 @@ def counted(services: BrokerServices, handler: Handler) -> Handler:
 def register_all(registry: HandlerRegistry, services: BrokerServices) -> None:
     for api in apis():
         registry.register(api.key, api.min_version, api.max_version, counted(services, api.handler(services)))
+
+
+def markdown_table() -> str:
+    """The APIs a node's registry serves (ApiVersions and SASL's included), with their versions."""
+    from kraft.kafka.dispatch import api_name
+    registry = HandlerRegistry()
+    for api in apis():
+        registry.register(api.key, api.min_version, api.max_version, api.handler(None))  # type: ignore[arg-type]
+    lines = ["| API (key) | Versions |", "|---|---|"]
+    lines += [f"| {api_name(key, hi)} ({key}) | {lo}-{hi} |"
+              for key, (lo, hi) in sorted(registry.api_versions._ranges.items())]
+    return "\n".join(lines)
