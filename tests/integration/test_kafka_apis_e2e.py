@@ -101,3 +101,47 @@ def test_kafka_python_admin_creates_and_deletes(node: NodeProcess) -> None:
     finally:
         admin.close()
     assert kafka is not None
+
+
+def test_confluent_kafka_describes_and_alters_topic_configs(node: NodeProcess) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    admin = AdminClient({"bootstrap.servers": bootstrap(node)})
+    admin.create_topics([NewTopic("configured", num_partitions=1, replication_factor=1)])["configured"].result(30)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "configured", incremental_configs=[
+        ConfigEntry("retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "configured")])
+    configs = next(iter(described.values())).result(30)
+    assert configs["retention.ms"].value == "86400000"
+    http = requests.get(f"{node.url}/v1/topics/configured/configs", timeout=10).json()
+    assert http["configs"]["retention.ms"] == "86400000"
+
+
+def test_aiokafka_produces_and_consumes(node: NodeProcess) -> None:
+    aiokafka = pytest.importorskip("aiokafka")
+    import asyncio
+
+    async def run() -> list[tuple[bytes, bytes]]:
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap(node))
+        await producer.start()
+        try:
+            for i in range(5):
+                await producer.send_and_wait("aio-topic", key=b"k%d" % i, value=b"v%d" % i)
+        finally:
+            await producer.stop()
+        consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap(node), enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tp = aiokafka.TopicPartition("aio-topic", 0)
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            got = []
+            async with asyncio.timeout(60):
+                while len(got) < 5:
+                    batch = await consumer.getmany(tp, timeout_ms=1000)
+                    got += [(m.key, m.value) for m in batch.get(tp, [])]
+            return got
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(run()) == [(b"k%d" % i, b"v%d" % i) for i in range(5)]

@@ -16,13 +16,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kraft.kafka.apis import metadata_api, produce_api, fetch_api, offsets_api, producer_ids_api, topics_api
+from kraft.kafka.apis import (
+    configs_api, fetch_api, metadata_api, offsets_api, produce_api, producer_ids_api, topics_api,
+)
 from kraft.kafka.apis.common import Api
 from kraft.kafka.dispatch import Handler, HandlerRegistry
 from kraft.server.request_context import RequestContext
 from kraft.server.services import BrokerServices
 
-MODULES = (metadata_api, produce_api, fetch_api, offsets_api, producer_ids_api, topics_api)
+MODULES = (metadata_api, produce_api, fetch_api, offsets_api, producer_ids_api, topics_api, configs_api)
 
 
 def apis() -> list[Api]:
