@@ -145,3 +145,88 @@ def test_aiokafka_produces_and_consumes(node: NodeProcess) -> None:
             await consumer.stop()
 
     assert asyncio.run(run()) == [(b"k%d" % i, b"v%d" % i) for i in range(5)]
+
+
+ADMIN, MALLORY = ("admin", "admin-secret-0xA1"), ("mallory", "mallory-secret-0xB2")
+
+
+def test_an_acl_denial_is_topic_authorization_failed(tmp_path) -> None:
+    """A SASL Kafka listener with ACLs on: the super user creates and writes a topic; mallory,
+    with no ACL, is refused Write with TOPIC_AUTHORIZATION_FAILED and nothing of hers is stored."""
+    from harness import free_port, wait_for
+    sasl_port = free_port()
+    n = NodeProcess(node_id=1, data_dir=tmp_path / "data-1", wait_ready_on_start=True, overrides={
+        "controller.quorum.secret": CLUSTER_SECRET, "kafka.listen": f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256", "super.users": "User:admin",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    }, args=[arg for user, password in (ADMIN, MALLORY)
+             for arg in ("--add-scram", f"SCRAM-SHA-256=[name={user},password={password}]")])
+
+    def client(user: tuple[str, str]) -> dict[str, str]:
+        return {"bootstrap.servers": f"127.0.0.1:{sasl_port}", "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user[0], "sasl.password": user[1]}
+
+    def produce(user: tuple[str, str]) -> list[str]:
+        errors: list[str] = []
+        producer = Producer({**client(user), "message.timeout.ms": 20000})
+        producer.produce("payroll", value=b"x", on_delivery=lambda err, _msg: errors.append(err and err.name()))
+        producer.flush(30)
+        return errors
+
+    try:
+        n.start()
+        admin = AdminClient(client(ADMIN))
+        wait_for(lambda: _created(admin), 60, what="the super user creating payroll")
+        assert produce(ADMIN) == [None]
+        assert produce(MALLORY) == ["TOPIC_AUTHORIZATION_FAILED"]
+        consumer = Consumer({**client(ADMIN), "group.id": "unused"})
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition("payroll", 0), timeout=30)
+        finally:
+            consumer.close()
+        assert (low, high) == (0, 1)
+    finally:
+        shutdown_all([n])
+
+
+def _created(admin: AdminClient) -> bool:
+    """True once the topic exists (the credentials reach the metadata shortly after start)."""
+    try:
+        admin.create_topics([NewTopic("payroll", num_partitions=1, replication_factor=1)])["payroll"].result(10)
+    except Exception as e:  # noqa: BLE001 - retried until the deadline
+        return "TOPIC_ALREADY_EXISTS" in str(e)
+    return True
+
+
+def test_a_corrupt_batch_is_answered_and_a_truncated_request_closes_only_its_connection(node: NodeProcess) -> None:
+    """A Produce whose batch fails its CRC answers CORRUPT_MESSAGE on its partition and appends
+    nothing; a Produce cut short closes that connection only; the node keeps serving both APIs."""
+    import datetime
+    import socket
+    import sys
+
+    from kio.index import load_request_schema
+    from kraft.log.kafka_batch import build_batch
+
+    from kafka_wire import read_frame_blocking, read_response, request_bytes
+    kcat(node, "-P", "-t", "guarded", stdin="one\n")
+    batch = bytearray(build_batch([(b"k", b"v", (), int(time.time() * 1000))]))
+    batch[-1] ^= 0xFF  # the last record byte: the CRC no longer matches
+    schema = load_request_schema(0, 9)
+    module = sys.modules[schema.__module__]
+    data = module.TopicProduceData(name="guarded", partition_data=(module.PartitionProduceData(
+        index=0, records=bytes(batch)),))
+    produce = request_bytes(0, 9, 7, transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=10),
+                            topic_data=(data,))
+    host, port = bootstrap(node).split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(produce)
+        correlation_id, answer = read_response(read_frame_blocking(sock), 0, 9)
+    [partition] = answer.responses[0].partition_responses
+    assert correlation_id == 7 and partition.error_code.name == "corrupt_message"
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(produce[:len(produce) // 2])
+        sock.shutdown(socket.SHUT_WR)
+        assert sock.recv(1) == b""  # closed without an answer
+    assert kcat(node, "-C", "-t", "guarded", "-o", "beginning", "-e", "-f", "%s\n").split() == ["one"]
+    assert requests.get(f"{node.url}/v1/health", timeout=10).status_code == 200
