@@ -230,3 +230,27 @@ def test_a_corrupt_batch_is_answered_and_a_truncated_request_closes_only_its_con
         assert sock.recv(1) == b""  # closed without an answer
     assert kcat(node, "-C", "-t", "guarded", "-o", "beginning", "-e", "-f", "%s\n").split() == ["one"]
     assert requests.get(f"{node.url}/v1/health", timeout=10).status_code == 200
+
+
+def test_records_cross_between_the_cli_and_kafka_and_kafka_requests_are_counted(node: NodeProcess) -> None:
+    from click.testing import CliRunner
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from kraft.api.cli import main as cli_main
+    runner = CliRunner()
+    produced = runner.invoke(cli_main, ["console-producer", "--bootstrap-server", bootstrap(node), "--topic",
+                                        "crossing", "--property", "parse.key=true", "--property", "key.separator=:"],
+                             input="c1:from-cli\n")
+    assert produced.exit_code == 0, produced.output
+    kcat(node, "-P", "-t", "crossing", "-K:", stdin="c2:from-kcat\n")
+    assert kcat(node, "-C", "-t", "crossing", "-o", "beginning", "-e", "-f", "%k=%s\n").split() == [
+        "c1=from-cli", "c2=from-kcat"]
+    consumed = runner.invoke(cli_main, ["console-consumer", "--bootstrap-server", bootstrap(node), "--topic",
+                                        "crossing", "--from-beginning", "--max-messages", "2",
+                                        "--property", "print.key=true"])
+    assert consumed.exit_code == 0 and consumed.output.splitlines()[:2] == ["c1\tfrom-cli", "c2\tfrom-kcat"], \
+        consumed.output
+    text = requests.get(f"{node.url}/metrics", timeout=10).text
+    counted = {s.labels.get("request"): s.value for family in text_string_to_metric_families(text)
+               for s in family.samples if s.name == "kafka_network_requestmetrics_requests_total"}
+    assert counted.get("Produce", 0) > 0 and counted.get("FetchConsumer", 0) > 0 and counted.get("Metadata", 0) > 0
