@@ -6,6 +6,7 @@ kafka-python's admin creates and deletes; records cross between the Kafka and HT
 from __future__ import annotations
 
 import subprocess
+from typing import Any
 import time
 
 import pytest
@@ -100,7 +101,23 @@ def test_kafka_python_admin_creates_and_deletes(node: NodeProcess) -> None:
         admin.delete_topics(["kp-topic"])
     finally:
         admin.close()
-    assert kafka is not None
+    # its consumer fetches in an incremental fetch session (KIP-227), fetch after fetch
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap(node))
+    for i in range(3):
+        producer.send("kp-records", key=b"k", value=b"v%d" % i).get(timeout=30)
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap(node), enable_auto_commit=False,
+                                   consumer_timeout_ms=5000)
+    try:
+        tp = kafka.TopicPartition("kp-records", 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        got = [m.value for m in consumer][:3]
+        producer.send("kp-records", key=b"k", value=b"v3").get(timeout=30)
+        got += [m.value for m in consumer][:1]
+    finally:
+        consumer.close()
+        producer.close()
+    assert got == [b"v0", b"v1", b"v2", b"v3"]
 
 
 def test_confluent_kafka_describes_and_alters_topic_configs(node: NodeProcess) -> None:
@@ -254,3 +271,42 @@ def test_records_cross_between_the_cli_and_kafka_and_kafka_requests_are_counted(
     counted = {s.labels.get("request"): s.value for family in text_string_to_metric_families(text)
                for s in family.samples if s.name == "kafka_network_requestmetrics_requests_total"}
     assert counted.get("Produce", 0) > 0 and counted.get("FetchConsumer", 0) > 0 and counted.get("Metadata", 0) > 0
+
+
+def test_an_incremental_fetch_session_answers_only_what_changed(node: NodeProcess) -> None:
+    """KIP-227 on the wire: a full fetch at epoch 0 opens a session; the next fetch at epoch 1
+    naming no partition answers none while nothing changed, then the partition once a record
+    arrives; a wrong epoch is INVALID_FETCH_SESSION_EPOCH; epoch -1 closes the session."""
+    import datetime
+    import socket
+    import sys
+
+    from kio.index import load_request_schema
+
+    from kafka_wire import read_frame_blocking, read_response, request_bytes
+    kcat(node, "-P", "-t", "sessions", stdin="first\n")
+    module = sys.modules[load_request_schema(1, 12).__module__]
+
+    def fetch(sock: socket.socket, correlation_id: int, session_id: int, epoch: int, partitions: tuple) -> Any:
+        topics = (module.FetchTopic(topic="sessions", partitions=partitions),) if partitions else ()
+        sock.sendall(request_bytes(1, 12, correlation_id, cluster_id=None, replica_id=-1,
+                                   max_wait=datetime.timedelta(milliseconds=200), min_bytes=1, max_bytes=1 << 20,
+                                   isolation_level=0, session_id=session_id, session_epoch=epoch, topics=topics,
+                                   forgotten_topics_data=(), rack_id=""))
+        return read_response(read_frame_blocking(sock), 1, 12)[1]
+
+    partition = module.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=1, last_fetched_epoch=-1,
+                                      log_start_offset=-1, partition_max_bytes=1 << 20)
+    host, port = bootstrap(node).split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        opened = fetch(sock, 1, 0, 0, (partition,))
+        assert opened.session_id != 0 and [p.partition_index for t in opened.responses for p in t.partitions] == [0]
+        quiet = fetch(sock, 2, opened.session_id, 1, ())
+        assert quiet.error_code.name == "none" and quiet.responses == ()
+        kcat(node, "-P", "-t", "sessions", stdin="second\n")
+        news = fetch(sock, 3, opened.session_id, 2, ())
+        [[answered]] = [t.partitions for t in news.responses]
+        assert answered.high_watermark == 2 and answered.records
+        assert fetch(sock, 4, opened.session_id, 9, ()).error_code.name == "invalid_fetch_session_epoch"
+        assert fetch(sock, 5, opened.session_id, -1, (partition,)).session_id == 0
+        assert fetch(sock, 6, opened.session_id, 3, ()).error_code.name == "fetch_session_id_not_found"
