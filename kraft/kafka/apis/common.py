@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import sys
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -44,8 +45,12 @@ def response_of(request: Any) -> type:
     return load_response_schema(request.__api_key__, request.__version__)
 
 
-def has(obj: Any, name: str) -> bool:
-    return name in {f.name for f in dataclasses.fields(obj)}
+def topic_uuid(topic_id: str) -> uuid.UUID:
+    """A topic id (a UUID's text) as kio's UUID; the zero UUID (Kafka's "none") if it is not one."""
+    try:
+        return uuid.UUID(topic_id)
+    except ValueError:
+        return uuid.UUID(int=0)
 
 
 def code(error: str | None) -> ErrorCode:

@@ -8,18 +8,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kraft.kafka.apis.common import Api, code, entity, ms, nested, response_of
+from kraft.kafka.apis.common import Api, code, entity, ms, nested, response_of, topic_uuid
 from kraft.server.request_context import RequestContext
 from kraft.server.services import BrokerServices
 
 METADATA, DESCRIBE_CLUSTER = 3, 60
 
-
-def _topic_id(text: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        return uuid.UUID(int=0)
 
 
 def metadata(services: BrokerServices) -> Any:
@@ -34,7 +28,7 @@ def metadata(services: BrokerServices) -> Any:
         allow = getattr(request, "allow_auto_topic_creation", True)
         result = await services.topics.metadata(ctx, names, allow, ctx.listener_name)
         topics = [entity(
-            topic_cls, error_code=code(None), name=t.name, topic_id=_topic_id(t.topic_id), is_internal=t.internal,
+            topic_cls, error_code=code(None), name=t.name, topic_id=topic_uuid(t.topic_id), is_internal=t.internal,
             partitions=tuple(entity(
                 partition_cls, error_code=code(None if p.leader >= 0 else "LEADER_NOT_AVAILABLE"),
                 partition_index=p.partition, leader_id=p.leader, leader_epoch=p.leader_epoch,

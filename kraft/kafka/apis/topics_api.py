@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from kraft.errors import KraftError
-from kraft.kafka.apis.common import Api, code, entity, error_of, ms, nested, response_of
+from kraft.kafka.apis.common import Api, code, entity, error_of, ms, nested, response_of, topic_uuid
 from kraft.metadata.acl import TOPIC
 from kraft.server.access import CREATE_TOPICS as CREATE_TOPICS_API, NAMED, rule_of
 from kraft.server.metadata import check_topic_name
@@ -19,12 +19,6 @@ CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 _CREATE = rule_of(CREATE_TOPICS_API, TOPIC, NAMED)
 DEFAULT = -1  # num_partitions / replication_factor: the broker's default
 
-
-def _uuid(text: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        return uuid.UUID(int=0)
 
 
 def create_topics(services: BrokerServices) -> Any:
@@ -45,7 +39,7 @@ def create_topics(services: BrokerServices) -> Any:
                     services.authorization.require(ctx, _CREATE, (check_topic_name(t.name, "create"),))
                 else:
                     created = await services.topics.create_topic(ctx, t.name, partitions, replication, configs)
-                    values.update(topic_id=_uuid(created.topic_id), num_partitions=len(created.partitions),
+                    values.update(topic_id=topic_uuid(created.topic_id), num_partitions=len(created.partitions),
                                   replication_factor=len(created.partitions[0].replicas) if created.partitions else -1)
             except Exception as e:  # noqa: BLE001 - the topic's answer
                 error = error_of(e)
@@ -66,12 +60,12 @@ def delete_topics(services: BrokerServices) -> Any:
                 if name is None:
                     raise KraftError("INVALID_REQUEST", "deleting a topic by its id is not supported: name it")
                 deleted = await services.topics.delete_topic(ctx, name)
-                results.append(entity(result_cls, name=name, topic_id=_uuid(deleted.topic_id), error_code=code(None),
-                                      error_message=None))
+                results.append(entity(result_cls, name=name, topic_id=topic_uuid(deleted.topic_id),
+                                      error_code=code(None), error_message=None))
             except Exception as e:  # noqa: BLE001 - the topic's answer
                 error = error_of(e)
-                results.append(entity(result_cls, name=name, topic_id=uuid.UUID(int=0), error_code=code(error.error_code),
-                                      error_message=error.message))
+                results.append(entity(result_cls, name=name, topic_id=uuid.UUID(int=0),
+                                      error_code=code(error.error_code), error_message=error.message))
         return entity(response, throttle_time=ms(0), responses=tuple(results))
     return handle
 
