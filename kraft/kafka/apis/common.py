@@ -5,17 +5,20 @@ types (`nested`), and Kafka's error codes from kraft's error names."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import datetime
 import sys
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from kraft.errors import KraftError, from_exception
 from kraft.kafka.dispatch import Handler
 from kraft.server.services import BrokerServices
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -53,10 +56,12 @@ def topic_uuid(topic_id: str) -> uuid.UUID:
         return uuid.UUID(int=0)
 
 
-def code(error: str | None) -> ErrorCode:
-    """Kafka's error code of a kraft error name (None: no error)."""
+def code(error: str | KraftError | None) -> ErrorCode:
+    """Kafka's error code of a kraft error or its name (None: no error)."""
     if error is None:
         return ErrorCode.none
+    if isinstance(error, KraftError):
+        error = error.error_code
     try:
         return ErrorCode[error.lower()]
     except KeyError:
@@ -65,6 +70,18 @@ def code(error: str | None) -> ErrorCode:
 
 def error_of(exc: BaseException) -> KraftError:
     return from_exception(exc)
+
+
+async def attempt(call: Callable[[], Awaitable[T] | T]) -> tuple[T | None, KraftError | None]:
+    """One resource's call (a topic's, a partition's): its result, or its error as that resource's
+    answer rather than the request's."""
+    try:
+        result = call()
+        if inspect.isawaitable(result):
+            result = await result
+        return result, None
+    except Exception as e:  # noqa: BLE001 - the resource's answer
+        return None, error_of(e)
 
 
 def ms(value: int) -> datetime.timedelta:

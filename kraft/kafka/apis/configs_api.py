@@ -49,7 +49,7 @@ def describe_configs(services: BrokerServices) -> Any:
                 error = None
             except Exception as e:  # noqa: BLE001 - the resource's answer
                 configs, error = (), error_of(e)
-            results.append(entity(result_cls, error_code=code(error and error.error_code),
+            results.append(entity(result_cls, error_code=code(error),
                                   error_message=error and error.message, resource_type=r.resource_type,
                                   resource_name=r.resource_name, configs=configs))
         return entity(response, throttle_time=ms(0), results=tuple(results))
@@ -81,7 +81,7 @@ def _alter(services: BrokerServices, incremental: bool) -> Any:
                     await services.topics.alter_configs(ctx, r.resource_name, changes)
             except Exception as e:  # noqa: BLE001 - the resource's answer
                 error = error_of(e)
-            results.append(entity(result_cls, error_code=code(error and error.error_code),
+            results.append(entity(result_cls, error_code=code(error),
                                   error_message=error and error.message, resource_type=r.resource_type,
                                   resource_name=r.resource_name))
         return entity(response, throttle_time=ms(0), responses=tuple(results))

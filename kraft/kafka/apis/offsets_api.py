@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kraft.kafka.apis.common import Api, code, entity, error_of, ms, nested, response_of
+from kraft.kafka.apis.common import Api, attempt, code, entity, ms, nested, response_of
 from kraft.server.records import NO_EPOCH
 from kraft.server.request_context import RequestContext
 from kraft.server.services import BrokerServices
@@ -23,11 +23,10 @@ def list_offsets(services: BrokerServices) -> Any:
         for t in request.topics:
             partitions = []
             for p in t.partitions:
-                try:
-                    found = await services.records.list_offsets(ctx, t.name, p.partition_index, int(p.timestamp))
-                    offset, timestamp, error = (-1 if found.offset is None else found.offset), found.timestamp, None
-                except Exception as e:  # noqa: BLE001 - the partition's answer
-                    offset, timestamp, error = -1, -1, error_of(e).error_code
+                found, error = await attempt(lambda t=t, p=p: services.records.list_offsets(
+                    ctx, t.name, p.partition_index, int(p.timestamp)))
+                offset = -1 if found is None or found.offset is None else found.offset
+                timestamp = -1 if found is None else found.timestamp
                 partitions.append(entity(partition_cls, partition_index=p.partition_index, error_code=code(error),
                                          timestamp=timestamp, offset=offset, leader_epoch=NO_EPOCH,
                                          old_style_offsets=(offset,) if offset >= 0 else ()))
@@ -44,13 +43,9 @@ def offset_for_leader_epoch(services: BrokerServices) -> Any:
         for t in request.topics:
             partitions = []
             for p in t.partitions:
-                try:
-                    found = await services.records.offset_for_leader_epoch(
-                        ctx, t.topic, p.partition, int(getattr(p, "current_leader_epoch", NO_EPOCH)),
-                        int(p.leader_epoch))
-                    epoch, end, error = found.leader_epoch, found.end_offset, None
-                except Exception as e:  # noqa: BLE001 - the partition's answer
-                    epoch, end, error = NO_EPOCH, -1, error_of(e).error_code
+                found, error = await attempt(lambda t=t, p=p: services.records.offset_for_leader_epoch(
+                    ctx, t.topic, p.partition, int(getattr(p, "current_leader_epoch", NO_EPOCH)), int(p.leader_epoch)))
+                epoch, end = (NO_EPOCH, -1) if found is None else (found.leader_epoch, found.end_offset)
                 partitions.append(entity(partition_cls, error_code=code(error), partition=p.partition,
                                          leader_epoch=epoch, end_offset=end))
             topics.append(entity(topic_cls, topic=t.topic, partitions=tuple(partitions)))

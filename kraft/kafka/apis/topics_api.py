@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from kraft.errors import KraftError
-from kraft.kafka.apis.common import Api, code, entity, error_of, ms, nested, response_of, topic_uuid
+from kraft.kafka.apis.common import Api, attempt, code, entity, error_of, ms, nested, response_of, topic_uuid
 from kraft.metadata.acl import TOPIC
 from kraft.server.access import CREATE_TOPICS as CREATE_TOPICS_API, NAMED, rule_of
 from kraft.server.metadata import check_topic_name
@@ -56,18 +56,18 @@ def delete_topics(services: BrokerServices) -> Any:
         names = list(request.topic_names) if hasattr(request, "topic_names") else [t.name for t in request.topics]
         results = []
         for name in names:
-            try:
-                if name is None:
-                    raise KraftError("INVALID_REQUEST", "deleting a topic by its id is not supported: name it")
-                deleted = await services.topics.delete_topic(ctx, name)
-                results.append(entity(result_cls, name=name, topic_id=topic_uuid(deleted.topic_id),
-                                      error_code=code(None), error_message=None))
-            except Exception as e:  # noqa: BLE001 - the topic's answer
-                error = error_of(e)
-                results.append(entity(result_cls, name=name, topic_id=uuid.UUID(int=0),
-                                      error_code=code(error.error_code), error_message=error.message))
+            deleted, error = await attempt(lambda name=name: _delete(services, ctx, name))
+            results.append(entity(result_cls, name=name, topic_id=uuid.UUID(int=0) if deleted is None else
+                                  topic_uuid(deleted.topic_id), error_code=code(error),
+                                  error_message=error and error.message))
         return entity(response, throttle_time=ms(0), responses=tuple(results))
     return handle
+
+
+async def _delete(services: BrokerServices, ctx: RequestContext, name: str | None) -> Any:
+    if name is None:
+        raise KraftError("INVALID_REQUEST", "deleting a topic by its id is not supported: name it")
+    return await services.topics.delete_topic(ctx, name)
 
 
 def create_partitions(services: BrokerServices) -> Any:
@@ -76,13 +76,9 @@ def create_partitions(services: BrokerServices) -> Any:
         result_cls = nested(response, "CreatePartitionsTopicResult")
         results = []
         for t in request.topics:
-            error = None
-            try:
-                if not request.validate_only:
-                    await services.topics.create_partitions(ctx, t.name, int(t.count))
-            except Exception as e:  # noqa: BLE001 - the topic's answer
-                error = error_of(e)
-            results.append(entity(result_cls, name=t.name, error_code=code(error and error.error_code),
+            _, error = await attempt(lambda t=t: None if request.validate_only else services.topics.create_partitions(
+                ctx, t.name, int(t.count)))
+            results.append(entity(result_cls, name=t.name, error_code=code(error),
                                   error_message=error and error.message))
         return entity(response, throttle_time=ms(0), results=tuple(results))
     return handle
