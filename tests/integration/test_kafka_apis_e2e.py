@@ -310,3 +310,21 @@ def test_an_incremental_fetch_session_answers_only_what_changed(node: NodeProces
         assert fetch(sock, 4, opened.session_id, 9, ()).error_code.name == "invalid_fetch_session_epoch"
         assert fetch(sock, 5, opened.session_id, -1, (partition,)).session_id == 0
         assert fetch(sock, 6, opened.session_id, 3, ()).error_code.name == "fetch_session_id_not_found"
+
+
+def test_describe_cluster_and_find_coordinator_name_the_kafka_endpoint(node: NodeProcess) -> None:
+    import socket
+
+    from kafka_wire import read_frame_blocking, read_response, request_bytes
+    admin = AdminClient({"bootstrap.servers": bootstrap(node)})
+    cluster = admin.describe_cluster().result(30)
+    host, port = bootstrap(node).split(":")
+    assert [(b.id, b.host, b.port) for b in cluster.nodes] == [(1, host, int(port))]
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(request_bytes(10, 3, 1, key="a-group", key_type=0))
+        _, found = read_response(read_frame_blocking(sock), 10, 3)
+        sock.sendall(request_bytes(10, 3, 2, key="a-transaction", key_type=1))
+        _, transaction = read_response(read_frame_blocking(sock), 10, 3)
+    assert (found.error_code.name, found.node_id, found.host, found.port) == ("none", 1, host, int(port))
+    assert transaction.error_code.name == "coordinator_not_available"
+    assert transaction.error_message == "transactions are not served yet"
