@@ -328,3 +328,24 @@ def test_describe_cluster_and_find_coordinator_name_the_kafka_endpoint(node: Nod
     assert (found.error_code.name, found.node_id, found.host, found.port) == ("none", 1, host, int(port))
     assert transaction.error_code.name == "coordinator_not_available"
     assert transaction.error_message == "transactions are not served yet"
+
+
+def test_a_producer_over_its_quota_is_told_its_throttle_time(node: NodeProcess) -> None:
+    """A client id's producer_byte_rate (set with `kraft configs`) holds a Kafka producer back:
+    Produce answers carry throttle_time_ms > 0 (KIP-219: the client waits that long too)."""
+    from click.testing import CliRunner
+
+    from kraft.api.cli import main as cli_main
+    altered = CliRunner().invoke(cli_main, ["configs", "--bootstrap-server", bootstrap(node), "--alter",
+                                            "--entity-type", "clients", "--entity-name", "kafka-slow",
+                                            "--add-config", "producer_byte_rate=2048"])
+    assert altered.exit_code == 0, altered.output
+    throttled: list[int] = []
+    producer = Producer({"bootstrap.servers": bootstrap(node), "client.id": "kafka-slow", "linger.ms": 0,
+                         "throttle_cb": lambda event: throttled.append(event.throttle_time)})
+    deadline = time.monotonic() + 60
+    while not throttled and time.monotonic() < deadline:
+        producer.produce("quota-topic", value=b"x" * 20_000)
+        producer.flush(30)
+        producer.poll(0)
+    assert throttled and max(throttled) > 0
