@@ -98,6 +98,9 @@ _SPECS = [
     ErrorSpec("RESOURCE_NOT_FOUND", 91, False),
     ErrorSpec("DUPLICATE_RESOURCE", 92, False),
     ErrorSpec("INVALID_REGULAR_EXPRESSION", 128, False),
+    ErrorSpec("INVALID_TXN_STATE", 48, False),
+    ErrorSpec("FETCH_SESSION_ID_NOT_FOUND", 70, True),
+    ErrorSpec("INVALID_FETCH_SESSION_EPOCH", 71, True),
     # the HTTP listener's own (no Kafka counterpart): a route or representation it does not serve
     ErrorSpec("METHOD_NOT_ALLOWED", -2, False),
     ErrorSpec("NOT_FOUND", -3, False),

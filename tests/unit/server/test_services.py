@@ -74,7 +74,7 @@ class View:
     def __init__(self, *names: str) -> None:
         self.names = names
 
-    def cluster(self) -> ClusterDescription:
+    def cluster(self, listener: str | None = None) -> ClusterDescription:
         return ClusterDescription("c1", 1, ())
 
     def topics(self) -> list[TopicDescription]:
