@@ -103,7 +103,7 @@ def test_an_unknown_user_is_answered_in_a_known_users_time(node):
 
 
 def post_routes() -> list[str]:
-    fill = {"{topic}": "abuse", "{group}": "g", "{partition}": "0"}
+    fill = {"{topic}": "abuse", "{group}": "g", "{partition}": "0", "{transactional_id}": "tx"}
     paths = []
     for route in ROUTES:
         if route.method == "POST":
