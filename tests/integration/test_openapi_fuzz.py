@@ -3,7 +3,10 @@ produce a 5xx, every 4xx carries a Kafka error name, and the node stays up."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
+import requests
 import schemathesis
 from hypothesis import HealthCheck, settings
 
@@ -16,8 +19,22 @@ pytestmark = pytest.mark.slow
 def node(tmp_path_factory):
     """A node of its own: the fuzzer creates and deletes topics at random."""
     n = start_node(tmp_path_factory.mktemp("fuzz"))
+    wait_for_transaction_coordinator(n)
     yield n
     shutdown_all([n])
+
+
+def wait_for_transaction_coordinator(node, timeout_s: float = 60.0) -> None:
+    """The transaction coordinator's topic is created on first use and answers the retriable
+    COORDINATOR_NOT_AVAILABLE (503) while it loads, as a client retries it: the fuzzer judges
+    inputs, so it starts once the coordinator serves."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = requests.get(f"{node.url}/v1/transactions/warm-up/coordinator", timeout=10).status_code
+        if status == 200:
+            return
+        assert status == 503 and time.monotonic() < deadline, f"transaction coordinator: {status}"
+        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
