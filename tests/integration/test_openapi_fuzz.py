@@ -19,22 +19,23 @@ pytestmark = pytest.mark.slow
 def node(tmp_path_factory):
     """A node of its own: the fuzzer creates and deletes topics at random."""
     n = start_node(tmp_path_factory.mktemp("fuzz"))
-    wait_for_transaction_coordinator(n)
+    wait_for_coordinators(n)
     yield n
     shutdown_all([n])
 
 
-def wait_for_transaction_coordinator(node, timeout_s: float = 60.0) -> None:
-    """The transaction coordinator's topic is created on first use and answers the retriable
-    COORDINATOR_NOT_AVAILABLE (503) while it loads, as a client retries it: the fuzzer judges
-    inputs, so it starts once the coordinator serves."""
+def wait_for_coordinators(node, timeout_s: float = 60.0) -> None:
+    """The group and transaction coordinators' topics are created on first use and answer the
+    retriable COORDINATOR_NOT_AVAILABLE (503) while they load, as a client retries it: the fuzzer
+    judges inputs, so it starts once both coordinators serve."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        status = requests.get(f"{node.url}/v1/transactions/warm-up/coordinator", timeout=10).status_code
-        if status == 200:
-            return
-        assert status == 503 and time.monotonic() < deadline, f"transaction coordinator: {status}"
-        time.sleep(0.2)
+    for path in ("/v1/groups/warm-up/coordinator", "/v1/transactions/warm-up/coordinator"):
+        while True:
+            status = requests.get(f"{node.url}{path}", timeout=10).status_code
+            if status == 200:
+                break
+            assert status == 503 and time.monotonic() < deadline, f"{path}: {status}"
+            time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
