@@ -142,6 +142,21 @@ def long_request_line(node: SecureNode) -> bytes:
         return s.recv(64)
 
 
+def test_what_the_http_parser_refuses_is_answered_as_kafka_error_json(node):
+    """A request line or a header over aiohttp's 8190 bytes never reaches a route: its parser
+    refuses it. The answer is still INVALID_REQUEST as JSON (aiohttp's own is text/plain), and
+    the refused bytes are not echoed back (a header too long may be a credential)."""
+    secret = "s3cret-" + "x" * 9000
+    for answer in (requests.get(f"{node.url}/v1/transactions/{'t' * 9000}", timeout=30),
+                   requests.get(f"{node.url}/v1/metadata", headers={"X-Token": secret}, timeout=30)):
+        assert answer.status_code == 400
+        assert answer.headers["Content-Type"].startswith("application/json")
+        body = answer.json()
+        assert body["error_code"] == "INVALID_REQUEST" and "8190" in body["message"], body
+        assert "ttttt" not in body["message"] and "s3cret" not in body["message"]
+    assert node.health()["status"] == "ok"
+
+
 def test_a_flood_of_failed_logins_and_malformed_requests_leaves_a_bounded_log(node):
     offset = log_size(node)
     url = f"{node.url}/v1/metadata"
