@@ -237,6 +237,76 @@ def test_a_scram_credential_set_through_kafka_logs_in_and_shows_over_http_and_th
         [(ScramMechanism.SCRAM_SHA_512, 4096)]
 
 
+# -- broker configs -------------------------------------------------------------------------------
+
+
+INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CONFIGS, BROKER_LOGGER = 44, 32, 8
+
+
+def test_broker_configs_are_described_and_static_keys_refuse_changes(node):
+    """confluent-kafka's describe_configs / incremental_alter_configs on the BROKER resource: the
+    node's keys read-only, those it was given STATIC_BROKER_CONFIG, the rest DEFAULT_CONFIG, a
+    password key sensitive without its value; "" (the cluster default) has no dynamic defaults;
+    an alteration of a static key is INVALID_REQUEST and changes nothing; another id is refused."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
+
+    admin = confluent_admin(node)
+    broker = ConfigResource(ResourceType.BROKER, "1")
+    configs = admin.describe_configs([broker])[broker].result(30)
+    assert (configs["node.id"].value, configs["node.id"].source) == ("1", ConfigSource.STATIC_BROKER_CONFIG.value)
+    assert (configs["num.partitions"].value, configs["num.partitions"].source) == (
+        "1", ConfigSource.DEFAULT_CONFIG.value)
+    assert configs["authorizer.class.name"].value.endswith("StandardAuthorizer")
+    assert all(c.is_read_only for c in configs.values())
+    secret = configs["controller.quorum.secret"]
+    assert secret.is_sensitive and secret.value is None
+    def raw_describe(name: str) -> Any:  # confluent-kafka refuses an empty broker name itself
+        return ask(node.port, DESCRIBE_CONFIGS, 4, include_synonyms=False, include_documentation=False,
+                   resources=[{"resource_type": 4, "resource_name": name, "configuration_keys": None}]).results[0]
+
+    assert (raw_describe("").error_code, raw_describe("").configs) == (ErrorCode.none, ())
+
+    change = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as refused:
+        admin.incremental_alter_configs([change])[change].result(30)
+    error = refused.value.args[0]
+    assert error.code() == KafkaError.INVALID_REQUEST and "num.partitions" in error.str(), error
+    assert admin.describe_configs([broker])[broker].result(30)["num.partitions"].value == "1"
+    assert raw_describe("7").error_code == ErrorCode.invalid_request
+
+
+def test_broker_logger_levels_are_described_and_set(node):
+    """The BROKER_LOGGER resource (kafka-configs --entity-type broker-loggers): the node's loggers
+    with Kafka's level names; SET changes a level, DELETE gives it its parent's back; an unknown
+    logger or level is INVALID_CONFIG and changes nothing."""
+    def describe(*names: str) -> dict[str, str]:
+        answer = ask(node.port, DESCRIBE_CONFIGS, 4, include_synonyms=False, include_documentation=False,
+                     resources=[{"resource_type": BROKER_LOGGER, "resource_name": "1",
+                                 "configuration_keys": list(names) or None}])
+        [result] = answer.results
+        assert result.error_code == ErrorCode.none, result
+        return {c.name: c.value for c in result.configs}
+
+    def alter(*changes: tuple[str, int, str | None]) -> ErrorCode:
+        answer = ask(node.port, INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=[
+            {"resource_type": BROKER_LOGGER, "resource_name": "1", "configs": [
+                {"name": name, "config_operation": op, "value": value} for name, op, value in changes]}])
+        return answer.responses[0].error_code
+
+    loggers = describe()
+    assert "root" in loggers and "kraft" in loggers
+    before = describe("kraft")["kraft"]
+    assert alter(("kraft", 0, "DEBUG")) == ErrorCode.none
+    assert describe("kraft") == {"kraft": "DEBUG"}
+    assert alter(("kraft", 0, "LOUD")) == ErrorCode.invalid_config
+    assert alter(("no.such.logger", 0, "INFO")) == ErrorCode.invalid_config
+    assert describe("kraft") == {"kraft": "DEBUG"}
+    assert alter(("kraft", 1, None)) == ErrorCode.none
+    assert describe("kraft")["kraft"] == before
+
+
 # -- the controller's and the replicas' admin APIs on 3 nodes ----------------------------------------
 
 
