@@ -126,10 +126,12 @@ class TopicApis:
         return self.require_topic(name)
 
     async def create_topic(self, ctx: RequestContext, name: str, partitions: int | None,
-                           replication_factor: int | None, configs: Mapping[str, str]) -> TopicDescription:
+                           replication_factor: int | None, configs: Mapping[str, str],
+                           assignments: list[list[int]] | None = None) -> TopicDescription:
+        """`assignments`: partition i's replicas at i, placed by hand (Kafka's manual assignment)."""
         name = check_topic_name(name, "create")
         self.auth.require(ctx, _CREATE, (name,))
-        return await self.admin.create_topic(name, partitions, replication_factor, configs)
+        return await self.admin.create_topic(name, partitions, replication_factor, configs, assignments)
 
     async def delete_topic(self, ctx: RequestContext, name: str) -> TopicDescription:
         self.auth.require(ctx, _DELETE, (name,))

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from typing import Any
 
 import msgpack
@@ -419,3 +420,31 @@ def test_describe_producers_shows_an_idempotent_producer_on_the_leader(cluster):
         admin.close()
     [state] = answer[TopicPartition("idem", 0)].active_producers
     assert state.producer_epoch >= 0 and state.last_sequence == 2 and state.current_transaction_start_offset == -1
+
+
+def test_create_topics_with_a_manual_assignment_and_delete_topics_by_id(cluster):
+    """confluent-kafka's NewTopic(replica_assignment=...) places the replicas as given (the first
+    leads); an assignment naming an unregistered broker is INVALID_REPLICA_ASSIGNMENT; DeleteTopics
+    v6 deletes a topic named by its id, and an unknown id is UNKNOWN_TOPIC_ID."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    admin = confluent_admin(cluster.node(1))
+    plan = [[3, 1, 2], [2, 3, 1]]
+    admin.create_topics([NewTopic("placed", num_partitions=len(plan), replica_assignment=plan)])["placed"].result(30)
+    state = cluster.wait_for_metadata(
+        lambda m: [(p["replicas"], p["leader"]) for t in m["topics"] if t["name"] == "placed"
+                   for p in sorted(t["partitions"], key=lambda p: p["partition"])] == [(r, r[0]) for r in plan],
+        what="the manual assignment everywhere")
+    assert state
+    with pytest.raises(KafkaException) as refused:
+        admin.create_topics([NewTopic("misplaced", num_partitions=1, replica_assignment=[[1, 9]])])["misplaced"].result(30)
+    assert refused.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+
+    topic_id = next(t["topic_id"] for t in cluster.metadata(1, "placed")["topics"])
+    answer = ask(cluster.node(2).port, 20, 6, timeout=30000, topics=[
+        {"name": None, "topic_id": uuid.UUID(topic_id)}, {"name": None, "topic_id": uuid.UUID(int=0xAA)}])
+    deleted, unknown = answer.responses
+    assert (deleted.error_code, deleted.name, str(deleted.topic_id)) == (ErrorCode.none, "placed", topic_id)
+    assert unknown.error_code == ErrorCode.unknown_topic_id
+    cluster.wait_for_metadata(lambda m: all(t["name"] != "placed" for t in m["topics"]), what="the topic deleted")
