@@ -11,7 +11,7 @@ import click
 from kraft.api.client import Consumer
 from kraft.bench.common import (BenchResult, Progress, client_option, common_options, consumer_perf_summary,
                                 ensure_topic, main, print_format_option, record_bytes, report_runs)
-from kraft.bench.kafka_clients import KRAFT, kafka_consume
+from kraft.bench.kafka_clients import KRAFT, drain, kafka_consume
 
 
 @main.command()
@@ -49,24 +49,15 @@ def measure_consume(bootstrap: str, topic: str, *, num_records: int, partitions:
         start_wall = time.time()
         records, nbytes, elapsed = kafka_consume(client, bootstrap, topic, num_records, timeout_ms, progress.update)
         return BenchResult("consume", params, records, nbytes, elapsed), start_wall
-    records = nbytes = 0
     with Consumer(bootstrap, auto_offset_reset="earliest", max_poll_records=10_000) as consumer:
         consumer.assign(consumer.partitions_for_topic(topic))
         consumer.seek_to_beginning()
-        start = last = time.monotonic()
         start_wall = time.time()
-        while records < num_records:
-            got = consumer.poll(timeout_ms=500, max_records=num_records - records)
-            now = time.monotonic()
-            if not got:
-                if (now - last) * 1000 >= timeout_ms:
-                    break
-                continue
-            last = now
-            for batch in got.values():
-                records += len(batch)
-                nbytes += record_bytes(batch)
-            progress.update(records, nbytes)
-        elapsed = last - start
+
+        def poll(wanted: int) -> tuple[int, int]:
+            batches = consumer.poll(timeout_ms=500, max_records=wanted).values()
+            return sum(map(len, batches)), sum(map(record_bytes, batches))
+
+        records, nbytes, elapsed = drain(poll, num_records, timeout_ms, progress.update)
     # Partitions are assigned, not joined through a group: no rebalance time.
     return BenchResult("consume", params, records, nbytes, elapsed), start_wall

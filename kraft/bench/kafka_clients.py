@@ -100,12 +100,30 @@ def kafka_produce(client: str, bootstrap: str, topic: str, payload: bytes, num_r
     return clock() - start, acks_seen.histogram, acks_seen.failed
 
 
+def drain(poll: Callable[[int], tuple[int, int]], num_records: int, timeout_ms: int,
+          progress: Callable[[int, int], None]) -> tuple[int, int, float]:
+    """Calls `poll(records still wanted) -> (records, bytes)` until `num_records` arrived or
+    `timeout_ms` passed without any: (records, bytes, seconds from the start to the last record)."""
+    records = nbytes = 0
+    start = last = time.monotonic()
+    while records < num_records:
+        count, size = poll(num_records - records)
+        now = time.monotonic()
+        if not count:
+            if (now - last) * 1000 >= timeout_ms:
+                break
+            continue
+        last = now
+        records, nbytes = records + count, nbytes + size
+        progress(records, nbytes)
+    return records, nbytes, last - start
+
+
 def kafka_consume(client: str, bootstrap: str, topic: str, num_records: int, timeout_ms: int,
                   progress: Callable[[int, int], None]) -> tuple[int, int, float]:
     """Reads `topic` from the beginning (its partitions assigned, no group) until `num_records`
     arrived or `timeout_ms` passed without any: (records, key and value bytes, seconds from the
     start to the last record)."""
-    records = nbytes = 0
     if client == CONFLUENT:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -114,8 +132,9 @@ def kafka_consume(client: str, bootstrap: str, topic: str, num_records: int, tim
         partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
 
-        def poll() -> list[tuple[bytes | None, bytes | None]]:
-            return [(m.key(), m.value()) for m in consumer.consume(10_000, 0.5) if m.error() is None]
+        def poll(wanted: int) -> tuple[int, int]:
+            got = [m for m in consumer.consume(min(wanted, 10_000), 0.5) if m.error() is None]
+            return len(got), sum(len(m.key() or b"") + len(m.value() or b"") for m in got)
     elif client == KAFKA_PYTHON:
         from kafka import KafkaConsumer, TopicPartition as KafkaTopicPartition
 
@@ -125,23 +144,12 @@ def kafka_consume(client: str, bootstrap: str, topic: str, num_records: int, tim
         consumer.assign(assigned)
         consumer.seek_to_beginning(*assigned)
 
-        def poll() -> list[tuple[bytes | None, bytes | None]]:
-            return [(r.key, r.value) for batch in consumer.poll(timeout_ms=500).values() for r in batch]
+        def poll(wanted: int) -> tuple[int, int]:
+            got = [r for batch in consumer.poll(timeout_ms=500, max_records=wanted).values() for r in batch]
+            return len(got), sum(len(r.key or b"") + len(r.value or b"") for r in got)
     else:
         raise ValueError(f"not a Kafka client: {client!r} (one of {KAFKA_PYTHON}, {CONFLUENT})")
     try:
-        start = last = time.monotonic()
-        while records < num_records:
-            got = poll()
-            now = time.monotonic()
-            if not got:
-                if (now - last) * 1000 >= timeout_ms:
-                    break
-                continue
-            last = now
-            records += len(got)
-            nbytes += sum(len(k or b"") + len(v or b"") for k, v in got)
-            progress(records, nbytes)
+        return drain(poll, num_records, timeout_ms, progress)
     finally:
         consumer.close()
-    return records, nbytes, last - start

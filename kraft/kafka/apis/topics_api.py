@@ -84,10 +84,7 @@ async def _delete(services: BrokerServices, ctx: RequestContext, name: str | Non
     if name is not None and topic_id != NO_TOPIC_ID:
         raise KraftError("INVALID_REQUEST", "name a topic by its name or by its id, not both")
     if name is None:
-        found = next((t for t in services.metadata.topics() if topic_uuid(t.topic_id) == topic_id), None)
-        if found is None:  # as Kafka: whether the id never existed or its topic is gone
-            raise KraftError("UNKNOWN_TOPIC_ID", f"no topic has the id {topic_id}")
-        name = found.name
+        name = services.topics.name_of_id(ctx, str(topic_id))
     return await services.topics.delete_topic(ctx, name)
 
 
