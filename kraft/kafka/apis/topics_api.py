@@ -68,8 +68,9 @@ def delete_topics(services: BrokerServices) -> Any:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         response = response_of(request)
         result_cls = nested(response, "DeletableTopicResult")
+        # kio reads the zero UUID (Kafka's "no id") as None
         named = ([(n, NO_TOPIC_ID) for n in request.topic_names] if hasattr(request, "topic_names")
-                 else [(t.name, t.topic_id) for t in request.topics])
+                 else [(t.name, t.topic_id or NO_TOPIC_ID) for t in request.topics])
         results = []
         for name, topic_id in named:
             deleted, error = await attempt(lambda name=name, topic_id=topic_id: _delete(services, ctx, name, topic_id))
