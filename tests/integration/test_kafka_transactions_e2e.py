@@ -1,0 +1,167 @@
+"""Kafka clients' transactions through the Kafka listener of a real node (issues 23 and 24):
+confluent-kafka's transactional producer writes to three partitions and a group's offset in one
+transaction; a commit shows all of it to read_committed readers (a confluent-kafka consumer and
+the HTTP Consumer) and the offset to the group, an abort none of it (read_uncommitted still reads
+the aborted records); a second producer of the same transactional.id fences the first; kafka-python's
+transactional producer commits; `kraft transactions` shows the Kafka client's transactional id."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+import pytest
+
+from harness import NodeProcess, shutdown_all, start_node, wait_for
+from transactions_support import committed_values, group_offset
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+PARTITIONS = 3
+TIMEOUT_S = 60
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    n = start_node(tmp_path_factory.mktemp("kafka-txn"), transaction_state_log_num_partitions=3,
+                   offsets_topic_num_partitions=3)
+    yield n
+    shutdown_all([n])
+
+
+def new_topic(node: NodeProcess) -> str:
+    name = f"kt-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})  # held until the answer comes
+    admin.create_topics([NewTopic(name, num_partitions=PARTITIONS, replication_factor=1)])[name].result(TIMEOUT_S)
+    return name
+
+
+def transactional_producer(node: NodeProcess, tid: str) -> Producer:
+    producer = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": tid, "linger.ms": 5})
+    producer.init_transactions(TIMEOUT_S)
+    return producer
+
+
+def produce_everywhere(producer: Producer, topic: str, tag: str) -> None:
+    for p in range(PARTITIONS):
+        producer.produce(topic, value=f"{tag}-{p}".encode(), partition=p)
+    assert producer.flush(TIMEOUT_S) == 0
+
+
+def kafka_values(node: NodeProcess, topic: str, isolation: str) -> list[str]:
+    """Every value a confluent-kafka consumer of `isolation` reads from the start of each
+    partition to its end (read_committed: the last stable offset), sorted."""
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "unused", "enable.auto.commit": False,
+                         "isolation.level": isolation, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    values: list[str] = []
+    at_end: set[int] = set()
+    try:
+        wait_for(lambda: _poll(consumer, values, at_end), TIMEOUT_S, what=f"the {isolation} end of {topic}")
+    finally:
+        consumer.close()
+    return sorted(values)
+
+
+def _poll(consumer: Consumer, values: list[str], at_end: set[int]) -> bool:
+    message = consumer.poll(0.5)
+    if message is not None:
+        if message.error() is None:
+            values.append(message.value().decode())
+        elif message.error().code() == KafkaError._PARTITION_EOF:
+            at_end.add(message.partition())
+        else:
+            raise KafkaException(message.error())
+    return len(at_end) == PARTITIONS
+
+
+def kraft_cli(node: NodeProcess, *args: str) -> list[list[str]]:
+    proc = subprocess.run([sys.executable, "-c", "from kraft.api.cli import main; main()", *args,
+                           "--bootstrap-server", node.bootstrap], capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    return [line.split() for line in proc.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_a_confluent_kafka_transaction_over_three_partitions_and_a_group_is_all_or_nothing(
+        node: NodeProcess, commit: bool) -> None:
+    topic, group, tid = new_topic(node), f"g-{uuid.uuid4().hex[:6]}", f"kafka-tx-{uuid.uuid4().hex[:6]}"
+    producer = transactional_producer(node, tid)
+    group_member = Consumer({"bootstrap.servers": node.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        producer.begin_transaction()
+        produce_everywhere(producer, topic, "a")
+        producer.send_offsets_to_transaction([TopicPartition(topic, 0, 17)], group_member.consumer_group_metadata(),
+                                             TIMEOUT_S)
+        # written, not committed: read_committed readers see nothing yet, the group no offset
+        assert kafka_values(node, topic, "read_committed") == []
+        assert group_offset(node.bootstrap, group, topic) is None
+        (producer.commit_transaction if commit else producer.abort_transaction)(TIMEOUT_S)
+
+        written = sorted(f"a-{p}" for p in range(PARTITIONS))
+        expected = written if commit else []
+        assert kafka_values(node, topic, "read_committed") == expected
+        assert committed_values(node.bootstrap, topic, PARTITIONS) == expected  # the HTTP Consumer
+        assert kafka_values(node, topic, "read_uncommitted") == written  # aborted records too
+        wait_for(lambda: group_offset(node.bootstrap, group, topic) == (17 if commit else None), TIMEOUT_S,
+                 what="the group's offset")
+
+        producer.begin_transaction()  # the producer goes on after either
+        produce_everywhere(producer, topic, "b")
+        producer.commit_transaction(TIMEOUT_S)
+        assert kafka_values(node, topic, "read_committed") == sorted(expected + [f"b-{p}" for p in range(PARTITIONS)])
+    finally:
+        group_member.close()
+
+
+def test_a_second_producer_of_the_transactional_id_fences_the_first(node: NodeProcess) -> None:
+    topic, tid = new_topic(node), f"kafka-tx-{uuid.uuid4().hex[:6]}"
+    zombie = transactional_producer(node, tid)
+    zombie.begin_transaction()
+    produce_everywhere(zombie, topic, "zombie")
+    successor = transactional_producer(node, tid)  # aborts the zombie's open transaction
+    with pytest.raises(KafkaException) as fenced:
+        zombie.commit_transaction(TIMEOUT_S)
+    error = fenced.value.args[0]
+    assert error.fatal() and error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED), error
+    successor.begin_transaction()
+    produce_everywhere(successor, topic, "successor")
+    successor.commit_transaction(TIMEOUT_S)
+    assert kafka_values(node, topic, "read_committed") == sorted(f"successor-{p}" for p in range(PARTITIONS))
+
+
+def test_kafka_python_commits_a_transaction(node: NodeProcess) -> None:
+    kafka = pytest.importorskip("kafka")
+    topic, tid = new_topic(node), f"kafka-python-tx-{uuid.uuid4().hex[:6]}"
+    producer: Any = kafka.KafkaProducer(bootstrap_servers=node.bootstrap, transactional_id=tid)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for p in range(PARTITIONS):
+            producer.send(topic, value=f"kp-{p}".encode(), partition=p)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.send(topic, value=b"kp-aborted", partition=0)
+        producer.abort_transaction()
+    finally:
+        producer.close()
+    assert kafka_values(node, topic, "read_committed") == sorted(f"kp-{p}" for p in range(PARTITIONS))
+
+
+def test_the_transactions_tool_shows_a_kafka_clients_transactional_id(node: NodeProcess) -> None:
+    topic, tid = new_topic(node), f"kafka-tx-{uuid.uuid4().hex[:6]}"
+    producer = transactional_producer(node, tid)
+    producer.begin_transaction()
+    produce_everywhere(producer, topic, "open")
+    header, *rows = kraft_cli(node, "transactions", "list")
+    assert [r for r in rows if r[0] == tid and r[3] == "Ongoing"], rows
+    header, row = kraft_cli(node, "transactions", "describe", "--transactional-id", tid)
+    assert row[1] == tid and row[4] == "Ongoing"
+    assert row[-1] == ",".join(f"{topic}-{p}" for p in range(PARTITIONS))
+    producer.commit_transaction(TIMEOUT_S)
+    wait_for(lambda: kraft_cli(node, "transactions", "describe", "--transactional-id", tid)[1][4] == "CompleteCommit",
+             TIMEOUT_S, what="the commit")
