@@ -3,10 +3,12 @@ confluent-kafka's transactional producer writes to three partitions and a group'
 transaction; a commit shows all of it to read_committed readers (a confluent-kafka consumer and
 the HTTP Consumer) and the offset to the group, an abort none of it (read_uncommitted still reads
 the aborted records); a second producer of the same transactional.id fences the first; kafka-python's
-transactional producer commits; `kraft transactions` shows the Kafka client's transactional id."""
+and aiokafka's transactional producers commit and abort; `kraft transactions` shows the Kafka
+client's transactional id."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import uuid
@@ -150,6 +152,28 @@ def test_kafka_python_commits_a_transaction(node: NodeProcess) -> None:
     finally:
         producer.close()
     assert kafka_values(node, topic, "read_committed") == sorted(f"kp-{p}" for p in range(PARTITIONS))
+
+
+def test_aiokafka_commits_and_aborts_a_transaction(node: NodeProcess) -> None:
+    aiokafka = pytest.importorskip("aiokafka")
+    topic, tid = new_topic(node), f"aiokafka-tx-{uuid.uuid4().hex[:6]}"
+
+    async def run() -> None:
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=node.bootstrap, transactional_id=tid)
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for p in range(PARTITIONS):
+                    await producer.send_and_wait(topic, f"ak-{p}".encode(), partition=p)
+            await producer.begin_transaction()
+            await producer.send_and_wait(topic, b"ak-aborted", partition=0)
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+    assert kafka_values(node, topic, "read_committed") == sorted(f"ak-{p}" for p in range(PARTITIONS))
+    assert "ak-aborted" in kafka_values(node, topic, "read_uncommitted")
 
 
 def test_the_transactions_tool_shows_a_kafka_clients_transactional_id(node: NodeProcess) -> None:
