@@ -158,6 +158,7 @@ class CoordinatorRuntime(Generic[S]):
         ctx.state = CoordinatorState.CLOSED
         assert ctx.timer is not None
         ctx.timer.cancel_all()
+        ctx.shard.on_unloaded()
         while ctx.queue:
             _settle(ctx.queue.popleft().future, error=error)
         ctx.wakeup.set()

@@ -30,7 +30,10 @@ from typing import Any, Callable, Iterable, Protocol, TypeVar
 from kraft.api.errors import KraftError
 from kraft.api.routes.groups import GroupHeartbeat, OffsetCommitEntry, OffsetReset
 from kraft.api.routes.services import AdminService
+from kraft.broker.groups.classic import ClassicGroup, JoinRequest, JoinResult
+from kraft.broker.groups.classic_handlers import JoinOutcome
 from kraft.broker.groups.errors import GroupError
+from kraft.broker.groups.group_waits import GroupWaits
 from kraft.broker.groups.hashing import OFFSETS_TOPIC, coordinator_partition
 from kraft.broker.groups.leader_offsets import LeaderOffsets, LocalOffsets
 from kraft.broker.groups.membership import JOIN_EPOCH, ConsumerGroup, GroupConfig, HeartbeatRequest, Member, RegexTopics
@@ -111,6 +114,7 @@ class GroupCoordinator:
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
             OFFSETS_TOPIC, replicas, self._new_shard, clock, settings.runtime, scheduler)
         self._create_lock = asyncio.Lock()
+        self.waits = GroupWaits()
 
     def _new_shard(self, partition: int) -> GroupShard:
         return GroupShard(partition, self, self.settings.group, self.settings.offsets_retention_ms,
@@ -128,6 +132,12 @@ class GroupCoordinator:
 
     def regex_topics(self, image: MetadataImage) -> RegexTopics:
         return lambda m: self.regexes.lookup(image, _regex_key(m.subscribed_topic_regex or "", m))
+
+    def group_changed(self, partition: int, group_id: str) -> None:
+        self.waits.changed(partition, group_id)
+
+    def unloaded(self, partition: int) -> None:
+        self.waits.unloaded(partition)
 
     # -- routing ------------------------------------------------------------------------------
 
@@ -262,13 +272,15 @@ class GroupCoordinator:
                 raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"{topic}-{partition} does not exist")
 
     async def commit_offsets(
-        self, group_id: str, member_id: str, member_epoch: int, offsets: list[OffsetCommitEntry]
+        self, group_id: str, member_id: str, member_epoch: int, offsets: list[OffsetCommitEntry],
+        group_instance_id: str | None = None,
     ) -> dict[str, Any]:
+        """`member_epoch` is a classic group's generation id."""
         self._check_partitions((e.topic, e.partition) for e in offsets)
         partition, _ = await self._shard(group_id)
         commits = {(e.topic, e.partition): (e.offset, e.metadata) for e in offsets}
         await self.runtime.write(partition, "commit-offsets", lambda shard, now: shard.commit_offsets(
-            group_id, member_id, member_epoch, commits, now))
+            group_id, member_id, member_epoch, commits, now, group_instance_id))
         return {"offsets": [{"topic": e.topic, "partition": e.partition, "offset": e.offset} for e in offsets]}
 
     async def fetch_offsets(self, group_id: str, topics: list[str] | None) -> dict[str, Any]:
@@ -393,3 +405,88 @@ class GroupCoordinator:
             else:
                 removed += answer
         return removed
+
+    # -- classic groups -------------------------------------------------------------------------
+
+    async def join_group(self, group_id: str, request: JoinRequest) -> JoinResult:
+        """Kafka's JoinGroup. MEMBER_ID_REQUIRED carries the member id to join with
+        (`KraftError.extra["member_id"]`)."""
+        _check_group_id(group_id)
+        partition, _ = await self._shard(group_id)
+        new_member_id = f"{request.client_id}-{uuid.uuid4()}"
+        outcome: JoinOutcome = await self.runtime.write(
+            partition, "join-group", lambda shard, now: shard.classic_join(group_id, request, new_member_id, now))
+        if outcome.member_id_required:
+            raise KraftError("MEMBER_ID_REQUIRED", "join again with the member id given",
+                             member_id=outcome.member_id)
+        if outcome.result is not None:
+            return outcome.result
+        # The rebalance completes with the others' joins, or at the latest at its timeout.
+        return await self._answer(partition, group_id, request.rebalance_timeout_ms,
+                                  lambda group: group.join_answer(outcome.member_id, request.group_instance_id))
+
+    async def sync_group(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                         protocol_type: str | None, protocol_name: str | None,
+                         assignments: dict[str, bytes]) -> bytes:
+        """Kafka's SyncGroup: the member's assignment (a follower's once the leader's is stored)."""
+        _check_group_id(group_id)
+        partition, _ = await self._shard(group_id)
+        assignment = await self.runtime.write(partition, "sync-group", lambda shard, now: shard.classic_sync(
+            group_id, member_id, group_instance_id, generation_id, protocol_type, protocol_name, assignments, now))
+        if assignment is not None:
+            return bytes(assignment)
+        _, shard = await self._shard(group_id)
+        group = shard.groups.get(group_id)
+        member = group.classic.members.get(member_id) if group is not None and group.classic else None
+        timeout_ms = member.rebalance_timeout_ms if member is not None else 0
+        return await self._answer(partition, group_id, timeout_ms,
+                                  lambda group: group.sync_answer(member_id, group_instance_id, generation_id))
+
+    async def classic_heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
+                                generation_id: int) -> None:
+        """Kafka's Heartbeat; REBALANCE_IN_PROGRESS when the member must rejoin."""
+        _check_group_id(group_id)
+        partition, _ = await self._shard(group_id)
+        error = await self.runtime.write(partition, "heartbeat", lambda shard, now: shard.classic_heartbeat(
+            group_id, member_id, group_instance_id, generation_id, now))
+        if error is not None:
+            raise KraftError(error, f"group {group_id!r} is rebalancing: join again")
+
+    async def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> list[str | None]:
+        """Kafka's LeaveGroup: each (member id, group instance id)'s error, None when it left."""
+        _check_group_id(group_id)
+        partition, _ = await self._shard(group_id)
+        errors: list[str | None] = await self.runtime.write(
+            partition, "leave-group", lambda shard, now: shard.classic_leave(group_id, members, now))
+        return errors
+
+    async def _answer(self, partition: int, group_id: str, timeout_ms: int,
+                      answer: Callable[[ClassicGroup], T | None]) -> T:
+        """`answer(group)` of the committed classic group once it is not None, asked again at
+        each change of the group; NOT_COORDINATOR if the partition is unloaded meanwhile, and
+        REBALANCE_IN_PROGRESS if nothing moved the group in `timeout_ms` (and the coordinator's
+        own wait) - the group's timers make it move before."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000 + COORDINATOR_WAIT_S
+        while True:
+            shard = await self.runtime.active(partition, 0)
+            group = shard.groups.get(group_id)
+            if group is None or group.classic is None:
+                raise KraftError("UNKNOWN_MEMBER_ID", f"group {group_id!r} has no classic members")
+            try:
+                result = answer(group.classic)
+            except GroupError as e:
+                raise KraftError(e.error_code, e.message) from None
+            if result is not None:
+                return result
+            changed = self.waits.event(partition, group_id)
+            try:
+                await asyncio.wait_for(changed.wait(), max(0.0, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                raise KraftError("REBALANCE_IN_PROGRESS", f"group {group_id!r} did not complete its "
+                                 "rebalance in time: join again") from None
+
+
+def _check_group_id(group_id: str) -> None:
+    if not group_id:
+        raise KraftError("INVALID_GROUP_ID", "the group id is empty")
