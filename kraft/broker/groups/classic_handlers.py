@@ -129,7 +129,7 @@ class ClassicHandlers:
             return CoordinatorResult((), None)
         current, before, group = self._classic_copy(group_id, create=False)
         if not group.expire_member(member_id, now_ms):
-            return CoordinatorResult((), None, (self._session_timer(group_id, group, member_id, now_ms),))
+            return CoordinatorResult((), None, (self._classic_session_timer(group_id, group, member_id, now_ms),))
         log.info("group %s: removed %s after session timeout", group_id, member_id)
         return self._classic_result(group_id, current, before, group, now_ms, None, ())
 
@@ -141,7 +141,7 @@ class ClassicHandlers:
         current, before, group = self._classic_copy(group_id, create=False)
         group.try_complete_join(now_ms)
         if group.state is PREPARING:  # the timer fired a little early, or the delay grew: again
-            return CoordinatorResult((), None, (self._join_timer(group_id, group),))
+            return CoordinatorResult((), None, (self._classic_join_timer(group_id, group),))
         return self._classic_result(group_id, current, before, group, now_ms, None, ())
 
     def classic_timers_on_load(self, now_ms: int) -> list[TimerChange]:
@@ -151,9 +151,9 @@ class ClassicHandlers:
             if g.classic is None:
                 continue
             for member_id in (*g.classic.members, *g.classic.pending_members):
-                timers.append(self._session_timer(group_id, g.classic, member_id, now_ms))
+                timers.append(self._classic_session_timer(group_id, g.classic, member_id, now_ms))
             if g.classic.state is PREPARING:
-                timers.append(self._join_timer(group_id, g.classic))
+                timers.append(self._classic_join_timer(group_id, g.classic))
         return timers
 
     # -- helpers ------------------------------------------------------------------------------
@@ -194,22 +194,22 @@ class ClassicHandlers:
         starting = set(renew) | (new - old)
         if before is not None and before.state is PREPARING and after.state is not PREPARING:
             starting |= new
-        changes += [self._session_timer(group_id, after, m, now_ms) for m in sorted(starting & new)]
+        changes += [self._classic_session_timer(group_id, after, m, now_ms) for m in sorted(starting & new)]
         due_before = before.join_due_ms if before is not None else None
         if after.join_due_ms != due_before:
-            changes.append(self._join_timer(group_id, after) if after.join_due_ms is not None
+            changes.append(self._classic_join_timer(group_id, after) if after.join_due_ms is not None
                            else CancelTimer((CLASSIC_JOIN, group_id)))
         return tuple(changes)
 
     @staticmethod
-    def _session_timer(group_id: str, group: ClassicGroup, member_id: str, now_ms: int) -> ScheduleTimer:
+    def _classic_session_timer(group_id: str, group: ClassicGroup, member_id: str, now_ms: int) -> ScheduleTimer:
         member = group.members.get(member_id)
         timeout = member.session_timeout_ms if member is not None else group.pending_members[member_id]
         return ScheduleTimer((CLASSIC_SESSION, group_id, member_id), now_ms + timeout,
                              functools.partial(ClassicHandlers.classic_expire, group_id=group_id, member_id=member_id))
 
     @staticmethod
-    def _join_timer(group_id: str, group: ClassicGroup) -> ScheduleTimer:
+    def _classic_join_timer(group_id: str, group: ClassicGroup) -> ScheduleTimer:
         due = group.join_due_ms
         assert due is not None
         return ScheduleTimer((CLASSIC_JOIN, group_id), due,

@@ -294,8 +294,8 @@ class GroupCoordinator:
         ]}
 
     async def list_groups(self) -> dict[str, Any]:
-        groups = [{"group_id": g.group_id, "state": g.state, "protocol_type": "consumer",
-                   "members": len(g.members), "coordinator": self.node_id}
+        groups = [{"group_id": g.group_id, "state": g.state, "protocol_type": _protocol_type(g),
+                   "members": g.member_count, "coordinator": self.node_id}
                   for _, shard in self.runtime.active_shards() for g in shard.groups.values()]
         return {"groups": sorted(groups, key=lambda g: g["group_id"])}
 
@@ -468,8 +468,10 @@ class GroupCoordinator:
         own wait) - the group's timers make it move before."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000 + COORDINATOR_WAIT_S
+        shard = await self.runtime.active(partition, 0)
         while True:
-            shard = await self.runtime.active(partition, 0)
+            if not shard.served:  # resigned or reloaded: the client finds the coordinator again
+                raise self.runtime.not_coordinator(partition)
             group = shard.groups.get(group_id)
             if group is None or group.classic is None:
                 raise KraftError("UNKNOWN_MEMBER_ID", f"group {group_id!r} has no classic members")
@@ -485,6 +487,11 @@ class GroupCoordinator:
             except asyncio.TimeoutError:
                 raise KraftError("REBALANCE_IN_PROGRESS", f"group {group_id!r} did not complete its "
                                  "rebalance in time: join again") from None
+
+
+def _protocol_type(group: ConsumerGroup) -> str:
+    """Kafka's protocol type: a classic group's own ("consumer" for consumers, "connect", ...)."""
+    return "consumer" if group.classic is None else group.classic.protocol_type or ""
 
 
 def _check_group_id(group_id: str) -> None:

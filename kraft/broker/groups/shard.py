@@ -86,6 +86,7 @@ class GroupShard(ClassicHandlers):
         self.offsets_retention_ms = offsets_retention_ms
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._state = GroupsReplay(config)
+        self.served = True  # until unloaded: a request waiting on this state then fails
 
     @property
     def groups(self) -> dict[str, ConsumerGroup]:
@@ -100,6 +101,7 @@ class GroupShard(ClassicHandlers):
             self.env.group_changed(self.partition, group_id)
 
     def on_unloaded(self) -> None:
+        self.served = False
         self.env.unloaded(self.partition)
 
     def on_loaded(self, now_ms: int) -> tuple[TimerChange, ...]:
@@ -119,6 +121,9 @@ class GroupShard(ClassicHandlers):
                   now_ms: int) -> CoordinatorResult[HeartbeatResponse]:
         """Kafka's ConsumerGroupHeartbeat: join, heartbeat or leave; `new_member_id` names a
         member that joins without an id."""
+        committed = self.groups.get(group_id)
+        if committed is not None and committed.classic is not None and committed.has_members:
+            raise inconsistent_protocol(group_id, "classic")
         current, before, group = self._working_copy(group_id)
         image = self.env.image
         try:
