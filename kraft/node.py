@@ -67,6 +67,8 @@ from kraft.controller.raft_quorum import (
 from kraft.cluster_identity import ClusterIdentity, ClusterIdGate, new_cluster_id
 from kraft.controller.service import ControllerService
 from kraft.dir_lock import lock_directories, release_all
+from kraft.kafka.classic_groups import ClassicGroupHandlers
+from kraft.kafka.group_service import CoordinatorGroups
 from kraft.kafka.node_listeners import KafkaListeners
 from kraft.metrics import NodeMetrics
 from kraft.readiness import MetadataProgress, ReadinessCheck
@@ -289,6 +291,8 @@ class Node:
         security = self._security(config)
         # the Kafka protocol on the client port and the Kafka-only listeners (kraft/kafka)
         self.kafka = KafkaListeners(config, security.authenticator, lambda: security.refused("authentication"))
+        ClassicGroupHandlers(CoordinatorGroups(self.groups, authorizer_configured=bool(config["authorizer.class.name"]))
+                             ).register(self.kafka.registry)
         if self.lifecycle is not None:
             self.lifecycle.security_protocol = config.security_protocol
         self.metrics.watch_connections(config.listener_name or config.security_protocol, self.kafka.open_connections)

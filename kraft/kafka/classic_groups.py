@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from kraft.api.errors import KraftError
 from kraft.broker.groups.classic import JoinRequest, JoinResult
-from kraft.kafka.answers import answer, error_code, nested_type, response_type
+from kraft.kafka.answers import answer, build, error_code, nested_type, response_type
 from kraft.kafka.dispatch import HandlerRegistry
 from kraft.server.request_context import RequestContext
 
@@ -82,8 +82,8 @@ class ClassicGroupHandlers:
             JOIN_GROUP, version, error_code=error_code(None), generation_id=result.generation_id,
             protocol_type=result.protocol_type, protocol_name=result.protocol_name or "",
             leader=result.leader_id, skip_assignment=False, member_id=result.member_id,
-            members=tuple(member(member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata)
-                          for m in result.members),
+            members=tuple(build(member, member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                metadata=m.metadata) for m in result.members),
         )
 
     async def sync_group(self, ctx: RequestContext, request: Any) -> Any:
@@ -122,5 +122,5 @@ class ClassicGroupHandlers:
             return answer(LEAVE_GROUP, version, error_code=error_code(errors[0]))
         entry = nested_type(response_type(LEAVE_GROUP, version), "members")
         return answer(LEAVE_GROUP, version, error_code=error_code(None), members=tuple(
-            entry(member_id=member_id, group_instance_id=instance_id, error_code=error_code(error))
+            build(entry, member_id=member_id, group_instance_id=instance_id, error_code=error_code(error))
             for (member_id, instance_id), error in zip(members, errors)))
