@@ -180,6 +180,12 @@ class ClassicGroup:
             out.update(topics)
         return frozenset(out)
 
+    def member_topics(self, member: ClassicMember) -> tuple[str, ...]:
+        """The topics of a member's consumer protocol subscription (none if it has none)."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or not member.protocols:
+            return ()
+        return subscription_topics(member.protocols[0][1]) or ()
+
     def assigned(self, member: ClassicMember) -> frozenset[tuple[str, int]]:
         """The member's partitions, from its consumer protocol assignment."""
         if self.protocol_type != CONSUMER_PROTOCOL_TYPE:

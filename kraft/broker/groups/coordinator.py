@@ -295,7 +295,7 @@ class GroupCoordinator:
 
     async def list_groups(self) -> dict[str, Any]:
         groups = [{"group_id": g.group_id, "state": g.state, "protocol_type": _protocol_type(g),
-                   "members": g.member_count, "coordinator": self.node_id}
+                   "members": g.member_count, "coordinator": self.node_id, "group_type": g.protocol}
                   for _, shard in self.runtime.active_shards() for g in shard.groups.values()]
         return {"groups": sorted(groups, key=lambda g: g["group_id"])}
 
@@ -304,16 +304,10 @@ class GroupCoordinator:
         group = shard.groups.get(group_id)
         if group is None:
             raise KraftError("GROUP_ID_NOT_FOUND", f"group {group_id!r} does not exist")
-        members = [{
-            "member_id": m.member_id, "member_epoch": m.member_epoch, "client_id": m.client_id,
-            "host": m.client_host, "subscribed_topics": list(m.subscribed_topics),
-            "subscribed_topic_regex": m.subscribed_topic_regex,
-            "assignment": _tp_json(m.assigned), "pending_revocation": _tp_json(m.pending_revocation),
-            "target_assignment": _tp_json(group.target.get(m.member_id, ())),
-        } for m in sorted(group.members.values(), key=lambda m: m.member_id)]
+        members = _members_json(group)
         partitions = set(group.offsets)
-        for m in group.members.values():
-            partitions |= m.assigned
+        for m in members:
+            partitions |= {(a["topic"], p) for a in m["assignment"] for p in a["partitions"]}
         # The leaders' high watermarks (what a consumer can read to), asked in parallel.
         ends = await self.leader_offsets.offsets_or_none(sorted(partitions))
         offsets = []
@@ -327,10 +321,13 @@ class GroupCoordinator:
                 "lag": None if current is None or leo is None else max(0, leo - current),
                 "member_id": group.owner_of(tp),
             })
+        classic = group.classic
         return {
-            "group_id": group_id, "state": group.state, "protocol_type": "consumer",
-            "assignor": group.assignor, "group_epoch": group.group_epoch,
-            "assignment_epoch": group.assignment_epoch,
+            "group_id": group_id, "state": group.state, "protocol_type": _protocol_type(group),
+            "group_type": group.protocol,
+            "assignor": group.assignor if classic is None else classic.protocol_name or "",
+            "group_epoch": group.group_epoch if classic is None else classic.generation_id,
+            "assignment_epoch": group.assignment_epoch if classic is None else classic.generation_id,
             "coordinator": self._coordinator_json(partition, self.image), "members": members, "offsets": offsets,
         }
 
@@ -487,6 +484,30 @@ class GroupCoordinator:
             except asyncio.TimeoutError:
                 raise KraftError("REBALANCE_IN_PROGRESS", f"group {group_id!r} did not complete its "
                                  "rebalance in time: join again") from None
+
+
+def _members_json(group: ConsumerGroup) -> list[dict[str, Any]]:
+    """The members of a KIP-848 group; a classic group's with their generation as the epoch and
+    what their consumer protocol metadata and assignment say."""
+    classic = group.classic
+    if classic is None:
+        return [{
+            "member_id": m.member_id, "member_epoch": m.member_epoch, "client_id": m.client_id,
+            "host": m.client_host, "subscribed_topics": list(m.subscribed_topics),
+            "subscribed_topic_regex": m.subscribed_topic_regex,
+            "assignment": _tp_json(m.assigned), "pending_revocation": _tp_json(m.pending_revocation),
+            "target_assignment": _tp_json(group.target.get(m.member_id, ())),
+        } for m in sorted(group.members.values(), key=lambda m: m.member_id)]
+    out = []
+    for m in sorted(classic.members.values(), key=lambda m: m.member_id):
+        assigned = _tp_json(classic.assigned(m))
+        out.append({
+            "member_id": m.member_id, "member_epoch": classic.generation_id, "client_id": m.client_id,
+            "host": m.client_host, "group_instance_id": m.group_instance_id,
+            "subscribed_topics": list(classic.member_topics(m)), "subscribed_topic_regex": None,
+            "assignment": assigned, "pending_revocation": [], "target_assignment": assigned,
+        })
+    return out
 
 
 def _protocol_type(group: ConsumerGroup) -> str:

@@ -8,7 +8,13 @@ on resignation; a group cannot mix protocols; offsets commit with the generation
 from __future__ import annotations
 
 import asyncio
+import io
 from pathlib import Path
+
+from kio.schema.consumer_protocol_assignment.v0 import ConsumerProtocolAssignment as Assignment
+from kio.schema.consumer_protocol_assignment.v0.data import TopicPartition as AssignedTopic
+from kio.schema.consumer_protocol_subscription.v0 import ConsumerProtocolSubscription as Subscription
+from kio.serial import entity_writer
 
 import pytest
 
@@ -26,8 +32,23 @@ CLASSIC_CONFIG = GroupConfig(session_timeout_ms=10_000, heartbeat_interval_ms=1_
                              classic=ClassicConfig(initial_rebalance_delay_ms=DELAY))
 
 
+def encoded(schema, **fields) -> bytes:
+    """A consumer protocol struct as clients send it: version 0, then the struct."""
+    buffer = io.BytesIO()
+    buffer.write(b"\x00\x00")
+    entity_writer(schema)(buffer, schema(**fields))
+    return buffer.getvalue()
+
+
+SUBSCRIPTION = encoded(Subscription, topics=("a",), user_data=None)
+
+
+def assignment(*partitions: int) -> bytes:
+    return encoded(Assignment, assigned_partitions=(AssignedTopic(topic="a", partitions=partitions),), user_data=None)
+
+
 def join(member_id: str = "", instance: str | None = None) -> JoinRequest:
-    return JoinRequest(member_id, instance, "consumer", (("range", b"meta-" + member_id.encode()),),
+    return JoinRequest(member_id, instance, "consumer", (("range", SUBSCRIPTION),),
                        session_timeout_ms=10_000, rebalance_timeout_ms=20_000, client_id="client")
 
 
@@ -75,11 +96,19 @@ async def test_joins_wait_for_the_delayed_first_rebalance_then_sync(groups: Grou
     await groups.barrier()
     await settle()
     assert not waiting.done()
-    assert await c.sync_group("g", m1, None, 1, "consumer", "range", {m1: b"p0", m2: b"p1"}) == b"p0"
-    assert await waiting == b"p1"
+    given = {m1: assignment(0, 1), m2: assignment(2, 3)}
+    assert await c.sync_group("g", m1, None, 1, "consumer", "range", given) == given[m1]
+    assert await waiting == given[m2]
     await c.classic_heartbeat("g", m2, None, 1)
-    await c.commit_offsets("g", m2, 1, [OffsetCommitEntry("a", 1, 42, "")])
-    assert (await error_of(c.commit_offsets("g", m2, 0, [OffsetCommitEntry("a", 1, 43, "")]))).error_code \
+    await c.commit_offsets("g", m2, 1, [OffsetCommitEntry("a", 2, 42, "")])
+    described = await c.describe_group("g")
+    assert (described["group_type"], described["state"], described["assignor"], described["group_epoch"]) == \
+        ("classic", "Stable", "range", 1)
+    assert [(m["member_id"], m["subscribed_topics"], m["assignment"]) for m in described["members"]] == sorted(
+        [(m1, ["a"], [{"topic": "a", "partitions": [0, 1]}]), (m2, ["a"], [{"topic": "a", "partitions": [2, 3]}])])
+    assert [(o["partition"], o["current_offset"], o["member_id"]) for o in described["offsets"]] == \
+        [(0, None, m1), (1, None, m1), (2, 42, m2), (3, None, m2)]
+    assert (await error_of(c.commit_offsets("g", m2, 0, [OffsetCommitEntry("a", 2, 43, "")]))).error_code \
         == "ILLEGAL_GENERATION"
     listed = (await c.list_groups())["groups"]
     assert [(g["group_id"], g["state"], g["members"]) for g in listed] == [("g", "Stable", 2)]

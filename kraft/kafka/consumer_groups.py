@@ -1,0 +1,121 @@
+"""ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848, v0-v1) over the Kafka protocol: thin
+adapters over the group service's KIP-848 groups (the ones the HTTP heartbeat serves), for the
+clients that ask for `group.protocol=consumer`. Partitions travel by topic id on this API: they
+are named through the broker's metadata image (a topic id it does not know is left out, as the
+coordinator cannot assign it; an owned partition of a deleted topic is gone anyway).
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Any, Callable, Iterable
+
+from kraft.api.errors import KraftError
+from kraft.kafka.answers import answer, build, error_code, nested_type, response_type
+from kraft.kafka.dispatch import HandlerRegistry
+from kraft.metadata.image import MetadataImage
+from kraft.server.group_apis import GroupApis
+from kraft.server.groups import GroupHeartbeat, TopicPartitions
+from kraft.server.request_context import RequestContext
+
+CONSUMER_GROUP_HEARTBEAT = 68
+CONSUMER_GROUP_DESCRIBE = 69
+VERSIONS = {CONSUMER_GROUP_HEARTBEAT: (0, 1), CONSUMER_GROUP_DESCRIBE: (0, 1)}
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def _topic_uuid(image: MetadataImage, name: str) -> uuid.UUID | None:
+    topic = image.topic_by_name(name)
+    try:
+        return None if topic is None else uuid.UUID(topic.topic_id)
+    except ValueError:
+        return None
+
+
+class ConsumerGroupHandlers:
+    def __init__(self, groups: GroupApis, image: Callable[[], MetadataImage]) -> None:
+        self.groups = groups
+        self.image = image
+
+    def register(self, registry: HandlerRegistry) -> None:
+        registry.register(CONSUMER_GROUP_HEARTBEAT, *VERSIONS[CONSUMER_GROUP_HEARTBEAT], self.heartbeat)
+        registry.register(CONSUMER_GROUP_DESCRIBE, *VERSIONS[CONSUMER_GROUP_DESCRIBE], self.describe)
+
+    def _named(self, owned: Iterable[Any]) -> frozenset[tuple[str, int]]:
+        image = self.image()
+        out = set()
+        for tp in owned:
+            topic = image.topic_by_id(str(tp.topic_id))
+            if topic is not None:
+                out.update((topic.name, int(p)) for p in tp.partitions)
+        return frozenset(out)
+
+    async def heartbeat(self, ctx: RequestContext, request: Any) -> Any:
+        version = ctx.api_version
+        owned = None if request.topic_partitions is None else self._named(request.topic_partitions)
+        names = request.subscribed_topic_names
+        beat = GroupHeartbeat(
+            member_id=request.member_id, member_epoch=request.member_epoch, client_id=ctx.client_id,
+            client_host=ctx.client_address, subscribed_topics=None if names is None else tuple(names),
+            subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
+            server_assignor=request.server_assignor, owned=owned,
+            rebalance_timeout_ms=int(request.rebalance_timeout.total_seconds() * 1000),
+        )
+        if request.instance_id is not None:
+            return answer(CONSUMER_GROUP_HEARTBEAT, version, error_code=error_code("UNSUPPORTED_VERSION"),
+                          error_message="static membership (instance_id) of consumer groups is not supported",
+                          member_epoch=-1, heartbeat_interval=datetime.timedelta(0))
+        try:
+            result = await self.groups.heartbeat(ctx, request.group_id, beat)
+        except KraftError as e:
+            return answer(CONSUMER_GROUP_HEARTBEAT, version, error_code=error_code(e), error_message=e.message,
+                          member_epoch=-1, heartbeat_interval=datetime.timedelta(0))
+        schema = response_type(CONSUMER_GROUP_HEARTBEAT, version)
+        assignment_type = nested_type(schema, "assignment")
+        tp_type = nested_type(assignment_type, "topic_partitions")
+        image = self.image()
+        return answer(
+            CONSUMER_GROUP_HEARTBEAT, version, error_code=error_code(None), member_id=result.member_id,
+            member_epoch=result.member_epoch,
+            heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
+            assignment=assignment_type(topic_partitions=tuple(
+                tp_type(topic_id=topic_id, partitions=t.partitions) for t in result.assignment
+                if (topic_id := _topic_uuid(image, t.topic)) is not None)))
+
+    async def describe(self, ctx: RequestContext, request: Any) -> Any:
+        version = ctx.api_version
+        group_type = nested_type(response_type(CONSUMER_GROUP_DESCRIBE, version), "groups")
+        member_type = nested_type(group_type, "members")
+        assignment_type = nested_type(member_type, "assignment")
+        tp_type = nested_type(assignment_type, "topic_partitions")
+        image = self.image()
+
+        def assignment(tps: Iterable[TopicPartitions]) -> Any:
+            return assignment_type(topic_partitions=tuple(
+                tp_type(topic_id=_topic_uuid(image, t.topic), topic_name=t.topic, partitions=t.partitions)
+                for t in tps))
+
+        described = []
+        for group_id in request.group_ids:
+            try:
+                d = await self.groups.describe_group(ctx, group_id)
+                if d.group_type != "consumer":
+                    raise KraftError("GROUP_ID_NOT_FOUND", f"group {group_id!r} is not a consumer group")
+            except KraftError as e:
+                described.append(build(group_type, error_code=error_code(e), error_message=e.message, group_id=group_id,
+                                       group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="",
+                                       members=(), authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+                continue
+            described.append(build(
+                group_type, error_code=error_code(None), group_id=group_id, group_state=d.state,
+                group_epoch=d.group_epoch, assignment_epoch=d.assignment_epoch, assignor_name=d.assignor,
+                members=tuple(build(
+                    member_type, member_id=m.member_id, member_epoch=m.member_epoch, client_id=m.client_id,
+                    client_host=m.host, subscribed_topic_names=m.subscribed_topics,
+                    subscribed_topic_regex=m.subscribed_topic_regex, assignment=assignment(m.assignment),
+                    target_assignment=assignment(m.target_assignment)) for m in d.members),
+                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+        return answer(CONSUMER_GROUP_DESCRIBE, version, groups=tuple(described))
+

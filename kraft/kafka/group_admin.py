@@ -1,0 +1,92 @@
+"""ListGroups, DescribeGroups and DeleteGroups over the Kafka protocol: thin adapters over the
+group service, for classic and KIP-848 groups alike (kafka-consumer-groups --list / --describe /
+--delete, the admin clients).
+
+- ListGroups v0-v5: v4 filters by state, v5 by type ("classic", "consumer"); the groups the
+  principal may Describe (all with Describe on the cluster).
+- DescribeGroups v0-v5: a classic group as Kafka describes it (members' metadata and assignment
+  only while Stable, the protocol name as `protocol_data`); a KIP-848 group with its members'
+  subscriptions and assignments in the consumer protocol's encoding, as Kafka 4 answers for the
+  tools that only know DescribeGroups. A group that does not exist is `Dead` with no error.
+- DeleteGroups v0-v2: each group's own error (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kraft.api.errors import KraftError
+from kraft.kafka.answers import answer, build, error_code, nested_type, response_type
+from kraft.kafka.dispatch import HandlerRegistry
+from kraft.server.group_apis import GroupApis
+from kraft.server.request_context import RequestContext
+
+LIST_GROUPS = 16
+DESCRIBE_GROUPS = 15
+DELETE_GROUPS = 42
+VERSIONS = {LIST_GROUPS: (0, 5), DESCRIBE_GROUPS: (0, 5), DELETE_GROUPS: (0, 2)}
+
+# DescribeGroups v3+ without include_authorized_operations (Kafka's "not asked")
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+class GroupAdminHandlers:
+    def __init__(self, groups: GroupApis) -> None:
+        self.groups = groups
+
+    def register(self, registry: HandlerRegistry) -> None:
+        handlers = {LIST_GROUPS: self.list_groups, DESCRIBE_GROUPS: self.describe_groups,
+                    DELETE_GROUPS: self.delete_groups}
+        for api_key, handler in handlers.items():
+            registry.register(api_key, *VERSIONS[api_key], handler)
+
+    async def list_groups(self, ctx: RequestContext, request: Any) -> Any:
+        version = ctx.api_version
+        listed_type = nested_type(response_type(LIST_GROUPS, version), "groups")
+        try:
+            listed = await self.groups.list_groups(ctx)
+        except KraftError as e:
+            return answer(LIST_GROUPS, version, error_code=error_code(e), groups=())
+        states = {s.lower() for s in getattr(request, "states_filter", ())}
+        types = {t.lower() for t in getattr(request, "types_filter", ())}
+        return answer(LIST_GROUPS, version, error_code=error_code(None), groups=tuple(
+            build(listed_type, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
+                  group_type=g.group_type)
+            for g in listed.groups
+            if (not states or g.state.lower() in states) and (not types or g.group_type in types)))
+
+    async def describe_groups(self, ctx: RequestContext, request: Any) -> Any:
+        version = ctx.api_version
+        group_type = nested_type(response_type(DESCRIBE_GROUPS, version), "groups")
+        member_type = nested_type(group_type, "members")
+        described = []
+        for group_id in request.groups:
+            try:
+                d = await self.groups.describe_classic(ctx, group_id)
+            except KraftError as e:
+                described.append(build(group_type, error_code=error_code(e), error_message=e.message,
+                                       group_id=group_id, group_state="", protocol_type="", protocol_data="",
+                                       members=(), authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+                continue
+            described.append(build(
+                group_type, error_code=error_code(None), group_id=group_id, group_state=d.state,
+                protocol_type=d.protocol_type, protocol_data=d.protocol, members=tuple(
+                    build(member_type, member_id=m.member_id, group_instance_id=m.group_instance_id,
+                          client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
+                          member_assignment=m.assignment)
+                    for m in d.members),
+                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+        return answer(DESCRIBE_GROUPS, version, groups=tuple(described))
+
+    async def delete_groups(self, ctx: RequestContext, request: Any) -> Any:
+        version = ctx.api_version
+        result_type = nested_type(response_type(DELETE_GROUPS, version), "results")
+        results = []
+        for group_id in request.groups_names:
+            try:
+                await self.groups.delete_group(ctx, group_id)
+                error = None
+            except KraftError as e:
+                error = e
+            results.append(result_type(group_id=group_id, error_code=error_code(error)))
+        return answer(DELETE_GROUPS, version, results=tuple(results))
