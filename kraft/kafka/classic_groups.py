@@ -24,7 +24,6 @@ JOIN_GROUP = 11
 HEARTBEAT = 12
 LEAVE_GROUP = 13
 SYNC_GROUP = 14
-VERSIONS = {JOIN_GROUP: (0, 9), HEARTBEAT: (0, 4), LEAVE_GROUP: (0, 5), SYNC_GROUP: (0, 5)}
 
 
 class ClassicGroupApis(Protocol):
@@ -52,10 +51,8 @@ class ClassicGroupHandlers:
         self.groups = groups
 
     def register(self, registry: HandlerRegistry) -> None:
-        handlers = {JOIN_GROUP: self.join_group, SYNC_GROUP: self.sync_group, HEARTBEAT: self.heartbeat,
-                    LEAVE_GROUP: self.leave_group}
-        for api_key, handler in handlers.items():
-            registry.register(api_key, *VERSIONS[api_key], handler)
+        registry.register_all({JOIN_GROUP: (0, 9, self.join_group), SYNC_GROUP: (0, 5, self.sync_group),
+                               HEARTBEAT: (0, 4, self.heartbeat), LEAVE_GROUP: (0, 5, self.leave_group)})
 
     async def join_group(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
