@@ -289,3 +289,37 @@ class ClassicGroupMachine(RuleBasedStateMachine):
 
 ClassicGroupMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
 test_classic_group_machine = ClassicGroupMachine.TestCase
+
+
+def consumer_metadata(*topics: str) -> bytes:
+    """A consumer protocol subscription (version 0) as clients send it in JoinGroup."""
+    import io
+
+    from kio.schema.consumer_protocol_subscription.v0 import ConsumerProtocolSubscription
+    from kio.serial import entity_writer
+
+    buffer = io.BytesIO(b"\x00\x00")
+    buffer.seek(2)
+    entity_writer(ConsumerProtocolSubscription)(buffer, ConsumerProtocolSubscription(topics=topics, user_data=None))
+    return buffer.getvalue()
+
+
+def test_offsets_of_a_classic_groups_subscribed_topics_do_not_expire_while_it_has_members() -> None:
+    from kraft.broker.groups.expiration import expired_offsets
+    from kraft.broker.groups.membership import ConsumerGroup, GroupConfig, OffsetAndMetadata
+
+    def group(protocol_type: str, metadata: bytes) -> ConsumerGroup:
+        g = ConsumerGroup("g", GroupConfig())
+        g.classic = ClassicGroup("g", ClassicConfig(initial_rebalance_delay_ms=0))
+        g.classic.join(request(protocols=(("range", metadata),), protocol_type=protocol_type, instance="i"), "m1", 0)
+        g.offsets = {tp: OffsetAndMetadata(1, "", 0) for tp in (("a", 0), ("b", 0))}
+        return g
+
+    assert expired_offsets(group("consumer", consumer_metadata("a")), 100, 50) == [("b", 0)]
+    assert expired_offsets(group("connect", b"opaque"), 100, 50) == []  # not the consumer protocol: kept
+    assert expired_offsets(group("consumer", b"garbage"), 100, 50) == []  # unreadable: kept
+    emptied = group("consumer", consumer_metadata("a"))
+    assert emptied.classic is not None
+    emptied.classic.leave([("m1", "i")], 70)
+    emptied.empty_since_ms = 70
+    assert expired_offsets(emptied, 100, 50) == [] and expired_offsets(emptied, 120, 50) == [("a", 0), ("b", 0)]
