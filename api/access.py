@@ -1,153 +1,123 @@
-"""What every route needs: one table, (method, route) -> `Access`, with Kafka's per-API
-authorization rules (the Kafka docs' "Operations and Resources on Protocols", KafkaApis and
-ControllerApis), so that no route can be served without a rule (a unit test walks the router).
+"""What every HTTP route serves: one table, (method, route) -> `RouteAccess`, naming the Kafka API
+the route plays (whose authorization rules are the services' table, kraft/server/access.py), or
+none with a note saying why (probes, the API's own description, the cluster's inter-node routes),
+so that no route can be served without a rule (a unit test walks the router).
 
-An `Access` is the `Rule`s of a route, or none with a note saying why (probes, the API's own
-description).
-A rule is an operation on a resource type, and where the resource's name comes from:
-- `CLUSTER`: the cluster (`kafka-cluster`);
-- `path(name)`: the route's path parameter;
-- `NAMED`: names the handler gives, every one of which must be allowed (the topics of a produce,
-  the topics a group description shows); one refused name refuses the request;
-- `LISTED`: the answer lists only what is allowed, never an error (metadata, topic listings);
-- `NODES`: the cluster's own nodes only, by their node credential (Kafka's ClusterAction on the
-  cluster, which in Kafka only brokers and controllers hold).
-`or_cluster`: the operation on the cluster allows every resource of the type (Kafka's CreateTopics,
-DeleteTopics, ListGroups). `when`: the rule applies only in that case (the handler checks it).
-The authorization middleware (`api/access_middleware.py`) applies every rule whose name is known
-before the handler runs (CLUSTER, a path parameter, NODES); handlers take the others from here
-(`api/authz.py`: `require_named`, `visible`). `controller`: Kafka's forwardable controller APIs that
-only the active controller answers; any other node forwards them there with the client's principal
-(KIP-590), and the controller authorizes the client.
+The API names the request in its RequestContext (request metrics, audit lines). Before a route's
+handler reads anything, the authorization middleware (`api/access_middleware.py`) applies every
+rule of its API whose resource is known from the route alone: the cluster, the cluster's own
+nodes, and a resource a path parameter names (`{topic}`, `{group}`); the services apply all their
+rules again, and those that need the body. A route of an API only the active controller answers
+is forwarded there whole from any other node (KIP-590), and the controller authorizes the client.
+The inter-node routes (`node_only`) answer the cluster's own nodes only, refused to anyone else
+before authentication (api/security.py).
 
 `python -m kraft.api.access` prints the table of docs/security.md (a test keeps it in step).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
-from kraft.metadata.acl import CLUSTER as CLUSTER_TYPE, GROUP, TOPIC, TRANSACTIONAL_ID, operation_name
+from kraft.metadata.acl import CLUSTER as CLUSTER_TYPE, GROUP, TOPIC
+from kraft.server.access import (
+    ALTER_CLIENT_QUOTAS, ALTER_PARTITION_REASSIGNMENTS, ALTER_USER_SCRAM_CREDENTIALS, API_ACCESS, AUTO_CREATE, CLUSTER,
+    CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, CREATE_ACLS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS,
+    DELETE_GROUPS, DELETE_RECORDS, DELETE_TOPICS, DESCRIBE_ACLS, DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CONFIGS,
+    DESCRIBE_LOG_DIRS, DESCRIBE_QUORUM, DESCRIBE_USER_SCRAM_CREDENTIALS, ELECT_LEADERS, FETCH, FIND_COORDINATOR,
+    INCREMENTAL_ALTER_CONFIGS, INIT_PRODUCER_ID, LIST_GROUPS, LIST_OFFSETS, LIST_PARTITION_REASSIGNMENTS, METADATA,
+    NODES, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, PRODUCE, REPLICA_FETCH, Access, Rule, describe,
+)
 
-CLUSTER = "cluster"
-NAMED = "named"
-LISTED = "listed"
-NODES = "nodes"
-PATH = "path:"
-
-AUTO_CREATE = "auto-creating a topic (`auto.create.topics.enable`)"
-REPLICA_FETCH = "a replica's fetch (`replica_id` set)"
-
-# Every route under these is the cluster's own unless the table gives it a client rule
+# Every route under these is the cluster's own unless the table gives it a client API
 NODE_PREFIXES = ("/v1/controller/", "/v1/zk/")
-
-
-def path(parameter: str) -> str:
-    return PATH + parameter
-
-
-@dataclass(frozen=True)
-class Rule:
-    operation: str  # Kafka's name: DESCRIBE, ALTER_CONFIGS, ...
-    resource_type: str  # TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID
-    source: str  # CLUSTER, path(...), NAMED, LISTED or NODES
-    or_cluster: bool = False
-    when: str = ""
-    names: str = ""  # NAMED: whose names, when not the request's; LISTED: what is listed
-
-    @property
-    def up_front(self) -> bool:
-        """Applied by the middleware before the handler runs."""
-        return not self.when and (self.source in (CLUSTER, NODES) or self.source.startswith(PATH))
+# the path parameters that name a resource, by the resource type they name
+PATH_RESOURCES = {"topic": TOPIC, "group": GROUP}
+NODE_RULE = Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES)
 
 
 @dataclass(frozen=True)
-class Access:
-    rules: tuple[Rule, ...] = ()
-    controller: bool = False
-    note: str = ""  # why a route needs no rule, or what the rules leave out
+class RouteAccess:
+    api: str = ""  # the Kafka API the route plays
+    note: str = ""  # why a route plays none, or what the API's rules leave out here
+    node_only: bool = False  # the cluster's inter-node API (Kafka's ClusterAction on the cluster)
+    without: tuple[str, ...] = ()  # the API's `when` cases this route never meets
+    only: str = ""  # the one `when` case of the API this route serves (its other rules never apply)
 
     @property
-    def node_only(self) -> bool:
-        return any(r.source == NODES and not r.when for r in self.rules)
+    def access(self) -> Access:
+        if self.node_only:
+            return Access((NODE_RULE,))
+        if not self.api:
+            return Access()
+        access = API_ACCESS[self.api]
+        return replace(access, rules=tuple(r for r in access.rules
+                                           if r.when not in self.without and (not self.only or r.when == self.only)))
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        return self.access.rules
+
+    @property
+    def controller(self) -> bool:
+        return self.access.controller
 
 
-def _cluster(operation: str, controller: bool = False) -> Access:
-    return Access((Rule(operation, CLUSTER_TYPE, CLUSTER),), controller=controller)
+NODE_ONLY = RouteAccess(node_only=True)
+PUBLIC_DOCS = RouteAccess(note="the API's own description: any authenticated client")
 
-
-NODE_ONLY = Access((Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES),))
-PUBLIC_DOCS = Access(note="the API's own description: any authenticated client")
-TOPIC_PATH = path("topic")
-GROUP_PATH = path("group")
-_AUTO_CREATE_NAMED = Rule("CREATE", TOPIC, NAMED, or_cluster=True, when=AUTO_CREATE)
-
-ACCESS: dict[tuple[str, str], Access] = {
-    ("GET", "/v1/health"): Access(note="liveness and readiness probes: no credentials needed"),
+ACCESS: dict[tuple[str, str], RouteAccess] = {
+    ("GET", "/v1/health"): RouteAccess(note="liveness and readiness probes: no credentials needed"),
     ("GET", "/"): PUBLIC_DOCS,
     ("GET", "/v1/openapi.json"): PUBLIC_DOCS,
     ("GET", "/docs"): PUBLIC_DOCS,
     ("GET", "/docs/"): PUBLIC_DOCS,
     ("GET", "/docs/{asset}"): PUBLIC_DOCS,
-    ("GET", "/metrics"): Access(
-        (Rule("DESCRIBE", CLUSTER_TYPE, CLUSTER),),
-        note="its series name every topic, as Kafka's DescribeLogDirs (which needs the same) does"),
+    ("GET", "/metrics"): RouteAccess(
+        DESCRIBE_LOG_DIRS, note="its series name every topic, as Kafka's DescribeLogDirs (which needs the same) does"),
     # -- topics and records
-    ("GET", "/v1/metadata"): Access((Rule("DESCRIBE", TOPIC, LISTED), _AUTO_CREATE_NAMED)),
-    ("POST", "/v1/topics"): Access((Rule("CREATE", TOPIC, NAMED, or_cluster=True),)),
-    ("GET", "/v1/topics"): Access((Rule("DESCRIBE", TOPIC, LISTED),)),
-    ("GET", "/v1/topics/{topic}"): Access((Rule("DESCRIBE", TOPIC, TOPIC_PATH),)),
-    ("DELETE", "/v1/topics/{topic}"): Access((Rule("DELETE", TOPIC, TOPIC_PATH, or_cluster=True),)),
-    ("POST", "/v1/topics/{topic}/partitions"): Access((Rule("ALTER", TOPIC, TOPIC_PATH),)),
-    ("GET", "/v1/topics/{topic}/configs"): Access((Rule("DESCRIBE_CONFIGS", TOPIC, TOPIC_PATH),)),
-    ("PATCH", "/v1/topics/{topic}/configs"): Access((Rule("ALTER_CONFIGS", TOPIC, TOPIC_PATH),)),
-    ("POST", "/v1/topics/{topic}/records"): Access((
-        Rule("WRITE", TOPIC, TOPIC_PATH), Rule("CREATE", TOPIC, TOPIC_PATH, or_cluster=True, when=AUTO_CREATE))),
-    ("GET", "/v1/topics/{topic}/partitions/{partition}/records"): Access((Rule("READ", TOPIC, TOPIC_PATH),)),
-    ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets"): Access((Rule("DESCRIBE", TOPIC, TOPIC_PATH),)),
-    ("POST", "/v1/produce"): Access((Rule("WRITE", TOPIC, NAMED), _AUTO_CREATE_NAMED)),
-    ("POST", "/v1/delete-records"): Access((Rule("DELETE", TOPIC, NAMED),)),
-    ("POST", "/v1/fetch"): Access((Rule("READ", TOPIC, NAMED),
-                                   Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES, when=REPLICA_FETCH))),
-    ("GET", "/v1/replication"): Access((Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES, when=REPLICA_FETCH),),
-                                       note="a follower's replication channel"),
-    ("GET", "/v1/trace"): Access(
-        (Rule("DESCRIBE", CLUSTER_TYPE, CLUSTER),),
-        note="stage timings of records by topic, as /metrics"),
-    ("POST", "/v1/producers/init"): Access(
-        (Rule("WRITE", TRANSACTIONAL_ID, NAMED),),
-        note="without a transactional id nothing more: an idempotent producer's produce needs Write on each topic"),
+    ("GET", "/v1/metadata"): RouteAccess(METADATA),
+    ("POST", "/v1/topics"): RouteAccess(CREATE_TOPICS),
+    ("GET", "/v1/topics"): RouteAccess(METADATA, without=(AUTO_CREATE,)),
+    ("GET", "/v1/topics/{topic}"): RouteAccess(METADATA, without=(AUTO_CREATE,)),
+    ("DELETE", "/v1/topics/{topic}"): RouteAccess(DELETE_TOPICS),
+    ("POST", "/v1/topics/{topic}/partitions"): RouteAccess(CREATE_PARTITIONS),
+    ("GET", "/v1/topics/{topic}/configs"): RouteAccess(DESCRIBE_CONFIGS),
+    ("PATCH", "/v1/topics/{topic}/configs"): RouteAccess(INCREMENTAL_ALTER_CONFIGS),
+    ("POST", "/v1/topics/{topic}/records"): RouteAccess(PRODUCE),
+    ("GET", "/v1/topics/{topic}/partitions/{partition}/records"): RouteAccess(FETCH, without=(REPLICA_FETCH,)),
+    ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets"): RouteAccess(LIST_OFFSETS),
+    ("POST", "/v1/produce"): RouteAccess(PRODUCE),
+    ("POST", "/v1/delete-records"): RouteAccess(DELETE_RECORDS),
+    ("POST", "/v1/fetch"): RouteAccess(FETCH),
+    ("GET", "/v1/replication"): RouteAccess(
+        FETCH, only=REPLICA_FETCH, note="a follower's replication channel: the node its handshake names"),
+    ("GET", "/v1/trace"): RouteAccess(DESCRIBE_LOG_DIRS, note="stage timings of records by topic, as /metrics"),
+    ("POST", "/v1/producers/init"): RouteAccess(INIT_PRODUCER_ID),
     # -- consumer groups
-    ("GET", "/v1/groups"): Access((Rule("DESCRIBE", GROUP, LISTED, or_cluster=True),)),
-    ("GET", "/v1/groups/{group}"): Access((
-        Rule("DESCRIBE", GROUP, GROUP_PATH),
-        Rule("DESCRIBE", TOPIC, NAMED, names="its members subscribe to or are assigned"),
-        Rule("DESCRIBE", TOPIC, LISTED, names="offsets of the topics"))),
-    ("DELETE", "/v1/groups/{group}"): Access((Rule("DELETE", GROUP, GROUP_PATH),)),
-    ("GET", "/v1/groups/{group}/coordinator"): Access((Rule("DESCRIBE", GROUP, GROUP_PATH),)),
-    ("POST", "/v1/groups/{group}/heartbeat"): Access(
-        (Rule("READ", GROUP, GROUP_PATH), Rule("DESCRIBE", TOPIC, NAMED, names="it subscribes to by name")),
-        note="a subscription regex resolves to the topics the member may Describe (the coordinator filters)"),
-    ("POST", "/v1/groups/{group}/offsets"): Access((Rule("READ", GROUP, GROUP_PATH), Rule("READ", TOPIC, NAMED))),
-    ("GET", "/v1/groups/{group}/offsets"): Access((Rule("DESCRIBE", GROUP, GROUP_PATH),
-                                                   Rule("DESCRIBE", TOPIC, LISTED, names="offsets of the topics"))),
-    ("POST", "/v1/groups/{group}/offsets/delete"): Access((Rule("DELETE", GROUP, GROUP_PATH),
-                                                           Rule("READ", TOPIC, NAMED))),
-    ("POST", "/v1/groups/{group}/offsets/reset"): Access((Rule("READ", GROUP, GROUP_PATH),
-                                                          Rule("READ", TOPIC, NAMED))),
+    ("GET", "/v1/groups"): RouteAccess(LIST_GROUPS),
+    ("GET", "/v1/groups/{group}"): RouteAccess(CONSUMER_GROUP_DESCRIBE),
+    ("DELETE", "/v1/groups/{group}"): RouteAccess(DELETE_GROUPS),
+    ("GET", "/v1/groups/{group}/coordinator"): RouteAccess(FIND_COORDINATOR),
+    ("POST", "/v1/groups/{group}/heartbeat"): RouteAccess(CONSUMER_GROUP_HEARTBEAT),
+    ("POST", "/v1/groups/{group}/offsets"): RouteAccess(OFFSET_COMMIT),
+    ("GET", "/v1/groups/{group}/offsets"): RouteAccess(OFFSET_FETCH),
+    ("POST", "/v1/groups/{group}/offsets/delete"): RouteAccess(OFFSET_DELETE),
+    ("POST", "/v1/groups/{group}/offsets/reset"): RouteAccess(OFFSET_COMMIT),  # Kafka's tools reset by commits
     # -- security: SCRAM credentials, ACLs, client quotas
-    ("GET", "/v1/users/scram-credentials"): _cluster("DESCRIBE"),
-    ("POST", "/v1/users/scram-credentials"): _cluster("ALTER"),
-    ("GET", "/v1/acls"): _cluster("DESCRIBE"),
-    ("POST", "/v1/acls"): _cluster("ALTER"),
-    ("POST", "/v1/acls/delete"): _cluster("ALTER"),
-    ("GET", "/v1/client-quotas"): _cluster("DESCRIBE_CONFIGS"),
-    ("POST", "/v1/client-quotas"): _cluster("ALTER_CONFIGS"),
+    ("GET", "/v1/users/scram-credentials"): RouteAccess(DESCRIBE_USER_SCRAM_CREDENTIALS),
+    ("POST", "/v1/users/scram-credentials"): RouteAccess(ALTER_USER_SCRAM_CREDENTIALS),
+    ("GET", "/v1/acls"): RouteAccess(DESCRIBE_ACLS),
+    ("POST", "/v1/acls"): RouteAccess(CREATE_ACLS),
+    ("POST", "/v1/acls/delete"): RouteAccess(DELETE_ACLS),
+    ("GET", "/v1/client-quotas"): RouteAccess(DESCRIBE_CLIENT_QUOTAS),
+    ("POST", "/v1/client-quotas"): RouteAccess(ALTER_CLIENT_QUOTAS),
     # -- Kafka's admin APIs only the active controller answers
-    ("GET", "/v1/controller/quorum"): _cluster("DESCRIBE", controller=True),
-    ("POST", "/v1/controller/elect-leaders"): _cluster("ALTER", controller=True),
-    ("GET", "/v1/controller/reassignments"): _cluster("DESCRIBE", controller=True),
-    ("POST", "/v1/controller/reassignments"): _cluster("ALTER", controller=True),
+    ("GET", "/v1/controller/quorum"): RouteAccess(DESCRIBE_QUORUM),
+    ("POST", "/v1/controller/elect-leaders"): RouteAccess(ELECT_LEADERS),
+    ("GET", "/v1/controller/reassignments"): RouteAccess(LIST_PARTITION_REASSIGNMENTS),
+    ("POST", "/v1/controller/reassignments"): RouteAccess(ALTER_PARTITION_REASSIGNMENTS),
     # -- the cluster's own: controller RPCs, forwarded changes, ZooKeeper-mode pushes
     **{(method, route): NODE_ONLY for method, route in (
         ("GET", "/v1/controller/quorum/local"), ("GET", "/v1/controller/metadata"),
@@ -163,7 +133,7 @@ ACCESS: dict[tuple[str, str], Access] = {
 }
 
 
-def access_of(method: str, route: str) -> Access | None:
+def access_of(method: str, route: str) -> RouteAccess | None:
     """The entry of a route (its path template, e.g. `/v1/topics/{topic}`); HEAD is GET's."""
     return ACCESS.get(("GET" if method == "HEAD" else method, route))
 
@@ -174,40 +144,37 @@ def is_node_route(method: str, path_: str) -> bool:
     return entry.node_only if entry is not None else path_.startswith(NODE_PREFIXES)
 
 
+def path_parameters(route: str) -> dict[str, str]:
+    """Resource type -> the path parameter of `route` that names one."""
+    return {PATH_RESOURCES[p]: p for p in re.findall(r"\{(\w+)\}", route) if p in PATH_RESOURCES}
+
+
+def up_front(route: str, entry: RouteAccess) -> list[tuple[Rule, str | None]]:
+    """The rules the middleware applies before the handler runs, each with the path parameter
+    naming its resource (None: the cluster, or the cluster's own nodes)."""
+    named = path_parameters(route)
+    found: list[tuple[Rule, str | None]] = []
+    for rule in entry.rules:
+        if rule.when:
+            continue
+        if rule.source in (CLUSTER, NODES):
+            found.append((rule, None))
+        elif rule.resource_type in named and not rule.names:
+            found.append((rule, named[rule.resource_type]))
+    return found
+
+
 # -- the table of docs/security.md ---------------------------------------------------------------
-
-RESOURCE_WORDS = {TOPIC: "topic", GROUP: "group", CLUSTER_TYPE: "cluster", TRANSACTIONAL_ID: "transactional id"}
-
-
-def describe_rule(rule: Rule) -> str:
-    op, what = operation_name(rule.operation), RESOURCE_WORDS[rule.resource_type]
-    if rule.source == NODES:
-        text = "the cluster's own nodes only (node credential)"
-    elif rule.source == CLUSTER:
-        text = f"{op} on the cluster"
-    elif rule.source == LISTED:
-        text = f"lists only the {rule.names or what + 's'} the principal may {op}"
-        if rule.or_cluster:
-            text = f"{op} on the cluster lists all, else {text}"
-    else:
-        where = f"the {what}" if rule.source.startswith(PATH) else f"each {what} {rule.names or 'named in the request'}"
-        text = f"{op} on the cluster or on {where}" if rule.or_cluster else f"{op} on {where}"
-    return f"{rule.when}: {text}" if rule.when else text
-
-
-def describe(entry: Access) -> str:
-    parts = [describe_rule(r) for r in entry.rules] or ["none"]
-    if entry.controller:
-        parts.append("answered by the active controller (other nodes forward it, authorized there as the client)")
-    if entry.note:
-        parts.append(entry.note)
-    return "; ".join(parts)
 
 
 def markdown_table() -> str:
-    rows = ["| Route | Needs |", "|---|---|"]
+    rows = ["| Route | Kafka API | Needs |", "|---|---|---|"]
     for (method, route), entry in ACCESS.items():
-        rows.append(f"| `{method} {route}` | {describe(entry)} |")
+        named = {resource_type: f"the {parameter}" for resource_type, parameter in path_parameters(route).items()}
+        parts = describe(entry.access, named) or ["none"]
+        if entry.note:
+            parts.append(entry.note)
+        rows.append(f"| `{method} {route}` | {entry.api or '-'} | {'; '.join(parts)} |")
     return "\n".join(rows) + "\n"
 
 

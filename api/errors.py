@@ -1,154 +1,95 @@
-"""The error model of the client API: Kafka's error names, an HTTP status each, and a retriable flag.
+"""The error model on the HTTP wire: the node's errors (`kraft/errors.py`: Kafka's error names,
+numeric codes, retriable flags) each with the HTTP status the HTTP API answers it with.
 
-Every error a client can see is a `KraftError` with `error_code` (Kafka's name, e.g.
-`UNKNOWN_TOPIC_OR_PARTITION`), a human `message`, and `retriable`. On the wire it is
-`{"error_code", "message", "retriable"}` plus any extra fields (e.g. `leader` for NOT_LEADER_OR_FOLLOWER).
-
-`log/` and `metadata/` are pure and import nothing of `api/`; they raise their own exceptions
-carrying an `error_code` attribute with a Kafka name, which `from_exception` maps here.
+On the wire an error is `{"error_code", "message", "retriable"}` plus any extra fields (e.g.
+`leader` for NOT_LEADER_OR_FOLLOWER). `KraftError` and friends are re-exported from here for the
+HTTP routes, the client library and the CLI.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from kraft.errors import SPECS, ErrorSpec, KraftError, from_exception, invalid_request
+
+__all__ = ["HTTP_STATUS", "SPECS", "ErrorSpec", "KraftError", "from_exception", "http_status", "invalid_request"]
+
+HTTP_STATUS: dict[str, int] = {
+    "UNKNOWN_SERVER_ERROR": 500,
+    "OFFSET_OUT_OF_RANGE": 416,
+    "CORRUPT_MESSAGE": 400,
+    "UNKNOWN_TOPIC_OR_PARTITION": 404,
+    "INVALID_FETCH_SIZE": 400,
+    "LEADER_NOT_AVAILABLE": 503,
+    "NOT_LEADER_OR_FOLLOWER": 421,
+    "REQUEST_TIMED_OUT": 504,
+    "MESSAGE_TOO_LARGE": 413,
+    "STALE_CONTROLLER_EPOCH": 409,
+    "NETWORK_EXCEPTION": 503,
+    "COORDINATOR_LOAD_IN_PROGRESS": 503,
+    "COORDINATOR_NOT_AVAILABLE": 503,
+    "NOT_COORDINATOR": 421,
+    "INVALID_TOPIC_EXCEPTION": 400,
+    "RECORD_LIST_TOO_LARGE": 413,
+    "NOT_ENOUGH_REPLICAS": 503,
+    "NOT_ENOUGH_REPLICAS_AFTER_APPEND": 503,
+    "INVALID_REQUIRED_ACKS": 400,
+    "ILLEGAL_GENERATION": 409,
+    "INCONSISTENT_GROUP_PROTOCOL": 409,
+    "INVALID_GROUP_ID": 400,
+    "INVALID_SESSION_TIMEOUT": 400,
+    "REBALANCE_IN_PROGRESS": 409,
+    "MEMBER_ID_REQUIRED": 409,
+    "GROUP_MAX_SIZE_REACHED": 409,
+    "FENCED_INSTANCE_ID": 409,
+    "TOPIC_AUTHORIZATION_FAILED": 403,
+    "GROUP_AUTHORIZATION_FAILED": 403,
+    "CLUSTER_AUTHORIZATION_FAILED": 403,
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": 403,
+    "SECURITY_DISABLED": 400,
+    "INVALID_TIMESTAMP": 400,
+    "UNSUPPORTED_SASL_MECHANISM": 400,
+    "UNSUPPORTED_VERSION": 400,
+    "TOPIC_ALREADY_EXISTS": 409,
+    "INVALID_PARTITIONS": 400,
+    "INVALID_REPLICATION_FACTOR": 400,
+    "INVALID_REPLICA_ASSIGNMENT": 400,
+    "INVALID_CONFIG": 400,
+    "NOT_CONTROLLER": 421,
+    "INVALID_REQUEST": 400,
+    "UNSUPPORTED_FOR_MESSAGE_FORMAT": 400,
+    "POLICY_VIOLATION": 403,
+    "OUT_OF_ORDER_SEQUENCE_NUMBER": 409,
+    "DUPLICATE_SEQUENCE_NUMBER": 409,
+    "INVALID_PRODUCER_EPOCH": 409,
+    "UNKNOWN_PRODUCER_ID": 409,
+    "INVALID_PRODUCER_ID_MAPPING": 409,
+    "BROKER_NOT_AVAILABLE": 503,
+    "KAFKA_STORAGE_ERROR": 503,
+    "SASL_AUTHENTICATION_FAILED": 401,
+    "GROUP_ID_NOT_FOUND": 404,
+    "TOPIC_DELETION_DISABLED": 403,
+    "FENCED_LEADER_EPOCH": 409,
+    "UNKNOWN_LEADER_EPOCH": 409,
+    "OFFSET_NOT_AVAILABLE": 503,
+    "PREFERRED_LEADER_NOT_AVAILABLE": 503,
+    "ELECTION_NOT_NEEDED": 400,
+    "NO_REASSIGNMENT_IN_PROGRESS": 400,
+    "GROUP_SUBSCRIBED_TO_TOPIC": 409,
+    "UNKNOWN_MEMBER_ID": 409,
+    "FENCED_MEMBER_EPOCH": 409,
+    "NON_EMPTY_GROUP": 409,
+    "INCONSISTENT_CLUSTER_ID": 409,
+    "INVALID_RECORD": 400,
+    "THROTTLING_QUOTA_EXCEEDED": 429,
+    "STALE_BROKER_EPOCH": 409,
+    "INVALID_UPDATE_VERSION": 409,
+    "INVALID_REGULAR_EXPRESSION": 400,
+    "METHOD_NOT_ALLOWED": 405,
+    "NOT_FOUND": 404,
+    "UNSUPPORTED_MEDIA_TYPE": 415,
+    "NOT_ACCEPTABLE": 406,
+}
+assert HTTP_STATUS.keys() == SPECS.keys(), "every error of kraft/errors.py needs its HTTP status"
 
 
-@dataclass(frozen=True)
-class ErrorSpec:
-    code: str
-    kafka_code: int  # Kafka's numeric error code, for operators who know them
-    http_status: int
-    retriable: bool
-
-
-_SPECS = [
-    ErrorSpec("UNKNOWN_SERVER_ERROR", -1, 500, False),
-    ErrorSpec("OFFSET_OUT_OF_RANGE", 1, 416, False),
-    ErrorSpec("CORRUPT_MESSAGE", 2, 400, False),
-    ErrorSpec("UNKNOWN_TOPIC_OR_PARTITION", 3, 404, True),
-    ErrorSpec("INVALID_FETCH_SIZE", 4, 400, False),
-    ErrorSpec("LEADER_NOT_AVAILABLE", 5, 503, True),
-    ErrorSpec("NOT_LEADER_OR_FOLLOWER", 6, 421, True),
-    ErrorSpec("REQUEST_TIMED_OUT", 7, 504, True),
-    ErrorSpec("MESSAGE_TOO_LARGE", 10, 413, False),
-    ErrorSpec("STALE_CONTROLLER_EPOCH", 11, 409, False),
-    ErrorSpec("NETWORK_EXCEPTION", 13, 503, True),
-    ErrorSpec("COORDINATOR_LOAD_IN_PROGRESS", 14, 503, True),
-    ErrorSpec("COORDINATOR_NOT_AVAILABLE", 15, 503, True),
-    ErrorSpec("NOT_COORDINATOR", 16, 421, True),
-    ErrorSpec("INVALID_TOPIC_EXCEPTION", 17, 400, False),
-    ErrorSpec("RECORD_LIST_TOO_LARGE", 18, 413, False),
-    ErrorSpec("NOT_ENOUGH_REPLICAS", 19, 503, True),
-    ErrorSpec("NOT_ENOUGH_REPLICAS_AFTER_APPEND", 20, 503, True),
-    ErrorSpec("INVALID_REQUIRED_ACKS", 21, 400, False),
-    ErrorSpec("ILLEGAL_GENERATION", 22, 409, False),
-    ErrorSpec("INCONSISTENT_GROUP_PROTOCOL", 23, 409, False),
-    ErrorSpec("INVALID_GROUP_ID", 24, 400, False),
-    ErrorSpec("INVALID_SESSION_TIMEOUT", 26, 400, False),
-    ErrorSpec("REBALANCE_IN_PROGRESS", 27, 409, False),
-    ErrorSpec("MEMBER_ID_REQUIRED", 79, 409, False),
-    ErrorSpec("GROUP_MAX_SIZE_REACHED", 81, 409, False),
-    ErrorSpec("FENCED_INSTANCE_ID", 82, 409, False),
-    ErrorSpec("TOPIC_AUTHORIZATION_FAILED", 29, 403, False),
-    ErrorSpec("GROUP_AUTHORIZATION_FAILED", 30, 403, False),
-    ErrorSpec("CLUSTER_AUTHORIZATION_FAILED", 31, 403, False),
-    ErrorSpec("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", 53, 403, False),
-    ErrorSpec("SECURITY_DISABLED", 54, 400, False),
-    ErrorSpec("INVALID_TIMESTAMP", 32, 400, False),
-    ErrorSpec("UNSUPPORTED_SASL_MECHANISM", 33, 400, False),
-    ErrorSpec("UNSUPPORTED_VERSION", 35, 400, False),
-    ErrorSpec("TOPIC_ALREADY_EXISTS", 36, 409, False),
-    ErrorSpec("INVALID_PARTITIONS", 37, 400, False),
-    ErrorSpec("INVALID_REPLICATION_FACTOR", 38, 400, False),
-    ErrorSpec("INVALID_REPLICA_ASSIGNMENT", 39, 400, False),
-    ErrorSpec("INVALID_CONFIG", 40, 400, False),
-    ErrorSpec("NOT_CONTROLLER", 41, 421, True),
-    ErrorSpec("INVALID_REQUEST", 42, 400, False),
-    ErrorSpec("UNSUPPORTED_FOR_MESSAGE_FORMAT", 43, 400, False),
-    ErrorSpec("POLICY_VIOLATION", 44, 403, False),
-    ErrorSpec("OUT_OF_ORDER_SEQUENCE_NUMBER", 45, 409, False),
-    ErrorSpec("DUPLICATE_SEQUENCE_NUMBER", 46, 409, False),
-    ErrorSpec("INVALID_PRODUCER_EPOCH", 47, 409, False),
-    ErrorSpec("UNKNOWN_PRODUCER_ID", 59, 409, False),
-    ErrorSpec("INVALID_PRODUCER_ID_MAPPING", 49, 409, False),
-    ErrorSpec("BROKER_NOT_AVAILABLE", 8, 503, True),
-    ErrorSpec("KAFKA_STORAGE_ERROR", 56, 503, True),
-    ErrorSpec("SASL_AUTHENTICATION_FAILED", 58, 401, False),
-    ErrorSpec("GROUP_ID_NOT_FOUND", 69, 404, False),
-    ErrorSpec("TOPIC_DELETION_DISABLED", 73, 403, False),
-    ErrorSpec("FENCED_LEADER_EPOCH", 74, 409, True),
-    ErrorSpec("UNKNOWN_LEADER_EPOCH", 75, 409, True),
-    ErrorSpec("OFFSET_NOT_AVAILABLE", 78, 503, True),
-    ErrorSpec("PREFERRED_LEADER_NOT_AVAILABLE", 80, 503, True),
-    ErrorSpec("ELECTION_NOT_NEEDED", 84, 400, False),
-    ErrorSpec("NO_REASSIGNMENT_IN_PROGRESS", 85, 400, False),
-    ErrorSpec("GROUP_SUBSCRIBED_TO_TOPIC", 86, 409, False),
-    ErrorSpec("UNKNOWN_MEMBER_ID", 25, 409, False),
-    ErrorSpec("FENCED_MEMBER_EPOCH", 110, 409, False),
-    ErrorSpec("NON_EMPTY_GROUP", 68, 409, False),
-    ErrorSpec("INCONSISTENT_CLUSTER_ID", 104, 409, False),
-    ErrorSpec("INVALID_RECORD", 87, 400, False),
-    ErrorSpec("THROTTLING_QUOTA_EXCEEDED", 89, 429, True),
-    ErrorSpec("STALE_BROKER_EPOCH", 77, 409, False),
-    ErrorSpec("INVALID_UPDATE_VERSION", 95, 409, True),
-    ErrorSpec("INVALID_REGULAR_EXPRESSION", 128, 400, False),
-    ErrorSpec("METHOD_NOT_ALLOWED", -2, 405, False),
-    ErrorSpec("NOT_FOUND", -3, 404, False),
-    ErrorSpec("UNSUPPORTED_MEDIA_TYPE", -4, 415, False),
-    ErrorSpec("NOT_ACCEPTABLE", -5, 406, False),
-]
-
-SPECS: dict[str, ErrorSpec] = {s.code: s for s in _SPECS}
-
-
-class KraftError(Exception):
-    """An error with a Kafka name. Raise it anywhere in the server; the HTTP layer renders it."""
-
-    def __init__(self, error_code: str, message: str, **extra: Any) -> None:
-        if error_code not in SPECS:
-            error_code = "UNKNOWN_SERVER_ERROR"
-        super().__init__(f"{error_code}: {message}")
-        self.error_code = error_code
-        self.message = message
-        self.extra = extra
-
-    @property
-    def spec(self) -> ErrorSpec:
-        return SPECS[self.error_code]
-
-    @property
-    def retriable(self) -> bool:
-        return self.spec.retriable
-
-    @property
-    def http_status(self) -> int:
-        return self.spec.http_status
-
-    def to_dict(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "error_code": self.error_code,
-            "message": self.message,
-            "retriable": self.retriable,
-        }
-        body.update(self.extra)
-        return body
-
-    @classmethod
-    def from_dict(cls, body: dict[str, Any]) -> "KraftError":
-        extra = {k: v for k, v in body.items() if k not in ("error_code", "message", "retriable")}
-        return cls(str(body.get("error_code", "UNKNOWN_SERVER_ERROR")), str(body.get("message", "")), **extra)
-
-
-def from_exception(exc: BaseException) -> KraftError:
-    """Map any exception to a KraftError. Exceptions of `log/` and `metadata/` carry `error_code`."""
-    if isinstance(exc, KraftError):
-        return exc
-    code = getattr(exc, "error_code", None)
-    if isinstance(code, str) and code in SPECS:
-        return KraftError(code, str(exc))
-    return KraftError("UNKNOWN_SERVER_ERROR", f"{type(exc).__name__}: {exc}")
-
-
-def invalid_request(message: str) -> KraftError:
-    return KraftError("INVALID_REQUEST", message)
+def http_status(error: KraftError) -> int:
+    return HTTP_STATUS[error.error_code]

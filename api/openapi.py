@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from kraft.api.errors import SPECS
+from kraft.api.errors import HTTP_STATUS
 from kraft.api.messages import batch, controller, groups, node, records, security, topics
 from kraft.api.messages.common import ErrorResponse, GroupId, PartitionNumber, TopicName
 
@@ -268,7 +268,7 @@ def _responses(route: Route, answer_schema: dict[str, Any] | None) -> dict[str, 
     codes = dict.fromkeys((*route.errors, *COMMON_ERRORS, *(BODY_ERRORS if route.request else ())))
     by_status: dict[int, list[str]] = {}
     for code in codes:
-        by_status.setdefault(SPECS[code].http_status, []).append(code)
+        by_status.setdefault(HTTP_STATUS[code], []).append(code)
     for status in sorted(by_status):
         codes_of_status = sorted(by_status[status])
         responses[str(status)] = {"description": ", ".join(codes_of_status), "x-error-codes": codes_of_status,

@@ -14,9 +14,9 @@ Every request gets `request[PRINCIPAL]`, Kafka's principal string, before any ro
   (ssl.principal.mapping.rules), `User:ANONYMOUS` on a listener without authentication; wrong or
   missing credentials are 401 SASL_AUTHENTICATION_FAILED with one uniform message.
 Node-only routes (`is_node_route`, from the access table of api/access.py: the controller's
-inter-node API, ZooKeeper-mode pushes) and replica fetches (`require_node`) answer every other
-caller 403 CLUSTER_AUTHORIZATION_FAILED, logged without secrets and counted, before anything is
-read or changed. No request's body is read before its sender is authenticated. Refusals are logged
+inter-node API, ZooKeeper-mode pushes) answer every other caller 403 CLUSTER_AUTHORIZATION_FAILED,
+logged without secrets and counted, before anything is read or changed (as the services refuse a
+replica fetch from anyone but the replica's node). No request's body is read before its sender is authenticated. Refusals are logged
 with the client's address as `client`, which the node's log filter (kraft/logging.py) rate-limits
 per client.
 """
@@ -35,27 +35,20 @@ from aiohttp import web
 from kraft.api.access import is_node_route
 from kraft.api.errors import KraftError
 from kraft.api.wire import render_error
+from kraft.security.authn import AuthenticationFailed
+from kraft.security.node_auth import (
+    CLIENT_HOST_HEADER, CLIENT_ID_HEADER, FORWARDED_HEADER, FORWARDED_PRINCIPAL_HEADER, HEADER as NODE_AUTH_HEADER,
+    SIGNED_HEADERS,
+)
+from kraft.server.authorization import NODES_ONLY_MESSAGE
+from kraft.server.request_context import ANONYMOUS, NODE_PRINCIPAL_TYPE
 
 log = logging.getLogger("kraft.security")
 
-NODE_AUTH_HEADER = "X-Kraft-Node-Auth"
-FORWARDED_PRINCIPAL_HEADER = "X-Kraft-Principal"  # the client a node forwards a request for
-CLIENT_HOST_HEADER = "X-Kraft-Client-Host"  # that client's address (host-scoped ACLs)
-FORWARDED_HEADER = "X-Kraft-Forwarded"  # the forwarding node: the receiver never forwards it again
-CLIENT_ID_HEADER = "X-Kraft-Client-Id"  # Kafka's client_id, which quotas charge
-# what a receiver believes of a node-signed request on the signature's word: every one is covered
-# by the signature (absent ones as absent), so none can be added, dropped or changed
-SIGNED_HEADERS = (FORWARDED_PRINCIPAL_HEADER, CLIENT_HOST_HEADER, FORWARDED_HEADER, CLIENT_ID_HEADER)
-ANONYMOUS = "User:ANONYMOUS"
-NODE_PRINCIPAL_TYPE = "Node"
 AUTHENTICATION_FAILED_MESSAGE = "Authentication failed: invalid credentials"
 
 # liveness and readiness probes answer without credentials (they reveal no data)
 _UNAUTHENTICATED_PATHS = frozenset({"/v1/health"})
-
-
-class AuthenticationFailed(Exception):
-    """Wrong, missing or unusable client credentials (the reason is for the log only)."""
 
 
 class SecurityService(Protocol):
@@ -105,20 +98,7 @@ def cluster_authorization_failed(request: web.Request, reason: str) -> KraftErro
                 request.get(PRINCIPAL, "unauthenticated"), reason, extra={"client": peer(request)})
     if SECURITY in request.app:
         request.app[SECURITY].refused("cluster_authorization")
-    return KraftError("CLUSTER_AUTHORIZATION_FAILED",
-                      "Cluster authorization failed: this request is served to the cluster's own nodes only")
-
-
-def require_node(request: web.Request, as_node_id: int | None = None) -> None:
-    """403 unless one of the cluster's nodes calls as itself (and, with `as_node_id`, is that node).
-    A no-op in an app served without a security service (route unit tests)."""
-    if SECURITY not in request.app:
-        return
-    node_id = request.get(NODE_ID)
-    if node_id is None:
-        raise cluster_authorization_failed(request, "no node credential")
-    if as_node_id is not None and node_id != as_node_id:
-        raise cluster_authorization_failed(request, f"node {node_id} acting as node {as_node_id}")
+    return KraftError("CLUSTER_AUTHORIZATION_FAILED", NODES_ONLY_MESSAGE)
 
 
 @web.middleware

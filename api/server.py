@@ -1,38 +1,44 @@
-"""The node's HTTP application: routes, the error middleware, and service injection via AppKeys.
+"""The node's HTTP listener: the application (routes, the error, security, context, quota,
+metrics and authorization middlewares) over the node's services, and `HttpListener`, the
+`Listener` (kraft/server/listener.py) that serves it on the client port.
 
-`build_app` takes the services (implemented by `kraft/`) and returns an aiohttp Application. The
+`build_app` takes the services (kraft/server) and returns an aiohttp Application. The error
 middleware turns every failure into the error body of `api/errors.py`: KraftErrors and exceptions
 carrying a Kafka `error_code` keep their name, aiohttp's own HTTP errors map to NOT_FOUND /
 METHOD_NOT_ALLOWED / MESSAGE_TOO_LARGE / INVALID_REQUEST, a body that cannot be read as sent (not
 the gzip its Content-Encoding says) is INVALID_REQUEST logged in one line, and anything else is a
 logged 500 UNKNOWN_SERVER_ERROR: a bad request never takes the node down. A body left unread (a
-refused request's) is never drained: the answer closes the connection (`SERVER_OPTIONS`). With a
-metrics service, the request-metrics middleware (inside the error one, so it sees the error) counts
-every answer.
-Innermost, the authorization middleware applies each route's rule of api/access.py.
+refused request's) is never drained: the answer closes the connection (`SERVER_OPTIONS`). With
+the services' metrics, the request-metrics middleware (inside the error one, so it sees the
+error) counts every answer under its RequestContext. Innermost, the authorization middleware
+applies each route's rules of api/access.py before its handler runs.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import time
-from typing import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
-from kraft.api.access_middleware import authorization_middleware
+from kraft.api.access_middleware import LISTENER, authorization_middleware, context_middleware
 from kraft.api.errors import KraftError, from_exception, invalid_request
 from kraft.api.routes import (
     acls, batch, controller, delete_records, forward, groups, health, metadata, metrics, openapi, producers, records,
     replication_channel, topics, trace, users,
 )
-from kraft.api.routes.services import (
-    ADMIN, METADATA, NODE_INFO, REPLICAS, AdminService, MetadataView, NodeInfo, ReplicaService,
-)
-from kraft.api.security import SECURITY, SecurityService, peer, security_middleware
+from kraft.api.routes.metrics import UNCOUNTED
+from kraft.api.routes.services import SERVICES, context_of, services_of
+from kraft.api.security import SECURITY, peer, security_middleware
 from kraft.api.throttle import request_quota_middleware
-from kraft.api.wire import parser_error_text, render_error
+from kraft.api.wire import render_error
+from kraft.kafka.client_port import ClientPort, ClientSite
+from kraft.kafka.node_listeners import KafkaListeners
+from kraft.logging import parser_error_text
+from kraft.server.services import BrokerServices
 
 log = logging.getLogger("kraft.api")
 
@@ -88,8 +94,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 @web.middleware
 async def request_metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    name = metrics.request_name(request)
-    if name is None:
+    resource = request.match_info.route.resource
+    if resource is not None and resource.canonical in UNCOUNTED:
         return await handler(request)
     started = time.monotonic()
     error = "NONE"
@@ -103,58 +109,86 @@ async def request_metrics_middleware(request: web.Request, handler: Handler) -> 
         error = _error_of(exc).error_code
         raise
     finally:
-        name = metrics.request_name(request) or name  # the handler may have named it precisely
-        request.app[metrics.METRICS].observe_request(name, error, time.monotonic() - started)
+        metrics = services_of(request).metrics
+        if metrics is not None:
+            metrics.observe_request(context_of(request), error, time.monotonic() - started)
 
 
-def build_app(
-    node_info: NodeInfo,
-    metadata_view: MetadataView,
-    admin: AdminService,
-    replicas: ReplicaService,
-    cleanup: Callable[[web.Application], AsyncIterator[None]] | None = None,
-    extra_routes: Iterable[web.RouteTableDef] = (),
-    group_service: groups.GroupService | None = None,
-    metrics_service: metrics.MetricsService | None = None,
-    producer_id_service: producers.ProducerIdService | None = None,
-    security: SecurityService | None = None,
-) -> web.Application:
-    """The application; `cleanup` (an aiohttp cleanup_ctx generator) ties the node's lifecycle;
+def build_app(services: BrokerServices, listener_name: str = "CLIENT", security_protocol: str = "PLAINTEXT",
+              extra_routes: Iterable[web.RouteTableDef] = ()) -> web.Application:
+    """The application over `services`, served by the listener `listener_name`;
     `extra_routes` are other components' routes (each must be in api/openapi.py's ROUTES and in
-    api/access.py's ACCESS). The group
-    routes are always served; without `group_service` they answer COORDINATOR_NOT_AVAILABLE.
-    With `metrics_service`, `GET /metrics` is served and every request is counted. Without
-    `producer_id_service`, `POST /v1/producers/init` serves transactional ids only. With
-    `security` (a node always has one), every request is authenticated and the control plane
-    serves the cluster's nodes only (api/security.py); without it, routes are open (route tests)."""
+    api/access.py's ACCESS). With the services' node security (a node always has it), every
+    request is authenticated and the control plane serves the cluster's nodes only
+    (api/security.py); without it, routes are open (route tests)."""
     middlewares = [error_middleware]
-    if security is not None:
+    if services.node_security is not None:
         middlewares.append(security_middleware)
-    middlewares.append(request_quota_middleware)  # after authentication: it charges the principal
-    if metrics_service is not None:
-        middlewares.append(request_metrics_middleware)
+    middlewares.append(context_middleware)  # after authentication: the context names the principal
+    middlewares.append(request_quota_middleware)  # charges the context's quota entity
+    middlewares.append(request_metrics_middleware)
     middlewares.append(authorization_middleware)  # innermost: request metrics count its refusals
-    app = web.Application(middlewares=middlewares, client_max_size=node_info.max_request_bytes)
-    app[NODE_INFO] = node_info
-    app[METADATA] = metadata_view
-    app[ADMIN] = admin
-    app[REPLICAS] = replicas
-    if security is not None:
-        app[SECURITY] = security
-    if group_service is not None:
-        app[groups.GROUPS] = group_service
-    if metrics_service is not None:
-        app[metrics.METRICS] = metrics_service
-        app.router.add_routes(metrics.routes)
-    if producer_id_service is not None:
-        app[producers.PRODUCER_IDS] = producer_id_service
-    for module in (health, metadata, topics, records, delete_records, batch, groups, producers, controller, acls,
-                   users, openapi, trace):
+    app = web.Application(middlewares=middlewares, client_max_size=services.node.max_request_bytes)
+    app[SERVICES] = services
+    app[LISTENER] = (listener_name, security_protocol)
+    if services.node_security is not None:
+        app[SECURITY] = services.node_security
+    for module in (health, metrics, metadata, topics, records, delete_records, batch, groups, producers, controller,
+                   acls, users, openapi, trace):
         app.router.add_routes(module.routes)
     replication_channel.install(app)
+    if services.zookeeper is not None:
+        app.router.add_routes(services.zookeeper.routes())
     for table in extra_routes:
         app.router.add_routes(table)
     app.cleanup_ctx.append(forward.session_ctx)
-    if cleanup is not None:
-        app.cleanup_ctx.append(cleanup)
     return app
+
+
+class HttpListener:
+    """The HTTP API on `host:port` (port 0: any free port), with TLS when the node's services
+    carry a server context. The port is a client port (kraft/kafka/client_port.py): `kafka` (the
+    node's Kafka listeners) serves the Kafka protocol beside HTTP on it, each connection told
+    apart by its first bytes, and counts its connections against the node's connection limits."""
+
+    def __init__(self, host: str, port: int, kafka: KafkaListeners, name: str = "CLIENT",
+                 security_protocol: str = "PLAINTEXT") -> None:
+        self.host = host
+        self.port = port
+        self.kafka = kafka
+        self.name = name
+        self.security_protocol = security_protocol
+        self._socket: socket.socket | None = None
+        self._runner: web.AppRunner | None = None
+        self._client_port: ClientPort | None = None
+
+    def bind(self) -> tuple[str, int]:
+        self._socket = socket.create_server((self.host, self.port), backlog=1024)
+        self.port = self._socket.getsockname()[1]
+        return self.host, self.port
+
+    def endpoints(self, advertised: tuple[str, int]) -> list[dict[str, Any]]:
+        return []  # the client port's Kafka endpoint is the Kafka listeners' to register
+
+    async def start(self, services: BrokerServices) -> None:
+        assert self._socket is not None, "bind() first"
+        app = build_app(services, self.name, self.security_protocol)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, **SERVER_OPTIONS)
+        await self._runner.setup()
+        assert self._runner.server is not None
+        self._client_port = self.kafka.client_port(self._runner.server, services)
+        await ClientSite(self._runner, self._socket, self._client_port, ssl_context=services.tls).start()
+
+    async def stop(self) -> None:
+        """Stops accepting, lets in-flight requests finish (up to aiohttp's shutdown timeout; the
+        client port's Kafka connections drain too)."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        elif self._socket is not None:  # bound, never started
+            self._socket.close()
+        self._socket = None
+
+    def open_connections(self) -> int:
+        """Connections of the client port, HTTP and Kafka."""
+        return 0 if self._client_port is None else self._client_port.connections

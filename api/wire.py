@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from typing import Any, TypeVar
 
 import msgpack
 import msgspec
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
 
-from kraft.api.errors import KraftError, invalid_request
+from kraft.api.errors import KraftError, http_status, invalid_request
 
 JSON = "application/json"
 MSGPACK = "application/msgpack"
@@ -55,8 +53,8 @@ def render_json(body: Any, status: int = 200) -> web.Response:
 
 def render_error(request: web.Request | None, error: KraftError) -> web.Response:
     if request is not None:
-        return render(request, error.to_dict(), error.http_status)
-    return render_json(error.to_dict(), error.http_status)
+        return render(request, error.to_dict(), http_status(error))
+    return render_json(error.to_dict(), http_status(error))
 
 
 M = TypeVar("M")
@@ -120,23 +118,6 @@ def _refusal(raw: bytes, form: str, error: Exception) -> KraftError:
     except KraftError as e:
         return e
     return invalid_request(str(error))
-
-
-_QUOTED_BYTES = re.compile(r":\s*(?:b'|b\"|bytearray\().*", re.DOTALL)
-
-
-def parser_error_text(exc: BaseException, limit: int = 200) -> str:
-    """Why aiohttp's HTTP parser refused what a client sent (a body that does not decode as its
-    Content-Encoding says, a request line too long, ...) in one short line: the parser's message
-    without its traceback, its line breaks, or the bytes it quotes from the request (a header
-    too long may be a credential)."""
-    for error in (exc, exc.__cause__):
-        if isinstance(error, HttpProcessingError) and error.message:
-            text = str(error.message)
-            break
-    else:
-        text = str(exc.__cause__ or exc)
-    return " ".join(_QUOTED_BYTES.sub("", text).split())[:limit]
 
 
 def read_query(request: web.Request, message: type[M]) -> M:

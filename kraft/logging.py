@@ -15,6 +15,7 @@ malformed request (a request line too long, a broken encoding) as an ERROR with 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import threading
 import time
@@ -24,12 +25,25 @@ from typing import Callable
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestPayloadError
 
-from kraft.api.wire import parser_error_text
-
 PER_CLIENT = 5
 PER_LINE = 20
 INTERVAL_S = 10.0
 _AIOHTTP_ERROR = "Error handling request from %s"  # aiohttp.server's message for a request it refused
+_QUOTED_BYTES = re.compile(r":\s*(?:b'|b\"|bytearray\().*", re.DOTALL)
+
+
+def parser_error_text(exc: BaseException, limit: int = 200) -> str:
+    """Why aiohttp's HTTP parser refused what a client sent (a body that does not decode as its
+    Content-Encoding says, a request line too long, ...) in one short line: the parser's message
+    without its traceback, its line breaks, or the bytes it quotes from the request (a header
+    too long may be a credential)."""
+    for error in (exc, exc.__cause__):
+        if isinstance(error, HttpProcessingError) and error.message:
+            text = str(error.message)
+            break
+    else:
+        text = str(exc.__cause__ or exc)
+    return " ".join(_QUOTED_BYTES.sub("", text).split())[:limit]
 
 
 class NodeFormatter(logging.Formatter):

@@ -1,4 +1,5 @@
-"""`kraft-node`: the node's command line. Flags < config file < `--override key=value`.
+"""`kraft-node`: the node's command line (and the one place that picks the node's listeners).
+Flags < config file < `--override key=value`.
 
 With no flags it starts the embedded single node: node 1, controller and broker, serving
 http://127.0.0.1:9092 with data in ./kraft-data. Configuration errors print the key at fault to
@@ -22,6 +23,7 @@ from kraft.cluster_identity import InconsistentClusterIdError
 from kraft.controller.errors import MetadataLogCorruptError
 from kraft.dir_lock import DirectoryInUseError
 from kraft.logging import setup_logging
+from kraft.server.listener import Listener
 
 log = logging.getLogger("kraft")
 
@@ -40,6 +42,18 @@ def _flags(**given: Any) -> dict[str, Any]:
     return {names[k]: v for k, v in given.items() if v is not None}
 
 
+def listeners(config: KraftConfig) -> list[Listener]:
+    """The node's listeners: the HTTP API on the client listener (`listeners`), which carries the
+    Kafka protocol too unless kafka.enable=false, and the Kafka-only listeners (`kafka.listen`)."""
+    from kraft.api.server import HttpListener
+    from kraft.kafka.node_listeners import KafkaListeners
+
+    host, port = config.listener
+    kafka = KafkaListeners(config)
+    return [HttpListener(host, port, kafka, config.listener_name or config.security_protocol, config.security_protocol),
+            kafka]
+
+
 async def _serve(config: KraftConfig, add_scram: tuple[str, ...] = ()) -> int:
     from kraft.node import Node, ScramBootstrap
 
@@ -48,7 +62,8 @@ async def _serve(config: KraftConfig, add_scram: tuple[str, ...] = ()) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        node = Node(config, [ScramBootstrap.parse(text) for text in add_scram], on_fatal=stop.set)
+        node = Node(config, [ScramBootstrap.parse(text) for text in add_scram], on_fatal=stop.set,
+                    listeners=listeners(config))
     except ConfigError as e:
         log.error("configuration error: %s", e)
         return EXIT_CONFIG_ERROR

@@ -41,6 +41,8 @@ from kraft.broker.partition_state import PartitionStateReader, PartitionView
 from kraft.metadata.delta import MetadataDelta
 from kraft.metadata.image import MetadataImage
 from kraft.metadata.records import NO_LEADER
+from kraft.server.request_context import RequestContext
+from kraft.server.request_metrics import request_name
 
 log = logging.getLogger("kraft.metrics")
 
@@ -71,9 +73,9 @@ class MetricsSink:
     def failed_produce(self, topic: str) -> None:
         """A produce to one partition failed."""
 
-    def observe_request(self, request: str, error: str, seconds: float) -> None:
-        """One HTTP request of Kafka API `request` (Produce, FetchConsumer, ...) answered with
-        `error` (a Kafka error name, NONE on success) after `seconds`."""
+    def observe_request(self, ctx: RequestContext, error: str, seconds: float) -> None:
+        """One request answered with `error` (a Kafka error name, NONE on success) after
+        `seconds`, counted under its Kafka API (Produce, FetchConsumer, ...: `request_name`)."""
 
     def raft_commit(self, seconds: float) -> None:
         """A proposal to the metadata quorum committed after `seconds`."""
@@ -573,22 +575,21 @@ class GroupCollector(_Guarded):
     async def refresh(self) -> None:
         members: dict[str, int] = {}
         partitions: list[GroupPartitionLag] = []
-        for listed in (await self.groups.list_groups())["groups"]:
-            group_id = listed["group_id"]
+        for listed in (await self.groups.list_groups()).groups:
+            group_id = listed.group_id
             try:
                 described = await self.groups.describe_group(group_id)
             except Exception:  # moved or deleted since the listing: not ours to report
                 continue
-            members[group_id] = len(described["members"])
-            for o in described["offsets"]:
-                if o["current_offset"] is None:
+            members[group_id] = len(described.members)
+            for o in described.offsets:
+                if o.current_offset is None:
                     continue
-                leo = o["log_end_offset"]
+                leo = o.log_end_offset
                 if leo is None:
-                    leo = self.high_watermark(o["topic"], o["partition"])
-                lag = None if leo is None else max(0, leo - o["current_offset"])
-                partitions.append(GroupPartitionLag(group_id, o["topic"], o["partition"],
-                                                    o["current_offset"], lag))
+                    leo = self.high_watermark(o.topic, o.partition)
+                lag = None if leo is None else max(0, leo - o.current_offset)
+                partitions.append(GroupPartitionLag(group_id, o.topic, o.partition, o.current_offset, lag))
         self.snapshot = GroupsSnapshot(members, tuple(partitions))
 
     def _collect(self) -> Iterator[Metric]:
@@ -854,7 +855,8 @@ class NodeMetrics(MetricsSink):
         self._failed(self._total_produce, topic)
         self._failed(self._failed_produce, topic)
 
-    def observe_request(self, request: str, error: str, seconds: float) -> None:
+    def observe_request(self, ctx: RequestContext, error: str, seconds: float) -> None:
+        request = request_name(ctx)
         self._requests.labels(request).inc()
         self._errors.labels(request, error).inc()
         self._total_time.labels(request).observe(seconds * 1000)

@@ -9,8 +9,13 @@ publishers of the `MetadataLoader`, and the broker's registration and heartbeats
 the active controller over HTTP (`MetadataFollower`). Every node reaches the active controller
 through its `ControllerChannel` and so accepts every admin request (design §7).
 
-The HTTP application owns the lifecycle through its cleanup_ctx: services start before the listener
-accepts requests and stop after it stopped accepting them (logs flushed, checkpoints written).
+Over those parts the node builds its protocol-neutral services (`kraft/server`: one
+`BrokerServices`) and serves them through the listeners it is given (`kraft/server/listener.py`;
+the process entry point picks them: the HTTP API's `HttpListener`). The node owns the lifecycle:
+listeners bind first (the port is known before the broker registers it), the services start, then
+the listeners accept; at shutdown, in Kafka's order, the controlled shutdown runs while the node
+still serves, then the node stops shrinking ISRs, the listeners stop accepting and finish what
+they serve, and the services stop last (logs flushed, checkpoints written).
 `<data>/meta.properties` records the cluster id and node id, like Kafka's; the cluster id comes
 from the metadata log (or ZooKeeper) and a node of another cluster refuses to join
 (`cluster_identity.py`): the node stops itself then (`fail`), exiting 1.
@@ -25,21 +30,9 @@ import socket
 import time
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any, Callable, Sequence
 
-from aiohttp import web
-
-from kraft.api.routes.controller import CONTROLLER
-from kraft.api.routes.health import NODE_STATUS
-from kraft.api.client.admin import scram_upsertion
-from kraft.api.errors import KraftError
-from kraft.api.authz import AUTHORIZER
-from kraft.api.throttle import QUOTAS
-from kraft.api.routes.acls import ACLS
-from kraft.api.routes.services import NodeInfo
-from kraft.api.routes.trace import TRACE
-from kraft.api.routes.users import USERS
-from kraft.api.server import SERVER_OPTIONS, build_app
+from kraft.errors import KraftError
 from kraft.broker.admin import LocalAdmin
 from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
@@ -67,9 +60,6 @@ from kraft.controller.raft_quorum import (
 from kraft.cluster_identity import ClusterIdentity, ClusterIdGate, new_cluster_id
 from kraft.controller.service import ControllerService
 from kraft.dir_lock import lock_directories, release_all
-from kraft.kafka.classic_groups import ClassicGroupHandlers
-from kraft.kafka.group_service import CoordinatorGroups
-from kraft.kafka.node_listeners import KafkaListeners
 from kraft.metrics import NodeMetrics
 from kraft.readiness import MetadataProgress, ReadinessCheck
 from kraft.security.authn import ClientAuthenticator
@@ -81,8 +71,19 @@ from kraft.security.peers import PeerSecurity
 from kraft.security.service import NodeSecurity
 from kraft.security.principal import parse_rules
 from kraft.security.scram import parse_scram_config
+from kraft.security.scram import scram_upsertion
 from kraft.security.tls import peer_context, server_context
 from kraft.security.users import ScramUsers
+from kraft.server.authorization import Authorization
+from kraft.server.controller_apis import ControllerApis
+from kraft.server.group_apis import GroupApis
+from kraft.server.listener import Listener
+from kraft.server.metadata import NodeInfo
+from kraft.server.quotas import Quotas
+from kraft.server.record_apis import RecordApis
+from kraft.server.security_apis import SecurityApis
+from kraft.server.services import BrokerServices
+from kraft.server.topic_apis import TopicApis
 from kraft.log.config import TOPIC_CONFIG_KEYS
 from kraft.log.file_cache import NO_LIMIT_FILES, OPEN_FILES, default_open_files_max
 
@@ -163,18 +164,20 @@ def node_directories(config: KraftConfig) -> list[Path]:
 
 class Node:
     def __init__(self, config: KraftConfig, add_scram: Sequence[ScramBootstrap] = (),
-                 on_fatal: Callable[[], None] = lambda: None) -> None:
-        """`on_fatal()`: the node cannot go on (`fatal_error` says why) and must be stopped."""
+                 on_fatal: Callable[[], None] = lambda: None, listeners: Sequence[Listener] = ()) -> None:
+        """`on_fatal()`: the node cannot go on (`fatal_error` says why) and must be stopped.
+        `listeners`: how clients reach the node; the first one's port is the broker's endpoint."""
         # before anything is written (the secret file, the metadata log): a second process on
         # these directories would be a second node of this id (DirectoryInUseError)
         self._dir_locks = lock_directories(node_directories(config))
         try:
-            self._wire(config, add_scram, on_fatal)
+            self._wire(config, add_scram, on_fatal, listeners)
         except BaseException:
             release_all(self._dir_locks)
             raise
 
-    def _wire(self, config: KraftConfig, add_scram: Sequence[ScramBootstrap], on_fatal: Callable[[], None]) -> None:
+    def _wire(self, config: KraftConfig, add_scram: Sequence[ScramBootstrap], on_fatal: Callable[[], None],
+              listeners: Sequence[Listener]) -> None:
         self.config = config
         self.add_scram = list(add_scram)
         self._add_scram_task: asyncio.Task[None] | None = None
@@ -288,43 +291,52 @@ class Node:
         if self.controller is not None:
             self.metrics.watch_controller(self.controller, self.quorum)
         self.metrics.watch_groups(self.groups)
-        security = self._security(config)
-        # the Kafka protocol on the client port and the Kafka-only listeners (kraft/kafka)
-        self.kafka = KafkaListeners(config, security.authenticator, lambda: security.refused("authentication"))
-        ClassicGroupHandlers(CoordinatorGroups(self.groups, authorizer_configured=bool(config["authorizer.class.name"]))
-                             ).register(self.kafka.registry)
         if self.lifecycle is not None:
             self.lifecycle.security_protocol = config.security_protocol
-        self.metrics.watch_connections(config.listener_name or config.security_protocol, self.kafka.open_connections)
-        self.app = build_app(info, self.view, admin, self.replica_manager, cleanup=self._services,
-                             group_service=self.groups, metrics_service=self.metrics,
-                             producer_id_service=ProducerIdManager(front, self.node_id, broker_epoch),
-                             security=security)
         self.replica_manager.fetchers.security = self.peers
         self.groups.leader_offsets.security = self.peers
-        if self.zk is None:  # ZooKeeper mode keeps no SCRAM credentials
-            self.app[USERS] = ScramUsers(lambda: self.loader.image, self.channel)
         if self.zk is not None:
-            self.zk.install(self.app)
             self.zk.controller.pusher.security = self.peers
-        self.app[CONTROLLER] = self.controller_api
-        if self.zk is None:  # ZooKeeper mode keeps no ACLs or quotas
-            self.app[ACLS] = AclAdmin(self.channel, lambda: self.loader.image)
-            quotas = ClientQuotaManager(lambda: self.loader.image.client_quotas,
-                                        config["quota.window.size.seconds"] * 1000, config["quota.window.num"])
-            QuotaMetrics(quotas, lambda: int(time.monotonic() * 1000), self.metrics.registry)
-            self.app[QUOTAS] = quotas
-            authorization = authorizer_settings(config)
-            if authorization is not None:
-                self.app[AUTHORIZER] = StandardAuthorizer(lambda: self.loader.image, authorization,
-                                                          self.metrics.registry)
-                self.groups.regexes.authorizer = self.app[AUTHORIZER]  # regexes resolve to what one may Describe
-        self.app[NODE_STATUS] = self.status
-        if config["stage.trace.events"]:
-            self.replica_manager.trace = self.app[TRACE] = StageTrace(config["stage.trace.events"])
+        trace = StageTrace(config["stage.trace.events"]) if config["stage.trace.events"] else None
+        if trace is not None:
+            self.replica_manager.trace = trace
+        self.services = self._build_services(config, info, admin, ProducerIdManager(front, self.node_id, broker_epoch),
+                                             trace)
         self.readiness = ReadinessCheck()
-        self._runner: web.AppRunner | None = None
-        self.port = config.listener[1]
+        self.listeners = list(listeners)
+        self._services_started = False
+        self._serving: list[Listener] = []
+        self.metrics.watch_connections(config.listener_name or config.security_protocol,
+                                       lambda: sum(listener.open_connections() for listener in self._serving))
+
+    def _build_services(self, config: KraftConfig, info: NodeInfo, admin: LocalAdmin,
+                        producer_ids: ProducerIdManager, trace: StageTrace | None) -> BrokerServices:
+        """The protocol-neutral services every listener serves (kraft/server). ZooKeeper mode keeps
+        no ACLs, quotas or SCRAM credentials."""
+        security = self._security(config)
+        authorizer = None
+        settings = None if self.zk is not None else authorizer_settings(config)
+        if settings is not None:
+            authorizer = StandardAuthorizer(lambda: self.loader.image, settings, self.metrics.registry)
+            self.groups.regexes.authorizer = authorizer  # regexes resolve to what one may Describe
+        authorization = Authorization(authorizer, node_refused=lambda: security.refused("cluster_authorization"))
+        quotas = Quotas()
+        if self.zk is None:
+            manager = ClientQuotaManager(lambda: self.loader.image.client_quotas,
+                                         config["quota.window.size.seconds"] * 1000, config["quota.window.num"])
+            QuotaMetrics(manager, lambda: int(time.monotonic() * 1000), self.metrics.registry)
+            quotas = Quotas(manager)
+        topics = TopicApis(info, self.view, admin, authorization)
+        acls = None if self.zk is not None else AclAdmin(self.channel, lambda: self.loader.image)
+        users = None if self.zk is not None else ScramUsers(lambda: self.loader.image, self.channel)
+        return BrokerServices(
+            node=info, metadata=self.view, authorization=authorization, quotas=quotas,
+            records=RecordApis(self.replica_manager, topics, authorization, quotas, producer_ids),
+            topics=topics, groups=GroupApis(self.groups, authorization),
+            security=SecurityApis(acls, users, authorization),
+            controller=ControllerApis(self.controller_api, authorization),
+            metrics=self.metrics, status=self.status, node_security=security, tls=self.tls,
+            controller_api=self.controller_api, zookeeper=self.zk, trace=trace)
 
     @property
     def cluster_id(self) -> str:
@@ -386,14 +398,7 @@ class Node:
             "metadata_log_error": None if self.quorum is None else self.quorum.storage_error,
         }
 
-    # -- services (the app's cleanup_ctx) -----------------------------------------------------
-
-    async def _services(self, app: web.Application) -> AsyncIterator[None]:
-        await self.start_services()
-        try:
-            yield
-        finally:
-            await self.stop_services()
+    # -- services ---------------------------------------------------------------------------
 
     async def start_services(self) -> None:
         if self.zk is not None:
@@ -443,36 +448,29 @@ class Node:
         await self.identity.close()
         release_all(self._dir_locks)  # the last write is done
 
-    # -- HTTP ---------------------------------------------------------------------------------
+    # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Binds the client listener and the Kafka-only ones (so port 0 resolves before the
-        broker registers its endpoints), starts the services, then accepts requests: HTTP and the
-        Kafka protocol on the client port, told apart by their first bytes."""
-        host, port = self.config.listener
-        sock = socket.create_server((host, port), backlog=1024)
-        try:
-            self.kafka.bind()
-        except BaseException:
-            sock.close()
-            raise
-        self.port = sock.getsockname()[1]
-        self.endpoint = advertised_endpoint(self.config, self.port)
+        """Binds the listeners (so port 0 resolves before the broker registers its endpoints),
+        starts the services, then the listeners accept requests. A failure leaves what started
+        for `stop`."""
+        if not self.listeners:
+            raise ConfigError("listeners", "the node has no listener to serve on")
+        _, port = [listener.bind() for listener in self.listeners][0]
+        self.endpoint = advertised_endpoint(self.config, port)
+        kafka_endpoints = [e for listener in self.listeners for e in listener.endpoints(self.endpoint)]
         if self.lifecycle is not None:
             self.lifecycle.endpoint = self.endpoint
-            self.lifecycle.kafka_endpoints = self.kafka.endpoints(self.endpoint)
-        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, **SERVER_OPTIONS)
-        try:
-            await self._runner.setup()
-        except BaseException:
-            sock.close()
-            self.kafka.close_sockets()
-            raise
-        await self.kafka.start(self._runner, sock, self.tls)
-        scheme = "https" if self.tls is not None else "http"
+            self.lifecycle.kafka_endpoints = kafka_endpoints
+        await self.start_services()
+        self._services_started = True
+        for listener in self.listeners:
+            self._serving.append(listener)
+            await listener.start(self.services)
+        host, scheme = self.config.listener[0], "https" if self.tls is not None else "http"
         log.info("kraft node %d serving on %s://%s:%d (%s; metrics at %s://%s:%d/metrics)", self.node_id,
-                 scheme, host, self.port, self.config.security_protocol, scheme, host, self.port)
-        for endpoint in self.kafka.endpoints(self.endpoint):
+                 scheme, host, port, self.config.security_protocol, scheme, host, port)
+        for endpoint in kafka_endpoints:
             log.info("Kafka listener %s on %s:%d (%s)", endpoint["name"], endpoint["host"], endpoint["port"],
                      endpoint["security_protocol"])
 
@@ -490,10 +488,17 @@ class Node:
             await self.lifecycle.stop(controlled=bool(others))
 
     async def stop(self) -> None:
-        """Kafka's order: the controlled shutdown, then stop accepting (no ISR shrinks and no
-        waiting for replication from here), let in-flight requests finish, and stop the services."""
-        if self._runner is not None:
+        """Kafka's order: the controlled shutdown while still serving, then no ISR shrinks and no
+        waiting for replication from here, then the listeners stop accepting and let in-flight
+        requests finish, and the services stop last. Stops only what started; a second call
+        does nothing."""
+        if self._serving:
             await self.controlled_shutdown()
             self.replica_manager.begin_shutdown()
-            await self._runner.cleanup()
-            self._runner = None
+        self._serving = []
+        listeners, self.listeners = self.listeners, []
+        for listener in listeners:  # a bound one that never served closes its socket
+            await listener.stop()
+        if self._services_started:
+            self._services_started = False
+            await self.stop_services()

@@ -35,7 +35,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from kraft.api.errors import KraftError
 from kraft.api.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
-from kraft.api.producer_ids import MAX_PRODUCER_EPOCH, derived_producer_id
+from kraft.producer_ids import MAX_PRODUCER_EPOCH, derived_producer_id
 from kraft.spark_connector.batches import RECORD_OVERHEAD, PartitionBatches, row_ends
 from kraft.spark_connector.broker import BrokerClient
 from kraft.spark_connector.offsets import TopicPartition

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from kraft.api.routes.services import FetchResult, PartitionOffsets, ProduceEntry, ProduceResult
+from kraft.server.records import FetchPartitionResult, PartitionOffsets, ProduceEntry, ProducePartitionResult
 from kraft.log.config import LogConfig
 from kraft.log.partition_log import PartitionLog
 
@@ -58,7 +58,7 @@ class FakePartitions:
         plog.high_watermark = plog.log_end_offset
         self._advanced[partition].set()
 
-    async def produce(self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int) -> list[ProduceResult]:
+    async def produce(self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int) -> list[ProducePartitionResult]:
         assert acks == -1 and len(entries) == 1
         [entry] = entries
         p = entry.partition
@@ -66,17 +66,17 @@ class FakePartitions:
         outcome = self.outcomes[p].popleft() if self.outcomes[p] else "commit"
         if outcome in ("refuse", "not_leader"):
             code = "NOT_ENOUGH_REPLICAS" if outcome == "refuse" else "NOT_LEADER_OR_FOLLOWER"
-            return [ProduceResult(entry.topic, p, -1, -1, code, f"{outcome} (fake)")]
+            return [ProducePartitionResult(entry.topic, p, -1, -1, code, f"{outcome} (fake)")]
         plog = self.log(p)
         info = plog.append_as_leader(entry.records, 0, 0)
         if outcome == "uncommitted":
-            return [ProduceResult(entry.topic, p, -1, -1, "REQUEST_TIMED_OUT", "not replicated in time (fake)")]
+            return [ProducePartitionResult(entry.topic, p, -1, -1, "REQUEST_TIMED_OUT", "not replicated in time (fake)")]
         assert outcome == "commit", outcome
         held = self._held.get(p)
         if held is not None:
             await held.wait()
         self.commit(p)
-        return [ProduceResult(entry.topic, p, info.first_offset, plog.log_start_offset)]
+        return [ProducePartitionResult(entry.topic, p, info.first_offset, plog.log_start_offset)]
 
     async def offsets(self, topic: str, partition: int) -> PartitionOffsets:
         plog = self.log(partition)
@@ -86,7 +86,7 @@ class FakePartitions:
         return None
 
     async def read_committed(self, topic: str, partition: int, offset: int, max_bytes: int,
-                             max_wait_ms: int) -> FetchResult:
+                             max_wait_ms: int) -> FetchPartitionResult:
         plog = self.log(partition)
         if offset >= plog.high_watermark:
             advanced = self._advanced[partition]
@@ -96,7 +96,8 @@ class FakePartitions:
             except asyncio.TimeoutError:
                 pass
         info = plog.read(offset, max_bytes, max_offset=plog.high_watermark)
-        return FetchResult(topic, partition, info.high_watermark, info.log_start_offset, info.records)
+        return FetchPartitionResult(topic, partition, info.high_watermark, info.log_start_offset, info.log_end_offset,
+                                    info.records)
 
 
 @dataclass(eq=False)

@@ -9,9 +9,6 @@ active controller are retried there, other retriable errors after a backoff, unt
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,6 +35,7 @@ from kraft.api.client.types import (
     partition_info_from_wire,
 )
 from kraft.api.errors import KraftError
+from kraft.security.scram import scram_upsertion
 
 LIST_GROUPS_TIMEOUT_S = 5.0  # per broker: a paused broker must not stall the whole listing
 ANSWER_MARGIN_S = 5.0  # beyond the time a request asks the broker to wait
@@ -479,19 +477,3 @@ class Admin:
         if partitions is not None:
             body["partitions"] = list(partitions)
         return list(self._group(group_id).request("POST", "/offsets/reset", body).get("offsets", ()))
-
-
-SCRAM_DIGESTS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-SCRAM_SALT_BYTES = 32
-
-
-def scram_upsertion(user: str, mechanism: str, password: str, iterations: int = 4096) -> dict[str, Any]:
-    """One AlterUserScramCredentials upsertion: a random salt and PBKDF2(password, salt,
-    iterations), base64-encoded; the password itself is not in it."""
-    digest = SCRAM_DIGESTS.get(mechanism)
-    if digest is None:
-        raise KraftError("UNSUPPORTED_SASL_MECHANISM", f"mechanism must be one of {', '.join(SCRAM_DIGESTS)}")
-    salt = os.urandom(SCRAM_SALT_BYTES)
-    salted = hashlib.pbkdf2_hmac(digest, password.encode("utf-8"), salt, iterations)
-    return {"name": user, "mechanism": mechanism, "iterations": iterations,
-            "salt": base64.b64encode(salt).decode("ascii"), "salted_password": base64.b64encode(salted).decode("ascii")}

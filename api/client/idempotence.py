@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kraft.api.client.types import TopicPartition
-from kraft.api.producer_ids import MAX_PRODUCER_EPOCH
+from kraft.producer_ids import MAX_PRODUCER_EPOCH
 
 INT32_MAX = 2**31 - 1
 EPOCH_BUMP_ERRORS = frozenset({"OUT_OF_ORDER_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID"})

@@ -14,12 +14,11 @@ from kraft.api.messages.common import (
     INT32_MAX, INT64_MAX, Acks, Binary, BrokerEpoch, Epoch, Message, Node, NonNegativeInt64, PartitionNumber,
     TimeoutMs, TopicName, check_topic_name, parse_acks,
 )
+from kraft.server.records import NO_EPOCH, NO_REPLICA
 
 MAX_PARTITIONS_PER_REQUEST = 10_000
 DEFAULT_FETCH_MAX_BYTES = 52_428_800
 DEFAULT_PARTITION_MAX_BYTES = 1_048_576
-NO_REPLICA = -1  # a consumer's fetch
-NO_EPOCH = -1
 
 RecordBatches = Annotated[Binary, Meta(
     description="one or more Kafka record batches (v2), each with a valid CRC",

@@ -20,7 +20,7 @@ from msgspec import Meta
 from kraft.api.errors import KraftError
 from kraft.log.config import COMPRESSION_TYPES, TOPIC_CONFIG_KEYS
 from kraft.metadata import topic_name
-from kraft.metadata.errors import MetadataError
+from kraft.server.metadata import check_topic_name
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -94,17 +94,6 @@ TopicName = Annotated[str, Meta(
     extra_json_schema=_NAME_RULE)]
 # Group ids take the topic name's rule here (Kafka allows any string; kraft keeps them path-safe).
 GroupId = Annotated[str, Meta(pattern=TOPIC_NAME_PATTERN, min_length=1, max_length=topic_name.MAX_NAME_LENGTH)]
-
-
-def check_topic_name(name: Any, action: str | None = None) -> str:
-    """Kafka's legal topic names (`metadata.topic_name`); with `action` ("create", "produce to",
-    "delete", ...), also a name a client may do that to (not an internal topic)."""
-    try:
-        if action is None:
-            return topic_name.validate_topic_name(name)
-        return topic_name.check_client_topic(name, action)
-    except MetadataError as e:
-        raise KraftError(e.error_code, e.message) from None
 
 
 # -- values ---------------------------------------------------------------------------------------

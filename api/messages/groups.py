@@ -9,6 +9,7 @@ from typing import Annotated, Literal, get_args
 from msgspec import Meta
 
 from kraft.api.errors import invalid_request
+from kraft.server.groups import MAX_REGEX_LENGTH
 from kraft.api.messages.common import (
     INT32_MAX, INT64_MAX, TOPIC_LIST_PATTERN, Epoch, Message, Node, NonNegativeInt64, PartitionNumber, TopicName,
     check_topic_name,
@@ -17,9 +18,6 @@ from kraft.api.messages.common import (
 MAX_ITEMS = 10_000  # partitions per commit / owned list: bounds one request
 MAX_TOPICS = 1000
 MAX_METADATA = 4096  # Kafka's offset.metadata.max.bytes
-# subscribed_topic_regex: longer is INVALID_REGULAR_EXPRESSION from the coordinator (Kafka sets no
-# bound; this one keeps what a member makes every coordinator compile and store small)
-MAX_REGEX_LENGTH = 1024
 Strategy = Literal["earliest", "latest", "offset", "datetime", "shift"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 

@@ -1,30 +1,30 @@
-"""The batch routes for clients: `POST /v1/produce` and `POST /v1/fetch` (the hot path).
+"""The batch routes for clients: `POST /v1/produce` and `POST /v1/fetch` (the hot path), adapters
+over the record services (kraft/server/record_apis.py: Produce, Fetch).
 
 Bodies are msgpack (JSON with base64 works too). Work here is per partition and per batch, never
 per record: batch framing and CRCs are checked for the whole request before anything is appended,
 and per-partition outcomes (unknown partition, not leader, not enough replicas) come back as
-`error_code`/`message` inside a 200 answer, as Kafka does.
+`error_code`/`message` inside a 200 answer, as Kafka does. A throttled answer is held back by the
+throttle time the services computed, and says it.
 """
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from kraft.api import authz
-from kraft.api.access import REPLICA_FETCH
-from kraft.api.throttle import throttle
 from kraft.api.errors import KraftError, invalid_request
 from kraft.api.messages.batch import (
-    NO_EPOCH, NO_REPLICA, FetchPartitionResponse, FetchRequest, FetchResponse, ProducePartitionResponse,
-    ProduceRequest, ProduceResponse,
+    DivergingEpoch, FetchPartitionResponse, FetchRequest, FetchResponse, ProducePartitionResponse, ProduceRequest,
+    ProduceResponse,
 )
-from kraft.api.routes.metrics import FETCH_CONSUMER, FETCH_FOLLOWER, count_as
-from kraft.api.routes.records import topic_or_create
-from kraft.api.routes.replication import ReplicaFetchEntry, as_replica_fetch_service, render_result
-from kraft.api.routes.services import REPLICAS, FetchEntry, ProduceEntry
+from kraft.api.messages.common import Node
+from kraft.api.routes.services import context_of, services_of
+from kraft.api.throttle import hold_back
 from kraft.api.wire import read_message, render
 from kraft.log.batch import validate_batch
 from kraft.log.errors import LogError
+from kraft.server import record_apis
+from kraft.server.records import NO_REPLICA, FetchEntry, FetchPartitionResult, ProduceEntry
 
 routes = web.RouteTableDef()
 
@@ -51,66 +51,52 @@ async def produce(request: web.Request) -> web.Response:
         _check_batches(p.records, i)
         entries.append(ProduceEntry(p.topic, p.partition, p.records))
     # one topic the principal may not write refuses the whole request: nothing is appended
-    authz.require_named(request, {e.topic for e in entries})
-    for name in {e.topic for e in entries}:
-        await topic_or_create(request, name)
-    results = await request.app[REPLICAS].produce(entries, body.acks, body.timeout_ms)
-    throttle_ms = await throttle(request, "produce", sum(len(e.records) for e in entries))
+    result = await services_of(request).records.produce(context_of(request), entries, body.acks, body.timeout_ms)
     return render(request, ProduceResponse(partitions=[
         ProducePartitionResponse(topic=r.topic, partition=r.partition, base_offset=r.base_offset,
                                  log_start_offset=r.log_start_offset, error_code=r.error_code, message=r.message)
-        for r in results
-    ], throttle_time_ms=throttle_ms))
+        for r in result.partitions
+    ], throttle_time_ms=await hold_back(result.throttle_time_ms)))
 
 
-def fetch_entries(body: FetchRequest) -> list[ReplicaFetchEntry]:
-    return [
-        ReplicaFetchEntry(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
-                          p.last_fetched_epoch, p.high_watermark, p.log_start_offset)
+def fetch_call(body: FetchRequest) -> record_apis.FetchRequest:
+    """The Fetch service's arguments of a fetch body (a client's or a replica's)."""
+    entries = [
+        FetchEntry(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
+                   p.last_fetched_epoch, p.high_watermark, p.log_start_offset)
         for p in body.partitions
     ]
+    return record_apis.FetchRequest(entries, body.max_wait_ms, body.min_bytes, body.max_bytes, body.replica_id,
+                                    body.replica_epoch)
 
 
-async def replica_fetch(service: object, body: FetchRequest, entries: list[ReplicaFetchEntry]) -> FetchResponse:
-    """A follower's fetch (its node credential checked by the caller), over HTTP or its channel
-    (api/routes/replication_channel.py); followers are never throttled."""
-    results = await as_replica_fetch_service(service).replica_fetch(
-        body.replica_id, body.replica_epoch, entries, body.max_wait_ms, body.min_bytes, body.max_bytes)
-    return FetchResponse(throttle_time_ms=0, partitions=[render_result(r) for r in results])
+def fetch_response(call: record_apis.FetchRequest, results: list[FetchPartitionResult],
+                   throttle_time_ms: int) -> FetchResponse:
+    """The wire answer: a follower's (or one naming leader epochs) also carries the log end
+    offset and a diverging epoch; a plain consumer's carries neither."""
+    replica_shape = call.replica_id != NO_REPLICA or any(e.names_epochs for e in call.entries)
+    return FetchResponse(throttle_time_ms=throttle_time_ms,
+                         partitions=[_fetch_partition(r, replica_shape) for r in results])
 
 
 @routes.post("/v1/fetch")
 async def fetch(request: web.Request) -> web.Response:
-    """Consumers and followers alike (Kafka's one Fetch API). A fetch naming a `replica_id` or a
-    partition's leader epochs goes to the replica side (api/routes/replication.py)."""
+    """Consumers and followers alike (Kafka's one Fetch API): a follower names its `replica_id`."""
     body = await read_message(request, FetchRequest)
-    replica_id = body.replica_id
-    entries = fetch_entries(body)
-    if replica_id != NO_REPLICA:  # a replica's fetch moves the high watermark and the ISR: nodes only
-        authz.require_nodes(request, REPLICA_FETCH, as_node_id=replica_id)
-    else:
-        authz.require_named(request, {e.topic for e in entries})
-    if not entries:  # nothing to wait for: answered at once, as Kafka's ReplicaManager.fetchMessages does
-        return render(request, FetchResponse(throttle_time_ms=0, partitions=[]))
-    service = request.app[REPLICAS]
-    if replica_id != NO_REPLICA:
-        count_as(request, FETCH_FOLLOWER)
-        return render(request, await replica_fetch(service, body, entries))
-    if any(e.current_leader_epoch != NO_EPOCH or e.last_fetched_epoch != NO_EPOCH for e in entries):
-        count_as(request, FETCH_CONSUMER)
-        replica_results = await as_replica_fetch_service(service).replica_fetch(
-            replica_id, body.replica_epoch, entries, body.max_wait_ms, body.min_bytes, body.max_bytes
-        )
-        throttle_ms = await throttle(request, "fetch", sum(len(r.records) for r in replica_results))
-        return render(request, FetchResponse(throttle_time_ms=throttle_ms,
-                                             partitions=[render_result(r) for r in replica_results]))
-    results = await service.fetch([
-        FetchEntry(e.topic, e.partition, e.fetch_offset, e.partition_max_bytes) for e in entries
-    ], body.max_wait_ms, body.min_bytes, body.max_bytes)
-    throttle_ms = await throttle(request, "fetch", sum(len(r.records) for r in results))
-    return render(request, FetchResponse(throttle_time_ms=throttle_ms, partitions=[
-        FetchPartitionResponse(topic=r.topic, partition=r.partition, high_watermark=r.high_watermark,
-                               log_start_offset=r.log_start_offset, records=r.records, error_code=r.error_code,
-                               message=r.message)
-        for r in results
-    ]))
+    call = fetch_call(body)
+    result = await services_of(request).records.fetch(context_of(request), call)
+    return render(request, fetch_response(call, result.partitions, await hold_back(result.throttle_time_ms)))
+
+
+def _fetch_partition(r: FetchPartitionResult, replica_shape: bool) -> FetchPartitionResponse:
+    if not replica_shape:
+        return FetchPartitionResponse(topic=r.topic, partition=r.partition, high_watermark=r.high_watermark,
+                                      log_start_offset=r.log_start_offset, records=r.records,
+                                      error_code=r.error_code, message=r.message)
+    diverging = r.diverging_epoch
+    return FetchPartitionResponse(
+        topic=r.topic, partition=r.partition, high_watermark=r.high_watermark, log_start_offset=r.log_start_offset,
+        records=r.records, log_end_offset=r.log_end_offset,
+        diverging_epoch=None if diverging is None else DivergingEpoch(epoch=diverging.epoch,
+                                                                      end_offset=diverging.end_offset),
+        error_code=r.error_code, message=r.message, leader=None if r.leader is None else Node(**r.leader))

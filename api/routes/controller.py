@@ -14,7 +14,6 @@ answer carries `metadata_offset`, the offset it was committed at.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Iterable, Mapping, Protocol
 
 import msgpack
 import msgspec
@@ -37,77 +36,16 @@ from kraft.api.messages.topics import (
 )
 from kraft.api.routes.acls import quota_entries
 from kraft.api.routes.users import scram_alterations
+from kraft.api.routes.services import context_of, services_of
 from kraft.api.wire import MSGPACK, read_message, read_query, render
+from kraft.server.admin import ControllerApi
 
 routes = web.RouteTableDef()
 
 
-class ControllerApi(Protocol):
-    def is_active(self) -> bool: ...
-
-    def leader_json(self) -> dict[str, Any] | None:
-        """`{node_id, host, port}` of the active controller as far as this node knows."""
-
-    def local_status(self) -> dict[str, Any]: ...
-
-    async def describe_quorum(self) -> dict[str, Any]: ...
-
-    async def fetch_metadata(self, broker_id: int | None, from_offset: int, max_records: int,
-                             max_wait_ms: int) -> dict[str, Any]: ...
-
-    def snapshot(self) -> Callable[[], dict[str, Any]]: ...
-
-    async def register_broker(self, broker_id: int, incarnation_id: str, endpoints: list[dict[str, Any]],
-                              rack: str | None, cluster_id: str | None, request_id: str | None) -> dict[str, Any]: ...
-
-    async def broker_heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int,
-                               want_fence: bool, want_shutdown: bool) -> dict[str, Any]: ...
-
-    async def unregister_broker(self, broker_id: int, request_id: str | None) -> dict[str, Any]: ...
-
-    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int,
-                                    request_id: str | None) -> dict[str, Any]: ...
-
-    async def alter_partition(self, broker_id: int, broker_epoch: int, topic: str, partition: int,
-                              leader_epoch: int, partition_epoch: int, new_isr: list[int],
-                              request_id: str | None) -> dict[str, Any]: ...
-
-    async def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
-                           configs: Mapping[str, Any], validate_only: bool,
-                           request_id: str | None) -> dict[str, Any]: ...
-
-    async def delete_topic(self, name: str, request_id: str | None) -> dict[str, Any]: ...
-
-    async def create_partitions(self, name: str, count: int, validate_only: bool,
-                                request_id: str | None) -> dict[str, Any]: ...
-
-    async def alter_configs(self, resource_type: str, resource_name: str, configs: Mapping[str, Any],
-                            validate_only: bool, request_id: str | None) -> dict[str, Any]: ...
-
-    async def elect_leaders(self, partitions: Iterable[tuple[str, int]] | None,
-                            request_id: str | None) -> dict[str, Any]: ...
-
-    async def alter_user_scram_credentials(self, upsertions: list[Any], deletions: list[Any],
-                                           request_id: str | None) -> dict[str, Any]: ...
-
-    async def alter_partition_reassignments(self, reassignments: list[dict[str, Any]],
-                                            request_id: str | None) -> dict[str, Any]: ...
-
-    async def list_partition_reassignments(self) -> dict[str, Any]: ...
-
-    async def create_acls(self, acls: list[Any], request_id: str | None) -> dict[str, Any]: ...
-
-    async def delete_acls(self, filters: list[Any], request_id: str | None) -> dict[str, Any]: ...
-
-    async def alter_client_quotas(self, entries: list[Any], validate_only: bool,
-                                  request_id: str | None) -> dict[str, Any]: ...
-
-
-CONTROLLER = web.AppKey("controller_api", ControllerApi)
-
-
 def _api(request: web.Request) -> ControllerApi:
-    api = request.app.get(CONTROLLER)
+    """The controller API, for the inter-node routes (the node credential authorized them)."""
+    api = services_of(request).controller_api
     if api is None:
         raise KraftError("NOT_CONTROLLER", "this node serves no controller API")
     return api
@@ -118,7 +56,7 @@ def _api(request: web.Request) -> ControllerApi:
 
 @routes.get("/v1/controller/quorum")
 async def describe_quorum(request: web.Request) -> web.Response:
-    return render(request, await _api(request).describe_quorum())
+    return render(request, await services_of(request).controller.describe_quorum(context_of(request)))
 
 
 @routes.get("/v1/controller/quorum/local")
@@ -223,7 +161,8 @@ async def alter_user_scram_credentials(request: web.Request) -> web.Response:
 async def elect_leaders(request: web.Request) -> web.Response:
     """Preferred leader election (the only type: unclean elections follow the topic config)."""
     b = await read_message(request, ElectLeadersRequest)
-    return render(request, await _api(request).elect_leaders(b.partitions, b.request_id))
+    return render(request, await services_of(request).controller.elect_leaders(context_of(request), b.partitions,
+                                                                              b.request_id))
 
 
 # -- ACLs and client quotas, forwarded by nodes from /v1/acls and /v1/client-quotas --------------
@@ -254,7 +193,7 @@ async def alter_client_quotas(request: web.Request) -> web.Response:
 
 @routes.get("/v1/controller/reassignments")
 async def list_partition_reassignments(request: web.Request) -> web.Response:
-    return render(request, await _api(request).list_partition_reassignments())
+    return render(request, await services_of(request).controller.list_partition_reassignments(context_of(request)))
 
 
 @routes.post("/v1/controller/reassignments")
@@ -262,4 +201,5 @@ async def alter_partition_reassignments(request: web.Request) -> web.Response:
     """Start (`replicas`: the target) or cancel (`replicas`: null) reassignments, all or none."""
     b = await read_message(request, AlterReassignmentsRequest)
     reassignments = [asdict(p) for p in b.partitions]
-    return render(request, await _api(request).alter_partition_reassignments(reassignments, b.request_id))
+    return render(request, await services_of(request).controller.alter_partition_reassignments(
+        context_of(request), reassignments, b.request_id))

@@ -14,12 +14,14 @@ import asyncio
 
 from aiohttp import web
 
-from kraft.api import authz
 from kraft.api.errors import invalid_request
 from kraft.api.messages.records import DeletedRecordsPartition, DeleteRecordsRequest, DeleteRecordsResponse
 from kraft.api.routes.forward import by_leader, delete_records_remote
-from kraft.api.routes.services import REPLICAS, DeleteRecordsEntry, DeleteRecordsResult
+from kraft.api.routes.services import context_of, services_of
 from kraft.api.wire import read_message, render
+from kraft.metadata.acl import TOPIC
+from kraft.server.access import DELETE_RECORDS, NAMED, rule_of
+from kraft.server.records import DeleteRecordsEntry, DeleteRecordsResult
 
 routes = web.RouteTableDef()
 
@@ -33,9 +35,11 @@ async def delete_records(request: web.Request) -> web.Response:
         if (e.topic, e.partition) in seen:
             raise invalid_request(f"partition {e.topic}-{e.partition} is named twice")
         seen.add((e.topic, e.partition))
-    authz.require_named(request, {e.topic for e in entries})
+    services, ctx = services_of(request), context_of(request)
+    # every topic, before any partition is forwarded: one refused topic refuses the request
+    services.authorization.require(ctx, rule_of(DELETE_RECORDS, TOPIC, NAMED), {e.topic for e in entries})
     local, remote = by_leader(request, entries)
-    calls = [request.app[REPLICAS].delete_records(local, body.timeout_ms)] if local else []
+    calls = [services.records.delete_records(ctx, local, body.timeout_ms)] if local else []
     calls += [delete_records_remote(request, leader, group, body.timeout_ms) for leader, group in remote.items()]
     answered: dict[tuple[str, int], DeleteRecordsResult] = {
         (r.topic, r.partition): r for results in await asyncio.gather(*calls) for r in results}

@@ -10,9 +10,9 @@ carries `X-Kraft-Forwarded`, and a node never forwards such a request again, so 
 leadership cannot make requests bounce between brokers.
 
 Every forwarded request is signed with the node credential addressed to the node it goes to,
-covering the headers that node believes (`api.security.SIGNED_HEADERS`): the client's principal,
-address and client id, and the forwarding mark. `proxy(request, peer)` is the one entry point for
-sending a client's request on to another node.
+covering the headers that node believes (`kraft.security.node_auth.SIGNED_HEADERS`): the client's
+principal, address and client id (the request context's), and the forwarding mark.
+`proxy(request, peer)` is the one entry point for sending a client's request on to another node.
 """
 
 from __future__ import annotations
@@ -26,14 +26,11 @@ from aiohttp import web
 from yarl import URL
 
 from kraft.api.errors import KraftError
-from kraft.api.routes.controller import CONTROLLER
-from kraft.api.routes.services import (
-    METADATA, NODE_INFO, DeleteRecordsEntry, DeleteRecordsResult, ProduceEntry, ProduceResult,
-)
-from kraft.api.authz import client_host
+from kraft.api.routes.services import context_of, services_of
 from kraft.api.security import (
-    CLIENT_HOST_HEADER, CLIENT_ID_HEADER, FORWARDED_HEADER, FORWARDED_PRINCIPAL_HEADER, SECURITY, principal_of,
+    CLIENT_HOST_HEADER, CLIENT_ID_HEADER, FORWARDED_HEADER, FORWARDED_PRINCIPAL_HEADER, SECURITY,
 )
+from kraft.server.records import DeleteRecordsEntry, DeleteRecordsResult, ProduceEntry, ProducePartitionResult
 
 FORWARD_TIMEOUT_S = 330.0  # above the longest long poll a read route accepts (300 s)
 SESSION = web.AppKey("forward_session", aiohttp.ClientSession)
@@ -62,25 +59,26 @@ def _forwarding(request: web.Request, method: str, peer: Peer, path_qs: str,
     """The URL and the headers of a forwarded request: the node credential addressed to `peer`
     (it serves nodes' forwarded requests on any listener) naming the client's principal and
     address, so it authorizes the client, not this node, and covering every header it believes."""
-    trusted = {FORWARDED_HEADER: str(request.app[NODE_INFO].node_id)}
+    trusted = {FORWARDED_HEADER: str(services_of(request).node.node_id)}
     if CLIENT_ID_HEADER in request.headers:  # quotas charge the client's id on the leader too
         trusted[CLIENT_ID_HEADER] = request.headers[CLIENT_ID_HEADER]
     if SECURITY not in request.app:
         return f"http://{peer.host}:{peer.port}{path_qs}", trusted
-    security = request.app[SECURITY]
-    trusted[FORWARDED_PRINCIPAL_HEADER] = principal_of(request)
-    trusted[CLIENT_HOST_HEADER] = client_host(request)  # host-scoped ACLs see the client, not this node
+    security, ctx = request.app[SECURITY], context_of(request)
+    trusted[FORWARDED_PRINCIPAL_HEADER] = ctx.principal
+    trusted[CLIENT_HOST_HEADER] = ctx.client_address  # host-scoped ACLs see the client, not this node
     return (security.peer_url(peer.host, peer.port, path_qs),
             security.peer_headers(method, path_qs, body, peer.node_id, trusted))
 
 
 def leader_of(request: web.Request, topic: str, partition: int) -> dict[str, object] | None:
     """`{node_id, host, port}` of the partition's leader as this node's metadata has it."""
-    description = request.app[METADATA].topic(topic)
+    view = services_of(request).metadata
+    description = view.topic(topic)
     if description is None or partition >= len(description.partitions):
         return None
     leader = description.partitions[partition].leader
-    for broker in request.app[METADATA].cluster().brokers:
+    for broker in view.cluster().brokers:
         if broker.node_id == leader:
             return {"node_id": broker.node_id, "host": broker.host, "port": broker.port}
     return None
@@ -92,7 +90,7 @@ def remote_leader(request: web.Request, topic: str, partition: int) -> Peer | No
     if FORWARDED_HEADER in request.headers or SESSION not in request.app:
         return None
     leader = leader_of(request, topic, partition)
-    if leader is None or leader["node_id"] == request.app[NODE_INFO].node_id:
+    if leader is None or leader["node_id"] == services_of(request).node.node_id:
         return None
     return Peer(int(leader["node_id"]), str(leader["host"]), int(leader["port"]))  # type: ignore[call-overload]
 
@@ -101,11 +99,11 @@ def remote_controller(request: web.Request) -> Peer | None:
     """The active controller when it is another node a controller-bound request
     may be forwarded to (KIP-590); None when this node is it, nobody knows it, or the request was
     forwarded already (its node answers NOT_CONTROLLER naming the controller)."""
-    api = request.app.get(CONTROLLER)
+    api = services_of(request).controller_api
     if FORWARDED_HEADER in request.headers or SESSION not in request.app or api is None or api.is_active():
         return None
     leader = api.leader_json()
-    if leader is None or leader["node_id"] == request.app[NODE_INFO].node_id:
+    if leader is None or leader["node_id"] == services_of(request).node.node_id:
         return None
     return Peer(int(leader["node_id"]), str(leader["host"]), int(leader["port"]))
 
@@ -161,7 +159,7 @@ async def proxy(request: web.Request, peer: Peer) -> web.Response:
 
 
 async def produce_remote(request: web.Request, peer: Peer, entries: Sequence[ProduceEntry],
-                         acks: int, timeout_ms: int) -> list[ProduceResult]:
+                         acks: int, timeout_ms: int) -> list[ProducePartitionResult]:
     """Appends `entries` on their leader through its batch route; one result per entry, never an
     exception: a leader that cannot be reached, or refuses the whole request, fails its entries
     only (the caller may have stored other partitions already)."""
@@ -170,10 +168,11 @@ async def produce_remote(request: web.Request, peer: Peer, entries: Sequence[Pro
     try:
         return await forward_partitions(
             request, peer, "/v1/produce", body, timeout_ms, "the records may or may not be stored",
-            lambda p: ProduceResult(p["topic"], p["partition"], p.get("base_offset", -1),
+            lambda p: ProducePartitionResult(p["topic"], p["partition"], p.get("base_offset", -1),
                                     p.get("log_start_offset", -1), p.get("error_code"), p.get("message")))
     except KraftError as error:
-        return [ProduceResult(e.topic, e.partition, -1, -1, error.error_code, error.message) for e in entries]
+        return [ProducePartitionResult(e.topic, e.partition, -1, -1, error.error_code, error.message)
+                for e in entries]
 
 
 async def delete_records_remote(request: web.Request, peer: Peer,

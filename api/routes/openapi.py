@@ -14,7 +14,7 @@ from aiohttp import web
 
 from kraft.api.messages.node import RootResponse
 from kraft.api.openapi import DOCS_ASSETS, openapi_document
-from kraft.api.routes.services import NODE_INFO
+from kraft.api.routes.services import services_of
 from kraft.api.version import kraft_version
 from kraft.api.wire import JSON, render
 
@@ -32,7 +32,7 @@ def _document() -> bytes:
 
 @routes.get("/")
 async def root(request: web.Request) -> web.Response:
-    return render(request, RootResponse(name="kraft", version=kraft_version(), node_id=request.app[NODE_INFO].node_id,
+    return render(request, RootResponse(name="kraft", version=kraft_version(), node_id=services_of(request).node.node_id,
                                         docs="/docs", openapi="/v1/openapi.json", health="/v1/health",
                                         metadata="/v1/metadata", metrics="/metrics"))
 

@@ -1,8 +1,10 @@
 """The JSON convenience routes for people with curl: produce records to a topic, read records
-from a partition and offset, and look up a partition's offsets.
+from a partition and offset, and look up a partition's offsets, adapters over the record services
+(kraft/server/record_apis.py: Produce, Fetch, ListOffsets).
 
 These decode and build batches (per request, not per record on the broker's side); clients use the
-batch routes (`api/routes/batch.py`) instead. A read answers at most `max_bytes` (and the broker's
+batch routes (`api/routes/batch.py`) instead. Partitions led by another broker are forwarded there
+(api/routes/forward.py). A read answers at most `max_bytes` (and the broker's
 fetch.max.bytes) of decoded keys, values and headers, and always at least one record, as Kafka's
 fetch sizes bound what a reply holds: batches are decoded one at a time until the reply is full.
 """
@@ -18,16 +20,11 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from kraft.api import authz
-from kraft.api.access import AUTO_CREATE
-from kraft.api.throttle import throttle
+from kraft.api.throttle import hold_back
 from kraft.api.errors import KraftError, invalid_request
 from kraft.api.partitioner import partition_for_key
 from kraft.api.routes.forward import by_leader, not_leader, produce_remote, proxy, remote_leader
-from kraft.api.routes.metadata import require_topic
-from kraft.api.routes.services import (
-    ADMIN, METADATA, NODE_INFO, REPLICAS, FetchEntry, ProduceEntry, ProduceResult, TopicDescription,
-)
+from kraft.api.routes.services import context_of, services_of
 from kraft.api.messages.common import check_topic_name, parse_acks
 from kraft.api.messages.records import (
     FetchRecordsQuery, FetchRecordsResponse, Header, PartitionOffsetsQuery, PartitionOffsetsResponse,
@@ -36,26 +33,13 @@ from kraft.api.messages.records import (
 )
 from kraft.api.wire import read_message, read_query, render, wants_msgpack
 from kraft.log.batch import Record, build_batch, decode_records, iter_batches
+from kraft.server.access import PRODUCE
+from kraft.server.metadata import TopicDescription
+from kraft.server.records import ProduceEntry, ProducePartitionResult
 
 routes = web.RouteTableDef()
 
 PRODUCE_TIMEOUT_MS = 30_000
-
-
-async def topic_or_create(request: web.Request, name: str) -> TopicDescription:
-    """The topic, auto-created with the broker defaults when auto.create.topics.enable."""
-    topic = request.app[METADATA].topic(check_topic_name(name))
-    if topic is not None:
-        return topic
-    if not request.app[NODE_INFO].auto_create_topics:
-        raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
-    authz.require_named(request, [name], when=AUTO_CREATE)
-    try:
-        return await request.app[ADMIN].create_topic(name, None, None, {})
-    except KraftError as e:
-        if e.error_code != "TOPIC_ALREADY_EXISTS":  # lost a race with another creator: fine
-            raise
-    return require_topic(request, name)
 
 
 def _data(value: Any, index: int, field: str) -> bytes | None:
@@ -99,7 +83,7 @@ async def produce_records(request: web.Request) -> web.Response:
         parsed.append((_key_or_value(r, i, "key"), _key_or_value(r, i, "value"), _headers(r, i),
                        now_ms if r.timestamp is None else r.timestamp, r.partition, i))
     # Everything validated: only now may the topic be created and records appended.
-    topic = await topic_or_create(request, name)
+    topic = await services_of(request).topics.topic_or_create(context_of(request), PRODUCE, name)
     count = len(topic.partitions)
     sticky = random.randrange(count)
     by_partition: dict[int, list[tuple[Any, ...]]] = {}
@@ -137,16 +121,16 @@ async def produce_records(request: web.Request) -> web.Response:
     return render(request, ProduceRecordsResponse(offsets=offsets, partitions=partitions))
 
 
-async def _produce_anywhere(request: web.Request, entries: list[ProduceEntry], acks: int) -> list[ProduceResult]:
+async def _produce_anywhere(request: web.Request, entries: list[ProduceEntry], acks: int) -> list[ProducePartitionResult]:
     """Appends here what this node leads and forwards the rest to the partitions' leaders: one
     result per entry, an error for what failed (never an exception once anything may be stored)."""
     local, remote = by_leader(request, entries)
-    calls = [request.app[REPLICAS].produce(local, acks, PRODUCE_TIMEOUT_MS)] if local else []
-    calls += [produce_remote(request, leader, group, acks, PRODUCE_TIMEOUT_MS) for leader, group in remote.items()]
-    results = [result for results in await asyncio.gather(*calls) for result in results]
-    # the leaders charge what they were forwarded; this node charges what it appended itself
-    await throttle(request, "produce", sum(len(e.records) for e in local))
-    return results
+    # the leaders charge what they were forwarded; this node charges what it appends itself
+    here = services_of(request).records.produce(context_of(request), local, acks, PRODUCE_TIMEOUT_MS)
+    calls = [produce_remote(request, leader, group, acks, PRODUCE_TIMEOUT_MS) for leader, group in remote.items()]
+    answered, *forwarded = await asyncio.gather(here, *calls)
+    await hold_back(answered.throttle_time_ms)
+    return answered.partitions + [result for results in forwarded for result in results]
 
 
 def _partition_number(request: web.Request, topic: TopicDescription) -> int:
@@ -184,30 +168,17 @@ def _header(key: str, value: bytes | None, binary: bool) -> Header:
     return Header(key=key, value=text, value_b64=b64)
 
 
-async def _start_offset(request: web.Request, query: FetchRecordsQuery, name: str, partition: int) -> int:
-    replicas = request.app[REPLICAS]
-    if query.timestamp is not None:
-        found = await replicas.offset_for_timestamp(name, partition, query.timestamp)
-        return (await replicas.offsets(name, partition)).high_watermark if found is None else found[0]
-    if query.offset == "earliest":
-        return (await replicas.offsets(name, partition)).log_start_offset
-    if query.offset == "latest":
-        return (await replicas.offsets(name, partition)).high_watermark
-    return int(query.offset)
-
-
 @routes.get("/v1/topics/{topic}/partitions/{partition}/records")
 async def fetch_records(request: web.Request) -> web.Response:
-    topic = require_topic(request, request.match_info["topic"])
+    services = services_of(request)
+    topic = services.topics.require_topic(request.match_info["topic"])
     partition = _partition_number(request, topic)
     if (leader := remote_leader(request, topic.name, partition)) is not None:
         return await proxy(request, leader)
     query = read_query(request, FetchRecordsQuery)
-    max_records, max_bytes = query.max_records, min(query.max_bytes, request.app[NODE_INFO].fetch_max_bytes)
-    offset = await _start_offset(request, query, topic.name, partition)
-    [result] = await request.app[REPLICAS].fetch(
-        [FetchEntry(topic.name, partition, offset, max_bytes)], query.timeout_ms, 1, max_bytes
-    )
+    max_records, max_bytes = query.max_records, min(query.max_bytes, services.node.fetch_max_bytes)
+    offset, result = await services.records.read(context_of(request), topic.name, partition, query.offset,
+                                                 query.timestamp, max_bytes, query.timeout_ms)
     if result.error_code == "NOT_LEADER_OR_FOLLOWER":
         raise not_leader(request, topic.name, partition, result.message or "")
     if result.error_code:
@@ -242,17 +213,17 @@ async def fetch_records(request: web.Request) -> web.Response:
 
 @routes.get("/v1/topics/{topic}/partitions/{partition}/offsets")
 async def partition_offsets(request: web.Request) -> web.Response:
-    topic = require_topic(request, request.match_info["topic"])
+    services, ctx = services_of(request), context_of(request)
+    topic = services.topics.require_topic(request.match_info["topic"])
     partition = _partition_number(request, topic)
     if (leader := remote_leader(request, topic.name, partition)) is not None:
         return await proxy(request, leader)
-    replicas = request.app[REPLICAS]
     query = read_query(request, PartitionOffsetsQuery)
-    offsets = await replicas.offsets(topic.name, partition)
+    offsets = await services.records.partition_offsets(ctx, topic.name, partition)
     body = PartitionOffsetsResponse(
         partition=partition, log_start_offset=offsets.log_start_offset, high_watermark=offsets.high_watermark,
         log_end_offset=offsets.log_end_offset)
     if query.timestamp is not None:
-        found = await replicas.offset_for_timestamp(topic.name, partition, query.timestamp)
-        body.offset, body.timestamp = found if found is not None else (None, None)
+        found = await services.records.list_offsets(ctx, topic.name, partition, query.timestamp)
+        body.offset, body.timestamp = (found.offset, found.timestamp) if found.offset is not None else (None, None)
     return render(request, body)

@@ -10,24 +10,29 @@ fifth of the CPU on each side. A new fetch supersedes the one the leader still h
 follower's partitions changed while it long-polled): that one is dropped unanswered, as the HTTP
 fetcher drops its request. Fetches naming another replica id are refused (INVALID_REQUEST) and
 the channel stays open; a message that is not a `ReplicationFetch` closes it.
+
+Each fetch is the Fetch service's (kraft/server/record_apis.py) with the handshake's request
+context (the message's id as its correlation id), and counts as one FetchFollower request in the
+request metrics, as Kafka counts every follower fetch; the handshake itself is not a request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import time
 
 import msgspec
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from kraft.api import authz
-from kraft.api.access import REPLICA_FETCH
 from kraft.api.errors import KraftError, from_exception
 from kraft.api.messages.batch import ReplicationAnswer, ReplicationFetch, ReplicationQuery
-from kraft.api.routes.batch import fetch_entries, replica_fetch
-from kraft.api.routes.metrics import FETCH_FOLLOWER, count_as
-from kraft.api.routes.services import NODE_INFO, REPLICAS
+from kraft.api.routes.batch import fetch_call, fetch_response
+from kraft.api.routes.services import context_of, services_of
 from kraft.api.wire import read_query
+from kraft.server.request_context import RequestContext
+from kraft.server.services import BrokerServices
 
 log = logging.getLogger("kraft.api")
 
@@ -50,13 +55,35 @@ async def _close_channels(app: web.Application) -> None:
                            for ws in list(app[CHANNELS])), return_exceptions=True)
 
 
+async def _answer(services: BrokerServices, ctx: RequestContext, replica_id: int,
+                  message: ReplicationFetch) -> ReplicationAnswer:
+    """One replica fetch, answered and reported to the request metrics."""
+    ctx = dataclasses.replace(ctx, correlation_id=message.id)
+    started = time.monotonic()
+    try:
+        if message.fetch.replica_id != replica_id:
+            raise KraftError("INVALID_REQUEST", f"this channel is replica {replica_id}'s, the fetch names "
+                                                f"{message.fetch.replica_id}")
+        call = fetch_call(message.fetch)
+        result = await services.records.fetch(ctx, call)
+        answer = ReplicationAnswer(id=message.id, fetch=fetch_response(call, result.partitions, 0))
+    except Exception as e:  # the fetch fails, the channel serves the next one
+        failure = from_exception(e)
+        if failure.error_code == "UNKNOWN_SERVER_ERROR":
+            log.exception("replication fetch from node %d failed", replica_id)
+        answer = ReplicationAnswer(id=message.id, error_code=failure.error_code, message=failure.message)
+    # a fetch superseded or cut by the channel's close was never answered: not counted
+    if services.metrics is not None:
+        services.metrics.observe_request(ctx, answer.error_code or "NONE", time.monotonic() - started)
+    return answer
+
+
 @routes.get("/v1/replication")
 async def replication(request: web.Request) -> web.WebSocketResponse:
     replica_id = read_query(request, ReplicationQuery).replica_id
-    authz.require_nodes(request, REPLICA_FETCH, as_node_id=replica_id)
-    count_as(request, FETCH_FOLLOWER)
-    service = request.app[REPLICAS]
-    ws = web.WebSocketResponse(max_msg_size=request.app[NODE_INFO].max_request_bytes)
+    services, ctx = services_of(request), context_of(request)
+    services.authorization.require_node(ctx, as_node_id=replica_id)  # a replica's fetch: that node only
+    ws = web.WebSocketResponse(max_msg_size=services.node.max_request_bytes)
     await ws.prepare(request)
     channels = request.app[CHANNELS]
     channels.add(ws)
@@ -67,19 +94,7 @@ async def replication(request: web.Request) -> web.WebSocketResponse:
         except (msgspec.ValidationError, msgspec.DecodeError) as e:
             await ws.close(code=1003, message=f"not a replication fetch: {e}"[:120].encode())
             return
-        try:
-            if message.fetch.replica_id != replica_id:
-                raise KraftError("INVALID_REQUEST", f"this channel is replica {replica_id}'s, the fetch names "
-                                                    f"{message.fetch.replica_id}")
-            answer = ReplicationAnswer(id=message.id, fetch=await replica_fetch(
-                service, message.fetch, fetch_entries(message.fetch)))
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # the fetch fails, the channel serves the next one
-            error = from_exception(e)
-            if error.error_code == "UNKNOWN_SERVER_ERROR":
-                log.exception("replication fetch from node %d failed", replica_id)
-            answer = ReplicationAnswer(id=message.id, error_code=error.error_code, message=error.message)
+        answer = await _answer(services, ctx, replica_id, message)
         if not ws.closed:
             await ws.send_bytes(_encode(answer))
 

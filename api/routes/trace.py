@@ -5,31 +5,20 @@ DESCRIBE on the cluster, as `/metrics` (api/access.py)."""
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from aiohttp import web
 
 from kraft.api.messages.node import TraceQuery, TraceResponse
-from kraft.api.routes.services import NODE_INFO
+from kraft.api.routes.services import services_of
 from kraft.api.wire import read_query, render
 
 routes = web.RouteTableDef()
 
 
-class TraceSource(Protocol):
-    enabled: bool
-
-    def events(self, after: int = 0) -> list[tuple[int, int, str, str, int, int, int]]: ...
-
-
-TRACE = web.AppKey("stage_trace", TraceSource)
-
-
 @routes.get("/v1/trace")
 async def trace(request: web.Request) -> web.Response:
     after = read_query(request, TraceQuery).after
-    source = request.app.get(TRACE)
+    services = services_of(request)
+    source = services.trace
     events = [] if source is None else source.events(after)
-    return render(request, TraceResponse(node_id=request.app[NODE_INFO].node_id,
-                                         enabled=source is not None and source.enabled,
+    return render(request, TraceResponse(node_id=services.node.node_id, enabled=source is not None and source.enabled,
                                          next=events[-1][0] if events else after, events=events))

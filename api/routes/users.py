@@ -5,44 +5,31 @@ DescribeUserScramCredentials and AlterUserScramCredentials).
 counts (never keys). `POST /v1/users/scram-credentials` with `upsertions` ({name, mechanism,
 iterations, salt, salted_password}: base64; the client salts and iterates, so the password never
 leaves it) and `deletions` ({name, mechanism}) changes them all or none, through the controller.
-Describing needs Describe on the cluster, changing Alter (api/access.py), as in Kafka.
+Describing needs Describe on the cluster, changing Alter (kraft/server/access.py), as in Kafka.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 from aiohttp import web
 
-from kraft.api.errors import KraftError
 from kraft.api.messages.security import (
-    AlterScramCredentialsRequest, DescribeScramCredentialsResponse, DescribeScramQuery,
+    AlterScramCredentialsRequest, AlterScramCredentialsResponse, DescribeScramCredentialsResponse,
+    DescribeScramQuery,
 )
+from kraft.api.routes.services import context_of, services_of
 from kraft.api.wire import read_message, read_query, render
 
-
-class UserService(Protocol):
-    def describe(self, user: str | None) -> list[dict[str, Any]]: ...
-
-    async def alter(self, upsertions: list[dict[str, Any]], deletions: list[dict[str, Any]]) -> dict[str, Any]: ...
-
-
-USERS = web.AppKey("users", UserService)
-
 routes = web.RouteTableDef()
-
-
-def _service(request: web.Request) -> UserService:
-    if USERS not in request.app:
-        raise KraftError("UNSUPPORTED_VERSION", "this node does not manage SCRAM credentials")
-    return request.app[USERS]
 
 
 @routes.get("/v1/users/scram-credentials")
 async def describe_scram_credentials(request: web.Request) -> web.Response:
     user = read_query(request, DescribeScramQuery).user
-    return render(request, DescribeScramCredentialsResponse(users=_service(request).describe(user)))
+    users = services_of(request).security.describe_scram_credentials(context_of(request), user)
+    return render(request, msgspec.convert({"users": users}, DescribeScramCredentialsResponse, from_attributes=True))
 
 
 def scram_alterations(body: AlterScramCredentialsRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -54,4 +41,5 @@ def scram_alterations(body: AlterScramCredentialsRequest) -> tuple[list[dict[str
 @routes.post("/v1/users/scram-credentials")
 async def alter_scram_credentials(request: web.Request) -> web.Response:
     upsertions, deletions = scram_alterations(await read_message(request, AlterScramCredentialsRequest))
-    return render(request, await _service(request).alter(upsertions, deletions))
+    results = await services_of(request).security.alter_scram_credentials(context_of(request), upsertions, deletions)
+    return render(request, msgspec.convert({"results": results}, AlterScramCredentialsResponse, from_attributes=True))

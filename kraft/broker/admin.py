@@ -1,4 +1,4 @@
-"""`AdminService` for the HTTP routes: every node accepts admin requests and sends them to the
+"""`AdminService` (kraft/server/admin.py): every node accepts admin requests and sends them to the
 active controller through its `ControllerChannel` (its own controller when that is the active
 one, otherwise forwarded over HTTP; design §7).
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from kraft.api.errors import KraftError
-from kraft.api.routes.services import TopicDescription
+from kraft.errors import KraftError
 from kraft.broker.metadata_view import BrokerMetadataView
 from kraft.controller.channel import ControllerChannel
+from kraft.server.metadata import TopicDescription
 
 
 class LocalAdmin:

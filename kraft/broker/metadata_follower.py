@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import msgpack
 
-from kraft.api.errors import KraftError
+from kraft.errors import KraftError
 from kraft.controller.client import ControllerClient
 from kraft.controller.heap import gc_paused
 from kraft.controller.metadata_loader import MetadataLoader

@@ -1,8 +1,8 @@
 """The broker's metadata cache: the one place the latest `MetadataImage` this node applied lives
 (Kafka's `KRaftMetadataCache`). `BrokerMetadataPublisher` sets it first on every delta; the
 replica manager, the group coordinator and the metrics read `cache.image` rather than keep
-copies. `BrokerMetadataView` is the cache as the HTTP routes read it (answer-shaped values of
-`kraft.api.routes.services`).
+copies. `BrokerMetadataView` is the cache as the services read it (`kraft.server.metadata.MetadataView`:
+answer-shaped values).
 """
 
 from __future__ import annotations
@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Callable, Mapping, TypeVar
 
-from kraft.api.routes.services import (
-    BrokerDescription, ClusterDescription, PartitionDescription, TopicDescription,
-)
 from kraft.metadata.image import MetadataImage, TopicImage
+from kraft.server.metadata import BrokerDescription, ClusterDescription, PartitionDescription, TopicDescription
 
 T = TypeVar("T")
 

@@ -6,7 +6,7 @@ defaults that sets the quota) has a rate over `quota.window.num` windows of
 `quota.window.size.seconds` (Kafka's SampledStat `Rate`: the span is at least `num - 1` full
 windows, so a new client gets that much burst). After recording a request, a rate above the bound
 gives a throttle time of `(rate - bound) / bound * span` (Kafka's `throttleTime`), capped at the
-whole sampled span; the route reports it as `throttle_time_ms` and delays its answer by it.
+whole sampled span; the services report it as `throttle_time_ms` and the listener delays its answer by it.
 The state here is touched only on the event loop; time is passed in (`now_ms`).
 
 Metrics, named as jmx_exporter spells Kafka's `kafka.server:type=Produce|Fetch|Request,user=,client-id=`:
@@ -29,8 +29,8 @@ from prometheus_client.registry import Collector
 from kraft.metadata.client_quotas import (
     CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotasImage, Entity,
 )
+from kraft.server.quotas import FETCH, PRODUCE, REQUEST
 
-PRODUCE, FETCH, REQUEST = "produce", "fetch", "request"
 QUOTA_KEYS = {PRODUCE: PRODUCER_BYTE_RATE, FETCH: CONSUMER_BYTE_RATE, REQUEST: REQUEST_PERCENTAGE}
 RATE_METRICS = {PRODUCE: "byte_rate", FETCH: "byte_rate", REQUEST: "request_time"}
 MAX_SENSORS = 10_000  # quota entities tracked at once; the idlest is dropped past that

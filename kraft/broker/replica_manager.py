@@ -21,7 +21,7 @@ Replication (design §6, `kraft/broker/replication/`): followers fetch through `
 went its own way, records the follower's position, advances the high watermark and proposes ISR
 changes to the controller (AlterPartition). acks=all produces wait until the high watermark passes
 their batch in the leader epoch they were appended in. It implements
-`kraft.api.routes.services.ReplicaService` and `kraft.api.routes.replication.ReplicaFetchService`.
+`kraft.server.records.ReplicaService`.
 """
 
 from __future__ import annotations
@@ -35,12 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence, TypeVar
 
-from kraft.api.errors import KraftError, from_exception
-from kraft.api.routes.replication import NO_EPOCH, NO_REPLICA, ReplicaFetchEntry, ReplicaFetchResult
-from kraft.api.routes.services import (
-    DeleteRecordsEntry, DeleteRecordsResult, FetchEntry, FetchResult, PartitionOffsets, ProduceEntry,
-    ProduceResult,
-)
+from kraft.errors import KraftError, from_exception
 from kraft.broker.partition_state import PartitionView
 from kraft.broker.replica import Replica, ReplicaState
 from kraft.broker.replication.alter_partition import AlterPartitionChannel
@@ -63,6 +58,10 @@ from kraft.broker.metadata_view import MetadataCache
 from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta
 from kraft.metadata.image import MetadataImage
 from kraft.metadata.topic_name import is_internal
+from kraft.server.records import (
+    NO_EPOCH, NO_REPLICA, DeleteRecordsEntry, DeleteRecordsResult, DivergingEpoch, EpochEndOffset, FetchEntry,
+    FetchPartitionResult, PartitionOffsets, ProduceEntry, ProducePartitionResult,
+)
 
 log = logging.getLogger("kraft.broker")
 
@@ -529,7 +528,7 @@ class ReplicaManager:
 
     async def produce(
         self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int
-    ) -> list[ProduceResult]:
+    ) -> list[ProducePartitionResult]:
         appended: list[tuple[ProduceEntry, Replica | None, int, int, int, KraftError | None]] = []
         for entry in entries:
             try:
@@ -579,16 +578,16 @@ class ReplicaManager:
     async def _produce_result(
         self, entry: ProduceEntry, replica: Replica | None, leader_epoch: int, first_offset: int,
         next_offset: int, error: KraftError | None, acks: int, deadline: float,
-    ) -> ProduceResult:
+    ) -> ProducePartitionResult:
         if error is None and replica is not None and acks == -1:
             error = await self._await_high_watermark(replica, leader_epoch, next_offset, deadline)
         if error is not None or replica is None:
             assert error is not None
-            return ProduceResult(entry.topic, entry.partition, -1, -1, error.error_code, error.message)
+            return ProducePartitionResult(entry.topic, entry.partition, -1, -1, error.error_code, error.message)
         base_offset = -1 if acks == 0 else first_offset
         log_start_offset = replica.log.log_start_offset if replica.log is not None else -1
         self.trace.record(PRODUCE_ANSWERED, entry.topic, entry.partition, next_offset)
-        return ProduceResult(entry.topic, entry.partition, base_offset, log_start_offset)
+        return ProducePartitionResult(entry.topic, entry.partition, base_offset, log_start_offset)
 
     async def _await_high_watermark(
         self, replica: Replica, leader_epoch: int, target: int, deadline: float
@@ -716,19 +715,14 @@ class ReplicaManager:
 
     async def fetch(
         self, entries: Sequence[FetchEntry], max_wait_ms: int, min_bytes: int, max_bytes: int
-    ) -> list[FetchResult]:
+    ) -> list[FetchPartitionResult]:
         """A consumer fetch: records below the high watermark."""
-        results = await self.replica_fetch(NO_REPLICA, -1, [
-            ReplicaFetchEntry(e.topic, e.partition, e.fetch_offset, e.partition_max_bytes)
-            for e in entries
-        ], max_wait_ms, min_bytes, max_bytes)
-        return [FetchResult(r.topic, r.partition, r.high_watermark, r.log_start_offset, r.records,
-                            r.error_code, r.message) for r in results]
+        return await self.replica_fetch(NO_REPLICA, -1, entries, max_wait_ms, min_bytes, max_bytes)
 
     async def replica_fetch(
-        self, replica_id: int, replica_epoch: int, entries: Sequence[ReplicaFetchEntry],
+        self, replica_id: int, replica_epoch: int, entries: Sequence[FetchEntry],
         max_wait_ms: int, min_bytes: int, max_bytes: int,
-    ) -> list[ReplicaFetchResult]:
+    ) -> list[FetchPartitionResult]:
         """A fetch from a consumer (`replica_id` -1: below the HW) or a follower (up to the log
         end, recording its position). Long poll: answers when `min_bytes` are there, on an
         error or a diverging epoch, when a follower has a high watermark to learn, or at
@@ -742,18 +736,17 @@ class ReplicaManager:
         return results
 
     async def read_committed(self, topic: str, partition: int, offset: int, max_bytes: int,
-                             max_wait_ms: int) -> FetchResult:
+                             max_wait_ms: int) -> FetchPartitionResult:
         """The group coordinator loading a partition it leads: a consumer's read (batches below
         the high watermark, a long poll for them), not counted in the fetch metrics."""
-        [r] = await self._fetch(NO_REPLICA, -1, [ReplicaFetchEntry(topic, partition, offset, max_bytes)],
+        [r] = await self._fetch(NO_REPLICA, -1, [FetchEntry(topic, partition, offset, max_bytes)],
                                 max_wait_ms, 1, max_bytes)
-        return FetchResult(r.topic, r.partition, r.high_watermark, r.log_start_offset, r.records,
-                           r.error_code, r.message)
+        return r
 
     async def _fetch(
-        self, replica_id: int, replica_epoch: int, entries: Sequence[ReplicaFetchEntry],
+        self, replica_id: int, replica_epoch: int, entries: Sequence[FetchEntry],
         max_wait_ms: int, min_bytes: int, max_bytes: int,
-    ) -> list[ReplicaFetchResult]:
+    ) -> list[FetchPartitionResult]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
         max_bytes = min(max_bytes, self.fetch_max_bytes)
@@ -793,14 +786,14 @@ class ReplicaManager:
                                                 f"not its registered epoch {broker.broker_epoch}")
 
     async def _read_all(
-        self, replica_id: int, replica_epoch: int, entries: Sequence[ReplicaFetchEntry],
+        self, replica_id: int, replica_epoch: int, entries: Sequence[FetchEntry],
         max_bytes: int, record_positions: bool, wake: asyncio.Future[None], replicas: list[Replica],
-    ) -> tuple[list[ReplicaFetchResult], bool]:
+    ) -> tuple[list[FetchPartitionResult], bool]:
         """One pass over the partitions: the results, and whether to answer now regardless of
         size (an error, a diverging epoch, a high watermark to pass on). Each partition's replica
         is added to `replicas` with `wake` registered on it before it is read: resolved by its
         next append (a follower) or high-watermark advance (a consumer)."""
-        results: list[ReplicaFetchResult] = []
+        results: list[FetchPartitionResult] = []
         news = False
         budget = max_bytes
         for entry in entries:
@@ -839,8 +832,8 @@ class ReplicaManager:
         return results, news
 
     def _read_for_consumer(
-        self, replica: Replica, entry: ReplicaFetchEntry, max_bytes: int, budget: int
-    ) -> ReplicaFetchResult:
+        self, replica: Replica, entry: FetchEntry, max_bytes: int, budget: int
+    ) -> FetchPartitionResult:
         plog, core = replica.log, replica.core
         if plog is None or core is None:
             return _error_result(entry.topic, entry.partition,
@@ -855,9 +848,9 @@ class ReplicaManager:
         return self._result(replica, entry, data.records)
 
     def _read_for_follower(
-        self, replica: Replica, replica_id: int, replica_epoch: int, entry: ReplicaFetchEntry,
+        self, replica: Replica, replica_id: int, replica_epoch: int, entry: FetchEntry,
         max_bytes: int, budget: int, record_position: bool,
-    ) -> ReplicaFetchResult:
+    ) -> FetchPartitionResult:
         plog, core = replica.log, replica.core
         if plog is None or core is None or not core.is_leader:
             return _error_result(entry.topic, entry.partition,
@@ -868,8 +861,8 @@ class ReplicaManager:
         if decision.error is not None:
             return self._result(replica, entry, b"", error=decision.error)
         if decision.diverging is not None:
-            return self._result(replica, entry, b"", diverging=(decision.diverging.epoch,
-                                                                decision.diverging.end_offset))
+            return self._result(replica, entry, b"", diverging=DivergingEpoch(decision.diverging.epoch,
+                                                                              decision.diverging.end_offset))
         if record_position:
             self.trace.record(FOLLOWER_FETCH, entry.topic, entry.partition, entry.fetch_offset, replica_id)
         self._perform(replica, decision.actions)
@@ -882,7 +875,7 @@ class ReplicaManager:
         return self._result(replica, entry, data.records)
 
     @staticmethod
-    def _read(plog: PartitionLog, entry: ReplicaFetchEntry, max_bytes: int, budget: int,
+    def _read(plog: PartitionLog, entry: FetchEntry, max_bytes: int, budget: int,
               max_offset: int | None) -> FetchDataInfo:
         limit = plog.log_end_offset if max_offset is None else max_offset
         if entry.fetch_offset >= limit or budget <= 0:
@@ -896,14 +889,15 @@ class ReplicaManager:
         )
 
     @staticmethod
-    def _result(replica: Replica, entry: ReplicaFetchEntry, records: bytes,
+    def _result(replica: Replica, entry: FetchEntry, records: bytes,
                 error: KraftError | None = None,
-                diverging: tuple[int, int] | None = None) -> ReplicaFetchResult:
+                diverging: DivergingEpoch | None = None) -> FetchPartitionResult:
         plog = replica.log
-        return ReplicaFetchResult(
+        return FetchPartitionResult(
             entry.topic, entry.partition, plog.high_watermark, plog.log_start_offset,
             plog.log_end_offset, records, diverging,
             error.error_code if error else None, error.message if error else None,
+            last_stable_offset=plog.high_watermark,  # no transactions: nothing is unstable
         )
 
     # -- follower side (the fetchers call these) ----------------------------------------------
@@ -1064,6 +1058,19 @@ class ReplicaManager:
                 replica.log.offset_for_timestamp, timestamp, replica.log.high_watermark
             )
 
+    async def offset_for_leader_epoch(
+        self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
+    ) -> EpochEndOffset:
+        """Kafka's OffsetForLeaderEpoch on the leader (a client checking its position after a
+        leader change, KIP-320): the largest epoch <= `leader_epoch` and its end offset, (-1, -1)
+        for an epoch above every known one."""
+        replica = await self._leader_replica(topic, partition, current_leader_epoch)
+        async with replica.lock:
+            if replica.log is None:
+                raise self._not_here(topic, partition)
+            return EpochEndOffset(*replica.log.leader_epoch_cache.end_offset_for(
+                leader_epoch, replica.log.log_end_offset))
+
     # -- retention ----------------------------------------------------------------------------
 
     async def _retention_loop(self) -> None:
@@ -1108,8 +1115,8 @@ class ReplicaManager:
 
 
 def _error_result(topic: str, partition: int, error: KraftError,
-                  leader: dict[str, Any] | None = None) -> ReplicaFetchResult:
-    return ReplicaFetchResult(topic, partition, -1, -1, -1, b"", None, error.error_code,
+                  leader: dict[str, Any] | None = None) -> FetchPartitionResult:
+    return FetchPartitionResult(topic, partition, -1, -1, -1, b"", None, error.error_code,
                               error.message, leader)
 
 

@@ -14,7 +14,7 @@ import time
 import uuid
 from typing import Any, Awaitable, Callable, Mapping
 
-from kraft.api.errors import KraftError
+from kraft.errors import KraftError
 from kraft.controller.client import ControllerClient
 from kraft.controller.errors import NotControllerError
 from kraft.controller.handlers import ControllerSettings

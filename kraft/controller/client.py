@@ -23,7 +23,7 @@ import aiohttp
 import msgpack
 from yarl import URL
 
-from kraft.api.errors import KraftError
+from kraft.errors import KraftError
 from kraft.controller.heap import gc_paused
 from kraft.security.peers import PLAIN_PEERS, PeerSecurity
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from kraft.api.errors import KraftError
+from kraft.errors import KraftError
 from kraft.controller.client import ControllerClient, ControllerDirectory
 from kraft.controller.metadata_loader import MetadataLoader, SnapshotNeededError
 from kraft.controller.quorum import Quorum

@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable, TypeVar
 
-from kraft.api.errors import KraftError
-from kraft.api.routes.services import FetchResult
+from kraft.errors import KraftError
+from kraft.server.records import FetchPartitionResult
 from kraft.coordinator.partition_writer import PartitionWriter
 from kraft.coordinator.result import CoordinatorRecord
 from kraft.log.batch import decode_records, iter_batches
@@ -66,7 +66,7 @@ async def load(writer: PartitionWriter, topic: str, partition: int,
 
 
 async def _read(writer: PartitionWriter, topic: str, partition: int, offset: int,
-                settings: LoaderSettings) -> FetchResult:
+                settings: LoaderSettings) -> FetchPartitionResult:
     info = await writer.read_committed(topic, partition, offset, settings.chunk_bytes, settings.wait_ms)
     if info.error_code is not None:
         raise KraftError(info.error_code, info.message or "")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence
 
-from kraft.api.errors import KraftError
-from kraft.api.routes.services import FetchResult, PartitionOffsets, ProduceEntry, ProduceResult
+from kraft.errors import KraftError
+from kraft.server.records import FetchPartitionResult, PartitionOffsets, ProduceEntry, ProducePartitionResult
 
 # A failed append as the coordinator's clients see it, as Kafka's coordinators map it: the client
 # finds the coordinator again (NOT_COORDINATOR) or retries it (COORDINATOR_NOT_AVAILABLE).
@@ -25,12 +25,12 @@ _APPEND_ERRORS = {
 class PartitionWriter(Protocol):
     async def produce(
         self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int
-    ) -> list[ProduceResult]: ...
+    ) -> list[ProducePartitionResult]: ...
 
     async def offsets(self, topic: str, partition: int) -> PartitionOffsets: ...
 
     async def read_committed(self, topic: str, partition: int, offset: int, max_bytes: int,
-                             max_wait_ms: int) -> FetchResult:
+                             max_wait_ms: int) -> FetchPartitionResult:
         """Whole batches below the high watermark from `offset` of a partition led here,
         waiting up to `max_wait_ms` for some (a consumer fetch, not counted as one)."""
         ...

@@ -33,8 +33,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
-from kraft.api.errors import KraftError
-from kraft.api.routes.services import ProduceEntry
+from kraft.errors import KraftError
+from kraft.server.records import ProduceEntry
 from kraft.coordinator.loader import LoaderSettings, load
 from kraft.coordinator.partition_writer import PartitionWriter, append_error
 from kraft.coordinator.result import (

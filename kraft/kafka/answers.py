@@ -13,20 +13,20 @@ from typing import Any
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
-from kraft.api.errors import KraftError
+from kraft.errors import SPECS, KraftError
 
 NO_THROTTLE = datetime.timedelta(0)
 
 
 def error_code(error: KraftError | str | None) -> ErrorCode:
-    """kio's code of a Kafka error name (our KraftError's); UNKNOWN_SERVER_ERROR for a name
-    Kafka does not have."""
+    """kio's code of a Kafka error name (a KraftError's); UNKNOWN_SERVER_ERROR for one of
+    kraft's own names, which Kafka does not have."""
     if error is None:
         return ErrorCode.none
-    name = error.error_code if isinstance(error, KraftError) else error
+    spec = SPECS.get(error.error_code if isinstance(error, KraftError) else error)
     try:
-        return ErrorCode[name.lower()]
-    except KeyError:
+        return ErrorCode(spec.kafka_code) if spec is not None else ErrorCode.unknown_server_error
+    except ValueError:
         return ErrorCode.unknown_server_error
 
 

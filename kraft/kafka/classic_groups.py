@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from kraft.api.errors import KraftError
+from kraft.errors import KraftError
 from kraft.broker.groups.classic import JoinRequest, JoinResult
 from kraft.kafka.answers import answer, build, error_code, nested_type, response_type
 from kraft.kafka.dispatch import HandlerRegistry

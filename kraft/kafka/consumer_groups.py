@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
-from kraft.api.errors import KraftError
+from kraft.errors import KraftError
 from kraft.kafka.answers import answer, build, error_code, nested_type, response_type
 from kraft.kafka.dispatch import HandlerRegistry
-from kraft.metadata.image import MetadataImage
 from kraft.server.group_apis import GroupApis
 from kraft.server.groups import GroupHeartbeat, TopicPartitions
+from kraft.server.metadata import MetadataView
 from kraft.server.request_context import RequestContext
 
 CONSUMER_GROUP_HEARTBEAT = 68
@@ -26,30 +26,29 @@ VERSIONS = {CONSUMER_GROUP_HEARTBEAT: (0, 1), CONSUMER_GROUP_DESCRIBE: (0, 1)}
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
-def _topic_uuid(image: MetadataImage, name: str) -> uuid.UUID | None:
-    topic = image.topic_by_name(name)
-    try:
-        return None if topic is None else uuid.UUID(topic.topic_id)
-    except ValueError:
-        return None
-
-
 class ConsumerGroupHandlers:
-    def __init__(self, groups: GroupApis, image: Callable[[], MetadataImage]) -> None:
+    def __init__(self, groups: GroupApis, metadata: MetadataView) -> None:
         self.groups = groups
-        self.image = image
+        self.metadata = metadata
+
+    def _topic_uuid(self, name: str) -> uuid.UUID | None:
+        topic = self.metadata.topic(name)
+        try:
+            return None if topic is None else uuid.UUID(topic.topic_id)
+        except ValueError:
+            return None
 
     def register(self, registry: HandlerRegistry) -> None:
         registry.register(CONSUMER_GROUP_HEARTBEAT, *VERSIONS[CONSUMER_GROUP_HEARTBEAT], self.heartbeat)
         registry.register(CONSUMER_GROUP_DESCRIBE, *VERSIONS[CONSUMER_GROUP_DESCRIBE], self.describe)
 
     def _named(self, owned: Iterable[Any]) -> frozenset[tuple[str, int]]:
-        image = self.image()
+        names = {t.topic_id: t.name for t in self.metadata.topics()}
         out = set()
         for tp in owned:
-            topic = image.topic_by_id(str(tp.topic_id))
-            if topic is not None:
-                out.update((topic.name, int(p)) for p in tp.partitions)
+            name = names.get(str(tp.topic_id))
+            if name is not None:
+                out.update((name, int(p)) for p in tp.partitions)
         return frozenset(out)
 
     async def heartbeat(self, ctx: RequestContext, request: Any) -> Any:
@@ -75,14 +74,13 @@ class ConsumerGroupHandlers:
         schema = response_type(CONSUMER_GROUP_HEARTBEAT, version)
         assignment_type = nested_type(schema, "assignment")
         tp_type = nested_type(assignment_type, "topic_partitions")
-        image = self.image()
         return answer(
             CONSUMER_GROUP_HEARTBEAT, version, error_code=error_code(None), member_id=result.member_id,
             member_epoch=result.member_epoch,
             heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
             assignment=assignment_type(topic_partitions=tuple(
                 tp_type(topic_id=topic_id, partitions=t.partitions) for t in result.assignment
-                if (topic_id := _topic_uuid(image, t.topic)) is not None)))
+                if (topic_id := self._topic_uuid(t.topic)) is not None)))
 
     async def describe(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
@@ -90,11 +88,9 @@ class ConsumerGroupHandlers:
         member_type = nested_type(group_type, "members")
         assignment_type = nested_type(member_type, "assignment")
         tp_type = nested_type(assignment_type, "topic_partitions")
-        image = self.image()
-
         def assignment(tps: Iterable[TopicPartitions]) -> Any:
             return assignment_type(topic_partitions=tuple(
-                tp_type(topic_id=_topic_uuid(image, t.topic), topic_name=t.topic, partitions=t.partitions)
+                tp_type(topic_id=self._topic_uuid(t.topic), topic_name=t.topic, partitions=t.partitions)
                 for t in tps))
 
         described = []

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kraft.api.errors import KraftError
+from kraft.errors import KraftError
 from kraft.kafka.answers import answer, build, error_code, nested_type, response_type
 from kraft.kafka.dispatch import HandlerRegistry
 from kraft.server.group_apis import GroupApis

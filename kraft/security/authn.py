@@ -34,13 +34,17 @@ from typing import Any, Callable
 from aiohttp import web
 from cryptography import x509
 
-from kraft.api.security import ANONYMOUS, AuthenticationFailed
 from kraft.security import scram
 from kraft.security.principal import Rule, map_subject
 from kraft.metadata.image import MetadataImage, ScramCredentialData, ScramImage
+from kraft.server.request_context import ANONYMOUS
 
 MECHANISM_HEADER = "X-Kraft-Sasl-Mechanism"
 MAX_CACHED = 10_000
+
+
+class AuthenticationFailed(Exception):
+    """Wrong, missing or unusable client credentials (the reason is for the log only)."""
 
 
 def _credential(mechanism: str, data: ScramCredentialData) -> scram.ScramCredential:

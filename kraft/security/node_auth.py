@@ -8,7 +8,7 @@ ZooKeeper-mode metadata pushes) carries
 where `sig` is HMAC-SHA256, keyed by a key derived from `controller.quorum.secret` (never the
 secret itself), over the version, the method, the raw path with its query, the signing node, the
 node the request is addressed to, the timestamp, the nonce, the SHA-256 of the body and the
-headers the receiver believes on the signature's word (`api.security.SIGNED_HEADERS`: the
+headers the receiver believes on the signature's word (`SIGNED_HEADERS`: the
 forwarded principal, client host, client id and forwarding mark; an absent one is signed as
 absent, so adding one breaks the signature as changing one does).
 
@@ -30,6 +30,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 HEADER = "X-Kraft-Node-Auth"
+FORWARDED_PRINCIPAL_HEADER = "X-Kraft-Principal"  # the client a node forwards a request for
+CLIENT_HOST_HEADER = "X-Kraft-Client-Host"  # that client's address (host-scoped ACLs)
+FORWARDED_HEADER = "X-Kraft-Forwarded"  # the forwarding node: the receiver never forwards it again
+CLIENT_ID_HEADER = "X-Kraft-Client-Id"  # Kafka's client_id, which quotas charge
+# what a receiver believes of a node-signed request on the signature's word: every one is covered
+# by the signature (absent ones as absent), so none can be added, dropped or changed
+SIGNED_HEADERS = (FORWARDED_PRINCIPAL_HEADER, CLIENT_HOST_HEADER, FORWARDED_HEADER, CLIENT_ID_HEADER)
 VERSION = "v2"
 WINDOW_MS = 60_000  # clock skew between nodes plus request latency; nodes need synchronized clocks
 MAX_REMEMBERED = 200_000  # nonces kept for replay detection (a window's worth at a high rate)

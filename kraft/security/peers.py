@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from kraft.api.security import SIGNED_HEADERS
-from kraft.security.node_auth import NodeCredential
+from kraft.security.node_auth import SIGNED_HEADERS, NodeCredential
 
 
 @dataclass(frozen=True)

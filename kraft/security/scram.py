@@ -9,10 +9,14 @@ never on the event loop) and compares in constant time.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import os
 from dataclasses import dataclass
+from typing import Any
+
+from kraft.errors import KraftError
 
 MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 MIN_ITERATIONS = 4096  # Kafka's minimum
@@ -74,3 +78,14 @@ def parse_scram_config(text: str) -> dict[str, str]:
             raise ValueError(f"expected key=value, got {part!r}")
         out[key.strip()] = value.strip()
     return out
+
+
+def scram_upsertion(user: str, mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS) -> dict[str, Any]:
+    """One AlterUserScramCredentials upsertion as a client sends it: a random salt and
+    PBKDF2(password, salt, iterations), base64-encoded; the password itself is not in it."""
+    if mechanism not in MECHANISMS:
+        raise KraftError("UNSUPPORTED_SASL_MECHANISM", f"mechanism must be one of {', '.join(MECHANISMS)}")
+    salt = os.urandom(SALT_BYTES)
+    salted = salted_password(mechanism, password, salt, iterations)
+    return {"name": user, "mechanism": mechanism, "iterations": iterations,
+            "salt": base64.b64encode(salt).decode("ascii"), "salted_password": base64.b64encode(salted).decode("ascii")}

@@ -14,9 +14,9 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter
 
-from kraft.api.security import ANONYMOUS
 from kraft.security.node_auth import NodeCredential
 from kraft.security.peers import PeerSecurity
+from kraft.server.request_context import ANONYMOUS
 
 log = logging.getLogger("kraft.security")
 

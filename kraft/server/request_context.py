@@ -24,7 +24,9 @@ class RequestContext:
     listener_name: str  # the listener the request arrived on: "CLIENT", "PLAINTEXT", "SASL_SSL", ...
     security_protocol: str = "PLAINTEXT"  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
     client_id: str = ""  # Kafka's request header client_id (HTTP: X-Kraft-Client-Id)
-    api: str = ""  # Kafka's API name ("Produce", "Fetch", "CreateTopics", ...), for metrics and logs
+    # Kafka's API name ("Produce", "Fetch", "CreateTopics", ...), for metrics and logs; a request with
+    # no Kafka counterpart is named by its listener (the HTTP API's inter-node routes: their path)
+    api: str = ""
     api_version: int = 0  # the Kafka protocol's version; the HTTP API's is 1 (/v1)
     correlation_id: int = 0
     node_id: int | None = None  # set only when one of the cluster's nodes calls as itself

@@ -28,7 +28,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
-from kraft.api.errors import KraftError
+from kraft.errors import KraftError
 from kraft.controller import handlers
 from kraft.controller.handlers import ConfigValidator, ControllerSettings
 from kraft.controller.metadata_loader import MetadataLoader

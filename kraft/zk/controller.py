@@ -36,7 +36,7 @@ import msgpack
 from kazoo.exceptions import NodeExistsError, NoNodeError, RolledBackError
 from kazoo.protocol.states import WatchedEvent
 
-from kraft.api.errors import KraftError
+from kraft.errors import KraftError
 from kraft.security.peers import PLAIN_PEERS
 from kraft.zk import znodes
 from kraft.zk.broker import UPDATE_METADATA_PATH, ZkMetadataReceiver

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable
 import aiohttp
 from aiohttp import web
 
-from kraft.api.errors import KraftError
+from kraft.errors import KraftError
 
 from kraft.controller.client import ControllerClient, ControllerDirectory
 from kraft.controller.endpoint import ControllerEndpoint
@@ -59,8 +59,9 @@ class ZkServices:
         self.session.on_state(self.controller.on_session_state)
         self.controlled_shutdown_enable: bool = config["controlled.shutdown.enable"]
 
-    def install(self, app: web.Application) -> None:
-        app.router.add_routes([update_metadata_route(self.receiver), controlled_shutdown_route(self.controller)])
+    def routes(self) -> list[web.RouteDef]:
+        """The inter-node routes ZooKeeper mode adds to the node's HTTP listener."""
+        return [update_metadata_route(self.receiver), controlled_shutdown_route(self.controller)]
 
     async def connect(self, candidate_cluster_id: str) -> str:
         """Connects (ZkUnavailableError past zookeeper.connection.timeout.ms); the cluster id."""

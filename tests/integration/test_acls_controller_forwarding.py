@@ -108,7 +108,7 @@ def test_a_principal_without_the_permission_is_refused_by_a_node_that_is_not_the
     assert replicas_of_orders(other) == before
     # the controller decided the forwarded quorum request, as mallory from mallory's address
     denial = ("Principal = User:mallory is Denied operation = Describe from host = 127.0.0.1 on resource = "
-              "Cluster:LITERAL:kafka-cluster for GET /v1/controller/quorum")
+              "Cluster:LITERAL:kafka-cluster for request = DescribeQuorum")
     assert denial in active.log_path.read_text() and denial not in other.log_path.read_text()
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from kraft.api.access import ACCESS
-from kraft.api.authz import ERROR_CODES
+from kraft.server.authorization import ERROR_CODES
 from kraft.api.client import Admin, KraftError, Producer
 from harness import shutdown_all, wait_for
 from security_support import SecureNode, make_certs, tls_overrides

@@ -12,7 +12,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from kraft.api.client.admin import scram_upsertion
+from kraft.security.scram import scram_upsertion
 from harness import NodeProcess, start_node, wait_for
 from security_support import node_request
 

@@ -15,7 +15,7 @@ import requests
 
 from kraft.api.client import Admin, Consumer, Producer, TopicPartition
 from kraft.api.errors import KraftError
-from kraft.api.producer_ids import TRANSACTIONAL_ID_BASE, derived_producer_id
+from kraft.producer_ids import TRANSACTIONAL_ID_BASE, derived_producer_id
 from harness import shutdown_all, start_node
 from kraft.log.batch import build_batch
 

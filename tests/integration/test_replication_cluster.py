@@ -10,7 +10,9 @@ import os
 from pathlib import Path
 
 import pytest
+import requests
 from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
 
 from kraft.api.cli import main as cli_main
 from kraft.bench.chaos.clients import AckedProducer, WatchingConsumer, audit, read_partition
@@ -150,3 +152,30 @@ def test_isr_shrink_and_expand_show_in_describe(tmp_path: Path) -> None:
         cluster.resume(follower)
         wait_full_isr(cluster)
         assert describe(cluster, leader, "--under-replicated-partitions") == []
+
+
+def fetch_follower_requests(cluster: Cluster, node_id: int) -> tuple[float, float]:
+    """The FetchFollower request count and the count of its total-time histogram on a node."""
+    text = requests.get(f"{cluster.node(node_id).url}/metrics", timeout=10).text
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    label = (("request", "FetchFollower"),)
+    return (samples.get(("kafka_network_requestmetrics_requests_total", label), 0.0),
+            samples.get(("kafka_network_requestmetrics_totaltimems_count", label), 0.0))
+
+
+def test_each_replica_fetch_over_the_channel_counts_as_a_fetch_follower_request(tmp_path: Path) -> None:
+    """Followers fetch over their replication channel (no HTTP request per fetch), and the leader
+    counts each of those fetches as one FetchFollower request, its time too, as Kafka counts every
+    follower fetch (none was counted once fetches moved to the channel)."""
+    with Cluster(tmp_path, controllers=3, combined=True, overrides=OVERRIDES) as cluster:
+        cluster.start()
+        cluster.create_topic(TOPIC, 1, 3)
+        wait_full_isr(cluster)
+        leader = wait_leader(cluster)
+        first, _ = wait_for(lambda: (c := fetch_follower_requests(cluster, leader))[0] > 0 and c, 30,
+                            what="FetchFollower requests counted on the leader")
+        # the followers keep long-polling: the count goes on growing, each with its time
+        count, timed = wait_for(lambda: (c := fetch_follower_requests(cluster, leader))[0] > first + 2 and c, 60,
+                                what="more FetchFollower requests")
+        assert timed == count

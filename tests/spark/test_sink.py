@@ -139,7 +139,7 @@ def test_exactly_once_refuses_brokers_without_idempotence(spark, fake_broker, tm
 
 
 def test_exactly_once_producer_epochs_follow_the_micro_batch_id():
-    from kraft.api.producer_ids import TRANSACTIONAL_ID_BASE, derived_producer_id
+    from kraft.producer_ids import TRANSACTIONAL_ID_BASE, derived_producer_id
     from kraft.spark_connector.writer import SinkProducer
 
     first, later = SinkProducer.for_task("q", 3, 0), SinkProducer.for_task("q", 3, 32766)

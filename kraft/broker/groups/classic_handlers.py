@@ -20,7 +20,7 @@ import logging
 from dataclasses import dataclass
 from typing import Iterable
 
-from kraft.api.errors import KraftError
+from kraft.errors import KraftError
 from kraft.broker.groups.classic import (
     EMPTY, PREPARING, ClassicGroup, JoinRequest, JoinResult, MemberIdRequired, copy_group,
 )

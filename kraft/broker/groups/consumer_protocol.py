@@ -1,4 +1,5 @@
-"""Reading the embedded consumer protocol of classic groups (Kafka's `ConsumerProtocol`): a
+"""Reading (and, for KIP-848 groups described to classic tools, writing) the embedded consumer
+protocol of classic groups (Kafka's `ConsumerProtocol`): a
 member's subscription (the JoinGroup metadata of protocol type "consumer") and its assignment (the
 leader's SyncGroup bytes), each a 2-byte version and that version's struct, with kio's types.
 A newer version than kio knows is read as the newest it knows (Kafka's rule: later versions only
@@ -8,6 +9,7 @@ to run the protocol, so bytes that do not parse read as nothing.
 
 from __future__ import annotations
 
+import io
 import struct
 from typing import Any
 
@@ -19,7 +21,8 @@ from kio.schema.consumer_protocol_subscription.v0 import ConsumerProtocolSubscri
 from kio.schema.consumer_protocol_subscription.v1 import ConsumerProtocolSubscription as SubscriptionV1
 from kio.schema.consumer_protocol_subscription.v2 import ConsumerProtocolSubscription as SubscriptionV2
 from kio.schema.consumer_protocol_subscription.v3 import ConsumerProtocolSubscription as SubscriptionV3
-from kio.serial import entity_reader
+from kio.schema.consumer_protocol_assignment.v0.data import TopicPartition as AssignedTopic
+from kio.serial import entity_reader, entity_writer
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -53,3 +56,24 @@ def assigned_partitions(assignment: bytes) -> frozenset[tuple[str, int]]:
     if entity is None:
         return frozenset()
     return frozenset((str(tp.topic), int(p)) for tp in entity.assigned_partitions for p in tp.partitions)
+
+
+def _write(schema: Any, entity: Any) -> bytes:
+    buffer = io.BytesIO()
+    buffer.write(_VERSION.pack(0))
+    entity_writer(schema)(buffer, entity)
+    return buffer.getvalue()
+
+
+def encode_subscription(topics: tuple[str, ...]) -> bytes:
+    """A version-0 subscription, which every consumer reads."""
+    return _write(SubscriptionV0, SubscriptionV0(topics=topics, user_data=None))
+
+
+def encode_assignment(partitions: frozenset[tuple[str, int]] | set[tuple[str, int]]) -> bytes:
+    """A version-0 assignment, which every consumer reads."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    return _write(AssignmentV0, AssignmentV0(assigned_partitions=tuple(
+        AssignedTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()), user_data=None))

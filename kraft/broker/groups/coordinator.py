@@ -1,4 +1,4 @@
-"""The group coordinator: the asyncio shell that implements `kraft.api.routes.groups.GroupService`
+"""The group coordinator: the asyncio shell that implements `kraft.server.groups.GroupService`
 on the coordinator runtime (`kraft/coordinator/`), with one `GroupShard` per `__consumer_offsets`
 partition this broker leads (the metadata publisher hands the runtime its elections and
 resignations).
@@ -24,13 +24,11 @@ import asyncio
 import logging
 import time
 import uuid
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Protocol, TypeVar
+from dataclasses import asdict, dataclass
+from typing import Callable, Iterable, Protocol, TypeVar
 
-from kraft.api.errors import KraftError
-from kraft.api.routes.groups import GroupHeartbeat, OffsetCommitEntry, OffsetReset
-from kraft.api.routes.services import AdminService
-from kraft.broker.groups.classic import ClassicGroup, JoinRequest, JoinResult
+from kraft.broker.groups.classic import STABLE, ClassicGroup, JoinRequest, JoinResult
+from kraft.broker.groups.consumer_protocol import encode_assignment, encode_subscription
 from kraft.broker.groups.classic_handlers import JoinOutcome
 from kraft.broker.groups.errors import GroupError
 from kraft.broker.groups.group_waits import GroupWaits
@@ -45,7 +43,15 @@ from kraft.coordinator.partition_writer import PartitionWriter
 from kraft.coordinator.result import Operation
 from kraft.coordinator.runtime import CoordinatorRuntime, RuntimeSettings
 from kraft.coordinator.timer import Scheduler
+from kraft.errors import KraftError
 from kraft.metadata.image import MetadataImage
+from kraft.server.admin import AdminService
+from kraft.server.groups import (
+    ClassicDescription, ClassicMemberDescription, CommitOffsetsResult, CommittedOffset, DeleteGroupResult, DeleteOffsetsResult, FetchOffsetsResult,
+    FindCoordinatorResult, GroupDescription, GroupHeartbeat, GroupOffset, GroupSummary, HeartbeatResult,
+    ListGroupsResult, MemberDescription, NodeEndpoint, OffsetCommitEntry, OffsetLag, OffsetReset, ResetOffset,
+    ResetOffsetsResult, by_topic,
+)
 
 log = logging.getLogger("kraft.groups")
 
@@ -76,13 +82,6 @@ class CoordinatorReplicas(PartitionWriter, LocalOffsets, Protocol):
 
 def _regex_key(regex: str, member: Member | HeartbeatRequest) -> RegexKey:
     return regex, member.principal, member.client_host
-
-
-def _tp_json(tps: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
-    by_topic: dict[str, list[int]] = {}
-    for t, p in sorted(tps):
-        by_topic.setdefault(t, []).append(p)
-    return [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
 class _Here:
@@ -163,20 +162,20 @@ class GroupCoordinator:
                     raise
 
     @staticmethod
-    def _coordinator_json(partition: int, image: MetadataImage) -> dict[str, Any] | None:
+    def _coordinator(partition: int, image: MetadataImage) -> NodeEndpoint | None:
         reg = image.partition(OFFSETS_TOPIC, partition)
         endpoint = image.leader_endpoint(OFFSETS_TOPIC, partition)
         if reg is None or endpoint is None:
             return None
-        return {"node_id": reg.leader, "host": endpoint.host, "port": endpoint.port}
+        return NodeEndpoint(reg.leader, endpoint.host, endpoint.port)
 
-    def _where(self, partition: int, image: MetadataImage) -> _Here | dict[str, Any] | None:
+    def _where(self, partition: int, image: MetadataImage) -> _Here | NodeEndpoint | None:
         """Here, the coordinator elsewhere, or None while there is none (or this broker's
         election is on its way)."""
         if self.runtime.is_coordinator(partition):
             return _HERE
-        coordinator = self._coordinator_json(partition, image)
-        if coordinator is not None and coordinator["node_id"] != self.node_id:
+        coordinator = self._coordinator(partition, image)
+        if coordinator is not None and coordinator.node_id != self.node_id:
             return coordinator
         return None
 
@@ -195,8 +194,8 @@ class GroupCoordinator:
             if where is None:
                 raise KraftError("COORDINATOR_NOT_AVAILABLE", f"{OFFSETS_TOPIC}-{partition} has no leader yet")
             if not isinstance(where, _Here):
-                raise KraftError("NOT_COORDINATOR", f"node {where['node_id']} coordinates group "
-                                 f"{group_id!r}", coordinator=where)
+                raise KraftError("NOT_COORDINATOR", f"node {where.node_id} coordinates group "
+                                 f"{group_id!r}", coordinator=asdict(where))
             try:
                 return partition, await self.runtime.active(partition, deadline - loop.time())
             except KraftError as e:
@@ -234,16 +233,16 @@ class GroupCoordinator:
 
     # -- GroupService -------------------------------------------------------------------------
 
-    async def find_coordinator(self, group_id: str) -> dict[str, Any]:
+    async def find_coordinator(self, group_id: str) -> FindCoordinatorResult:
         await self._ensure_offsets_topic()
         partition = self._partition_for(group_id)
         coordinator = await self.metadata_cache.wait_for(
-            lambda image: self._coordinator_json(partition, image), COORDINATOR_WAIT_S)
+            lambda image: self._coordinator(partition, image), COORDINATOR_WAIT_S)
         if coordinator is None:
             raise KraftError("COORDINATOR_NOT_AVAILABLE", f"{OFFSETS_TOPIC}-{partition} has no leader")
-        return {"group_id": group_id, "partition": partition, "coordinator": coordinator}
+        return FindCoordinatorResult(group_id, partition, coordinator)
 
-    async def heartbeat(self, group_id: str, request: GroupHeartbeat) -> dict[str, Any]:
+    async def heartbeat(self, group_id: str, request: GroupHeartbeat) -> HeartbeatResult:
         if request.subscribed_topic_regex:
             try:
                 compile_regex(request.subscribed_topic_regex)  # refused before anything is resolved
@@ -259,12 +258,8 @@ class GroupCoordinator:
         response = await self._change_membership(
             partition, group_id, req, "heartbeat",
             lambda shard, now: shard.heartbeat(group_id, req, new_member_id, now))
-        return {
-            "member_id": response.member_id,
-            "member_epoch": response.member_epoch,
-            "heartbeat_interval_ms": response.heartbeat_interval_ms,
-            "assignment": _tp_json(response.assignment),
-        }
+        return HeartbeatResult(response.member_id, response.member_epoch, response.heartbeat_interval_ms,
+                               by_topic(response.assignment))
 
     def _check_partitions(self, tps: Iterable[tuple[str, int]]) -> None:
         for topic, partition in tps:
@@ -274,40 +269,38 @@ class GroupCoordinator:
     async def commit_offsets(
         self, group_id: str, member_id: str, member_epoch: int, offsets: list[OffsetCommitEntry],
         group_instance_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> CommitOffsetsResult:
         """`member_epoch` is a classic group's generation id."""
         self._check_partitions((e.topic, e.partition) for e in offsets)
         partition, _ = await self._shard(group_id)
         commits = {(e.topic, e.partition): (e.offset, e.metadata) for e in offsets}
         await self.runtime.write(partition, "commit-offsets", lambda shard, now: shard.commit_offsets(
             group_id, member_id, member_epoch, commits, now, group_instance_id))
-        return {"offsets": [{"topic": e.topic, "partition": e.partition, "offset": e.offset} for e in offsets]}
+        return CommitOffsetsResult(tuple(CommittedOffset(e.topic, e.partition, e.offset) for e in offsets))
 
-    async def fetch_offsets(self, group_id: str, topics: list[str] | None) -> dict[str, Any]:
+    async def fetch_offsets(self, group_id: str, topics: list[str] | None) -> FetchOffsetsResult:
         _, shard = await self._shard(group_id)
         group = shard.groups.get(group_id)
         items = [] if group is None else sorted(group.offsets.items())
-        return {"group_id": group_id, "offsets": [
-            {"topic": t, "partition": p, "offset": o.offset, "metadata": o.metadata,
-             "commit_timestamp": o.commit_timestamp_ms}
+        return FetchOffsetsResult(group_id, tuple(
+            GroupOffset(t, p, o.offset, o.metadata, o.commit_timestamp_ms)
             for (t, p), o in items if topics is None or t in topics
-        ]}
+        ))
 
-    async def list_groups(self) -> dict[str, Any]:
-        groups = [{"group_id": g.group_id, "state": g.state, "protocol_type": _protocol_type(g),
-                   "members": g.member_count, "coordinator": self.node_id, "group_type": g.protocol}
+    async def list_groups(self) -> ListGroupsResult:
+        groups = [GroupSummary(g.group_id, g.state, _protocol_type(g), g.member_count, self.node_id, g.protocol)
                   for _, shard in self.runtime.active_shards() for g in shard.groups.values()]
-        return {"groups": sorted(groups, key=lambda g: g["group_id"])}
+        return ListGroupsResult(tuple(sorted(groups, key=lambda g: g.group_id)))
 
-    async def describe_group(self, group_id: str) -> dict[str, Any]:
+    async def describe_group(self, group_id: str) -> GroupDescription:
         partition, shard = await self._shard(group_id, create=False)
         group = shard.groups.get(group_id)
         if group is None:
             raise KraftError("GROUP_ID_NOT_FOUND", f"group {group_id!r} does not exist")
-        members = _members_json(group)
+        members = _member_descriptions(group)
         partitions = set(group.offsets)
         for m in members:
-            partitions |= {(a["topic"], p) for a in m["assignment"] for p in a["partitions"]}
+            partitions |= {(a.topic, p) for a in m.assignment for p in a.partitions}
         # The leaders' high watermarks (what a consumer can read to), asked in parallel.
         ends = await self.leader_offsets.offsets_or_none(sorted(partitions))
         offsets = []
@@ -316,34 +309,59 @@ class GroupCoordinator:
             end = ends[tp]
             leo = None if end is None else end.high_watermark
             current = None if committed is None else committed.offset
-            offsets.append({
-                "topic": tp[0], "partition": tp[1], "current_offset": current, "log_end_offset": leo,
-                "lag": None if current is None or leo is None else max(0, leo - current),
-                "member_id": group.owner_of(tp),
-            })
+            offsets.append(OffsetLag(tp[0], tp[1], current, leo,
+                                     None if current is None or leo is None else max(0, leo - current),
+                                     group.owner_of(tp)))
         classic = group.classic
-        return {
-            "group_id": group_id, "state": group.state, "protocol_type": _protocol_type(group),
-            "group_type": group.protocol,
-            "assignor": group.assignor if classic is None else classic.protocol_name or "",
-            "group_epoch": group.group_epoch if classic is None else classic.generation_id,
-            "assignment_epoch": group.assignment_epoch if classic is None else classic.generation_id,
-            "coordinator": self._coordinator_json(partition, self.image), "members": members, "offsets": offsets,
-        }
+        return GroupDescription(
+            group_id, group.state, _protocol_type(group),
+            group.assignor if classic is None else classic.protocol_name or "",
+            group.group_epoch if classic is None else classic.generation_id,
+            group.assignment_epoch if classic is None else classic.generation_id,
+            self._coordinator(partition, self.image), members, tuple(offsets), group.protocol)
 
-    async def delete_group(self, group_id: str) -> dict[str, Any]:
+    async def describe_classic(self, group_id: str) -> ClassicDescription:
+        """Kafka's DescribeGroups: a classic group's members with their metadata and assignment
+        (only while Stable, as Kafka answers); a KIP-848 group's with their subscriptions and
+        assignments written in the consumer protocol; `Dead` for a group that does not exist."""
+        dead = ClassicDescription(group_id, "Dead", "", "", ())
+        try:
+            _, shard = await self._shard(group_id, create=False)
+        except KraftError as e:
+            if e.error_code != "GROUP_ID_NOT_FOUND":
+                raise
+            return dead
+        group = shard.groups.get(group_id)
+        if group is None:
+            return dead
+        classic = group.classic
+        if classic is None:
+            return ClassicDescription(group_id, group.state, "consumer", group.assignor, tuple(
+                ClassicMemberDescription(m.member_id, None, m.client_id, m.client_host,
+                                         encode_subscription(m.subscribed_topics), encode_assignment(m.assigned))
+                for m in sorted(group.members.values(), key=lambda m: m.member_id)))
+        stable = classic.state is STABLE
+        return ClassicDescription(
+            group_id, classic.state.value, classic.protocol_type or "", (classic.protocol_name or "") if stable else "",
+            tuple(ClassicMemberDescription(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                m.metadata(classic.protocol_name) if stable else b"", m.assignment if stable else b"")
+                for m in classic.members.values()))
+
+    async def delete_group(self, group_id: str) -> DeleteGroupResult:
         partition, _ = await self._shard(group_id, create=False)
         await self.runtime.write(partition, "delete-group", lambda shard, now: shard.delete_group(group_id, now))
-        return {"group_id": group_id}
+        return DeleteGroupResult(group_id)
 
-    async def delete_offsets(self, group_id: str, topics: list[tuple[str, tuple[int, ...] | None]]) -> dict[str, Any]:
+    async def delete_offsets(self, group_id: str,
+                             topics: list[tuple[str, tuple[int, ...] | None]]) -> DeleteOffsetsResult:
         """kafka-consumer-groups --delete-offsets (Kafka's OffsetDelete), `GroupShard.delete_offsets`."""
         partition, _ = await self._shard(group_id, create=False)
         results = await self.runtime.write(partition, "delete-offsets",
                                            lambda shard, now: shard.delete_offsets(group_id, topics, now))
-        return {"group_id": group_id, "partitions": results}
+        return DeleteOffsetsResult(group_id, tuple(results))
 
-    async def reset_offsets(self, group_id: str, reset: OffsetReset) -> dict[str, Any]:
+    async def reset_offsets(self, group_id: str, reset: OffsetReset) -> ResetOffsetsResult:
         """kafka-consumer-groups --reset-offsets: computes each partition's new offset (clamped to
         [log start, high watermark], as Kafka does) and commits it unless `dry_run`. Only a group
         without active members can be reset."""
@@ -365,10 +383,8 @@ class GroupCoordinator:
         if not reset.dry_run:
             await self.runtime.write(partition, "reset-offsets",
                                      lambda shard, now: shard.reset_offsets(group_id, new_offsets, now))
-        return {"group_id": group_id, "dry_run": reset.dry_run, "offsets": [
-            {"topic": t, "partition": p, "new_offset": new_offsets[(t, p)], "previous_offset": previous[(t, p)]}
-            for t, p in tps
-        ]}
+        return ResetOffsetsResult(group_id, reset.dry_run, tuple(
+            ResetOffset(t, p, new_offsets[(t, p)], previous[(t, p)]) for t, p in tps))
 
     async def _reset_target(self, committed: int | None, tp: tuple[str, int], reset: OffsetReset) -> int:
         offsets = await self.leader_offsets.offsets(tp)
@@ -486,28 +502,23 @@ class GroupCoordinator:
                                  "rebalance in time: join again") from None
 
 
-def _members_json(group: ConsumerGroup) -> list[dict[str, Any]]:
+def _member_descriptions(group: ConsumerGroup) -> tuple[MemberDescription, ...]:
     """The members of a KIP-848 group; a classic group's with their generation as the epoch and
     what their consumer protocol metadata and assignment say."""
     classic = group.classic
     if classic is None:
-        return [{
-            "member_id": m.member_id, "member_epoch": m.member_epoch, "client_id": m.client_id,
-            "host": m.client_host, "subscribed_topics": list(m.subscribed_topics),
-            "subscribed_topic_regex": m.subscribed_topic_regex,
-            "assignment": _tp_json(m.assigned), "pending_revocation": _tp_json(m.pending_revocation),
-            "target_assignment": _tp_json(group.target.get(m.member_id, ())),
-        } for m in sorted(group.members.values(), key=lambda m: m.member_id)]
+        return tuple(MemberDescription(
+            m.member_id, m.member_epoch, m.client_id, m.client_host, tuple(m.subscribed_topics),
+            m.subscribed_topic_regex, by_topic(m.assigned), by_topic(m.pending_revocation),
+            by_topic(tuple(group.target.get(m.member_id, ()))),
+        ) for m in sorted(group.members.values(), key=lambda m: m.member_id))
     out = []
     for m in sorted(classic.members.values(), key=lambda m: m.member_id):
-        assigned = _tp_json(classic.assigned(m))
-        out.append({
-            "member_id": m.member_id, "member_epoch": classic.generation_id, "client_id": m.client_id,
-            "host": m.client_host, "group_instance_id": m.group_instance_id,
-            "subscribed_topics": list(classic.member_topics(m)), "subscribed_topic_regex": None,
-            "assignment": assigned, "pending_revocation": [], "target_assignment": assigned,
-        })
-    return out
+        assigned = by_topic(classic.assigned(m))
+        out.append(MemberDescription(
+            m.member_id, classic.generation_id, m.client_id, m.client_host, classic.member_topics(m), None,
+            assigned, (), assigned, m.group_instance_id))
+    return tuple(out)
 
 
 def _protocol_type(group: ConsumerGroup) -> str:

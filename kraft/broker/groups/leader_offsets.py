@@ -17,10 +17,10 @@ import aiohttp
 import msgpack
 from yarl import URL
 
-from kraft.api.errors import KraftError
-from kraft.api.routes.services import PartitionOffsets
+from kraft.errors import KraftError
 from kraft.security.peers import PLAIN_PEERS
 from kraft.metadata.image import MetadataImage
+from kraft.server.records import PartitionOffsets
 
 MSGPACK = "application/msgpack"
 DEFAULT_TIMEOUT_S = 3.0

@@ -33,7 +33,7 @@ RegexKey = tuple[str, str, str]  # (regex, principal, client host)
 
 
 class TopicAuthorizer(Protocol):
-    """The node's authorizer (kraft.api.authz.Authorizer)."""
+    """The node's authorizer (kraft.server.authorization.Authorizer)."""
 
     def authorize(self, principal: str, host: str, operation: str, resource_type: str,
                   resource_name: str) -> bool: ...

@@ -25,7 +25,6 @@ import logging
 import time
 from typing import Iterable, Protocol, TypeVar
 
-from kraft.api.errors import KraftError
 from kraft.broker.groups.classic_handlers import ClassicHandlers, inconsistent_protocol
 from kraft.broker.groups.errors import GroupError
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
@@ -41,7 +40,9 @@ from kraft.broker.groups.topic_counts import TopicPartitionCounts
 from kraft.coordinator.result import (
     CancelTimer, CoordinatorRecord, CoordinatorResult, Record, ScheduleTimer, TimerChange,
 )
+from kraft.errors import KraftError
 from kraft.metadata.image import MetadataImage
+from kraft.server.groups import DeletedOffset
 
 log = logging.getLogger("kraft.groups")
 
@@ -235,14 +236,14 @@ class GroupShard(ClassicHandlers):
         return CoordinatorResult((*tombstones, (group_key(group_id), None)), None)
 
     def delete_offsets(self, group_id: str, topics: Iterable[tuple[str, tuple[int, ...] | None]],
-                       now_ms: int) -> CoordinatorResult[list[dict[str, object]]]:
+                       now_ms: int) -> CoordinatorResult[list[DeletedOffset]]:
         """Kafka's OffsetDelete: the committed offsets of the topics' partitions (all of a topic's
         when None). A partition of a topic an active member subscribes to answers
         GROUP_SUBSCRIBED_TO_TOPIC and keeps its offset."""
         group = self._existing(group_id)
         image = self.env.image
         subscribed = self._subscribed(group)
-        results: list[dict[str, object]] = []
+        results: list[DeletedOffset] = []
         dropped: list[Record] = []
         for topic, partitions in topics:
             t = image.topic_by_name(topic)
@@ -250,13 +251,13 @@ class GroupShard(ClassicHandlers):
                 partitions = tuple(sorted(t.partitions)) if t is not None else tuple(
                     sorted(p for (name, p) in group.offsets if name == topic))
             for p in partitions:
-                entry: dict[str, object] = {"topic": topic, "partition": p}
+                entry = DeletedOffset(topic, p)
                 if t is None or p not in t.partitions:
-                    entry.update(error_code="UNKNOWN_TOPIC_OR_PARTITION",
-                                 message="This server does not host this topic-partition.")
+                    entry = DeletedOffset(topic, p, "UNKNOWN_TOPIC_OR_PARTITION",
+                                          "This server does not host this topic-partition.")
                 elif topic in subscribed:
-                    entry.update(error_code="GROUP_SUBSCRIBED_TO_TOPIC",
-                                 message="The consumer group is actively subscribed to the topic")
+                    entry = DeletedOffset(topic, p, "GROUP_SUBSCRIBED_TO_TOPIC",
+                                          "The consumer group is actively subscribed to the topic")
                 elif (topic, p) in group.offsets:
                     dropped.append((offset_key(group_id, topic, p), None))
                 results.append(entry)

@@ -15,8 +15,8 @@ from typing import Iterable
 
 import re2
 
-from kraft.api.messages.groups import MAX_REGEX_LENGTH
 from kraft.broker.groups.errors import GroupError
+from kraft.server.groups import MAX_REGEX_LENGTH
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a client's bad pattern is its error answer, not a line on stderr

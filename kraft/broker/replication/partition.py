@@ -22,7 +22,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from kraft.api.errors import KraftError
+from kraft.errors import KraftError
 from kraft.broker.replication.follower import (
     Append, Backoff, FollowerAction, PartitionFetchResponse, Truncate, TruncateFully, on_fetch_response,
 )

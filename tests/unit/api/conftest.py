@@ -1,5 +1,5 @@
 """In-process fixtures for the route tests: a real single node (controller + broker) on a temp
-data dir, served by aiohttp's test server."""
+data dir, served by aiohttp's test server (tests/in_process.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
-from kraft.config import load_config
-from kraft.node import Node
-from harness import free_port
+from in_process import start_node
 
 # --import-mode=importlib does not put test folders on sys.path: the helpers module needs it.
 sys.path.insert(0, str(Path(__file__).parent))
@@ -27,19 +25,13 @@ async def make_client(tmp_path: Path) -> AsyncIterator[ClientFactory]:
     clients: list[TestClient] = []
 
     async def factory(data_dir: Path | None = None, **overrides: object) -> TestClient:
-        port = free_port()
-        settings = {"log.dirs": str(data_dir or tmp_path / f"node{len(clients)}"),
-                    "listeners": f"127.0.0.1:{port}"}
-        settings.update({k.replace("_", "."): v for k, v in overrides.items()})
-        node = Node(load_config(settings))
-        client = TestClient(TestServer(node.app, host="127.0.0.1", port=port))
-        await client.start_server()
+        _, client = await start_node(data_dir or tmp_path / f"node{len(clients)}", **overrides)
         clients.append(client)
         return client
 
     yield factory
     for client in clients:
-        await client.close()
+        await client.close()  # stops its node
 
 
 @pytest.fixture

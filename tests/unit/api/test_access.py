@@ -1,8 +1,9 @@
-"""The access table (api/access.py) covers every route the node serves, with Kafka's rules, and
-the routes obey it: walking the router finds no route without a rule, the table names no route
-that is not served, a route added without a rule is refused, docs/security.md shows the table,
-and on a node with the StandardAuthorizer and no ACLs every route whose rule is known from the
-route alone refuses an ordinary principal with its resource's *_AUTHORIZATION_FAILED."""
+"""The access tables cover every route the node serves, with Kafka's per-API rules
+(kraft/server/access.py) and each route's API (api/access.py), and the routes obey them: walking
+the router finds no route without an entry, the table names no route that is not served, a route
+added without one is refused, docs/security.md shows the table, and on a node with the
+StandardAuthorizer and no ACLs every route whose rule is known from the route alone refuses an
+ordinary principal with its resource's *_AUTHORIZATION_FAILED."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from kraft.api.access import ACCESS, CLUSTER, LISTED, NAMED, NODE_PREFIXES, NODES, PATH, is_node_route, markdown_table
+from kraft.api.access import ACCESS, NODE_PREFIXES, is_node_route, markdown_table, up_front
 from kraft.api.access_middleware import authorization_middleware
-from kraft.api.authz import ERROR_CODES
 from kraft.api.openapi import ROUTES
 from kraft.api.server import error_middleware
 from kraft.config import STANDARD_AUTHORIZER
 from kraft.metadata.acl import SUPPORTED_OPERATIONS
+from kraft.server.access import API_ACCESS, CLUSTER, LISTED, NAMED, NODES
+from kraft.server.authorization import ERROR_CODES
 from kraft.zk.broker import UPDATE_METADATA_PATH, update_metadata_route
 from kraft.zk.mode import CONTROLLED_SHUTDOWN_PATH, controlled_shutdown_route
 
@@ -51,17 +53,17 @@ def test_every_documented_route_has_a_rule() -> None:
 
 
 def test_rules_are_kafkas() -> None:
+    for api, access in API_ACCESS.items():
+        for rule in access.rules:
+            assert rule.operation in SUPPORTED_OPERATIONS[rule.resource_type], (api, rule)
+            assert rule.source in (CLUSTER, NAMED, LISTED, NODES), (api, rule)
+            assert not rule.or_cluster or rule.resource_type != "CLUSTER", (api, rule)
+        keys = [(r.resource_type, r.source, r.when) for r in access.rules]
+        assert len(keys) == len(set(keys)), f"{api}: a service could not tell its rules apart"
+        assert access.rules or access.note, f"{api}: an API without rules says why"
     for (method, route), entry in ACCESS.items():
-        for rule in entry.rules:
-            assert rule.operation in SUPPORTED_OPERATIONS[rule.resource_type], (method, route, rule)
-            if rule.source.startswith(PATH):
-                assert "{" + rule.source[len(PATH):] + "}" in route, (method, route, rule)
-            else:
-                assert rule.source in (CLUSTER, NAMED, LISTED, NODES), (method, route, rule)
-            assert not rule.or_cluster or rule.resource_type != "CLUSTER", (method, route, rule)
-        sources = [(r.source, r.when) for r in entry.rules if r.source in (NAMED, LISTED) or r.when]
-        assert len(sources) == len(set(sources)), f"{method} {route}: a handler could not tell its rules apart"
-        assert entry.rules or entry.note, f"{method} {route}: a route without rules says why"
+        assert not entry.api or entry.api in API_ACCESS, (method, route)
+        assert entry.api or entry.node_only or entry.note, f"{method} {route}: a route playing no API says why"
 
 
 def test_the_node_only_routes_are_the_control_plane() -> None:
@@ -100,14 +102,13 @@ async def test_every_route_refuses_a_principal_without_acls(make_client) -> None
     client = await make_client(authorizer_class_name=STANDARD_AUTHORIZER)
     walked = 0
     for (method, route), entry in ACCESS.items():
-        up_front = [r for r in entry.rules if r.up_front]
-        if not up_front:
+        rules = [rule for rule, _ in up_front(route, entry)]
+        if not rules:
             continue
         url = re.sub(r"\{(\w+)\}", lambda m: PARAMETERS[m.group(1)], route)
         answer = await client.request(method, url, json={})
         body = await answer.json()
-        expected = "CLUSTER_AUTHORIZATION_FAILED" if up_front[0].source == NODES \
-            else ERROR_CODES[up_front[0].resource_type]
+        expected = "CLUSTER_AUTHORIZATION_FAILED" if rules[0].source == NODES else ERROR_CODES[rules[0].resource_type]
         assert (answer.status, body["error_code"]) == (403, expected), (method, route, body)
         walked += 1
     assert walked >= 40

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kraft.api.routes.services import ProduceEntry
+from kraft.server.records import ProduceEntry
 from loop_turns import loop_turns
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.broker.metadata_publisher import BrokerMetadataPublisher

@@ -8,8 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Iterator
 
-from kraft.api.routes.replication import ReplicaFetchEntry
-from kraft.api.routes.services import ProduceEntry
+from kraft.server.records import FetchEntry, ProduceEntry
 from kraft.broker.partition_state import PartitionView
 from kraft.broker.replica_manager import ReplicaManager
 from kraft.log.batch import build_batch
@@ -119,7 +118,7 @@ async def test_the_replica_managers_views(tmp_path: Path) -> None:
         [result] = await manager.produce([ProduceEntry("t", 0, batch)], acks=1, timeout_ms=1000)
         assert result.error_code is None
         # follower 2 fetches from offset 1: the high watermark moves to 1, its lag is 3
-        await manager.replica_fetch(2, -1, [ReplicaFetchEntry("t", 0, 1, 1 << 20, 0)], 0, 1, 1 << 20)
+        await manager.replica_fetch(2, -1, [FetchEntry("t", 0, 1, 1 << 20, 0)], 0, 1, 1 << 20)
         led = manager.partition_state("t", 0)
         assert (led.leader, led.leader_epoch, led.replicas, led.isr) == (1, 0, (1, 2), (1, 2))
         assert led.is_leader and not led.offline and led.min_insync_replicas == 2

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 import msgpack
 
-from kraft.api.errors import KraftError
+from kraft.api.errors import KraftError, http_status
 from kraft.log.batch import iter_batches, stamp, validate_batch
 
 
@@ -212,10 +212,10 @@ class FakeBroker:
                 try:
                     status, answer = broker.handle(method, url.path, query, body)
                 except KraftError as e:
-                    status, answer = e.http_status, e.to_dict()
+                    status, answer = http_status(e), e.to_dict()
                 except Exception as e:  # surface codec errors as the server would
                     err = KraftError(getattr(e, "error_code", "UNKNOWN_SERVER_ERROR"), str(e))
-                    status, answer = err.http_status, err.to_dict()
+                    status, answer = http_status(err), err.to_dict()
                 if "msgpack" in (self.headers.get("Accept") or ""):
                     payload, ctype = msgpack.packb(answer, use_bin_type=True), "application/msgpack"
                 else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kraft.api.client.idempotence import BatchSequence, IdempotenceState, ProducerIdAndEpoch
 from kraft.api.client.types import TopicPartition
-from kraft.api.producer_ids import MAX_PRODUCER_EPOCH
+from kraft.producer_ids import MAX_PRODUCER_EPOCH
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kraft.api.errors import KraftError
-from kraft.api.routes.services import FetchResult, PartitionOffsets
 from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.broker.groups.membership import OffsetAndMetadata
@@ -21,6 +20,7 @@ from kraft.log.partition_log import PartitionLog
 from kraft.metadata.delta import apply_records
 from kraft.metadata.image import MetadataImage
 from kraft.metadata.records import ClaimController, Partition, Topic
+from kraft.server.records import FetchPartitionResult, PartitionOffsets
 
 GROUP = "g"
 
@@ -44,7 +44,7 @@ class FakeReplicas:
                                 self.log.log_end_offset)
 
     async def read_committed(self, topic: str, partition: int, offset: int, max_bytes: int,
-                             max_wait_ms: int) -> FetchResult:
+                             max_wait_ms: int) -> FetchPartitionResult:
         if offset >= self.log.high_watermark:
             self.advanced.clear()
             self.waiting.set()
@@ -53,7 +53,7 @@ class FakeReplicas:
             except asyncio.TimeoutError:
                 pass
         info = self.log.read(offset, max_bytes, max_offset=self.log.high_watermark)
-        return FetchResult(topic, partition, info.high_watermark, info.log_start_offset, info.records)
+        return FetchPartitionResult(topic, partition, info.high_watermark, info.log_start_offset, -1, info.records)
 
     def advance_high_watermark(self, offset: int) -> None:
         self.log.high_watermark = offset
@@ -96,7 +96,7 @@ async def test_load_waits_for_the_high_watermark(tmp_path: Path) -> None:
         assert not loading.done()  # offset 1 is above the high watermark: still loading
         replicas.advance_high_watermark(2)
         answer = await asyncio.wait_for(loading, 5)
-        assert [o["offset"] for o in answer["offsets"]] == [20]
+        assert [o.offset for o in answer.offsets] == [20]
     finally:
         await coordinator.close()
         plog.close()
@@ -112,7 +112,7 @@ async def test_load_waits_until_the_partition_is_readable(tmp_path: Path) -> Non
     try:
         coordinator.runtime.on_election(0, 0)
         answer = await asyncio.wait_for(coordinator.fetch_offsets(GROUP, None), 5)
-        assert [o["offset"] for o in answer["offsets"]] == [7] and replicas.not_ready == 0
+        assert [o.offset for o in answer.offsets] == [7] and replicas.not_ready == 0
     finally:
         await coordinator.close()
         plog.close()

@@ -9,7 +9,6 @@ from pathlib import Path
 from hypothesis import given, strategies as st
 
 from coordinator_fakes import FakePartitions
-from kraft.api.routes.groups import GroupHeartbeat, OffsetCommitEntry
 from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from kraft.broker.groups.expiration import base_timestamp, expired_offsets, removes_group, subscribed_topics
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
@@ -17,6 +16,7 @@ from kraft.broker.groups.membership import ConsumerGroup, GroupConfig, Heartbeat
 from kraft.metadata.delta import apply_records
 from kraft.metadata.image import MetadataImage
 from kraft.metadata.records import ClaimController, Partition, Topic
+from kraft.server.groups import GroupHeartbeat, OffsetCommitEntry
 
 RETENTION = 60_000
 CONFIG = GroupConfig(session_timeout_ms=10_000)
@@ -125,7 +125,7 @@ def beat(member_id: str, epoch: int, topics: tuple[str, ...] | None = None) -> G
 
 
 async def offsets_of(coordinator: GroupCoordinator, group: str) -> list[int]:
-    return [o["offset"] for o in (await coordinator.fetch_offsets(group, None))["offsets"]]
+    return [o.offset for o in (await coordinator.fetch_offsets(group, None)).offsets]
 
 
 async def test_expiry_writes_tombstones_that_a_new_coordinator_replays(tmp_path: Path) -> None:
@@ -135,25 +135,25 @@ async def test_expiry_writes_tombstones_that_a_new_coordinator_replays(tmp_path:
     try:
         await coordinator.commit_offsets("simple", "", -1, [OffsetCommitEntry("a", 0, 5, "")])
         joined = await coordinator.heartbeat("member", beat("", 0, ("a",)))
-        await coordinator.commit_offsets("member", joined["member_id"], joined["member_epoch"],
+        await coordinator.commit_offsets("member", joined.member_id, joined.member_epoch,
                                          [OffsetCommitEntry("a", 0, 7, "")])
         clock.now += RETENTION
         assert await coordinator.expire_offsets() == 1  # the simple group's; the member's stays
         assert await offsets_of(coordinator, "simple") == [] and await offsets_of(coordinator, "member") == [7]
-        assert (await coordinator.list_groups())["groups"][0]["group_id"] == "member"
-        await coordinator.heartbeat("member", beat(joined["member_id"], -1))  # leaves
+        assert (await coordinator.list_groups()).groups[0].group_id == "member"
+        await coordinator.heartbeat("member", beat(joined.member_id, -1))  # leaves
         clock.now += RETENTION - 1
         assert await coordinator.expire_offsets() == 0  # retention counts from the leave
         clock.now += 1
         assert await coordinator.expire_offsets() == 1
-        assert (await coordinator.list_groups())["groups"] == []
+        assert (await coordinator.list_groups()).groups == ()
     finally:
         await coordinator.close()
         partitions.close()
     partitions = FakePartitions(tmp_path, OFFSETS_TOPIC)
     successor = await loaded_coordinator(partitions, clock)  # the records alone: what a failover replays
     try:
-        assert (await successor.list_groups())["groups"] == []
+        assert (await successor.list_groups()).groups == ()
         assert await offsets_of(successor, "simple") == [] and await offsets_of(successor, "member") == []
     finally:
         await successor.close()

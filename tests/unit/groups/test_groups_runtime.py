@@ -13,11 +13,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from coordinator_fakes import FakePartitions, ManualScheduler
 from kraft.api.errors import KraftError
-from kraft.api.routes.groups import GroupHeartbeat, OffsetCommitEntry
+from kraft.server.groups import GroupHeartbeat, OffsetCommitEntry
 from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.broker.groups.membership import GroupConfig
@@ -57,15 +58,32 @@ def owned(answer: dict[str, Any]) -> frozenset[tuple[str, int]]:
     return frozenset((a["topic"], p) for a in answer["assignment"] for p in a["partitions"])
 
 
+class WireShaped:
+    """The coordinator, its typed answers as the HTTP API's bodies (dicts and lists): the shape
+    the fixture recorded of the coordinator before the runtime."""
+
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self._coordinator = coordinator
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._coordinator, name)
+        if not asyncio.iscoroutinefunction(attr):
+            return attr
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return msgspec.json.decode(msgspec.json.encode(await attr(*args, **kwargs)))
+        return call
+
+
 class Groups:
     def __init__(self, directory: Path, clock: ManualScheduler | None = None) -> None:
         self.partitions = FakePartitions(directory, OFFSETS_TOPIC)
         self.clock = clock or ManualScheduler()
-        self.coordinator = GroupCoordinator(
+        self.coordinator = WireShaped(GroupCoordinator(
             1, self.partitions, admin=None,  # type: ignore[arg-type]
             settings=CoordinatorSettings(num_partitions=1, replication_factor=1, group=CONFIG,
                                          offsets_retention_check_interval_ms=CHECK_INTERVAL),
-            clock=self.clock.clock, scheduler=self.clock)
+            clock=self.clock.clock, scheduler=self.clock))
         self.coordinator.metadata_cache.set_image(image())
 
     async def elect(self, epoch: int = 0) -> None:

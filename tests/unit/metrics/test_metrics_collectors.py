@@ -8,6 +8,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Iterable
 
 import pytest
@@ -27,6 +28,8 @@ from kraft.broker.partition_state import PartitionView
 from kraft.log.config import LogConfig
 from kraft.metadata.delta import MetadataDelta, apply_records
 from kraft.metadata.image import MetadataImage, PartitionRegistration
+from kraft.server.groups import GroupSummary, ListGroupsResult
+from kraft.server.request_context import RequestContext, node_context
 from kraft.metadata.records import (
     ClaimController, Endpoint, FenceBroker, Partition, PartitionChange, RegisterBroker, RemoveTopic,
     Topic, UnfenceBroker,
@@ -383,10 +386,16 @@ def test_push_counters_count_per_topic_and_bound_unknown_topics() -> None:
     assert value(s, t + "totalfetchrequests_total", topic=UNKNOWN_TOPIC) == 1
 
 
+def request(api: str, node_id: int | None = None) -> RequestContext:
+    if node_id is not None:
+        return node_context(node_id, "127.0.0.1", "CLIENT").for_api(api)
+    return RequestContext("User:alice", "127.0.0.1", "CLIENT", api=api)
+
+
 def test_request_metrics_count_errors_and_latency_in_ms() -> None:
     metrics = NodeMetrics(NODE)
-    metrics.observe_request("Produce", "NONE", 0.004)
-    metrics.observe_request("Produce", "NOT_LEADER_OR_FOLLOWER", 0.2)
+    metrics.observe_request(request("Produce"), "NONE", 0.004)
+    metrics.observe_request(request("Produce"), "NOT_LEADER_OR_FOLLOWER", 0.2)
     s = scrape(metrics)
     assert value(s, "kafka_network_requestmetrics_requests_total", request="Produce") == 2
     assert value(s, "kafka_network_requestmetrics_errors_total", request="Produce", error="NONE") == 1
@@ -396,9 +405,21 @@ def test_request_metrics_count_errors_and_latency_in_ms() -> None:
     assert value(s, "kafka_network_requestmetrics_totaltimems_bucket", request="Produce", le="5.0") == 1
 
 
+def test_a_fetch_counts_as_kafkas_request_metrics_name_it() -> None:
+    """Kafka's RequestMetrics: a replica's Fetch is FetchFollower, a client's FetchConsumer."""
+    metrics = NodeMetrics(NODE)
+    metrics.observe_request(request("Fetch"), "NONE", 0.001)
+    metrics.observe_request(request("Fetch", node_id=2), "NONE", 0.001)
+    metrics.observe_request(request("Fetch", node_id=3), "NONE", 0.001)
+    s = scrape(metrics)
+    assert value(s, "kafka_network_requestmetrics_requests_total", request="FetchConsumer") == 1
+    assert value(s, "kafka_network_requestmetrics_requests_total", request="FetchFollower") == 2
+    assert ("kafka_network_requestmetrics_requests_total", (("request", "Fetch"),)) not in s
+
+
 def test_nodes_in_one_process_have_separate_registries() -> None:
     first, second = NodeMetrics(1), NodeMetrics(2)
-    first.observe_request("Metadata", "NONE", 0.001)
+    first.observe_request(request("Metadata"), "NONE", 0.001)
     assert value(scrape(first), "kafka_network_requestmetrics_requests_total", request="Metadata") == 1
     assert ("kafka_network_requestmetrics_requests_total", (("request", "Metadata"),)) not in scrape(second)
     assert any(name == "process_cpu_seconds_total" for name, _ in scrape(second))
@@ -408,7 +429,7 @@ def test_null_metrics_accept_every_push() -> None:
     NULL_METRICS.messages_in("t", 1, 1)
     NULL_METRICS.fetched([Result("t", b"x")])
     NULL_METRICS.failed_produce("t")
-    NULL_METRICS.observe_request("Produce", "NONE", 0.1)
+    NULL_METRICS.observe_request(request("Produce"), "NONE", 0.1)
     NULL_METRICS.raft_commit(0.1)
     NULL_METRICS.raft_state_changed("Leader")
 
@@ -688,13 +709,17 @@ class FakeGroups:
     def __init__(self, groups: dict[str, dict[str, Any]]) -> None:
         self.groups = groups
 
-    async def list_groups(self) -> dict[str, Any]:
-        return {"groups": [{"group_id": g} for g in self.groups] + [{"group_id": "vanished"}]}
+    async def list_groups(self) -> ListGroupsResult:
+        return ListGroupsResult(tuple(GroupSummary(g, "Stable", "consumer", 0, NODE)
+                                      for g in [*self.groups, "vanished"]))
 
-    async def describe_group(self, group_id: str) -> dict[str, Any]:
+    async def describe_group(self, group_id: str) -> SimpleNamespace:
+        """The description's members and offsets (GroupDescription's fields the collector reads)."""
         if group_id not in self.groups:
             raise LookupError(group_id)
-        return self.groups[group_id]
+        described = self.groups[group_id]
+        return SimpleNamespace(members=described["members"],
+                               offsets=[SimpleNamespace(**o) for o in described["offsets"]])
 
 
 def offsets(topic: str, p: int, current: int | None, leo: int | None) -> dict[str, Any]:

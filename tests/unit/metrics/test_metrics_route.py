@@ -8,16 +8,14 @@ from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from kraft.api.openapi import openapi_document
-from kraft.api.routes.metrics import METRICS
-from kraft.config import load_config
-from kraft.node import Node
-from harness import free_port
+from kraft.api.routes.services import SERVICES
+from in_process import start_node
 
 ClientFactory = Callable[..., Awaitable[TestClient]]
 
@@ -27,11 +25,8 @@ async def make_client(tmp_path: Path) -> AsyncIterator[ClientFactory]:
     clients: list[TestClient] = []
 
     async def factory(**overrides: object) -> TestClient:
-        port = free_port()
-        settings = {"log.dirs": str(tmp_path / f"node{len(clients)}"), "listeners": f"127.0.0.1:{port}"}
-        settings.update(overrides)
-        client = TestClient(TestServer(Node(load_config(settings)).app, host="127.0.0.1", port=port))
-        await client.start_server()
+        _, client = await start_node(tmp_path / f"node{len(clients)}",
+                                     **{k.replace(".", "_"): v for k, v in overrides.items()})
         clients.append(client)
         return client
 
@@ -74,7 +69,7 @@ async def test_the_scrape_is_encoded_off_the_event_loop(make_client: ClientFacto
             threads.append(threading.get_ident())
             return []
 
-    client.server.app[METRICS].registry.register(Recorder())
+    client.server.app[SERVICES].metrics.registry.register(Recorder())
     await samples(client)
     assert threads and threading.get_ident() not in threads
 

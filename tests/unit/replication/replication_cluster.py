@@ -1,6 +1,6 @@
 """An in-process cluster for the replica manager tests: three ReplicaManagers, each behind its own
-aiohttp server with the batch and replication-channel routes (real HTTP and WebSockets between
-followers and leaders), and a fake
+HTTP listener app over its services (real HTTP and WebSockets between followers and leaders:
+the replication channels), and a fake
 controller that validates AlterPartition and fencing with the real handlers and publishes every
 new metadata image to the brokers. No processes, no Raft: the unit under test is the replica
 manager and its fetchers."""
@@ -14,9 +14,8 @@ from typing import Any
 
 from aiohttp import web
 
-from kraft.api.routes import batch, replication_channel
-from kraft.api.routes.services import NODE_INFO, REPLICAS, NodeInfo, ProduceEntry
-from kraft.api.server import error_middleware
+from kraft.api.server import build_app
+from kraft.broker.metadata_view import BrokerMetadataView
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraft.broker.replication.alter_partition import ControllerAlterPartition
 from kraft.broker.replication.fetcher import FetcherSettings
@@ -28,6 +27,16 @@ from kraft.metadata.image import MetadataImage
 from kraft.metadata.records import (
     ClaimController, Endpoint, MetadataRecord, Partition, RegisterBroker, Topic, UnfenceBroker,
 )
+from kraft.server.authorization import Authorization
+from kraft.server.controller_apis import ControllerApis
+from kraft.server.group_apis import GroupApis
+from kraft.server.metadata import NodeInfo
+from kraft.server.quotas import Quotas
+from kraft.server.record_apis import RecordApis
+from kraft.server.records import ProduceEntry
+from kraft.server.security_apis import SecurityApis
+from kraft.server.services import BrokerServices
+from kraft.server.topic_apis import TopicApis
 
 EPOCH = 1
 TOPIC = "orders"
@@ -123,12 +132,7 @@ class Cluster:
             broker_epoch=lambda b=b: 100 + b,
         )
         (self.tmp / f"data-{b}").mkdir(parents=True, exist_ok=True)
-        app = web.Application(middlewares=[error_middleware])
-        app[REPLICAS] = node
-        app[NODE_INFO] = NodeInfo(b, ("broker",), 50 * 1024 * 1024, False, 50 * 1024 * 1024)
-        app.router.add_routes(batch.routes)
-        replication_channel.install(app)  # the followers' channels
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(build_app(replica_services(b, node)), access_log=None)
         await runner.setup()
         if self.sockets[b].fileno() < 0:  # restarted: same port as registered
             self.sockets[b] = _bound_socket(self.ports[b])
@@ -171,6 +175,20 @@ class Cluster:
             out += info.records
             offset = info.next_offset
         return out
+
+
+def replica_services(node_id: int, replicas: ReplicaManager) -> BrokerServices:
+    """The services of a broker that is only its replica manager: what its followers fetch from
+    (the listener authenticates no nodes here, and nothing is authorized or throttled)."""
+    info = NodeInfo(node_id, ("broker",), 100 << 20, auto_create_topics=False, fetch_max_bytes=50 << 20)
+    view = BrokerMetadataView(lambda: "", {})
+    authorization, quotas = Authorization(check_nodes=False), Quotas()
+    topics = TopicApis(info, view, None, authorization)  # type: ignore[arg-type]  # no topic changes here
+    return BrokerServices(
+        node=info, metadata=view, authorization=authorization, quotas=quotas,
+        records=RecordApis(replicas, topics, authorization, quotas), topics=topics,
+        groups=GroupApis(None, authorization), security=SecurityApis(None, None, authorization),
+        controller=ControllerApis(None, authorization))
 
 
 def _bound_socket(port: int) -> socket.socket:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kraft.api.routes.services import ProduceEntry
+from kraft.server.records import ProduceEntry
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraft.log import fault_injection
 from kraft.log.batch import build_batch

@@ -12,9 +12,9 @@ from typing import Any, Callable
 import aiohttp
 import pytest
 
-from kraft.api.routes.replication import ReplicaFetchEntry
-from kraft.api.routes.services import DeleteRecordsEntry, DeleteRecordsResult, FetchEntry
 from kraft.log.batch import iter_batches
+from kraft.errors import KraftError
+from kraft.server.records import NO_EPOCH, DeleteRecordsEntry, DeleteRecordsResult, FetchEntry
 from tests.unit.replication.replication_cluster import TOPIC, Cluster, values_of
 
 
@@ -157,8 +157,29 @@ async def test_fetch_epoch_checks(cluster: Cluster) -> None:
     assert stale.error_code == "STALE_BROKER_EPOCH"
 
 
-def _entry(fetch_offset: int, **kw: Any) -> ReplicaFetchEntry:
-    return ReplicaFetchEntry(TOPIC, 0, fetch_offset, 1 << 20, **kw)
+async def test_offset_for_leader_epoch_answers_where_an_epoch_ends_on_the_leader(cluster: Cluster) -> None:
+    """Kafka's OffsetForLeaderEpoch (KIP-320): the latest epoch ends at the log end, an older one
+    where the next begins, one above every known epoch is (-1, -1); the current leader epoch the
+    client names is checked, and only the leader answers."""
+    assert (await cluster.produce(1, b"a", b"b")).error_code is None  # epoch 0: offsets 0-1
+    leader, follower = cluster.nodes[1], cluster.nodes[2]
+    assert await leader.offset_for_leader_epoch(TOPIC, 0, NO_EPOCH, 0) == (0, 2)
+    assert await leader.offset_for_leader_epoch(TOPIC, 0, 0, 7) == (-1, -1)
+    cluster.controller.fence(1)  # broker 2 leads at epoch 1
+    await until(lambda: follower.replica(TOPIC, 0).core.is_leader, what="broker 2 leads")
+    assert (await cluster.produce(2, b"c")).error_code is None  # epoch 1 starts at offset 2
+    assert await follower.offset_for_leader_epoch(TOPIC, 0, 1, 0) == (0, 2)
+    assert await follower.offset_for_leader_epoch(TOPIC, 0, 1, 1) == (1, 3)
+    with pytest.raises(KraftError) as fenced:
+        await follower.offset_for_leader_epoch(TOPIC, 0, 0, 0)
+    assert fenced.value.error_code == "FENCED_LEADER_EPOCH"
+    with pytest.raises(KraftError) as not_leader:
+        await leader.offset_for_leader_epoch(TOPIC, 0, NO_EPOCH, 0)
+    assert not_leader.value.error_code == "NOT_LEADER_OR_FOLLOWER"
+
+
+def _entry(fetch_offset: int, **kw: Any) -> FetchEntry:
+    return FetchEntry(TOPIC, 0, fetch_offset, 1 << 20, **kw)
 
 
 async def test_fetch_route_replica_fields_over_http(cluster: Cluster) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kraft.api.errors import KraftError
-from kraft.api.routes.services import ProduceEntry
+from kraft.server.records import ProduceEntry
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraft.broker.replication.follower import Append, PartitionFetchResponse, Truncate
 from kraft.broker.replication.partition import (

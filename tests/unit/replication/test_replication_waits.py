@@ -23,11 +23,11 @@ import msgpack
 import pytest
 
 from kraft.api.client.types import TopicPartition
-from kraft.api.routes.replication import ReplicaFetchEntry
 from kraft.api.routes.replication_channel import CHANNELS
 from kraft.bench.trace import CLIENT_ACK, CLIENT_ENQUEUE, CLIENT_SEND, WAY, StageIndex
 from kraft.broker.stage_trace import StageTrace
 from kraft.metadata.records import Partition
+from kraft.server.records import FetchEntry
 from tests.unit.replication.replication_cluster import TOPIC, TOPIC_ID, Cluster, values_of
 
 PARKED_MS = 600_000  # a long poll that only a wake-up can end within the test's bound
@@ -60,10 +60,10 @@ async def until(condition: Callable[[], Any], what: str) -> None:
         await asyncio.sleep(0.001)
 
 
-def follower_entry(offset: int, partition: int = 0, high_watermark: int = 0) -> ReplicaFetchEntry:
+def follower_entry(offset: int, partition: int = 0, high_watermark: int = 0) -> FetchEntry:
     """A follower's fetch that has nothing to learn yet (its high watermark and log start are the
     leader's), so the leader parks it."""
-    return ReplicaFetchEntry(TOPIC, partition, offset, 1 << 20, current_leader_epoch=0,
+    return FetchEntry(TOPIC, partition, offset, 1 << 20, current_leader_epoch=0,
                              last_fetched_epoch=0 if offset else -1, high_watermark=high_watermark,
                              log_start_offset=0)
 

@@ -7,7 +7,7 @@ import base64
 
 import pytest
 
-from kraft.api.client.admin import scram_upsertion
+from kraft.security.scram import scram_upsertion
 from kraft.controller.handlers import alter_user_scram_credentials
 from kraft.security import scram
 from kraft.metadata.delta import apply_records

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from kraft.api.errors import SPECS, KraftError
+from kraft.api.errors import SPECS, KraftError, http_status
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.zk.broker import ZkMetadataReceiver
 from kraft.zk.image import image_offset
@@ -28,7 +28,7 @@ def test_pushes_apply_and_a_stale_controller_is_refused() -> None:
     assert (loader.image.controller_id, loader.image.controller_epoch) == (2, 2)
     with pytest.raises(KraftError) as refused:
         push(receiver, 1, 99)  # the deposed controller of epoch 1 wakes up
-    assert refused.value.error_code == "STALE_CONTROLLER_EPOCH" and refused.value.http_status == 409
+    assert refused.value.error_code == "STALE_CONTROLLER_EPOCH" and http_status(refused.value) == 409
     assert SPECS["STALE_CONTROLLER_EPOCH"].kafka_code == 11
     assert refused.value.extra == {"controller_epoch": 2}
     assert (loader.image.controller_id, loader.image.offset) == (2, image_offset(2, 1))

@@ -1,0 +1,45 @@
+"""Client quotas in the services: what a request cost is recorded against its quota entity (the
+request context's principal and client id) and the throttle time comes back (Kafka computes it in
+KafkaApis; the listener holds the answer back for that long and reports it as
+`throttle_time_ms`). The cluster's own nodes are never throttled.
+
+Kinds: PRODUCE and FETCH charge bytes, REQUEST the time the request's handler ran on the event
+loop in ms (Kafka's request_percentage of a request thread; the listener measures it).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Protocol
+
+from kraft.server.request_context import RequestContext
+
+PRODUCE, FETCH, REQUEST = "produce", "fetch", "request"
+
+
+def monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class QuotaService(Protocol):
+    """Kafka's ClientQuotaManager (kraft/broker/quotas.py)."""
+
+    def record(self, kind: str, principal: str, client_id: str, value: float, now_ms: int) -> int:
+        """Record the cost; the throttle time in ms (0: within quota)."""
+
+
+class Quotas:
+    def __init__(self, service: QuotaService | None = None, clock_ms: Callable[[], int] = monotonic_ms) -> None:
+        """Without a `service` (ZooKeeper mode keeps no quotas) nothing is ever throttled."""
+        self.service = service
+        self.clock_ms = clock_ms
+
+    @property
+    def enabled(self) -> bool:
+        return self.service is not None
+
+    def throttle_time(self, ctx: RequestContext, kind: str, value: float) -> int:
+        """Records `value` of `kind` against the context's quota entity; the throttle time in ms."""
+        if self.service is None or ctx.is_node:
+            return 0
+        return self.service.record(kind, ctx.principal, ctx.client_id, value, self.clock_ms())

@@ -1,0 +1,175 @@
+"""The record APIs over the replica manager (KafkaApis' handlers for Produce, Fetch, ListOffsets,
+OffsetForLeaderEpoch, DeleteRecords and InitProducerId): each authorizes its API's resources
+through the request context, calls the replica manager, and answers typed results; produce and
+fetch also charge the context's client quota and answer the throttle time (the listener holds
+the answer back that long).
+
+Produce: one topic the principal may not Write refuses the whole request and nothing is
+appended (a listener answering each partition on its own asks `Authorization.refused` first and
+sends only the allowed ones); a topic that does not exist is auto-created first when
+`auto.create.topics.enable` (Create on the cluster or the topic). Fetch: a replica's fetch
+(`replica_id` set) is the cluster's own nodes', as that node; a consumer's needs Read on every
+topic, and a fetch naming no partition is answered at once (Kafka's ReplicaManager.fetchMessages).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from kraft.errors import KraftError
+from kraft.metadata.acl import TOPIC, TRANSACTIONAL_ID
+from kraft.producer_ids import derived_producer_id
+from kraft.server.access import (
+    DELETE_RECORDS, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, NAMED, OFFSET_FOR_LEADER_EPOCH, PRODUCE, rule_of,
+)
+from kraft.server.authorization import Authorization
+from kraft.server.quotas import FETCH as FETCH_QUOTA, PRODUCE as PRODUCE_QUOTA, Quotas
+from kraft.server.records import (
+    EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, NO_REPLICA, DeleteRecordsEntry, DeleteRecordsResult, EpochEndOffset,
+    FetchEntry, FetchPartitionResult, PartitionOffsets, ProduceEntry, ProducePartitionResult, ProducerIdService,
+    ReplicaService,
+)
+from kraft.server.request_context import RequestContext
+from kraft.server.topic_apis import TopicApis
+
+_WRITE = rule_of(PRODUCE, TOPIC, NAMED)
+_READ = rule_of(FETCH, TOPIC, NAMED)
+_DESCRIBE_OFFSETS = rule_of(LIST_OFFSETS, TOPIC, NAMED)
+_DESCRIBE_EPOCHS = rule_of(OFFSET_FOR_LEADER_EPOCH, TOPIC, NAMED)
+_DELETE = rule_of(DELETE_RECORDS, TOPIC, NAMED)
+_WRITE_TRANSACTIONAL_ID = rule_of(INIT_PRODUCER_ID, TRANSACTIONAL_ID, NAMED)
+
+
+@dataclass(frozen=True)
+class ProduceResult:
+    partitions: list[ProducePartitionResult]
+    throttle_time_ms: int
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    entries: Sequence[FetchEntry]
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    replica_id: int = NO_REPLICA
+    replica_epoch: int = -1  # KIP-903: the follower's broker epoch; -1 unchecked
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    partitions: list[FetchPartitionResult]
+    throttle_time_ms: int
+
+
+@dataclass(frozen=True)
+class ListOffsetsResult:
+    """Kafka's ListOffsets answer for one partition: the offset, and the timestamp of the record
+    found by timestamp (-1 for the log start and the high watermark)."""
+
+    offset: int | None  # None: no record at or after the timestamp
+    timestamp: int
+
+
+@dataclass(frozen=True)
+class ProducerIdAndEpoch:
+    producer_id: int
+    producer_epoch: int
+
+
+class RecordApis:
+    def __init__(self, replicas: ReplicaService, topics: TopicApis, authorization: Authorization, quotas: Quotas,
+                 producer_ids: ProducerIdService | None = None) -> None:
+        self.replicas = replicas
+        self.topics = topics
+        self.auth = authorization
+        self.quotas = quotas
+        self.producer_ids = producer_ids
+
+    async def produce(self, ctx: RequestContext, entries: Sequence[ProduceEntry], acks: int,
+                      timeout_ms: int) -> ProduceResult:
+        """Appends batches already checked by the listener (framing, CRCs); one result per entry."""
+        topics = {e.topic for e in entries}
+        self.auth.require(ctx, _WRITE, topics)
+        for name in topics:
+            await self.topics.topic_or_create(ctx, PRODUCE, name)
+        results = await self.replicas.produce(entries, acks, timeout_ms)
+        throttle_ms = self.quotas.throttle_time(ctx, PRODUCE_QUOTA, sum(len(e.records) for e in entries))
+        return ProduceResult(results, throttle_ms)
+
+    async def fetch(self, ctx: RequestContext, request: FetchRequest) -> FetchResult:
+        """A consumer's fetch (below the high watermark) or a follower's (up to the log end);
+        the long poll answers at `min_bytes`, on news, or at `max_wait_ms`."""
+        replica = request.replica_id != NO_REPLICA
+        if replica:  # a replica's fetch moves the high watermark and the ISR: nodes only
+            self.auth.require_node(ctx, as_node_id=request.replica_id)
+        else:
+            self.auth.require(ctx, _READ, {e.topic for e in request.entries})
+        if not request.entries:
+            return FetchResult([], 0)
+        results = await self.replicas.replica_fetch(request.replica_id, request.replica_epoch, request.entries,
+                                                    request.max_wait_ms, request.min_bytes, request.max_bytes)
+        throttle_ms = 0 if replica else self.quotas.throttle_time(
+            ctx, FETCH_QUOTA, sum(len(r.records) for r in results))
+        return FetchResult(results, throttle_ms)
+
+    async def read(self, ctx: RequestContext, topic: str, partition: int, offset: int | str, timestamp: int | None,
+                   max_bytes: int, max_wait_ms: int) -> tuple[int, FetchPartitionResult]:
+        """The convenience read of one partition from `offset` (a number, "earliest" or "latest")
+        or, given a `timestamp`, from the first offset at or after it (else the high watermark):
+        the offset read from and the stored batches there. Needs Read, as a fetch does."""
+        self.auth.require(ctx, _READ, (topic,))
+        start = await self._start_offset(topic, partition, offset, timestamp)
+        [result] = await self.replicas.replica_fetch(
+            NO_REPLICA, -1, [FetchEntry(topic, partition, start, max_bytes)], max_wait_ms, 1, max_bytes)
+        return start, result
+
+    async def _start_offset(self, topic: str, partition: int, offset: int | str, timestamp: int | None) -> int:
+        if timestamp is not None:
+            found = await self.replicas.offset_for_timestamp(topic, partition, timestamp)
+            return (await self.replicas.offsets(topic, partition)).high_watermark if found is None else found[0]
+        if offset == "earliest":
+            return (await self.replicas.offsets(topic, partition)).log_start_offset
+        if offset == "latest":
+            return (await self.replicas.offsets(topic, partition)).high_watermark
+        return int(offset)
+
+    async def partition_offsets(self, ctx: RequestContext, topic: str, partition: int) -> PartitionOffsets:
+        """The partition's log start, high watermark and log end offset (on its leader)."""
+        self.auth.require(ctx, _DESCRIBE_OFFSETS, (topic,))
+        return await self.replicas.offsets(topic, partition)
+
+    async def list_offsets(self, ctx: RequestContext, topic: str, partition: int, timestamp: int) -> ListOffsetsResult:
+        """Kafka's ListOffsets: EARLIEST_TIMESTAMP (the log start), LATEST_TIMESTAMP (the high
+        watermark), or the first offset whose record is at or after `timestamp`."""
+        self.auth.require(ctx, _DESCRIBE_OFFSETS, (topic,))
+        if timestamp in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
+            offsets = await self.replicas.offsets(topic, partition)
+            latest = timestamp == LATEST_TIMESTAMP
+            return ListOffsetsResult(offsets.high_watermark if latest else offsets.log_start_offset, -1)
+        found = await self.replicas.offset_for_timestamp(topic, partition, timestamp)
+        return ListOffsetsResult(None, -1) if found is None else ListOffsetsResult(found[0], found[1])
+
+    async def offset_for_leader_epoch(self, ctx: RequestContext, topic: str, partition: int,
+                                      current_leader_epoch: int, leader_epoch: int) -> EpochEndOffset:
+        """Kafka's OffsetForLeaderEpoch from a client (KIP-320: after a leader change, where its
+        position's epoch ends on the leader, to detect a truncated log)."""
+        self.auth.require(ctx, _DESCRIBE_EPOCHS, (topic,))
+        return await self.replicas.offset_for_leader_epoch(topic, partition, current_leader_epoch, leader_epoch)
+
+    async def delete_records(self, ctx: RequestContext, entries: Sequence[DeleteRecordsEntry],
+                             timeout_ms: int) -> list[DeleteRecordsResult]:
+        """Kafka's DeleteRecords on the partitions this broker leads; one result per entry."""
+        self.auth.require(ctx, _DELETE, {e.topic for e in entries})
+        return await self.replicas.delete_records(entries, timeout_ms)
+
+    async def init_producer_id(self, ctx: RequestContext, transactional_id: str | None) -> ProducerIdAndEpoch:
+        """Kafka's InitProducerId: an id from this broker's blocks, or with a transactional id the
+        id derived from the name (kraft/producer_ids.py), epoch 0 either way."""
+        if transactional_id is not None:
+            self.auth.require(ctx, _WRITE_TRANSACTIONAL_ID, (transactional_id,))
+            return ProducerIdAndEpoch(derived_producer_id(transactional_id), 0)
+        if self.producer_ids is None:
+            raise KraftError("BROKER_NOT_AVAILABLE", "this node allocates no producer ids (it is not a broker)")
+        return ProducerIdAndEpoch(await self.producer_ids.allocate_producer_id(), 0)
