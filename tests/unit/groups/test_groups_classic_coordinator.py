@@ -18,8 +18,8 @@ from kio.serial import entity_writer
 
 import pytest
 
-from kraft.api.errors import KraftError
-from kraft.api.routes.groups import OffsetCommitEntry
+from kraft.errors import KraftError
+from kraft.server.groups import OffsetCommitEntry, TopicPartitions
 from kraft.broker.groups.classic import ClassicConfig, JoinRequest
 from kraft.broker.groups.classic_handlers import CLASSIC_JOIN, CLASSIC_SESSION
 from kraft.broker.groups.membership import GroupConfig
@@ -62,6 +62,7 @@ async def error_of(call) -> KraftError:
 async def groups(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(test_groups_runtime, "CONFIG", CLASSIC_CONFIG)
     g = Groups(tmp_path)
+    g.coordinator = g.coordinator._coordinator  # typed answers: JoinGroup's and SyncGroup's carry bytes
     await g.elect()
     yield g
     await g.close()
@@ -102,16 +103,21 @@ async def test_joins_wait_for_the_delayed_first_rebalance_then_sync(groups: Grou
     await c.classic_heartbeat("g", m2, None, 1)
     await c.commit_offsets("g", m2, 1, [OffsetCommitEntry("a", 2, 42, "")])
     described = await c.describe_group("g")
-    assert (described["group_type"], described["state"], described["assignor"], described["group_epoch"]) == \
+    assert (described.group_type, described.state, described.assignor, described.group_epoch) == \
         ("classic", "Stable", "range", 1)
-    assert [(m["member_id"], m["subscribed_topics"], m["assignment"]) for m in described["members"]] == sorted(
-        [(m1, ["a"], [{"topic": "a", "partitions": [0, 1]}]), (m2, ["a"], [{"topic": "a", "partitions": [2, 3]}])])
-    assert [(o["partition"], o["current_offset"], o["member_id"]) for o in described["offsets"]] == \
+    assert [(m.member_id, m.subscribed_topics, m.assignment) for m in described.members] == sorted(
+        [(m1, ("a",), (TopicPartitions("a", (0, 1)),)), (m2, ("a",), (TopicPartitions("a", (2, 3)),))])
+    assert [(o.partition, o.current_offset, o.member_id) for o in described.offsets] == \
         [(0, None, m1), (1, None, m1), (2, 42, m2), (3, None, m2)]
+    classic = await c.describe_classic("g")  # DescribeGroups: the bytes as the members sent them
+    assert (classic.state, classic.protocol) == ("Stable", "range")
+    assert {(m.member_id, m.metadata, m.assignment) for m in classic.members} == \
+        {(m1, SUBSCRIPTION, given[m1]), (m2, SUBSCRIPTION, given[m2])}
+    assert (await c.describe_classic("nobody")).state == "Dead"
     assert (await error_of(c.commit_offsets("g", m2, 0, [OffsetCommitEntry("a", 2, 43, "")]))).error_code \
         == "ILLEGAL_GENERATION"
-    listed = (await c.list_groups())["groups"]
-    assert [(g["group_id"], g["state"], g["members"]) for g in listed] == [("g", "Stable", 2)]
+    listed = (await c.list_groups()).groups
+    assert [(g.group_id, g.state, g.members, g.group_type) for g in listed] == [("g", "Stable", 2, "classic")]
 
 
 async def test_a_member_that_stops_heartbeating_is_removed_and_the_others_rejoin(groups: Groups) -> None:
@@ -168,4 +174,4 @@ async def test_a_group_cannot_mix_protocols(groups: Groups) -> None:
     groups.clock.advance(DELAY)  # the delayed join completes with nobody: Empty
     await groups.barrier()
     joined = await c.heartbeat("classic", beat("", 0, topics=("a",)))  # empty: it may change protocol
-    assert joined["member_epoch"] > 0
+    assert joined.member_epoch > 0
