@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import itertools
 import socket
 import struct
 from typing import Any
@@ -62,3 +63,29 @@ def read_frame_blocking(sock: socket.socket) -> bytes:
         return data
     (size,) = struct.unpack(">i", exactly(4))
     return exactly(size)
+
+
+class Connection:
+    """One Kafka connection over asyncio streams: `call` sends a request of kio's type and reads
+    its answer."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, bootstrap: str) -> "Connection":
+        host, port = bootstrap.split(":")
+        return cls(*await asyncio.open_connection(host, int(port)))
+
+    async def call(self, api_key: int, version: int, **fields: Any) -> Any:
+        correlation_id = next(self._ids)
+        self.writer.write(request_bytes(api_key, version, correlation_id, **fields))
+        await self.writer.drain()
+        got, response = read_response(await asyncio.wait_for(read_frame(self.reader), 30), api_key, version)
+        assert got == correlation_id
+        return response
+
+    def close(self) -> None:
+        self.writer.close()

@@ -48,10 +48,13 @@ def answer(api_key: int, version: int, **fields: Any) -> Any:
 
 def nested_type(schema: type[Any], field_name: str) -> type[Any]:
     """The struct type of a kio field: the element type of an array (`tuple[Member, ...]`), the
-    struct of a nullable field (`Assignment | None`), or the field's type."""
+    struct of a nullable field (`Assignment | None`), both (`tuple[Topic, ...] | None`), or the
+    field's type."""
     [field] = [f for f in dataclasses.fields(schema) if f.name == field_name]
-    args = [t for t in getattr(field.type, "__args__", ()) if t is not type(None) and t is not Ellipsis]
-    return args[0] if args else field.type
+    kind = field.type
+    while args := [t for t in getattr(kind, "__args__", ()) if t is not type(None) and t is not Ellipsis]:
+        kind = args[0]
+    return kind
 
 
 def response_type(api_key: int, version: int) -> type[Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import itertools
 import uuid
 from typing import Any
 
@@ -18,7 +17,7 @@ import requests
 from kio.schema.errors import ErrorCode
 
 from harness import shutdown_all, start_node
-from kafka_wire import read_frame, read_response, request_bytes
+from kafka_wire import Connection
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 DELAY_MS = 500
@@ -30,29 +29,6 @@ def node(tmp_path_factory):
                    offsets_topic_num_partitions=1)
     yield n
     shutdown_all([n])
-
-
-class Connection:
-    _ids = itertools.count(1)
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-
-    @classmethod
-    async def open(cls, node) -> "Connection":
-        host, port = node.bootstrap.split(":")
-        return cls(*await asyncio.open_connection(host, int(port)))
-
-    async def call(self, api_key: int, version: int, **fields: Any) -> Any:
-        correlation_id = next(self._ids)
-        self.writer.write(request_bytes(api_key, version, correlation_id, **fields))
-        await self.writer.drain()
-        got, response = read_response(await asyncio.wait_for(read_frame(self.reader), 30), api_key, version)
-        assert got == correlation_id
-        return response
-
-    def close(self) -> None:
-        self.writer.close()
 
 
 def join_fields(group: str, member_id: str, metadata: bytes, version: int) -> dict[str, Any]:
@@ -97,7 +73,7 @@ def test_two_members_join_sync_heartbeat_and_leave(node) -> None:
     group = f"wire-{uuid.uuid4().hex[:6]}"
 
     async def scenario() -> None:
-        a, b = await Connection.open(node), await Connection.open(node)
+        a, b = await Connection.open(node.bootstrap), await Connection.open(node.bootstrap)
         try:
             id_a, id_b = await new_member(a, group), await new_member(b, group)
             leader, follower = await asyncio.gather(join(a, group, id_a, b"meta-a"), join(b, group, id_b, b"meta-b"))
@@ -148,7 +124,7 @@ def test_a_join_of_another_protocol_type_is_inconsistent(node) -> None:
     group = f"wire-{uuid.uuid4().hex[:6]}"
 
     async def scenario() -> None:
-        a, b = await Connection.open(node), await Connection.open(node)
+        a, b = await Connection.open(node.bootstrap), await Connection.open(node.bootstrap)
         try:
             first = await join(a, group, "", b"x", version=3)  # before v4: joins at once, after the delay
             assert first.error_code == ErrorCode.none and first.generation_id == 1 and first.member_id
