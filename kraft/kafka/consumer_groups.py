@@ -21,7 +21,6 @@ from kraft.server.request_context import RequestContext
 
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
-VERSIONS = {CONSUMER_GROUP_HEARTBEAT: (0, 1), CONSUMER_GROUP_DESCRIBE: (0, 1)}
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
@@ -39,8 +38,8 @@ class ConsumerGroupHandlers:
             return None
 
     def register(self, registry: HandlerRegistry) -> None:
-        registry.register(CONSUMER_GROUP_HEARTBEAT, *VERSIONS[CONSUMER_GROUP_HEARTBEAT], self.heartbeat)
-        registry.register(CONSUMER_GROUP_DESCRIBE, *VERSIONS[CONSUMER_GROUP_DESCRIBE], self.describe)
+        registry.register_all({CONSUMER_GROUP_HEARTBEAT: (0, 1, self.heartbeat),
+                               CONSUMER_GROUP_DESCRIBE: (0, 1, self.describe)})
 
     def _named(self, owned: Iterable[Any]) -> frozenset[tuple[str, int]]:
         names = {t.topic_id: t.name for t in self.metadata.topics()}

@@ -24,7 +24,6 @@ from kraft.server.request_context import RequestContext
 LIST_GROUPS = 16
 DESCRIBE_GROUPS = 15
 DELETE_GROUPS = 42
-VERSIONS = {LIST_GROUPS: (0, 5), DESCRIBE_GROUPS: (0, 5), DELETE_GROUPS: (0, 2)}
 
 # DescribeGroups v3+ without include_authorized_operations (Kafka's "not asked")
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -35,10 +34,8 @@ class GroupAdminHandlers:
         self.groups = groups
 
     def register(self, registry: HandlerRegistry) -> None:
-        handlers = {LIST_GROUPS: self.list_groups, DESCRIBE_GROUPS: self.describe_groups,
-                    DELETE_GROUPS: self.delete_groups}
-        for api_key, handler in handlers.items():
-            registry.register(api_key, *VERSIONS[api_key], handler)
+        registry.register_all({LIST_GROUPS: (0, 5, self.list_groups), DESCRIBE_GROUPS: (0, 5, self.describe_groups),
+                               DELETE_GROUPS: (0, 2, self.delete_groups)})
 
     async def list_groups(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version

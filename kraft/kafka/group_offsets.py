@@ -25,7 +25,6 @@ from kraft.server.request_context import RequestContext
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
 OFFSET_DELETE = 47
-VERSIONS = {OFFSET_COMMIT: (2, 9), OFFSET_FETCH: (1, 9), OFFSET_DELETE: (0, 0)}
 
 NO_OFFSET = -1
 
@@ -35,10 +34,8 @@ class GroupOffsetHandlers:
         self.groups = groups
 
     def register(self, registry: HandlerRegistry) -> None:
-        handlers = {OFFSET_COMMIT: self.offset_commit, OFFSET_FETCH: self.offset_fetch,
-                    OFFSET_DELETE: self.offset_delete}
-        for api_key, handler in handlers.items():
-            registry.register(api_key, *VERSIONS[api_key], handler)
+        registry.register_all({OFFSET_COMMIT: (2, 9, self.offset_commit), OFFSET_FETCH: (1, 9, self.offset_fetch),
+                               OFFSET_DELETE: (0, 0, self.offset_delete)})
 
     async def offset_commit(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
