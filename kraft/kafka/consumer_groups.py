@@ -25,6 +25,15 @@ CONSUMER_GROUP_DESCRIBE = 69
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
+DEFAULT_REBALANCE_TIMEOUT_MS = 300_000  # Kafka's max.poll.interval.ms default
+
+
+def _rebalance_timeout_ms(value: datetime.timedelta) -> int:
+    """-1 ("unchanged", sent after the join) keeps Kafka's default: only a join's value is used."""
+    ms = int(value.total_seconds() * 1000)
+    return ms if ms >= 0 else DEFAULT_REBALANCE_TIMEOUT_MS
+
+
 class ConsumerGroupHandlers:
     def __init__(self, groups: GroupApis, metadata: MetadataView) -> None:
         self.groups = groups
@@ -59,7 +68,7 @@ class ConsumerGroupHandlers:
             client_host=ctx.client_address, subscribed_topics=None if names is None else tuple(names),
             subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
             server_assignor=request.server_assignor, owned=owned,
-            rebalance_timeout_ms=int(request.rebalance_timeout.total_seconds() * 1000),
+            rebalance_timeout_ms=_rebalance_timeout_ms(request.rebalance_timeout),
         )
         if request.instance_id is not None:
             return answer(CONSUMER_GROUP_HEARTBEAT, version, error_code=error_code("UNSUPPORTED_VERSION"),
