@@ -13,13 +13,12 @@ throttled.
 from __future__ import annotations
 
 import asyncio
-import time
-from typing import Any, Awaitable, Callable, Generator
+from typing import Awaitable, Callable
 
 from aiohttp import web
 
 from kraft.api.routes.services import context_of, services_of
-from kraft.server.quotas import REQUEST
+from kraft.server.quotas import REQUEST, TimedAwait
 
 THROTTLE_HEADER = "X-Kraft-Throttle-Time-Ms"
 
@@ -31,41 +30,6 @@ async def hold_back(throttle_ms: int) -> int:
     return throttle_ms
 
 
-class _TimedAwait:
-    """Awaits a coroutine while adding up the time each of its steps runs (not the time it is
-    suspended): what the request cost the event loop."""
-
-    def __init__(self, coro: Any) -> None:
-        self._coro = coro
-        self.busy_s = 0.0
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        return self  # type: ignore[return-value]
-
-    def __iter__(self) -> "_TimedAwait":
-        return self
-
-    def __next__(self) -> Any:
-        return self.send(None)
-
-    def send(self, value: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return self._coro.send(value)
-        finally:
-            self.busy_s += time.perf_counter() - started
-
-    def throw(self, *exc: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return self._coro.throw(*exc)
-        finally:
-            self.busy_s += time.perf_counter() - started
-
-    def close(self) -> None:
-        self._coro.close()
-
-
 @web.middleware
 async def request_quota_middleware(request: web.Request,
                                    handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -73,7 +37,7 @@ async def request_quota_middleware(request: web.Request,
     ctx, quotas = context_of(request), services_of(request).quotas
     if not quotas.enabled or ctx.is_node:
         return await handler(request)
-    timed = _TimedAwait(handler(request))
+    timed = TimedAwait(handler(request))
     response = await timed
     throttle_ms = await hold_back(quotas.throttle_time(ctx, REQUEST, timed.busy_s * 1000))
     if throttle_ms > 0 and not response.prepared:

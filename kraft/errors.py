@@ -94,6 +94,8 @@ _SPECS = [
     ErrorSpec("THROTTLING_QUOTA_EXCEEDED", 89, True),
     ErrorSpec("STALE_BROKER_EPOCH", 77, False),
     ErrorSpec("INVALID_UPDATE_VERSION", 95, True),
+    ErrorSpec("RESOURCE_NOT_FOUND", 91, False),
+    ErrorSpec("DUPLICATE_RESOURCE", 92, False),
     ErrorSpec("INVALID_REGULAR_EXPRESSION", 128, False),
     # the HTTP listener's own (no Kafka counterpart): a route or representation it does not serve
     ErrorSpec("METHOD_NOT_ALLOWED", -2, False),

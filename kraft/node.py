@@ -76,6 +76,7 @@ from kraft.security.tls import peer_context, server_context
 from kraft.security.users import ScramUsers
 from kraft.server.authorization import Authorization
 from kraft.server.controller_apis import ControllerApis
+from kraft.server.replica_admin import ReplicaAdminApis
 from kraft.server.group_apis import GroupApis
 from kraft.server.listener import Listener
 from kraft.server.metadata import NodeInfo
@@ -334,7 +335,8 @@ class Node:
             records=RecordApis(self.replica_manager, topics, authorization, quotas, producer_ids),
             topics=topics, groups=GroupApis(self.groups, authorization),
             security=SecurityApis(acls, users, authorization),
-            controller=ControllerApis(self.controller_api, authorization),
+            controller=ControllerApis(self.controller_api, authorization, None if self.zk is not None else self.client),
+            replicas=ReplicaAdminApis(self.replica_manager, [str(self.data_dir)], authorization),
             metrics=self.metrics, status=self.status, node_security=security, tls=self.tls,
             controller_api=self.controller_api, zookeeper=self.zk, trace=trace)
 

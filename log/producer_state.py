@@ -125,6 +125,10 @@ class ProducerStateManager:
     def entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._producers.get(producer_id)
 
+    def entries(self) -> list[ProducerStateEntry]:
+        """Every producer kept, least recently written first."""
+        return list(self._producers.values())
+
     # -- leader checks ---------------------------------------------------------------------------
 
     def check(self, header: BatchHeader) -> Verdict:

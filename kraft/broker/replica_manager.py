@@ -58,6 +58,7 @@ from kraft.broker.metadata_view import MetadataCache
 from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta
 from kraft.metadata.image import MetadataImage
 from kraft.metadata.topic_name import is_internal
+from kraft.server.replica_admin import ActiveProducer
 from kraft.server.records import (
     NO_EPOCH, NO_REPLICA, DeleteRecordsEntry, DeleteRecordsResult, DivergingEpoch, EpochEndOffset, FetchEntry,
     FetchPartitionResult, PartitionOffsets, ProduceEntry, ProducePartitionResult,
@@ -1112,6 +1113,12 @@ class ReplicaManager:
 
     def replica(self, topic: str, partition: int) -> Replica | None:
         return self._replicas.get((topic, partition))
+
+    async def active_producers(self, topic: str, partition: int) -> list[ActiveProducer]:
+        """The idempotent producers the leader of the partition keeps state for (DescribeProducers)."""
+        replica = await self._leader_replica(topic, partition)
+        return [ActiveProducer(e.producer_id, e.producer_epoch, e.last_sequence if e.batches else -1, e.last_timestamp)
+                for e in replica.log.producer_state.entries()]
 
 
 def _error_result(topic: str, partition: int, error: KraftError,

@@ -17,7 +17,6 @@ from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16
 
-from kraft.kafka.answers import nested_type
 from kraft.kafka.codec import encode_response
 
 API_VERSIONS = 18
@@ -55,7 +54,7 @@ class ApiVersionsTable:
     def response(self, version: int, error_code: ErrorCode = ErrorCode.none) -> Any:
         """The ApiVersions response of `version` listing the table (kio's type of that version)."""
         schema = load_response_schema(API_VERSIONS, version)
-        entry = nested_type(schema, "api_keys")
+        entry = _nested_type(schema, "api_keys")
         fields: dict[str, Any] = {
             "error_code": error_code,
             "api_keys": tuple(
@@ -70,3 +69,9 @@ class ApiVersionsTable:
     def unsupported_answer(self, correlation_id: int) -> bytes:
         """Kafka's framed answer to an ApiVersions request of a version it does not know."""
         return encode_response(correlation_id, self.response(0, ErrorCode.unsupported_version))
+
+
+def _nested_type(schema: type[Any], field_name: str) -> type[Any]:
+    """The element type of a kio tuple field (`tuple[ApiVersion, ...]`)."""
+    [field] = [f for f in dataclasses.fields(schema) if f.name == field_name]
+    return field.type.__args__[0]

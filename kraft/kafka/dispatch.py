@@ -47,11 +47,6 @@ class HandlerRegistry:
         self.api_versions.register(api_key, min_version, max_version)
         self._handlers[api_key] = handler
 
-    def register_all(self, handlers: dict[int, tuple[int, int, Handler]]) -> None:
-        """`register` for each api key -> (min version, max version, handler)."""
-        for api_key, (min_version, max_version, handler) in handlers.items():
-            self.register(api_key, min_version, max_version, handler)
-
     def handler(self, api_key: int) -> Handler:
         """The handler of a key the table supports (the connection refuses the others first)."""
         return self._handlers[api_key]

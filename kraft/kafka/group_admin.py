@@ -13,13 +13,13 @@ group service, for classic and KIP-848 groups alike (kafka-consumer-groups --lis
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from kraft.errors import KraftError
-from kraft.kafka.answers import answer, build, error_code, nested_type, response_type
-from kraft.kafka.dispatch import HandlerRegistry
-from kraft.server.group_apis import GroupApis
+from kraft.kafka.entities import error_code
+from kraft.kafka.handling import KafkaApi
 from kraft.server.request_context import RequestContext
+from kraft.server.services import BrokerServices
 
 LIST_GROUPS = 16
 DESCRIBE_GROUPS = 15
@@ -29,61 +29,50 @@ DELETE_GROUPS = 42
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
-class GroupAdminHandlers:
-    def __init__(self, groups: GroupApis) -> None:
-        self.groups = groups
+async def list_groups(services: BrokerServices, ctx: RequestContext, request: Any) -> Mapping[str, Any]:
+    listed = await services.groups.list_groups(ctx)
+    states = {s.lower() for s in getattr(request, "states_filter", ())}
+    types = {t.lower() for t in getattr(request, "types_filter", ())}
+    return {"error_code": error_code(None), "groups": [
+        {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state, "group_type": g.group_type}
+        for g in listed.groups
+        if (not states or g.state.lower() in states) and (not types or g.group_type in types)]}
 
-    def register(self, registry: HandlerRegistry) -> None:
-        registry.register_all({LIST_GROUPS: (0, 5, self.list_groups), DESCRIBE_GROUPS: (0, 5, self.describe_groups),
-                               DELETE_GROUPS: (0, 2, self.delete_groups)})
 
-    async def list_groups(self, ctx: RequestContext, request: Any) -> Any:
-        version = ctx.api_version
-        listed_type = nested_type(response_type(LIST_GROUPS, version), "groups")
+async def describe_groups(services: BrokerServices, ctx: RequestContext, request: Any) -> Mapping[str, Any]:
+    described = []
+    for group_id in request.groups:
         try:
-            listed = await self.groups.list_groups(ctx)
+            d = await services.groups.describe_classic(ctx, group_id)
         except KraftError as e:
-            return answer(LIST_GROUPS, version, error_code=error_code(e), groups=())
-        states = {s.lower() for s in getattr(request, "states_filter", ())}
-        types = {t.lower() for t in getattr(request, "types_filter", ())}
-        return answer(LIST_GROUPS, version, error_code=error_code(None), groups=tuple(
-            build(listed_type, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
-                  group_type=g.group_type)
-            for g in listed.groups
-            if (not states or g.state.lower() in states) and (not types or g.group_type in types)))
+            described.append({"error_code": error_code(e), "error_message": e.message, "group_id": group_id,
+                              "group_state": "", "protocol_type": "", "protocol_data": "", "members": (),
+                              "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+            continue
+        described.append({
+            "error_code": error_code(None), "group_id": group_id, "group_state": d.state,
+            "protocol_type": d.protocol_type, "protocol_data": d.protocol,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                         "client_host": m.client_host, "member_metadata": m.metadata,
+                         "member_assignment": m.assignment} for m in d.members],
+            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+    return {"groups": described}
 
-    async def describe_groups(self, ctx: RequestContext, request: Any) -> Any:
-        version = ctx.api_version
-        group_type = nested_type(response_type(DESCRIBE_GROUPS, version), "groups")
-        member_type = nested_type(group_type, "members")
-        described = []
-        for group_id in request.groups:
-            try:
-                d = await self.groups.describe_classic(ctx, group_id)
-            except KraftError as e:
-                described.append(build(group_type, error_code=error_code(e), error_message=e.message,
-                                       group_id=group_id, group_state="", protocol_type="", protocol_data="",
-                                       members=(), authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
-                continue
-            described.append(build(
-                group_type, error_code=error_code(None), group_id=group_id, group_state=d.state,
-                protocol_type=d.protocol_type, protocol_data=d.protocol, members=tuple(
-                    build(member_type, member_id=m.member_id, group_instance_id=m.group_instance_id,
-                          client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
-                          member_assignment=m.assignment)
-                    for m in d.members),
-                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
-        return answer(DESCRIBE_GROUPS, version, groups=tuple(described))
 
-    async def delete_groups(self, ctx: RequestContext, request: Any) -> Any:
-        version = ctx.api_version
-        result_type = nested_type(response_type(DELETE_GROUPS, version), "results")
-        results = []
-        for group_id in request.groups_names:
-            try:
-                await self.groups.delete_group(ctx, group_id)
-                error = None
-            except KraftError as e:
-                error = e
-            results.append(result_type(group_id=group_id, error_code=error_code(error)))
-        return answer(DELETE_GROUPS, version, results=tuple(results))
+async def delete_groups(services: BrokerServices, ctx: RequestContext, request: Any) -> Mapping[str, Any]:
+    results = []
+    for group_id in request.groups_names:
+        try:
+            await services.groups.delete_group(ctx, group_id)
+            error = None
+        except KraftError as e:
+            error = e
+        results.append({"group_id": group_id, "error_code": error_code(error)})
+    return {"results": results}
+
+
+APIS = (
+    KafkaApi(LIST_GROUPS, 0, 5, list_groups),
+    KafkaApi(DESCRIBE_GROUPS, 0, 5, describe_groups),
+    KafkaApi(DELETE_GROUPS, 0, 2, delete_groups),
+)

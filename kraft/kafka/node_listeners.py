@@ -6,7 +6,8 @@ endpoints the broker registers (Kafka's BrokerRegistration listeners: name, host
 protocol) so that Metadata answers can advertise them.
 
 The services reach the Kafka listeners when the first of the two listeners sharing them starts
-(`attach`): the node's client authenticator (SASL credentials, certificate rules).
+(`attach`): the node's client authenticator (SASL credentials, certificate rules) and the handlers
+of the Kafka APIs over them.
 """
 
 from __future__ import annotations
@@ -17,11 +18,8 @@ from typing import Any, Callable
 
 from kraft.config import KafkaListenerSpec, KraftConfig
 from kraft.kafka.client_port import ClientPort
-from kraft.kafka.classic_groups import ClassicGroupHandlers
-from kraft.kafka.consumer_groups import ConsumerGroupHandlers
 from kraft.kafka.dispatch import HandlerRegistry
-from kraft.kafka.group_admin import GroupAdminHandlers
-from kraft.kafka.group_offsets import GroupOffsetHandlers
+from kraft.kafka.handlers import register_handlers
 from kraft.kafka.listener import KafkaLimits, KafkaListener
 from kraft.security.tls import server_context
 from kraft.server.services import BrokerServices
@@ -94,14 +92,12 @@ class KafkaListeners:
         return out
 
     def attach(self, services: BrokerServices) -> None:
-        """Registers the handlers over the node's services and gives every Kafka listener the
-        node's authentication (once; by whichever listener sharing them starts first)."""
+        """Gives every Kafka listener the node's authentication and the handlers over its
+        services (once; by whichever listener sharing them starts first)."""
         if self._attached:
             return
         self._attached = True
-        for handlers in (ClassicGroupHandlers(services.groups), GroupOffsetHandlers(services.groups),
-                         GroupAdminHandlers(services.groups), ConsumerGroupHandlers(services.groups, services.metadata)):
-            handlers.register(self.registry)
+        register_handlers(self.registry, services)
         security = services.node_security
         for listener in self.listeners.values():
             if security is not None:

@@ -48,6 +48,7 @@ CREATE_PARTITIONS = "CreatePartitions"
 DESCRIBE_CONFIGS = "DescribeConfigs"
 INCREMENTAL_ALTER_CONFIGS = "IncrementalAlterConfigs"
 DESCRIBE_LOG_DIRS = "DescribeLogDirs"
+DESCRIBE_PRODUCERS = "DescribeProducers"
 FIND_COORDINATOR = "FindCoordinator"
 CONSUMER_GROUP_HEARTBEAT = "ConsumerGroupHeartbeat"
 CONSUMER_GROUP_DESCRIBE = "ConsumerGroupDescribe"
@@ -115,6 +116,7 @@ API_ACCESS: dict[str, Access] = {
     DESCRIBE_CONFIGS: Access((Rule("DESCRIBE_CONFIGS", TOPIC, NAMED),)),
     INCREMENTAL_ALTER_CONFIGS: Access((Rule("ALTER_CONFIGS", TOPIC, NAMED),)),
     DESCRIBE_LOG_DIRS: _cluster("DESCRIBE"),
+    DESCRIBE_PRODUCERS: Access((Rule("READ", TOPIC, NAMED),)),
     # -- consumer groups
     FIND_COORDINATOR: Access((Rule("DESCRIBE", GROUP, NAMED),)),
     CONSUMER_GROUP_HEARTBEAT: Access(

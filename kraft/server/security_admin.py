@@ -7,7 +7,7 @@ DescribeClientQuotas / AlterClientQuotas, Describe- / AlterUserScramCredentials)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Literal, Mapping, Protocol
 
 from kraft.metadata.acl import AclBindingFilter, StandardAcl
 
@@ -17,6 +17,42 @@ class QuotaDescription:
     user: str | None  # None: any user; "<default>": the default user
     client_id: str | None
     quotas: Mapping[str, float]
+
+
+QUOTA_DEFAULT = "<default>"  # the default user or client id (Kafka's ConfigEntityName.DEFAULT)
+USER, CLIENT_ID = "user", "client-id"  # Kafka's quota entity types
+
+
+@dataclass(frozen=True)
+class QuotaComponent:
+    """Kafka's ClientQuotaFilterComponent: entities whose `entity_type` part is `match` (exact),
+    the default (default), or any name (any)."""
+
+    entity_type: str  # USER or CLIENT_ID
+    match_type: Literal["exact", "default", "any"]
+    match: str | None = None
+
+    def matches(self, name: str | None) -> bool:
+        if self.match_type == "exact":
+            return name is not None and name != QUOTA_DEFAULT and name == self.match
+        if self.match_type == "default":
+            return name == QUOTA_DEFAULT
+        return name is not None
+
+
+@dataclass(frozen=True)
+class QuotaFilter:
+    """Kafka's ClientQuotaFilter: every component matches; `strict`, and the entity has no other part."""
+
+    components: tuple[QuotaComponent, ...] = ()
+    strict: bool = False
+
+    def matches(self, quota: QuotaDescription) -> bool:
+        parts = {USER: quota.user, CLIENT_ID: quota.client_id}
+        if not all(c.matches(parts[c.entity_type]) for c in self.components):
+            return False
+        listed = {c.entity_type for c in self.components}
+        return not self.strict or all(name is None for kind, name in parts.items() if kind not in listed)
 
 
 @dataclass(frozen=True)

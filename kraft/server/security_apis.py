@@ -17,7 +17,9 @@ from kraft.server.access import (
 )
 from kraft.server.authorization import Authorization
 from kraft.server.request_context import RequestContext
-from kraft.server.security_admin import AclService, QuotaDescription, ScramResult, UserScramCredentials, UserService
+from kraft.server.security_admin import (
+    AclService, QuotaDescription, QuotaFilter, ScramResult, UserScramCredentials, UserService,
+)
 
 
 def _rule(api: str) -> Rule:
@@ -53,8 +55,9 @@ class SecurityApis:
     async def delete_acls(self, ctx: RequestContext, filters: list[AclBindingFilter]) -> list[list[StandardAcl]]:
         return await self._acl_service(ctx, DELETE_ACLS, needs_authorizer=True).delete_acls(filters)
 
-    def describe_client_quotas(self, ctx: RequestContext) -> list[QuotaDescription]:
-        return self._acl_service(ctx, DESCRIBE_CLIENT_QUOTAS).describe_client_quotas()
+    def describe_client_quotas(self, ctx: RequestContext, flt: QuotaFilter = QuotaFilter()) -> list[QuotaDescription]:
+        """The entities `flt` matches (every one by default) and their quotas."""
+        return [q for q in self._acl_service(ctx, DESCRIBE_CLIENT_QUOTAS).describe_client_quotas() if flt.matches(q)]
 
     async def alter_client_quotas(self, ctx: RequestContext, entries: list[dict[str, Any]], validate_only: bool) -> int:
         return await self._acl_service(ctx, ALTER_CLIENT_QUOTAS).alter_client_quotas(entries, validate_only)

@@ -22,6 +22,7 @@ from kraft.server.group_apis import GroupApis
 from kraft.server.metadata import MetadataView, NodeInfo
 from kraft.server.quotas import Quotas
 from kraft.server.record_apis import RecordApis
+from kraft.server.replica_admin import ReplicaAdminApis
 from kraft.server.request_metrics import MetricsService
 from kraft.server.security_apis import SecurityApis
 from kraft.server.topic_apis import TopicApis
@@ -43,6 +44,7 @@ class BrokerServices:
     groups: GroupApis
     security: SecurityApis
     controller: ControllerApis
+    replicas: ReplicaAdminApis  # log dirs and producer state (DescribeLogDirs, DescribeProducers)
     metrics: MetricsService | None = None
     status: Callable[[], dict[str, Any]] | None = None  # the controller and broker state health reports
     # -- the node's own parts a listener may need

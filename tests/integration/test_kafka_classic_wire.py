@@ -8,7 +8,6 @@ versions) carry the protocol type and name."""
 from __future__ import annotations
 
 import asyncio
-import datetime
 import uuid
 from typing import Any
 
@@ -31,36 +30,21 @@ def node(tmp_path_factory):
     shutdown_all([n])
 
 
-def join_fields(group: str, member_id: str, metadata: bytes, version: int) -> dict[str, Any]:
-    from kio.index import load_request_schema
-
-    from kraft.kafka.answers import field_names, nested_type
-
-    schema = load_request_schema(JOIN_GROUP, version)
-    protocol = nested_type(schema, "protocols")
-    fields = dict(group_id=group, session_timeout=datetime.timedelta(seconds=10),
-                  rebalance_timeout=datetime.timedelta(seconds=20), member_id=member_id, group_instance_id=None,
-                  protocol_type="consumer", protocols=(protocol(name="range", metadata=metadata),), reason=None)
-    return {k: v for k, v in fields.items() if k in field_names(schema)}
+def join_fields(group: str, member_id: str, metadata: bytes) -> dict[str, Any]:
+    return dict(group_id=group, session_timeout=10_000, rebalance_timeout=20_000, member_id=member_id,
+                group_instance_id=None, protocol_type="consumer", protocols=[{"name": "range", "metadata": metadata}],
+                reason=None)
 
 
 async def join(conn: Connection, group: str, member_id: str, metadata: bytes, version: int = 5) -> Any:
-    return await conn.call(JOIN_GROUP, version, **join_fields(group, member_id, metadata, version))
+    return await conn.call(JOIN_GROUP, version, **join_fields(group, member_id, metadata))
 
 
 async def sync(conn: Connection, group: str, member_id: str, generation: int,
                assignments: dict[str, bytes], version: int = 3) -> Any:
-    from kio.index import load_request_schema
-
-    from kraft.kafka.answers import nested_type
-
-    entry = nested_type(load_request_schema(SYNC_GROUP, version), "assignments")
-    fields: dict[str, Any] = dict(group_id=group, generation_id=generation, member_id=member_id,
-                                  group_instance_id=None,
-                                  assignments=tuple(entry(member_id=m, assignment=a) for m, a in assignments.items()))
-    if version >= 5:
-        fields.update(protocol_type="consumer", protocol_name="range")
-    return await conn.call(SYNC_GROUP, version, **fields)
+    return await conn.call(SYNC_GROUP, version, group_id=group, generation_id=generation, member_id=member_id,
+                           group_instance_id=None, protocol_type="consumer", protocol_name="range",
+                           assignments=[{"member_id": m, "assignment": a} for m, a in assignments.items()])
 
 
 async def new_member(conn: Connection, group: str, version: int = 5) -> str:
@@ -96,11 +80,8 @@ def test_two_members_join_sync_heartbeat_and_leave(node) -> None:
             listed = requests.get(f"{node.url}/v1/groups", timeout=10).json()["groups"]
             assert [(g["state"], g["members"]) for g in listed if g["group_id"] == group] == [("Stable", 2)]
 
-            from kio.schema.leave_group.v3.request import MemberIdentity
-
-            left = await a.call(LEAVE_GROUP, 3, group_id=group, members=(
-                MemberIdentity(member_id=id_a, group_instance_id=None),
-                MemberIdentity(member_id="nobody", group_instance_id=None)))
+            left = await a.call(LEAVE_GROUP, 3, group_id=group, members=[
+                {"member_id": id_a, "group_instance_id": None}, {"member_id": "nobody", "group_instance_id": None}])
             assert left.error_code == ErrorCode.none
             assert [(m.member_id, m.error_code) for m in left.members] == \
                 [(id_a, ErrorCode.none), ("nobody", ErrorCode.unknown_member_id)]
@@ -128,7 +109,7 @@ def test_a_join_of_another_protocol_type_is_inconsistent(node) -> None:
         try:
             first = await join(a, group, "", b"x", version=3)  # before v4: joins at once, after the delay
             assert first.error_code == ErrorCode.none and first.generation_id == 1 and first.member_id
-            fields = join_fields(group, "", b"y", 3)
+            fields = join_fields(group, "", b"y")
             fields["protocol_type"] = "connect"
             other = await b.call(JOIN_GROUP, 3, **fields)
             assert other.error_code == ErrorCode.inconsistent_group_protocol and other.generation_id == -1

@@ -19,8 +19,6 @@ from harness import shutdown_all, start_node
 from kafka_wire import Connection
 from kraft.api.client import Admin
 from kraft.broker.groups.consumer_protocol import assigned_partitions, encode_assignment, encode_subscription
-from kraft.kafka.answers import nested_type
-from kio.index import load_request_schema
 
 JOIN_GROUP, SYNC_GROUP, LEAVE_GROUP = 11, 14, 13
 OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 8, 9, 16, 15, 42, 47
@@ -35,39 +33,27 @@ def node(tmp_path_factory):
     shutdown_all([n])
 
 
-def request_type(api_key: int, version: int, *path: str) -> type:
-    schema = load_request_schema(api_key, version)
-    for name in path:
-        schema = nested_type(schema, name)
-    return schema
-
-
 async def classic_member(conn: Connection, group: str, topic: str) -> tuple[str, bytes, bytes]:
     """A one-member classic group, Stable: (member id, its metadata, its assignment)."""
-    protocol = request_type(JOIN_GROUP, 5, "protocols")
     metadata = encode_subscription((topic,))
-    fields = dict(group_id=group, session_timeout=datetime.timedelta(seconds=30),
-                  rebalance_timeout=datetime.timedelta(seconds=30), group_instance_id=None, protocol_type="consumer",
-                  protocols=(protocol(name="range", metadata=metadata),))
+    fields = dict(group_id=group, session_timeout=30_000, rebalance_timeout=30_000, group_instance_id=None,
+                  protocol_type="consumer", protocols=[{"name": "range", "metadata": metadata}])
     required = await conn.call(JOIN_GROUP, 5, member_id="", **fields)
     joined = await conn.call(JOIN_GROUP, 5, member_id=required.member_id, **fields)
     assert joined.error_code == ErrorCode.none and joined.leader == joined.member_id
     assignment = encode_assignment({(topic, 0), (topic, 1)})
-    entry = request_type(SYNC_GROUP, 3, "assignments")
     synced = await conn.call(SYNC_GROUP, 3, group_id=group, generation_id=joined.generation_id,
                              member_id=joined.member_id, group_instance_id=None,
-                             assignments=(entry(member_id=joined.member_id, assignment=assignment),))
+                             assignments=[{"member_id": joined.member_id, "assignment": assignment}])
     assert synced.error_code == ErrorCode.none
     return joined.member_id, metadata, assignment
 
 
 async def commit(conn: Connection, group: str, member_id: str, generation: int, offsets: dict[int, int], topic: str):
-    topic_type = request_type(OFFSET_COMMIT, 8, "topics")
-    partition_type = request_type(OFFSET_COMMIT, 8, "topics", "partitions")
     answer = await conn.call(OFFSET_COMMIT, 8, group_id=group, generation_id_or_member_epoch=generation,
-                             member_id=member_id, group_instance_id=None, topics=(topic_type(name=topic, partitions=tuple(
-                                 partition_type(partition_index=p, committed_offset=o, committed_leader_epoch=-1,
-                                                committed_metadata="m") for p, o in offsets.items())),))
+                             member_id=member_id, group_instance_id=None, topics=[{"name": topic, "partitions": [
+                                 {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
+                                  "committed_metadata": "m"} for p, o in offsets.items()]}])
     return {(t.name, p.partition_index): p.error_code for t in answer.topics for p in t.partitions}
 
 
@@ -89,11 +75,9 @@ def test_offsets_list_describe_delete_of_a_classic_group(node) -> None:
             assert fetched.error_code == ErrorCode.none
             assert {(t.name, p.partition_index): p.committed_offset for t in fetched.topics for p in t.partitions} \
                 == {(topic, 0): 5, (topic, 1): 7}
-            group_type = request_type(OFFSET_FETCH, 8, "groups")
-            topics_type = request_type(OFFSET_FETCH, 8, "groups", "topics")
-            batch = await conn.call(OFFSET_FETCH, 8, require_stable=False, groups=(
-                group_type(group_id=group, topics=None),
-                group_type(group_id="never-was", topics=(topics_type(name=topic, partition_indexes=(0,)),))))
+            batch = await conn.call(OFFSET_FETCH, 8, require_stable=False, groups=[
+                {"group_id": group, "topics": None},
+                {"group_id": "never-was", "topics": [{"name": topic, "partition_indexes": [0]}]}])
             answered = {g.group_id: {(t.name, p.partition_index): p.committed_offset for t in g.topics
                                      for p in t.partitions} for g in batch.groups}
             assert answered == {group: {(topic, 0): 5, (topic, 1): 7}, "never-was": {(topic, 0): -1}}
@@ -115,18 +99,15 @@ def test_offsets_list_describe_delete_of_a_classic_group(node) -> None:
                 [(member_id, metadata, assignment)]
             assert (dead.error_code, dead.group_state, dead.members) == (ErrorCode.none, "Dead", ())
 
-            delete_topic = request_type(OFFSET_DELETE, 0, "topics")
-            delete_partition = request_type(OFFSET_DELETE, 0, "topics", "partitions")
-            refused = await conn.call(OFFSET_DELETE, 0, group_id=group, topics=(
-                delete_topic(name=topic, partitions=(delete_partition(partition_index=0),)),))
+            refused = await conn.call(OFFSET_DELETE, 0, group_id=group, topics=[
+                {"name": topic, "partitions": [{"partition_index": 0}]}])
             assert [p.error_code for t in refused.topics for p in t.partitions] == \
                 [ErrorCode.group_subscribed_to_topic]
 
             busy = await conn.call(DELETE_GROUPS, 2, groups_names=(group,))
             assert [r.error_code for r in busy.results] == [ErrorCode.non_empty_group]
-            member = request_type(LEAVE_GROUP, 3, "members")
-            left = await conn.call(LEAVE_GROUP, 3, group_id=group, members=(member(member_id=member_id,
-                                                                                  group_instance_id=None),))
+            left = await conn.call(LEAVE_GROUP, 3, group_id=group,
+                                   members=[{"member_id": member_id, "group_instance_id": None}])
             assert left.error_code == ErrorCode.none
             deleted = await conn.call(DELETE_GROUPS, 2, groups_names=(group, "never-was"))
             assert [(r.group_id, r.error_code) for r in deleted.results] == \
@@ -148,8 +129,8 @@ def test_a_kip848_group_over_the_kafka_protocol(node) -> None:
         conn = await Connection.open(node.bootstrap)
         try:
             joined = await conn.call(CONSUMER_GROUP_HEARTBEAT, 0, group_id=group, member_id="", member_epoch=0,
-                                     instance_id=None, rack_id=None, rebalance_timeout=datetime.timedelta(seconds=30),
-                                     subscribed_topic_names=(topic,), server_assignor=None, topic_partitions=())
+                                     instance_id=None, rack_id=None, rebalance_timeout=30_000,
+                                     subscribed_topic_names=[topic], server_assignor=None, topic_partitions=[])
             assert joined.error_code == ErrorCode.none and joined.member_id and joined.member_epoch > 0
             assert joined.heartbeat_interval > datetime.timedelta(0)
             assert [(tp.topic_id, tuple(tp.partitions)) for tp in joined.assignment.topic_partitions] == \
@@ -168,10 +149,9 @@ def test_a_kip848_group_over_the_kafka_protocol(node) -> None:
             assert (d.group_state, d.protocol_type) == ("Stable", "consumer")
             assert assigned_partitions(d.members[0].member_assignment) == {(topic, 0), (topic, 1)}
 
-            mixed = await conn.call(JOIN_GROUP, 5, group_id=group, session_timeout=datetime.timedelta(seconds=30),
-                                    rebalance_timeout=datetime.timedelta(seconds=30), member_id="",
-                                    group_instance_id=None, protocol_type="consumer", protocols=(
-                                        request_type(JOIN_GROUP, 5, "protocols")(name="range", metadata=b""),))
+            mixed = await conn.call(JOIN_GROUP, 5, group_id=group, session_timeout=30_000, rebalance_timeout=30_000,
+                                    member_id="", group_instance_id=None, protocol_type="consumer",
+                                    protocols=[{"name": "range", "metadata": b""}])
             assert mixed.error_code == ErrorCode.inconsistent_group_protocol
         finally:
             conn.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from kraft.api.throttle import _TimedAwait
+from kraft.server.quotas import TimedAwait
 
 
 async def test_the_time_a_handler_waits_is_not_charged() -> None:
@@ -21,7 +21,7 @@ async def test_the_time_a_handler_waits_is_not_charged() -> None:
         await asyncio.sleep(0)
         return "done"
 
-    waiting, working = _TimedAwait(waits()), _TimedAwait(works())
+    waiting, working = TimedAwait(waits()), TimedAwait(works())
     assert await waiting == "done" and await working == "done"
     assert waiting.busy_s < 0.3  # the 0.3 s asleep is not in it
     assert working.busy_s >= 0.05
@@ -32,7 +32,7 @@ async def test_an_exception_passes_through() -> None:
         await asyncio.sleep(0)
         raise ValueError("no")
 
-    timed = _TimedAwait(fails())
+    timed = TimedAwait(fails())
     try:
         await timed
     except ValueError as e:

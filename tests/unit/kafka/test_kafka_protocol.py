@@ -164,9 +164,28 @@ def test_other_unsupported_requests_close_the_connection(api_key: int, version: 
 
 
 def test_malformed_requests() -> None:
-    for bad in (METADATA_V1[:-1], METADATA_V1 + b"\x00", b"\x00\x03\x00", API_VERSIONS_V3[:12]):
+    for bad in (METADATA_V1[:-1], b"\x00\x03\x00", API_VERSIONS_V3[:12]):
         with pytest.raises(InvalidRequestError):
             KafkaConnection(_table()).receive_data(frame(bad))
+
+
+# librdkafka 2.16's AlterUserScramCredentials v0 (confluent-kafka's alter_user_scram_credentials),
+# as captured: its tagged fields come twice, the last byte after the body
+LIBRDKAFKA_ALTER_USER_SCRAM_CREDENTIALS = bytes.fromhex(
+    "0033000000000003000772646b61666b61000102056572696e01000020000d73616c742d6f662d6572696e21a8d494ee49605f"
+    "4618b0639c799a5c15e2c0f1a8578b2f782d8eea54e7f1088c000000")
+
+
+def test_bytes_after_a_whole_body_are_ignored_as_kafka_ignores_them() -> None:
+    table = _table()
+    table.register(51, 0, 0)
+    [event] = KafkaConnection(table).receive_data(frame(LIBRDKAFKA_ALTER_USER_SCRAM_CREDENTIALS))
+    assert isinstance(event, RequestReceived)
+    [upsertion] = event.request.body.upsertions
+    assert (upsertion.name, upsertion.mechanism, upsertion.iterations, upsertion.salt) == \
+        ("erin", 1, 8192, b"salt-of-erin")
+    [event] = KafkaConnection(_table()).receive_data(frame(METADATA_V1 + b"\x00"))
+    assert isinstance(event, RequestReceived) and event.request.body.topics[0].name == "t"
 
 
 def test_registering_needs_kio_types_for_every_version() -> None:

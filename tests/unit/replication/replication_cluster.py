@@ -29,6 +29,7 @@ from kraft.metadata.records import (
 )
 from kraft.server.authorization import Authorization
 from kraft.server.controller_apis import ControllerApis
+from kraft.server.replica_admin import ReplicaAdminApis
 from kraft.server.group_apis import GroupApis
 from kraft.server.metadata import NodeInfo
 from kraft.server.quotas import Quotas
@@ -188,7 +189,7 @@ def replica_services(node_id: int, replicas: ReplicaManager) -> BrokerServices:
         node=info, metadata=view, authorization=authorization, quotas=quotas,
         records=RecordApis(replicas, topics, authorization, quotas), topics=topics,
         groups=GroupApis(None, authorization), security=SecurityApis(None, None, authorization),
-        controller=ControllerApis(None, authorization))
+        controller=ControllerApis(None, authorization), replicas=ReplicaAdminApis(replicas, [], authorization))
 
 
 def _bound_socket(port: int) -> socket.socket:

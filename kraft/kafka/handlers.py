@@ -1,0 +1,16 @@
+"""Every Kafka API handler the node serves, registered in one place: the registry that answers
+ApiVersions, and the table of docs/kafka-protocol.md (`python -m kraft.kafka.api_table`), are
+filled from here."""
+
+from __future__ import annotations
+
+from kraft.kafka import classic_groups, consumer_groups, group_admin, group_offsets
+from kraft.kafka.admin_apis import register_admin_apis
+from kraft.kafka.handling import Registry, register
+from kraft.server.services import BrokerServices
+
+
+def register_handlers(registry: Registry, services: BrokerServices) -> None:
+    register_admin_apis(registry, services)
+    register(registry, services, (*classic_groups.APIS, *group_offsets.APIS, *group_admin.APIS,
+                                  *consumer_groups.APIS))

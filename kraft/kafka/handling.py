@@ -1,0 +1,78 @@
+"""What every Kafka admin handler does around its service call, once: the request's cost against
+the client's request quota (`request_percentage`: the time the handler ran on the loop, as the
+HTTP listener charges it) answered as `throttle_time_ms`, the request metrics under the API's
+name, and an error the handler leaves to it answered at the response's top level (Kafka's
+getErrorResponse; an unexpected exception is UNKNOWN_SERVER_ERROR, logged) when the response has
+one.
+
+A handler module describes an API as `KafkaApi(api_key, min_version, max_version, answer)`,
+where `answer(services, context, request)` returns the response as plain data
+(`kraft/kafka/entities.py` builds the kio type of the request's version from it).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol
+
+from kio.index import load_response_schema
+
+from kraft.errors import KraftError, from_exception
+from kraft.kafka.entities import build, error_response
+from kraft.server.quotas import REQUEST, TimedAwait
+from kraft.server.request_context import RequestContext
+from kraft.server.services import BrokerServices
+
+log = logging.getLogger("kraft.kafka")
+
+Answer = Callable[[BrokerServices, RequestContext, Any], Awaitable[Mapping[str, Any]]]
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+
+class Registry(Protocol):
+    """kraft/kafka/dispatch.py's HandlerRegistry."""
+
+    def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None: ...
+
+
+@dataclass(frozen=True)
+class KafkaApi:
+    api_key: int
+    min_version: int
+    max_version: int
+    answer: Answer
+
+    def handler(self, services: BrokerServices) -> Handler:
+        async def handle(ctx: RequestContext, request: Any) -> Any:
+            return await respond(services, self.api_key, self.answer, ctx, request)
+        return handle
+
+
+def register(registry: Registry, services: BrokerServices, apis: Iterable[KafkaApi]) -> None:
+    for api in apis:
+        registry.register(api.api_key, api.min_version, api.max_version, api.handler(services))
+
+
+async def respond(services: BrokerServices, api_key: int, answer: Answer, ctx: RequestContext, request: Any) -> Any:
+    started = time.monotonic()
+    timed = TimedAwait(answer(services, ctx, request))
+    error: KraftError | None = None
+    data: Mapping[str, Any] = {}
+    try:
+        data = await timed
+    except Exception as e:  # noqa: BLE001 - answered as Kafka does, UNKNOWN_SERVER_ERROR for a bug
+        error = from_exception(e)
+        if error.error_code == "UNKNOWN_SERVER_ERROR":
+            log.error("%s request from %s failed", ctx.api, ctx.client_address, exc_info=e)
+    throttle_ms = services.quotas.throttle_time(ctx, REQUEST, timed.busy_s * 1000)
+    if services.metrics is not None:
+        services.metrics.observe_request(ctx, "NONE" if error is None else error.error_code,
+                                         time.monotonic() - started)
+    if error is None:
+        return build(load_response_schema(api_key, ctx.api_version), {**data, "throttle_time": throttle_ms})
+    response = error_response(api_key, ctx.api_version, error, throttle_ms)
+    if response is None:  # an answer without a top-level error: the handler must place it
+        raise error
+    return response
