@@ -20,8 +20,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from kraft.metadata.acl import CLUSTER as CLUSTER_TYPE, GROUP, TOPIC
+from kraft.metadata.acl import CLUSTER as CLUSTER_TYPE, GROUP, TOPIC, TRANSACTIONAL_ID
 from kraft.server.access import (
+    ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, END_TXN, GROUP_COORDINATOR,
+    LIST_TRANSACTIONS, TXN_COORDINATOR, TXN_OFFSET_COMMIT, WRITE_TXN_MARKERS,
     ALTER_CLIENT_QUOTAS, ALTER_PARTITION_REASSIGNMENTS, ALTER_USER_SCRAM_CREDENTIALS, API_ACCESS, AUTO_CREATE, CLUSTER,
     CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, CREATE_ACLS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS,
     DELETE_GROUPS, DELETE_RECORDS, DELETE_TOPICS, DESCRIBE_ACLS, DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CONFIGS,
@@ -30,10 +32,11 @@ from kraft.server.access import (
     NODES, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, PRODUCE, REPLICA_FETCH, Access, Rule, describe,
 )
 
-# Every route under these is the cluster's own unless the table gives it a client API
-NODE_PREFIXES = ("/v1/controller/", "/v1/zk/")
+# Every route under these is the cluster's own unless the table gives it a client API (the
+# controller's RPCs, ZooKeeper-mode pushes, the partition side of the transaction coordinator's)
+NODE_PREFIXES = ("/v1/controller/", "/v1/zk/", "/v1/partitions/")
 # the path parameters that name a resource, by the resource type they name
-PATH_RESOURCES = {"topic": TOPIC, "group": GROUP}
+PATH_RESOURCES = {"topic": TOPIC, "group": GROUP, "transactional_id": TRANSACTIONAL_ID}
 NODE_RULE = Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES)
 
 
@@ -93,18 +96,31 @@ ACCESS: dict[tuple[str, str], RouteAccess] = {
     ("POST", "/v1/fetch"): RouteAccess(FETCH),
     ("GET", "/v1/replication"): RouteAccess(
         FETCH, only=REPLICA_FETCH, note="a follower's replication channel: the node its handshake names"),
+    ("GET", "/v1/log-dirs"): RouteAccess(DESCRIBE_LOG_DIRS),
     ("GET", "/v1/trace"): RouteAccess(DESCRIBE_LOG_DIRS, note="stage timings of records by topic, as /metrics"),
     ("POST", "/v1/producers/init"): RouteAccess(INIT_PRODUCER_ID),
     # -- consumer groups
     ("GET", "/v1/groups"): RouteAccess(LIST_GROUPS),
     ("GET", "/v1/groups/{group}"): RouteAccess(CONSUMER_GROUP_DESCRIBE),
     ("DELETE", "/v1/groups/{group}"): RouteAccess(DELETE_GROUPS),
-    ("GET", "/v1/groups/{group}/coordinator"): RouteAccess(FIND_COORDINATOR),
+    ("GET", "/v1/groups/{group}/coordinator"): RouteAccess(FIND_COORDINATOR, only=GROUP_COORDINATOR),
     ("POST", "/v1/groups/{group}/heartbeat"): RouteAccess(CONSUMER_GROUP_HEARTBEAT),
     ("POST", "/v1/groups/{group}/offsets"): RouteAccess(OFFSET_COMMIT),
     ("GET", "/v1/groups/{group}/offsets"): RouteAccess(OFFSET_FETCH),
     ("POST", "/v1/groups/{group}/offsets/delete"): RouteAccess(OFFSET_DELETE),
     ("POST", "/v1/groups/{group}/offsets/reset"): RouteAccess(OFFSET_COMMIT),  # Kafka's tools reset by commits
+    ("POST", "/v1/groups/{group}/txn-offsets"): RouteAccess(TXN_OFFSET_COMMIT),
+    # -- transactions
+    ("GET", "/v1/transactions/{transactional_id}/coordinator"): RouteAccess(FIND_COORDINATOR, only=TXN_COORDINATOR),
+    ("POST", "/v1/transactions/{transactional_id}/init"): RouteAccess(INIT_PRODUCER_ID),
+    ("POST", "/v1/transactions/{transactional_id}/partitions"): RouteAccess(ADD_PARTITIONS_TO_TXN),
+    ("POST", "/v1/transactions/{transactional_id}/offsets"): RouteAccess(ADD_OFFSETS_TO_TXN),
+    ("POST", "/v1/transactions/{transactional_id}/end"): RouteAccess(END_TXN),
+    ("GET", "/v1/transactions/{transactional_id}"): RouteAccess(DESCRIBE_TRANSACTIONS),
+    ("GET", "/v1/transactions"): RouteAccess(LIST_TRANSACTIONS),
+    ("GET", "/v1/topics/{topic}/partitions/{partition}/producers"): RouteAccess(DESCRIBE_PRODUCERS),
+    ("POST", "/v1/partitions/txn-markers"): RouteAccess(WRITE_TXN_MARKERS, node_only=True),
+    ("POST", "/v1/partitions/txn-verify"): RouteAccess(WRITE_TXN_MARKERS, node_only=True),
     # -- security: SCRAM credentials, ACLs, client quotas
     ("GET", "/v1/users/scram-credentials"): RouteAccess(DESCRIBE_USER_SCRAM_CREDENTIALS),
     ("POST", "/v1/users/scram-credentials"): RouteAccess(ALTER_USER_SCRAM_CREDENTIALS),
@@ -170,7 +186,8 @@ def up_front(route: str, entry: RouteAccess) -> list[tuple[Rule, str | None]]:
 def markdown_table() -> str:
     rows = ["| Route | Kafka API | Needs |", "|---|---|---|"]
     for (method, route), entry in ACCESS.items():
-        named = {resource_type: f"the {parameter}" for resource_type, parameter in path_parameters(route).items()}
+        named = {resource_type: f"the {parameter.replace('_', ' ')}"
+                 for resource_type, parameter in path_parameters(route).items()}
         parts = describe(entry.access, named) or ["none"]
         if entry.note:
             parts.append(entry.note)

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import msgspec
 
 from kraft.api.errors import HTTP_STATUS
-from kraft.api.messages import batch, controller, groups, node, records, security, topics
+from kraft.api.messages import batch, controller, groups, node, records, security, topics, txn
 from kraft.api.messages.common import ErrorResponse, GroupId, PartitionNumber, TopicName
 
 # Every route may answer these; a route with a body also the body's size and media type errors.
@@ -24,6 +24,9 @@ BODY_ERRORS = ("MESSAGE_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE")
 TOPIC = ("INVALID_TOPIC_EXCEPTION", "UNKNOWN_TOPIC_OR_PARTITION", "TOPIC_AUTHORIZATION_FAILED")
 ADMIN = ("NOT_CONTROLLER", "REQUEST_TIMED_OUT", "POLICY_VIOLATION")  # a change the controller makes
 LEADER = ("NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE", "KAFKA_STORAGE_ERROR")
+TXN_COORDINATOR = ("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
+                   "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+TXN_PRODUCER = ("PRODUCER_FENCED", "INVALID_PRODUCER_ID_MAPPING", "CONCURRENT_TRANSACTIONS")
 GROUP = ("GROUP_AUTHORIZATION_FAILED", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR",
          "COORDINATOR_LOAD_IN_PROGRESS")
 NODE = ("CLUSTER_AUTHORIZATION_FAILED", "NOT_CONTROLLER")  # the controller's routes for the cluster's nodes
@@ -35,6 +38,7 @@ CLUSTER = ("CLUSTER_AUTHORIZATION_FAILED", "SECURITY_DISABLED", "UNSUPPORTED_VER
 DOCS_ASSETS = {"swagger-ui-bundle.js": "application/javascript", "swagger-ui.css": "text/css",
                "docs.js": "application/javascript"}
 PATH_PARAMETERS: dict[str, Any] = {"topic": TopicName, "partition": PartitionNumber, "group": GroupId,
+                                   "transactional_id": txn.TransactionalId,
                                    "asset": Literal[tuple(DOCS_ASSETS)]}
 
 
@@ -98,6 +102,52 @@ ROUTES = (
     Route("POST", "/v1/fetch", "Fetch record batches from many partitions (long poll)", batch.FetchResponse,
           batch.FetchRequest, errors=("TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
                                       "UNSUPPORTED_VERSION")),
+    Route("POST", "/v1/partitions/txn-markers",
+          "Write COMMIT or ABORT markers for the transaction coordinator (Kafka's WriteTxnMarkers; nodes only)",
+          txn.WriteTxnMarkersResponse, txn.WriteTxnMarkersRequest, errors=("CLUSTER_AUTHORIZATION_FAILED",),
+          description="Per partition: NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS, "
+                      "REQUEST_TIMED_OUT (the replicas did not follow in time), INVALID_PRODUCER_EPOCH, "
+                      "TRANSACTION_COORDINATOR_FENCED, KAFKA_STORAGE_ERROR."),
+    Route("POST", "/v1/partitions/txn-verify",
+          "Let partitions take a transaction's first batch (KIP-890's verification; nodes only)",
+          txn.VerifyTransactionResponse, txn.VerifyTransactionRequest, errors=("CLUSTER_AUTHORIZATION_FAILED",),
+          description="Per partition: NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR."),
+    Route("GET", "/v1/transactions/{transactional_id}/coordinator",
+          "The coordinator of a transactional id (Kafka's FindCoordinator, key type transaction)",
+          txn.FindTransactionCoordinatorResponse,
+          errors=TXN_COORDINATOR),
+    Route("POST", "/v1/transactions/{transactional_id}/init",
+          "Producer id and epoch of a transactional id, fencing older producers (Kafka's InitProducerId)",
+          node.InitProducerIdResponse, txn.InitTransactionRequest,
+          errors=(*TXN_COORDINATOR, "CONCURRENT_TRANSACTIONS", "INVALID_TRANSACTION_TIMEOUT")),
+    Route("POST", "/v1/transactions/{transactional_id}/partitions",
+          "Add partitions to the open transaction (Kafka's AddPartitionsToTxn)",
+          txn.AddPartitionsToTxnResponse, txn.AddPartitionsToTxnRequest,
+          errors=(*TXN_COORDINATOR, *TXN_PRODUCER, "TOPIC_AUTHORIZATION_FAILED"),
+          description="Per partition: UNKNOWN_TOPIC_OR_PARTITION (then the others OPERATION_NOT_ATTEMPTED), or "
+                      "the leader's answer to the KIP-890 verification (NOT_LEADER_OR_FOLLOWER, ...)."),
+    Route("POST", "/v1/transactions/{transactional_id}/offsets",
+          "Add a group's offsets partition to the open transaction (Kafka's AddOffsetsToTxn)",
+          txn.TransactionAck, txn.AddOffsetsToTxnRequest,
+          errors=(*TXN_COORDINATOR, *TXN_PRODUCER, "GROUP_AUTHORIZATION_FAILED")),
+    Route("POST", "/v1/transactions/{transactional_id}/end",
+          "Commit or abort the open transaction (Kafka's EndTxn; answered once it is prepared)",
+          txn.TransactionAck, txn.EndTxnRequest,
+          errors=(*TXN_COORDINATOR, *TXN_PRODUCER, "INVALID_TXN_STATE")),
+    Route("GET", "/v1/transactions/{transactional_id}", "A transactional id's state (Kafka's DescribeTransactions)",
+          txn.TransactionDescription, errors=(*TXN_COORDINATOR, "TRANSACTIONAL_ID_NOT_FOUND")),
+    Route("GET", "/v1/transactions",
+          "The transactional ids this broker coordinates (Kafka's ListTransactions; `states`, `producer_ids` "
+          "filter, comma-separated)", txn.ListTransactionsResponse),
+    Route("POST", "/v1/groups/{group}/txn-offsets",
+          "Commit offsets in a transaction: the group sees them once it commits (Kafka's TxnOffsetCommit)",
+          txn.TransactionAck, txn.TxnOffsetCommitRequest,
+          errors=("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
+                  "INVALID_PRODUCER_EPOCH", "INVALID_TXN_STATE", "GROUP_AUTHORIZATION_FAILED",
+                  "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")),
+    Route("GET", "/v1/topics/{topic}/partitions/{partition}/producers",
+          "The active producers of a partition (Kafka's DescribeProducers)", txn.DescribeProducersResponse,
+          errors=(*TOPIC, *LEADER)),
     Route("POST", "/v1/producers/init", "A producer id and epoch for an idempotent producer (Kafka's InitProducerId)",
           node.InitProducerIdResponse, node.InitProducerIdRequest,
           errors=("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "BROKER_NOT_AVAILABLE")),
@@ -156,7 +206,7 @@ ROUTES = (
     Route("POST", "/v1/controller/alter-partition", "AlterPartition: an ISR change from the partition leader",
           controller.PartitionStateResponse, controller.AlterPartitionRequest,
           errors=(*NODE, "STALE_BROKER_EPOCH", "FENCED_LEADER_EPOCH", "INVALID_UPDATE_VERSION",
-                  "NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION")),
+                  "NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION", "INELIGIBLE_REPLICA")),
     Route("POST", "/v1/controller/topics", "Create a topic (what other nodes forward)",
           topics.ControllerCreateTopicResponse, topics.ControllerCreateTopicRequest,
           errors=(*NODE, "INVALID_TOPIC_EXCEPTION", "TOPIC_ALREADY_EXISTS", "INVALID_PARTITIONS",
@@ -216,6 +266,9 @@ ROUTES = (
                       "msgpack messages {id, fetch}, `fetch` being the body of a replica POST /v1/fetch naming "
                       "`replica_id`; the leader answers each with this message, the same `id`. A new fetch "
                       "supersedes one still parked (it is not answered)."),
+    Route("GET", "/v1/log-dirs", "This broker's log directories and the partitions each holds (DescribeLogDirs)",
+          node.LogDirsResponse, query=node.LogDirsQuery, errors=("CLUSTER_AUTHORIZATION_FAILED",),
+          description=node.LogDirsResponse.__doc__ or ""),
     Route("GET", "/v1/trace", "Stage events along records' way through this node (kraft-bench --trace)",
           node.TraceResponse, query=node.TraceQuery, errors=("CLUSTER_AUTHORIZATION_FAILED",),
           description=node.TraceResponse.__doc__ or ""),

@@ -27,9 +27,10 @@ from aiohttp.web_protocol import RequestPayloadError
 from kraft.api.access_middleware import LISTENER, authorization_middleware, context_middleware
 from kraft.api.errors import KraftError, from_exception, invalid_request
 from kraft.api.routes import (
-    acls, batch, controller, delete_records, forward, groups, health, metadata, metrics, openapi, producers, records,
-    replication_channel, topics, trace, users,
+    acls, batch, controller, delete_records, forward, groups, health, log_dirs, metadata, metrics, openapi, producers,
+    records, replication_channel, topics, trace, txn_markers, users,
 )
+from kraft.api.routes import transactions as transactions_routes
 from kraft.api.routes.metrics import UNCOUNTED
 from kraft.api.routes.services import SERVICES, context_of, services_of
 from kraft.api.security import SECURITY, peer, security_middleware
@@ -133,8 +134,8 @@ def build_app(services: BrokerServices, listener_name: str = "CLIENT", security_
     app[LISTENER] = (listener_name, security_protocol)
     if services.node_security is not None:
         app[SECURITY] = services.node_security
-    for module in (health, metrics, metadata, topics, records, delete_records, batch, groups, producers, controller,
-                   acls, users, openapi, trace):
+    for module in (health, metrics, metadata, topics, records, delete_records, batch, groups, producers, txn_markers,
+                   transactions_routes, controller, acls, users, openapi, trace, log_dirs):
         app.router.add_routes(module.routes)
     replication_channel.install(app)
     if services.zookeeper is not None:

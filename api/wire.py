@@ -75,7 +75,7 @@ async def read_message(request: web.Request, message: type[M]) -> M:
     `client_max_size` (aiohttp answers 413 beyond it). A body nested deeper than `MAX_BODY_DEPTH`,
     or JSON with a string that is not Unicode (a lone UTF-16 surrogate such as `"\\ud800"`), is
     refused with that reason: the decoder never builds such a body, and no Struct nests that deep."""
-    raw = await request.read()
+    raw = await read_body(request)
     content_type = request.content_type
     if content_type in _MSGPACK_TYPES:
         form, decoder = "msgpack", _decoders(message)[1]
@@ -94,6 +94,40 @@ async def read_message(request: web.Request, message: type[M]) -> M:
 
 
 _EMPTY = {"JSON": b"{}", "msgpack": b"\x80"}
+_BODY = web.RequestKey("body", object)  # a body read by `read_body` (bytes or bytearray)
+
+
+async def read_body(request: web.Request) -> bytes | bytearray:
+    """The body with at most one copy made here: the parser's one chunk itself when it came in
+    one, else the chunks gathered into one bytearray (aiohttp's `read()` gathers into a
+    bytearray and copies that into bytes). A msgpack `memoryview` field decoded from a bytearray
+    is a writable view of it, which the log stamps in place (docs/benchmarks.md, the 1 KiB
+    path). A body a middleware read already (`request.read()`: a node signature's digest) is
+    taken from there; read here, it is kept for the next `read_body`, not for `request.read()`.
+    Bounded by the application's `client_max_size` (413), as `read()`."""
+    if _BODY in request:
+        return request[_BODY]  # type: ignore[no-any-return]
+    if request.content.is_eof():  # read by request.read() before, or empty
+        return await request.read()
+    limit = request.client_max_size
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await request.content.readany():
+        chunks.append(chunk)
+        size += len(chunk)
+        if limit and size > limit:
+            raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=size)
+    if len(chunks) == 1:
+        body: bytes | bytearray = chunks[0]
+    else:
+        body = bytearray(size)
+        view = memoryview(body)
+        at = 0
+        for chunk in chunks:
+            view[at:at + len(chunk)] = chunk
+            at += len(chunk)
+    request[_BODY] = body
+    return body
 
 
 def _refusal(raw: bytes, form: str, error: Exception) -> KraftError:

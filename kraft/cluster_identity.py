@@ -53,11 +53,18 @@ def read_meta_properties(path: Path) -> dict[str, str]:
 
 
 def write_meta_properties(path: Path, cluster_id: str, node_id: int) -> None:
+    """The directory keeps its directory.id (`kraft/broker/log_dirs.py` may have written it)."""
+    directory_id = read_meta_properties(path).get("directory.id") or new_cluster_id()
+    write_properties(path, {"version": "1", "cluster.id": cluster_id, "node.id": str(node_id),
+                            "directory.id": directory_id})
+
+
+def write_properties(path: Path, props: dict[str, str]) -> None:
     """Written to a temp file, fsynced and renamed over: a crash leaves the old file or the new."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        f.write(f"#\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\ndirectory.id={new_cluster_id()}\n")
+        f.write("#\n" + "".join(f"{key}={value}\n" for key, value in props.items()))
         f.flush()
         os.fsync(f.fileno())
     tmp.replace(path)

@@ -11,6 +11,7 @@ overrides are validated by `validate_topic_configs` (the log's keys plus the rep
 from __future__ import annotations
 
 import difflib
+import os
 import socket
 import tomllib
 
@@ -155,9 +156,14 @@ def _host_ports(value: Any) -> None:
         parse_host_port(entry)
 
 
-def _one_dir(value: Any) -> None:
-    if value is not None and len(value) != 1:
-        raise ValueError(f"exactly one directory is supported, got {len(value)}")
+def _log_dirs(value: Any) -> None:
+    if value is None:
+        return
+    if not value or any(not d for d in value):
+        raise ValueError("a comma-separated list of directories, none empty")
+    resolved = [os.path.abspath(d) for d in value]
+    if len(set(resolved)) != len(resolved):
+        raise ValueError(f"a directory is listed twice: {value}")
 
 
 def _zk_connect(value: Any) -> None:
@@ -218,7 +224,10 @@ _KEYS = [
     ConfigKey("controller.quorum.bootstrap.servers", "list", [],
               "Client listeners (HOST:PORT,...) of nodes to reach the active controller through; "
               "required on a broker-only node.", _host_ports),
-    ConfigKey("log.dirs", "list", ["./kraft-data"], "The data directory (one).", _one_dir),
+    ConfigKey("log.dirs", "list", ["./kraft-data"],
+              "The log directories (JBOD): new replicas go to the live one holding the fewest partitions; "
+              "the first also holds the node's metadata log and cluster id. A directory whose disk fails "
+              "goes offline alone (docs/reliability.md).", _log_dirs),
     ConfigKey("listeners", "string", "127.0.0.1:9092",
               "The client listener (HTTP and the Kafka protocol), HOST:PORT; or Kafka's NAME://HOST:PORT,... list, "
               "where the entry named in controller.listener.names is the controller listener, the one named by "
@@ -399,6 +408,16 @@ _KEYS = [
               "topic its members do not subscribe to, after the commit).", at_least(1, INT_MAX)),
     ConfigKey("offsets.retention.check.interval.ms", "long", 600000,
               "How often expired offsets are removed.", _POSITIVE),
+    ConfigKey("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.",
+              _POS_INT),
+    ConfigKey("transaction.state.log.replication.factor", "int", 3,
+              "Replication factor of __transaction_state (capped at the live broker count).",
+              at_least(1, 32767)),
+    ConfigKey("transaction.state.log.min.isr", "int", 2,
+              "min.insync.replicas of __transaction_state.", at_least(1, 32767)),
+    ConfigKey("transaction.max.timeout.ms", "int", 900000,
+              "The longest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT).",
+              _POS_INT),
     ConfigKey("group.consumer.session.timeout.ms", "int", 45000, "Consumer member session timeout.",
               _POS_INT),
     ConfigKey("group.consumer.heartbeat.interval.ms", "int", 5000, "Consumer heartbeat interval.",
@@ -471,7 +490,12 @@ class KraftConfig:
 
     @property
     def data_dir(self) -> Path:
+        """The first log directory: the node's own files (metadata log, meta.properties, secret)."""
         return Path(self["log.dirs"][0])
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        return [Path(d) for d in self["log.dirs"]]
 
     @property
     def listener(self) -> tuple[str, int]:

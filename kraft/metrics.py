@@ -122,11 +122,14 @@ class ReplicaManagerCollector(_Guarded):
     A collect without a refresh first (a direct registry read) reads the replicas itself."""
 
     def __init__(self, node_id: int, reader: PartitionStateReader,
-                 image: Callable[[], MetadataImage], topic_labels: bool) -> None:
+                 image: Callable[[], MetadataImage], topic_labels: bool,
+                 log_directories: Callable[[], list[tuple[str, bool]]] = lambda: []) -> None:
+        """`log_directories()`: (path, online) of each log directory (kafka.log:type=LogManager)."""
         self.node_id = node_id
         self.reader = reader
         self.image = image
         self.topic_labels = topic_labels
+        self.log_directories = log_directories
         self._views: list[tuple[str, int, PartitionView]] | None = None  # taken by `refresh`
 
     async def refresh(self) -> None:
@@ -167,6 +170,7 @@ class ReplicaManagerCollector(_Guarded):
         quarantined = GaugeMetricFamily("kraft_log_quarantined_regions", quarantined_doc,
                                         labels=labels)
         total_size = total_segments = total_quarantined = 0
+        dir_sizes: dict[str, int] = {}
         exporter = _ExporterGauges() if self.topic_labels else None
         for topic, index, view in self.reader.local_partitions() if views is None else views:
             if self.node_id not in view.replicas:
@@ -175,6 +179,7 @@ class ReplicaManagerCollector(_Guarded):
             if view.offline:
                 counts["offlinereplicacount"] += 1
             if view.has_log:
+                dir_sizes[view.log_dir] = dir_sizes.get(view.log_dir, 0) + view.size_in_bytes
                 total_size += view.size_in_bytes
                 total_segments += view.segment_count
                 total_quarantined += view.quarantined_count
@@ -209,10 +214,12 @@ class ReplicaManagerCollector(_Guarded):
             "underreplicatedpartitions": "Partitions led here whose ISR is smaller than the replica set.",
             "underminisrpartitioncount": "Partitions led here whose ISR is below min.insync.replicas.",
             "atminisrpartitioncount": "Partitions led here whose ISR is exactly min.insync.replicas.",
-            "offlinereplicacount": "Local replicas whose log could not be opened.",
+            "offlinereplicacount": "Local replicas whose log could not be opened, could not record "
+                                   "its role, or is on an offline log directory.",
         }
         for name, value in counts.items():
             yield _gauge(prefix + name, docs[name], value)
+        yield from self._log_directories(dir_sizes)
         fetcher_lag = GaugeMetricFamily(
             "kafka_server_replicafetchermanager_maxlag",
             "Largest follower lag in messages (leader's log end minus follower's) over the "
@@ -233,6 +240,24 @@ class ReplicaManagerCollector(_Guarded):
             yield _gauge("kraft_log_quarantined_regions", quarantined_doc, total_quarantined)
         yield _gauge("kafka_server_brokermetadatametrics_last_applied_record_offset",
                      "Offset of the last metadata record this broker applied.", image.offset)
+
+
+    def _log_directories(self, sizes: dict[str, int]) -> Iterator[Metric]:
+        """kafka.log:type=LogManager's OfflineLogDirectoryCount and LogDirectoryOffline, and the
+        bytes of the logs each directory holds (kraft's: Kafka tells it through DescribeLogDirs)."""
+        directories = self.log_directories()
+        yield _gauge("kafka_log_logmanager_offlinelogdirectorycount", "Log directories offline on this "
+                     "broker (an I/O error took them offline; they come back with a restart).",
+                     sum(not online for _, online in directories))
+        offline = GaugeMetricFamily("kafka_log_logmanager_logdirectoryoffline",
+                                    "1 when the log directory is offline.", labels=["logdirectory"])
+        size = GaugeMetricFamily("kraft_log_logmanager_logdirectorysize_bytes",
+                                 "Bytes of the partition logs in the log directory.", labels=["logdirectory"])
+        for path, online in directories:
+            offline.add_metric([path], int(not online))
+            size.add_metric([path], sizes.get(path, 0))
+        yield offline
+        yield size
 
 
 class _ExporterGauges:
@@ -767,7 +792,7 @@ class NodeMetrics(MetricsSink):
         """Replica manager and log gauges (ISR change counts come with `on_delta`)."""
         self._replica_manager = replica_manager
         collector = ReplicaManagerCollector(self.node_id, replica_manager, lambda: replica_manager.image,
-                                            self.topic_labels)
+                                            self.topic_labels, replica_manager.log_directories)
         self.registry.register(collector)
         self._refreshers.append(collector.refresh)
         _become_sink(replica_manager, self)

@@ -44,10 +44,6 @@ UNSERVED: dict[str, Unserved] = {
         f"{_NO_JVM}: its threads are the event loop's, pysyncobj's Raft thread and disk I/O workers"),
     "kafka_network_socketserver_networkprocessoravgidle_percent": Unserved(_ONE_LOOP),
     "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent": Unserved(_ONE_LOOP),
-    "kafka_log_logmanager_offlinelogdirectorycount": Unserved(
-        "kraft has one data directory (`log.dirs` takes one) and never takes it offline: a replica whose "
-        "log cannot be opened or written goes offline alone and is retried "
-        "(`kafka_server_replicamanager_offlinereplicacount`)"),
 }
 
 

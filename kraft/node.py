@@ -38,12 +38,16 @@ from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinato
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.broker.groups.classic import ClassicConfig
 from kraft.broker.groups.membership import GroupConfig
-from kraft.broker.lifecycle import BrokerLifecycle
+from kraft.broker.lifecycle import BrokerLifecycle, LifecycleChannel
+from kraft.broker.log_dirs import LogDirs
 from kraft.broker.metadata_follower import BrokerSnapshotStore, MetadataFollower
 from kraft.broker.stage_trace import StageTrace
 from kraft.broker.metadata_publisher import BrokerMetadataPublisher
 from kraft.broker.metadata_view import BrokerMetadataView
 from kraft.broker.producer_ids import ProducerIdManager
+from kraft.broker.transactions.coordinator import TransactionCoordinator, TransactionSettings
+from kraft.broker.transactions.partition_leaders import LocalTxnPartitions, TxnPartitionLeaders
+from kraft.broker.transactions.records import TRANSACTION_STATE_TOPIC
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraft.broker.replication.alter_partition import ControllerAlterPartition
 from kraft.config import ConfigError, KraftConfig, parse_host_port, validate_topic_configs
@@ -59,7 +63,7 @@ from kraft.controller.raft_quorum import (
 )
 from kraft.cluster_identity import ClusterIdentity, ClusterIdGate, new_cluster_id
 from kraft.controller.service import ControllerService
-from kraft.dir_lock import lock_directories, release_all
+from kraft.dir_lock import DirectoryInUseError, DirectoryLock, lock_directories, release_all
 from kraft.metrics import NodeMetrics
 from kraft.readiness import MetadataProgress, ReadinessCheck
 from kraft.security.authn import ClientAuthenticator
@@ -85,6 +89,7 @@ from kraft.server.record_apis import RecordApis
 from kraft.server.security_apis import SecurityApis
 from kraft.server.services import BrokerServices
 from kraft.server.topic_apis import TopicApis
+from kraft.server.transaction_apis import TransactionApis
 from kraft.log.config import TOPIC_CONFIG_KEYS
 from kraft.log.file_cache import NO_LIMIT_FILES, OPEN_FILES, default_open_files_max
 
@@ -156,11 +161,30 @@ LOCAL_REGISTRATION_TIMEOUT_S = 30.0
 
 
 def node_directories(config: KraftConfig) -> list[Path]:
-    """Every directory the node writes: the data directory and, but in ZooKeeper mode, the
+    """Every directory the node writes: the log directories and, but in ZooKeeper mode, the
     metadata log's (the local log or the Raft journal; a broker's metadata snapshot)."""
     if config.zookeeper_mode:
-        return [config.data_dir]
-    return [config.data_dir, config.data_dir / METADATA_DIR]
+        return config.log_dirs
+    return [*config.log_dirs, config.data_dir / METADATA_DIR]
+
+
+def lock_node_directories(config: KraftConfig) -> list[DirectoryLock]:
+    """Locks `node_directories`. A log directory after the first that cannot be locked for an I/O
+    reason (a failed disk) is left out: it starts offline (`LogDirs.load`), the others serve."""
+    first, *others = node_directories(config)
+    extra = set(config.log_dirs[1:])
+    locks = lock_directories([first, *(d for d in others if d not in extra)])
+    for directory in others:
+        if directory not in extra:
+            continue
+        try:
+            locks.append(DirectoryLock.acquire(directory))
+        except DirectoryInUseError:
+            release_all(locks)
+            raise
+        except OSError as e:
+            log.error("cannot lock log directory %s: %s; it starts offline", directory, e)
+    return locks
 
 
 class Node:
@@ -170,7 +194,7 @@ class Node:
         `listeners`: how clients reach the node; the first one's port is the broker's endpoint."""
         # before anything is written (the secret file, the metadata log): a second process on
         # these directories would be a second node of this id (DirectoryInUseError)
-        self._dir_locks = lock_directories(node_directories(config))
+        self._dir_locks = lock_node_directories(config)
         try:
             self._wire(config, add_scram, on_fatal, listeners)
         except BaseException:
@@ -234,15 +258,13 @@ class Node:
         self.follower = None if config.is_controller or self.zk is not None else MetadataFollower(
             self.node_id, self.loader, self.client, BrokerSnapshotStore(self.data_dir / METADATA_DIR),
             check_cluster_id=self.identity.check)
-        self.lifecycle = None if not config.is_broker or self.zk is not None else BrokerLifecycle(
-            self.channel, self.node_id, self.endpoint, config["broker.rack"],
-            config["broker.heartbeat.interval.ms"], lambda: self.loader.image.offset, lambda: self.identity.cluster_id,
-            refused=self.fail,
-        )
+        self.lifecycle = None if not config.is_broker or self.zk is not None else self._broker_lifecycle(settings)
         self.view = BrokerMetadataView(lambda: self.cluster_id, config.topic_defaults())
         broker_epoch = (lambda: self.lifecycle.broker_epoch) if self.lifecycle is not None else (lambda: -1)
         if self.zk is not None:
             broker_epoch = lambda: self.zk.registration.broker_epoch  # noqa: E731
+        self.log_dirs = LogDirs(config.log_dirs, self.node_id)
+        self.log_dirs.load()
         self.replica_manager = ReplicaManager(
             self.node_id, self.data_dir, config.log_config(),
             config["log.retention.check.interval.ms"], config["fetch.max.bytes"],
@@ -251,7 +273,11 @@ class Node:
             broker_epoch=broker_epoch,
             recovery_point_checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
             metadata_cache=self.view,
+            log_dirs=self.log_dirs,
         )
+        if self.lifecycle is not None:
+            self.lifecycle.offline_report = lambda: self.replica_manager.offline_report
+            self.replica_manager.on_log_dir_failure = self.lifecycle.heartbeat_now
         info = NodeInfo(
             node_id=self.node_id, roles=config.roles,
             max_request_bytes=config["socket.request.max.bytes"],
@@ -284,10 +310,25 @@ class Node:
             ),
             metadata_cache=self.view,
         )
+        producer_ids = ProducerIdManager(front, self.node_id, broker_epoch)
+        self.transactions = TransactionCoordinator(
+            self.node_id, self.replica_manager, admin, producer_ids,
+            TxnPartitionLeaders(self.node_id, LocalTxnPartitions(self.replica_manager, self.groups),
+                                lambda: self.view.image),
+            TransactionSettings(
+                num_partitions=config["transaction.state.log.num.partitions"],
+                replication_factor=config["transaction.state.log.replication.factor"],
+                min_isr=config["transaction.state.log.min.isr"],
+                max_timeout_ms=config["transaction.max.timeout.ms"],
+            ),
+            metadata_cache=self.view,
+        )
         self.metrics = NodeMetrics(self.node_id, topic_labels=config["metrics.topic.labels.enable"])
         self.metrics.watch_broker(self.replica_manager)
         self.publisher = BrokerMetadataPublisher(self.node_id, self.view, self.replica_manager,
-                                                 {OFFSETS_TOPIC: self.groups.runtime}, self.metrics)
+                                                 {OFFSETS_TOPIC: self.groups.runtime,
+                                                  TRANSACTION_STATE_TOPIC: self.transactions.runtime},
+                                                 self.metrics)
         self._loop_probe: asyncio.Task[None] | None = None
         if self.controller is not None:
             self.metrics.watch_controller(self.controller, self.quorum)
@@ -295,14 +336,14 @@ class Node:
         if self.lifecycle is not None:
             self.lifecycle.security_protocol = config.security_protocol
         self.replica_manager.fetchers.security = self.peers
-        self.groups.leader_offsets.security = self.peers
+        self.groups.leader_offsets.peers.security = self.peers
+        self.transactions.leaders.peers.security = self.peers
         if self.zk is not None:
             self.zk.controller.pusher.security = self.peers
         trace = StageTrace(config["stage.trace.events"]) if config["stage.trace.events"] else None
         if trace is not None:
             self.replica_manager.trace = trace
-        self.services = self._build_services(config, info, admin, ProducerIdManager(front, self.node_id, broker_epoch),
-                                             trace)
+        self.services = self._build_services(config, info, admin, producer_ids, trace)
         self.readiness = ReadinessCheck()
         self.listeners = list(listeners)
         self._services_started = False
@@ -334,11 +375,48 @@ class Node:
             node=info, metadata=self.view, authorization=authorization, quotas=quotas,
             records=RecordApis(self.replica_manager, topics, authorization, quotas, producer_ids),
             topics=topics, groups=GroupApis(self.groups, authorization),
+            transactions=TransactionApis(self.transactions, self.groups, self.transactions.leaders.local, authorization),
             security=SecurityApis(acls, users, authorization),
             controller=ControllerApis(self.controller_api, authorization, None if self.zk is not None else self.client),
-            replicas=ReplicaAdminApis(self.replica_manager, [str(self.data_dir)], authorization),
+            replicas=ReplicaAdminApis(self.replica_manager, [str(d.path) for d in self.log_dirs.dirs], authorization,
+                                      lambda: {str(d.path) for d in self.log_dirs.offline}),
             metrics=self.metrics, status=self.status, node_security=security, tls=self.tls,
             controller_api=self.controller_api, zookeeper=self.zk, trace=trace)
+
+    def _broker_lifecycle(self, settings: ControllerSettings) -> BrokerLifecycle:
+        """The broker's registration and heartbeats, on a thread with a controller client of its
+        own (so its connection and its address book are its own too)."""
+        remote = ControllerChannel(None, ControllerClient(self._lifecycle_directory(), security=self.peers),
+                                   self.loader, settings, read_your_writes=False)
+
+        def local_is_active() -> bool:  # from the lifecycle thread: reads one tuple the loop replaces
+            claim = None if self.quorum is None else self.quorum.active_controller()
+            return claim is not None and claim[0] == self.node_id
+
+        return BrokerLifecycle(
+            LifecycleChannel(remote, self.controller, local_is_active), self.node_id, self.endpoint,
+            self.config["broker.rack"], self.config["broker.heartbeat.interval.ms"],
+            lambda: self.loader.image.offset, lambda: self.identity.cluster_id, close_controller=remote.client.close,
+            refused=self.fail)
+
+    def _lifecycle_directory(self) -> ControllerDirectory:
+        """An address book for the lifecycle thread, refreshed from this node's (its endpoints and
+        believed controller) and its quorum's: copies of dicts and tuples the node's loop
+        replaces or updates, which a copy reads whole."""
+        mirror = ControllerDirectory(bootstrap=list(self.directory.bootstrap))
+
+        def refresh() -> None:
+            known = dict(self.directory.endpoints)
+            if isinstance(self.quorum, RaftQuorum):
+                known.update(self.quorum.controller_endpoints())
+            mirror.endpoints.update(known)
+            claim = None if self.quorum is None else self.quorum.active_controller()
+            leader = claim[0] if claim is not None else self.directory.leader_id
+            if mirror.leader_id is None:
+                mirror.leader_id = leader if leader is not None else self.loader.image.controller_id
+
+        mirror.refresh = refresh
+        return mirror
 
     @property
     def cluster_id(self) -> str:
@@ -442,6 +520,7 @@ class Node:
             await self.follower.stop()
         if self._loop_probe is not None:
             self._loop_probe.cancel()
+        await self.transactions.close()
         await self.groups.close()
         await self.replica_manager.close()
         if self.controller is not None:

@@ -16,6 +16,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# why a broker in each of Kafka's states but RUNNING is not ready (`kraft.broker.broker_state`)
+BROKER_NOT_READY = {
+    "NOT_RUNNING": "broker not started",
+    "STARTING": "broker not yet registered, or catching up with its registration",
+    "RECOVERY": "broker registered but fenced (waiting to be unfenced, or it missed heartbeats)",
+    "PENDING_CONTROLLED_SHUTDOWN": "broker shutting down",
+    "SHUTTING_DOWN": "broker shutting down",
+}
+
 
 @dataclass(frozen=True)
 class MetadataProgress:
@@ -54,8 +63,5 @@ class ReadinessCheck:
                 return Readiness(False, f"metadata log not caught up (applied {progress.applied} "
                                         f"of {progress.committed})")
             self.caught_up = True
-        if broker_state == "STARTING":
-            return Readiness(False, "broker not yet registered")
-        if broker_state == "FENCED":
-            return Readiness(False, "broker registered but fenced (catching up, or missing heartbeats)")
-        return Readiness(True)
+        reason = BROKER_NOT_READY.get(broker_state or "")
+        return Readiness(True) if reason is None else Readiness(False, reason)

@@ -114,6 +114,15 @@ class BatchHeader:
     def is_log_append_time(self) -> bool:
         return bool(self.attributes & TIMESTAMP_TYPE_FLAG)
 
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG)
+
+    @property
+    def is_control(self) -> bool:
+        """A control batch (a transaction marker, `log/control.py`): never an application's record."""
+        return bool(self.attributes & CONTROL_FLAG)
+
 
 def decompressed_size(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, limit: int) -> int:
     """The size of the validated batch at `pos` with its records payload decompressed, counted a
@@ -186,6 +195,7 @@ def frame_rows(
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    transactional: bool = False,
 ) -> bytes:
     """A batch of `record_count` rows packed one after another (see `new_row_packer`), with
     offset deltas 0..record_count-1; the same bytes as `build_batch` for the same records."""
@@ -195,8 +205,8 @@ def frame_rows(
         raise InvalidRecordError(f"unknown compression {compression!r}; use one of {COMPRESSIONS}")
     return _frame(
         rows, _array_header(record_count), record_count, record_count - 1, base_offset,
-        base_timestamp, max_timestamp, COMPRESSION_CODES[compression], -1, producer_id,
-        producer_epoch, base_sequence,
+        base_timestamp, max_timestamp, COMPRESSION_CODES[compression] | (TRANSACTIONAL_FLAG if transactional else 0),
+        -1, producer_id, producer_epoch, base_sequence,
     )
 
 
@@ -230,9 +240,11 @@ def build_batch(
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    transactional: bool = False,
 ) -> bytes:
     """Builds one batch from `(key, value, headers, timestamp_ms)` tuples (headers: a sequence of
-    `(str, bytes | None)` pairs, or None). The client hot path: one packb, one CRC."""
+    `(str, bytes | None)` pairs, or None). The client hot path: one packb, one CRC.
+    `transactional` sets the batch's transactional bit (a transactional producer's, KIP-98)."""
     if not records:
         raise InvalidRecordError("a batch needs at least one record")
     if compression not in COMPRESSION_CODES:
@@ -249,7 +261,7 @@ def build_batch(
         last_offset_delta=len(rows) - 1,
         base_timestamp=base_ts,
         max_timestamp=max_ts,
-        attributes=COMPRESSION_CODES[compression],
+        attributes=COMPRESSION_CODES[compression] | (TRANSACTIONAL_FLAG if transactional else 0),
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
@@ -308,13 +320,13 @@ def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, Bat
         pos += size
 
 
-def stamp(buf: bytearray, pos: int, base_offset: int, leader_epoch: int) -> None:
+def stamp(buf: bytearray | memoryview, pos: int, base_offset: int, leader_epoch: int) -> None:
     """Writes base_offset and partition_leader_epoch in place; both sit outside the CRC."""
     _OFFSET.pack_into(buf, pos, base_offset)
     _EPOCH.pack_into(buf, pos + _EPOCH_POS, leader_epoch)
 
 
-def set_log_append_time(buf: bytearray, pos: int, size: int, timestamp: int) -> None:
+def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, timestamp: int) -> None:
     """Marks the batch at `pos` LogAppendTime with `timestamp` and recomputes its CRC, as Kafka's
     broker does for topics with message.timestamp.type=LogAppendTime."""
     attributes, last_offset_delta, _, _ = _TIMESTAMPS.unpack_from(buf, pos + ATTRIBUTES_POS)

@@ -9,15 +9,16 @@ holding them are re-validated at the next start rather than trusted, and `first_
 cleaner offset checkpoint): compaction may have removed whole batches and segments below it, so a
 gap between segments there is not missing data. The leader-epoch cache has its own Kafka-format
 file (`log/epoch_cache.py`).
-`producer_state.snapshot` (msgpack) holds the idempotent-producer state as of an offset (Kafka's
-`<offset>.snapshot`), so a partition starts by replaying only the batch headers after it.
+`producer_state.snapshot` (msgpack) holds the producer state as of an offset (Kafka's
+`<offset>.snapshot`: idempotence, open transactions, and the transactions completed above the
+high watermark), so a partition starts by replaying only the batches after it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
     """Replaces `path` with `data` whole; `sync` False skips both fsyncs, for a file that a
     crash may lose or tear because it can be rebuilt (the rename still never shows a torn one
     to a reader of the live system)."""
-    fault_injection.before_write()
+    fault_injection.before_write(path)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -91,10 +92,12 @@ class PartitionCheckpoint:
 
 @dataclass(frozen=True)
 class ProducerStateSnapshot:
-    """The producer state (`ProducerStateManager.snapshot()`) covering the log below `offset`."""
+    """The producer state (`ProducerStateManager.snapshot()` and `unreplicated()`) covering the
+    log below `offset`."""
 
     offset: int
     producers: list[list[Any]]
+    unreplicated: list[list[int]] = field(default_factory=list)
 
     @classmethod
     def read(cls, directory: Path) -> ProducerStateSnapshot | None:
@@ -103,12 +106,14 @@ class ProducerStateSnapshot:
             raw = msgpack.unpackb((directory / PRODUCER_STATE_SNAPSHOT).read_bytes(), raw=False)
             if raw.get("version") != _VERSION:
                 return None
-            return cls(offset=int(raw["offset"]), producers=list(raw["producers"]))
+            return cls(offset=int(raw["offset"]), producers=list(raw["producers"]),
+                       unreplicated=list(raw.get("unreplicated", ())))
         except (OSError, ValueError, KeyError, TypeError, AttributeError, msgpack.UnpackException):
             return None
 
     def write(self, directory: Path) -> None:
-        body = {"version": _VERSION, "offset": self.offset, "producers": self.producers}
+        body = {"version": _VERSION, "offset": self.offset, "producers": self.producers,
+                "unreplicated": self.unreplicated}
         write_atomic(directory / PRODUCER_STATE_SNAPSHOT, msgpack.packb(body, use_bin_type=True))
 
     @staticmethod

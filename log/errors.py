@@ -62,3 +62,17 @@ class UnknownProducerIdError(LogError):
     """A producer the partition has no state for sent a batch not starting at sequence 0."""
 
     error_code = "UNKNOWN_PRODUCER_ID"
+
+
+class InvalidTxnStateError(LogError):
+    """A transactional write the partition cannot take: a batch of a transaction the coordinator
+    has not added this partition to (KIP-890), or a plain batch while its producer's transaction
+    is open here."""
+
+    error_code = "INVALID_TXN_STATE"
+
+
+class TransactionCoordinatorFencedError(LogError):
+    """A transaction marker from a coordinator epoch older than one this partition has seen."""
+
+    error_code = "TRANSACTION_COORDINATOR_FENCED"

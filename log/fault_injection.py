@@ -9,6 +9,11 @@
   anything, as on a disk with no space left; missing, empty or 0: writes go through. This is
   `kraft-bench chaos`'s disk-full fault where no size-limited filesystem can be mounted.
 
+- Failed log directory: when KRAFT_FAULT_LOG_DIR_FAILED_FILE names a file, every write, fsync and
+  read of a partition's files (segments, indexes, checkpoints) under a directory that file lists
+  (one path a line) fails with EIO, as on a disk that died; the other directories work. This is
+  `kraft-bench chaos`'s log-dir fault and the JBOD tests' (`docs/reliability.md`).
+
 `kraft-bench chaos` writes these files to start a fault on a running node and clears them to heal
 it, without restarting the process. Environment variables rather than config keys: a node started
 by an operator never has them, no config file or dynamic config change can turn them on, and the
@@ -24,8 +29,10 @@ import time
 
 ENV = "KRAFT_FAULT_FSYNC_DELAY_FILE"
 DISK_FULL_ENV = "KRAFT_FAULT_DISK_FULL_FILE"
+LOG_DIR_FAILED_ENV = "KRAFT_FAULT_LOG_DIR_FAILED_FILE"
 _DELAY_FILE = os.environ.get(ENV)
 _DISK_FULL_FILE = os.environ.get(DISK_FULL_ENV)
+_LOG_DIR_FAILED_FILE = os.environ.get(LOG_DIR_FAILED_ENV)
 
 
 def _read_number(path: str) -> int:
@@ -48,8 +55,9 @@ def before_fsync() -> None:
             time.sleep(delay / 1000)
 
 
-def fsync(fd: int) -> None:
+def fsync(fd: int, path: str | os.PathLike[str] | None = None) -> None:
     before_fsync()
+    check_log_dir(path)
     os.fsync(fd)
 
 
@@ -58,7 +66,31 @@ def disk_full() -> bool:
     return bool(_DISK_FULL_FILE) and _read_number(_DISK_FULL_FILE) != 0  # type: ignore[arg-type]
 
 
-def before_write() -> None:
-    """Raises ENOSPC, writing nothing, while the injected full disk is on."""
+def before_write(path: str | os.PathLike[str] | None = None) -> None:
+    """Raises ENOSPC, writing nothing, while the injected full disk is on; EIO when `path` is
+    under an injected failed log directory."""
     if _DISK_FULL_FILE and disk_full():
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC) + " (injected: " + DISK_FULL_ENV + ")")
+    check_log_dir(path)
+
+
+def failed_log_dirs() -> list[str]:
+    """The directories the injected log-directory failure lists (absolute paths)."""
+    if not _LOG_DIR_FAILED_FILE:
+        return []
+    try:
+        with open(_LOG_DIR_FAILED_FILE) as f:
+            return [os.path.abspath(line.strip()) for line in f if line.strip()]
+    except OSError:
+        return []
+
+
+def check_log_dir(path: str | os.PathLike[str] | None) -> None:
+    """Raises EIO when `path` is under an injected failed log directory (a read, write or fsync
+    of it fails as on a dead disk)."""
+    if not _LOG_DIR_FAILED_FILE or path is None:
+        return
+    where = os.path.abspath(path)
+    for failed in failed_log_dirs():
+        if where == failed or where.startswith(failed + os.sep):
+            raise OSError(errno.EIO, f"{os.strerror(errno.EIO)} (injected: {LOG_DIR_FAILED_ENV}): {where}")

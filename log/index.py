@@ -91,7 +91,7 @@ class _SparseIndex:
             raise ValueError(f"{self.path}: key {key} not above last key {self._keys[-1]}")
         if self.is_full:
             raise ValueError(f"{self.path}: index is full ({self.max_entries} entries)")
-        fault_injection.before_write()
+        fault_injection.before_write(self.path)
         with self._file as fd:
             os.pwrite(fd, self._encode(key, value), len(self._keys) * self._entry.size)
         self._keys.append(key)

@@ -294,8 +294,8 @@ def validate_for_append(
         )
     if header.attributes & CONTROL_FLAG:
         raise InvalidRecordError("clients are not allowed to write control records")
-    if header.attributes & TRANSACTIONAL_FLAG:
-        raise InvalidRecordError("transactional batches are not supported yet")
+    if header.attributes & TRANSACTIONAL_FLAG and header.producer_id < 0:
+        raise InvalidRecordError("a transactional batch needs a producer id")
     if header.producer_id >= 0 and header.base_sequence < 0:
         raise InvalidRecordError(f"invalid sequence number {header.base_sequence} for producer {header.producer_id}")
     codec.name(header.compression_code)  # InvalidRecordError for codes 5-7

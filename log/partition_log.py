@@ -1,9 +1,12 @@
 """PartitionLog: the log of one partition replica, after Kafka's UnifiedLog/LocalLog.
 
 Owns the ordered segments of a `<topic>-<partition>` directory, the offsets (log start, log end,
-high watermark, recovery point), the leader-epoch cache, the idempotent-producer state
-(`log/producer_state.py`, snapshotted with the checkpoints and rebuilt from batch headers) and the
-checkpoints. Appends are batch-oriented (validate all, stamp, one write); reads return whole raw
+high watermark, last stable offset, recovery point), the leader-epoch cache, the producer state
+(`log/producer_state.py`: idempotence and open transactions, snapshotted with the checkpoints and
+rebuilt from the log by `log/producer_replay.py`, which also repairs the aborted-transaction
+indexes of re-validated segments) and the checkpoints. Transaction markers are written by the
+leader for the coordinator (`append_control`); a read_committed read stops at the last stable
+offset and answers the aborted transactions it overlaps (docs/transactions.md). Appends are batch-oriented (validate all, stamp, one write); reads return whole raw
 batches from one segment.
 Blocking file I/O: the broker calls it from a worker thread; a lock makes calls atomic.
 A log is created lazily: opening one whose directory does not exist creates nothing, holds no
@@ -21,12 +24,14 @@ import time
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
+from kraft.log import producer_replay
 from kraft.log.batch import HEADER_SIZE, BatchHeader, iter_batches, validate_batch
 from kraft.log.checkpoint import PartitionCheckpoint, ProducerStateSnapshot, fsync_dir
 from kraft.log.cleaner import CleanerStats, LogCleaner
 from kraft.log.config import LogConfig
+from kraft.log.control import build_marker_batch, read_marker
 from kraft.log.errors import CorruptRecordError, OffsetOutOfRangeError
 from kraft.log.partition_metadata import (
     PARTITION_METADATA, check_topic_id, sync_topic_id, write_topic_id,
@@ -35,6 +40,7 @@ from kraft.log.producer_state import Duplicate, ProducerStateManager
 from kraft.log.recovery import LogLoader, report_quarantined
 from kraft.log.retention import segments_to_delete
 from kraft.log.segment import CorruptRegion, LogSegment
+from kraft.log.txn_index import AbortedTxn
 from kraft.log.validator import LogValidator, ValidatedBatches
 
 logger = logging.getLogger(__name__)
@@ -58,12 +64,15 @@ class LogAppendInfo:
 
 @dataclass(frozen=True)
 class FetchDataInfo:
-    records: bytes  # whole batches, possibly empty
+    records: bytes | memoryview  # whole batches as stored (one read, no copy), possibly empty
     fetch_offset: int
     next_offset: int  # offset after the last returned batch (fetch_offset when empty)
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    last_stable_offset: int = -1
+    # read_committed reads: the aborted transactions overlapping the records (None otherwise)
+    aborted_transactions: tuple[AbortedTxn, ...] | None = None
 
 
 class PartitionLog:
@@ -93,7 +102,9 @@ class PartitionLog:
         self._closed = False
         self._checkpointed: tuple[object, ...] | None = None  # what the last checkpoint() wrote
         if loaded.directory_exists:
-            self._producer_state = self._load_producer_state()
+            recovered = [s for s in self._segments if s.recovered]
+            self._producer_state = self._load_producer_state(
+                recovered, trust_snapshot=all(s.txn_index_intact for s in recovered))
         else:
             self._producer_state = ProducerStateManager(config.producer_id_expiration_ms)
         if not self._segments[0].has_files:  # nothing but checkpoints (or nothing) on disk
@@ -145,6 +156,19 @@ class PartitionLog:
             self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
 
     @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: the first offset of the oldest transaction still open (or whose marker
+        is not below the high watermark yet), bounded by the high watermark and the log start.
+        read_committed readers see nothing at or past it."""
+        with self._lock:
+            state = self._producer_state
+            state.on_high_watermark_updated(self._high_watermark)
+            first = state.first_unstable_offset()
+            if first is None or first >= self._high_watermark:
+                return self._high_watermark
+            return max(first, self._log_start_offset)
+
+    @property
     def config(self) -> LogConfig:
         return self._config
 
@@ -191,24 +215,27 @@ class PartitionLog:
         return self._segments[-1]
 
     def _check_invariants(self) -> None:
-        assert self._log_start_offset <= self._high_watermark <= self._log_end_offset, (
-            self._log_start_offset, self._high_watermark, self._log_end_offset,
+        assert self._log_start_offset <= self.last_stable_offset <= self._high_watermark <= self._log_end_offset, (
+            self._log_start_offset, self.last_stable_offset, self._high_watermark, self._log_end_offset,
         )
         assert self._recovery_point <= self._log_end_offset
 
     # -- append ---------------------------------------------------------------------------------
 
-    def append_as_leader(self, batches: bytes, leader_epoch: int, now_ms: int) -> LogAppendInfo:
+    def append_as_leader(self, batches: bytes, leader_epoch: int, now_ms: int, *,
+                         coordinator: bool = False) -> LogAppendInfo:
         """Validates every batch (all or nothing, producer sequences included), stamps offsets
         from the log end offset and `leader_epoch`, and appends. A batch an idempotent producer
         retried is not appended again: it keeps its original offsets. Raises a `log.errors` error
-        without writing anything."""
+        without writing anything. `coordinator`: a coordinator writes for a producer (no
+        sequences, `ProducerStateManager.check_batches`)."""
         with self._lock:
             validated = self._validator.validate_for_leader(batches)
             latest = self.leader_epoch_cache.latest_epoch
             if latest is not None and leader_epoch < latest:
                 raise ValueError(f"leader epoch {leader_epoch} is below the latest epoch {latest}")
-            verdicts = self._producer_state.check_batches([h for _, h in validated.batches])
+            verdicts = self._producer_state.check_batches([h for _, h in validated.batches],
+                                                          coordinator=coordinator)
             fresh = [not isinstance(v, Duplicate) for v in verdicts]
             if not all(fresh):
                 validated = validated.subset(fresh)
@@ -240,6 +267,36 @@ class PartitionLog:
                     self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
             return self._append(validated, now_ms)
 
+    def append_control(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                       commit: bool, leader_epoch: int, now_ms: int) -> LogAppendInfo:
+        """Writes a COMMIT or ABORT marker ending `producer_id`'s transaction, as leader at
+        `leader_epoch`, for the transaction coordinator of `coordinator_epoch` (Kafka's
+        WriteTxnMarkers). Raises INVALID_PRODUCER_EPOCH for an epoch below the producer's,
+        TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch, writing nothing. A marker
+        for a producer with no transaction open here is written too (the coordinator's
+        partitions that got no data): it completes nothing."""
+        with self._lock:
+            self._producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            latest = self.leader_epoch_cache.latest_epoch
+            if latest is not None and leader_epoch < latest:
+                raise ValueError(f"leader epoch {leader_epoch} is below the latest epoch {latest}")
+            batch = build_marker_batch(producer_id=producer_id, producer_epoch=producer_epoch,
+                                       coordinator_epoch=coordinator_epoch, commit=commit,
+                                       timestamp=now_ms)
+            validated = self._validator.assign_offsets(
+                self._validator.validate_for_follower(bytearray(batch), 0),  # stamped in place
+                self._log_end_offset, leader_epoch,
+                now_ms)
+            if latest != leader_epoch:
+                self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
+            return self._append(validated, now_ms)
+
+    def verify_transaction(self, producer_id: int, producer_epoch: int) -> None:
+        """KIP-890: the coordinator added this partition to the transaction of (producer id,
+        epoch); its first transactional batch may now begin it here (`ProducerStateManager`)."""
+        with self._lock:
+            self._producer_state.verify_transaction(producer_id, producer_epoch)
+
     def _append(self, validated: ValidatedBatches, now_ms: int) -> LogAppendInfo:
         if self._active.should_roll(
             self._config, validated.size_in_bytes, validated.max_timestamp,
@@ -249,8 +306,12 @@ class PartitionLog:
         if not self._active.has_files or self.leader_epoch_cache.deferred:
             self._create_files()
         self._active.append(validated.buffer, validated.batches)
+        try:
+            self._update_producer_state(validated)
+        except OSError:
+            self._undo_append(validated)
+            raise
         self._log_end_offset = validated.last_offset + 1
-        self._producer_state.update_all(header for _, header in validated.batches)
         info = LogAppendInfo(
             first_offset=validated.first_offset,
             last_offset=validated.last_offset,
@@ -267,6 +328,26 @@ class PartitionLog:
             except OSError as e:  # the batches are in the log and must be answered: the next flush retries
                 logger.error("%s: flush failed: %s", self.directory.name, e)
         return info
+
+    def _update_producer_state(self, validated: ValidatedBatches) -> None:
+        """The appended batches into the producer state; the transactions their markers abort
+        into the active segment's `.txnindex` (after the marker is in the segment)."""
+        for pos, header in validated.batches:
+            marker = read_marker(validated.buffer, pos) if header.is_control else None
+            aborted = producer_replay.apply(self._producer_state, header, marker)
+            if aborted is not None:
+                self._active.txn_index.append(producer_replay.aborted_entry(aborted))
+
+    def _undo_append(self, validated: ValidatedBatches) -> None:
+        """The `.txnindex` could not record an aborted transaction (a full disk): the batches
+        leave the segment again, so no marker is served without its entry, and the producer
+        state is rebuilt from the log. The caller's append fails."""
+        try:
+            self._active.truncate_to(validated.first_offset)
+        except OSError as e:
+            logger.error("%s: cannot remove the batches whose aborted-transaction entry failed: %s",
+                         self.directory, e)
+        self._producer_state = self._load_producer_state()
 
     def roll(self, now_ms: int) -> LogSegment:
         """Starts a new active segment at the log end offset (no-op when the active one is empty);
@@ -305,21 +386,31 @@ class PartitionLog:
         max_bytes: int,
         max_offset: int | None = None,
         min_one_batch: bool = True,
+        read_committed: bool = False,
     ) -> FetchDataInfo:
         """Whole batches from the one holding `fetch_offset`, up to `max_bytes` (at least one
         batch when `min_one_batch`), never a batch reaching `max_offset` (the high watermark for
-        consumers). Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset]."""
+        consumers). `read_committed` also stops at the last stable offset and answers the aborted
+        transactions the records overlap (Kafka's FetchIsolation.TXN_COMMITTED). Raises
+        OffsetOutOfRangeError outside [log_start_offset, log_end_offset]."""
         with self._lock:
             if not self._log_start_offset <= fetch_offset <= self._log_end_offset:
                 raise OffsetOutOfRangeError(
                     f"offset {fetch_offset} is outside [{self._log_start_offset}, "
                     f"{self._log_end_offset}]"
                 )
+            last_stable_offset = self.last_stable_offset
             limit = self._log_end_offset if max_offset is None else min(max_offset, self._log_end_offset)
+            if read_committed:
+                limit = min(limit, last_stable_offset)
             records = self._read_batches(fetch_offset, max_bytes, limit, min_one_batch)
             next_offset = fetch_offset
             for _, header in iter_batches(records):
                 next_offset = header.next_offset
+            aborted = None
+            if read_committed:
+                aborted = tuple(producer_replay.collect_aborted_transactions(
+                    self._segments, fetch_offset, next_offset)) if records else ()
             return FetchDataInfo(
                 records=records,
                 fetch_offset=fetch_offset,
@@ -327,10 +418,12 @@ class PartitionLog:
                 high_watermark=self._high_watermark,
                 log_start_offset=self._log_start_offset,
                 log_end_offset=self._log_end_offset,
+                last_stable_offset=last_stable_offset,
+                aborted_transactions=aborted,
             )
 
     def _read_batches(self, fetch_offset: int, max_bytes: int, limit: int, min_one_batch: bool,
-                      may_quarantine: bool = True) -> bytes:
+                      may_quarantine: bool = True) -> bytes | memoryview:
         if fetch_offset >= limit:
             return b""
         i = max(0, bisect_right([s.base_offset for s in self._segments], fetch_offset) - 1)
@@ -363,7 +456,8 @@ class PartitionLog:
         # this segment; no fsync here, on the reader's thread.
         return True
 
-    def _read_from(self, i: int, fetch_offset: int, max_bytes: int, limit: int, min_one_batch: bool) -> bytes:
+    def _read_from(self, i: int, fetch_offset: int, max_bytes: int, limit: int,
+                   min_one_batch: bool) -> bytes | memoryview:
         """Whole checked batches from segment `i` on; `_CorruptRead` names the segment whose
         batch or header failed."""
         for i, segment in enumerate(self._segments[i:], i):
@@ -398,7 +492,8 @@ class PartitionLog:
                 f"{self.directory.name}: corrupt batch at offset {fetch_offset} (segment "
                 f"{segment.base_offset}, position {position}): {e}", segment
             ) from None
-        return data[:end]
+        # the read's own buffer: a view of its whole batches, not a copy of them
+        return data if end == len(data) else memoryview(data)[:end]
 
     def offset_for_timestamp(
         self, timestamp: int, max_offset: int | None = None
@@ -427,32 +522,26 @@ class PartitionLog:
     def producer_state(self) -> ProducerStateManager:
         return self._producer_state
 
-    def _load_producer_state(self) -> ProducerStateManager:
-        """The snapshot (when it does not reach past the log end) plus the batch headers after
-        it; without a usable snapshot, every batch header of the log."""
+    def _load_producer_state(self, rebuild: Sequence[LogSegment] = (),
+                             trust_snapshot: bool = True) -> ProducerStateManager:
+        """The snapshot (when it does not reach past the log end) plus the batches after it;
+        without a usable snapshot (or not `trust_snapshot`: a re-validated segment's
+        `.txnindex` had to be reset, so every entry is rebuilt), every batch of the log. The
+        replay repairs the `.txnindex` of the `rebuild` segments (re-validated by recovery at
+        open: `log/producer_replay.py`)."""
         expiration_ms = self._config.producer_id_expiration_ms
-        snapshot = ProducerStateSnapshot.read(self.directory)
+        snapshot = ProducerStateSnapshot.read(self.directory) if trust_snapshot else None
         state, start = ProducerStateManager(expiration_ms), self._log_start_offset
         if snapshot is not None and snapshot.offset <= self._log_end_offset:
             try:
-                state = ProducerStateManager.from_snapshot(snapshot.producers, expiration_ms)
+                state = ProducerStateManager.from_snapshot(snapshot.producers, expiration_ms,
+                                                           unreplicated=snapshot.unreplicated)
                 start = max(start, snapshot.offset)
             except (ValueError, TypeError) as e:
                 logger.warning("%s: ignoring a bad producer state snapshot: %s", self.directory, e)
-        state.update_all(self._headers_from(start))
+        producer_replay.replay(self._segments, start, state, rebuild)
+        state.on_high_watermark_updated(self._high_watermark)
         return state
-
-    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
-        """Headers of the batches holding offsets >= `offset`, in log order."""
-        for segment in self._segments:
-            if segment.next_offset <= offset:
-                continue
-            region = segment.corrupt_region_of(offset)  # no producer state in corrupt data
-            found = segment.find_batch(offset if region is None else region.end_offset)
-            if found is None:
-                continue
-            for _, header in segment.batches(found[0]):
-                yield header
 
     # -- truncation -----------------------------------------------------------------------------
 
@@ -564,13 +653,15 @@ class PartitionLog:
             return count
 
     def compact(self, now_ms: int) -> CleanerStats:
-        """Compacts the segments below the active one and the high watermark
-        (cleanup.policy=compact); a no-op for delete-only topics."""
+        """Compacts the segments below the active one and the last stable offset
+        (cleanup.policy=compact: no open transaction is touched, aborted ones are removed); a
+        no-op for delete-only topics."""
         with self._lock:
             if not self._config.compact or not self._directory_exists:
                 return CleanerStats()
             cleaner = LogCleaner(self.directory, self._config)
-            count = cleaner.cleanable_count(self._segments, self._high_watermark, now_ms)
+            stable = self.last_stable_offset
+            count = cleaner.cleanable_count(self._segments, stable, now_ms)
             if count == 0:
                 return CleanerStats()
             first_dirty = self._segments[count].base_offset
@@ -579,7 +670,9 @@ class PartitionLog:
                 # beyond the checkpointed offset for a missing range
                 self._first_dirty_offset = first_dirty
                 self.checkpoint()
-            self._segments, stats = cleaner.clean(self._segments, self._high_watermark, now_ms)
+            aborted = producer_replay.collect_aborted_transactions(
+                self._segments, self._segments[0].base_offset, first_dirty)
+            self._segments, stats = cleaner.clean(self._segments, stable, now_ms, aborted)
             if stats.segments_removed:
                 self._dir_dirty = True
             return stats
@@ -645,7 +738,9 @@ class PartitionLog:
                 quarantined=tuple((r.start_offset, r.end_offset) for r in self.quarantined),
                 first_dirty_offset=self._first_dirty_offset,
             ).write(self.directory)
-            ProducerStateSnapshot(self._log_end_offset, self._producer_state.snapshot()).write(
+            state = self._producer_state
+            state.on_high_watermark_updated(self._high_watermark)
+            ProducerStateSnapshot(self._log_end_offset, state.snapshot(), state.unreplicated()).write(
                 self.directory
             )
             self._checkpointed = self._checkpoint_state()

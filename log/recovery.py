@@ -32,7 +32,7 @@ from kraft.log.segment import CorruptRegion, LogSegment
 
 logger = logging.getLogger(__name__)
 
-_SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+_SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
 _LEFTOVER_SUFFIXES = (".tmp", ".cleaned", ".deleted")
 
 

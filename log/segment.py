@@ -9,7 +9,8 @@ header scans then skip and its lookups refuse). File I/O goes straight to the OS
 killed process loses nothing acknowledged, and readers never share a file position with writers.
 A new segment (`new=True`: a new partition's, or the one a roll starts) has no files until
 `create_files`, which the partition log calls before its first append: an idle partition costs
-no file and no descriptor.
+no file and no descriptor. Its `.txnindex` (aborted transactions, `log/txn_index.py`) exists only
+once it holds an entry: the partition log appends them, and repairs it after recovery.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kraft.log.errors import CorruptRecordError
 from kraft.log.file_cache import OPEN_FILES, CachedFile
 from kraft.log.index import OffsetIndex, TimeIndex
 from kraft.log.scan import BadOffsetsError, CorruptRange, Frame, scan
+from kraft.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 if TYPE_CHECKING:
     from kraft.log.epoch_cache import LeaderEpochFileCache
@@ -101,12 +103,18 @@ class LogSegment:
                 for cached in opened:
                     cached.close()
                 raise
+        self.txn_index = TransactionIndex(directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX),
+                                          base_offset, new=new)
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
         self.next_offset = base_offset  # offset after the last batch's last offset
         self.rolling_based_timestamp: int | None = None  # first batch's max timestamp
         self._bytes_since_last_index_entry = 0
         self.corrupt_regions: tuple[CorruptRegion, ...] = ()  # set by `recover`
+        # set by `recover`: the segment was re-validated (its .txnindex is repaired by the
+        # partition log's producer-state replay), and whether the .txnindex survived intact
+        self.recovered = False
+        self.txn_index_intact = True
 
     @classmethod
     def open(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
@@ -122,6 +130,7 @@ class LogSegment:
             segment.time_index.sanity_check()
             segment._check_index_bounds()
             segment._restore_tail_state()
+            segment.txn_index.sanity_check(segment.next_offset)
         except CorruptRecordError:
             segment.close()
             raise
@@ -142,7 +151,7 @@ class LogSegment:
 
     # -- appending ------------------------------------------------------------------------------
 
-    def append(self, data: bytes | bytearray, batches: Sequence[tuple[int, BatchHeader]]) -> None:
+    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[tuple[int, BatchHeader]]) -> None:
         """Appends validated batches; `batches` holds each batch's position within `data`.
         A new segment's files are created first (its directory must exist)."""
         if not self.has_files:
@@ -332,6 +341,7 @@ class LogSegment:
         self.corrupt_regions = tuple(r for r in self.corrupt_regions if r.position < position)
         self.offset_index.truncate_to(cut_offset)
         self.time_index.truncate_to(cut_offset)
+        self.txn_index.truncate_to(cut_offset)
         self._restore_tail_state()
         return removed
 
@@ -383,6 +393,8 @@ class LogSegment:
             with self._fd as fd:
                 os.ftruncate(fd, valid_end)
             self.size = valid_end
+        self.recovered = True
+        self.txn_index_intact = self.txn_index.repair(self.next_offset)
         return SegmentRecovery(valid_bytes=valid_end, truncated_bytes=truncated, error=error,
                                quarantined=self.corrupt_regions)
 
@@ -480,19 +492,22 @@ class LogSegment:
         if not self.has_files:
             return
         with self._fd as fd:
-            fault_injection.fsync(fd)
+            fault_injection.fsync(fd, self.log_path)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         self._fd.close()
 
     def delete(self) -> None:
         self.close()
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self.log_path.unlink(missing_ok=True)
 
     def __repr__(self) -> str:
@@ -545,7 +560,7 @@ class BatchFraming:
 
 
 def _pwrite_all(file: CachedFile, data: bytes | bytearray, position: int) -> None:
-    fault_injection.before_write()
+    fault_injection.before_write(file.path)
     view = memoryview(data)
     with file as fd:
         while view:
@@ -555,6 +570,7 @@ def _pwrite_all(file: CachedFile, data: bytes | bytearray, position: int) -> Non
 
 
 def _pread_all(file: CachedFile, size: int, position: int) -> bytes:
+    fault_injection.check_log_dir(file.path)
     with file as fd:
         data = os.pread(fd, size, position)
         if len(data) == size:

@@ -1,8 +1,9 @@
 """LogValidator: checks every batch of an incoming blob before anything is appended, then stamps it.
 
 One place for Kafka's LogValidator rules: framing and CRC (`validate_batch`), batch size against
-max.message.bytes, record count and offset deltas, supported compression, no transactional or
-control batches from producers, keys on compacted topics. A request is all-or-nothing: the first bad
+max.message.bytes, record count and offset deltas, supported compression, no control batches
+from producers (transaction markers are the leader's, `log/control.py`; a replicated one must hold
+a readable marker), keys on compacted topics. A request is all-or-nothing: the first bad
 batch rejects the whole blob. A topic whose compression.type names a codec gets the producer's
 batches in that codec (recompressed here, as Kafka's LogValidator does; `producer` keeps them byte
 for byte). The leader then stamps offsets and its epoch (and LogAppendTime when configured); a
@@ -22,9 +23,7 @@ from typing import Sequence
 
 from kraft.log.batch import (
     COMPRESSION_CODES,
-    CONTROL_FLAG,
     NO_TIMESTAMP,
-    TRANSACTIONAL_FLAG,
     BatchHeader,
     decode_records,
     decompressed_size,
@@ -35,6 +34,7 @@ from kraft.log.batch import (
     validate_batch,
 )
 from kraft.log.config import LogConfig
+from kraft.log.control import read_marker
 from kraft.log.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -49,7 +49,7 @@ SUPPORTED_COMPRESSION_CODES = frozenset(COMPRESSION_CODES.values())
 class ValidatedBatches:
     """An incoming blob whose batches all passed validation, with their positions and headers."""
 
-    buffer: bytearray
+    buffer: bytes | bytearray | memoryview  # writable when it came from a producer (stamped in place)
     batches: tuple[tuple[int, BatchHeader], ...]
     record_count: int
     max_timestamp: int
@@ -79,6 +79,10 @@ class ValidatedBatches:
                 record_count += header.record_count
                 max_timestamp = max(max_timestamp, header.max_timestamp)
         return ValidatedBatches(buffer, tuple(batches), record_count, max_timestamp)
+
+
+def _writable(data: bytes | bytearray | memoryview) -> bool:
+    return isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly)
 
 
 class LogValidator:
@@ -151,9 +155,12 @@ class LogValidator:
             )
 
     def _validate(self, data: bytes | bytearray | memoryview, from_producer: bool) -> ValidatedBatches:
+        """A producer's batches are stamped in place later: a writable buffer (a bytearray, or
+        a writable memoryview of one: the request body) is taken over as it is, anything else
+        copied once. A follower's batches are stored as they are."""
         if len(data) == 0:
             raise InvalidRecordError("no record batches in the request")
-        buf = bytearray(data)
+        buf = data if not from_producer or _writable(data) else bytearray(data)
         batches = []
         record_count = 0
         max_timestamp = -1
@@ -171,7 +178,7 @@ class LogValidator:
             )
         return ValidatedBatches(buf, tuple(batches), record_count, max_timestamp)
 
-    def _check_batch(self, buf: bytearray, pos: int, header: BatchHeader, from_producer: bool) -> None:
+    def _check_batch(self, buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, from_producer: bool) -> None:
         self._check_size(header)
         if header.record_count <= 0:
             raise InvalidRecordError(f"batch at position {pos} has {header.record_count} records")
@@ -181,8 +188,10 @@ class LogValidator:
                     f"batch at position {pos}: last_offset_delta {header.last_offset_delta} "
                     f"!= record_count - 1 ({header.record_count - 1})"
                 )
-            if header.attributes & (TRANSACTIONAL_FLAG | CONTROL_FLAG):
-                raise InvalidRecordError("transactional and control batches are not supported")
+            if header.is_control:
+                raise InvalidRecordError("clients are not allowed to write control records")
+            if header.is_transactional and header.producer_id < 0:
+                raise InvalidRecordError(f"batch at position {pos} is transactional without a producer id")
         elif header.last_offset_delta < header.record_count - 1:
             raise InvalidRecordError(
                 f"batch at position {pos}: last_offset_delta {header.last_offset_delta} "
@@ -190,6 +199,8 @@ class LogValidator:
             )
         if header.compression_code not in SUPPORTED_COMPRESSION_CODES:
             raise InvalidRecordError(f"unsupported compression code {header.compression_code}")
+        if header.is_control:
+            read_marker(buf, pos)  # the producer state reads it after the append: it must be readable
         if from_producer and header.compression_code != 0:
             limit = self.config.max_message_bytes
             if decompressed_size(buf, pos, header, limit) > limit:

@@ -7,8 +7,11 @@
 - Fencing a broker removes it from every ISR and moves its leaderships; the ISR never becomes
   empty: its last member stays in and the partition goes leaderless (KIP-841).
 - Unfencing a broker elects leaders for leaderless partitions it can lead.
-- An ISR change requested by a leader (AlterPartition) must keep the leader, stay within the
-  replicas, and add only unfenced brokers.
+- An ISR change requested by a leader (AlterPartition) must keep the leader and stay within the
+  replicas; it names each member with the broker epoch of the process whose position the leader
+  counted (KIP-903), and a member it adds must be registered, unfenced and at exactly that epoch
+  (INELIGIBLE_REPLICA otherwise): a broker that restarted meanwhile (an unclean shutdown may have
+  cost it records it had acknowledged) joins only from positions reported under its new epoch.
 - Reassignment (KIP-455): a target assignment makes the replicas target + the old ones leaving
   (`adding_replicas` = target - old, `removing_replicas` = old - target); every build completes a
   reassignment once the ISR holds all adding replicas and some target replica: replicas = target,
@@ -19,10 +22,11 @@ Pure: builders return `PartitionChange` records (or None when nothing changes).
 from __future__ import annotations
 
 import enum
-from typing import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Callable, Collection, Iterator, Sequence
 
 from kraft.metadata.errors import MetadataError
-from kraft.metadata.image import MetadataImage, PartitionRegistration, TopicImage
+from kraft.metadata.image import ClusterImage, MetadataImage, PartitionRegistration, TopicImage
 from kraft.metadata.records import NO_LEADER, PartitionChange
 
 
@@ -121,16 +125,29 @@ def _partitions(image: MetadataImage) -> Iterator[tuple[TopicImage, int, Partiti
             yield topic, p, reg
 
 
+def _named(image: MetadataImage, names: Collection[tuple[str, int]]
+           ) -> Iterator[tuple[TopicImage, int, PartitionRegistration]]:
+    """The partitions of `names` ((topic name, partition)) that exist, each once."""
+    for name, p in sorted(set(names)):
+        topic = image.topic_by_name(name)
+        reg = None if topic is None else topic.partitions.get(p)
+        if topic is not None and reg is not None:
+            yield topic, p, reg
+
+
 def fence_broker_changes(
-    image: MetadataImage, broker_id: int, unclean_allowed: Callable[[str], bool]
+    image: MetadataImage, broker_id: int, unclean_allowed: Callable[[str], bool],
+    only: Collection[tuple[str, int]] | None = None,
 ) -> list[PartitionChange]:
-    """Changes that take `broker_id` out of every ISR and move its leaderships (KIP-841)."""
+    """Changes that take `broker_id` out of every ISR and move its leaderships (KIP-841); with
+    `only`, of those (topic name, partition) alone: its replicas on an offline log directory
+    (KIP-858), where the last ISR member stays in the ISR without leading, as a fenced one."""
 
     def acceptable(b: int) -> bool:
         return b != broker_id and image.cluster.is_unfenced(b)
 
     changes = []
-    for topic, p, reg in _partitions(image):
+    for topic, p, reg in _partitions(image) if only is None else _named(image, only):
         if broker_id not in reg.isr:
             continue  # the leader is always in the ISR, so it is not a leader here either
         isr = tuple(b for b in reg.isr if b != broker_id) or reg.isr
@@ -145,16 +162,18 @@ def fence_broker_changes(
 
 
 def unfence_broker_changes(
-    image: MetadataImage, broker_id: int, unclean_allowed: Callable[[str], bool]
+    image: MetadataImage, broker_id: int, unclean_allowed: Callable[[str], bool],
+    offline: Collection[tuple[str, int]] = (),
 ) -> list[PartitionChange]:
-    """Leader elections for leaderless partitions that `broker_id`, now unfenced, can lead."""
+    """Leader elections for leaderless partitions that `broker_id`, now unfenced, can lead (not
+    those of its `offline` replicas: on an offline log directory)."""
 
     def acceptable(b: int) -> bool:
         return b == broker_id or image.cluster.is_unfenced(b)
 
     changes = []
     for topic, p, reg in _partitions(image):
-        if reg.leader != NO_LEADER or broker_id not in reg.replicas:
+        if reg.leader != NO_LEADER or broker_id not in reg.replicas or (topic.name, p) in offline:
             continue
         change = PartitionChangeBuilder(
             topic.topic_id, p, reg, acceptable, unclean_allowed=unclean_allowed(topic.name)
@@ -184,11 +203,27 @@ def preferred_leader_change(
     return change
 
 
+NO_BROKER_EPOCH = -1
+
+
+@dataclass(frozen=True)
+class BrokerState:
+    """A member of the ISR an AlterPartition asks for (KIP-903's BrokerState): the broker and the
+    epoch of the broker process whose position the leader counted (NO_BROKER_EPOCH: not known,
+    allowed only for a member already in the ISR)."""
+
+    broker_id: int
+    broker_epoch: int = NO_BROKER_EPOCH
+
+
 def check_isr_change(
-    reg: PartitionRegistration, new_isr: Sequence[int], is_unfenced: Callable[[int], bool]
+    reg: PartitionRegistration, new_isr: Sequence[BrokerState], cluster: ClusterImage
 ) -> tuple[int, ...]:
-    """Validate the ISR a leader asks for (AlterPartition); the ISR as a tuple, or INVALID_REQUEST."""
-    isr = tuple(new_isr)
+    """Validate the ISR a leader asks for (AlterPartition); the ISR as a tuple of broker ids.
+    INVALID_REQUEST for a malformed ISR; INELIGIBLE_REPLICA for a member that is not registered,
+    a joining member that is fenced or named without its current broker epoch, or any member
+    named with an epoch that is not the registered one (Kafka's ReplicationControlManager)."""
+    isr = tuple(b.broker_id for b in new_isr)
     if len(set(isr)) != len(isr):
         raise MetadataError("INVALID_REQUEST", f"ISR {list(isr)} has duplicates")
     if reg.leader not in isr:
@@ -196,10 +231,26 @@ def check_isr_change(
     outside = [b for b in isr if b not in reg.replicas]
     if outside:
         raise MetadataError("INVALID_REQUEST", f"ISR members {outside} are not replicas {list(reg.replicas)}")
-    ineligible = [b for b in isr if b not in reg.isr and not is_unfenced(b)]
+    ineligible = [why for why in (_ineligible(member, member.broker_id not in reg.isr, cluster)
+                                  for member in new_isr) if why is not None]
     if ineligible:
-        raise MetadataError("INVALID_REQUEST", f"brokers {ineligible} are fenced and cannot join the ISR")
+        raise MetadataError("INELIGIBLE_REPLICA", f"ISR {list(isr)}: " + "; ".join(ineligible))
     return isr
+
+
+def _ineligible(member: BrokerState, joining: bool, cluster: ClusterImage) -> str | None:
+    """Why `member` cannot be in the new ISR, or None."""
+    registration = cluster.broker(member.broker_id)
+    if registration is None:
+        return f"broker {member.broker_id} is not registered"
+    if joining and registration.fenced:
+        return f"broker {member.broker_id} is fenced"
+    if member.broker_epoch == registration.broker_epoch:
+        return None
+    if joining or member.broker_epoch != NO_BROKER_EPOCH:
+        return (f"broker {member.broker_id} is at epoch {registration.broker_epoch}, the position "
+                f"counted came from epoch {member.broker_epoch}")
+    return None
 
 
 def reassignment_change(

@@ -6,6 +6,7 @@
 #   prometheus (prometheus, promtool) for the metrics tests (tests/prometheus)
 #   zookeeper (its jars; the tests start their own server) for the ZooKeeper-mode tests (tests/zookeeper)
 #   curl for the test that runs the docs' commands (tests/integration/test_docs_commands.py)
+#   redis-server (the binary; the test starts its own server) for kraft-bench peers' Redis Streams rows
 # as root, or through sudo when it asks no password; otherwise it says which are missing and which
 # suites will be skipped or fail, and goes on.
 # Python packages: this checkout, editable, with the extras dev, spark, zk and bench, pip-installed
@@ -27,6 +28,8 @@ java_ok || missing+=("Java 17+|openjdk-17-jre-headless|the Spark tests (tests/sp
     missing+=("ZooKeeper|zookeeper|the ZooKeeper-mode tests (tests/zookeeper) will be skipped")
 command -v curl >/dev/null 2>&1 ||
     missing+=("curl|curl|the docs commands test (tests/integration/test_docs_commands.py) will fail")
+command -v redis-server >/dev/null 2>&1 ||
+    missing+=("Redis|redis-server|the Redis rows of tests/integration/test_bench_peers.py will be skipped")
 
 if [ ${#missing[@]} -gt 0 ]; then
     packages=()

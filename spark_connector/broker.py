@@ -1,7 +1,7 @@
 """The connector's HTTP conversation with kraft brokers (docs/internals.md §5).
 
-`GET /v1/metadata` for partitions and leaders, `GET .../offsets` for log start / high watermark /
-timestamp lookups, and the msgpack batch routes `POST /v1/fetch` and `POST /v1/produce` sent to the
+`GET /v1/metadata` for partitions and leaders, `GET .../offsets` for log start / high watermark (or
+last stable offset, read_committed) / timestamp lookups, and the msgpack batch routes `POST /v1/fetch` and `POST /v1/produce` sent to the
 partition leader. Retriable errors (leader moved, broker down) refresh the metadata and retry until
 a deadline; a broker that cannot be reached (connection refused, reset or timed out: a restart) is
 such an error, as a disconnect is for Kafka's clients, so the metadata and health calls too are
@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence, TypeVar
 import msgpack
 import requests
 
+from kraft.api.client.fetcher import READ_COMMITTED, READ_UNCOMMITTED
 from kraft.api.client.security import PLAINTEXT, ClientSecurity
 from kraft.api.errors import KraftError
 from kraft.spark_connector.offsets import TopicPartition
@@ -49,7 +50,7 @@ class ClusterView:
 @dataclass(frozen=True)
 class ListedOffsets:
     log_start_offset: int
-    high_watermark: int
+    end_offset: int  # latest: the high watermark, or for read_committed the last stable offset
     offset: int | None = None  # the timestamp lookup's answer; None when no record is that late
 
 
@@ -58,12 +59,17 @@ class FetchedPartition:
     records: bytes
     high_watermark: int
     log_start_offset: int
+    # read_committed: (producer id, first offset) of the aborted transactions the records overlap
+    aborted: list[tuple[int, int]] | None = None
 
 
 class BrokerClient:
     def __init__(self, bootstrap_servers: Sequence[str], request_timeout_ms: int = 30_000,
-                 security: ClientSecurity = PLAINTEXT) -> None:
+                 security: ClientSecurity = PLAINTEXT, isolation_level: str = READ_UNCOMMITTED) -> None:
+        """`isolation_level` (Kafka's): read_committed fetches stop at the last stable offset
+        and answer the aborted transactions to leave out, and latest is the last stable offset."""
         self._bootstrap = list(bootstrap_servers)
+        self._isolation_level = isolation_level
         self._timeout_s = request_timeout_ms / 1000
         self._session = requests.Session()
         self._scheme = security.scheme
@@ -168,12 +174,15 @@ class BrokerClient:
     def list_offsets(self, tp: TopicPartition, timestamp: int | None = None) -> ListedOffsets:
         """Asks the partition's leader; retriable errors (a dead leader, an election under way)
         are retried with fresh metadata for up to the request timeout."""
-        params = {"timestamp": timestamp} if timestamp is not None else None
+        params: dict[str, Any] = {"isolation_level": self._isolation_level}
+        if timestamp is not None:
+            params["timestamp"] = timestamp
+        latest = "last_stable_offset" if self._isolation_level == READ_COMMITTED else "high_watermark"
 
         def ask() -> ListedOffsets:
             answer = self._call(self.leader(tp), "GET", f"/v1/topics/{tp[0]}/partitions/{tp[1]}/offsets",
                                 params=params)
-            return ListedOffsets(answer["log_start_offset"], answer["high_watermark"], answer.get("offset"))
+            return ListedOffsets(answer["log_start_offset"], answer[latest], answer.get("offset"))
         return self.retrying(ask, time.monotonic() + self._timeout_s)
 
     def fetch(self, tp: TopicPartition, fetch_offset: int, max_bytes: int, max_wait_ms: int) -> FetchedPartition:
@@ -181,6 +190,7 @@ class BrokerClient:
             "max_wait_ms": max_wait_ms,
             "min_bytes": 1,
             "max_bytes": max_bytes,
+            "isolation_level": self._isolation_level,
             "partitions": [{"topic": tp[0], "partition": tp[1], "fetch_offset": fetch_offset,
                             "partition_max_bytes": max_bytes}],
         }
@@ -190,7 +200,9 @@ class BrokerClient:
         if part.get("error_code"):
             raise KraftError(part["error_code"], part.get("message", ""), log_start_offset=part.get("log_start_offset"),
                              high_watermark=part.get("high_watermark"))
-        return FetchedPartition(bytes(part.get("records") or b""), part["high_watermark"], part["log_start_offset"])
+        aborted = part.get("aborted_transactions")
+        return FetchedPartition(bytes(part.get("records") or b""), part["high_watermark"], part["log_start_offset"],
+                                None if aborted is None else [(a["producer_id"], a["first_offset"]) for a in aborted])
 
     def produce(self, server: str, entries: list[dict[str, Any]], acks: str, timeout_ms: int) -> list[dict[str, Any]]:
         """Sends `entries` ({"topic","partition","records", ...}) to one broker; returns the

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
+from kraft.api.client.fetcher import ISOLATION_LEVELS, READ_UNCOMMITTED
 from kraft.api.client.security import PLAINTEXT, ClientSecurity, from_kafka_properties, pop_security
 from kraft.api.errors import KraftError
 from kraft.log.batch import COMPRESSIONS
@@ -32,7 +33,7 @@ SOURCE_OPTIONS = (
     "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
     "maxOffsetsPerTrigger", "minPartitions", "failOnDataLoss", "includeHeaders",
     "kraftConsumer.pollTimeoutMs", "kraft.max.partition.fetch.bytes", "kraft.request.timeout.ms",
-    *SECURITY_OPTIONS,
+    "kraft.isolation.level", *SECURITY_OPTIONS,
 )
 SINK_OPTIONS = (
     BOOTSTRAP, "topic", "includeHeaders", "exactlyOnce",
@@ -149,6 +150,7 @@ class SourceOptions:
     max_partition_fetch_bytes: int
     request_timeout_ms: int
     security: ClientSecurity = PLAINTEXT
+    isolation_level: str = READ_UNCOMMITTED
 
 
 def _subscription(opts: Mapping[str, str]) -> Subscription:
@@ -223,6 +225,9 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
     strategy = opts.get("startingOffsetsByTimestampStrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
         raise _bad("startingOffsetsByTimestampStrategy", f"expected error or latest, got {strategy!r}")
+    isolation = opts.get("kraft.isolation.level", READ_UNCOMMITTED).strip().lower()
+    if isolation not in ISOLATION_LEVELS:
+        raise _bad("kraft.isolation.level", f"expected {' or '.join(ISOLATION_LEVELS)}, got {isolation!r}")
     return SourceOptions(
         bootstrap_servers=parse_bootstrap(opts.get(BOOTSTRAP)),
         subscription=_subscription(opts),
@@ -237,6 +242,7 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
         max_partition_fetch_bytes=_int(opts, "kraft.max.partition.fetch.bytes", 8 * 1024 * 1024),  # type: ignore[arg-type]
         request_timeout_ms=_int(opts, "kraft.request.timeout.ms", 30_000),  # type: ignore[arg-type]
         security=parse_security(opts),
+        isolation_level=isolation,
     )
 
 

@@ -1,7 +1,7 @@
 """Turns a subscription and an offset spec into concrete partitions and offsets (driver side).
 
-Asks the brokers for partitions (metadata), log start offsets, high watermarks and timestamp
-lookups. Rules follow Spark's Kafka source: specific offsets must name every subscribed partition,
+Asks the brokers for partitions (metadata), log start offsets, high watermarks (last stable
+offsets for read_committed: `kraft.isolation.level`) and timestamp lookups. Rules follow Spark's Kafka source: specific offsets must name every subscribed partition,
 -2/-1 mean earliest/latest, timestamps map to the first offset at or after them.
 """
 
@@ -41,7 +41,7 @@ def earliest(client: BrokerClient, partitions: list[TopicPartition]) -> Partitio
 
 
 def latest(client: BrokerClient, partitions: list[TopicPartition]) -> PartitionOffsets:
-    return {tp: client.list_offsets(tp).high_watermark for tp in partitions}
+    return {tp: client.list_offsets(tp).end_offset for tp in partitions}
 
 
 def resolve(
@@ -64,7 +64,7 @@ def resolve(
             offset = given[tp]
             if offset in (EARLIEST, LATEST):
                 listed = client.list_offsets(tp)
-                offset = listed.log_start_offset if offset == EARLIEST else listed.high_watermark
+                offset = listed.log_start_offset if offset == EARLIEST else listed.end_offset
             out[tp] = offset
         return out
     stamps = {tp: spec.timestamp for tp in partitions} if spec.kind == "timestamp" else dict(spec.offsets or {})
@@ -75,7 +75,7 @@ def resolve(
         if listed.offset is not None:
             out[tp] = listed.offset
         elif timestamp_strategy == "latest" or option.startswith("ending"):
-            out[tp] = listed.high_watermark
+            out[tp] = listed.end_offset
         else:
             raise KraftError(
                 "OFFSET_NOT_AVAILABLE",

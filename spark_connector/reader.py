@@ -7,7 +7,8 @@ HTTP session inside `read()`.
 
 Data loss (records the query still needs were deleted by retention, or a partition vanished) fails
 the query when `failOnDataLoss=true` and is skipped with a warning otherwise, as in Spark's Kafka
-source.
+source. `kraft.isolation.level=read_committed` (Spark's `kafka.isolation.level`) plans up to the
+last stable offsets and leaves aborted transactions' records out; markers are never rows.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from kraft.api.errors import KraftError
-from kraft.log.batch import iter_batches
+from kraft.log.isolation import readable_batches
 from kraft.spark_connector import positions
 from kraft.spark_connector.broker import BrokerClient
 from kraft.spark_connector.offsets import OffsetRange, PartitionOffsets, from_json, plan_ranges, rate_limit, to_json
@@ -41,6 +42,11 @@ class RangePartition(InputPartition):
     range: OffsetRange
 
 
+def source_client(options: SourceOptions) -> BrokerClient:
+    return BrokerClient(options.bootstrap_servers, options.request_timeout_ms, options.security,
+                        options.isolation_level)
+
+
 def report_data_loss(options: SourceOptions, message: str) -> None:
     if options.fail_on_data_loss:
         raise KraftError(
@@ -53,7 +59,7 @@ def report_data_loss(options: SourceOptions, message: str) -> None:
 
 def read_range(r: OffsetRange, options: SourceOptions, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Yields the records [from_offset, until_offset) of one partition as Arrow batches."""
-    client = BrokerClient(options.bootstrap_servers, options.request_timeout_ms, options.security)
+    client = source_client(options)
     tp = (r.topic, r.partition)
     offset = r.from_offset
     deadline = time.monotonic() + options.poll_timeout_ms / 1000
@@ -68,12 +74,13 @@ def read_range(r: OffsetRange, options: SourceOptions, schema: pa.Schema) -> Ite
                     raise
                 listed = client.list_offsets(tp)
                 report_data_loss(options, f"cannot read {r.topic}-{r.partition} at offset {offset}: the "
-                                          f"log holds [{listed.log_start_offset}, {listed.high_watermark})")
+                                          f"log holds [{listed.log_start_offset}, {listed.end_offset})")
                 offset = max(offset, min(listed.log_start_offset, r.until_offset))
-                if listed.log_start_offset <= offset and listed.high_watermark <= offset:
+                if listed.log_start_offset <= offset and listed.end_offset <= offset:
                     break  # truncated below what we planned: nothing left to read
                 continue
-            batch, next_offset = _decode_page(fetched.records, offset, r.until_offset, r.topic, r.partition, schema)
+            batch, next_offset = _decode_page(fetched.records, offset, r.until_offset, r.topic, r.partition, schema,
+                                              fetched.aborted)
             if batch is not None:
                 yield batch
             if next_offset > offset:
@@ -89,17 +96,19 @@ def read_range(r: OffsetRange, options: SourceOptions, schema: pa.Schema) -> Ite
 
 
 def _decode_page(buf: bytes, offset: int, until: int, topic: str, partition: int,
-                 schema: pa.Schema) -> tuple[pa.RecordBatch | None, int]:
-    """The records of a fetch answer in [offset, until) and the offset to fetch next."""
+                 schema: pa.Schema, aborted: list[tuple[int, int]] | None = None) -> tuple[pa.RecordBatch | None, int]:
+    """The records of a fetch answer in [offset, until) and the offset to fetch next: markers, and
+    for read_committed (`aborted`) the aborted transactions' batches, are read past, never rows."""
     columns = ColumnBuilder(topic, partition, schema)
     next_offset = offset
     with _gc_paused():
-        for pos, header in iter_batches(buf):
+        for pos, header, visible in readable_batches(buf, aborted):
             if header.next_offset <= offset:
                 continue
             if header.base_offset >= until:
                 break
-            columns.add_batch(buf, pos, offset, until)
+            if visible:
+                columns.add_batch(buf, pos, offset, until)
             next_offset = min(until, header.next_offset)
         return (columns.build() if len(columns) else None), next_offset
 
@@ -123,8 +132,7 @@ class KraftBatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> list[RangePartition]:
-        client = BrokerClient(self.options.bootstrap_servers, self.options.request_timeout_ms,
-                                  self.options.security)
+        client = source_client(self.options)
         try:
             tps = positions.subscribed_partitions(client, self.options.subscription)
             start = positions.resolve(client, self.options.starting, tps, "startingOffsets",
@@ -156,8 +164,7 @@ class KraftStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def client(self) -> BrokerClient:
         if self._client is None:
-            self._client = BrokerClient(self.options.bootstrap_servers, self.options.request_timeout_ms,
-                                        self.options.security)
+            self._client = source_client(self.options)
         return self._client
 
     def initialOffset(self) -> dict:

@@ -1,7 +1,8 @@
 """Fakes for the coordinator runtime's tests (what is outside the runtime: the replica manager and
 the clock).
 
-`FakePartitions`: the runtime's `PartitionWriter` over real partition logs led here. A test says
+`FakePartitions`: the runtime's `PartitionWriter` over real partition logs led here (transaction
+markers too, committed at once). A test says
 what the next appends of a partition do (`outcomes[p]`): "commit" (default: appended, then the high
 watermark passes it), "refuse" (NOT_ENOUGH_REPLICAS before appending), "not_leader"
 (NOT_LEADER_OR_FOLLOWER before appending), "uncommitted" (appended, then REQUEST_TIMED_OUT: the
@@ -25,6 +26,7 @@ from typing import Any, Callable, Sequence
 
 from kraft.server.records import FetchPartitionResult, PartitionOffsets, ProduceEntry, ProducePartitionResult
 from kraft.log.config import LogConfig
+from kraft.log.errors import LogError
 from kraft.log.partition_log import PartitionLog
 
 
@@ -58,7 +60,8 @@ class FakePartitions:
         plog.high_watermark = plog.log_end_offset
         self._advanced[partition].set()
 
-    async def produce(self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int) -> list[ProducePartitionResult]:
+    async def produce(self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int, *,
+                      coordinator: bool = False) -> list[ProducePartitionResult]:
         assert acks == -1 and len(entries) == 1
         [entry] = entries
         p = entry.partition
@@ -68,7 +71,10 @@ class FakePartitions:
             code = "NOT_ENOUGH_REPLICAS" if outcome == "refuse" else "NOT_LEADER_OR_FOLLOWER"
             return [ProducePartitionResult(entry.topic, p, -1, -1, code, f"{outcome} (fake)")]
         plog = self.log(p)
-        info = plog.append_as_leader(entry.records, 0, 0)
+        try:
+            info = plog.append_as_leader(entry.records, 0, 0, coordinator=coordinator)
+        except LogError as e:  # refused by the log, as the replica manager answers it
+            return [ProducePartitionResult(entry.topic, p, -1, -1, e.error_code, str(e))]
         if outcome == "uncommitted":
             return [ProducePartitionResult(entry.topic, p, -1, -1, "REQUEST_TIMED_OUT", "not replicated in time (fake)")]
         assert outcome == "commit", outcome
@@ -77,6 +83,14 @@ class FakePartitions:
             await held.wait()
         self.commit(p)
         return [ProducePartitionResult(entry.topic, p, info.first_offset, plog.log_start_offset)]
+
+    async def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                               coordinator_epoch: int, commit: bool, timeout_ms: int) -> int:
+        """A marker, committed at once (the outcomes are for produce)."""
+        plog = self.log(partition)
+        info = plog.append_control(producer_id, producer_epoch, coordinator_epoch, commit, 0, 0)
+        self.commit(partition)
+        return info.first_offset
 
     async def offsets(self, topic: str, partition: int) -> PartitionOffsets:
         plog = self.log(partition)

@@ -8,6 +8,7 @@ Tests wait on conditions with deadlines (`wait_for`), never on fixed sleeps.
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
@@ -72,6 +73,7 @@ class NodeProcess:
     quorum: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
     args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # added to this process's environment
     proc: subprocess.Popen | None = None
     # start(wait=True) also waits for `?ready=true`: for a node that is ready on its own (a lone
     # combined node); a cluster's node may not be while its peers are down, so the Cluster waits
@@ -109,7 +111,7 @@ class NodeProcess:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                     cwd=self.data_dir.parent)
+                                     cwd=self.data_dir.parent, env={**os.environ, **self.env} if self.env else None)
         log.close()
         if wait:
             self.wait_healthy(timeout)
@@ -358,6 +360,22 @@ class Cluster:
             return wait_for(agreed, timeout, what="the same metadata on every node")
         except TimeoutError as exc:  # say what differed: the test's log then names the lagging node
             raise TimeoutError(f"{exc}; last seen: {json.dumps(last, sort_keys=True)}") from None
+
+    def wait_full_isr(self, topics: list[str], timeout: float = 60.0) -> float:
+        """Wait until every partition of `topics` is led and has every replica in its ISR, as
+        every running node's metadata has it; the seconds it took (time to full ISR)."""
+        started = time.monotonic()
+        names = ",".join(topics)
+
+        def full(metadata: dict[str, Any]) -> bool:
+            found = [t for t in metadata["topics"] if t["name"] in topics]
+            return len(found) == len(topics) and all(
+                p["leader"] >= 0 and sorted(p["isr"]) == sorted(p["replicas"])
+                for t in found for p in t["partitions"])
+        ids = [n.node_id for n in self.running()]
+        wait_for(lambda: all(full(self.metadata(i, names)) for i in ids), timeout,
+                 what=f"full ISRs of {names} on nodes {ids}")
+        return time.monotonic() - started
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1, via: int | None = None,
                      timeout: float = 30.0) -> dict[str, Any]:

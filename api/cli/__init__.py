@@ -5,9 +5,10 @@
 (kafka-get-offsets), `kraft delete-records` (kafka-delete-records), `kraft console-producer`,
 `kraft console-consumer`, `kraft consumer-groups` (kafka-consumer-groups), `kraft cluster
 describe`, `kraft metadata-quorum` (kafka-metadata-quorum), `kraft leader-election`
-(kafka-leader-election), `kraft reassign-partitions` (kafka-reassign-partitions), `kraft acls`
-(kafka-acls). Flags keep Kafka's names and every command takes `--version`. A KraftError prints
-`Error: <ERROR_CODE>: message` on stderr and exits 1; bad usage exits 2 (click's convention).
+(kafka-leader-election), `kraft reassign-partitions` (kafka-reassign-partitions), `kraft log-dirs`
+(kafka-log-dirs), `kraft acls` (kafka-acls), `kraft transactions` (kafka-transactions). Flags keep
+Kafka's names and every command takes `--version`. A KraftError prints `Error: <ERROR_CODE>: message`
+on stderr and exits 1; bad usage exits 2 (click's convention).
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from kraft.api.cli.consumer_groups import consumer_groups
 from kraft.api.cli.delete_records import delete_records
 from kraft.api.cli.get_offsets import get_offsets
 from kraft.api.cli.leader_election import election_lines, leader_election
+from kraft.api.cli.log_dirs import log_dirs
 from kraft.api.cli.metadata_quorum import metadata_quorum, quorum_replication_lines, quorum_status_lines
 from kraft.api.cli.reassign_partitions import generate_plan, parse_reassignment_plan, plan_json, reassign_partitions, verify_lines
 from kraft.api.cli.topics import format_topic_description, topics
+from kraft.api.cli.transactions import transactions
 
 __all__ = [
     "LineReader", "MessageFormatter", "election_lines", "format_topic_description", "generate_plan", "main",
@@ -41,5 +44,6 @@ def main() -> None:
 
 
 for _command in (topics, configs, acls, get_offsets, delete_records, console_producer, console_consumer,
-                 consumer_groups, cluster, metadata_quorum, leader_election, reassign_partitions):
+                 consumer_groups, cluster, metadata_quorum, leader_election, reassign_partitions, log_dirs,
+                 transactions):
     main.add_command(_command)

@@ -23,6 +23,17 @@ from kraft.api.version import kraft_version
 CLI_API_TIMEOUT_MS = 15_000
 
 
+def parse_broker_list(value: str) -> list[int]:
+    """--broker-list's ids (1,2,3): distinct, not negative."""
+    try:
+        brokers = [int(b) for b in value.split(",") if b.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected broker ids like 1,2,3, got {value!r}", param_hint="--broker-list") from None
+    if not brokers or len(set(brokers)) != len(brokers) or min(brokers) < 0:
+        raise click.BadParameter(f"expected distinct broker ids, got {value!r}", param_hint="--broker-list")
+    return brokers
+
+
 def admin_client(bootstrap_server: str) -> Admin:
     """The admin client every tool uses (CLI_API_TIMEOUT_MS read at call time, so tests can shorten it),
     with the security settings of --command-config."""

@@ -39,6 +39,7 @@ CONSUMER_PROPERTIES: dict[str, tuple[str, type]] = {
     "auto.commit.interval.ms": ("auto_commit_interval_ms", int),
     "max.poll.interval.ms": ("max_poll_interval_ms", int),
     "group.remote.assignor": ("group_remote_assignor", str),
+    "isolation.level": ("isolation_level", str),
 }
 
 
@@ -134,6 +135,9 @@ def parse_start_offset(value: str | None) -> str | int | None:
 @click.option("--consumer.config", "consumer_config", type=click.Path(dir_okay=False),
               help="A .properties file of consumer configs.")
 @click.option("--group", help="Consume as a member of this consumer group (offsets are committed).")
+@click.option("--isolation-level", type=click.Choice(["read_uncommitted", "read_committed"]),
+              help="read_committed leaves out transactional records that are not committed (and stops at "
+                   "open transactions); read_uncommitted (the default) reads them all.")
 def console_consumer(
     bootstrap_server: str,
     topic: str | None,
@@ -147,6 +151,7 @@ def console_consumer(
     consumer_properties: tuple[str, ...],
     consumer_config: str | None,
     group: str | None,
+    isolation_level: str | None,
 ) -> None:
     """Print records of a topic to stdout (kafka-console-consumer). With --group the consumer
     joins the group, starts from its committed offsets and commits as it goes."""
@@ -165,6 +170,8 @@ def console_consumer(
     kwargs.update(consumer_kwargs(parse_properties(consumer_properties, "--consumer-property"), "--consumer-property"))
     if group is not None and kwargs.get("group_id") not in (None, group):
         raise click.UsageError(f"--group {group} and group.id={kwargs['group_id']} disagree")
+    if isolation_level is not None:  # Kafka's console consumer: the flag sets isolation.level
+        kwargs["isolation_level"] = isolation_level
     group = group or kwargs.pop("group_id", None)
     kwargs.pop("group_id", None)
     if include is not None and group is None:

@@ -9,7 +9,7 @@ from typing import Any, Iterable
 
 import click
 
-from kraft.api.cli.common import KraftCommand, admin_client, bootstrap_option, version_option
+from kraft.api.cli.common import KraftCommand, admin_client, bootstrap_option, parse_broker_list, version_option
 from kraft.api.client import Admin, TopicPartition
 from kraft.api.client.admin import PartitionReassignment
 from kraft.metadata.placement import BrokerPlacement, place_replicas
@@ -112,16 +112,6 @@ def _topics_to_move(path: str) -> list[str]:
     return [t["topic"] for t in topics]
 
 
-def _broker_list(value: str) -> list[int]:
-    try:
-        brokers = [int(b) for b in value.split(",") if b.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected broker ids like 1,2,3, got {value!r}", param_hint="--broker-list") from None
-    if not brokers or len(set(brokers)) != len(brokers) or min(brokers) < 0:
-        raise click.BadParameter(f"expected distinct broker ids, got {value!r}", param_hint="--broker-list")
-    return brokers
-
-
 @click.command("reassign-partitions", cls=KraftCommand)
 @bootstrap_option
 @version_option
@@ -141,7 +131,7 @@ def reassign_partitions(bootstrap_server: str, reassignment_json_file: str | Non
         if generate:
             if topics_to_move_json_file is None or broker_list is None:
                 raise click.UsageError("--generate needs --topics-to-move-json-file and --broker-list")
-            brokers, topics = _broker_list(broker_list), _topics_to_move(topics_to_move_json_file)
+            brokers, topics = parse_broker_list(broker_list), _topics_to_move(topics_to_move_json_file)
             current = _current_assignment(admin, topics)
             click.echo(f"Current partition replica assignment\n{plan_json(current)}\n")
             click.echo(f"Proposed partition reassignment configuration\n"

@@ -8,10 +8,12 @@ from kraft.api.client.admin import Admin, CreatedTopic, TopicConfigs
 from kraft.api.client.consumer import Consumer
 from kraft.api.client.futures import RecordFuture
 from kraft.api.client.producer import Producer
+from kraft.api.client.transactions import TransactionAbortableError, TransactionFatalError
 from kraft.api.client.transport import NoBrokersAvailable
 from kraft.api.client.types import (
     BrokerInfo,
     ClusterDescription,
+    ConsumerGroupMetadata,
     ConsumerRecord,
     DeletedRecords,
     NewPartitions,
@@ -32,6 +34,7 @@ __all__ = [
     "BrokerInfo",
     "ClusterDescription",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "CreatedTopic",
     "DeletedRecords",
@@ -50,4 +53,6 @@ __all__ = [
     "TopicDescription",
     "TopicListing",
     "TopicPartition",
+    "TransactionAbortableError",
+    "TransactionFatalError",
 ]

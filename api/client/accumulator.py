@@ -7,16 +7,24 @@ framed with one copy and the cyclic GC has nothing to scan. `ready` says which l
 something to send (a full batch, an expired linger, or a flush), `drain` takes all sendable
 batches of those leaders, bounded by `max_request_size`, and closes them, so the next record for
 that partition opens a new batch (which is when the sticky partitioner moves on). With
-`isolate_retries` (idempotent producers) a retried batch is drained alone for its partition, so the
-broker's answer (the original offsets, for a duplicate) is that batch's alone. The caller
-serialises access with its own lock.
+`one_batch_per_partition` (idempotent producers, Kafka's drain) a request takes at most one batch
+of each partition, so a partition has at most as many batches in flight as its leader has
+requests (5), the batches a broker keeps per producer: a retried batch is always recognised with
+its original offsets, and its answer is that batch's alone. With several requests in flight per
+leader, a retried batch waits until nothing else of its partition is in flight (`in_flight`,
+batches per partition, from the sender) and goes back into its place by creation order
+(`reenqueue`), so a partition's retries reach the broker one at a time and in sequence order, as
+Kafka's RecordAccumulator does (insertInSequenceOrder, and no retry drained while an earlier
+batch of its partition is in flight). The caller serialises access with its own
+lock.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import msgpack
 
@@ -31,6 +39,7 @@ RECORD_OVERHEAD = 16
 _MAX_PACKER_HINT = 1024 * 1024
 
 LeaderOf = Callable[[TopicPartition], "int | None"]
+NOTHING_IN_FLIGHT: Mapping[TopicPartition, int] = {}
 
 
 @dataclass(eq=False, slots=True)
@@ -49,9 +58,11 @@ class ProducerBatch:
     retry_at_ms: int = 0
     encoded: bytes | None = None  # built once, reused by retries
     sequence: BatchSequence | None = None  # idempotent producers: set on the first drain
+    sent_behind_unacked: bool = False  # idempotent: an earlier batch of its partition was unacked at its last send
     last_error: Any = None  # the KraftError of the last retried attempt, reported if it expires
+    number: int = 0  # creation order in its accumulator: a retry goes back into its place
 
-    def encode(self, compression: str) -> bytes:
+    def encode(self, compression: str, transactional: bool = False) -> bytes:
         """The batch's bytes (framed once, on first call; the packer is released then)."""
         if self.encoded is None:
             assert self.packer is not None and self.record_count > 0
@@ -62,7 +73,7 @@ class ProducerBatch:
                     max_timestamp=self.max_timestamp, compression=compression,
                     producer_id=-1 if seq is None else seq.producer_id,
                     producer_epoch=-1 if seq is None else seq.producer_epoch,
-                    base_sequence=-1 if seq is None else seq.base_sequence,
+                    base_sequence=-1 if seq is None else seq.base_sequence, transactional=transactional,
                 )
             self.packer = None
             self.pack = _released
@@ -81,18 +92,19 @@ class ReadyCheck:
 
 
 class RecordAccumulator:
-    def __init__(self, batch_size: int, linger_ms: int, isolate_retries: bool = False) -> None:
+    def __init__(self, batch_size: int, linger_ms: int, one_batch_per_partition: bool = False) -> None:
         if batch_size <= 0 or linger_ms < 0:
             raise ValueError(f"batch_size must be > 0 and linger_ms >= 0, got {batch_size}, {linger_ms}")
         self.batch_size = batch_size
         self.linger_ms = linger_ms
-        self.isolate_retries = isolate_retries
+        self.one_batch_per_partition = one_batch_per_partition
         self.buffered_bytes = 0
         self.incomplete: set[ProducerBatch] = set()
         self.space_waiters = 0  # send() calls blocked on buffer memory: linger no longer applies
         self._batches: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._open: dict[TopicPartition, ProducerBatch] = {}  # the batch appends go to, per partition
         self._drain_start = 0  # rotates so a large partition cannot starve the others
+        self._numbers = itertools.count()
         self._packer_hint = min(batch_size + batch_size // 4, _MAX_PACKER_HINT)
 
     def try_append(
@@ -120,7 +132,8 @@ class RecordAccumulator:
         """Opens a new batch of `tp` (the previous open one takes no more records) holding the
         record; the sender should be woken (a linger timer starts, or a full batch waits)."""
         packer = new_row_packer(self._packer_hint)
-        batch = ProducerBatch(tp, now_ms, ProduceResult(tp), timestamp, packer, packer.pack, timestamp)
+        batch = ProducerBatch(tp, now_ms, ProduceResult(tp), timestamp, packer, packer.pack, timestamp,
+                              number=next(self._numbers))
         self._batches.setdefault(tp, deque()).append(batch)
         self._open[tp] = batch
         self.incomplete.add(batch)
@@ -149,10 +162,12 @@ class RecordAccumulator:
         return self.append_new_batch(tp, *record, size, now_ms), True
 
     def ready(
-        self, now_ms: int, leader_of: LeaderOf, busy_nodes: Iterable[int], force: bool
+        self, now_ms: int, leader_of: LeaderOf, busy_nodes: Iterable[int], force: bool,
+        in_flight: Mapping[TopicPartition, int] = NOTHING_IN_FLIGHT,
     ) -> ReadyCheck:
         """Leaders with a sendable batch; `force` (flush, close) ignores linger, as does a full
-        buffer (someone waits for memory)."""
+        buffer (someone waits for memory). `busy_nodes` have no request to spare; `in_flight`
+        counts each partition's batches in flight (a retry waits for them)."""
         force = force or self.space_waiters > 0
         busy = set(busy_nodes)
         ready: set[int] = set()
@@ -168,6 +183,8 @@ class RecordAccumulator:
             if leader in ready:
                 continue
             first = dq[0]
+            if first.attempts and in_flight.get(tp):
+                continue  # the sender wakes when that partition's request completes
             if first.attempts:
                 due = first.retry_at_ms
                 sendable = due <= now_ms
@@ -183,10 +200,13 @@ class RecordAccumulator:
         return ReadyCheck(frozenset(ready), next_ms, frozenset(unknown))
 
     def drain(
-        self, nodes: Iterable[int], leader_of: LeaderOf, max_request_size: int, now_ms: int
+        self, nodes: Iterable[int], leader_of: LeaderOf, max_request_size: int, now_ms: int,
+        in_flight: Mapping[TopicPartition, int] = NOTHING_IN_FLIGHT,
     ) -> dict[int, list[ProducerBatch]]:
         """Takes every sendable batch of the partitions led by `nodes`, at most `max_request_size`
-        estimated bytes per node (always at least one batch); drained batches are closed."""
+        estimated bytes per node (always at least one batch); drained batches are closed. A
+        partition whose first batch is a retry gives nothing while `in_flight` counts any of its
+        batches."""
         nodes = set(nodes)
         out: dict[int, list[ProducerBatch]] = {}
         sizes: dict[int, int] = {}
@@ -199,7 +219,7 @@ class RecordAccumulator:
             if not dq:
                 continue
             leader = leader_of(tp)
-            if leader not in nodes:
+            if leader not in nodes or (dq[0].attempts and in_flight.get(tp)):
                 continue
             taken = out.setdefault(leader, [])
             while dq:
@@ -213,8 +233,8 @@ class RecordAccumulator:
                 batch.attempts += 1
                 taken.append(batch)
                 sizes[leader] = sizes.get(leader, 0) + batch.size
-                if batch.attempts > 1 and self.isolate_retries:
-                    break  # retries sit at the front: nothing of this partition was taken before
+                if self.one_batch_per_partition:
+                    break
         return {node: batches for node, batches in out.items() if batches}
 
     def _close(self, batch: ProducerBatch) -> None:
@@ -223,10 +243,13 @@ class RecordAccumulator:
             del self._open[batch.tp]
 
     def reenqueue(self, batches: list[ProducerBatch], retry_at_ms: int) -> None:
-        """Puts batches of one partition back at the front, oldest first, for a retry."""
-        for batch in reversed(batches):
+        """Puts batches back into their partitions' queues for a retry, each in its place by
+        creation order (a later batch of the partition may have come back first)."""
+        for batch in batches:
             batch.retry_at_ms = retry_at_ms
-            self._batches.setdefault(batch.tp, deque()).appendleft(batch)
+            dq = self._batches.setdefault(batch.tp, deque())
+            at = next((i for i, queued in enumerate(dq) if queued.number > batch.number), len(dq))
+            dq.insert(at, batch)
 
     def expire(self, now_ms: int, delivery_timeout_ms: int) -> list[ProducerBatch]:
         """Removes and returns queued batches older than the delivery timeout."""
@@ -250,6 +273,9 @@ class RecordAccumulator:
         """Forgets a batch whose result is settled."""
         self.incomplete.discard(batch)
         self.buffered_bytes -= batch.size - HEADER_SIZE
+
+    def queued_partitions(self) -> set[TopicPartition]:
+        return {tp for tp, dq in self._batches.items() if dq}
 
     def has_queued(self) -> bool:
         return any(self._batches.values())

@@ -20,6 +20,7 @@ from kraft.api.client.compat import check_unused_configs
 from kraft.api.client.security import pop_security
 from kraft.api.client.consumer import offsets_path
 from kraft.api.client.group import GroupCoordinatorClient
+from kraft.api.client.transactions import TxnCoordinatorClient
 from kraft.api.client.retry import call_with_retries
 from kraft.api.client.transport import Address, Transport
 from kraft.api.client.types import (
@@ -375,6 +376,19 @@ class Admin:
             raise failed[0]
         return {TopicPartition(*tp): out[TopicPartition(*tp)] for tp in records_to_delete}
 
+    def describe_log_dirs(self, brokers: Iterable[int] | None = None,
+                          topics: Iterable[str] | None = None) -> dict[int, list[dict[str, Any]]]:
+        """Kafka's describeLogDirs: each broker's (of `brokers`; None: all) log directories with
+        their partitions (of `topics`; None: all), as `GET /v1/log-dirs` answers them."""
+        known = ClusterSnapshot.from_wire(self.metadata() or {}).brokers
+        wanted = sorted(known) if brokers is None else sorted(set(brokers))
+        missing = [b for b in wanted if b not in known]
+        if missing:
+            raise KraftError("BROKER_NOT_AVAILABLE", f"brokers {missing} are not in the cluster's metadata")
+        params = None if topics is None else {"topics": ",".join(topics)}
+        return {b: self._transport.request("GET", "/v1/log-dirs", params=params,
+                                           address=(known[b].host, known[b].port))["log_dirs"] for b in wanted}
+
     def _broker_address(self, node_id: int) -> Address:
         broker = ClusterSnapshot.from_wire(self.metadata() or {}).brokers.get(node_id)
         if broker is None:
@@ -395,24 +409,50 @@ class Admin:
         """Asks every broker for the groups it coordinates, in parallel and each bounded by a
         short timeout; a broker that is down or paused is reported in the errors (by node id) and
         the others' groups are still listed, as Kafka's ListConsumerGroups result does."""
+        return self._ask_every_broker("/v1/groups", None, "groups", "group_id")
+
+    def _ask_every_broker(self, path: str, params: dict[str, Any] | None, field: str,
+                          key: str) -> tuple[list[dict[str, Any]], dict[int, KraftError]]:
+        """`GET path` of every broker in parallel (each bounded by a short timeout): the union of
+        their `field` lists by `key`, and the brokers that did not answer."""
         brokers = sorted(ClusterSnapshot.from_wire(self.metadata() or {}).brokers.values(), key=lambda b: b.node_id)
         timeout_s = min(LIST_GROUPS_TIMEOUT_S, self._request_timeout_ms / 1000)
 
         def ask(b: Any) -> list[dict[str, Any]]:
-            return self._transport.request("GET", "/v1/groups", address=(b.host, b.port), timeout_s=timeout_s)["groups"]
+            return self._transport.request("GET", path, params=params, address=(b.host, b.port),
+                                           timeout_s=timeout_s)[field]
 
-        groups: dict[str, dict[str, Any]] = {}
+        found: dict[str, dict[str, Any]] = {}
         errors: dict[int, KraftError] = {}
         with ThreadPoolExecutor(max_workers=max(1, min(8, len(brokers)))) as pool:
             for b, future in [(b, pool.submit(ask, b)) for b in brokers]:
                 try:
-                    for g in future.result():
-                        groups[g["group_id"]] = g
+                    for item in future.result():
+                        found[item[key]] = item
                 except KraftError as e:
                     if not e.retriable:
                         raise
                     errors[b.node_id] = e
-        return [groups[name] for name in sorted(groups)], errors
+        return [found[name] for name in sorted(found)], errors
+
+    # -- transactions (kafka-transactions.sh) --------------------------------------------------
+
+    def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = ()
+                          ) -> tuple[list[dict[str, Any]], dict[int, KraftError]]:
+        """Kafka's ListTransactions on every broker: the transactional ids they coordinate
+        (filtered by state and producer id), and the brokers that did not answer."""
+        params = {k: ",".join(map(str, v)) for k, v in (("states", states), ("producer_ids", producer_ids)) if v}
+        return self._ask_every_broker("/v1/transactions", params or None, "transactions", "transactional_id")
+
+    def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Kafka's DescribeTransactions, each asked of its coordinator."""
+        return {tid: TxnCoordinatorClient(self._transport, tid, self._api_timeout_s, self._backoff_s).request("GET")
+                for tid in transactional_ids}
+
+    def describe_producers(self, topic: str, partition: int) -> list[dict[str, Any]]:
+        """Kafka's DescribeProducers: the active producers of a partition (from its leader)."""
+        path = f"/v1/topics/{quote(topic, safe='')}/partitions/{partition}/producers"
+        return self._call("GET", path)["producers"]
 
     def describe_group(self, group_id: str) -> dict[str, Any]:
         """State, members with their assignments, and per partition the committed offset, the

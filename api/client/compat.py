@@ -27,9 +27,11 @@ _NETWORK = frozenset({
 # assignors) or that this client always does.
 _CONSUMER = frozenset({
     "session_timeout_ms", "heartbeat_interval_ms", "partition_assignment_strategy", "check_crcs",
-    "exclude_internal_topics", "isolation_level",
+    "exclude_internal_topics",
 })
-IGNORED = {"producer": _NETWORK, "consumer": _NETWORK | _CONSUMER, "admin": _NETWORK}
+# The producer's max_in_flight_requests_per_connection is its own (requests in flight per leader).
+IGNORED = {"producer": _NETWORK - {"max_in_flight_requests_per_connection"}, "consumer": _NETWORK | _CONSUMER,
+           "admin": _NETWORK}
 
 
 def check_unused_configs(role: str, configs: dict[str, Any]) -> None:

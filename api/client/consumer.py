@@ -34,13 +34,17 @@ from urllib.parse import quote
 from kraft.api.client.cluster import METADATA_ERRORS, MetadataCache
 from kraft.api.client.compat import check_unused_configs, deserializing
 from kraft.api.client.security import pop_security
-from kraft.api.client.fetcher import fetch_body, records_from_batches
+from kraft.api.client.fetcher import (
+    ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED, fetch_body, records_from_batches,
+)
 from kraft.api.client.throttle import BrokerThrottle
 from kraft.api.client.group import GroupCoordinatorClient, GroupMembership, HeartbeatThread
 from kraft.api.client.retry import call_with_retries
 from kraft.api.client.subscription import SubscriptionState
 from kraft.api.client.transport import Transport
-from kraft.api.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kraft.api.client.types import (
+    ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition,
+)
 from kraft.api.errors import KraftError
 
 log = logging.getLogger("kraft.client.consumer")
@@ -97,6 +101,7 @@ class Consumer:
         max_poll_interval_ms: int = 300_000,
         allow_auto_create_topics: bool = True,
         default_offset_commit_callback: Callable[[Offsets, BaseException | None], None] | None = None,
+        isolation_level: str = READ_UNCOMMITTED,
         **configs: Any,
     ) -> None:
         """`Consumer(*topics, **configs)` as kafka-python's KafkaConsumer; the original
@@ -118,6 +123,13 @@ class Consumer:
             raise KraftError("INVALID_CONFIG", "group_id must be a non-empty string")
         if auto_commit_interval_ms <= 0:
             raise KraftError("INVALID_CONFIG", "auto_commit_interval_ms must be > 0")
+        if isolation_level not in ISOLATION_LEVELS:
+            raise KraftError("INVALID_CONFIG", f"isolation_level must be one of {', '.join(ISOLATION_LEVELS)}, "
+                                               f"got {isolation_level!r}")
+        # read_committed: fetches stop at the last stable offset and leave aborted transactions
+        # out, and "latest" (end_offsets, auto_offset_reset) is the last stable offset (Kafka's)
+        self._isolation_level = isolation_level
+        self._latest_key = "last_stable_offset" if isolation_level == READ_COMMITTED else "high_watermark"
         self._subs = SubscriptionState(auto_offset_reset)
         self._transport = Transport(bootstrap_servers, request_timeout_ms, security, client_id)
         self._metadata = MetadataCache(self._transport, retry_backoff_ms, metadata_max_age_ms,
@@ -417,6 +429,13 @@ class Consumer:
         else:
             group.commit(offsets, "", -1)
 
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group and this member, for `Producer.send_offsets_to_transaction`."""
+        if self.group_id is None:
+            raise KraftError("INVALID_REQUEST", "a consumer without a group_id has no group metadata")
+        m = self._membership
+        return ConsumerGroupMetadata(self.group_id, m.member_epoch if m else -1, m.member_id if m else "")
+
     def commit(self, offsets: Offsets | None = None) -> None:
         """Commits `offsets` (the next offset to read, per partition: an int or kafka-python's
         OffsetAndMetadata), or the positions of every assigned partition; waits for the
@@ -474,7 +493,9 @@ class Consumer:
         snapshot = self._metadata.snapshot
         leader = snapshot.leader_id(tp)
         address = None if leader is None else snapshot.broker_address(leader)
-        params = None if timestamp is None else {"timestamp": str(timestamp)}
+        params = {"isolation_level": self._isolation_level}
+        if timestamp is not None:
+            params["timestamp"] = str(timestamp)
         return self._transport.request("GET", offsets_path(tp), params=params, address=address)
 
     def _partition_offsets(self, tp: TopicPartition, timestamp: int | None = None) -> dict[str, Any]:
@@ -489,8 +510,9 @@ class Consumer:
         return {tp: int(self._partition_offsets(tp)["log_start_offset"]) for tp in partitions}
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """The high watermark of each partition (the end a consumer can read to)."""
-        return {tp: int(self._partition_offsets(tp)["high_watermark"]) for tp in partitions}
+        """The end a consumer can read to in each partition: the high watermark, or for
+        read_committed the last stable offset (Kafka's)."""
+        return {tp: int(self._partition_offsets(tp)[self._latest_key]) for tp in partitions}
 
     def offsets_for_times(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """The earliest offset whose timestamp is >= the given one, per partition (None: no such
@@ -511,7 +533,7 @@ class Consumer:
                     raise
                 self._metadata.request_update()
                 continue
-            key = "log_start_offset" if strategy == "earliest" else "high_watermark"
+            key = "log_start_offset" if strategy == "earliest" else self._latest_key
             self._subs.seek(tp, int(answer[key]))
 
     # -- fetching ------------------------------------------------------------------------------
@@ -559,7 +581,8 @@ class Consumer:
             time.sleep(min(self._backoff_s, max_wait_ms / 1000))
             return
         bodies = {
-            node: fetch_body(positions, max_wait_ms, self._fetch_min_bytes, self._fetch_max_bytes, self._partition_max_bytes)
+            node: fetch_body(positions, max_wait_ms, self._fetch_min_bytes, self._fetch_max_bytes,
+                             self._partition_max_bytes, self._isolation_level)
             for node, positions in by_leader.items()
         }
         timeout_s = max_wait_ms / 1000 + self._request_timeout_s
@@ -615,7 +638,10 @@ class Consumer:
             if p.get("high_watermark") is not None:
                 self.high_watermarks[tp] = int(p["high_watermark"])
             try:
-                records, next_offset = records_from_batches(tp, p.get("records") or b"", fetch_offset)
+                aborted = p.get("aborted_transactions")
+                records, next_offset = records_from_batches(
+                    tp, p.get("records") or b"", fetch_offset,
+                    None if aborted is None else [(a["producer_id"], a["first_offset"]) for a in aborted])
             except Exception as e:  # CorruptRecordError and friends carry a Kafka name
                 raise KraftError(getattr(e, "error_code", "CORRUPT_MESSAGE"), f"{tp.topic}-{tp.partition}: {e}") from e
             if self._key_deserializer is not None or self._value_deserializer is not None:

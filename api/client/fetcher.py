@@ -3,7 +3,8 @@ partition's raw batch bytes into ConsumerRecords from the fetch position on.
 
 Decoding is the consumer's hot path: each batch is decoded column-wise (`decode_columns`, C-speed
 msgpack and type checks) and its records are built by `map` over the columns, with no Python
-code run per record.
+code run per record. Transaction markers are skipped; for read_committed so are the batches of the
+aborted transactions the answer names (`log/isolation.py`, Kafka's consumer rule).
 """
 
 from __future__ import annotations
@@ -12,10 +13,15 @@ import gc
 from bisect import bisect_left
 from functools import partial
 from itertools import islice, repeat
-from typing import Any
+from typing import Any, Iterable
 
 from kraft.api.client.types import ConsumerRecord, TopicPartition
-from kraft.log.batch import decode_columns, iter_batches
+from kraft.log.batch import decode_columns
+from kraft.log.isolation import readable_batches
+
+READ_UNCOMMITTED = "read_uncommitted"
+READ_COMMITTED = "read_committed"
+ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
 
 # ConsumerRecord from a 7-tuple without its Python-level __new__ (NamedTuple fields are positional).
 _make_record = partial(tuple.__new__, ConsumerRecord)
@@ -27,11 +33,13 @@ def fetch_body(
     min_bytes: int,
     max_bytes: int,
     partition_max_bytes: int,
+    isolation_level: str = READ_UNCOMMITTED,
 ) -> dict[str, Any]:
     return {
         "max_wait_ms": max_wait_ms,
         "min_bytes": min_bytes,
         "max_bytes": max_bytes,
+        "isolation_level": isolation_level,
         "partitions": [
             {"topic": tp.topic, "partition": tp.partition, "fetch_offset": offset, "partition_max_bytes": partition_max_bytes}
             for tp, offset in positions.items()
@@ -39,10 +47,14 @@ def fetch_body(
     }
 
 
-def records_from_batches(tp: TopicPartition, data: bytes, fetch_offset: int) -> tuple[list[ConsumerRecord], int]:
+def records_from_batches(
+    tp: TopicPartition, data: bytes, fetch_offset: int, aborted: Iterable[tuple[int, int]] | None = None,
+) -> tuple[list[ConsumerRecord], int]:
     """Decodes the complete batches of `data` (CRC checked), drops records below `fetch_offset`
-    (a fetch starts at the batch containing it), and returns them with the next fetch offset
-    (after the last complete batch, so compacted gaps are skipped). Raises CorruptRecordError.
+    (a fetch starts at the batch containing it), markers and, with `aborted` (a read_committed
+    answer's (producer id, first offset) pairs), aborted transactions' batches, and returns them
+    with the next fetch offset (after the last complete batch, so compacted gaps, markers and
+    aborted batches are skipped). Raises CorruptRecordError.
 
     The cyclic garbage collector is paused meanwhile, as msgpack's documentation advises for
     large unpacks: thousands of new long-lived records would otherwise trigger collections that
@@ -51,18 +63,22 @@ def records_from_batches(tp: TopicPartition, data: bytes, fetch_offset: int) -> 
     if collecting:
         gc.disable()
     try:
-        return _decode(tp, data, fetch_offset)
+        return _decode(tp, data, fetch_offset, aborted)
     finally:
         if collecting:
             gc.enable()
 
 
-def _decode(tp: TopicPartition, data: bytes, fetch_offset: int) -> tuple[list[ConsumerRecord], int]:
+def _decode(tp: TopicPartition, data: bytes, fetch_offset: int,
+            aborted: Iterable[tuple[int, int]] | None) -> tuple[list[ConsumerRecord], int]:
     records: list[ConsumerRecord] = []
     next_offset = fetch_offset
     topic, partition = tp
-    for pos, header in iter_batches(data):
+    for pos, header, visible in readable_batches(data, aborted):
         if header.last_offset < next_offset:
+            continue
+        if not visible:
+            next_offset = header.last_offset + 1
             continue
         columns = decode_columns(data, pos)
         rows = zip(repeat(topic), repeat(partition), *columns[1:])

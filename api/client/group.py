@@ -56,8 +56,11 @@ class GroupCoordinatorClient:
         self.backoff_s = backoff_s
         self.coordinator: Address | None = None
 
+    def _path(self, suffix: str) -> str:
+        return group_path(self.group_id, suffix)
+
     def find_coordinator(self) -> Address:
-        answer = self.transport.request("GET", group_path(self.group_id, "/coordinator"))
+        answer = self.transport.request("GET", self._path("/coordinator"))
         c = answer["coordinator"]
         self.coordinator = (str(c["host"]), int(c["port"]))
         return self.coordinator
@@ -65,8 +68,7 @@ class GroupCoordinatorClient:
     def _once(self, method: str, suffix: str, body: Any, params: dict[str, Any] | None) -> Any:
         address = self.coordinator or self.find_coordinator()
         try:
-            return self.transport.request(method, group_path(self.group_id, suffix), body,
-                                          params=params, address=address)
+            return self.transport.request(method, self._path(suffix), body, params=params, address=address)
         except KraftError as e:
             if e.error_code in REDISCOVER:
                 named = e.extra.get("coordinator")

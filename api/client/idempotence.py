@@ -21,6 +21,10 @@ from dataclasses import dataclass
 from kraft.api.client.types import TopicPartition
 from kraft.producer_ids import MAX_PRODUCER_EPOCH
 
+# Requests in flight per leader: a broker recognises a retry among a producer's last 5 batches
+# (log/producer_state.py's MAX_BATCHES_PER_PRODUCER; the client imports no broker code).
+MAX_IN_FLIGHT_IDEMPOTENT = 5
+
 INT32_MAX = 2**31 - 1
 EPOCH_BUMP_ERRORS = frozenset({"OUT_OF_ORDER_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID"})
 
@@ -64,16 +68,27 @@ class IdempotenceState:
             current.producer_id, current.producer_epoch)
 
     def on_acked(self, tp: TopicPartition, batch: BatchSequence, record_count: int) -> None:
-        if self._is_current(batch):
-            self._next_acked[tp] = _increment(batch.base_sequence, record_count)
+        """With several requests in flight a batch's answer may be handled after its
+        successor's: the acknowledged sequence only moves forward."""
+        if not self._is_current(batch):
+            return
+        end = _increment(batch.base_sequence, record_count)
+        acked = self._next_acked.get(tp, 0)
+        if (end - acked) % (INT32_MAX + 1) < (INT32_MAX + 1) // 2:
+            self._next_acked[tp] = end
 
-    def should_retry(self, error_code: str, tp: TopicPartition, batch: BatchSequence) -> bool:
-        """A sequence error of a batch whose predecessor is not acknowledged yet: retry it."""
-        return (
-            error_code in EPOCH_BUMP_ERRORS
-            and self._is_current(batch)
-            and batch.base_sequence != self._next_acked.get(tp, 0)
-        )
+    def behind_unacked(self, tp: TopicPartition, batch: BatchSequence) -> bool:
+        """Whether a batch sent now has an unacknowledged batch of its partition before it (kept
+        on the batch at each send: see `should_retry`)."""
+        return batch.base_sequence != self._next_acked.get(tp, 0)
+
+    def should_retry(self, error_code: str, batch: BatchSequence, sent_behind_unacked: bool) -> bool:
+        """A sequence error of a batch that was sent while an earlier batch of its partition was
+        unacknowledged: it overtook that one (a deposed leader, another connection) and is
+        retried, even when the earlier one's ack was handled before this answer. Judged at the
+        send, not now: one sent as the next expected batch that gets a sequence error means the
+        broker lost the producer's state."""
+        return error_code in EPOCH_BUMP_ERRORS and self._is_current(batch) and sent_behind_unacked
 
     def on_error(self, error_code: str, batch: BatchSequence) -> None:
         """A batch failed for good: a sequence error bumps the epoch."""

@@ -18,7 +18,9 @@ from kraft.api.client.cluster import ClusterSnapshot, MetadataCache
 from kraft.api.client.compat import check_unused_configs, serializing
 from kraft.api.client.security import pop_security
 from kraft.api.client.futures import RecordFuture
+from kraft.api.client.idempotence import MAX_IN_FLIGHT_IDEMPOTENT
 from kraft.api.client.sender import Sender, SenderConfig, now_ms
+from kraft.api.client.transactions import TransactionManager
 from kraft.api.client.transport import Transport
 from kraft.api.client.types import Headers, TopicPartition
 from kraft.api.errors import KraftError
@@ -80,10 +82,15 @@ class Producer:
 
     `enable_idempotence=True` (Kafka's enable.idempotence; docs/idempotence.md): a retried batch
     whose first answer was lost is written once, in order. The producer gets a producer id from
-    the cluster, numbers each partition's batches, keeps at most one request in flight per leader
-    (stricter than Kafka's limit of 5 per partition) and sends a retried batch alone for its
-    partition. A duplicate is a success with the original offsets (-1 when the broker no longer
-    has them); sequence errors are retried or bump the epoch as Kafka's client does.
+    the cluster, numbers each partition's batches, keeps up to
+    `max_in_flight_requests_per_connection` requests in flight per leader (default 5, at most 5,
+    as Kafka's) and sends a retried batch alone for its partition once nothing before it is in
+    flight, so a partition's records are written in order through retries. A duplicate is a
+    success with the original offsets (-1 when the broker no longer has them); sequence errors
+    are retried or bump the epoch as Kafka's client does. Without idempotence the default is one
+    request in flight per leader, which keeps order without sequence numbers; more may reorder a
+    partition's batches when one is retried (or overtakes another: each request in flight has
+    its own connection), as Kafka warns for max.in.flight.requests.per.connection > 1.
 
     kafka-python's keywords work (`key_serializer`, `value_serializer`, `client_id`, ...;
     docs/client.md has the table): `KafkaProducer(**configs)` code runs with the class renamed.
@@ -98,7 +105,7 @@ class Producer:
         client_id: str | None = None,
         key_serializer: Callable[[Any], Any] | None = None,
         value_serializer: Callable[[Any], Any] | None = None,
-        acks: int | str = 1,
+        acks: int | str | None = None,
         linger_ms: int = 5,
         batch_size: int = 16384 * 4,
         compression_type: str | None = "none",
@@ -111,10 +118,17 @@ class Producer:
         max_block_ms: int = 60_000,
         metadata_max_age_ms: int = 300_000,
         enable_idempotence: bool = False,
+        max_in_flight_requests_per_connection: int | None = None,
         allow_auto_create_topics: bool = True,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
         **configs: Any,
     ) -> None:
         security = pop_security(configs)
+        if transactional_id is not None:
+            enable_idempotence = True  # a transactional producer is idempotent, as in Kafka
+        if acks is None:
+            acks = "all" if enable_idempotence else 1
         check_unused_configs("producer", configs)
         compression_type = compression_type or "none"  # kafka-python's default is None
         if compression_type not in COMPRESSIONS:
@@ -123,13 +137,22 @@ class Producer:
             raise KraftError("INVALID_CONFIG", "batch_size and max_request_size must be > 0, linger_ms and retries >= 0")
         if enable_idempotence and (parse_acks(acks) != -1 or retries == 0):
             raise KraftError("INVALID_CONFIG", "enable_idempotence needs acks='all' and retries > 0, as in Kafka")
+        max_in_flight = max_in_flight_requests_per_connection
+        if max_in_flight is None:
+            max_in_flight = MAX_IN_FLIGHT_IDEMPOTENT if enable_idempotence else 1
+        if max_in_flight < 1 or (enable_idempotence and max_in_flight > MAX_IN_FLIGHT_IDEMPOTENT):
+            raise KraftError("INVALID_CONFIG", f"max_in_flight_requests_per_connection must be >= 1 and, with "
+                                               f"enable_idempotence, <= {MAX_IN_FLIGHT_IDEMPOTENT} (the batches a broker "
+                                               f"keeps per producer to recognise a retry), as in Kafka; got {max_in_flight}")
         self.client_id = client_id or "kraft-producer"
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self._transport = Transport(bootstrap_servers, request_timeout_ms, security, self.client_id)
         self._metadata = MetadataCache(self._transport, retry_backoff_ms, metadata_max_age_ms,
                                        allow_auto_create=allow_auto_create_topics)
-        self._acc = RecordAccumulator(batch_size, linger_ms, isolate_retries=enable_idempotence)
+        self._acc = RecordAccumulator(batch_size, linger_ms, one_batch_per_partition=enable_idempotence)
+        self._txn = None if transactional_id is None else TransactionManager(
+            self._transport, transactional_id, transaction_timeout_ms, max_block_ms / 1000, retry_backoff_ms / 1000)
         self._lock = threading.Lock()
         self._space = threading.Condition(self._lock)
         self._sticky = StickyPartitioner()
@@ -151,7 +174,10 @@ class Producer:
                 delivery_timeout_ms=delivery_timeout_ms,
                 max_request_size=max_request_size,
                 idempotence=enable_idempotence,
+                max_in_flight=max_in_flight,
+                transactional=transactional_id is not None,
             ),
+            self._txn,
         )
         self._sender.start()
 
@@ -178,6 +204,47 @@ class Producer:
         self._sticky_tps.pop(topic, None)
         return state
 
+    # -- transactions (docs/transactions.md) ----------------------------------------------------
+
+    def _transactions(self) -> TransactionManager:
+        if self._txn is None:
+            raise KraftError("INVALID_TXN_STATE", "this producer has no transactional_id")
+        return self._txn
+
+    def init_transactions(self) -> None:
+        """Registers the transactional id with its coordinator: gets the producer id and a new
+        epoch, fencing any older producer of the same id (its open transaction is aborted)."""
+        pid, epoch = self._transactions().init()
+        self._sender.set_producer(pid, epoch)
+
+    def begin_transaction(self) -> None:
+        self._transactions().begin()
+
+    def send_offsets_to_transaction(self, offsets: dict[TopicPartition, Any], consumer_group_metadata: Any) -> None:
+        """Commits the consumer's `offsets` (ints or OffsetAndMetadata: the next offset to read)
+        as part of the transaction: the group sees them only if it commits.
+        `consumer_group_metadata`: `consumer.group_metadata()` or the group id."""
+        group_id = getattr(consumer_group_metadata, "group_id", consumer_group_metadata)
+        if not isinstance(group_id, str) or not group_id:
+            raise KraftError("INVALID_REQUEST", f"a group id is needed, got {consumer_group_metadata!r}")
+        self._transactions().send_offsets(offsets, group_id)
+
+    def commit_transaction(self) -> None:
+        """Sends what is queued, then commits: every record of the transaction becomes visible
+        to read_committed consumers, with its offsets. Raises TransactionAbortableError when a
+        send failed (abort then) and TransactionFatalError when the producer was fenced."""
+        txn = self._transactions()
+        txn.check_sendable()
+        self.flush(self._max_block_s)  # REQUEST_TIMED_OUT past max_block_ms: call it again
+        txn.check_sendable()  # a record failed meanwhile: the transaction can only abort
+        txn.end(commit=True)
+
+    def abort_transaction(self) -> None:
+        """Sends what is queued, then aborts: read_committed consumers never see the records."""
+        txn = self._transactions()
+        self.flush(self._max_block_s)
+        txn.end(commit=False)
+
     def send(
         self,
         topic: str,
@@ -190,6 +257,8 @@ class Producer:
         """Queues a record (kafka-python's argument order); the future resolves to RecordMetadata
         or raises KraftError. A topic unknown to the client is looked up first (and created by
         the broker when it allows), for up to max_block_ms."""
+        if self._txn is not None:
+            self._txn.check_sendable()
         key, value, hdrs, size, timestamp_ms = self._prepare(topic, value, key, headers, timestamp_ms)
         state = self._topics.get(topic)
         if state is None or state[0] is not self._metadata.snapshot:
@@ -214,6 +283,8 @@ class Producer:
         for an application that already holds many records: the topic's metadata is looked up and
         the producer's lock taken once, and the records share one timestamp (now, unless given).
         Returns their futures in order."""
+        if self._txn is not None:
+            self._txn.check_sendable()
         if timestamp_ms is None:
             timestamp_ms = time.time_ns() // 1_000_000
         prepared = [self._prepare(topic, value, key, None, timestamp_ms)

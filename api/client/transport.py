@@ -18,7 +18,7 @@ import json
 import select
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 from urllib.parse import urlencode
 
 import msgpack
@@ -192,12 +192,15 @@ class Transport:
         params: dict[str, Any] | None = None,
         address: Address | None = None,
         timeout_s: float | None = None,
+        on_sent: Callable[[], None] | None = None,
     ) -> Any:
         """Sends to `address`, or to the servers we know in turn: the one that answered last
         first, the ones that failed lately last. Moves on when a server cannot be reached, and on a
-        timeout too for GETs (safe to repeat; a POST that timed out may have been applied)."""
+        timeout too for GETs (safe to repeat; a POST that timed out may have been applied).
+        `on_sent` (with `address`) is called once the request is written, before its answer is
+        read: the producer lets its next request to that leader go then."""
         if address is not None:
-            return self._send(address, method, path, body, params, timeout_s)
+            return self._send(address, method, path, body, params, timeout_s, on_sent)
         failover = _UNREACHABLE if method == "GET" else frozenset({"NETWORK_EXCEPTION"})
         last_error: KraftError | None = None
         refused: list[Address] = []
@@ -235,6 +238,7 @@ class Transport:
         body: Any,
         params: dict[str, Any] | None,
         timeout_s: float | None,
+        on_sent: Callable[[], None] | None = None,
     ) -> Any:
         if params:
             path = f"{path}?{urlencode(params)}"
@@ -242,6 +246,8 @@ class Transport:
         conn = self._connection(address, timeout_s or self.request_timeout_s)
         try:
             conn.request(method, path, body=data, headers=self._headers)
+            if on_sent is not None:
+                on_sent()
             response = conn.getresponse()
             answer = Answer(response.status, response.read(), response.headers)
         except TimeoutError as e:

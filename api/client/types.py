@@ -35,6 +35,14 @@ class ConsumerRecord(NamedTuple):
     headers: Headers = ()
 
 
+class ConsumerGroupMetadata(NamedTuple):
+    """Kafka's ConsumerGroupMetadata: what `Producer.send_offsets_to_transaction` takes."""
+
+    group_id: str
+    generation_id: int = -1  # the member epoch (KIP-848)
+    member_id: str = ""
+
+
 class OffsetAndMetadata(NamedTuple):
     """A committed position as kafka-python (2.x) names it: the next offset to read, the
     application's string stored with it, and the leader epoch (-1: unknown; not stored here)."""

@@ -11,8 +11,8 @@ from typing import Annotated
 from msgspec import Meta
 
 from kraft.api.messages.common import (
-    INT32_MAX, INT64_MAX, Acks, Binary, BrokerEpoch, Epoch, Message, Node, NonNegativeInt64, PartitionNumber,
-    TimeoutMs, TopicName, check_topic_name, parse_acks,
+    INT32_MAX, INT64_MAX, READ_UNCOMMITTED, Acks, Binary, BrokerEpoch, Epoch, IsolationLevel, Message, Node,
+    NonNegativeInt64, PartitionNumber, TimeoutMs, TopicName, check_topic_name, parse_acks,
 )
 from kraft.server.records import NO_EPOCH, NO_REPLICA
 
@@ -20,7 +20,9 @@ MAX_PARTITIONS_PER_REQUEST = 10_000
 DEFAULT_FETCH_MAX_BYTES = 52_428_800
 DEFAULT_PARTITION_MAX_BYTES = 1_048_576
 
-RecordBatches = Annotated[Binary, Meta(
+# A memoryview into the request body (msgpack: no copy; a writable one when the body is a
+# bytearray, which the log then stamps in place: docs/benchmarks.md, the 1 KiB path).
+RecordBatches = Annotated[memoryview, Meta(
     description="one or more Kafka record batches (v2), each with a valid CRC",
     extra_json_schema={"minLength": 84})]  # base64 of one 61-byte batch header
 ByteCount = Annotated[int, Meta(ge=1, le=INT32_MAX)]
@@ -94,6 +96,7 @@ class FetchRequest(Message):
     replica_epoch: Annotated[BrokerEpoch, Meta(
         description="the follower's broker epoch (KIP-903): an older incarnation gets STALE_BROKER_EPOCH; "
                     "-1: unchecked")] = -1
+    isolation_level: IsolationLevel = READ_UNCOMMITTED
     partitions: Annotated[list[FetchPartition], Meta(max_length=MAX_PARTITIONS_PER_REQUEST)]
 
 
@@ -104,12 +107,24 @@ class DivergingEpoch(Message):
     end_offset: int
 
 
+class AbortedTransaction(Message):
+    """Kafka's FetchResponse AbortedTransaction: a reader drops this producer's transactional
+    batches from `first_offset` until its ABORT marker."""
+
+    producer_id: int
+    first_offset: int
+
+
 class FetchPartitionResponse(Message):
     topic: str
     partition: int
     high_watermark: int
     log_start_offset: int
     records: Binary
+    last_stable_offset: Annotated[int | None, Meta(
+        description="the offset below which no transaction is open (read_committed reads stop there)")] = None
+    aborted_transactions: Annotated[list[AbortedTransaction] | None, Meta(
+        description="read_committed only: the aborted transactions the records overlap")] = None
     log_end_offset: Annotated[int | None, Meta(description="replica fetches only: the leader's log end offset")] = None
     diverging_epoch: Annotated[DivergingEpoch | None, Meta(
         description="replica fetches only, instead of records: the follower's log diverged")] = None

@@ -12,7 +12,7 @@ refused while decoding as INVALID_REQUEST naming the field path.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
@@ -39,6 +39,13 @@ class Message(msgspec.Struct, metaclass=_MessageMeta, omit_defaults=True):
     """The base of every message: fields by name only; an answer leaves out a field that holds its
     default."""
 
+
+READ_UNCOMMITTED = "read_uncommitted"
+READ_COMMITTED = "read_committed"
+IsolationLevel = Annotated[Literal["read_uncommitted", "read_committed"], Meta(description=(
+    "Kafka's isolation.level: read_committed reads stop at the last stable offset and leave out "
+    "aborted transactions' records; read_uncommitted (the default) reads up to the high watermark. "
+    "Transaction markers (control records) never reach a reader"))]
 
 Int32 = Annotated[int, Meta(ge=-(2**31), le=INT32_MAX)]
 Int64 = Annotated[int, Meta(ge=-(2**63), le=INT64_MAX)]

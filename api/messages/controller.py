@@ -107,6 +107,15 @@ class BrokerHeartbeatRequest(Message):
     current_metadata_offset: Annotated[int, Meta(ge=-1, le=INT64_MAX)]
     want_fence: bool = False
     want_shutdown: bool = False
+    # KIP-858's OfflineLogDirs (directory ids), and the replicas on them: the controller moves
+    # their leaderships and ISR memberships to other brokers
+    offline_log_dirs: Annotated[list[Annotated[str, Meta(max_length=64)]], Meta(max_length=1000)] = []
+    offline_replicas: Annotated[list[tuple[TopicName, PartitionNumber]], Meta(
+        max_length=MAX_REASSIGNMENTS, description="[topic, partition] of each")] = []
+
+    def __post_init__(self) -> None:
+        for topic, _ in self.offline_replicas:
+            check_topic_name(topic)
 
 
 class BrokerHeartbeatResponse(Message):
@@ -138,8 +147,16 @@ class AllocateProducerIdsResponse(Committed):
     producer_id_len: int
 
 
+class IsrMember(Message):
+    """KIP-903's BrokerState: an ISR member and the broker epoch of the process whose position
+    the leader counted (-1: not known, allowed for a member already in the ISR)."""
+
+    broker_id: BrokerId
+    broker_epoch: BrokerEpoch = -1
+
+
 class AlterPartitionRequest(Message):
-    """An ISR change from the partition's leader."""
+    """An ISR change from the partition's leader (Kafka's AlterPartition v3: `new_isr_with_epochs`)."""
 
     broker_id: BrokerId
     broker_epoch: BrokerEpoch
@@ -147,7 +164,7 @@ class AlterPartitionRequest(Message):
     partition: PartitionNumber
     leader_epoch: NonNegativeInt32
     partition_epoch: NonNegativeInt32
-    new_isr: BrokerIds
+    new_isr_with_epochs: Annotated[list[IsrMember], Meta(max_length=1000)]
     request_id: RequestId | None = None
 
     def __post_init__(self) -> None:

@@ -45,7 +45,8 @@ class HealthResponse(Message):
     controller_id: Annotated[int | None, Meta(
         description="the active controller as this node knows it (-1: unknown)")] = None
     metadata_offset: Annotated[int | None, Meta(description="last metadata offset applied here")] = None
-    broker_state: Literal["STARTING", "FENCED", "RUNNING"] | None = None
+    broker_state: Annotated[Literal["NOT_RUNNING", "STARTING", "RECOVERY", "RUNNING", "PENDING_CONTROLLED_SHUTDOWN",
+                                    "SHUTTING_DOWN"] | None, Meta(description="Kafka's broker state")] = None
     metadata_log_error: Annotated[str | None, Meta(
         description="why this node's metadata log cannot be written now (e.g. a full disk); null while it can")] = None
     reason: Annotated[str | None, Meta(description="why the node is not ready (only when it is not)")] = None
@@ -60,6 +61,34 @@ class InitProducerIdRequest(Message):
 class InitProducerIdResponse(Message):
     producer_id: int
     producer_epoch: Annotated[int, Meta(ge=0, le=32767)]
+
+
+class LogDirsQuery(Message):
+    topics: Annotated[str | None, Meta(description="comma-separated topics: only their partitions "
+                                                   "(default: every partition)")] = None
+
+
+class LogDirPartition(Message):
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int
+    is_future: bool = False
+
+
+class LogDirDescription(Message):
+    log_dir: str
+    error: str | None = None  # KAFKA_STORAGE_ERROR: the directory is offline
+    partitions: list[LogDirPartition] = []
+
+
+class LogDirsResponse(Message):
+    """This broker's log directories and the partitions each holds (Kafka's DescribeLogDirs):
+    `size` in bytes, `offset_lag` the high watermark's lead over the log end (0 in sync).
+    An offline directory answers `error` KAFKA_STORAGE_ERROR and no partitions."""
+
+    broker: int
+    log_dirs: list[LogDirDescription]
 
 
 class TraceQuery(Message):

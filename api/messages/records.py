@@ -13,8 +13,8 @@ from typing import Annotated, Any
 from msgspec import UNSET, Meta, UnsetType
 
 from kraft.api.messages.common import (
-    INT32_MAX, Acks, Binary, Int64, Message, NonNegativeInt64, PartitionNumber, TimeoutMs, TopicName,
-    check_topic_name, parse_acks,
+    INT32_MAX, READ_UNCOMMITTED, Acks, Binary, Int64, IsolationLevel, Message, NonNegativeInt64, PartitionNumber,
+    TimeoutMs, TopicName, check_topic_name, parse_acks,
 )
 
 MAX_RECORDS_PER_REQUEST = 100_000
@@ -105,6 +105,7 @@ class FetchRecordsQuery(Message):
         "decoded keys, values and headers in the answer at most (and fetch.max.bytes); at least one record"))
     ] = DEFAULT_FETCH_BYTES
     timeout_ms: Annotated[TimeoutMs, Meta(description="long-poll time when nothing is new")] = 0
+    isolation_level: IsolationLevel = READ_UNCOMMITTED
 
 
 class Header(Message):
@@ -129,23 +130,32 @@ class RecordOut(Message):
 
 
 class FetchRecordsResponse(Message):
+    """`next_offset` is where to read next: past the records answered, and past transaction markers
+    and aborted records (read_committed) that were left out."""
+
     records: list[RecordOut]
     high_watermark: int
     log_start_offset: int
     next_offset: int
+    last_stable_offset: int | None = None
 
 
 class PartitionOffsetsQuery(Message):
     timestamp: NonNegativeInt64 | None = None
+    isolation_level: Annotated[IsolationLevel, Meta(description=(
+        "read_committed: a timestamp lookup answers only offsets below the last stable offset (Kafka's "
+        "ListOffsets; its latest is `last_stable_offset`)"))] = READ_UNCOMMITTED
 
 
 class PartitionOffsetsResponse(Message):
-    """With `?timestamp=`, also the first offset at or after it (null, null when none is)."""
+    """With `?timestamp=`, also the first offset at or after it (null, null when none is).
+    `last_stable_offset` is latest for read_committed readers (no transaction open below it)."""
 
     partition: int
     log_start_offset: int
     high_watermark: int
     log_end_offset: int
+    last_stable_offset: int = -1
     offset: int | None | UnsetType = UNSET
     timestamp: int | None | UnsetType = UNSET
 

@@ -14,10 +14,10 @@ from aiohttp import web
 
 from kraft.api.errors import KraftError, invalid_request
 from kraft.api.messages.batch import (
-    DivergingEpoch, FetchPartitionResponse, FetchRequest, FetchResponse, ProducePartitionResponse, ProduceRequest,
+    AbortedTransaction, DivergingEpoch, FetchPartitionResponse, FetchRequest, FetchResponse, ProducePartitionResponse, ProduceRequest,
     ProduceResponse,
 )
-from kraft.api.messages.common import Node
+from kraft.api.messages.common import READ_COMMITTED, Node
 from kraft.api.routes.services import context_of, services_of
 from kraft.api.throttle import hold_back
 from kraft.api.wire import read_message, render
@@ -61,9 +61,11 @@ async def produce(request: web.Request) -> web.Response:
 
 def fetch_call(body: FetchRequest) -> record_apis.FetchRequest:
     """The Fetch service's arguments of a fetch body (a client's or a replica's)."""
+    # Kafka's replicas fetch read_uncommitted: a follower reads to the log end whatever it says
+    read_committed = body.isolation_level == READ_COMMITTED and body.replica_id == NO_REPLICA
     entries = [
         FetchEntry(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
-                   p.last_fetched_epoch, p.high_watermark, p.log_start_offset)
+                   p.last_fetched_epoch, p.high_watermark, p.log_start_offset, read_committed)
         for p in body.partitions
     ]
     return record_apis.FetchRequest(entries, body.max_wait_ms, body.min_bytes, body.max_bytes, body.replica_id,
@@ -75,8 +77,9 @@ def fetch_response(call: record_apis.FetchRequest, results: list[FetchPartitionR
     """The wire answer: a follower's (or one naming leader epochs) also carries the log end
     offset and a diverging epoch; a plain consumer's carries neither."""
     replica_shape = call.replica_id != NO_REPLICA or any(e.names_epochs for e in call.entries)
+    read_committed = any(e.read_committed for e in call.entries)
     return FetchResponse(throttle_time_ms=throttle_time_ms,
-                         partitions=[_fetch_partition(r, replica_shape) for r in results])
+                         partitions=[_fetch_partition(r, replica_shape, read_committed) for r in results])
 
 
 @routes.post("/v1/fetch")
@@ -88,15 +91,20 @@ async def fetch(request: web.Request) -> web.Response:
     return render(request, fetch_response(call, result.partitions, await hold_back(result.throttle_time_ms)))
 
 
-def _fetch_partition(r: FetchPartitionResult, replica_shape: bool) -> FetchPartitionResponse:
+def _fetch_partition(r: FetchPartitionResult, replica_shape: bool, read_committed: bool) -> FetchPartitionResponse:
+    # the last stable offset always; the aborted transactions for a read_committed reader
+    transactions = {"last_stable_offset": r.last_stable_offset if r.last_stable_offset >= 0 else None,
+                    "aborted_transactions": [AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
+                                             for t in r.aborted_transactions] if read_committed else None}
     if not replica_shape:
         return FetchPartitionResponse(topic=r.topic, partition=r.partition, high_watermark=r.high_watermark,
                                       log_start_offset=r.log_start_offset, records=r.records,
-                                      error_code=r.error_code, message=r.message)
+                                      error_code=r.error_code, message=r.message, **transactions)
     diverging = r.diverging_epoch
     return FetchPartitionResponse(
         topic=r.topic, partition=r.partition, high_watermark=r.high_watermark, log_start_offset=r.log_start_offset,
         records=r.records, log_end_offset=r.log_end_offset,
         diverging_epoch=None if diverging is None else DivergingEpoch(epoch=diverging.epoch,
                                                                       end_offset=diverging.end_offset),
-        error_code=r.error_code, message=r.message, leader=None if r.leader is None else Node(**r.leader))
+        error_code=r.error_code, message=r.message, leader=None if r.leader is None else Node(**r.leader),
+        **transactions)

@@ -38,6 +38,7 @@ from kraft.api.routes.acls import quota_entries
 from kraft.api.routes.users import scram_alterations
 from kraft.api.routes.services import context_of, services_of
 from kraft.api.wire import MSGPACK, read_message, read_query, render
+from kraft.metadata.partition_change import BrokerState
 from kraft.server.admin import ControllerApi
 
 routes = web.RouteTableDef()
@@ -94,7 +95,8 @@ async def register_broker(request: web.Request) -> web.Response:
 async def broker_heartbeat(request: web.Request) -> web.Response:
     b = await read_message(request, BrokerHeartbeatRequest)
     answer = await _api(request).broker_heartbeat(b.broker_id, b.broker_epoch, b.current_metadata_offset,
-                                                  b.want_fence, b.want_shutdown)
+                                                  b.want_fence, b.want_shutdown, b.offline_log_dirs,
+                                                  b.offline_replicas)
     return render(request, answer)
 
 
@@ -114,7 +116,9 @@ async def allocate_producer_ids(request: web.Request) -> web.Response:
 async def alter_partition(request: web.Request) -> web.Response:
     b = await read_message(request, AlterPartitionRequest)
     answer = await _api(request).alter_partition(b.broker_id, b.broker_epoch, b.topic, b.partition, b.leader_epoch,
-                                                 b.partition_epoch, b.new_isr, b.request_id)
+                                                 b.partition_epoch,
+                                                 [BrokerState(m.broker_id, m.broker_epoch) for m in b.new_isr_with_epochs],
+                                                 b.request_id)
     return render(request, answer)
 
 

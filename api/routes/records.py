@@ -7,6 +7,8 @@ batch routes (`api/routes/batch.py`) instead. Partitions led by another broker a
 (api/routes/forward.py). A read answers at most `max_bytes` (and the broker's
 fetch.max.bytes) of decoded keys, values and headers, and always at least one record, as Kafka's
 fetch sizes bound what a reply holds: batches are decoded one at a time until the reply is full.
+Transaction markers are never answered; `isolation_level=read_committed` reads stop at the last
+stable offset and leave out aborted transactions' records (filtered here, `log/isolation.py`).
 """
 
 from __future__ import annotations
@@ -25,14 +27,15 @@ from kraft.api.errors import KraftError, invalid_request
 from kraft.api.partitioner import partition_for_key
 from kraft.api.routes.forward import by_leader, not_leader, produce_remote, proxy, remote_leader
 from kraft.api.routes.services import context_of, services_of
-from kraft.api.messages.common import check_topic_name, parse_acks
+from kraft.api.messages.common import READ_COMMITTED, check_topic_name, parse_acks
 from kraft.api.messages.records import (
     FetchRecordsQuery, FetchRecordsResponse, Header, PartitionOffsetsQuery, PartitionOffsetsResponse,
     ProducedPartition, ProduceRecordsQuery, ProduceRecordsRequest, ProduceRecordsResponse, RecordIn, RecordOffset,
     RecordOut,
 )
 from kraft.api.wire import read_message, read_query, render, wants_msgpack
-from kraft.log.batch import Record, build_batch, decode_records, iter_batches
+from kraft.log.batch import Record, build_batch, decode_records
+from kraft.log.isolation import readable_batches
 from kraft.server.access import PRODUCE
 from kraft.server.metadata import TopicDescription
 from kraft.server.records import ProduceEntry, ProducePartitionResult
@@ -133,7 +136,7 @@ async def _produce_anywhere(request: web.Request, entries: list[ProduceEntry], a
     return answered.partitions + [result for results in forwarded for result in results]
 
 
-def _partition_number(request: web.Request, topic: TopicDescription) -> int:
+def partition_number(request: web.Request, topic: TopicDescription) -> int:
     text = request.match_info["partition"]
     if not text.isdigit() or len(text) > 10:
         raise invalid_request(f"partition must be a non-negative integer, got {text!r}")
@@ -172,13 +175,14 @@ def _header(key: str, value: bytes | None, binary: bool) -> Header:
 async def fetch_records(request: web.Request) -> web.Response:
     services = services_of(request)
     topic = services.topics.require_topic(request.match_info["topic"])
-    partition = _partition_number(request, topic)
+    partition = partition_number(request, topic)
     if (leader := remote_leader(request, topic.name, partition)) is not None:
         return await proxy(request, leader)
     query = read_query(request, FetchRecordsQuery)
     max_records, max_bytes = query.max_records, min(query.max_bytes, services.node.fetch_max_bytes)
+    read_committed = query.isolation_level == READ_COMMITTED
     offset, result = await services.records.read(context_of(request), topic.name, partition, query.offset,
-                                                 query.timestamp, max_bytes, query.timeout_ms)
+                                                 query.timestamp, max_bytes, query.timeout_ms, read_committed)
     if result.error_code == "NOT_LEADER_OR_FOLLOWER":
         raise not_leader(request, topic.name, partition, result.message or "")
     if result.error_code:
@@ -187,11 +191,17 @@ async def fetch_records(request: web.Request) -> web.Response:
     binary = wants_msgpack(request)
     size = 0  # decoded bytes in the reply
     full = False
-    for pos, header in iter_batches(result.records):
+    next_offset = offset  # past what the reply holds or left out
+    end = result.last_stable_offset if read_committed else result.high_watermark
+    for pos, header, visible in readable_batches(result.records,
+                                                 result.aborted_transactions if read_committed else None):
         if header.last_offset < offset:
             continue
+        if not visible:  # a marker or an aborted batch: never answered, read past
+            next_offset = max(next_offset, header.next_offset)
+            continue
         for rec in decode_records(result.records, pos):
-            if rec.offset < offset or rec.offset >= result.high_watermark:
+            if rec.offset < offset or rec.offset >= end:
                 continue
             size += _decoded_size(rec)
             if records and size > max_bytes:
@@ -201,6 +211,7 @@ async def fetch_records(request: web.Request) -> web.Response:
             records.append(RecordOut(
                 partition=partition, offset=rec.offset, timestamp=rec.timestamp, key=key, value=value,
                 headers=[_header(k, v, binary) for k, v in rec.headers], key_b64=key_b64, value_b64=value_b64))
+            next_offset = rec.offset + 1
             full = len(records) == max_records or size >= max_bytes
             if full:
                 break
@@ -208,22 +219,23 @@ async def fetch_records(request: web.Request) -> web.Response:
             break
     return render(request, FetchRecordsResponse(
         records=records, high_watermark=result.high_watermark, log_start_offset=result.log_start_offset,
-        next_offset=records[-1].offset + 1 if records else offset))
+        next_offset=next_offset, last_stable_offset=result.last_stable_offset))
 
 
 @routes.get("/v1/topics/{topic}/partitions/{partition}/offsets")
 async def partition_offsets(request: web.Request) -> web.Response:
     services, ctx = services_of(request), context_of(request)
     topic = services.topics.require_topic(request.match_info["topic"])
-    partition = _partition_number(request, topic)
+    partition = partition_number(request, topic)
     if (leader := remote_leader(request, topic.name, partition)) is not None:
         return await proxy(request, leader)
     query = read_query(request, PartitionOffsetsQuery)
     offsets = await services.records.partition_offsets(ctx, topic.name, partition)
     body = PartitionOffsetsResponse(
         partition=partition, log_start_offset=offsets.log_start_offset, high_watermark=offsets.high_watermark,
-        log_end_offset=offsets.log_end_offset)
+        log_end_offset=offsets.log_end_offset, last_stable_offset=offsets.last_stable_offset)
     if query.timestamp is not None:
-        found = await services.records.list_offsets(ctx, topic.name, partition, query.timestamp)
+        found = await services.records.list_offsets(ctx, topic.name, partition, query.timestamp,
+                                                    query.isolation_level == READ_COMMITTED)
         body.offset, body.timestamp = (found.offset, found.timestamp) if found.offset is not None else (None, None)
     return render(request, body)

@@ -7,7 +7,7 @@ they kill its processes; `chaos` (`kraft.bench.chaos`) adds TCP proxies, size-li
 seeded fault schedule and an independent history checker.
 """
 
-from kraft.bench import chaos, consume, convert, e2e, failover, metadata, produce  # noqa: F401 - registers the subcommands
+from kraft.bench import chaos, consume, convert, e2e, failover, metadata, peers, produce  # noqa: F401 - registers the subcommands
 from kraft.bench.common import AckLatencyRecorder, BenchResult, Progress, main, percentile
 from kraft.zk import compare  # noqa: F401,E402 - registers compare-metadata (KRaft vs ZooKeeper mode)
 

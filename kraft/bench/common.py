@@ -384,12 +384,23 @@ class Observers:
         return extra
 
 
+def producer_settings(acks: str, idempotence: bool | None, max_in_flight: int | None) -> dict[str, Any]:
+    """The producer's idempotence and requests in flight from the bench's flags: idempotence on
+    with acks=all unless --no-idempotence (Kafka's producer default since 3.0)."""
+    return {"enable_idempotence": acks in ("all", "-1") if idempotence is None else idempotence,
+            "max_in_flight_requests_per_connection": max_in_flight}
+
+
 def producer_options(f: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--acks", type=click.Choice(["0", "1", "-1", "all"]), default="1", show_default=True),
         click.option("--batch-size", type=click.IntRange(min=1), default=16384 * 4, show_default=True),
         click.option("--linger-ms", type=click.IntRange(min=0), default=5, show_default=True),
         click.option("--compression", type=click.Choice(COMPRESSIONS), default="none", show_default=True),
+        click.option("--idempotence/--no-idempotence", default=None,
+                     help="enable_idempotence [default: on with --acks all, as Kafka's producer since 3.0]."),
+        click.option("--max-in-flight", type=click.IntRange(min=1), default=None,
+                     help="max_in_flight_requests_per_connection [default: 5 with idempotence, else 1]."),
     ]
     for option in reversed(options):
         f = option(f)

@@ -21,10 +21,22 @@ def consume(
 ) -> None:
     """Consumer throughput from the beginning of the topic (kafka-consumer-perf-test).
     Produce first; --record-size and --partitions only matter if the topic is created here."""
-    ensure_topic(bootstrap_server, topic, partitions, replication_factor)
+    result, start_wall = measure_consume(bootstrap_server, topic, num_records=num_records, partitions=partitions,
+                                         replication_factor=replication_factor, timeout_ms=timeout_ms)
+    report(result, json_path, consumer_perf_summary(result, start_wall) if print_format == "kafka" else None)
+    if result.records < num_records:
+        raise click.ClickException(f"only {result.records} of {num_records} records arrived within {timeout_ms} ms "
+                                   "of silence")
+
+
+def measure_consume(bootstrap: str, topic: str, *, num_records: int, partitions: int = 1,
+                    replication_factor: int = 1, timeout_ms: int = 10_000) -> tuple[BenchResult, float]:
+    """One consume run from the beginning of `topic`, and its wall-clock start; fewer records
+    than asked when `timeout_ms` passed without any."""
+    ensure_topic(bootstrap, topic, partitions, replication_factor)
     progress = Progress("consume")
     records = nbytes = 0
-    with Consumer(bootstrap_server, auto_offset_reset="earliest", max_poll_records=10_000) as consumer:
+    with Consumer(bootstrap, auto_offset_reset="earliest", max_poll_records=10_000) as consumer:
         consumer.assign(consumer.partitions_for_topic(topic))
         consumer.seek_to_beginning()
         start = last = time.monotonic()
@@ -42,8 +54,6 @@ def consume(
                 nbytes += record_bytes(batch)
             progress.update(records, nbytes)
         elapsed = last - start
-    result = BenchResult("consume", dict(topic=topic, num_records=num_records, partitions=partitions), records, nbytes, elapsed)
     # Partitions are assigned, not joined through a group: no rebalance time.
-    report(result, json_path, consumer_perf_summary(result, start_wall) if print_format == "kafka" else None)
-    if records < num_records:
-        raise click.ClickException(f"only {records} of {num_records} records arrived within {timeout_ms} ms of silence")
+    return BenchResult("consume", dict(topic=topic, num_records=num_records, partitions=partitions), records, nbytes,
+                       elapsed), start_wall

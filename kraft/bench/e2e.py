@@ -5,12 +5,13 @@ from __future__ import annotations
 import random
 import struct
 import time
+from typing import Any
 
 import click
 
 from kraft.api.client import Consumer, Producer
 from kraft.bench.common import (BenchResult, Progress, bench_target, common_options, ensure_topic, main, make_payload,
-                                producer_options, report)
+                                producer_options, producer_settings, report)
 from kraft.bench.histogram import LatencyHistogram
 
 _STAMP = struct.Struct(">q")
@@ -26,7 +27,8 @@ _STAMP = struct.Struct(">q")
 def e2e(
     bootstrap_server: str, topic: str, num_records: int, record_size: int, partitions: int,
     replication_factor: int, json_path: str | None, acks: str, batch_size: int, linger_ms: int,
-    compression: str, local_cluster: int | None, timeout_ms: int,
+    compression: str, idempotence: bool | None, max_in_flight: int | None, local_cluster: int | None,
+    timeout_ms: int,
 ) -> None:
     """Produce-to-consume latency, one record at a time (Kafka's EndToEndLatency): each record
     carries its send time; the consumer measures when it can read it (below the high watermark,
@@ -34,7 +36,7 @@ def e2e(
     with bench_target(bootstrap_server, local_cluster, False) as (bootstrap, _pids):
         ensure_topic(bootstrap, topic, partitions, replication_factor)
         latency, elapsed = _round_trips(bootstrap, topic, num_records, record_size, acks, batch_size, linger_ms,
-                                        compression, timeout_ms)
+                                        compression, producer_settings(acks, idempotence, max_in_flight), timeout_ms)
     report(
         BenchResult(
             "e2e",
@@ -47,11 +49,12 @@ def e2e(
 
 
 def _round_trips(bootstrap: str, topic: str, num_records: int, record_size: int, acks: str, batch_size: int,
-                 linger_ms: int, compression: str, timeout_ms: int) -> tuple[LatencyHistogram, float]:
+                 linger_ms: int, compression: str, settings: dict[str, Any], timeout_ms: int) -> tuple[LatencyHistogram, float]:
     padding = make_payload(max(0, record_size - _STAMP.size), random.Random(0))
     latency = LatencyHistogram()
     progress = Progress("e2e")
-    with Producer(bootstrap, acks=acks, batch_size=batch_size, linger_ms=linger_ms, compression_type=compression) as producer, \
+    with Producer(bootstrap, acks=acks, batch_size=batch_size, linger_ms=linger_ms, compression_type=compression,
+                  **settings) as producer, \
             Consumer(bootstrap, fetch_max_wait_ms=100) as consumer:
         consumer.assign(consumer.partitions_for_topic(topic))
         consumer.seek_to_end()

@@ -10,7 +10,7 @@ import click
 from kraft.api.client import Producer
 from kraft.bench.common import (AckLatencyRecorder, BenchResult, Observers, Progress, bench_target, common_options,
                                 ensure_topic, main, make_payload, observe_options, print_format_option,
-                                producer_options, producer_perf_summary, report)
+                                producer_options, producer_perf_summary, producer_settings, report)
 
 
 @main.command()
@@ -25,37 +25,55 @@ from kraft.bench.common import (AckLatencyRecorder, BenchResult, Observers, Prog
 def produce(
     bootstrap_server: str, topic: str, num_records: int, record_size: int, partitions: int,
     replication_factor: int, json_path: str | None, acks: str, batch_size: int, linger_ms: int,
-    compression: str, local_cluster: int | None, trace: bool, profile: bool, profile_pids: tuple[int, ...],
-    throughput: int, warmup_records: int, print_format: str,
+    compression: str, idempotence: bool | None, max_in_flight: int | None, local_cluster: int | None, trace: bool,
+    profile: bool, profile_pids: tuple[int, ...], throughput: int, warmup_records: int, print_format: str,
 ) -> None:
     """Producer throughput and ack latency (kafka-producer-perf-test); the latency percentiles
     are over every acknowledged record, from its own send to its acknowledgement."""
     with bench_target(bootstrap_server, local_cluster, trace) as (bootstrap, pids):
-        ensure_topic(bootstrap, topic, partitions, replication_factor)
         pids.update({f"pid-{p}": p for p in profile_pids})
         observers = Observers("produce", bootstrap, trace, profile, json_path, pids)
-        payload = make_payload(record_size, random.Random(0))
-        latencies = AckLatencyRecorder()
-        progress = Progress("produce")
-        with Producer(bootstrap, acks=acks, batch_size=batch_size, linger_ms=linger_ms,
-                      compression_type=compression) as producer:
-            producer.partitions_for(topic)  # metadata before the clock starts
-            if warmup_records:  # connections, the logs' first files, the followers' fetchers
-                _send_all(producer, topic, payload, warmup_records, throughput, AckLatencyRecorder(), progress)
+        result = measure_produce(bootstrap, topic, num_records=num_records, record_size=record_size,
+                                 partitions=partitions, replication_factor=replication_factor, acks=acks,
+                                 batch_size=batch_size, linger_ms=linger_ms, compression=compression,
+                                 idempotence=idempotence, max_in_flight=max_in_flight, throughput=throughput,
+                                 warmup_records=warmup_records, observers=observers)
+    report(result, json_path, [producer_perf_summary(result)] if print_format == "kafka" else None)
+    if result.errors:
+        raise click.ClickException(f"{result.errors} records were not acknowledged")
+
+
+def measure_produce(
+    bootstrap: str, topic: str, *, num_records: int, record_size: int = 100, partitions: int = 1,
+    replication_factor: int = 1, acks: str = "1", batch_size: int = 65536, linger_ms: int = 5,
+    compression: str = "none", idempotence: bool | None = None, max_in_flight: int | None = None,
+    throughput: int = -1, warmup_records: int = 0, observers: Observers | None = None,
+) -> BenchResult:
+    """One produce run against `bootstrap` (the topic created if needed); `observers` watch
+    the measured part (after the warm-up)."""
+    ensure_topic(bootstrap, topic, partitions, replication_factor)
+    payload = make_payload(record_size, random.Random(0))
+    latencies = AckLatencyRecorder()
+    progress = Progress("produce")
+    settings = producer_settings(acks, idempotence, max_in_flight)
+    with Producer(bootstrap, acks=acks, batch_size=batch_size, linger_ms=linger_ms, compression_type=compression,
+                  **settings) as producer:
+        producer.partitions_for(topic)  # metadata before the clock starts
+        if warmup_records:  # connections, the logs' first files, the followers' fetchers
+            _send_all(producer, topic, payload, warmup_records, throughput, AckLatencyRecorder(), progress)
+        if observers is not None:
             observers.start()
-            elapsed = _send_all(producer, topic, payload, num_records, throughput, latencies, progress)
-        failed = latencies.failed_records
-        extra = observers.finish(latencies.traced_records)
-    result = BenchResult(
+        elapsed = _send_all(producer, topic, payload, num_records, throughput, latencies, progress)
+    failed = latencies.failed_records
+    extra = observers.finish(latencies.traced_records) if observers is not None else {}
+    return BenchResult(
         "produce",
         dict(topic=topic, num_records=num_records, record_size=record_size, partitions=partitions,
              replication_factor=replication_factor, acks=acks, batch_size=batch_size,
-             linger_ms=linger_ms, compression=compression, throughput=throughput, warmup_records=warmup_records),
+             linger_ms=linger_ms, compression=compression, throughput=throughput, warmup_records=warmup_records,
+             idempotence=settings["enable_idempotence"], max_in_flight=max_in_flight),
         num_records - failed, (num_records - failed) * len(payload), elapsed, latencies.histogram(), failed, extra,
     )
-    report(result, json_path, [producer_perf_summary(result)] if print_format == "kafka" else None)
-    if failed:
-        raise click.ClickException(f"{failed} records were not acknowledged")
 
 
 def _send_all(producer: Producer, topic: str, payload: bytes, num_records: int, throughput: int,

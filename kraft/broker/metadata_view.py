@@ -72,10 +72,10 @@ class BrokerMetadataView(MetadataCache):
 
     # -- MetadataView -------------------------------------------------------------------------
 
-    def cluster(self) -> ClusterDescription:
+    def cluster(self, listener: str | None = None) -> ClusterDescription:
         brokers = []
         for b in self.image.live_brokers():
-            endpoint = b.endpoint()
+            endpoint = b.endpoint(listener)
             if endpoint is not None:
                 brokers.append(BrokerDescription(b.broker_id, endpoint.host, endpoint.port, b.rack))
         controller_id = self.image.controller_id

@@ -37,6 +37,9 @@ class PartitionView:
     quarantined_count: int = 0
     # as leader: the largest lag, in offsets, of a follower that fetched at least once
     max_follower_lag: int = 0
+    log_dir: str = ""  # the log directory holding it (JBOD)
+    # no transaction open below it: read_committed readers' end (and their group's lag)
+    last_stable_offset: int = NO_OFFSET
 
 
 class PartitionStateReader(Protocol):

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from kraft.errors import KraftError, from_exception
+from kraft.broker.log_dirs import LogDir, LogDirs
 from kraft.broker.partition_state import PartitionView
 from kraft.broker.replica import Replica, ReplicaState
 from kraft.broker.replication.alter_partition import AlterPartitionChannel
@@ -60,8 +61,8 @@ from kraft.metadata.image import MetadataImage
 from kraft.metadata.topic_name import is_internal
 from kraft.server.replica_admin import ActiveProducer
 from kraft.server.records import (
-    NO_EPOCH, NO_REPLICA, DeleteRecordsEntry, DeleteRecordsResult, DivergingEpoch, EpochEndOffset, FetchEntry,
-    FetchPartitionResult, PartitionOffsets, ProduceEntry, ProducePartitionResult,
+    NO_EPOCH, NO_REPLICA, AbortedTransaction, DeleteRecordsEntry, DeleteRecordsResult, DivergingEpoch,
+    EpochEndOffset, FetchEntry, FetchPartitionResult, PartitionOffsets, ProduceEntry, ProducePartitionResult,
 )
 
 log = logging.getLogger("kraft.broker")
@@ -131,6 +132,7 @@ class ReplicaManager:
         clock_ms: Callable[[], int] = monotonic_ms,
         recovery_point_checkpoint_interval_ms: int = 60_000,
         metadata_cache: MetadataCache | None = None,
+        log_dirs: LogDirs | None = None,
     ) -> None:
         """`alter_partition` reaches the active controller (None: ISRs never change, enough for
         single-replica partitions); `broker_epoch` is this broker's registration epoch, sent with
@@ -138,9 +140,15 @@ class ReplicaManager:
         metadata holding that registration, see `Partition.apply_registration`); `clock_ms`
         times follower lag (monotonic); `recovery_point_checkpoint_interval_ms` is Kafka's
         log.flush.offset.checkpoint.interval.ms; `metadata_cache` holds the broker's image (set
-        by `BrokerMetadataPublisher`; default: a cache of its own)."""
+        by `BrokerMetadataPublisher`; default: a cache of its own); `log_dirs` are the log
+        directories, loaded (default: `data_dir` alone)."""
         self.node_id = node_id
         self.data_dir = data_dir
+        self.log_dirs = log_dirs or LogDirs([data_dir], node_id)  # not loaded: writes nothing
+        # (offline directory ids, their replicas): what the heartbeat reports, read from the
+        # lifecycle's thread (one tuple, replaced whole)
+        self.offline_report: tuple[tuple[str, ...], tuple[TopicPartition, ...]] = ((), ())
+        self.on_log_dir_failure: Callable[[], None] = lambda: None  # the lifecycle heartbeats at once
         self.base_config = base_config
         self.retention_check_interval_ms = retention_check_interval_ms
         self.recovery_point_checkpoint_interval_ms = recovery_point_checkpoint_interval_ms
@@ -175,7 +183,8 @@ class ReplicaManager:
         self._isr_task = loop.create_task(self._isr_loop())
         self._checkpoint_task = loop.create_task(self._checkpoint_loop())
         self._offline_task = loop.create_task(self._offline_loop())
-        leftovers = [p for p in self.data_dir.glob(f"*{DELETED_SUFFIX}") if p.is_dir()]
+        leftovers = [p for d in self.log_dirs.dirs if d.online
+                     for p in d.path.glob(f"*{DELETED_SUFFIX}") if p.is_dir()]
         for path in leftovers:  # deletions a crash interrupted
             self._spawn(lambda p=path: asyncio.to_thread(shutil.rmtree, p, True))
 
@@ -266,9 +275,13 @@ class ReplicaManager:
                     self._drop_replica(key, replica)
                     replica = None
                 if replica is None:
-                    replica = Replica(key[0], key[1], self.data_dir, self.node_id, state, config)
+                    log_dir = self.log_dirs.place(f"{key[0]}-{key[1]}")
+                    replica = Replica(key[0], key[1], log_dir.path, self.node_id, state, config)
                     self._replicas[key] = replica
-                    opening.append(replica)
+                    if log_dir.online:
+                        opening.append(replica)
+                    else:
+                        self._in_offline_dir(replica, log_dir)
                 else:
                     replica.state = state
                     self._set_config(replica, config)
@@ -287,6 +300,8 @@ class ReplicaManager:
                     self._set_config(replica, config)
         for i in range(0, len(opening), OPEN_BATCH):
             self._spawn(lambda batch=opening[i:i + OPEN_BATCH]: self._open_replicas(batch))
+        if self.log_dirs.offline:
+            self._report_offline()
 
     @staticmethod
     def _set_config(replica: Replica, config: LogConfig) -> None:
@@ -296,6 +311,7 @@ class ReplicaManager:
 
     def _drop_replica(self, key: TopicPartition, replica: Replica) -> None:
         self.fetchers.remove(key)
+        self.log_dirs.forget(f"{key[0]}-{key[1]}")
         if replica.core is not None:
             self._perform(replica, replica.core.stop())
             replica.core = None
@@ -305,6 +321,10 @@ class ReplicaManager:
         """Makes this broker the partition's leader or follower as its registration says (the
         core decides, Kafka's makeLeader / makeFollower). Runs inline on the loop, so no request
         sees half a change."""
+        log_dir = self._log_dir(replica)
+        if not log_dir.online:
+            self._in_offline_dir(replica, log_dir)
+            return
         if replica.core is None:
             replica.core = Partition(
                 self.node_id, replica.topic, replica.partition, replica.log,
@@ -320,7 +340,8 @@ class ReplicaManager:
             actions = replica.core.apply_registration(replica.state, self.clock_ms(), may_lead=may_lead)
         except OSError as e:
             self._perform(replica, replica.core.go_offline(replica.state))
-            self._mark_offline(replica, e)
+            if not self._storage_failed(replica, e):
+                self._mark_offline(replica, e)
             return
         self._perform(replica, actions)
         if replica.storage_error is not None:
@@ -344,7 +365,48 @@ class ReplicaManager:
                   "(%s). Requests for it answer KAFKA_STORAGE_ERROR until it can: free space on "
                   "%s (or fix the disk); the role is tried again every %d ms and at the next "
                   "metadata change", replica.topic, replica.partition, role, state.leader_epoch,
-                  error, self.data_dir, self.replication.offline_retry_ms)
+                  error, replica.data_dir, self.replication.offline_retry_ms)
+
+    # -- log directories (JBOD) ---------------------------------------------------------------
+
+    def _log_dir(self, replica: Replica) -> LogDir:
+        log_dir = self.log_dirs.dir_of(replica.data_dir)
+        assert log_dir is not None, replica.data_dir
+        return log_dir
+
+    def _storage_failed(self, replica: Replica, error: BaseException) -> bool:
+        """Whether `error` (from the replica's log) means its directory failed; if so the
+        directory goes offline with every replica on it (`LogDirs.is_dir_failure`)."""
+        log_dir = self._log_dir(replica)
+        if not LogDirs.is_dir_failure(error, log_dir.path):
+            return False
+        if self.log_dirs.fail(log_dir, error):
+            for other in list(self._replicas.values()):
+                if other.data_dir == log_dir.path:
+                    self._in_offline_dir(other, log_dir)
+            self._report_offline()
+            self.on_log_dir_failure()
+        return True
+
+    def _in_offline_dir(self, replica: Replica, log_dir: LogDir) -> None:
+        """Kafka's offline replica of a failed log directory: no role, no fetching, requests
+        answer KAFKA_STORAGE_ERROR; never retried (the directory comes back with a restart)."""
+        if replica.storage_error is None:
+            replica.storage_error = OSError(f"log directory {log_dir.path} is offline ({log_dir.error})")
+        self._offline.discard((replica.topic, replica.partition))
+        self.fetchers.remove((replica.topic, replica.partition))
+        if replica.core is not None:
+            self._perform(replica, replica.core.go_offline(replica.state))
+        replica.wake_all()
+
+    def log_directories(self) -> list[tuple[str, bool]]:
+        """(path, online) of each log directory, for the metrics."""
+        return [(str(d.path), d.online) for d in self.log_dirs.dirs]
+
+    def _report_offline(self) -> None:
+        offline = {d.path for d in self.log_dirs.offline}
+        replicas = tuple(sorted(k for k, r in self._replicas.items() if r.data_dir in offline))
+        self.offline_report = (tuple(self.log_dirs.offline_ids()), replicas)
 
     def _registered_broker_epoch(self, broker_id: int) -> int | None:
         broker = self.image.cluster.broker(broker_id)
@@ -403,6 +465,9 @@ class ReplicaManager:
                 if self._replicas.get((replica.topic, replica.partition)) is replica:
                     self._apply_role(replica)
             except Exception as e:
+                if self._storage_failed(replica, e):
+                    replica.open_error = e
+                    continue
                 again, replica.open_error = replica.open_error is not None, e
                 if isinstance(e, OSError):
                     self._offline.add((replica.topic, replica.partition))
@@ -528,12 +593,13 @@ class ReplicaManager:
     # -- produce ------------------------------------------------------------------------------
 
     async def produce(
-        self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int
+        self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int, *, coordinator: bool = False
     ) -> list[ProducePartitionResult]:
+        """`coordinator`: a coordinator's own write for a producer (`PartitionLog.append_as_leader`)."""
         appended: list[tuple[ProduceEntry, Replica | None, int, int, int, KraftError | None]] = []
         for entry in entries:
             try:
-                replica, epoch, first_offset, next_offset = await self._append(entry, acks)
+                replica, epoch, first_offset, next_offset = await self._append(entry, acks, coordinator)
                 appended.append((entry, replica, epoch, first_offset, next_offset, None))
                 self.metrics.messages_in(entry.topic, next_offset - first_offset, len(entry.records))
             except Exception as e:
@@ -545,36 +611,76 @@ class ReplicaManager:
             for entry, replica, epoch, first, next_offset, error in appended
         )))
 
-    async def _append(self, entry: ProduceEntry, acks: int) -> tuple[Replica, int, int, int]:
+    async def _append(self, entry: ProduceEntry, acks: int, coordinator: bool) -> tuple[Replica, int, int, int]:
         """Appends as leader; returns the replica, the leader epoch, the first and next offset."""
-        replica = await self._leader_replica(entry.topic, entry.partition)
+        return await self._append_as_leader(
+            entry.topic, entry.partition, acks,
+            lambda plog, epoch: plog.append_as_leader(entry.records, epoch, now_ms(), coordinator=coordinator))
+
+    async def _append_as_leader(self, topic: str, partition: int, acks: int,
+                                write: Callable[[PartitionLog, int], Any]) -> tuple[Replica, int, int, int]:
+        """`write(log, leader_epoch)` on the partition this broker leads, under its lock (a produce's
+        batches or a transaction marker); the replica, leader epoch, first and next offset."""
+        replica = await self._leader_replica(topic, partition)
         refused = replica.core.check_produce(acks)
         if refused is not None:
             raise refused
         async with replica.lock:
             core = replica.core
             if replica.log is None or core is None or core.leader_state is None:
-                raise self._not_here(entry.topic, entry.partition)  # deleted or deposed meanwhile
+                raise self._not_here(topic, partition)  # deleted or deposed meanwhile
             leader_epoch = core.leader_state.leader_epoch
-            tp = (entry.topic, entry.partition)
+            tp = (topic, partition)
             try:
-                info = replica.log.append_as_leader(entry.records, leader_epoch, now_ms())
+                info = write(replica.log, leader_epoch)
             except OSError as e:
-                # e.g. a full disk: the log cut the partial batch, so the partition stays usable
-                # and takes writes again once one succeeds (Kafka would take the log dir offline)
+                if self._storage_failed(replica, e):
+                    raise KraftError("KAFKA_STORAGE_ERROR", f"{topic}-{partition}: "
+                                     f"{replica.storage_error}") from e
+                # a full disk: the log cut the partial batch, so the partition stays usable and
+                # takes writes again once one succeeds
                 if tp not in self._unwritable:  # log the transition, not every refused produce
                     self._unwritable.add(tp)
                     log.error("%s-%d: cannot write the log: %s; produce answers KAFKA_STORAGE_ERROR "
-                              "until a write succeeds", entry.topic, entry.partition, e)
+                              "until a write succeeds", topic, partition, e)
                 raise KraftError("KAFKA_STORAGE_ERROR",
-                                 f"{entry.topic}-{entry.partition}: cannot write the log: {e}") from e
+                                 f"{topic}-{partition}: cannot write the log: {e}") from e
             if tp in self._unwritable:
                 self._unwritable.discard(tp)
-                log.warning("%s-%d: the log is writable again", entry.topic, entry.partition)
-            self.trace.record(LEADER_APPEND, entry.topic, entry.partition, info.last_offset + 1)
+                log.warning("%s-%d: the log is writable again", topic, partition)
+            self.trace.record(LEADER_APPEND, topic, partition, info.last_offset + 1)
             replica.wake_appended()
             self._perform(replica, core.on_leader_append(self.clock_ms()))
         return replica, leader_epoch, info.first_offset, info.last_offset + 1
+
+    # -- transactions (the partition side of the transaction coordinator's requests) -----------
+
+    async def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                               coordinator_epoch: int, commit: bool, timeout_ms: int) -> int:
+        """Kafka's WriteTxnMarkers for one partition this broker leads: appends the COMMIT or
+        ABORT marker and answers its offset once the high watermark passed it (acks=all, as
+        Kafka's coordinator writes markers). Raises KraftError (INVALID_PRODUCER_EPOCH and
+        TRANSACTION_COORDINATOR_FENCED from the log, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT...)."""
+        replica, leader_epoch, first, next_offset = await self._append_as_leader(
+            topic, partition, -1,
+            lambda plog, epoch: plog.append_control(producer_id, producer_epoch, coordinator_epoch,
+                                                    commit, epoch, now_ms()))
+        deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
+        error = await self._await_high_watermark(replica, leader_epoch, next_offset, deadline)
+        if error is not None:
+            raise error
+        return first
+
+    async def verify_transaction(self, topic: str, partition: int, producer_id: int,
+                                 producer_epoch: int) -> None:
+        """KIP-890's partition-side hook, for the coordinator's AddPartitionsToTxn: the
+        transactional batches of (producer id, epoch) may begin a transaction in this partition
+        this broker leads (else they get INVALID_TXN_STATE)."""
+        replica = await self._leader_replica(topic, partition)
+        async with replica.lock:
+            if replica.log is None or replica.core is None or not replica.core.is_leader:
+                raise self._not_here(topic, partition)
+            replica.log.verify_transaction(producer_id, producer_epoch)
 
     async def _produce_result(
         self, entry: ProduceEntry, replica: Replica | None, leader_epoch: int, first_offset: int,
@@ -845,8 +951,8 @@ class ReplicaManager:
                 raise error
             data = self._read(plog, entry, max_bytes, budget, plog.high_watermark)
         except Exception as e:
-            return self._result(replica, entry, b"", error=_as_kraft_error(e))
-        return self._result(replica, entry, data.records)
+            return self._result(replica, entry, b"", error=self._read_error(replica, e))
+        return self._result(replica, entry, data.records, aborted=_aborted(data))
 
     def _read_for_follower(
         self, replica: Replica, replica_id: int, replica_epoch: int, entry: FetchEntry,
@@ -870,35 +976,44 @@ class ReplicaManager:
         try:
             data = self._read(plog, entry, max_bytes, budget, None)
         except Exception as e:
-            return self._result(replica, entry, b"", error=_as_kraft_error(e))
+            return self._result(replica, entry, b"", error=self._read_error(replica, e))
         if data.records:
             self.trace.record(FETCH_ANSWERED, entry.topic, entry.partition, data.next_offset, replica_id)
         return self._result(replica, entry, data.records)
 
+    def _read_error(self, replica: Replica, error: Exception) -> KraftError:
+        if self._storage_failed(replica, error):
+            return KraftError("KAFKA_STORAGE_ERROR", f"{replica.topic}-{replica.partition}: {replica.storage_error}")
+        return _as_kraft_error(error)
+
     @staticmethod
     def _read(plog: PartitionLog, entry: FetchEntry, max_bytes: int, budget: int,
               max_offset: int | None) -> FetchDataInfo:
+        """The batches to answer and, for read_committed, the aborted transactions they overlap."""
         limit = plog.log_end_offset if max_offset is None else max_offset
+        if entry.read_committed:
+            limit = min(limit, plog.last_stable_offset)
         if entry.fetch_offset >= limit or budget <= 0:
             return FetchDataInfo(b"", entry.fetch_offset, entry.fetch_offset, plog.high_watermark,
-                                 plog.log_start_offset, plog.log_end_offset)
+                                 plog.log_start_offset, plog.log_end_offset, plog.last_stable_offset,
+                                 () if entry.read_committed else None)
         # The first partition of a request always gets a batch (Kafka's rule, so a batch larger
         # than max_bytes cannot stall a fetcher); later ones only within budget.
         return plog.read(
             entry.fetch_offset, min(entry.partition_max_bytes, budget),
-            max_offset=max_offset, min_one_batch=budget == max_bytes,
+            max_offset=max_offset, min_one_batch=budget == max_bytes, read_committed=entry.read_committed,
         )
 
     @staticmethod
     def _result(replica: Replica, entry: FetchEntry, records: bytes,
-                error: KraftError | None = None,
-                diverging: DivergingEpoch | None = None) -> FetchPartitionResult:
+                error: KraftError | None = None, diverging: DivergingEpoch | None = None,
+                aborted: tuple[AbortedTransaction, ...] = ()) -> FetchPartitionResult:
         plog = replica.log
         return FetchPartitionResult(
             entry.topic, entry.partition, plog.high_watermark, plog.log_start_offset,
             plog.log_end_offset, records, diverging,
             error.error_code if error else None, error.message if error else None,
-            last_stable_offset=plog.high_watermark,  # no transactions: nothing is unstable
+            last_stable_offset=plog.last_stable_offset, aborted_transactions=aborted,
         )
 
     # -- follower side (the fetchers call these) ----------------------------------------------
@@ -930,7 +1045,8 @@ class ReplicaManager:
             try:
                 return self._apply_fetched(replica, response)
             except Exception as e:
-                log.warning("%s-%d: cannot apply the leader's answer: %s", tp[0], tp[1], e)
+                if not self._storage_failed(replica, e):
+                    log.warning("%s-%d: cannot apply the leader's answer: %s", tp[0], tp[1], e)
                 return False
 
     def _apply_fetched(self, replica: Replica, response: PartitionFetchResponse) -> bool:
@@ -954,14 +1070,14 @@ class ReplicaManager:
     async def _send_alter_partition(self, replica: Replica, proposal: IsrProposal) -> None:
         assert self.alter_partition is not None
         try:
-            await self.alter_partition.alter_partition(replica.topic, replica.partition, proposal)
+            committed = await self.alter_partition.alter_partition(replica.topic, replica.partition, proposal)
         except Exception as e:
             if replica.core is not None:
                 error_code = getattr(e, "error_code", None) or f"{type(e).__name__}: {e}"
                 self._perform(replica, replica.core.on_alter_partition_response(proposal, error_code))
             return
         if replica.core is not None:
-            self._perform(replica, replica.core.on_alter_partition_response(proposal, None))
+            self._perform(replica, replica.core.on_alter_partition_response(proposal, None, committed))
 
     async def _checkpoint_loop(self) -> None:
         """Kafka's recovery-point checkpoint (log.flush.offset.checkpoint.interval.ms): closed
@@ -980,9 +1096,10 @@ class ReplicaManager:
                     continue
                 try:
                     await asyncio.to_thread(replica.log.flush_closed_segments)
-                except Exception:
-                    log.exception("checkpointing the recovery point of %s-%d failed",
-                                  replica.topic, replica.partition)
+                except Exception as e:
+                    if not self._storage_failed(replica, e):
+                        log.exception("checkpointing the recovery point of %s-%d failed",
+                                      replica.topic, replica.partition)
 
     async def _offline_loop(self) -> None:
         while True:
@@ -1003,7 +1120,9 @@ class ReplicaManager:
                 continue
             if self._closed:
                 return
-            if replica.storage_error is not None and replica.log is not None and replica.core is not None:
+            if not self._log_dir(replica).online:
+                self._offline.discard(key)
+            elif replica.storage_error is not None and replica.log is not None and replica.core is not None:
                 self._apply_role(replica)
             elif isinstance(replica.open_error, OSError) and replica.log is None:
                 if replica.is_ready:  # not while an attempt is under way
@@ -1045,19 +1164,20 @@ class ReplicaManager:
 
     async def offsets(self, topic: str, partition: int) -> PartitionOffsets:
         plog = (await self._leader_replica(topic, partition)).log
-        return PartitionOffsets(plog.log_start_offset, plog.high_watermark, plog.log_end_offset)
+        return PartitionOffsets(plog.log_start_offset, plog.high_watermark, plog.log_end_offset,
+                                plog.last_stable_offset)
 
     async def offset_for_timestamp(
-        self, topic: str, partition: int, timestamp: int
+        self, topic: str, partition: int, timestamp: int, read_committed: bool = False
     ) -> tuple[int, int] | None:
         replica = await self._leader_replica(topic, partition)
         async with replica.lock:
             if replica.log is None:
                 raise self._not_here(topic, partition)
-            # consumers see nothing at or beyond the high watermark
-            return await asyncio.to_thread(
-                replica.log.offset_for_timestamp, timestamp, replica.log.high_watermark
-            )
+            # consumers see nothing at or beyond the high watermark (read_committed ones the LSO)
+            plog = replica.log
+            bound = plog.last_stable_offset if read_committed else plog.high_watermark
+            return await asyncio.to_thread(plog.offset_for_timestamp, timestamp, bound)
 
     async def offset_for_leader_epoch(
         self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
@@ -1115,9 +1235,11 @@ class ReplicaManager:
         return self._replicas.get((topic, partition))
 
     async def active_producers(self, topic: str, partition: int) -> list[ActiveProducer]:
-        """The idempotent producers the leader of the partition keeps state for (DescribeProducers)."""
+        """The producers the leader of the partition keeps state for (DescribeProducers): the last
+        coordinator epoch of their markers and their open transaction's first offset (-1: none)."""
         replica = await self._leader_replica(topic, partition)
-        return [ActiveProducer(e.producer_id, e.producer_epoch, e.last_sequence if e.batches else -1, e.last_timestamp)
+        return [ActiveProducer(e.producer_id, e.producer_epoch, e.last_sequence, e.last_timestamp,
+                               e.coordinator_epoch, e.current_txn_first_offset)
                 for e in replica.log.producer_state.entries()]
 
 
@@ -1125,6 +1247,11 @@ def _error_result(topic: str, partition: int, error: KraftError,
                   leader: dict[str, Any] | None = None) -> FetchPartitionResult:
     return FetchPartitionResult(topic, partition, -1, -1, -1, b"", None, error.error_code,
                               error.message, leader)
+
+
+def _aborted(data: FetchDataInfo) -> tuple[AbortedTransaction, ...]:
+    """The aborted transactions a read_committed read overlaps (none for read_uncommitted)."""
+    return tuple(AbortedTransaction(t.producer_id, t.first_offset) for t in data.aborted_transactions or ())
 
 
 def _as_kraft_error(exc: BaseException) -> KraftError:

@@ -4,7 +4,8 @@ When this node's own `ControllerService` is the active controller, calls go to i
 otherwise they go to the active controller's HTTP API (`ControllerClient`, which follows
 NOT_CONTROLLER). One request id per call makes a retry after an unknown outcome harmless.
 A change is answered only once this node's metadata reached the offset the controller committed
-it at (read-your-writes on every node). The method names and answers are `ControllerService`'s,
+it at (read-your-writes on every node), unless the channel is made without it (`read_your_writes`:
+the broker lifecycle's thread, which waits on nothing of the node's loop). The method names and answers are `ControllerService`'s,
 so the admin service, the broker lifecycle and the replica manager use either alike.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from kraft.errors import KraftError
 from kraft.controller.client import ControllerClient
@@ -20,6 +21,7 @@ from kraft.controller.errors import NotControllerError
 from kraft.controller.handlers import ControllerSettings
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.service import ControllerService
+from kraft.metadata.partition_change import BrokerState
 
 SCRAM_CREDENTIALS_PATH = "/v1/controller/users/scram-credentials"
 
@@ -29,12 +31,13 @@ REMOTE_SLICE_S = 2.0  # re-check between remote attempts whether this node becam
 
 class ControllerChannel:
     def __init__(self, local: ControllerService | None, client: ControllerClient, loader: MetadataLoader,
-                 settings: ControllerSettings, *, timeout_s: float = 30.0) -> None:
+                 settings: ControllerSettings, *, timeout_s: float = 30.0, read_your_writes: bool = True) -> None:
         self.local = local
         self.client = client
         self.loader = loader
         self.settings = settings
         self.timeout_s = timeout_s
+        self.read_your_writes = read_your_writes
 
     async def _call(self, local: LocalCall, method: str, path: str, body: dict[str, Any],
                     timeout_s: float | None = None, request_id: str | None = None) -> dict[str, Any]:
@@ -58,7 +61,7 @@ class ControllerChannel:
                     continue
                 raise
             offset = answer.get("metadata_offset") if isinstance(answer, dict) else None
-            if isinstance(offset, int):
+            if isinstance(offset, int) and self.read_your_writes:
                 await self.loader.wait_for_offset(offset, max(0.0, deadline - time.monotonic()))
             return answer
 
@@ -124,14 +127,19 @@ class ControllerChannel:
 
     async def broker_heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int, *,
                                want_fence: bool = False, want_shutdown: bool = False,
+                               offline_log_dirs: Sequence[str] = (),
+                               offline_replicas: Sequence[tuple[str, int]] = (),
                                timeout_s: float | None = None) -> dict[str, Any]:
         return await self._call(
             lambda c, rid: c.broker_heartbeat(broker_id, broker_epoch, current_metadata_offset,
-                                              want_fence=want_fence, want_shutdown=want_shutdown),
+                                              want_fence=want_fence, want_shutdown=want_shutdown,
+                                              offline_log_dirs=offline_log_dirs,
+                                              offline_replicas=offline_replicas),
             "POST", "/v1/controller/brokers/heartbeat",
             {"broker_id": broker_id, "broker_epoch": broker_epoch,
              "current_metadata_offset": current_metadata_offset, "want_fence": want_fence,
-             "want_shutdown": want_shutdown}, timeout_s)
+             "want_shutdown": want_shutdown, "offline_log_dirs": list(offline_log_dirs) or None,
+             "offline_replicas": [list(r) for r in offline_replicas] or None}, timeout_s)
 
     async def unregister_broker(self, broker_id: int) -> dict[str, Any]:
         return await self._call(lambda c, rid: c.unregister_broker(broker_id, request_id=rid),
@@ -145,16 +153,17 @@ class ControllerChannel:
     # -- partitions -------------------------------------------------------------------------------
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic: str, partition: int,
-                              leader_epoch: int, partition_epoch: int, new_isr: list[int], *,
+                              leader_epoch: int, partition_epoch: int, new_isr: list[BrokerState], *,
                               request_id: str | None = None) -> dict[str, Any]:
         """AlterPartition (ISR change) from a partition leader: the answer is the partition's state
         after the change, `{"topic","topic_id","partition","leader","leader_epoch","isr",
         "partition_epoch"}`; errors as KraftError/MetadataError (FENCED_LEADER_EPOCH,
-        INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH, ...)."""
+        INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH, INELIGIBLE_REPLICA, ...)."""
         return await self._call(
             lambda c, rid: c.alter_partition(broker_id, broker_epoch, topic, partition, leader_epoch,
                                              partition_epoch, list(new_isr), request_id=rid),
             "POST", "/v1/controller/alter-partition",
             {"broker_id": broker_id, "broker_epoch": broker_epoch, "topic": topic, "partition": partition,
-             "leader_epoch": leader_epoch, "partition_epoch": partition_epoch, "new_isr": list(new_isr)},
+             "leader_epoch": leader_epoch, "partition_epoch": partition_epoch,
+             "new_isr_with_epochs": [{"broker_id": m.broker_id, "broker_epoch": m.broker_epoch} for m in new_isr]},
             request_id=request_id)

@@ -21,6 +21,7 @@ from kraft.controller.client import ControllerClient, ControllerDirectory
 from kraft.controller.metadata_loader import MetadataLoader, SnapshotNeededError
 from kraft.controller.quorum import Quorum
 from kraft.controller.service import ControllerService
+from kraft.metadata.partition_change import BrokerState
 
 log = logging.getLogger("kraft.controller.endpoint")
 
@@ -141,9 +142,11 @@ class ControllerEndpoint:
                                                                  request_id=request_id))
 
     async def broker_heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int,
-                               want_fence: bool, want_shutdown: bool) -> dict[str, Any]:
+                               want_fence: bool, want_shutdown: bool, offline_log_dirs: list[str],
+                               offline_replicas: list[tuple[str, int]]) -> dict[str, Any]:
         return self._committed(await self._active().broker_heartbeat(
-            broker_id, broker_epoch, current_metadata_offset, want_fence=want_fence, want_shutdown=want_shutdown))
+            broker_id, broker_epoch, current_metadata_offset, want_fence=want_fence, want_shutdown=want_shutdown,
+            offline_log_dirs=offline_log_dirs, offline_replicas=offline_replicas))
 
     async def unregister_broker(self, broker_id: int, request_id: str | None) -> dict[str, Any]:
         return self._committed(await self._active().unregister_broker(broker_id, request_id=request_id))
@@ -153,7 +156,7 @@ class ControllerEndpoint:
                                                                           request_id=request_id))
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic: str, partition: int,
-                              leader_epoch: int, partition_epoch: int, new_isr: list[int],
+                              leader_epoch: int, partition_epoch: int, new_isr: list[BrokerState],
                               request_id: str | None) -> dict[str, Any]:
         return self._committed(await self._active().alter_partition(
             broker_id, broker_epoch, topic, partition, leader_epoch, partition_epoch, new_isr,

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from kraft.metadata.errors import MetadataError
 from kraft.metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from kraft.metadata.partition_change import (
-    PartitionChangeBuilder, check_isr_change, fence_broker_changes, preferred_leader_change,
+    BrokerState, PartitionChangeBuilder, check_isr_change, fence_broker_changes, preferred_leader_change,
     reassignment_change, unfence_broker_changes,
 )
 from kraft.metadata.placement import BrokerPlacement, place_replicas
@@ -401,21 +401,28 @@ def broker_heartbeat(
     current_metadata_offset: Any,
     want_fence: bool = False,
     want_shutdown: bool = False,
+    offline_log_dirs: Sequence[str] = (),
+    offline_replicas: Sequence[tuple[str, int]] = (),
 ) -> ControllerResult:
     """A broker heartbeat's state changes: unfence once caught up with its own registration,
-    fence on request or controlled shutdown. Answers Kafka's isCaughtUp/isFenced/shouldShutDown."""
+    fence on request or controlled shutdown, and move leaderships and ISR memberships off its
+    replicas on offline log directories (KIP-858: Kafka's handleDirectoriesOffline; the broker
+    names them, see `kraft/broker/log_dirs.py`). Answers Kafka's isCaughtUp/isFenced/shouldShutDown."""
     b = _registered(image, broker_id, broker_epoch)
     offset = _int(current_metadata_offset, "current_metadata_offset")
     caught_up = offset >= b.broker_epoch
+    offline = {(topic, p) for topic, p in offline_replicas}
     records: tuple[MetadataRecord, ...] = ()
     fenced = b.fenced
     if b.fenced and caught_up and not want_fence and not want_shutdown:
-        changes = unfence_broker_changes(image, broker_id, unclean_allowed(image, settings))
+        changes = unfence_broker_changes(image, broker_id, unclean_allowed(image, settings), offline)
         records = (UnfenceBroker(broker_id=broker_id, broker_epoch=b.broker_epoch), *changes)
         fenced = False
     elif not b.fenced and (want_fence or want_shutdown):
         records = fence_broker(image, settings, broker_id).records
         fenced = True
+    elif not b.fenced and offline:
+        records = tuple(fence_broker_changes(image, broker_id, unclean_allowed(image, settings), offline))
     return ControllerResult(records, {
         "broker_id": broker_id,
         "broker_epoch": b.broker_epoch,
@@ -455,9 +462,10 @@ def alter_partition(
     partition: Any,
     leader_epoch: Any,
     partition_epoch: Any,
-    new_isr: Sequence[int],
+    new_isr: Sequence[BrokerState],
 ) -> ControllerResult:
-    """An ISR change asked by the partition leader (Kafka's AlterPartition)."""
+    """An ISR change asked by the partition leader (Kafka's AlterPartition v3): `new_isr` names
+    every member with the broker epoch the leader knows it by (KIP-903, see `check_isr_change`)."""
     _registered(image, broker_id, broker_epoch)
     t, reg = _partition(image, topic, partition)
     if reg.leader != broker_id:
@@ -473,10 +481,9 @@ def alter_partition(
             "INVALID_UPDATE_VERSION",
             f"{t.name}-{partition}: partition epoch {partition_epoch}, current {reg.partition_epoch}",
         )
-    if not isinstance(new_isr, (list, tuple)) or not all(isinstance(b, int) and not isinstance(b, bool)
-                                                          for b in new_isr):
-        raise MetadataError("INVALID_REQUEST", f"isr must be a list of broker ids, got {new_isr!r}")
-    isr = check_isr_change(reg, new_isr, image.cluster.is_unfenced)
+    if not isinstance(new_isr, (list, tuple)) or not all(isinstance(b, BrokerState) for b in new_isr):
+        raise MetadataError("INVALID_REQUEST", f"isr must be a list of broker states, got {new_isr!r}")
+    isr = check_isr_change(reg, new_isr, image.cluster)
     change = PartitionChangeBuilder(t.topic_id, partition, reg, image.cluster.is_unfenced).set_target_isr(isr).build()
     if change is None:
         return ControllerResult((), _partition_state(t, partition, reg))

@@ -2,7 +2,8 @@
 
 Sans-I/O: time comes in as `now_ms`. A broker's session starts when it registers or when this
 controller becomes active (`reset`: after a failover every broker gets a fresh session before it
-can be fenced), and is renewed by each heartbeat; it expires after `session_timeout_ms`.
+can be fenced), and is renewed by each heartbeat; it expires after `session_timeout_ms` of the
+controller's own running time: a stall of the controller (`credit_stall`) extends every session.
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ class BrokerHeartbeatManager:
     def reset(self, broker_ids: Iterable[int], now_ms: int) -> None:
         """Fresh sessions for exactly these brokers."""
         self._last_contact_ms = {b: now_ms for b in broker_ids}
+
+    def credit_stall(self, duration_ms: int) -> None:
+        """This controller did not run for `duration_ms` (its clock went on): that time does not
+        count against any session, whose heartbeats could not be read meanwhile."""
+        self._last_contact_ms = {b: last + duration_ms for b, last in self._last_contact_ms.items()}
 
     def remove(self, broker_id: int) -> None:
         self._last_contact_ms.pop(broker_id, None)

@@ -15,9 +15,10 @@ writing a dump and trimming the journal makes them do: acknowledged records were
   `durable_replace`) before it trims the journal, so a journal that still starts before the
   dump's last two entries is trimmed to them here, and pysyncobj never clears it.
 - A failed append (a full disk: ENOSPC) leaves nothing of the entry in the file and raises
-  `JournalAppendError`; `storage_error` says why until an append succeeds again. The leader
-  answers the command at once (`raft_quorum`: KAFKA_STORAGE_ERROR) and the next command tries
-  the disk again, so space coming back ends the failure without a restart.
+  `JournalAppendError`; `storage_error` says why until a write succeeds again: the next append,
+  or `probe` (the voter tries once a second while it gets nothing to append), so space coming
+  back ends the failure without a restart. While `storage_error` is set the voter neither leads
+  nor votes (`raft_quorum`).
 
 docs/internals.md, "The controller quorum's journal", has the format and the recovery rules.
 """
@@ -144,8 +145,10 @@ class RaftJournal(pysyncobj.journal.Journal):
             except OSError:
                 pass  # cut before the next add (above), or by the next load
             if self._append_error is None:  # the transition, not every refused command
-                logger.error("raft journal %s: metadata log append failed: %s; metadata changes "
-                             "fail with KAFKA_STORAGE_ERROR until a write succeeds", self.path, exc)
+                logger.error("raft journal %s: metadata log append failed: %s; this controller "
+                             "resigns the leadership and does not vote until a write succeeds "
+                             "(free space on, or repair, the disk of %s: no restart is needed)",
+                             self.path, exc, self.path.parent)
             self._append_error = exc
             if exc.errno is None:
                 raise JournalAppendError(str(exc)) from exc
@@ -229,8 +232,9 @@ class RaftJournal(pysyncobj.journal.Journal):
             try:
                 os.fdatasync(self._fd)
             except OSError as exc:
-                logger.critical("raft journal %s: fsync failed (%s); this voter acknowledges and "
-                                "commits nothing more until it is restarted", self.path, exc)
+                logger.critical("raft journal %s: fsync failed (%s); this voter acknowledges, "
+                                "commits and votes for nothing more, and resigns the leadership: "
+                                "repair the disk, then restart it", self.path, exc)
                 self._fsync_error = exc
                 raise
             self._dirty = False
@@ -275,6 +279,29 @@ class RaftJournal(pysyncobj.journal.Journal):
             self._save_meta()
         except OSError:
             pass  # logged and kept in storage_error by _save_meta
+        self.probe()
+
+    def probe(self) -> None:
+        """After a failed append, with nothing to append meanwhile: whether the disk takes a
+        write again (a small file next to the journal, written, synced and removed). Success
+        ends the append failure; a failed fsync stays (see `flush`)."""
+        if self._append_error is None:
+            return
+        probe = self.path.with_name(self.path.name + ".probe")
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _write_all(fd, MAGIC)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError:
+            return
+        finally:
+            probe.unlink(missing_ok=True)
+        logger.warning("raft journal %s: the disk takes writes again (appends failed with: %s)",
+                       self.path, self._append_error)
+        self._append_error = None
 
     @property
     def storage_error(self) -> str | None:

@@ -9,13 +9,17 @@ Threads: pysyncobj ticks, applies and snapshots in its own thread; everything pu
 called on the event loop. The Raft thread reaches the loop only via `call_soon_threadsafe`, so
 callbacks run in log order, and a proposal is answered after its records were delivered.
 
-A full disk (design.md §3: `apply` never raises, so the failure is met before it): the leader's
-journal append of a command fails with `JournalAppendError` and nothing of it is stored;
-`_KraftSyncObj` answers that command at once with `JOURNAL_WRITE_FAILED`, which `propose` raises
-as `MetadataStorageError` (KAFKA_STORAGE_ERROR, retriable), and `storage_error` says why. The
-voter stays leader and the active controller; every later command tries the disk again, so the
-first one that fits ends the failure, without a restart. pysyncobj itself would log the error
-from its tick and drop the command, leaving the proposer to time out.
+A voter that cannot write its journal (design.md §3: `apply` never raises, so the failure is met
+before it): the leader's append of a command fails with `JournalAppendError` and nothing of it is
+stored; `_KraftSyncObj` answers that command at once with `JOURNAL_WRITE_FAILED`, which `propose`
+raises as `MetadataStorageError` (KAFKA_STORAGE_ERROR, retriable), and `storage_error` says why.
+pysyncobj itself would log the error from its tick and drop the command, leaving the proposer to
+time out. While `storage_error` is set (an append, an fsync or the term/vote file failed) the
+voter stands aside: a leader resigns (handing the leadership to its most caught-up follower,
+which campaigns at once), and it neither campaigns nor grants votes, so the voters that can write
+elect a leader among themselves and metadata writes resume there. The journal clears an append
+failure at the first write that succeeds (an append from the new leader, or its once-a-second
+probe), and the voter takes part again, without a restart; a failed fsync needs one.
 """
 
 from __future__ import annotations
@@ -240,11 +244,12 @@ class _ClusterIdTransport(RaftTransport):
 
 class _KraftSyncObj(SyncObj):
     """pysyncobj's SyncObj, answering a command its journal could not store (see the module
-    docstring) instead of dropping it; keeping a voter whose journal is repairing (it dropped
-    damaged entries, `RaftJournal.repairing`) out of elections: it grants no vote and never
-    becomes a candidate until the leader has sent the entries again; and sending the leader's
-    entries and commit index when they change rather than at the next `appendEntriesPeriod`.
-    `cluster_id()` and `foreign_message` serve `_ClusterIdTransport` (Raft thread).
+    docstring) instead of dropping it; standing aside (no leadership, no votes) while its journal
+    cannot be written; keeping a voter whose journal is repairing (it dropped damaged entries,
+    `RaftJournal.repairing`) out of elections: it grants no vote and never becomes a candidate
+    until the leader has sent the entries again; and sending the leader's entries and commit
+    index when they change rather than at the next `appendEntriesPeriod`. `cluster_id()` and
+    `foreign_message` serve `_ClusterIdTransport` (Raft thread).
 
     With `appendEntriesUseBatch` pysyncobj appends the commands of a tick to its log and sends
     them only at the next period (50 ms), and followers learn that an entry committed only at
@@ -257,12 +262,37 @@ class _KraftSyncObj(SyncObj):
     def __init__(self, *args: Any, cluster_id: Callable[[], str | None] = lambda: None,
                  foreign_message: Callable[[Any, Any, str], None] = lambda node, message, theirs: None,
                  **kwargs: Any) -> None:
+        self._standing_aside = False  # before the first tick: the constructor may start the thread
         self.cluster_id = cluster_id
         self.foreign_message = foreign_message
         super().__init__(*args, **kwargs)
         # No command is queued before the constructor returns: swapping the queue loses none.
         self._SyncObj__commandsQueue = _CommandQueue(self.conf.commandsQueueSize)
         self._sent_position = (-1, -1)  # (log index, commit index) the followers were last sent
+
+    def _journal(self) -> RaftJournal | None:
+        journal = self._SyncObj__raftLog
+        return journal if isinstance(journal, RaftJournal) else None
+
+    def _storage_error(self) -> str | None:
+        journal = self._journal()
+        return None if journal is None else journal.storage_error
+
+    def _stand_aside(self, error: str) -> None:
+        """No leadership and no candidacy while the journal cannot be written."""
+        if not self._standing_aside:
+            self._standing_aside = True
+            logger.error("controller quorum voter %s cannot write its metadata log (%s): it resigns "
+                         "any leadership and neither campaigns nor votes until a write succeeds",
+                         self.selfNode, error)
+        if self._isLeader():
+            try:
+                self.transferLeadership()  # a caught-up follower campaigns at once
+            except Exception:  # e.g. the send's fsync failed: the followers time out instead
+                logger.debug("leadership transfer not sent", exc_info=True)
+            self._SyncObj__setState(_RAFT_STATE.FOLLOWER)
+            self._SyncObj__raftLeader = None
+        self._SyncObj__raftElectionDeadline = time.monotonic() + self.conf.raftMaxTimeout
 
     def _checkCommandsToApply(self) -> None:
         try:
@@ -288,10 +318,17 @@ class _KraftSyncObj(SyncObj):
                 logger.exception("could not answer a command the journal refused")
 
     def _repairing(self) -> bool:
-        journal = self._SyncObj__raftLog
-        return isinstance(journal, RaftJournal) and journal.repairing
+        journal = self._journal()
+        return journal is not None and journal.repairing
 
     def _onTick(self, timeToWait: float = 0.0) -> None:
+        error = self._storage_error()
+        if error is not None:
+            self._stand_aside(error)
+        elif self._standing_aside:
+            self._standing_aside = False
+            logger.warning("controller quorum voter %s: its metadata log is writable again; it votes "
+                           "and may lead again", self.selfNode)
         if self._repairing():
             # no candidacy while the journal lacks entries it had acknowledged (RaftJournal.
             # repairing): keep the election deadline ahead of every tick
@@ -299,8 +336,12 @@ class _KraftSyncObj(SyncObj):
         super()._onTick(timeToWait)
 
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
-        if isinstance(message, dict) and message.get("type") == "request_vote" and self._repairing():
-            return  # no vote either: dropped, as a lost message (Raft copes with those)
+        if isinstance(message, dict):
+            kind = message.get("type")
+            if self._standing_aside and kind in ("request_vote", "timeout_now"):
+                return  # a voter that cannot write a vote or a log does not take part in elections
+            if kind == "request_vote" and self._repairing():
+                return  # no vote either: dropped, as a lost message (Raft copes with those)
         try:
             super()._SyncObj__onMessageReceived(node, message)
         except JournalAppendError:

@@ -1,18 +1,25 @@
 """ControllerService: the active controller's asyncio shell around the pure handlers.
 
-Requests run one at a time (an asyncio lock): wait until the image holds everything committed so
-far, validate against it (`handlers.py`), stamp the records with this controller's epoch and the
-request id (both in a thread: placing 1,000 partitions is CPU work the loop must not wait on),
-propose them, wait until they are committed and published by the loader, answer. State changes only through replay, so the same
-code serves the active controller and a standby that takes over.
+Requests go through the `CommitQueue`: validated in order against the image holding everything
+committed so far plus the records of the requests queued before them (`handlers.py`), stamped
+with this controller's epoch and their request id, committed in groups and answered once
+published by the loader. State changes only through replay, so the same code serves the active
+controller and a standby that takes over.
 
 The quorum makes a node the active controller by committing its `ClaimController` record; the
 service acts only once that claim is in its image too, stamps records with that epoch (the log
 admits no batch of an older epoch, `metadata/log_rules.py`), and gives every broker a fresh session when it becomes active. A request
 id seen in the image is a retry: the remembered answer is returned and nothing is written again.
 
-Broker liveness is soft state (`heartbeats.py`): a background task fences brokers whose session
-expired; `check_sessions(now_ms)` does one pass (tests call it with their own clock).
+Broker liveness is soft state (`heartbeats.py`): a heartbeat that changes nothing (the common
+case) renews the session and is answered from the image at once, never waiting behind other
+requests or a commit; only one that unfences or fences its broker queues for a commit, and its
+session is renewed before it does. A background task fences brokers whose session expired;
+`check_sessions(now_ms)` does one pass (tests call it with their own clock). The controller
+measures sessions by its own clock, and time it was not running (its event loop held up, the
+process descheduled or stopped: seen as the session task waking late) does not count against
+the brokers: the sessions are extended by it, so a controller that was slow itself does not
+blame the brokers whose heartbeats waited for it.
 """
 
 from __future__ import annotations
@@ -21,34 +28,28 @@ import asyncio
 import logging
 import random
 import time
-import uuid
-from collections import OrderedDict
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from kraft.controller import acl_handlers, handlers
+from kraft.controller.commit_queue import CommitQueue
 from kraft.controller.errors import NotControllerError
 from kraft.controller.handlers import ConfigValidator, ControllerResult, ControllerSettings
 from kraft.controller.heartbeats import BrokerHeartbeatManager
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.quorum import Quorum
 from kraft.metadata.acl import acl_from_dict, filter_from_dict
+from kraft.metadata.errors import MetadataError
 from kraft.metadata.image import MetadataImage
+from kraft.metadata.partition_change import BrokerState
 
 log = logging.getLogger(__name__)
 
-MAX_REMEMBERED_RESPONSES = 1000
-APPLY_TIMEOUT_S = 30.0  # from a commit to its publication here (the loader's slices)
+# a session task waking this much later than planned: the controller itself was held up
+STALL_TOLERANCE_MS = 50
 
 
 def monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
-
-
-def _build(build: Callable[[MetadataImage], ControllerResult], image: MetadataImage, epoch: int,
-           request_id: str) -> tuple[ControllerResult, list[dict[str, Any]]]:
-    """A request's result and its records, stamped and in their log form (pure: runs in a thread)."""
-    result = build(image)
-    return result, [r.stamped(epoch, request_id).to_dict() for r in result.records]
 
 
 class ControllerService:
@@ -74,8 +75,7 @@ class ControllerService:
         self._session_check_interval_ms = session_check_interval_ms or max(
             50, min(1000, settings.broker_session_timeout_ms // 4))
         self._heartbeats = BrokerHeartbeatManager(settings.broker_session_timeout_ms)
-        self._lock = asyncio.Lock()
-        self._responses: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._commits = CommitQueue(quorum, loader, self._active_epoch, self.leader_id, node_id)
         self._session_epoch: int | None = None  # the epoch whose broker sessions we track
         self._session_task: asyncio.Task[None] | None = None
         loader.attach(quorum)
@@ -91,6 +91,7 @@ class ControllerService:
         if self._session_task is not None:
             self._session_task.cancel()
             await asyncio.gather(self._session_task, return_exceptions=True)
+        await self._commits.close()
         await self._quorum.close()
 
     @property
@@ -132,31 +133,10 @@ class ControllerService:
     # -- request plumbing -------------------------------------------------------------------------
 
     async def _run(self, request_id: str | None, build: Callable[[MetadataImage], ControllerResult],
-                   *, in_thread: bool = True) -> dict[str, Any]:
-        async with self._lock:
-            await self._loader.caught_up()
-            epoch = self._active_epoch()
-            if epoch is None:
-                raise NotControllerError(f"node {self.node_id} is not the active controller", self.leader_id())
-            image = self.image
-            if request_id is not None and image.has_request(request_id):
-                return self._responses.get(request_id) or {"request_id": request_id, "duplicate": True}
-            request_id = request_id or uuid.uuid4().hex
-            if in_thread:
-                result, records = await asyncio.to_thread(_build, build, image, epoch, request_id)
-            else:  # a small build that touches the service's own state
-                result, records = _build(build, image, epoch, request_id)
-            if records:
-                offset = await self._quorum.propose(records, request_id)
-                await self._loader.wait_for_offset(offset, APPLY_TIMEOUT_S)
-                if self.image.controller_epoch != epoch:
-                    # another controller claimed meanwhile: replay ignored our records
-                    raise NotControllerError("controller epoch changed during the request", self.leader_id())
-            response = result.response_from_image(self.image) if result.response_from_image else result.response
-            self._responses[request_id] = response
-            while len(self._responses) > MAX_REMEMBERED_RESPONSES:
-                self._responses.popitem(last=False)
-            return response
+                   *, in_thread: bool = True, name: str = "request") -> dict[str, Any]:
+        """`build` validated and committed in the next group (`CommitQueue`); `in_thread=False`
+        for a small build that touches the service's own state."""
+        return await self._commits.run(request_id, build, in_thread=in_thread, name=name)
 
     def _now(self, now_ms: int | None) -> int:
         return self._clock_ms() if now_ms is None else now_ms
@@ -176,18 +156,19 @@ class ControllerService:
         """Create one topic: {"name","topic_id","partitions","replication_factor","configs"}."""
         return await self._run(request_id, lambda image: handlers.create_topics(
             image, self.settings, self._rng, name, partitions, replication_factor, configs, validate_only,
-            self._config_validator))
+            self._config_validator), name="create_topics")
 
     async def delete_topic(self, name: str, *, request_id: str | None = None) -> dict[str, Any]:
         """{"name","topic_id"}"""
-        return await self._run(request_id, lambda image: handlers.delete_topic(image, name))
+        return await self._run(request_id, lambda image: handlers.delete_topic(image, name),
+                               name="delete_topic")
 
     async def create_partitions(
         self, name: str, count: int, validate_only: bool = False, *, request_id: str | None = None
     ) -> dict[str, Any]:
         """Grow to `count` partitions in total: {"name","partitions"}."""
         return await self._run(request_id, lambda image: handlers.create_partitions(
-            image, self.settings, self._rng, name, count, validate_only))
+            image, self.settings, self._rng, name, count, validate_only), name="create_partitions")
 
     async def alter_configs(
         self,
@@ -200,29 +181,32 @@ class ControllerService:
     ) -> dict[str, Any]:
         """Set (value) / delete (None) overrides: {"configs": overrides after}."""
         return await self._run(request_id, lambda image: handlers.alter_configs(
-            image, self.settings, resource_type, resource_name, configs, validate_only, self._config_validator))
+            image, self.settings, resource_type, resource_name, configs, validate_only, self._config_validator),
+            name="alter_configs")
 
     async def alter_user_scram_credentials(self, upsertions: list[Any], deletions: list[Any], *,
                                            request_id: str | None = None) -> dict[str, Any]:
         return await self._run(request_id, lambda image: handlers.alter_user_scram_credentials(
-            image, upsertions, deletions))
+            image, upsertions, deletions), name="alter_scram")
 
     # -- ACLs and client quotas (acl_handlers.py) -----------------------------------------------
 
     async def create_acls(self, acls: list[Any], *, request_id: str | None = None) -> dict[str, Any]:
         """CreateAcls: {"created": bindings}."""
         bindings = [acl_from_dict(a) for a in acls]
-        return await self._run(request_id, lambda image: acl_handlers.create_acls(image, self._rng, bindings))
+        return await self._run(request_id, lambda image: acl_handlers.create_acls(image, self._rng, bindings),
+                               name="create_acls")
 
     async def delete_acls(self, filters: list[Any], *, request_id: str | None = None) -> dict[str, Any]:
         """DeleteAcls: {"filter_results": [{"matching_acls": bindings}]}."""
         parsed = [filter_from_dict(f) for f in filters]
-        return await self._run(request_id, lambda image: acl_handlers.delete_acls(image, parsed))
+        return await self._run(request_id, lambda image: acl_handlers.delete_acls(image, parsed),
+                               name="delete_acls")
 
     async def alter_client_quotas(self, entries: list[Any], validate_only: bool = False, *,
                                   request_id: str | None = None) -> dict[str, Any]:
         return await self._run(request_id, lambda image: acl_handlers.alter_client_quotas(
-            image, entries, validate_only))
+            image, entries, validate_only), name="alter_client_quotas")
 
     # -- brokers ----------------------------------------------------------------------------------
 
@@ -238,12 +222,13 @@ class ControllerService:
     ) -> dict[str, Any]:
         """{"broker_id","broker_epoch"}; the broker starts fenced and heartbeats to get unfenced."""
         response = await self._run(request_id, lambda image: handlers.register_broker(
-            image, self.settings, broker_id, incarnation_id, endpoints, rack))
+            image, self.settings, broker_id, incarnation_id, endpoints, rack), name="register_broker")
         self._heartbeats.touch(broker_id, self._now(now_ms))
         return response
 
     async def unregister_broker(self, broker_id: int, *, request_id: str | None = None) -> dict[str, Any]:
-        response = await self._run(request_id, lambda image: handlers.unregister_broker(image, self.settings, broker_id))
+        response = await self._run(request_id, lambda image: handlers.unregister_broker(
+            image, self.settings, broker_id), name="unregister_broker")
         self._heartbeats.remove(broker_id)
         return response
 
@@ -255,34 +240,70 @@ class ControllerService:
         *,
         want_fence: bool = False,
         want_shutdown: bool = False,
+        offline_log_dirs: Sequence[str] = (),
+        offline_replicas: Sequence[tuple[str, int]] = (),
         now_ms: int | None = None,
     ) -> dict[str, Any]:
-        """{"broker_id","broker_epoch","is_caught_up","is_fenced","should_shutdown"}; renews the session."""
+        """{"broker_id","broker_epoch","is_caught_up","is_fenced","should_shutdown"}; renews the
+        session. Answered from the current image at once unless the broker's state changes (or
+        a replica on an offline log directory still leads or is in an ISR)."""
         now = self._now(now_ms)
 
         def build(image: MetadataImage) -> ControllerResult:
             result = handlers.broker_heartbeat(image, self.settings, broker_id, broker_epoch,
-                                               current_metadata_offset, want_fence, want_shutdown)
+                                               current_metadata_offset, want_fence, want_shutdown,
+                                               offline_log_dirs, offline_replicas)
             self._heartbeats.touch(broker_id, now)  # only once the epoch checked out
             return result
 
-        return await self._run(None, build, in_thread=False)
+        if self.is_active:
+            try:
+                quick = build(self.image)
+            except MetadataError:  # perhaps a registration not published yet: the queue waits for it
+                quick = None
+            if quick is not None and not quick.records:
+                return quick.response
+            if quick is not None and offline_replicas:
+                log.warning("broker %d reports log directories %s offline: moving leaderships and ISR "
+                            "memberships off its %d replicas there", broker_id, list(offline_log_dirs),
+                            len(offline_replicas))
+        return await self._run(None, build, in_thread=False, name="heartbeat")
 
     async def check_sessions(self, now_ms: int | None = None) -> list[int]:
-        """Fence every live broker whose session expired; the ids fenced."""
+        """Fence every live broker whose session expired (and that did not heartbeat while the
+        fence waited for its commit); the ids found expired."""
         if not self.is_active:
             return []
         now = self._now(now_ms)
         expired = self._heartbeats.expired([b.broker_id for b in self.image.live_brokers()], now)
-        for broker_id in expired:
-            log.warning("broker %d missed heartbeats for %d ms: fencing it", broker_id,
-                        self.settings.broker_session_timeout_ms)
-            await self._run(None, lambda image: handlers.fence_broker(image, self.settings, broker_id))
+
+        def fence(broker_id: int) -> Callable[[MetadataImage], ControllerResult]:
+            def build(image: MetadataImage) -> ControllerResult:
+                if self._heartbeats.is_alive(broker_id, self._now(now_ms)):
+                    return ControllerResult((), {"broker_id": broker_id, "fenced": False})
+                result = handlers.fence_broker(image, self.settings, broker_id)
+                if result.records:
+                    log.warning("broker %d missed heartbeats for %d ms: fencing it", broker_id,
+                                self.settings.broker_session_timeout_ms)
+                return result
+            return build
+
+        await asyncio.gather(*(self._run(None, fence(b), in_thread=False, name="fence") for b in expired))
         return expired
 
     async def _session_loop(self) -> None:
+        interval_ms = self._session_check_interval_ms
         while True:
-            await asyncio.sleep(self._session_check_interval_ms / 1000)
+            planned = self._clock_ms() + interval_ms
+            await asyncio.sleep(interval_ms / 1000)
+            late_ms = self._clock_ms() - planned
+            if late_ms > STALL_TOLERANCE_MS:
+                # this process did not run (its loop held up, descheduled, stopped): the
+                # heartbeats that arrived meanwhile wait unread, through no fault of the brokers
+                self._heartbeats.credit_stall(late_ms)
+                if late_ms > self.settings.broker_session_timeout_ms // 4:
+                    log.warning("controller %d was held up for %d ms; broker sessions extended by as "
+                                "much", self.node_id, late_ms)
             try:
                 await self.check_sessions()
             except Exception as e:
@@ -295,7 +316,7 @@ class ControllerService:
     ) -> dict[str, Any]:
         """{"producer_id_start","producer_id_len"}"""
         return await self._run(request_id, lambda image: handlers.allocate_producer_ids(
-            image, self.settings, broker_id, broker_epoch))
+            image, self.settings, broker_id, broker_epoch), name="allocate_producer_ids")
 
     # -- partitions -------------------------------------------------------------------------------
 
@@ -307,29 +328,32 @@ class ControllerService:
         partition: int,
         leader_epoch: int,
         partition_epoch: int,
-        new_isr: list[int],
+        new_isr: list[BrokerState],
         *,
         request_id: str | None = None,
     ) -> dict[str, Any]:
-        """ISR change from the leader: {"topic","topic_id","partition","leader","leader_epoch","isr",
-        "partition_epoch"} after the change."""
+        """ISR change from the leader, each member with its broker epoch (KIP-903): {"topic",
+        "topic_id","partition","leader","leader_epoch","isr","partition_epoch"} after the change."""
         return await self._run(request_id, lambda image: handlers.alter_partition(
-            image, broker_id, broker_epoch, topic, partition, leader_epoch, partition_epoch, new_isr))
+            image, broker_id, broker_epoch, topic, partition, leader_epoch, partition_epoch, new_isr),
+            name="alter_partition")
 
     async def elect_leaders(
         self, partitions: Iterable[tuple[str, int]] | None = None, *, request_id: str | None = None
     ) -> dict[str, Any]:
         """Preferred leader election: {"partitions":[{"topic","partition","leader","error_code"?,"message"?}]}"""
         wanted = None if partitions is None else list(partitions)
-        return await self._run(request_id, lambda image: handlers.elect_leaders(image, wanted))
+        return await self._run(request_id, lambda image: handlers.elect_leaders(image, wanted),
+                               name="elect_leaders")
 
     async def alter_partition_reassignments(
         self, reassignments: list[dict[str, Any]], *, request_id: str | None = None
     ) -> dict[str, Any]:
         """Start ({"topic","partition","replicas"}) or cancel ("replicas": None) reassignments, all or
         none: {"partitions":[{"topic","partition","replicas","adding_replicas","removing_replicas"}]}."""
-        return await self._run(request_id, lambda image: handlers.alter_partition_reassignments(image, reassignments))
+        return await self._run(request_id, lambda image: handlers.alter_partition_reassignments(
+            image, reassignments), name="reassign")
 
     async def list_partition_reassignments(self) -> dict[str, Any]:
         """The reassignments in progress, in the same shape."""
-        return await self._run(None, handlers.list_partition_reassignments)
+        return await self._run(None, handlers.list_partition_reassignments, name="list_reassignments")

@@ -20,8 +20,9 @@ from typing import Awaitable, Callable, TypeVar
 from kraft.errors import KraftError
 from kraft.server.records import FetchPartitionResult
 from kraft.coordinator.partition_writer import PartitionWriter
-from kraft.coordinator.result import CoordinatorRecord
+from kraft.coordinator.result import CoordinatorRecord, CoordinatorShard
 from kraft.log.batch import decode_records, iter_batches
+from kraft.log.control import read_marker
 
 log = logging.getLogger("kraft.coordinator")
 
@@ -43,8 +44,10 @@ class LoadSummary:
     seconds: float
 
 
-async def load(writer: PartitionWriter, topic: str, partition: int,
-               replay: Callable[[CoordinatorRecord], None], settings: LoaderSettings) -> LoadSummary:
+async def load(writer: PartitionWriter, topic: str, partition: int, shard: CoordinatorShard,
+               settings: LoaderSettings) -> LoadSummary:
+    """Replays the partition into `shard`: records (with their producer when transactional) and
+    transaction markers, in offset order."""
     started = time.monotonic()
     offsets = await _readable(topic, partition, settings, lambda: writer.offsets(topic, partition))
     position, target, count = offsets.log_start_offset, offsets.log_end_offset, 0
@@ -55,9 +58,16 @@ async def load(writer: PartitionWriter, topic: str, partition: int,
             if header.next_offset > info.high_watermark:  # reads below the HW are whole batches
                 raise KraftError("UNKNOWN_SERVER_ERROR", f"{topic}-{partition}: a read below the high "
                                  f"watermark {info.high_watermark} returned offsets up to {header.next_offset}")
+            if header.is_control:
+                marker = read_marker(info.records, pos)
+                if marker is not None and header.base_offset >= position:
+                    shard.replay_end_transaction(header.producer_id, marker.is_commit)
+                position = header.next_offset
+                continue
+            producer_id = header.producer_id if header.is_transactional else -1
             for record in decode_records(info.records, pos):
                 if record.offset >= position:  # the log start may be inside the first batch
-                    replay(CoordinatorRecord(record.offset, record.key, record.value))
+                    shard.replay(CoordinatorRecord(record.offset, record.key, record.value, producer_id))
                     count += 1
                     if count % settings.slice_records == 0:
                         await asyncio.sleep(0)

@@ -24,8 +24,15 @@ _APPEND_ERRORS = {
 
 class PartitionWriter(Protocol):
     async def produce(
-        self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int
-    ) -> list[ProducePartitionResult]: ...
+        self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int, *, coordinator: bool = False
+    ) -> list[ProducePartitionResult]:
+        """`coordinator`: records the coordinator writes for a producer (no sequences)."""
+        ...
+
+    async def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                               coordinator_epoch: int, commit: bool, timeout_ms: int) -> int:
+        """A COMMIT/ABORT marker, acks=all: its offset. Raises KraftError."""
+        ...
 
     async def offsets(self, topic: str, partition: int) -> PartitionOffsets: ...
 

@@ -23,6 +23,27 @@ class CoordinatorRecord:
     offset: int
     key: bytes | None
     value: bytes | None
+    producer_id: int = -1  # a transactional record's producer (-1: not transactional)
+
+
+@dataclass(frozen=True)
+class TransactionalProducer:
+    """The records are the producer's, in its open transaction (a transactional offset commit):
+    they count once its COMMIT marker is replayed."""
+
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass(frozen=True)
+class EndTransaction:
+    """A COMMIT or ABORT marker the runtime writes to the partition (Kafka's WriteTxnMarkers to a
+    coordinator partition) and replays (`CoordinatorShard.replay_end_transaction`)."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
 
 
 @dataclass(frozen=True)
@@ -51,6 +72,11 @@ class CoordinatorResult(Generic[T]):
     records: tuple[Record, ...]
     response: T
     timers: tuple[TimerChange, ...] = ()
+    producer: TransactionalProducer | None = None  # the records are this producer's, transactional
+    end_transaction: EndTransaction | None = None  # a marker to write (with no records)
+
+    def __post_init__(self) -> None:
+        assert self.end_transaction is None or not self.records, "a marker is a batch of its own"
 
 
 class CoordinatorShard(Protocol):
@@ -58,6 +84,11 @@ class CoordinatorShard(Protocol):
 
     def replay(self, record: CoordinatorRecord) -> None:
         """Applies one committed record. Must not raise: a record it cannot read is skipped."""
+        ...
+
+    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
+        """Applies a committed COMMIT/ABORT marker of `producer_id` (its transactional records
+        count, or are dropped). Must not raise."""
         ...
 
     def on_loaded(self, now_ms: int) -> tuple[TimerChange, ...]:

@@ -13,6 +13,9 @@ Per partition (a *context*):
   replayed into the shard, its timers changed and the caller answered. Until then the next
   handler waits, so every handler sees committed state only and a failed append leaves nothing to
   roll back: the request fails with the append's error (`partition_writer.append_error`).
+- **transactions**: a result naming a `producer` is appended as that producer's transactional
+  batch (a coordinator's write for it: no sequences); an `end_transaction` result writes its
+  COMMIT/ABORT marker instead of records and replays it (`replay_end_transaction`).
 - **consistency**: the shard knows the offset its next record must get. An append that lands
   elsewhere, or a failed append after which the log end moved (its records may yet commit),
   means the log holds what the shard does not: the context reloads from the log.
@@ -38,7 +41,7 @@ from kraft.server.records import ProduceEntry
 from kraft.coordinator.loader import LoaderSettings, load
 from kraft.coordinator.partition_writer import PartitionWriter, append_error
 from kraft.coordinator.result import (
-    CoordinatorRecord, CoordinatorResult, CoordinatorShard, Operation, Record,
+    CoordinatorRecord, CoordinatorResult, CoordinatorShard, Operation,
 )
 from kraft.coordinator.timer import CoordinatorTimer, LoopScheduler, Scheduler, TimerEntry
 from kraft.log.batch import build_batch
@@ -94,6 +97,16 @@ def _settle(future: asyncio.Future[Any], result: Any = None, error: BaseExceptio
         future.set_result(result)
     else:
         future.set_exception(error)
+
+
+def _replay(shard: CoordinatorShard, result: CoordinatorResult[Any], base_offset: int) -> None:
+    """What the runtime appended at `base_offset`, replayed as a load would replay it."""
+    if result.end_transaction is not None:
+        shard.replay_end_transaction(result.end_transaction.producer_id, result.end_transaction.commit)
+        return
+    producer_id = -1 if result.producer is None else result.producer.producer_id
+    for i, (key, value) in enumerate(result.records):
+        shard.replay(CoordinatorRecord(base_offset + i, key, value, producer_id))
 
 
 class CoordinatorRuntime(Generic[S]):
@@ -238,7 +251,7 @@ class CoordinatorRuntime(Generic[S]):
         try:
             if previous is not None:
                 await asyncio.wait([previous])  # its last append has landed or failed
-            summary = await load(self.writer, self.topic, ctx.partition, ctx.shard.replay,
+            summary = await load(self.writer, self.topic, ctx.partition, ctx.shard,
                                  self.settings.loader)
         except asyncio.CancelledError:
             raise
@@ -286,9 +299,9 @@ class CoordinatorRuntime(Generic[S]):
         except Exception as e:
             _settle(pending.future, error=e)
             return
-        if result.records:
+        if result.records or result.end_transaction is not None:
             try:
-                base_offset = await self._append(ctx.partition, result.records, now)
+                base_offset = await self._append(ctx.partition, result, now)
             except KraftError as e:
                 _settle(pending.future, error=e)
                 await self._check_log_end(ctx)
@@ -301,25 +314,39 @@ class CoordinatorRuntime(Generic[S]):
                 self._reload(ctx, f"a write landed at offset {base_offset}, the shard expected {ctx.next_offset}")
                 return
             try:
-                for i, (key, value) in enumerate(result.records):
-                    ctx.shard.replay(CoordinatorRecord(base_offset + i, key, value))
+                _replay(ctx.shard, result, base_offset)
             except Exception as e:
                 log.exception("%s-%d: replaying %s failed", self.topic, ctx.partition, pending.name)
                 _settle(pending.future, error=KraftError("UNKNOWN_SERVER_ERROR", f"replay failed: {e}"))
                 self._reload(ctx, "a replay failed")
                 return
-            ctx.next_offset = base_offset + len(result.records)
+            ctx.next_offset = base_offset + max(1, len(result.records))
         assert ctx.timer is not None
         ctx.timer.apply(result.timers)
         _settle(pending.future, result.response)
 
-    async def _append(self, partition: int, records: tuple[Record, ...], now_ms: int) -> int:
-        batch = build_batch([(key, value, (), now_ms) for key, value in records])
-        [result] = await self.writer.produce([ProduceEntry(self.topic, partition, batch)], acks=-1,
-                                             timeout_ms=self.settings.write_timeout_ms)
-        if result.error_code:
-            raise append_error(self.topic, partition, result.error_code, result.message)
-        return result.base_offset
+    async def _append(self, partition: int, result: CoordinatorResult[Any], now_ms: int) -> int:
+        """Appends the result's records in one batch (the producer's transactional batch when it
+        names one), or its transaction marker; the first offset written."""
+        timeout_ms = self.settings.write_timeout_ms
+        marker = result.end_transaction
+        if marker is not None:
+            try:
+                return await self.writer.write_txn_marker(
+                    self.topic, partition, marker.producer_id, marker.producer_epoch,
+                    marker.coordinator_epoch, marker.commit, timeout_ms)
+            except KraftError as e:
+                raise append_error(self.topic, partition, e.error_code, e.message) from None
+        producer = result.producer
+        records = [(key, value, (), now_ms) for key, value in result.records]
+        batch = build_batch(records) if producer is None else build_batch(
+            records, producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
+            transactional=True)
+        [answer] = await self.writer.produce([ProduceEntry(self.topic, partition, batch)], acks=-1,
+                                             timeout_ms=timeout_ms, coordinator=producer is not None)
+        if answer.error_code:
+            raise append_error(self.topic, partition, answer.error_code, answer.message)
+        return answer.base_offset
 
     async def _check_log_end(self, ctx: _Context[S]) -> None:
         """After a failed append: if the log end moved (appended, not committed: the records may

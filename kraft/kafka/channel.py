@@ -234,6 +234,8 @@ class KafkaChannel(asyncio.Protocol):
         assert self.principal is not None
         context = self._context(request)
         response = await self.listener.registry.handler(request.api_key)(context, request.body)
+        if response is None:  # Produce with acks=0: the client expects no answer
+            return _Answer(b"")
         throttle = getattr(response, "throttle_time", None)
         throttle_ms = 0 if throttle is None else int(throttle.total_seconds() * 1000)
         return _Answer(self.core.send(request, response), throttle_ms)

@@ -33,6 +33,8 @@ NODES = "nodes"
 
 AUTO_CREATE = "auto-creating a topic (`auto.create.topics.enable`)"
 REPLICA_FETCH = "a replica's fetch (`replica_id` set)"
+TXN_COORDINATOR = "a transactional id's coordinator (key type transaction)"
+GROUP_COORDINATOR = "a group's coordinator (key type group)"
 
 # Kafka's API names (ApiKeys' names), as the services, request metrics and audit lines say them
 PRODUCE = "Produce"
@@ -73,6 +75,13 @@ DESCRIBE_QUORUM = "DescribeQuorum"
 ELECT_LEADERS = "ElectLeaders"
 LIST_PARTITION_REASSIGNMENTS = "ListPartitionReassignments"
 ALTER_PARTITION_REASSIGNMENTS = "AlterPartitionReassignments"
+ADD_PARTITIONS_TO_TXN = "AddPartitionsToTxn"
+ADD_OFFSETS_TO_TXN = "AddOffsetsToTxn"
+END_TXN = "EndTxn"
+TXN_OFFSET_COMMIT = "TxnOffsetCommit"
+DESCRIBE_TRANSACTIONS = "DescribeTransactions"
+LIST_TRANSACTIONS = "ListTransactions"
+WRITE_TXN_MARKERS = "WriteTxnMarkers"
 
 
 @dataclass(frozen=True)
@@ -118,7 +127,8 @@ API_ACCESS: dict[str, Access] = {
     DESCRIBE_LOG_DIRS: _cluster("DESCRIBE"),
     DESCRIBE_PRODUCERS: Access((Rule("READ", TOPIC, NAMED),)),
     # -- consumer groups
-    FIND_COORDINATOR: Access((Rule("DESCRIBE", GROUP, NAMED),)),
+    FIND_COORDINATOR: Access((Rule("DESCRIBE", GROUP, NAMED, when=GROUP_COORDINATOR),
+                              Rule("DESCRIBE", TRANSACTIONAL_ID, NAMED, when=TXN_COORDINATOR))),
     CONSUMER_GROUP_HEARTBEAT: Access(
         (Rule("READ", GROUP, NAMED), Rule("DESCRIBE", TOPIC, NAMED, names="it subscribes to by name")),
         note="a subscription regex resolves to the topics the member may Describe (the coordinator filters)"),
@@ -137,6 +147,16 @@ API_ACCESS: dict[str, Access] = {
     HEARTBEAT: Access((Rule("READ", GROUP, NAMED),)),
     LEAVE_GROUP: Access((Rule("READ", GROUP, NAMED),)),
     DESCRIBE_GROUPS: Access((Rule("DESCRIBE", GROUP, NAMED),)),
+    # -- transactions
+    ADD_PARTITIONS_TO_TXN: Access((Rule("WRITE", TRANSACTIONAL_ID, NAMED), Rule("WRITE", TOPIC, NAMED))),
+    ADD_OFFSETS_TO_TXN: Access((Rule("WRITE", TRANSACTIONAL_ID, NAMED), Rule("READ", GROUP, NAMED))),
+    END_TXN: Access((Rule("WRITE", TRANSACTIONAL_ID, NAMED),)),
+    TXN_OFFSET_COMMIT: Access((Rule("WRITE", TRANSACTIONAL_ID, NAMED), Rule("READ", GROUP, NAMED),
+                               Rule("READ", TOPIC, NAMED))),
+    DESCRIBE_TRANSACTIONS: Access((Rule("DESCRIBE", TRANSACTIONAL_ID, NAMED),)),
+    LIST_TRANSACTIONS: Access((Rule("DESCRIBE", TRANSACTIONAL_ID, LISTED),)),
+    WRITE_TXN_MARKERS: Access((Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES),),
+                              note="the transaction coordinator's markers and KIP-890 verification"),
     # -- security: ACLs, client quotas, SCRAM credentials
     DESCRIBE_ACLS: _cluster("DESCRIBE"),
     CREATE_ACLS: _cluster("ALTER"),

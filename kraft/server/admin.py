@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping, Protocol
 
+from kraft.metadata.partition_change import BrokerState
 from kraft.server.metadata import TopicDescription
 
 
@@ -46,7 +47,8 @@ class ControllerApi(Protocol):
                               rack: str | None, cluster_id: str | None, request_id: str | None) -> dict[str, Any]: ...
 
     async def broker_heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int,
-                               want_fence: bool, want_shutdown: bool) -> dict[str, Any]: ...
+                               want_fence: bool, want_shutdown: bool, offline_log_dirs: list[str],
+                               offline_replicas: list[tuple[str, int]]) -> dict[str, Any]: ...
 
     async def unregister_broker(self, broker_id: int, request_id: str | None) -> dict[str, Any]: ...
 
@@ -54,7 +56,7 @@ class ControllerApi(Protocol):
                                     request_id: str | None) -> dict[str, Any]: ...
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic: str, partition: int,
-                              leader_epoch: int, partition_epoch: int, new_isr: list[int],
+                              leader_epoch: int, partition_epoch: int, new_isr: list[BrokerState],
                               request_id: str | None) -> dict[str, Any]: ...
 
     async def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,

@@ -18,9 +18,9 @@ from kraft.errors import KraftError
 from kraft.metadata.acl import GROUP, TOPIC
 from kraft.broker.groups.classic import JoinRequest, JoinResult
 from kraft.server.access import (
-    CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR, HEARTBEAT,
-    JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, LISTED, NAMED, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, SYNC_GROUP,
-    rule_of,
+    CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR,
+    GROUP_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, LISTED, NAMED, OFFSET_COMMIT, OFFSET_DELETE,
+    OFFSET_FETCH, SYNC_GROUP, rule_of,
 )
 from kraft.server.authorization import Authorization
 from kraft.server.groups import (
@@ -30,7 +30,7 @@ from kraft.server.groups import (
 )
 from kraft.server.request_context import RequestContext
 
-_FIND = rule_of(FIND_COORDINATOR, GROUP, NAMED)
+_FIND = rule_of(FIND_COORDINATOR, GROUP, NAMED, GROUP_COORDINATOR)
 _JOIN = rule_of(CONSUMER_GROUP_HEARTBEAT, GROUP, NAMED)
 _SUBSCRIBE = rule_of(CONSUMER_GROUP_HEARTBEAT, TOPIC, NAMED)
 _DESCRIBE = rule_of(CONSUMER_GROUP_DESCRIBE, GROUP, NAMED)

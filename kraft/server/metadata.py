@@ -55,7 +55,9 @@ class ClusterDescription:
 
 
 class MetadataView(Protocol):
-    def cluster(self) -> ClusterDescription: ...
+    def cluster(self, listener: str | None = None) -> ClusterDescription:
+        """The cluster, its brokers with their endpoint of `listener` (a Kafka listener's name;
+        None: the HTTP API's); a broker without one is left out, as Kafka does."""
 
     def topics(self) -> Sequence[TopicDescription]: ...
 

@@ -78,6 +78,11 @@ class ProducerIdAndEpoch:
     producer_epoch: int
 
 
+def latest_offset(offsets: PartitionOffsets, read_committed: bool) -> int:
+    """Kafka's ListOffsets latest: the last stable offset for read_committed, else the high watermark."""
+    return offsets.last_stable_offset if read_committed else offsets.high_watermark
+
+
 class RecordApis:
     def __init__(self, replicas: ReplicaService, topics: TopicApis, authorization: Authorization, quotas: Quotas,
                  producer_ids: ProducerIdService | None = None) -> None:
@@ -115,24 +120,30 @@ class RecordApis:
         return FetchResult(results, throttle_ms)
 
     async def read(self, ctx: RequestContext, topic: str, partition: int, offset: int | str, timestamp: int | None,
-                   max_bytes: int, max_wait_ms: int) -> tuple[int, FetchPartitionResult]:
+                   max_bytes: int, max_wait_ms: int, read_committed: bool = False) -> tuple[int, FetchPartitionResult]:
         """The convenience read of one partition from `offset` (a number, "earliest" or "latest")
-        or, given a `timestamp`, from the first offset at or after it (else the high watermark):
-        the offset read from and the stored batches there. Needs Read, as a fetch does."""
+        or, given a `timestamp`, from the first offset at or after it (else the latest): the
+        offset read from and the stored batches there (read_committed: up to the last stable
+        offset, with the aborted transactions they overlap). Needs Read, as a fetch does."""
         self.auth.require(ctx, _READ, (topic,))
-        start = await self._start_offset(topic, partition, offset, timestamp)
+        start = await self._start_offset(topic, partition, offset, timestamp, read_committed)
         [result] = await self.replicas.replica_fetch(
-            NO_REPLICA, -1, [FetchEntry(topic, partition, start, max_bytes)], max_wait_ms, 1, max_bytes)
+            NO_REPLICA, -1, [FetchEntry(topic, partition, start, max_bytes, read_committed=read_committed)],
+            max_wait_ms, 1, max_bytes)
         return start, result
 
-    async def _start_offset(self, topic: str, partition: int, offset: int | str, timestamp: int | None) -> int:
+    async def _start_offset(self, topic: str, partition: int, offset: int | str, timestamp: int | None,
+                            read_committed: bool) -> int:
         if timestamp is not None:
-            found = await self.replicas.offset_for_timestamp(topic, partition, timestamp)
-            return (await self.replicas.offsets(topic, partition)).high_watermark if found is None else found[0]
+            found = await self.replicas.offset_for_timestamp(topic, partition, timestamp, read_committed)
+            if found is not None:
+                return found[0]
+            offset = "latest"
+        offsets = await self.replicas.offsets(topic, partition)
         if offset == "earliest":
-            return (await self.replicas.offsets(topic, partition)).log_start_offset
+            return offsets.log_start_offset
         if offset == "latest":
-            return (await self.replicas.offsets(topic, partition)).high_watermark
+            return latest_offset(offsets, read_committed)
         return int(offset)
 
     async def partition_offsets(self, ctx: RequestContext, topic: str, partition: int) -> PartitionOffsets:
@@ -140,15 +151,17 @@ class RecordApis:
         self.auth.require(ctx, _DESCRIBE_OFFSETS, (topic,))
         return await self.replicas.offsets(topic, partition)
 
-    async def list_offsets(self, ctx: RequestContext, topic: str, partition: int, timestamp: int) -> ListOffsetsResult:
+    async def list_offsets(self, ctx: RequestContext, topic: str, partition: int, timestamp: int,
+                           read_committed: bool = False) -> ListOffsetsResult:
         """Kafka's ListOffsets: EARLIEST_TIMESTAMP (the log start), LATEST_TIMESTAMP (the high
-        watermark), or the first offset whose record is at or after `timestamp`."""
+        watermark; read_committed: the last stable offset), or the first offset whose record is
+        at or after `timestamp` (below that bound)."""
         self.auth.require(ctx, _DESCRIBE_OFFSETS, (topic,))
         if timestamp in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
             offsets = await self.replicas.offsets(topic, partition)
             latest = timestamp == LATEST_TIMESTAMP
-            return ListOffsetsResult(offsets.high_watermark if latest else offsets.log_start_offset, -1)
-        found = await self.replicas.offset_for_timestamp(topic, partition, timestamp)
+            return ListOffsetsResult(latest_offset(offsets, read_committed) if latest else offsets.log_start_offset, -1)
+        found = await self.replicas.offset_for_timestamp(topic, partition, timestamp, read_committed)
         return ListOffsetsResult(None, -1) if found is None else ListOffsetsResult(found[0], found[1])
 
     async def offset_for_leader_epoch(self, ctx: RequestContext, topic: str, partition: int,

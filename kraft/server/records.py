@@ -6,9 +6,11 @@ each; a fetch, whether a consumer's (`replica_id` NO_REPLICA: below the high wat
 follower's (up to the log end, recording its position), names `FetchEntry`s and gets one
 `FetchPartitionResult` each, carrying the stored batches as they are (no copy is made to answer).
 Per-partition failures are Kafka's error names in `error_code` with a human `message`, as Kafka
-answers each partition on its own. The fields Kafka's answers have and kraft has no use for yet
-(the last stable offset below open transactions, aborted transactions, a preferred read replica,
-per-record errors) are there with their no-transaction values, so listeners encode them now.
+answers each partition on its own. A read_committed fetch (`FetchEntry.read_committed`) stops at
+the last stable offset and answers the aborted transactions its batches overlap (Kafka's
+FetchResponse fields; docs/transactions.md). The fields Kafka's answers have and kraft has no use
+for yet (a preferred read replica, per-record errors) are there with their default values, so
+listeners encode them now.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class FetchEntry:
     last_fetched_epoch: int = NO_EPOCH
     high_watermark: int = -1  # the follower's own
     log_start_offset: int = -1  # the follower's own (the leader's low watermark counts it)
+    read_committed: bool = False  # isolation_level=read_committed: up to the last stable offset
 
     @property
     def names_epochs(self) -> bool:
@@ -95,8 +98,8 @@ class FetchPartitionResult:
     error_code: str | None = None
     message: str | None = None
     leader: dict[str, Any] | None = None  # {node_id, host, port} with NOT_LEADER_OR_FOLLOWER
-    last_stable_offset: int = -1  # the high watermark while there are no transactions
-    aborted_transactions: tuple[AbortedTransaction, ...] = ()
+    last_stable_offset: int = -1  # below the oldest open transaction; the high watermark when none
+    aborted_transactions: tuple[AbortedTransaction, ...] = ()  # read_committed: those the records overlap
     preferred_read_replica: int = NO_PREFERRED_READ_REPLICA
 
 
@@ -121,6 +124,7 @@ class PartitionOffsets:
     log_start_offset: int
     high_watermark: int
     log_end_offset: int
+    last_stable_offset: int = -1  # latest for read_committed readers (and their group's lag)
 
 
 class EpochEndOffset(NamedTuple):
@@ -146,8 +150,11 @@ class ReplicaService(Protocol):
     async def offsets(self, topic: str, partition: int) -> PartitionOffsets: ...
 
     async def offset_for_timestamp(
-        self, topic: str, partition: int, timestamp: int
-    ) -> tuple[int, int] | None: ...
+        self, topic: str, partition: int, timestamp: int, read_committed: bool = False
+    ) -> tuple[int, int] | None:
+        """The first record at or after `timestamp` below the high watermark (read_committed: the
+        last stable offset)."""
+        ...
 
     async def offset_for_leader_epoch(
         self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int

@@ -4,7 +4,8 @@ DescribeProducers, which a client sends to each broker it asks about).
 DescribeLogDirs (Describe on the cluster): each log directory of this broker with its partitions'
 sizes and offset lags (Kafka's `max(high watermark - log end offset, 0)`, 0 for a current
 replica) and the directory's total and usable bytes (a statvfs, off the loop); a directory that
-cannot be read is KAFKA_STORAGE_ERROR. DescribeProducers (Read on the topic, answered per
+is offline (JBOD: its disk failed, `kraft/broker/log_dirs.py`) or cannot be read is
+KAFKA_STORAGE_ERROR, with no partitions. DescribeProducers (Read on the topic, answered per
 partition as Kafka does): the idempotent producers the partition's leader keeps state for;
 another broker answers NOT_LEADER_OR_FOLLOWER.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 from dataclasses import dataclass
-from typing import Iterator, Mapping, Protocol, Sequence
+from typing import Callable, Collection, Iterator, Mapping, Protocol, Sequence
 
 from kraft.errors import KraftError
 from kraft.metadata.acl import CLUSTER as CLUSTER_TYPE, TOPIC
@@ -67,6 +68,7 @@ class LocalReplica(Protocol):
     size_in_bytes: int
     high_watermark: int
     log_end_offset: int
+    log_dir: str  # "" when the reader does not say (the first directory's)
 
 
 class ReplicaReader(Protocol):
@@ -80,24 +82,41 @@ class ReplicaReader(Protocol):
 
 
 class ReplicaAdminApis:
-    def __init__(self, replicas: ReplicaReader | None, log_dirs: Sequence[str], authorization: Authorization) -> None:
-        """`replicas` None: a node without a broker's replicas (describes nothing)."""
+    def __init__(self, replicas: ReplicaReader | None, log_dirs: Sequence[str], authorization: Authorization,
+                 offline: Callable[[], Collection[str]] = frozenset) -> None:
+        """`replicas` None: a node without a broker's replicas (describes nothing); `offline()`:
+        the log directories offline now."""
         self._replicas = replicas
         self.log_dirs = list(log_dirs)
         self.auth = authorization
+        self.offline = offline
 
     async def describe_log_dirs(self, ctx: RequestContext,
-                                wanted: Mapping[str, Sequence[int]] | None) -> list[LogDirDescription]:
-        """Every log directory; its partitions among `wanted` (topic -> partitions; None: all)."""
+                                wanted: Mapping[str, Sequence[int] | None] | None) -> list[LogDirDescription]:
+        """Every log directory; its partitions among `wanted` (topic -> partitions, None: all of
+        the topic; `wanted` None: all)."""
         self.auth.require(ctx, rule_of(DESCRIBE_LOG_DIRS, CLUSTER_TYPE, CLUSTER))
-        partitions = tuple(
-            LogDirPartition(topic, partition, view.size_in_bytes, max(view.high_watermark - view.log_end_offset, 0))
-            for topic, partition, view in (self._replicas.local_partitions() if self._replicas else ())
-            if view.has_log and (wanted is None or partition in wanted.get(topic, ())))
-        return [await self._describe(path, partitions) for path in self.log_dirs]
+
+        def asked(topic: str, partition: int) -> bool:
+            if wanted is None:
+                return True
+            partitions = wanted.get(topic, ())
+            return partitions is None or partition in partitions
+
+        held: dict[str, list[LogDirPartition]] = {path: [] for path in self.log_dirs}
+        first = self.log_dirs[0] if self.log_dirs else ""
+        for topic, partition, view in (self._replicas.local_partitions() if self._replicas else ()):
+            where = held.get(view.log_dir or first)
+            if view.has_log and where is not None and asked(topic, partition):
+                where.append(LogDirPartition(
+                    topic, partition, view.size_in_bytes, max(view.high_watermark - view.log_end_offset, 0)))
+        offline = self.offline()
+        return [await self._describe(path, tuple(held[path]), path in offline) for path in self.log_dirs]
 
     @staticmethod
-    async def _describe(path: str, partitions: tuple[LogDirPartition, ...]) -> LogDirDescription:
+    async def _describe(path: str, partitions: tuple[LogDirPartition, ...], offline: bool) -> LogDirDescription:
+        if offline:
+            return LogDirDescription(path, KraftError("KAFKA_STORAGE_ERROR", f"log directory {path} is offline"), ())
         try:
             usage = await asyncio.to_thread(shutil.disk_usage, path)
         except OSError as e:

@@ -26,6 +26,7 @@ from kraft.server.replica_admin import ReplicaAdminApis
 from kraft.server.request_metrics import MetricsService
 from kraft.server.security_apis import SecurityApis
 from kraft.server.topic_apis import TopicApis
+from kraft.server.transaction_apis import TransactionApis
 
 if TYPE_CHECKING:
     from kraft.broker.stage_trace import StageTrace
@@ -45,6 +46,7 @@ class BrokerServices:
     security: SecurityApis
     controller: ControllerApis
     replicas: ReplicaAdminApis  # log dirs and producer state (DescribeLogDirs, DescribeProducers)
+    transactions: TransactionApis
     metrics: MetricsService | None = None
     status: Callable[[], dict[str, Any]] | None = None  # the controller and broker state health reports
     # -- the node's own parts a listener may need

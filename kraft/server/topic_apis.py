@@ -83,9 +83,11 @@ class TopicApis:
                 raise
         return self.require_topic(name)
 
-    async def metadata(self, ctx: RequestContext, names: list[str] | None, allow_auto_creation: bool) -> MetadataResult:
-        """The cluster and the topics (`names` None: every topic the principal may Describe)."""
-        cluster = self.view.cluster()
+    async def metadata(self, ctx: RequestContext, names: list[str] | None, allow_auto_creation: bool,
+                       listener: str | None = None) -> MetadataResult:
+        """The cluster (its brokers' endpoints of the Kafka listener `listener`, else the HTTP
+        API's) and the topics (`names` None: every topic the principal may Describe)."""
+        cluster = self.view.cluster(listener)
         if names is None:
             return MetadataResult(cluster, self.auth.visible(ctx, _DESCRIBE, self.view.topics(), lambda t: t.name), [])
         names = list(dict.fromkeys(check_topic_name(n) for n in names))

@@ -37,6 +37,7 @@ from kraft.zk.image import partition_state
 from kraft.zk.session import ZkSession
 from kraft.metadata.errors import MetadataError
 from kraft.metadata.image import MetadataImage
+from kraft.metadata.partition_change import BrokerState
 from kraft.metadata.records import Partition
 
 log = logging.getLogger("kraft.zk.broker")
@@ -303,7 +304,7 @@ class ZkAdmin:
     # -- the partition leader's ISR changes (ReplicaManager in Kafka's ZooKeeper mode) ------------
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic: str, partition: int,
-                              leader_epoch: int, partition_epoch: int, new_isr: list[int], *,
+                              leader_epoch: int, partition_epoch: int, new_isr: list[BrokerState], *,
                               request_id: str | None = None) -> dict[str, Any]:
         image = self.loader.image
         result = handlers.alter_partition(image, broker_id, broker_epoch, topic, partition, leader_epoch,

@@ -59,6 +59,7 @@ class Voter:
     async def status(self, request: web.Request) -> web.Response:
         status = dataclasses.asdict(self.quorum.status())
         status["is_active_controller"] = self.quorum.is_active_controller()
+        status["storage_error"] = self.quorum.storage_error
         status["active_controller"] = self.quorum.active_controller()
         status["snapshots"] = self.snapshots
         return web.json_response(status)

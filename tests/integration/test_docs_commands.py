@@ -126,6 +126,9 @@ BLOCKS: dict[tuple[str, str], Skip | Run] = {
         Skip("the second round's `kraft-bench metadata` runs scaled; these differ only in their sizes"),
     ("docs/benchmarks.md", "# acks=all ack latency, RF 3, paced (the latency rows), with the per-stage trace"):
         Run(scale=True),
+    ("docs/benchmarks.md", "# after, beside the peers: every row of the issue's table in one run"):
+        Skip("minutes of measurement with Redis and NATS started by the bench, and $B/$B3 are clusters of main's "
+             "checkout (tests/integration/test_bench_peers.py runs `kraft-bench peers` small)"),
     ("docs/benchmarks.md", "kraft-bench compare-metadata --partitions 10000 --runs 1 --samples 50 --json cmp.json"):
         Skip("needs ZooKeeper and minutes (tests/zookeeper runs compare-metadata small)"),
     ("docs/benchmarks.md", "kraft-bench produce --local-cluster 3 --topic prof --partitions 6 --replication-factor 3 "
@@ -150,7 +153,7 @@ BLOCKS: dict[tuple[str, str], Skip | Run] = {
     ("docs/operations.md", "kraft-node --node-id 4 --role broker --controller-quorum $QUORUM --listen "
                            "127.0.0.1:9392 \\"): Run(cluster=True),
     ("docs/reliability.md", "kraft-bench chaos --duration 600 --faults kill,stop,partition,disk-full,torn-write,"
-                            "slow-disk \\"):
+                            "slow-disk,controller-disk-full,log-dir \\"):
         Skip("a 10-minute fault-injection run (tests/integration/test_chaos_run.py runs a short one)"),
     ("docs/replication.md", "python3 tests/unit/replication/simulation.py --seed 1234 --trace"):
         Skip("simulation sweeps of minutes (tests/unit/replication/test_replication_simulation.py runs them)"),

@@ -1,8 +1,9 @@
 """RaftQuorum with real voter processes (tests/integration/raft_voter.py) on 127.0.0.1: election of
 one active controller, kill -9 failover without losing committed records, fencing of a woken
 SIGSTOPped leader, the shared secret, a flood and idle connections on the Raft port, a wiped
-voter catching up through a snapshot, and the whole quorum killed -9 mid-write without losing an
-acknowledged record."""
+voter catching up through a snapshot, the whole quorum killed -9 mid-write without losing an
+acknowledged record, and a leader whose journal cannot be written resigning so the others elect
+a leader and writes resume."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ class Voter:
     raft_port: int
     secret: str = SECRET
     compaction_entries: int = 10_000
+    env: dict[str, str] = field(default_factory=dict)
     http_port: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
 
@@ -61,7 +63,7 @@ class Voter:
                  "--voters", self.voters, "--data-dir", str(self.data_dir), "--secret", self.secret,
                  "--http-port", str(self.http_port),
                  "--compaction-entries", str(self.compaction_entries)],
-                stdout=log, stderr=subprocess.STDOUT)
+                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **self.env})
         wait_for(self.status, 20, what=f"voter {self.node_id} serving")
         return self
 
@@ -116,10 +118,12 @@ class Voter:
 
 
 class Cluster:
-    def __init__(self, workdir: Path, size: int = 3, compaction_entries: int = 10_000) -> None:
+    def __init__(self, workdir: Path, size: int = 3, compaction_entries: int = 10_000,
+                 env: dict[int, dict[str, str]] | None = None) -> None:
         ports = {i: free_port() for i in range(1, size + 1)}
         self.voters_arg = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
-        self.voters = {i: Voter(i, workdir, self.voters_arg, p, compaction_entries=compaction_entries)
+        self.voters = {i: Voter(i, workdir, self.voters_arg, p, compaction_entries=compaction_entries,
+                                env=(env or {}).get(i, {}))
                        for i, p in ports.items()}
 
     def start(self) -> "Cluster":
@@ -449,3 +453,40 @@ def test_whole_quorum_killed_mid_write_keeps_every_acknowledged_record(make_clus
         keys = [key for _, key in records if key is not None]
         assert len(keys) == len(set(keys)), f"cycle {cycle}: a record applied twice"
         assert [key for key in keys if key in set(acked)] == acked, f"cycle {cycle}"
+
+
+def test_a_leader_that_cannot_write_its_journal_resigns_and_writes_resume(make_cluster, tmp_path: Path) -> None:
+    """Issue 26: a voter whose journal append fails (a full disk, injected at the file layer)
+    resigns and stops voting, the others elect a leader and commit, and once the disk takes
+    writes again it catches up and votes again, without a restart. Before, it stayed leader and
+    every metadata write failed KAFKA_STORAGE_ERROR until space came back."""
+    flags = {i: tmp_path / f"disk-full-{i}" for i in (1, 2, 3)}
+    for flag in flags.values():
+        flag.write_text("0")
+    cluster = make_cluster(env={i: {"KRAFT_FAULT_DISK_FULL_FILE": str(f)} for i, f in flags.items()})
+    old = cluster.wait_active()
+    old_epoch = old.status()["controller_epoch"]
+    committed = commit(old, [f"before-{i}" for i in range(10)])
+
+    flags[old.node_id].write_text("1")
+    refused = old.propose("while-full")
+    assert refused.get("error_code") in ("KAFKA_STORAGE_ERROR", "NOT_CONTROLLER"), refused
+    survivors = [i for i in cluster.voters if i != old.node_id]
+    new = cluster.wait_active(survivors, above_epoch=old_epoch, timeout=30)
+
+    def write(key: str) -> Any:
+        answer = new.propose(key, request_id=key)
+        return answer if "offset" in answer else None
+
+    after = wait_for(lambda: write("after"), 15, what="a write on the new leader")["offset"]
+    assert old.status()["raft_state"] != "Leader"
+    assert "No space left" in (old.get("/status").get("storage_error") or "")
+
+    flags[old.node_id].write_text("0")
+    records = wait_same_records(list(cluster.voters.values()), at_least=len(committed) + 1, timeout=30)
+    by_key = {key: offset for offset, key in records}
+    assert all(by_key.get(key) == offset for key, offset in committed.items())
+    assert by_key.get("after") == after and "while-full" not in by_key
+    wait_for(lambda: old.status().get("storage_error") is None, 15, what="the healed voter writable again")
+    assert write("after-heal") is not None
+

@@ -77,7 +77,8 @@ def test_fake_broker_reassignment_and_alter_partition_are_refused(cluster):
     assert reassign.status_code >= 400, reassign.text
     assert_refused(requests.post(f"{url}/v1/controller/alter-partition", timeout=10, json={
         "broker_id": leader, "broker_epoch": 0, "topic": TOPIC, "partition": 0,
-        "leader_epoch": before["partitions"][0]["leader_epoch"], "partition_epoch": 0, "new_isr": [99, leader]}))
+        "leader_epoch": before["partitions"][0]["leader_epoch"], "partition_epoch": 0,
+        "new_isr_with_epochs": [{"broker_id": 99, "broker_epoch": 0}, {"broker_id": leader, "broker_epoch": 0}]}))
     # a forged node credential is no better than none
     assert_refused(requests.post(f"{url}/v1/controller/brokers/register", json=register, timeout=10,
                                  headers={"X-Kraft-Node-Auth": f"v1 {leader} 0 00 {'0' * 64}"}))
@@ -140,7 +141,8 @@ def test_reregistration_and_isr_shrink_spam_change_nothing(cluster):
     for _ in range(5):
         assert_refused(requests.post(f"{url}/v1/controller/alter-partition", timeout=10, json={
             "broker_id": part["leader"], "broker_epoch": 0, "topic": TOPIC, "partition": 0,
-            "leader_epoch": part["leader_epoch"], "partition_epoch": 0, "new_isr": [part["leader"]]}))
+            "leader_epoch": part["leader_epoch"], "partition_epoch": 0,
+            "new_isr_with_epochs": [{"broker_id": part["leader"], "broker_epoch": 0}]}))
     assert produce(cluster, 1, ["after-spam"]).status_code == 200
     assert state(cluster) == before
 

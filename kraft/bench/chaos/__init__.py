@@ -6,9 +6,11 @@ Two forms:
   leader and a follower of one partition, N times;
 - `--duration S --faults kill,stop,... --seed N`: the seeded schedule (`schedule`) of faults
   (`faults`, `proxy`) under acks=all producers, group consumers and metadata changes (`workload`),
-  then the independent checker (`checker`) over the recorded history. Exits non-zero when an
-  acknowledged record, committed offset or topic was lost, or a record was duplicated by the
-  idempotent producer, reordered, or served then truncated.
+  then the independent checker (`checker`) over the recorded history. Reports each fault's time
+  back to full ISR and the fencings no fault caused (`fencings`). Exits non-zero when an
+  acknowledged record, committed offset or topic was lost, a record was duplicated by the
+  idempotent producer, reordered, or served then truncated, the cluster did not recover from a
+  fault, or a requested fault type could not be injected.
 
 `--mode zookeeper` runs the `--duration` form on brokers in ZooKeeper mode (`kraft.zk`), on a
 one-server ZooKeeper the run starts on free ports and never faults; the same schedule, workload and
@@ -29,7 +31,8 @@ from kraft.bench.common import main
 from kraft.zk.ensemble import zookeeper_available
 
 JSON_KEYS = ("acked", "lost", "duplicated", "duplicated_idempotent", "reordered", "truncated_after_seen",
-             "offsets_lost", "metadata_lost", "max_unavailable_s", "p99_unavailable_s")
+             "offsets_lost", "metadata_lost", "max_unavailable_s", "p99_unavailable_s", "not_recovered",
+             "max_time_to_full_isr_s", "p99_time_to_full_isr_s", "fencings", "fencings_uncaused")
 
 
 def outcome_summary(outcome: ChaosOutcome, options: ChaosOptions) -> dict[str, object]:
@@ -39,9 +42,10 @@ def outcome_summary(outcome: ChaosOutcome, options: ChaosOptions) -> dict[str, o
         "nodes": options.nodes,
         "faults_requested": options.faults, **{k: findings[k] for k in JSON_KEYS},
         "faults": findings["faults"], "faults_not_injected": findings["faults_not_injected"],
+        "faults_missing": findings["faults_missing"], "recoveries": findings["recoveries"],
         "disk_full_method": outcome.disk_full_method, "skipped": outcome.skipped, "failed_sends": findings["failed"],
         "seen": findings["seen"], "commits": findings["commits"], "unavailable_windows": findings["unavailable_windows"],
-        "not_recovered": outcome.not_recovered, "not_injected_late": outcome.late, "worker_errors": findings["worker_errors"],
+        "repeats_left_out": outcome.late, "worker_errors": findings["worker_errors"],
         "examples": findings["examples"], "ok": findings["ok"], "history": os.path.abspath(outcome.history_path),
         "schedule": [e.as_dict() for e in outcome.schedule],
     }
@@ -53,11 +57,17 @@ def _print_table(summary: dict[str, object]) -> None:
 
     table = Table("metric", "value", title="kraft-bench chaos", title_justify="left")
     for key in ("mode", "seed", "duration_s", "nodes", *JSON_KEYS, "failed_sends", "seen", "commits",
-                "unavailable_windows",
-                "not_recovered", "not_injected_late", "worker_errors", "history"):
+                "unavailable_windows", "repeats_left_out", "worker_errors", "history"):
         table.add_row(key, str(summary[key]))
     for fault, count in sorted(summary["faults"].items()):  # type: ignore[union-attr]
         table.add_row(f"faults.{fault}", str(count))
+    times: dict[str, list[str]] = {}
+    for r in summary["recoveries"]:  # type: ignore[union-attr]
+        times.setdefault(r["fault"], []).append(f"{r['seconds']:.1f}")
+    for fault, seconds in sorted(times.items()):
+        table.add_row(f"time_to_full_isr_s.{fault}", ", ".join(seconds))
+    if summary["faults_missing"]:
+        table.add_row("faults_missing", ", ".join(summary["faults_missing"]))  # type: ignore[arg-type]
     for fault, count in sorted(summary["faults_not_injected"].items()):  # type: ignore[union-attr]
         table.add_row(f"faults_not_injected.{fault}", str(count))
     if summary["disk_full_method"]:
@@ -113,4 +123,11 @@ def chaos(rounds: int | None, duration: float | None, faults: list[str], seed: i
             json.dump(summary, f, indent=2, sort_keys=True)
             f.write("\n")
     if not outcome.findings.ok:
+        found = outcome.findings
+        if found.faults_missing:
+            raise click.ClickException(f"fault types never injected: {', '.join(found.faults_missing)} "
+                                       f"({json.dumps(summary['faults_not_injected'])})")
+        if found.not_recovered:
+            raise click.ClickException(f"the cluster did not recover from {found.not_recovered} faults: "
+                                       f"{json.dumps(found.examples.get('not_recovered'))}")
         raise click.ClickException(f"guarantees broken: {json.dumps(summary['examples'])}")

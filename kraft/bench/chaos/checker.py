@@ -17,10 +17,22 @@ group's committed offset per partition) and `final_topics` (topic -> partition c
   acknowledged with;
 - metadata_lost: a topic whose creation was acknowledged (and never asked to be deleted) missing
   on a node, a deleted topic still present, or fewer partitions than an acknowledged increase;
-- max_unavailable_s: the longest time a partition had no usable leader (`avail` events), and
-  every window's length for percentiles;
+- max_unavailable_s: the longest time a partition could not take an acks=all write (`avail`
+  events: no leader, or an ISR below min.insync.replicas), and every window's length for
+  percentiles;
 - faults: fault type -> times injected (`fault` events), not counting those whose `heal` says
-  they could not be done (`"done": False` in its details: `faults_not_injected`).
+  they could not be done (`"done": False` in its details: `faults_not_injected`); `faults_missing`:
+  a requested type (the `run` event's `faults`) never injected;
+- recoveries: per injected fault, the seconds from healing it to every partition led with a full
+  ISR on every node (`recovered` events: time to full ISR), and their max and p99;
+  `not_recovered`: faults the cluster did not recover from within the harness's timeout;
+- fencings: the brokers the controllers fenced (`fenced` events, from the nodes' logs), and
+  `fencings_uncaused`: those outside every fault's window (from its injection to its recovery),
+  a live broker fenced with no fault to blame.
+
+`ok` is false when a guarantee broke (lost, duplicated by an idempotent producer, reordered,
+truncated after being served, offsets or metadata lost), a fault was not recovered from, or a
+requested fault type was never injected.
 """
 
 from __future__ import annotations
@@ -49,12 +61,19 @@ class Findings:
     worker_errors: int = 0
     faults: dict[str, int] = field(default_factory=dict)
     faults_not_injected: dict[str, int] = field(default_factory=dict)
+    faults_missing: list[str] = field(default_factory=list)
+    recoveries: list[dict[str, Any]] = field(default_factory=list)  # {fault, target, seconds}
+    max_time_to_full_isr_s: float = 0.0
+    p99_time_to_full_isr_s: float = 0.0
+    not_recovered: int = 0
+    fencings: int = 0
+    fencings_uncaused: int = 0
     examples: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return not (self.lost or self.duplicated_idempotent or self.reordered or self.truncated_after_seen
-                    or self.offsets_lost or self.metadata_lost)
+                    or self.offsets_lost or self.metadata_lost or self.not_recovered or self.faults_missing)
 
     def example(self, kind: str, what: Any) -> None:
         examples = self.examples.setdefault(kind, [])
@@ -79,10 +98,26 @@ def check(events: Iterable[dict[str, Any]]) -> Findings:
     meta: list[dict[str, Any]] = []
     windows: dict[tuple[str, int], float] = {}  # tp -> when it became unavailable
     lengths: list[float] = []
+    requested: list[str] = []
+    fault_windows: list[tuple[float, float]] = []  # (injected, recovered) of every fault
+    fault_started: float | None = None
+    fenced: list[dict[str, Any]] = []
     end_t = 0.0
     for e in events:
         kind = e["k"]
         end_t = max(end_t, e.get("t", 0.0))
+        if kind == "run":
+            requested = list(e.get("faults") or ())
+        elif kind == "recovered":
+            found.recoveries.append({"fault": e["fault"], "target": e.get("target"), "seconds": e["seconds"]})
+        elif kind == "not_recovered":
+            found.not_recovered += 1
+            found.example("not_recovered", e)
+        elif kind == "fenced":
+            fenced.append(e)
+        if kind in ("recovered", "not_recovered") and fault_started is not None:
+            fault_windows.append((fault_started, e["t"]))
+            fault_started = None
         if kind == "ack":
             acks.append(e)
             idempotent[e["producer"]] = bool(e.get("idem"))
@@ -99,6 +134,7 @@ def check(events: Iterable[dict[str, Any]]) -> Findings:
             meta.append(e)
         elif kind == "fault":
             found.faults[e["fault"]] = found.faults.get(e["fault"], 0) + 1
+            fault_started = e["t"]
         elif kind == "heal" and (e.get("detail") or {}).get("done") is False:
             fault = e["fault"]
             left = found.faults.get(fault, 0) - 1
@@ -124,6 +160,18 @@ def check(events: Iterable[dict[str, Any]]) -> Findings:
         elif kind == "final_topics":
             final_topics[e["node"]] = e["topics"]
     lengths += [end_t - since for since in windows.values()]  # still unavailable at the end
+    if fault_started is not None:  # injected, never recovered nor given up on: to the end
+        fault_windows.append((fault_started, end_t))
+    found.faults_missing = sorted(set(requested) - set(found.faults))
+    seconds = sorted(r["seconds"] for r in found.recoveries)
+    if seconds:
+        found.max_time_to_full_isr_s = seconds[-1]
+        found.p99_time_to_full_isr_s = _p99(seconds)
+    found.fencings = len(fenced)
+    for e in fenced:
+        if not any(start <= e["t"] <= end for start, end in fault_windows):
+            found.fencings_uncaused += 1
+            found.example("fenced_uncaused", e)
 
     found.acked = len(acks)
     for a in acks:
@@ -180,8 +228,13 @@ def check(events: Iterable[dict[str, Any]]) -> Findings:
         ordered = sorted(lengths)
         found.unavailable_windows = len(ordered)
         found.max_unavailable_s = round(ordered[-1], 3)
-        found.p99_unavailable_s = round(ordered[max(0, -(-len(ordered) * 99 // 100) - 1)], 3)
+        found.p99_unavailable_s = round(_p99(ordered), 3)
     return found
+
+
+def _p99(ordered: list[float]) -> float:
+    """The nearest-rank 99th percentile of an ascending, non-empty list."""
+    return ordered[max(0, -(-len(ordered) * 99 // 100) - 1)]
 
 
 def _metadata_lost(meta: list[dict[str, Any]], final_topics: dict[int, dict[str, int]], found: Findings) -> int:

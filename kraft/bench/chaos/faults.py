@@ -10,7 +10,15 @@
 - torn-write: kill -9, then cut the tail of the active segment partway (torn-active) or flip one
   bit in the active or a closed segment (flip-active, flip-closed) of a produced partition, then
   restart: the CRC must catch it;
-- slow-disk: every fsync of the node sleeps the variant's milliseconds (`log.fault_injection`).
+- slow-disk: every fsync of the node sleeps the variant's milliseconds (`log.fault_injection`);
+- controller-disk-full: disk-full on whichever node is the active controller when it starts: its
+  Raft journal cannot be written, so it must resign and the other voters elect a leader (the
+  details say which node it was and which node was the controller when the disk was freed).
+- log-dir: with this fault every node has two log directories (`log.dirs`); the node's second one
+  fails (EIO on every read, write and fsync of its partition files, through
+  `KRAFT_FAULT_LOG_DIR_FAILED_FILE`): its replicas go offline and the controller moves their
+  leaderships and ISR memberships; at the end the disk is "replaced" (the failure cleared) and the
+  node restarted, and its replicas there catch up and rejoin.
 
 A fault that could not be done (a torn write with no segment to tear) says so in its details
 (`"done": False`), and the checker does not count it as injected.
@@ -24,14 +32,16 @@ import random
 import shutil
 import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from kraft.api.client import Admin, KraftError
 from kraft.bench.chaos.proxy import LinkProxies
-from kraft.bench.chaos.schedule import FaultEvent
-from kraft.bench.cluster import LocalCluster, LocalNode
-from kraft.log.fault_injection import DISK_FULL_ENV
+from kraft.bench.chaos.schedule import CONTROLLER, FaultEvent
+from kraft.bench.cluster import LocalCluster, LocalNode, poll
+from kraft.log.fault_injection import DISK_FULL_ENV, LOG_DIR_FAILED_ENV
 
 TMPFS, FILE_LAYER = "tmpfs", "file-layer"
 
@@ -131,9 +141,23 @@ def _enospc_logged(node: LocalNode, since: int) -> int:
         return 0
 
 
-def corrupt_segment(data_dir: Path, topics: list[str], variant: str, rng: random.Random) -> dict[str, Any]:
-    """Tears or flips a segment of a stopped node; what was done (for the history)."""
-    partitions = sorted(p for p in data_dir.iterdir() if p.is_dir() and p.name.rpartition("-")[0] in topics)
+def second_log_dir(node: LocalNode) -> Path:
+    """The log directory the log-dir fault fails (with that fault, each node has two)."""
+    return node.data_dir.with_name(node.data_dir.name + "-disk2")
+
+
+def log_dir_failure(root: Path, node: LocalNode) -> tuple[list[str], dict[str, str], Path]:
+    """For a run with the log-dir fault: the node's arguments (two log directories), environment
+    (the failure's flag file, empty) and flag file."""
+    flag = root / f"log-dir-failed-{node.node_id}"
+    flag.write_text("")
+    return ["--override", f"log.dirs={node.data_dir},{second_log_dir(node)}"], {LOG_DIR_FAILED_ENV: str(flag)}, flag
+
+
+def corrupt_segment(data_dirs: list[Path], topics: list[str], variant: str, rng: random.Random) -> dict[str, Any]:
+    """Tears or flips a segment of a stopped node (its log directories); what was done (for the history)."""
+    partitions = sorted(p for d in data_dirs if d.is_dir() for p in d.iterdir()
+                        if p.is_dir() and p.name.rpartition("-")[0] in topics)
     if not partitions:
         return {"done": False, "why": "no partition directory"}
     directory = rng.choice(partitions)
@@ -166,9 +190,11 @@ class Injector:
     """Applies `FaultEvent`s; `down` is the set of nodes a fault has made unusable right now."""
 
     def __init__(self, cluster: LocalCluster, proxies: LinkProxies, topics: list[str], delay_files: dict[int, Path],
-                 disk_full: DiskFull | None, seed: int, sleep: Callable[[float], bool]) -> None:
+                 disk_full: DiskFull | None, seed: int, sleep: Callable[[float], bool],
+                 log_dir_flags: dict[int, Path] | None = None) -> None:
         self.cluster, self.proxies, self.topics = cluster, proxies, topics
         self.delay_files, self.disk_full = delay_files, disk_full
+        self.log_dir_flags = log_dir_flags or {}  # each node's log-dir failure flag (with that fault)
         self.rng = random.Random(seed ^ 0x5EED)
         self.sleep = sleep  # waits, returns early (True) if the run is being stopped
         self.down: set[int] = set()
@@ -176,14 +202,29 @@ class Injector:
     def node(self, node_id: int) -> LocalNode:
         return self.cluster.nodes[node_id]
 
+    def active_controller(self) -> int | None:
+        """The node that says it is the active controller, among the running ones."""
+        for node_id, node in self.cluster.nodes.items():
+            if node.proc is not None and node.proc.poll() is None:
+                try:
+                    if node.health().get("active_controller"):
+                        return node_id
+                except (OSError, ValueError):
+                    continue
+        return None
+
     def apply(self, event: FaultEvent) -> dict[str, Any]:
-        """Injects the fault, waits its duration, heals it; details for the history."""
-        node = self.node(event.target)
-        self.down.add(event.target)
+        """Injects the fault, waits its duration, heals it; details for the history (`target`:
+        the node it hit, for a fault aimed at the active controller)."""
+        target = event.target
+        if target == CONTROLLER:
+            target = poll(self.active_controller, 30, 0.2, "an active controller")
+        self.down.add(target)
         try:
-            return getattr(self, "_" + event.fault.replace("-", "_"))(event, node)
+            detail = getattr(self, "_" + event.fault.replace("-", "_"))(event, self.node(target))
         finally:
-            self.down.discard(event.target)
+            self.down.discard(target)
+        return {"target": target, **detail}
 
     def _kill(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
         node.kill()
@@ -211,13 +252,17 @@ class Injector:
             self.proxies.heal_all()
         return {"links": links}
 
-    def _disk_full(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
+    def _disk_full(self, event: FaultEvent, node: LocalNode,
+                   during: Callable[[], dict[str, Any]] | None = None,
+                   at_end: Callable[[], dict[str, Any]] = dict) -> dict[str, Any]:
+        """Fills `node`'s disk for the event's duration; `during()`, called once it is full (its
+        time counts in the duration), and `at_end()`, just before the space is freed, add details."""
         disk = self.disk_full
         if disk is None:
             return {"done": False, "why": "disk-full was not prepared for this run"}
         log = _node_log(node)
         since = log.stat().st_size if log.exists() else 0
-        path = disk.paths[event.target]  # tmpfs: the data directory; file layer: the flag
+        path = disk.paths[node.node_id]  # tmpfs: the data directory; file layer: the flag
         if disk.method == TMPFS:
             path = fill(path)  # the filler
             detail: dict[str, Any] = {"method": TMPFS, "filler_bytes": path.stat().st_size}
@@ -225,7 +270,13 @@ class Injector:
             path.write_text("1")
             detail = {"method": FILE_LAYER}
         try:
-            self.sleep(event.duration_s)
+            if during is None:
+                self.sleep(event.duration_s)
+            else:
+                deadline = time.monotonic() + event.duration_s
+                detail.update(during())
+                self.sleep(max(0.0, deadline - time.monotonic()))
+            detail.update(at_end())
         finally:
             if disk.method == TMPFS:
                 path.unlink()
@@ -234,9 +285,28 @@ class Injector:
         detail["enospc_logged"] = _enospc_logged(node, since)
         return detail
 
+    def _controller_disk_full(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
+        """A metadata write while the disk is full (a topic created through another node): the
+        controller meets the full disk at once, resigns, and the write commits on the next one."""
+        others = [n for i, n in self.cluster.nodes.items() if i != node.node_id]
+
+        def write() -> dict[str, Any]:
+            name = f"chaos-probe-{self.rng.randrange(1 << 30)}"
+            started = time.monotonic()
+            try:
+                with Admin(",".join(f"127.0.0.1:{n.port}" for n in others), request_timeout_ms=5_000,
+                           api_timeout_ms=int(max(1.0, event.duration_s) * 1000)) as admin:
+                    admin.create_topic(name, 1, len(self.cluster.nodes))
+                written: Any = round(time.monotonic() - started, 2)
+            except KraftError as e:
+                written = e.error_code
+            return {"metadata_write": written}
+
+        return self._disk_full(event, node, write, lambda: {"controller_at_heal": self.active_controller()})
+
     def _torn_write(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
         node.kill()
-        what = corrupt_segment(node.data_dir, self.topics, event.variant, self.rng)
+        what = corrupt_segment([node.data_dir, second_log_dir(node)], self.topics, event.variant, self.rng)
         node.start()
         return what
 
@@ -249,11 +319,30 @@ class Injector:
             path.write_text("0")
         return {"fsync_delay_ms": int(event.variant)}
 
+    def _log_dir(self, event: FaultEvent, node: LocalNode) -> dict[str, Any]:
+        """Fails the node's second log directory for the event's duration, then replaces the disk
+        (clears the failure) and restarts the node: the directory comes back with a restart."""
+        flag = self.log_dir_flags.get(node.node_id)
+        if flag is None:
+            return {"done": False, "why": "the nodes were started with one log directory"}
+        failed = second_log_dir(node)
+        flag.write_text(f"{failed}\n")
+        try:
+            self.sleep(event.duration_s)
+        finally:
+            flag.write_text("")
+        node.stop()
+        node.start()
+        return {"log_dir": str(failed)}
+
     def heal_everything(self) -> None:
-        """At the end (or on an error): every node running, every link open, no delay."""
+        """At the end (or on an error): every node running, every link open, no delay, no failed
+        disk."""
         self.proxies.heal_all()
         for path in self.delay_files.values():
             path.write_text("0")
+        for path in self.log_dir_flags.values():
+            path.write_text("")
         if self.disk_full is not None:
             self.disk_full.heal()
         for node in self.cluster.nodes.values():

@@ -20,9 +20,10 @@ import requests
 from kraft.api.client import Admin
 from kraft.bench.chaos.checker import Findings, check
 from kraft.bench.chaos.clients import read_partition
-from kraft.bench.chaos.faults import DiskFull, Injector, prepare_disk_full
+from kraft.bench.chaos.faults import DiskFull, Injector, log_dir_failure, prepare_disk_full
 from kraft.bench.chaos.proxy import LinkProxies
-from kraft.bench.chaos.schedule import COOLDOWN_S, FaultEvent, make_schedule
+from kraft.bench.chaos.fencings import fencings_logged
+from kraft.bench.chaos.schedule import FaultEvent, cooldown_s, make_schedule
 from kraft.bench.chaos.workload import (GroupConsumerWorker, History, LeaderMonitor, MetadataWorker, ProducerWorker,
                                         load_history)
 from kraft.bench.cluster import LocalCluster, poll
@@ -31,6 +32,8 @@ from kraft.log.fault_injection import ENV as FSYNC_DELAY_ENV
 
 IDEMPOTENT_TOPIC, PLAIN_TOPIC, GROW_TOPIC, GROUP = "chaos-idem", "chaos-plain", "chaos-grow", "chaos-group"
 TOPICS = {IDEMPOTENT_TOPIC: 3, PLAIN_TOPIC: 2}  # produced topics and their partition counts
+MIN_INSYNC_REPLICAS = 2
+DISK_FAULTS = ("disk-full", "controller-disk-full")
 MODES = ("kraft", "zookeeper")
 ZK_CHROOT = "/kraft-chaos"
 
@@ -55,8 +58,7 @@ class ChaosOutcome:
     schedule: list[FaultEvent]
     skipped: dict[str, str]  # fault -> why it was not injected
     history_path: str
-    not_recovered: int
-    late: int  # scheduled faults left out because the run's time was up
+    late: int  # repeats of fault types left out because the run's time was up
     disk_full_method: str | None = None  # faults.TMPFS or faults.FILE_LAYER, when disk-full was asked for
 
 
@@ -64,7 +66,8 @@ def _overrides(options: ChaosOptions) -> dict[str, Any]:
     session = options.session_timeout_ms
     out: dict[str, Any] = {
         "broker.session.timeout.ms": session, "broker.heartbeat.interval.ms": max(50, min(2000, session // 6)),
-        "min.insync.replicas": 2, "replica.lag.time.max.ms": session, "replica.fetch.wait.max.ms": 200,
+        "min.insync.replicas": MIN_INSYNC_REPLICAS, "replica.lag.time.max.ms": session,
+        "replica.fetch.wait.max.ms": 200,
         "log.segment.bytes": 64 * 1024,  # closed segments within a minute or two, for flip-closed
     }
     if options.mode == "zookeeper":  # the broker session is the ZooKeeper session
@@ -152,7 +155,7 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
     root = Path(tempfile.mkdtemp(prefix="kraft-chaos-"))
     skipped: dict[str, str] = {}
     disk_full: DiskFull | None = None
-    if "disk-full" in options.faults:
+    if any(f in options.faults for f in DISK_FAULTS):
         disk_full = prepare_disk_full(root, node_ids, options.disk_mb)
         echo(disk_full.describe())
     history = History(options.history_path)
@@ -162,14 +165,19 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
     delay_files = {i: root / f"fsync-delay-{i}" for i in node_ids}
     stopping = threading.Event()
     workers: list[Any] = []
-    not_recovered = late = 0
+    late = 0
     zookeeper = ExitStack()  # ZooKeeper mode: the server, stopped after the nodes
     try:
         cluster = LocalCluster(options.nodes, combined=True, overrides=_overrides(options), root=root, proxies=proxies,
                                zookeeper_connect=zookeeper.enter_context(zookeeper_connect(options, root)))
+        log_dir_flags: dict[int, Path] = {}
         for i, node in cluster.nodes.items():
             delay_files[i].write_text("0")
             node.env = {FSYNC_DELAY_ENV: str(delay_files[i]), **(disk_full.env(i) if disk_full else {})}
+            if "log-dir" in options.faults:  # two log directories, the second one to fail
+                args, env, log_dir_flags[i] = log_dir_failure(root, node)
+                node.args = [*node.args, *args]
+                node.env.update(env)
         with cluster:
             bootstrap = cluster.bootstrap
             with Admin(bootstrap, request_timeout_ms=10_000) as admin:
@@ -177,9 +185,9 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
                     admin.create_topic(topic, partitions, min(3, options.nodes))
             poll(lambda: recovered(cluster), 120, 0.2, "full ISRs")
             injector = Injector(cluster, proxies, list(TOPICS), delay_files, disk_full, options.seed,
-                                lambda s: stopping.wait(s))
+                                lambda s: stopping.wait(s), log_dir_flags)
             history.add("run", mode=options.mode, seed=options.seed, duration_s=options.duration_s,
-                        faults=options.faults,
+                        faults=options.faults, wall_start=history.wall_start,
                         schedule=[e.as_dict() for e in schedule], skipped=skipped,
                         disk_full=disk_full.method if disk_full else None)
             workers = [
@@ -189,18 +197,19 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
                 GroupConsumerWorker("consumer-2", bootstrap, GROUP, list(TOPICS), history),
                 MetadataWorker(bootstrap, GROW_TOPIC, history),
                 LeaderMonitor(lambda: [n.url for i, n in cluster.nodes.items() if i not in injector.down],
-                              list(TOPICS), lambda: set(injector.down), history),
+                              list(TOPICS), lambda: set(injector.down), history, MIN_INSYNC_REPLICAS),
             ]
             for worker in workers:
                 worker.start()
             start = time.monotonic()
-            last_start = options.duration_s - min(COOLDOWN_S, options.duration_s / 6)
+            last_start = options.duration_s - cooldown_s(options.duration_s)
+            ready = start  # the warm-up, then each recovery: the next fault waits its gap from there
             for event in schedule:
-                wait = start + event.at_s - time.monotonic()
+                wait = ready + event.gap_s - time.monotonic()
                 if wait > 0:
                     time.sleep(wait)
-                if time.monotonic() - start > last_start:
-                    # recoveries took longer than planned: the run keeps its duration
+                if not event.first_round and time.monotonic() - start + event.duration_s > last_start:
+                    # a repeat past the run's end: every requested type was injected already
                     history.add("skipped", fault=event.fault, target=event.target, why="past the run's end")
                     late += 1
                     continue
@@ -211,15 +220,16 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
                 echo(f"[{time.monotonic() - start:6.1f}s] {event.describe()}  "
                      f"(acked {sum(getattr(w, 'acked', 0) for w in workers)})")
                 detail = injector.apply(event)
-                history.add("heal", fault=event.fault, target=event.target, detail=detail)
+                history.add("heal", fault=event.fault, target=detail.get("target", event.target), detail=detail)
                 healed = time.monotonic()
                 try:
-                    poll(lambda: recovered(cluster), options.recover_timeout_s, 0.5, "recovery")
-                    history.add("recovered", fault=event.fault, seconds=round(time.monotonic() - healed, 2))
+                    poll(lambda: recovered(cluster), options.recover_timeout_s, 0.2, "recovery")
+                    history.add("recovered", fault=event.fault, target=detail.get("target", event.target),
+                                seconds=round(time.monotonic() - healed, 2))
                 except TimeoutError:
-                    not_recovered += 1
                     history.add("not_recovered", fault=event.fault, target=event.target)
                     echo(f"  not recovered {options.recover_timeout_s:g} s after healing {event.fault}")
+                ready = time.monotonic()
             rest = start + options.duration_s - time.monotonic()
             if rest > 0:
                 time.sleep(rest)
@@ -232,6 +242,8 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
         stopping.set()
         for worker in workers:
             worker.stop(10)
+        for fenced in fencings_logged(sorted(root.glob("node-*.log")), history.wall_start):
+            history.add("fenced", **fenced)
         history.close()
         proxies.close()
         zookeeper.close()
@@ -242,6 +254,6 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
         shutil.rmtree(root, ignore_errors=True)
     findings = check(load_history(options.history_path))
     if late:
-        echo(f"{late} scheduled faults not injected: recoveries took longer than planned")
-    return ChaosOutcome(findings, schedule, skipped, options.history_path, not_recovered, late,
+        echo(f"{late} repeats of fault types left out: the run's time was up")
+    return ChaosOutcome(findings, schedule, skipped, options.history_path, late,
                         disk_full.method if disk_full else None)

@@ -10,8 +10,9 @@ off, nodes are cut off from each other):
   record it is shown (`seen`) and every commit the coordinator acknowledged (`commit`);
 - `MetadataWorker`: creates and deletes topics and adds partitions; records what was sent and
   what was acknowledged (`meta`);
-- `LeaderMonitor`: samples the partitions' leaders and records when a partition has no usable
-  leader (`avail`).
+- `LeaderMonitor`: samples the partitions' leaders and ISRs and records when a partition cannot
+  take an acks=all write (`avail`): no leader, a leader the harness has down, or an ISR smaller
+  than `min.insync.replicas`.
 
 The checker (`kraft.bench.chaos.checker`) reads only this file.
 """
@@ -29,18 +30,21 @@ from kraft.api.client import Admin, Consumer, KraftError, Producer, TopicPartiti
 
 
 class History:
-    """Appends events (dicts) as JSON lines with `t`, seconds since the run started."""
+    """Appends events (dicts) as JSON lines with `t`, seconds since the run started (`wall_start`
+    on the wall clock, to place what the nodes logged)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._file = open(path, "w")
         self._lock = threading.Lock()
         self._start = time.monotonic()
+        self.wall_start = time.time()
 
     def now(self) -> float:
         return round(time.monotonic() - self._start, 3)
 
     def add(self, kind: str, **fields: Any) -> None:
+        """An event now; one that happened earlier (read from a node's log) gives its own `t`."""
         line = json.dumps({"k": kind, "t": self.now(), **fields}, separators=(",", ":"))
         with self._lock:
             self._file.write(line + "\n")
@@ -211,24 +215,26 @@ class MetadataWorker(_Worker):
 
 
 class LeaderMonitor(_Worker):
-    """Every `interval_s`, the leaders of `topics` as the first answering node sees them; a
-    partition is unavailable while its leader is -1 or a node the harness has down (`down()`)."""
+    """Every `interval_s`, the leaders and ISRs of `topics` as the first answering node sees them;
+    a partition is unavailable while its leader is -1 or a node the harness has down (`down()`),
+    or its ISR is below `min_insync_replicas` (an acks=all produce fails NOT_ENOUGH_REPLICAS)."""
 
     name = "monitor"
 
     def __init__(self, urls: Callable[[], list[str]], topics: list[str], down: Callable[[], set[int]],
-                 history: History, interval_s: float = 0.5) -> None:
+                 history: History, min_insync_replicas: int = 1, interval_s: float = 0.5) -> None:
         super().__init__()
         self.urls, self.topics, self.down, self.history, self.interval_s = urls, topics, down, history, interval_s
+        self.min_insync_replicas = min_insync_replicas
         self._state: dict[tuple[str, int], bool] = {}
 
-    def _leaders(self) -> Iterable[tuple[str, int, int]] | None:
+    def _leaders(self) -> Iterable[tuple[str, int, int, list[int]]] | None:
         for url in self.urls():
             try:
                 meta = requests.get(f"{url}/v1/metadata", params={"topics": ",".join(self.topics)}, timeout=1).json()
             except (requests.RequestException, ValueError):
                 continue
-            return [(t["name"], p["partition"], p["leader"]) for t in meta.get("topics", ())
+            return [(t["name"], p["partition"], p["leader"], p.get("isr", [])) for t in meta.get("topics", ())
                     for p in t.get("partitions", ())]
         return None
 
@@ -238,8 +244,8 @@ class LeaderMonitor(_Worker):
             if leaders is None:
                 continue
             down = self.down()
-            for topic, partition, leader in leaders:
-                ok = leader >= 0 and leader not in down
+            for topic, partition, leader, isr in leaders:
+                ok = leader >= 0 and leader not in down and len(isr) >= self.min_insync_replicas
                 if self._state.get((topic, partition)) != ok:
                     self._state[(topic, partition)] = ok
-                    self.history.add("avail", topic=topic, part=partition, ok=ok, leader=leader)
+                    self.history.add("avail", topic=topic, part=partition, ok=ok, leader=leader, isr=isr)

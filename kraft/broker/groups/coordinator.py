@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Callable, Iterable, Protocol, TypeVar
 
 from kraft.broker.groups.classic import STABLE, ClassicGroup, JoinRequest, JoinResult
@@ -32,7 +32,7 @@ from kraft.broker.groups.consumer_protocol import encode_assignment, encode_subs
 from kraft.broker.groups.classic_handlers import JoinOutcome
 from kraft.broker.groups.errors import GroupError
 from kraft.broker.groups.group_waits import GroupWaits
-from kraft.broker.groups.hashing import OFFSETS_TOPIC, coordinator_partition
+from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.broker.groups.leader_offsets import LeaderOffsets, LocalOffsets
 from kraft.broker.groups.membership import JOIN_EPOCH, ConsumerGroup, GroupConfig, HeartbeatRequest, Member, RegexTopics
 from kraft.broker.groups.regex_resolver import RegexKey, RegexResolver, Unresolved
@@ -41,6 +41,7 @@ from kraft.broker.groups.topic_regex import compile_regex
 from kraft.broker.metadata_view import MetadataCache
 from kraft.coordinator.partition_writer import PartitionWriter
 from kraft.coordinator.result import Operation
+from kraft.coordinator.router import CoordinatorRouter
 from kraft.coordinator.runtime import CoordinatorRuntime, RuntimeSettings
 from kraft.coordinator.timer import Scheduler
 from kraft.errors import KraftError
@@ -84,11 +85,6 @@ def _regex_key(regex: str, member: Member | HeartbeatRequest) -> RegexKey:
     return regex, member.principal, member.client_host
 
 
-class _Here:
-    """This broker coordinates the partition (as `_where` answers)."""
-
-
-_HERE = _Here()
 
 
 class GroupCoordinator:
@@ -112,8 +108,10 @@ class GroupCoordinator:
         self.regexes = RegexResolver()  # the node sets its authorizer when ACLs are on
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
             OFFSETS_TOPIC, replicas, self._new_shard, clock, settings.runtime, scheduler)
-        self._create_lock = asyncio.Lock()
         self.waits = GroupWaits()
+        self.router: CoordinatorRouter[GroupShard] = CoordinatorRouter(
+            node_id, self.runtime, self.metadata_cache, admin, settings.num_partitions,
+            settings.replication_factor, lambda rf: {"cleanup.policy": "compact"}, COORDINATOR_WAIT_S)
 
     def _new_shard(self, partition: int) -> GroupShard:
         return GroupShard(partition, self, self.settings.group, self.settings.offsets_retention_ms,
@@ -141,67 +139,18 @@ class GroupCoordinator:
     # -- routing ------------------------------------------------------------------------------
 
     def _partition_for(self, group_id: str) -> int:
-        topic = self.image.topic_by_name(OFFSETS_TOPIC)
-        count = len(topic.partitions) if topic is not None else self.settings.num_partitions
-        return coordinator_partition(group_id, count)
+        return self.router.partition_for(group_id)
 
-    async def _ensure_offsets_topic(self) -> None:
-        if self.image.topic_by_name(OFFSETS_TOPIC) is not None:
-            return
-        async with self._create_lock:
-            if self.image.topic_by_name(OFFSETS_TOPIC) is not None:
-                return
-            rf = max(1, min(self.settings.replication_factor, len(self.image.live_brokers())))
-            try:
-                await self.admin.create_topic(OFFSETS_TOPIC, self.settings.num_partitions, rf,
-                                              {"cleanup.policy": "compact"})
-                log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC,
-                         self.settings.num_partitions, rf)
-            except KraftError as e:
-                if e.error_code != "TOPIC_ALREADY_EXISTS":
-                    raise
-
-    @staticmethod
-    def _coordinator(partition: int, image: MetadataImage) -> NodeEndpoint | None:
-        reg = image.partition(OFFSETS_TOPIC, partition)
-        endpoint = image.leader_endpoint(OFFSETS_TOPIC, partition)
-        if reg is None or endpoint is None:
-            return None
-        return NodeEndpoint(reg.leader, endpoint.host, endpoint.port)
-
-    def _where(self, partition: int, image: MetadataImage) -> _Here | NodeEndpoint | None:
-        """Here, the coordinator elsewhere, or None while there is none (or this broker's
-        election is on its way)."""
-        if self.runtime.is_coordinator(partition):
-            return _HERE
-        coordinator = self._coordinator(partition, image)
-        if coordinator is not None and coordinator.node_id != self.node_id:
-            return coordinator
-        return None
+    def _coordinator(self, partition: int, image: MetadataImage) -> NodeEndpoint | None:
+        return self.router.coordinator(partition, image)
 
     async def _shard(self, group_id: str, create: bool = True) -> tuple[int, GroupShard]:
         """The partition of `group_id` and its loaded shard, or NOT_COORDINATOR / COORDINATOR_*."""
         if create:
-            await self._ensure_offsets_topic()
-        elif self.image.topic_by_name(OFFSETS_TOPIC) is None:
+            await self.router.ensure_topic()
+        elif not self.router.exists():
             raise KraftError("GROUP_ID_NOT_FOUND", f"group {group_id!r} does not exist")
-        partition = self._partition_for(group_id)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + COORDINATOR_WAIT_S
-        while True:
-            where = await self.metadata_cache.wait_for(lambda image: self._where(partition, image),
-                                                       deadline - loop.time())
-            if where is None:
-                raise KraftError("COORDINATOR_NOT_AVAILABLE", f"{OFFSETS_TOPIC}-{partition} has no leader yet")
-            if not isinstance(where, _Here):
-                raise KraftError("NOT_COORDINATOR", f"node {where.node_id} coordinates group "
-                                 f"{group_id!r}", coordinator=asdict(where))
-            try:
-                return partition, await self.runtime.active(partition, deadline - loop.time())
-            except KraftError as e:
-                if e.error_code != "NOT_COORDINATOR" or self.runtime.is_coordinator(partition):
-                    raise
-                # resigned while it loaded: the next image names the new leader
+        return await self.router.shard(group_id, f"group {group_id!r}")
 
     async def _resolve_regexes(self, group: ConsumerGroup | None, request: HeartbeatRequest | None) -> None:
         """Resolves what the regexes of the group's members (and of the member `request` joins or
@@ -234,12 +183,7 @@ class GroupCoordinator:
     # -- GroupService -------------------------------------------------------------------------
 
     async def find_coordinator(self, group_id: str) -> FindCoordinatorResult:
-        await self._ensure_offsets_topic()
-        partition = self._partition_for(group_id)
-        coordinator = await self.metadata_cache.wait_for(
-            lambda image: self._coordinator(partition, image), COORDINATOR_WAIT_S)
-        if coordinator is None:
-            raise KraftError("COORDINATOR_NOT_AVAILABLE", f"{OFFSETS_TOPIC}-{partition} has no leader")
+        partition, coordinator = await self.router.find(group_id)
         return FindCoordinatorResult(group_id, partition, coordinator)
 
     async def heartbeat(self, group_id: str, request: GroupHeartbeat) -> HeartbeatResult:
@@ -277,6 +221,24 @@ class GroupCoordinator:
         await self.runtime.write(partition, "commit-offsets", lambda shard, now: shard.commit_offsets(
             group_id, member_id, member_epoch, commits, now, group_instance_id))
         return CommitOffsetsResult(tuple(CommittedOffset(e.topic, e.partition, e.offset) for e in offsets))
+
+    async def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                           offsets: list[OffsetCommitEntry]) -> None:
+        """Kafka's TxnOffsetCommit: held until the transaction's marker (GroupShard)."""
+        self._check_partitions((e.topic, e.partition) for e in offsets)
+        partition, _ = await self._shard(group_id)
+        commits = {(e.topic, e.partition): (e.offset, e.metadata) for e in offsets}
+        await self.runtime.write(partition, "txn-offset-commit", lambda shard, now: shard.commit_transactional_offsets(
+            group_id, producer_id, producer_epoch, commits, now))
+
+    async def write_txn_marker(self, partition: int, producer_id: int, producer_epoch: int,
+                               coordinator_epoch: int, commit: bool) -> None:
+        """A transaction's marker for `__consumer_offsets-partition`, written and replayed by its
+        shard (NOT_COORDINATOR here when this broker does not lead it)."""
+        await self.runtime.active(partition, COORDINATOR_WAIT_S)
+        await self.runtime.write(partition, "txn-marker", lambda shard, now: shard.complete_transaction(
+            now, producer_id=producer_id, producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch, commit=commit))
 
     async def fetch_offsets(self, group_id: str, topics: list[str] | None) -> FetchOffsetsResult:
         _, shard = await self._shard(group_id)

@@ -13,16 +13,11 @@ import asyncio
 from typing import Any, Callable, Iterable, Protocol
 from urllib.parse import quote
 
-import aiohttp
-import msgpack
-from yarl import URL
-
 from kraft.errors import KraftError
-from kraft.security.peers import PLAIN_PEERS
+from kraft.security.peers import PeerClient
 from kraft.metadata.image import MetadataImage
 from kraft.server.records import PartitionOffsets
 
-MSGPACK = "application/msgpack"
 DEFAULT_TIMEOUT_S = 3.0
 
 TopicPartition = tuple[str, int]
@@ -45,13 +40,10 @@ class LeaderOffsets:
         self.replicas = replicas
         self.image = image
         self.timeout_s = timeout_s
-        self._session: aiohttp.ClientSession | None = None
-        self.security = PLAIN_PEERS  # the node installs TLS and its credential (a SASL listener asks for one)
+        self.peers = PeerClient()  # the node installs its security (TLS, its credential)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self.peers.close()
 
     async def offsets(self, tp: TopicPartition) -> PartitionOffsets:
         """The leader's offsets of `tp`; raises KraftError (NOT_LEADER_OR_FOLLOWER,
@@ -60,7 +52,7 @@ class LeaderOffsets:
             return await self.replicas.offsets(*tp)
         answer = await self._ask_leader(tp, None)
         return PartitionOffsets(int(answer["log_start_offset"]), int(answer["high_watermark"]),
-                                int(answer["log_end_offset"]))
+                                int(answer["log_end_offset"]), int(answer.get("last_stable_offset", -1)))
 
     async def offsets_or_none(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, PartitionOffsets | None]:
         """Every partition's offsets, asked in parallel; None where the leader could not answer
@@ -96,25 +88,5 @@ class LeaderOffsets:
         path_qs = f"/v1/topics/{quote(tp[0], safe='')}/partitions/{tp[1]}/offsets"
         if timestamp is not None:
             path_qs += f"?timestamp={timestamp}"
-        url = self.security.url(endpoint.host, endpoint.port, path_qs)
-        headers = {"Accept": MSGPACK, **self.security.headers("GET", path_qs, target=partition.leader)}
-        try:
-            async with self._http().get(URL(url, encoded=True), headers=headers,
-                                        timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as response:
-                payload = await response.read()
-                body = msgpack.unpackb(payload, raw=False) if payload else None
-                status = response.status
-        except asyncio.TimeoutError:
-            raise KraftError("REQUEST_TIMED_OUT", f"offsets of {tp[0]}-{tp[1]} from {url}: timed out") from None
-        except (aiohttp.ClientError, OSError, ValueError) as e:
-            raise KraftError("NETWORK_EXCEPTION", f"offsets of {tp[0]}-{tp[1]} from {url}: {e}") from None
-        if status != 200 or not isinstance(body, dict):
-            if isinstance(body, dict) and "error_code" in body:
-                raise KraftError(str(body["error_code"]), str(body.get("message", "")))
-            raise KraftError("UNKNOWN_SERVER_ERROR", f"offsets of {tp[0]}-{tp[1]} from {url}: HTTP {status}")
-        return body
-
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(connector=self.security.connector(limit=64, keepalive_timeout=30))
-        return self._session
+        return await self.peers.call("GET", endpoint.host, endpoint.port, path_qs, target=partition.leader,
+                                     timeout_s=self.timeout_s, what=f"offsets of {tp[0]}-{tp[1]}")

@@ -149,6 +149,13 @@ def group_from_value(group_id: str, config: GroupConfig, value: bytes) -> Consum
     return group
 
 
+def _offset(v: Any) -> OffsetAndMetadata | None:
+    """An offset commit value (None: a tombstone)."""
+    if v is None:
+        return None
+    return OffsetAndMetadata(int(v["offset"]), str(v.get("metadata") or ""), int(v["commit_timestamp"]))
+
+
 class GroupsReplay:
     """Folds the records of one `__consumer_offsets` partition, in offset order, into groups.
     A record that does not decode is skipped and counted (it never stops a load)."""
@@ -156,6 +163,9 @@ class GroupsReplay:
     def __init__(self, config: GroupConfig) -> None:
         self.config = config
         self.groups: dict[str, ConsumerGroup] = {}
+        # transactional offset commits waiting for their producer's marker (Kafka's
+        # pendingTransactionalOffsetCommits): producer id -> (group, topic, partition) -> offset
+        self.pending: dict[int, dict[tuple[str, str, int], OffsetAndMetadata | None]] = {}
         self.skipped = 0
 
     def group(self, group_id: str) -> ConsumerGroup:
@@ -164,8 +174,9 @@ class GroupsReplay:
             g = self.groups[group_id] = ConsumerGroup(group_id, self.config)
         return g
 
-    def replay(self, key: bytes | None, value: bytes | None) -> str | None:
-        """Folds one record; the group id of a group metadata record (None for others)."""
+    def replay(self, key: bytes | None, value: bytes | None, producer_id: int = -1) -> str | None:
+        """Folds one record; the group id of a group metadata record (None for others).
+        `producer_id` >= 0: a transactional offset commit, held until its producer's marker."""
         try:
             k = msgpack.unpackb(key, raw=False) if key is not None else None
             if not isinstance(k, list) or len(k) < 2 or not isinstance(k[1], str):
@@ -175,7 +186,11 @@ class GroupsReplay:
             return None
         group_id = k[1]
         try:
-            self._apply(k, msgpack.unpackb(value, raw=False) if value is not None else None)
+            v = msgpack.unpackb(value, raw=False) if value is not None else None
+            if producer_id >= 0:
+                self._hold(producer_id, k, v)
+                return None
+            self._apply(k, v)
         except (ValueError, TypeError, KeyError, AttributeError, AssertionError, msgpack.UnpackException):
             self.skipped += 1
         group = self.groups.get(group_id)
@@ -183,15 +198,33 @@ class GroupsReplay:
             del self.groups[group_id]
         return group_id if k[0] == GROUP_METADATA_KEY else None
 
+    def _hold(self, producer_id: int, k: list[Any], v: Any) -> None:
+        if k[0] != OFFSET_COMMIT_KEY:
+            raise ValueError(f"a transactional record of key type {k[0]!r}")
+        _, group_id, topic, partition = k
+        self.pending.setdefault(producer_id, {})[(group_id, topic, int(partition))] = _offset(v)
+
+    def end_transaction(self, producer_id: int, commit: bool) -> None:
+        """The producer's marker: its held offsets are committed, or dropped."""
+        held = self.pending.pop(producer_id, {})
+        if not commit:
+            return
+        for (group_id, topic, partition), offset in held.items():
+            offsets = self.group(group_id).offsets
+            if offset is None:
+                offsets.pop((topic, partition), None)
+            else:
+                offsets[(topic, partition)] = offset
+
     def _apply(self, k: list[Any], v: Any) -> None:
         if k[0] == OFFSET_COMMIT_KEY:
             _, group_id, topic, partition = k
             offsets = self.group(group_id).offsets
-            if v is None:
+            offset = _offset(v)
+            if offset is None:
                 offsets.pop((topic, int(partition)), None)
             else:
-                offsets[(topic, int(partition))] = OffsetAndMetadata(
-                    int(v["offset"]), str(v.get("metadata") or ""), int(v["commit_timestamp"]))
+                offsets[(topic, int(partition))] = offset
         elif k[0] == GROUP_METADATA_KEY:
             # Restored into a fresh group so a malformed value leaves the old one intact.
             fresh = ConsumerGroup(k[1], self.config)

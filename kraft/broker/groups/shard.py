@@ -38,7 +38,8 @@ from kraft.broker.groups.records import (
 )
 from kraft.broker.groups.topic_counts import TopicPartitionCounts
 from kraft.coordinator.result import (
-    CancelTimer, CoordinatorRecord, CoordinatorResult, Record, ScheduleTimer, TimerChange,
+    CancelTimer, CoordinatorRecord, CoordinatorResult, EndTransaction, Record, ScheduleTimer, TimerChange,
+    TransactionalProducer,
 )
 from kraft.errors import KraftError
 from kraft.metadata.image import MetadataImage
@@ -97,9 +98,12 @@ class GroupShard(ClassicHandlers):
     # -- CoordinatorShard ---------------------------------------------------------------------
 
     def replay(self, record: CoordinatorRecord) -> None:
-        group_id = self._state.replay(record.key, record.value)
+        group_id = self._state.replay(record.key, record.value, record.producer_id)
         if group_id is not None:
             self.env.group_changed(self.partition, group_id)
+
+    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
+        self._state.end_transaction(producer_id, commit)
 
     def on_unloaded(self) -> None:
         self.served = False
@@ -208,6 +212,22 @@ class GroupShard(ClassicHandlers):
             except GroupError as e:
                 raise _error(e) from None
         return CoordinatorResult(self._commit_records(group_id, offsets, now_ms), None)
+
+    def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                     offsets: dict[TopicPartition, tuple[int, str]],
+                                     now_ms: int) -> CoordinatorResult[None]:
+        """Kafka's TxnOffsetCommit: the offsets, in the producer's transactional batch; the group
+        sees them once the transaction's COMMIT marker is replayed (`complete_transaction`).
+        The partition's producer state fences an older epoch (INVALID_PRODUCER_EPOCH) and
+        refuses a transaction the coordinator did not add this partition to (INVALID_TXN_STATE)."""
+        return CoordinatorResult(self._commit_records(group_id, offsets, now_ms), None,
+                                 producer=TransactionalProducer(producer_id, producer_epoch))
+
+    def complete_transaction(self, now_ms: int, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                             commit: bool) -> CoordinatorResult[None]:
+        """Kafka's WriteTxnMarkers to this partition: the marker, written and replayed here."""
+        return CoordinatorResult((), None, end_transaction=EndTransaction(
+            producer_id, producer_epoch, coordinator_epoch, commit))
 
     def check_resettable(self, group_id: str) -> None:
         """Offsets are reset only in a group without members (NON_EMPTY_GROUP)."""

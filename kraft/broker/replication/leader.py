@@ -18,20 +18,30 @@ Rules, after Kafka (Partition.scala, ReplicaState):
 - A follower joins the ISR when its LEO >= the HW and >= the start offset of this leader epoch
   (Kafka's isFollowerInSync), and it may (unfenced, still a replica, and its position was
   reported by the broker process registered now: KIP-903's broker epoch, so the position of a
-  process that died and lost its unflushed suffix never brings its successor into the ISR).
+  process that died and lost its unflushed suffix never brings its successor into the ISR). The
+  proposal names each member's broker epoch, so the controller refuses a join that this
+  leader's older view of the metadata let through (INELIGIBLE_REPLICA).
 - The low watermark (DeleteRecords) is the smallest log start offset of the leader and the
   followers on live brokers, each as its last fetch reported it (Kafka's lowWatermarkIfLeader).
 - One AlterPartition in flight per partition; the ISR used for the min-ISR checks is the committed
-  one from the metadata, never the proposal. A proposal stays pending (its joiners count for the
-  HW) until the metadata shows a newer partition epoch, the controller refused it for a reason
-  that proves nothing was applied (a stale refusal of a duplicated copy says nothing about whether
-  an earlier copy committed), or `retry_after_ms` passed (then it is computed and sent afresh).
+  one, never the proposal: from the metadata, or from the controller's answer accepting it
+  (Kafka's handleAlterPartitionUpdate: the metadata carrying it may come much later, and a leader
+  that went on from its older view would drop the accepted change and count a member the
+  controller removed). A proposal stays pending (its joiners count for the HW) until the metadata
+  or an answer shows a newer partition epoch, the controller refused it for a reason that proves
+  nothing was applied (a stale refusal of a duplicated copy says nothing about whether an earlier
+  copy committed), or `retry_after_ms` passed (then it is computed and sent afresh). A proposal
+  given up that way may still have committed (its answer lost): its joiners go on counting for the
+  HW until the metadata or an answer shows a newer partition epoch, after which no copy of it can
+  commit any more.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
+
+from kraft.metadata.partition_change import NO_BROKER_EPOCH, BrokerState
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
@@ -94,11 +104,28 @@ class FollowerState:
 
 @dataclass(frozen=True)
 class IsrProposal:
-    """An AlterPartition request: the ISR the leader wants, against the epochs it knows."""
+    """An AlterPartition request: the ISR the leader wants, against the epochs it knows, each
+    member with the broker epoch of the process whose position the leader counted (KIP-903;
+    NO_BROKER_EPOCH for the leader itself, named by the request, and for a member not heard from
+    in this leader epoch)."""
 
     leader_epoch: int
     partition_epoch: int
-    new_isr: tuple[int, ...]
+    new_isr_with_epochs: tuple[BrokerState, ...]
+
+    @property
+    def new_isr(self) -> tuple[int, ...]:
+        return tuple(m.broker_id for m in self.new_isr_with_epochs)
+
+
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    """The partition as the controller committed an AlterPartition (its answer)."""
+
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
 
 
 @dataclass
@@ -112,6 +139,8 @@ class LeaderState:
     followers: dict[int, FollowerState] = field(default_factory=dict)
     pending: IsrProposal | None = None
     pending_since_ms: int = 0
+    # joiners of proposals given up at this partition epoch with their outcome unknown
+    unresolved_joiners: frozenset[int] = frozenset()
 
     @classmethod
     def become_leader(
@@ -137,7 +166,9 @@ class LeaderState:
         replicas, isr = tuple(replicas), tuple(isr)
         assert self.node_id in isr, (self.node_id, isr)
         if partition_epoch > self.partition_epoch:
-            self.pending = None  # committed (ours or another change): propose again from here
+            # committed (ours or another change): propose again from here; no older proposal can
+            # commit any more, and this state holds what any of them did
+            self.pending, self.unresolved_joiners = None, frozenset()
         self.partition_epoch, self.replicas, self.isr = partition_epoch, replicas, isr
         for r in replicas:
             if r != self.node_id and r not in self.followers:
@@ -148,10 +179,12 @@ class LeaderState:
 
     @property
     def maximal_isr(self) -> tuple[int, ...]:
-        """The committed ISR plus the members a pending expansion adds (KIP-497)."""
-        if self.pending is None:
-            return self.isr
-        return self.isr + tuple(r for r in self.pending.new_isr if r not in self.isr)
+        """The committed ISR plus the members a pending expansion adds (KIP-497), and those of
+        expansions given up whose outcome is unknown."""
+        joining = set(self.unresolved_joiners)
+        if self.pending is not None:
+            joining.update(self.pending.new_isr)
+        return self.isr + tuple(r for r in self.replicas if r in joining and r not in self.isr)
 
     # -- follower fetches -------------------------------------------------------------------------
 
@@ -214,13 +247,18 @@ class LeaderState:
         if self.pending is not None:
             if now_ms - self.pending_since_ms < retry_after_ms:
                 return None
-            self.pending = None  # lost in flight: the metadata never showed it, try again
+            # lost in flight, or its answer was: the metadata never showed it, try again (its
+            # joiners may be in the ISR already)
+            self.unresolved_joiners |= {r for r in self.pending.new_isr if r not in self.isr}
+            self.pending = None
         shrink = set(self.out_of_sync_replicas(leader_log_end_offset, now_ms, lag_max_ms))
         expand = self.in_sync_candidates(high_watermark, may_join)
         if not shrink and not expand:
             return None
         new_isr = tuple(r for r in self.isr if r not in shrink) + tuple(expand)
-        self.pending = IsrProposal(self.leader_epoch, self.partition_epoch, new_isr)
+        self.pending = IsrProposal(self.leader_epoch, self.partition_epoch, tuple(
+            BrokerState(r, NO_BROKER_EPOCH if r == self.node_id else self.followers[r].broker_epoch)
+            for r in new_isr))
         self.pending_since_ms = now_ms
         return self.pending
 

@@ -11,13 +11,16 @@ produces and long polls waiting on the high watermark or the role. It never touc
 a clock or a task; the replica manager's asyncio shell performs the actions, and the deterministic
 simulation (`tests/unit/replication/`) drives this same class.
 
-Invariants, asserted after every step: log_start_offset <= high_watermark <= log_end_offset; as
+Invariants, asserted after every step: log_start_offset <= last_stable_offset <= high_watermark
+<= log_end_offset (the last stable offset: no open transaction below it, `log/producer_state.py`;
+followers compute it from their own log, as Kafka's do); as
 leader, this broker is in the ISR, the ISR is a subset of the replicas, and the leader epoch of the
 registration it leads at never goes backwards.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
@@ -26,7 +29,7 @@ from kraft.errors import KraftError
 from kraft.broker.replication.follower import (
     Append, Backoff, FollowerAction, PartitionFetchResponse, Truncate, TruncateFully, on_fetch_response,
 )
-from kraft.broker.replication.leader import EpochEndOffset, IsrProposal, LeaderState, diverging_epoch
+from kraft.broker.replication.leader import EpochEndOffset, IsrProposal, LeaderAndIsr, LeaderState, diverging_epoch
 from kraft.metadata.image import MetadataImage
 from kraft.metadata.records import NO_LEADER
 
@@ -114,6 +117,8 @@ class ReplicaLog(Protocol):
     @property
     def log_start_offset(self) -> int: ...
     @property
+    def last_stable_offset(self) -> int: ...
+    @property
     def log_end_offset(self) -> int: ...
     @property
     def config(self) -> Any: ...
@@ -173,7 +178,14 @@ class Partition:
         role: a restarted broker replaying metadata from before its restart must not lead at an
         epoch it led before, since its log may have lost a suffix (power loss) that the followers
         of that epoch hold, and the same epoch would then acknowledge other records at offsets
-        they already have. Its registration removes it from the ISR and the leadership first."""
+        they already have. Its registration removes it from the ISR and the leadership first.
+
+        A registration older than the state this leader took from an AlterPartition answer
+        (`on_alter_partition_response`) changes nothing."""
+        current = self.state
+        if (self.leader_state is not None and current is not None and state.leader == self.node_id
+                and state.leader_epoch == current.leader_epoch and state.partition_epoch < current.partition_epoch):
+            return []
         if state.leader == self.node_id and may_lead:
             actions = self.make_leader(state, now_ms)
         elif state.leader == self.node_id:
@@ -432,19 +444,38 @@ class Partition:
                  self.partition, list(state.isr), list(proposal.new_isr))
         return [SendAlterPartition(proposal)]
 
-    def on_alter_partition_response(self, proposal: IsrProposal, error_code: str | None) -> list[Action]:
-        """The controller's answer. Accepted: the ISR changes when the committed metadata arrives
-        (`apply_registration`). Refused in a way that proves nothing was applied
-        (`NOT_APPLIED_ERRORS`): the committed ISR stands, propose again. Any other refusal or
-        no answer (e.g. INVALID_UPDATE_VERSION for a duplicate of a copy that committed): the
-        proposal stays pending, its joiners still count for the HW, until the metadata shows
-        the outcome or `alter_partition_retry_ms` passes."""
-        if error_code is not None and self.leader_state is not None:
+    def on_alter_partition_response(self, proposal: IsrProposal, error_code: str | None,
+                                    committed: LeaderAndIsr | None = None) -> list[Action]:
+        """The controller's answer. Accepted with the state it committed: that ISR and partition
+        epoch are this leader's at once (the metadata carrying them may come much later). Refused
+        in a way that proves nothing was applied (`NOT_APPLIED_ERRORS`): the committed ISR
+        stands, propose again. Any other refusal or no answer (e.g. INVALID_UPDATE_VERSION for a
+        duplicate of a copy that committed): the proposal stays pending, its joiners still count
+        for the HW, until the metadata shows the outcome or `alter_partition_retry_ms` passes."""
+        if error_code is None:
+            return [] if committed is None else self._take_committed_isr(proposal, committed)
+        if self.leader_state is not None:
             log.warning("%s-%d: AlterPartition %s refused: %s", self.topic, self.partition,
                         list(proposal.new_isr), error_code)
             if error_code in NOT_APPLIED_ERRORS:
                 self.leader_state.on_alter_failed(proposal)
         return []
+
+    def _take_committed_isr(self, proposal: IsrProposal, committed: LeaderAndIsr) -> list[Action]:
+        """An accepted AlterPartition, committed as proposed (same leader and epoch, the proposed
+        ISR): its ISR and partition epoch replace this leader's. Anything else the controller
+        changed with it (a reassignment completing) waits for the metadata."""
+        state, leader = self.state, self.leader_state
+        if (leader is None or state is None or committed.leader != self.node_id
+                or committed.leader_epoch != leader.leader_epoch or committed.isr != proposal.new_isr
+                or committed.partition_epoch <= state.partition_epoch):
+            return []
+        self.state = dataclasses.replace(state, isr=committed.isr, partition_epoch=committed.partition_epoch)
+        leader.on_metadata(committed.partition_epoch, state.replicas, committed.isr)
+        actions: list[Action] = [CompleteWaiters(self.log.high_watermark)]  # min-ISR waits look again
+        actions += self.maybe_advance_high_watermark()
+        self.check_invariants()
+        return actions
 
     # -- follower side ----------------------------------------------------------------------------
 
@@ -496,8 +527,8 @@ class Partition:
 
     def check_invariants(self) -> None:
         plog = self.log
-        assert plog.log_start_offset <= plog.high_watermark <= plog.log_end_offset, (
-            self, plog.log_start_offset, plog.high_watermark, plog.log_end_offset)
+        assert plog.log_start_offset <= plog.last_stable_offset <= plog.high_watermark <= plog.log_end_offset, (
+            self, plog.log_start_offset, plog.last_stable_offset, plog.high_watermark, plog.log_end_offset)
         state = self.leader_state
         if state is not None:
             assert self.node_id in state.isr, (self, state.isr)

@@ -26,7 +26,7 @@ from kraft.zk.mode import CONTROLLED_SHUTDOWN_PATH, controlled_shutdown_route
 
 SECURITY_MD = Path(__file__).resolve().parents[3] / "docs" / "security.md"
 # a value for each path parameter, for requests the middleware refuses before any handler runs
-PARAMETERS = {"topic": "payroll", "group": "g1", "partition": "0"}
+PARAMETERS = {"topic": "payroll", "group": "g1", "partition": "0", "transactional_id": "tx1"}
 
 
 def served(app: web.Application) -> set[tuple[str, str]]:

@@ -11,6 +11,7 @@ import msgpack
 import pytest
 from aiohttp.test_utils import TestClient
 
+from kraft.api.access import NODE_PREFIXES
 from kraft.api.openapi import openapi_document
 from kraft.api.errors import KraftError
 from kraft.api.wire import MAX_BODY_DEPTH, check_body
@@ -20,7 +21,7 @@ from routes_testing import MSGPACK, create_topic, expect_error, read_all
 
 DEPTH = 100_000
 SECRET = "malformed-bodies-secret"
-PATH_PARAMS = {"{topic}": "t", "{group}": "g", "{partition}": "0"}
+PATH_PARAMS = {"{topic}": "t", "{group}": "g", "{partition}": "0", "{transactional_id}": "tx"}
 
 
 def body_routes() -> list[tuple[str, str]]:
@@ -45,7 +46,7 @@ async def refused_or_invalid(client: TestClient, method: str, path: str, data: b
     this client, which comes before the body is read."""
     resp = await client.request(method, path, data=data, headers={"Content-Type": content_type})
     body = await resp.json()
-    if path.startswith("/v1/controller/") and body.get("error_code") == "CLUSTER_AUTHORIZATION_FAILED":
+    if path.startswith(NODE_PREFIXES) and body.get("error_code") == "CLUSTER_AUTHORIZATION_FAILED":
         return body
     return await expect_error(resp, 400, "INVALID_REQUEST")
 
@@ -185,7 +186,7 @@ async def test_a_body_that_is_not_its_content_encoding_is_invalid_on_every_route
     routes = body_routes()
     for method, path in routes:
         headers = {"Content-Type": "application/json", "Content-Encoding": encoding}
-        if path.startswith("/v1/controller/"):
+        if path.startswith(NODE_PREFIXES):
             headers.update(peers.headers(method, path, b"{}", target=1))
         resp = await client.request(method, path, data=f"this is not {encoding}".encode(), headers=headers)
         error = await expect_error(resp, 400, "INVALID_REQUEST")

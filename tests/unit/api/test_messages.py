@@ -42,6 +42,8 @@ def example(info: mi.Type) -> Any:
         return next(t for t in _TEXT if info.pattern is None or re.search(info.pattern, t))
     if isinstance(info, mi.BytesType):
         return b"\x00\xffbin"
+    if isinstance(info, mi.MemoryViewType):  # the produce request's records: a view of the body
+        return memoryview(b"\x00\xffbin")
     if isinstance(info, mi.LiteralType):
         return info.values[0]
     if isinstance(info, mi.ListType):

@@ -75,7 +75,8 @@ async def test_offsets_and_timestamp_lookup(client: TestClient) -> None:
         {"value": "a", "timestamp": 100}, {"value": "b", "timestamp": 200},
         {"value": "c", "timestamp": 300}]})
     body = await (await client.get("/v1/topics/ts/partitions/0/offsets")).json()
-    assert body == {"partition": 0, "log_start_offset": 0, "high_watermark": 3, "log_end_offset": 3}
+    assert body == {"partition": 0, "log_start_offset": 0, "high_watermark": 3, "log_end_offset": 3,
+                    "last_stable_offset": 3}
     found = await (await client.get("/v1/topics/ts/partitions/0/offsets?timestamp=150")).json()
     assert (found["offset"], found["timestamp"]) == (1, 200)
     none = await (await client.get("/v1/topics/ts/partitions/0/offsets?timestamp=999")).json()

@@ -19,7 +19,10 @@ def final_log(records: list[tuple[int, str]], part: int = 0) -> dict[str, Any]:
 
 def clean() -> list[dict[str, Any]]:
     return [
+        {"k": "run", "t": 0.1, "faults": ["kill"]},
         {"k": "fault", "t": 0.5, "fault": "kill", "target": 2},
+        {"k": "fenced", "t": 3.6, "broker": 2, "node": 1},  # the killed broker: the fault's doing
+        {"k": "recovered", "t": 3.9, "fault": "kill", "target": 2, "seconds": 1.4},
         ack("idem", 0, 0), ack("idem", 1, 1),
         {"k": "seen", "t": 2.0, "topic": "t", "part": 0, "offset": 0, "value": "idem-0"},
         {"k": "commit", "t": 2.1, "group": "g", "topic": "t", "part": 0, "offset": 1},
@@ -42,7 +45,10 @@ def test_a_clean_history_has_no_anomaly():
     assert found.ok
     assert (found.acked, found.lost, found.duplicated, found.reordered, found.truncated_after_seen,
             found.offsets_lost, found.metadata_lost) == (2, 0, 0, 0, 0, 0, 0)
-    assert found.faults == {"kill": 1}
+    assert found.faults == {"kill": 1} and found.faults_missing == [] and found.not_recovered == 0
+    assert found.recoveries == [{"fault": "kill", "target": 2, "seconds": 1.4}]
+    assert found.max_time_to_full_isr_s == found.p99_time_to_full_isr_s == 1.4
+    assert (found.fencings, found.fencings_uncaused) == (1, 0)
     assert found.max_unavailable_s == 2.5
 
 
@@ -105,3 +111,30 @@ def test_unavailability_still_open_at_the_end_counts_until_the_last_event():
                         {"k": "final_topics", "t": 12.0, "node": 1, "topics": {"t": 1, "m": 1}}]
     found = check(events)
     assert found.max_unavailable_s == 5.0 and found.unavailable_windows == 2
+
+
+def test_a_fault_not_recovered_from_fails_the_run():
+    events = replaced(clean(), "recovered", {"k": "not_recovered", "t": 3.9, "fault": "kill", "target": 2})
+    found = check(events)
+    assert found.not_recovered == 1 and not found.ok and found.recoveries == []
+
+
+def test_a_requested_fault_type_never_injected_fails_the_run():
+    found = check(replaced(clean(), "run", {"k": "run", "t": 0.1, "faults": ["kill", "stop"]}))
+    assert found.faults_missing == ["stop"] and not found.ok
+    # one that was tried but could not be done (nothing to tear) is missing too
+    events = [e for e in clean() if e["k"] != "run"] + [
+        {"k": "run", "t": 0.1, "faults": ["kill", "torn-write"]},
+        {"k": "fault", "t": 4.0, "fault": "torn-write", "target": 1},
+        {"k": "heal", "t": 4.1, "fault": "torn-write", "target": 1, "detail": {"done": False}},
+        {"k": "recovered", "t": 4.5, "fault": "torn-write", "target": 1, "seconds": 0.4}]
+    found = check(events)
+    assert found.faults_missing == ["torn-write"] and found.faults_not_injected == {"torn-write": 1}
+
+
+def test_a_fencing_outside_every_fault_window_is_uncaused():
+    events = clean() + [{"k": "fenced", "t": 5.0, "broker": 3, "node": 1}]
+    found = check(events)
+    assert (found.fencings, found.fencings_uncaused) == (2, 1) and found.ok  # reported, not a failure
+    assert found.examples["fenced_uncaused"] == [{"k": "fenced", "t": 5.0, "broker": 3, "node": 1}]
+

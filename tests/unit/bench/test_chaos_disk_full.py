@@ -88,7 +88,7 @@ def test_file_layer_fault_fails_the_node_writes_while_it_lasts(tmp_path: Path,
     (tmp_path / "node-2.log").write_text("started\n")
     detail = inject.apply(FaultEvent(20.0, "disk-full", 2, 5.0, ""))
     assert during == [errno.ENOSPC]
-    assert detail == {"method": FILE_LAYER, "enospc_logged": 1}
+    assert detail == {"target": 2, "method": FILE_LAYER, "enospc_logged": 1}
     assert disk.paths[2].read_text() == "0" and disk.paths[1].read_text() == "0"
     assert plog.append_as_leader(batch_of(b"after"), 0, 0).first_offset == 0  # healed
     plog.close()

@@ -9,7 +9,7 @@ import threading
 import uuid
 from collections import defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import parse_qs, unquote, urlparse
 
 import msgpack
@@ -26,6 +26,7 @@ class FakeBroker:
         self.requests: list[tuple[str, str, Any]] = []
         self.queries: list[tuple[str, dict[str, str]]] = []  # (path, query) of every request
         self.auto_create = True  # auto.create.topics.enable, for metadata requests that allow it
+        self.produce_gate: Callable[[], None] | None = None  # called by each produce request first
         self._faults: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -107,6 +108,8 @@ class FakeBroker:
                 ],
             }
         if parts == ["v1", "produce"] and method == "POST":
+            if self.produce_gate is not None:
+                self.produce_gate()
             out = []
             for p in body["partitions"]:
                 tp = (p["topic"], p["partition"])

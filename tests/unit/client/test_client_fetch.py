@@ -11,6 +11,8 @@ from kraft.api.client.subscription import SubscriptionState
 from kraft.api.client.types import TopicPartition
 from kraft.api.errors import KraftError
 from kraft.log.batch import build_batch, stamp
+from kraft.log.control import build_marker_batch
+from transactions_support import stamped
 
 TP = TopicPartition("t", 0)
 
@@ -64,3 +66,23 @@ def test_subscription_positions() -> None:
     with pytest.raises(KraftError) as err:
         strict.needs_reset()
     assert err.value.error_code == "OFFSET_OUT_OF_RANGE"
+
+
+def _txn(pid: int, value: bytes) -> bytes:
+    return build_batch([(None, value, None, 1)], producer_id=pid, producer_epoch=0, base_sequence=0,
+                       transactional=True)
+
+
+def _marker(pid: int, commit: bool) -> bytes:
+    return build_marker_batch(producer_id=pid, producer_epoch=0, coordinator_epoch=0, commit=commit, timestamp=1)
+
+
+def test_markers_never_reach_the_application_and_read_committed_drops_aborted_records() -> None:
+    """A marker is read past (the position moves beyond it even when nothing else came); with a
+    read_committed answer's aborted transactions, their batches are read past too."""
+    data = stamped([_txn(1, b"aborted"), _txn(2, b"committed"), _marker(1, False), _marker(2, True)])
+    records, next_offset = records_from_batches(TP, data, 0)
+    assert [r.value for r in records] == [b"aborted", b"committed"] and next_offset == 4
+    records, next_offset = records_from_batches(TP, data, 0, aborted=[(1, 0)])
+    assert [r.value for r in records] == [b"committed"] and next_offset == 4
+    assert records_from_batches(TP, data, 2) == ([], 4)  # only markers: the position still moves

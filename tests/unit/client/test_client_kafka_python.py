@@ -177,7 +177,10 @@ def test_unknown_configs_are_named_and_kafka_python_tuning_is_accepted(broker: F
     assert err.value.error_code == "INVALID_CONFIG" and "sasl_plain_username" in err.value.message
     with caplog.at_level(logging.WARNING, logger="kraft.client"):
         Producer(broker.bootstrap, max_in_flight_requests_per_connection=1, api_version=(2, 0)).close()
-    assert "api_version, max_in_flight_requests_per_connection" in caplog.text
+        Consumer(broker.bootstrap, max_in_flight_requests_per_connection=5, receive_buffer_bytes=1).close()
+    # the producer's max_in_flight_requests_per_connection is its own (requests in flight per leader)
+    assert "producer: ignoring kafka-python config api_version (" in caplog.text
+    assert "consumer: ignoring kafka-python config max_in_flight_requests_per_connection, receive_buffer_bytes" in caplog.text
 
 
 def test_producer_creates_a_missing_topic_through_metadata(broker: FakeBroker) -> None:

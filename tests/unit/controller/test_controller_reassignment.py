@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from test_controller_service import add_brokers, ctl, error_of  # noqa: F401 (ctl is a fixture)
 
+from kraft.metadata.partition_change import BrokerState
+
 
 async def test_reassignment_completes_when_the_new_replica_joins_the_isr(ctl) -> None:  # noqa: F811
     epochs = await add_brokers(ctl, [1, 2, 3])
@@ -18,7 +20,7 @@ async def test_reassignment_completes_when_the_new_replica_joins_the_isr(ctl) ->
     assert (await ctl.list_partition_reassignments())["partitions"] == answer["partitions"]
     reg = ctl.image.partition("t", 0)
     r = await ctl.alter_partition(before.leader, epochs[before.leader], "t", 0, reg.leader_epoch,
-                                  reg.partition_epoch, [*reg.isr, added])
+                                  reg.partition_epoch, [BrokerState(b, epochs[b]) for b in (*reg.isr, added)])
     done = ctl.image.partition("t", 0)
     assert (done.replicas, set(done.isr), done.leader) == ((kept, added), {kept, added}, kept)
     assert r["leader"] == kept and r["leader_epoch"] == before.leader_epoch + 1

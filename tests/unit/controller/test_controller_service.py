@@ -13,6 +13,7 @@ from kraft.controller.handlers import ControllerSettings
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.service import ControllerService
 from kraft.metadata.errors import MetadataError
+from kraft.metadata.partition_change import BrokerState
 from kraft.metadata.records import NO_LEADER
 
 KEYS = frozenset({"retention.ms", "cleanup.policy", "min.insync.replicas", "unclean.leader.election.enable"})
@@ -40,19 +41,24 @@ class Recorder:
         self.updates.append((delta, image))
 
 
+async def started_controller(quorum: FakeQuorum, settings: ControllerSettings, **kwargs: Any) -> ControllerService:
+    """An active ControllerService on `quorum` with a test clock and no session task of its own;
+    `quorum`, `loader` and `clock` set on it as handles for the tests."""
+    loader, clock = MetadataLoader(), Clock()
+    service = ControllerService(1, quorum, loader, settings, clock_ms=clock, session_check_interval_ms=3_600_000,
+                                **kwargs)
+    await service.start()
+    service.quorum, service.loader, service.clock = quorum, loader, clock
+    return service
+
+
 @pytest.fixture
 async def ctl():
-    quorum = FakeQuorum(node_id=1)
-    loader = MetadataLoader()
-    clock = Clock()
-    service = ControllerService(
-        1, quorum, loader,
+    service = await started_controller(
+        FakeQuorum(node_id=1),
         ControllerSettings(num_partitions=3, default_replication_factor=2, topic_config_keys=KEYS,
                            broker_session_timeout_ms=SESSION_MS),
-        config_validator=validator, rng=random.Random(7), clock_ms=clock, session_check_interval_ms=3_600_000,
-    )
-    await service.start()
-    service.quorum, service.loader, service.clock = quorum, loader, clock  # handles for the tests
+        config_validator=validator, rng=random.Random(7))
     yield service
     await service.close()
 
@@ -218,6 +224,11 @@ async def test_reregistration_moves_leadership_away(ctl) -> None:
     assert all(p.leader == 2 and p.isr == (2,) for p in ctl.image.topic_by_name("t").partitions.values())
 
 
+def members(isr, epochs: dict[int, int]) -> list[BrokerState]:
+    """The ISR as a leader names it (KIP-903): every member at its broker epoch."""
+    return [BrokerState(b, epochs[b]) for b in isr]
+
+
 async def test_alter_partition(ctl) -> None:
     epochs = await add_brokers(ctl, [1, 2, 3])
     await ctl.create_topics("t", partitions=1, replication_factor=3)
@@ -227,23 +238,52 @@ async def test_alter_partition(ctl) -> None:
     new_isr = [b for b in p.isr if b != follower]
     args = dict(broker_id=leader, broker_epoch=epochs[leader], topic="t", partition=0,
                 leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch)
-    r = await ctl.alter_partition(**args, new_isr=new_isr)
+    r = await ctl.alter_partition(**args, new_isr=members(new_isr, epochs))
     assert r["isr"] == new_isr and r["partition_epoch"] == 1 and r["leader"] == leader and r["leader_epoch"] == 0
     assert ctl.image.partition("t", 0).isr == tuple(new_isr)
     # the same request again is stale now
-    assert await error_of(ctl.alter_partition(**args, new_isr=new_isr)) == "INVALID_UPDATE_VERSION"
+    assert await error_of(ctl.alter_partition(**args, new_isr=members(new_isr, epochs))) == "INVALID_UPDATE_VERSION"
     args["partition_epoch"] = 1
-    assert await error_of(ctl.alter_partition(**{**args, "leader_epoch": 7}, new_isr=list(p.isr))) \
-        == "FENCED_LEADER_EPOCH"
+    full = members(p.isr, epochs)
+    assert await error_of(ctl.alter_partition(**{**args, "leader_epoch": 7}, new_isr=full)) == "FENCED_LEADER_EPOCH"
     assert await error_of(ctl.alter_partition(**{**args, "broker_id": follower, "broker_epoch": epochs[follower]},
-                                              new_isr=list(p.isr))) == "NOT_LEADER_OR_FOLLOWER"
-    assert await error_of(ctl.alter_partition(**{**args, "broker_epoch": 0}, new_isr=list(p.isr))) \
-        == "STALE_BROKER_EPOCH"
-    assert await error_of(ctl.alter_partition(**{**args, "partition": 9}, new_isr=list(p.isr))) \
+                                              new_isr=full)) == "NOT_LEADER_OR_FOLLOWER"
+    assert await error_of(ctl.alter_partition(**{**args, "broker_epoch": 0}, new_isr=full)) == "STALE_BROKER_EPOCH"
+    assert await error_of(ctl.alter_partition(**{**args, "partition": 9}, new_isr=full)) \
         == "UNKNOWN_TOPIC_OR_PARTITION"
-    assert await error_of(ctl.alter_partition(**args, new_isr=[follower])) == "INVALID_REQUEST"
-    r = await ctl.alter_partition(**args, new_isr=list(p.isr))  # expand back
+    assert await error_of(ctl.alter_partition(**args, new_isr=members([follower], epochs))) == "INVALID_REQUEST"
+    assert await error_of(ctl.alter_partition(**args, new_isr=list(p.isr))) == "INVALID_REQUEST"  # no epochs
+    r = await ctl.alter_partition(**args, new_isr=full)  # expand back
     assert r["isr"] == list(p.isr) and r["partition_epoch"] == 2
+
+
+async def test_isr_join_with_a_stale_or_fenced_broker_epoch_is_refused(ctl) -> None:
+    """KIP-903: a leader that counted the position of a follower's previous process (it
+    restarted after an unclean shutdown, re-registered, and may lack records it had fetched)
+    cannot bring it back into the ISR; the same join under the new epoch, once unfenced, can."""
+    epochs = await add_brokers(ctl, [1, 2, 3])
+    await ctl.create_topics("t", partitions=1, replication_factor=3)
+    p = ctl.image.partition("t", 0)
+    leader, follower = p.leader, next(b for b in p.replicas if b != p.leader)
+    args = dict(broker_id=leader, broker_epoch=epochs[leader], topic="t", partition=0, leader_epoch=p.leader_epoch)
+    shrunk = [b for b in p.isr if b != follower]
+    await ctl.alter_partition(**args, partition_epoch=0, new_isr=members(shrunk, epochs))
+    # the follower restarts: a new process, a new broker epoch, fenced until it heartbeats
+    r = await ctl.register_broker(follower, "restarted", [{"name": "HTTP", "host": "127.0.0.1", "port": 9000}])
+    old_epoch, new_epoch = epochs[follower], r["broker_epoch"]
+    assert new_epoch != old_epoch and ctl.image.partition("t", 0).partition_epoch == 1  # it was not in the ISR
+    stale = members(p.isr, {**epochs, follower: old_epoch})
+    assert await error_of(ctl.alter_partition(**args, partition_epoch=1, new_isr=stale)) == "INELIGIBLE_REPLICA"
+    current = members(p.isr, {**epochs, follower: new_epoch})
+    assert await error_of(ctl.alter_partition(**args, partition_epoch=1, new_isr=current)) \
+        == "INELIGIBLE_REPLICA"  # the right epoch, but fenced
+    await ctl.broker_heartbeat(follower, new_epoch, ctl.image.offset)  # caught up: unfenced
+    assert await error_of(ctl.alter_partition(**args, partition_epoch=1, new_isr=stale)) == "INELIGIBLE_REPLICA"
+    unknown = members(p.isr, {**epochs, follower: -1})
+    assert await error_of(ctl.alter_partition(**args, partition_epoch=1, new_isr=unknown)) == "INELIGIBLE_REPLICA"
+    assert ctl.image.partition("t", 0).isr == tuple(shrunk)  # nothing was committed
+    r = await ctl.alter_partition(**args, partition_epoch=1, new_isr=current)
+    assert sorted(r["isr"]) == sorted(p.isr)
 
 
 async def test_elect_preferred_leaders(ctl) -> None:
@@ -258,7 +298,8 @@ async def test_elect_preferred_leaders(ctl) -> None:
     assert res["partitions"][-1]["error_code"] == "UNKNOWN_TOPIC_OR_PARTITION"
     for p in needs:  # the leader adds 1 back to the ISR
         reg = ctl.image.partition("t", p)
-        await ctl.alter_partition(2, epochs[2], "t", p, reg.leader_epoch, reg.partition_epoch, [2, 1])
+        await ctl.alter_partition(2, epochs[2], "t", p, reg.leader_epoch, reg.partition_epoch,
+                                  members([2, 1], epochs))
     res = await ctl.elect_leaders()
     assert [(r["partition"], r["leader"]) for r in res["partitions"]] == [(p, 1) for p in needs]
     assert all(r.leader == r.preferred_leader for r in ctl.image.topic_by_name("t").partitions.values())
@@ -292,7 +333,7 @@ async def test_retry_after_an_unknown_outcome_is_harmless(ctl) -> None:
     # and a duplicate batch (a quorum retrying by itself) gets no offsets: the log's admission rule
     reg = ctl.image.partition("t", 0)
     await ctl.alter_partition(reg.leader, ctl.image.cluster.broker(reg.leader).broker_epoch, "t", 0,
-                              reg.leader_epoch, reg.partition_epoch, [reg.leader])
+                              reg.leader_epoch, reg.partition_epoch, [BrokerState(reg.leader)])
     batch = ctl.quorum.proposals[-1]
     before = ctl.image.topic_by_name("t")
     ctl.quorum._append([{"type": "NoOp", "controller_epoch": 1}])

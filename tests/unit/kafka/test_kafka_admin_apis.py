@@ -7,6 +7,7 @@ the request's cost charged to the client's request quota and answered as throttl
 from __future__ import annotations
 
 import datetime
+from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import pytest
@@ -125,7 +126,7 @@ class Controller:
 class Replicas:
     def local_partitions(self) -> Iterator[tuple[str, int, Any]]:
         class View:
-            has_log, size_in_bytes, high_watermark, log_end_offset = True, 4096, 10, 12
+            has_log, size_in_bytes, high_watermark, log_end_offset, log_dir = True, 4096, 10, 12, ""
         yield "t", 0, View()
         yield "u", 3, View()
 
@@ -177,7 +178,7 @@ class Node:
         auth = Authorization(Authorizer(*allowed) if authorizer else None)
         services = BrokerServices(
             node=None, metadata=None, authorization=auth, quotas=Quotas(self.quota),  # type: ignore[arg-type]
-            records=None, topics=None, groups=None,  # type: ignore[arg-type]
+            records=None, topics=None, groups=None, transactions=None,  # type: ignore[arg-type]
             security=SecurityApis(self.acls, self.users, auth), controller=ControllerApis(self.controller, auth),
             replicas=ReplicaAdminApis(Replicas(), [log_dir], auth), metrics=self.metrics)  # type: ignore[arg-type]
         self.registry = Registry()
@@ -392,3 +393,25 @@ async def test_a_bug_below_a_handler_is_unknown_server_error_not_a_closed_connec
     node.acls.describe_acls = broken  # type: ignore[method-assign]
     answer = await node.ask(29, 3, acl_filter())
     assert answer.error_code == ErrorCode.unknown_server_error and answer.resources == ()
+
+
+async def test_describe_log_dirs_answers_an_offline_directory_storage_error(tmp_path: Path) -> None:
+    """JBOD (KIP-858): a directory whose disk failed answers KAFKA_STORAGE_ERROR and no partitions;
+    the partitions are those of the directory holding them."""
+    a_dir, b_dir = str(tmp_path / "a"), str(tmp_path / "b")
+    (tmp_path / "a").mkdir()
+    class Views:
+        def local_partitions(self) -> Iterator[tuple[str, int, Any]]:
+            class View:
+                has_log, size_in_bytes, high_watermark, log_end_offset = True, 10, 5, 5
+
+                def __init__(self, log_dir: str) -> None:
+                    self.log_dir = log_dir
+            yield "t", 0, View(a_dir)
+            yield "t", 1, View(b_dir)
+
+    auth = Authorization(None)
+    apis = ReplicaAdminApis(Views(), [a_dir, b_dir], auth, lambda: {b_dir})  # type: ignore[arg-type]
+    a, b = await apis.describe_log_dirs(ALICE, None)
+    assert (a.path, a.error, [p.partition for p in a.partitions]) == (a_dir, None, [0])
+    assert (b.path, b.error.error_code if b.error else None, b.partitions) == (b_dir, "KAFKA_STORAGE_ERROR", ())

@@ -176,7 +176,8 @@ def test_any_delivery_order_writes_each_sequence_once_and_in_order(deliveries, s
                 assert h.base_sequence == expected
                 expected += h.record_count
     rebuilt = ProducerStateManager()
-    rebuilt.update_all(leader.appended)
+    for stamped in leader.appended:
+        rebuilt.update(stamped)
     assert rebuilt.snapshot() == leader.state.snapshot()
     restored = ProducerStateManager.from_snapshot(leader.state.snapshot())
     assert restored.snapshot() == leader.state.snapshot()

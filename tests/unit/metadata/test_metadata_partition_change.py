@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 from metadata_testing import EPOCH, build, cluster_records, replay, topic_records
 
 from kraft.metadata.errors import MetadataError
-from kraft.metadata.image import PartitionRegistration
+from kraft.metadata.image import BrokerRegistration, ClusterImage, PartitionRegistration
 from kraft.metadata.partition_change import (
-    ElectionType, PartitionChangeBuilder, check_isr_change, fence_broker_changes, preferred_leader_change,
-    unfence_broker_changes,
+    BrokerState, ElectionType, PartitionChangeBuilder, check_isr_change, fence_broker_changes,
+    preferred_leader_change, unfence_broker_changes,
 )
 from kraft.metadata.records import NO_LEADER, FenceBroker, PartitionChange, UnfenceBroker
 
@@ -50,16 +50,34 @@ def test_preferred_election() -> None:
     assert elect(reg([1, 2], [2], 2), {1, 2}, election=ElectionType.PREFERRED) is None  # 1 not in ISR
 
 
+def cluster_of(*brokers: tuple[int, int, bool]) -> ClusterImage:
+    """(broker id, broker epoch, fenced) registrations."""
+    return ClusterImage({b: BrokerRegistration(b, f"inc-{b}", epoch, (), None, fenced)
+                         for b, epoch, fenced in brokers})
+
+
 def test_check_isr_change() -> None:
     r = reg([1, 2, 3], [1, 2], 1)
-    assert check_isr_change(r, [1, 2, 3], lambda b: True) == (1, 2, 3)
-    for bad in ([2, 3], [1, 4], [1, 1]):
+    cluster = cluster_of((1, 10, False), (2, 20, False), (3, 30, False))
+
+    def isr(*members: int | tuple[int, int]) -> list[BrokerState]:
+        return [BrokerState(*m) if isinstance(m, tuple) else BrokerState(m) for m in members]
+
+    assert check_isr_change(r, isr(1, 2, (3, 30)), cluster) == (1, 2, 3)
+    for bad in (isr(2, (3, 30)), isr(1, 4), isr(1, 1)):
         with pytest.raises(MetadataError) as e:
-            check_isr_change(r, bad, lambda b: True)
+            check_isr_change(r, bad, cluster)
         assert e.value.error_code == "INVALID_REQUEST"
-    with pytest.raises(MetadataError):
-        check_isr_change(r, [1, 2, 3], lambda b: b != 3)  # a fenced broker may not join
-    assert check_isr_change(r, [1, 2], lambda b: b == 1) == (1, 2)  # staying members may be fenced
+    # KIP-903: a joining member at another epoch than its registration's, or without one, or fenced
+    for bad, fenced in ((isr(1, 2, (3, 29)), False), (isr(1, 2, 3), False), (isr(1, 2, (3, 30)), True)):
+        with pytest.raises(MetadataError) as e:
+            check_isr_change(r, bad, cluster_of((1, 10, False), (2, 20, False), (3, 30, fenced)))
+        assert e.value.error_code == "INELIGIBLE_REPLICA"
+    with pytest.raises(MetadataError) as e:  # a staying member named with a stale epoch
+        check_isr_change(r, isr(1, (2, 19)), cluster)
+    assert e.value.error_code == "INELIGIBLE_REPLICA"
+    # staying members may be fenced (they leave by the controller's fencing) or named without an epoch
+    assert check_isr_change(r, isr(1, 2), cluster_of((1, 10, False), (2, 20, True))) == (1, 2)
 
 
 def test_fence_removes_from_isr_and_moves_leadership_then_unfence_elects() -> None:

@@ -9,7 +9,7 @@ from metadata_testing import EPOCH, build, cluster_records, replay, topic_record
 
 from kraft.metadata.errors import MetadataError
 from kraft.metadata.image import MetadataImage, PartitionRegistration
-from kraft.metadata.partition_change import PartitionChangeBuilder, check_isr_change, reassignment_change
+from kraft.metadata.partition_change import BrokerState, PartitionChangeBuilder, check_isr_change, reassignment_change
 
 BROKERS = (1, 2, 3, 4)
 
@@ -26,7 +26,8 @@ def reassign(image: MetadataImage, target) -> MetadataImage:
 def join_isr(image: MetadataImage, isr) -> MetadataImage:
     """What the controller commits for a leader's AlterPartition."""
     reg = image.partition("t", 0)
-    new_isr = check_isr_change(reg, isr, image.cluster.is_unfenced)
+    members = [BrokerState(b, image.cluster.broker(b).broker_epoch) for b in isr]
+    new_isr = check_isr_change(reg, members, image.cluster)
     change = PartitionChangeBuilder("tid", 0, reg, image.cluster.is_unfenced).set_target_isr(new_isr).build()
     return image if change is None else replay([change.stamped(EPOCH, None)], image)[1]
 

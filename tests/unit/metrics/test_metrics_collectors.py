@@ -107,6 +107,9 @@ class FakeReplicaManager:
         self.replicas = replicas
         self.metrics = NULL_METRICS
 
+    def log_directories(self) -> list[tuple[str, bool]]:
+        return [("/data", True), ("/disk2", False)]  # every log in the first; the second failed
+
     def local_partitions(self) -> Iterable[tuple[str, int, PartitionView]]:
         for (topic, p), replica in list(self.replicas.items()):  # as the replica manager: a copy
             yield topic, p, self._view(topic, p, replica)
@@ -126,7 +129,7 @@ class FakeReplicaManager:
         lags = [plog.log_end_offset - leo for m, leo in replica.follower_leos.items() if m in reg.replicas]
         return PartitionView(*args, True, plog.log_start_offset, plog.log_end_offset,
                              plog.high_watermark, plog.size_in_bytes, len(plog.segments),
-                             len(plog.quarantined), max(lags, default=0))
+                             len(plog.quarantined), max(lags, default=0), "/data")
 
 
 class FakeLoader:
@@ -228,6 +231,11 @@ def test_replica_manager_counts_follow_the_image_and_local_replicas() -> None:
     assert value(s, "kraft_log_quarantined_regions", topic="a", partition="0") == 0
     assert ("kafka_log_log_size", (("partition", "3"), ("topic", "a"))) not in s
     assert value(s, "kafka_server_brokermetadatametrics_last_applied_record_offset") == image.offset
+    assert value(s, "kafka_log_logmanager_offlinelogdirectorycount") == 1
+    assert value(s, "kafka_log_logmanager_logdirectoryoffline", logdirectory="/disk2") == 1
+    assert value(s, "kafka_log_logmanager_logdirectoryoffline", logdirectory="/data") == 0
+    assert value(s, "kraft_log_logmanager_logdirectorysize_bytes", logdirectory="/data") == 4096 + 1000 + 10
+    assert value(s, "kraft_log_logmanager_logdirectorysize_bytes", logdirectory="/disk2") == 0
 
 
 async def test_a_scrape_takes_the_replica_views_on_the_loop_in_slices() -> None:

@@ -75,7 +75,7 @@ def test_retention_precedence_ms_over_minutes_over_hours() -> None:
     ("log.cleanup.policy=shred", "log.cleanup.policy"),
     ("controller.quorum.voters=1@h:1,1@h:2", "controller.quorum.voters"),
     ("controller.quorum.voters=x@h:1", "controller.quorum.voters"),
-    ("log.dirs=/a,/b", "log.dirs"),
+    ("log.dirs=/a,/b,/a", "log.dirs"),
     ("metadata.mode=etcd", "metadata.mode"),
     ("log.flush.offset.checkpoint.interval.ms=0", "log.flush.offset.checkpoint.interval.ms"),
     ("log.flush.offset.checkpoint.interval.ms=soon", "log.flush.offset.checkpoint.interval.ms"),
@@ -189,8 +189,9 @@ def test_kafka_stock_server_properties_load() -> None:
     config = load_config(config_file=STOCK)
     assert config.ignored == ("num.io.threads",
                               "num.network.threads", "num.recovery.threads.per.data.dir",
-                              "socket.receive.buffer.bytes", "socket.send.buffer.bytes",
-                              "transaction.state.log.min.isr", "transaction.state.log.replication.factor")
+                              "socket.receive.buffer.bytes", "socket.send.buffer.bytes")
+    # the stock file's transaction.state.log.* keys (1 and 1 for one broker) are used now
+    assert (config["transaction.state.log.replication.factor"], config["transaction.state.log.min.isr"]) == (1, 1)
     assert config.roles == ("broker", "controller") and config.node_id == 1
     assert config.listener == ("0.0.0.0", 9092)
     assert config.advertised_listener == ("localhost", 9092)

@@ -15,8 +15,10 @@ def test_a_broker_is_ready_once_caught_up_registered_and_unfenced() -> None:
         "metadata log position of the active controller not yet known")
     assert check.check(MetadataProgress(4, 10), active_controller=1, broker_state="STARTING").reason == (
         "metadata log not caught up (applied 4 of 10)")
-    assert check.check(CAUGHT_UP, active_controller=1, broker_state="STARTING").reason == "broker not yet registered"
-    assert check.check(CAUGHT_UP, active_controller=1, broker_state="FENCED").reason.startswith("broker registered but fenced")
+    assert check.check(CAUGHT_UP, active_controller=1, broker_state="STARTING").reason.startswith(
+        "broker not yet registered")
+    assert check.check(CAUGHT_UP, active_controller=1, broker_state="RECOVERY").reason.startswith(
+        "broker registered but fenced")
     assert check.check(CAUGHT_UP, active_controller=1, broker_state="RUNNING") == Readiness(True)
 
 
@@ -25,7 +27,7 @@ def test_caught_up_is_latched_but_the_rest_is_judged_each_time() -> None:
     assert check.check(CAUGHT_UP, active_controller=1, broker_state="RUNNING").ready
     # new records committed meanwhile do not take a running broker out of service
     assert check.check(MetadataProgress(10, 500), active_controller=1, broker_state="RUNNING").ready
-    assert check.check(MetadataProgress(10, 500), active_controller=1, broker_state="FENCED").reason.startswith(
+    assert check.check(MetadataProgress(10, 500), active_controller=1, broker_state="RECOVERY").reason.startswith(
         "broker registered but fenced")
     assert not check.check(CAUGHT_UP, active_controller=None, broker_state="RUNNING").ready
 

@@ -1,10 +1,13 @@
 """A full disk under a Raft voter's journal (issue 11, item 5 on the Raft path): a lone voter in
 this process, real pysyncobj, ENOSPC injected at the journal's file layer (and on a real full
 tmpfs where one can be mounted). A proposal fails at once with KAFKA_STORAGE_ERROR instead of
-timing out, `storage_error` says why, the voter stays the active controller, the first proposal
-after space returns commits (no restart), and a restart finds every acknowledged record and none
-of the refused ones. Before the fix pysyncobj's tick logged the journal's OSError and dropped the
-command: `propose` answered REQUEST_TIMED_OUT after the request timeout."""
+timing out, `storage_error` says why, the voter resigns (issue 26: a voter that cannot write
+neither leads nor votes; with others they elect a leader, see
+tests/integration/test_raft_quorum.py), so the next proposal is refused NOT_CONTROLLER at once;
+once space returns its probe finds the disk writable, it leads again and the first proposal
+commits (no restart), and a restart finds every acknowledged record and none of the refused
+ones. Before the fix pysyncobj's tick logged the journal's OSError and dropped the command:
+`propose` answered REQUEST_TIMED_OUT after the request timeout."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import pytest
 
 from full_disk import DiskBudget, fill, tiny_tmpfs
 from harness import free_port  # tests/ is on sys.path (tests/conftest.py)
-from kraft.controller.errors import MetadataStorageError
+from kraft.controller.errors import MetadataStorageError, NotControllerError
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.raft_journal import JournalAppendError, RaftJournal
 from kraft.controller.raft_quorum import METADATA_DIR, JOURNAL_FILE, RaftQuorum, RaftQuorumConfig
@@ -67,20 +70,22 @@ async def check_full_disk_then_recovery(data_dir: Path, fill_disk: Callable[[], 
         journal = data_dir / METADATA_DIR / JOURNAL_FILE
         size = journal.stat().st_size
         fill_disk()
-        for name in ("refused", "refused-again"):  # every proposal tries the disk again, none hangs
-            started = time.monotonic()
-            with pytest.raises(MetadataStorageError) as failed:
-                await quorum.propose(without_epoch(topic_batch(name, 200)), request_id=name)
-            assert time.monotonic() - started < REQUEST_TIMEOUT_S / 3  # answered, not timed out
-            assert failed.value.error_code == "KAFKA_STORAGE_ERROR"
-            assert "No space left" in str(failed.value)
-            assert "No space left" in (quorum.storage_error or "")
-            assert quorum.metadata_offset == loader.image.offset == before
-            assert journal.stat().st_size == size  # the partial entry was cut away
-            assert quorum.is_active_controller()
+        started = time.monotonic()
+        with pytest.raises(MetadataStorageError) as failed:
+            await quorum.propose(without_epoch(topic_batch("refused", 200)), request_id="refused")
+        assert time.monotonic() - started < REQUEST_TIMEOUT_S / 3  # answered, not timed out
+        assert failed.value.error_code == "KAFKA_STORAGE_ERROR"
+        assert "No space left" in str(failed.value)
+        assert "No space left" in (quorum.storage_error or "")
+        assert quorum.metadata_offset == loader.image.offset == before
+        assert journal.stat().st_size == size  # the partial entry was cut away
+        await wait_until(lambda: not quorum.is_active_controller())  # it resigned
+        with pytest.raises(NotControllerError):
+            await quorum.propose(without_epoch(topic_batch("refused-again")), request_id="refused-again")
         free_disk()
+        await wait_until(quorum.is_active_controller)  # the probe found space: it leads again
         after = await quorum.propose(without_epoch(topic_batch("after")), request_id="after")
-        assert after == before + 2  # the refused proposals took no offsets
+        assert after == before + 3  # a new claim; the refused proposals took no offsets
         await wait_until(lambda: quorum.storage_error is None, 5)  # the meta file within a second
         assert loader.image.topic_by_name("after") is not None
         assert loader.image.topic_by_name("refused") is None

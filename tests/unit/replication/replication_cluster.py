@@ -24,6 +24,7 @@ from kraft.log.batch import build_batch, decode_records, iter_batches
 from kraft.log.config import LogConfig
 from kraft.metadata.delta import apply_records
 from kraft.metadata.image import MetadataImage
+from kraft.metadata.partition_change import BrokerState
 from kraft.metadata.records import (
     ClaimController, Endpoint, MetadataRecord, Partition, RegisterBroker, Topic, UnfenceBroker,
 )
@@ -38,6 +39,7 @@ from kraft.server.records import ProduceEntry
 from kraft.server.security_apis import SecurityApis
 from kraft.server.services import BrokerServices
 from kraft.server.topic_apis import TopicApis
+from kraft.server.transaction_apis import TransactionApis
 
 EPOCH = 1
 TOPIC = "orders"
@@ -69,7 +71,7 @@ class FakeController:
             node.on_metadata_update(delta, self.image)
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic: str, partition: int,
-                              leader_epoch: int, partition_epoch: int, new_isr: list[int], *,
+                              leader_epoch: int, partition_epoch: int, new_isr: list[BrokerState], *,
                               request_id: str | None = None) -> dict[str, Any]:
         try:
             result = handlers.alter_partition(self.image, broker_id, broker_epoch, topic, partition,
@@ -189,7 +191,8 @@ def replica_services(node_id: int, replicas: ReplicaManager) -> BrokerServices:
         node=info, metadata=view, authorization=authorization, quotas=quotas,
         records=RecordApis(replicas, topics, authorization, quotas), topics=topics,
         groups=GroupApis(None, authorization), security=SecurityApis(None, None, authorization),
-        controller=ControllerApis(None, authorization), replicas=ReplicaAdminApis(replicas, [], authorization))
+        controller=ControllerApis(None, authorization), replicas=ReplicaAdminApis(replicas, [], authorization),
+        transactions=TransactionApis(None, None, None, authorization))
 
 
 def _bound_socket(port: int) -> socket.socket:

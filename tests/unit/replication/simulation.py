@@ -21,8 +21,15 @@ ISR within the replicas); at most one leader per leader epoch, ever; the control
 registration is sane (leader in the ISR, ISR within the replicas, epochs never go backwards); a
 record below any replica's high watermark never changes (what consumers saw is never truncated);
 every acknowledged (acks=all) record is on every in-sync replica that is not a restarted
-incarnation still unknown to the controller. After the run the faults stop, the cluster heals,
-and every acknowledged record must be at its offset in the final leader's log, the replicas equal.
+incarnation still unknown to the controller; on every replica, what a read_committed reader sees
+below its last stable offset (LSO <= HW <= LEO is each core's own invariant) holds no record of a
+transaction that was not decided COMMIT (aborted or still undecided). Transactional producers
+write through the leaders they find, verified as KIP-890's coordinator would while their
+transaction is undecided, with acks=all; a coordinator decides COMMIT only when every write was
+acknowledged, and writes the marker to the leader until the high watermark passes it. After the
+run the faults stop, the cluster heals, every transaction ends, and every acknowledged record
+must be at its offset in the final leader's log, the replicas equal, and read_committed shows
+exactly the committed transactions' records.
 
 Replay a seed with a trace: `python3 tests/unit/replication/simulation.py --seed 1234 --trace`.
 """
@@ -37,20 +44,24 @@ import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 if __package__ in (None, ""):  # run as a script: the repository root on the path
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from kraft.broker.replication.follower import Append, Backoff, PartitionFetchResponse
-from kraft.broker.replication.leader import IsrProposal
+from kraft.broker.replication.alter_partition import leader_and_isr
+from kraft.broker.replication.leader import IsrProposal, LeaderAndIsr
 from kraft.broker.replication.partition import (
     Action, CompleteWaiters, Partition, ReplicaState, SendAlterPartition, StartFetching, StopFetching,
     is_current_registration,
 )
 from kraft.controller import handlers
-from kraft.log.batch import build_batch
+from kraft.log.batch import Record, build_batch, decode_records
 from kraft.log.config import LogConfig
+from kraft.log.control import marker_value
+from kraft.log.errors import LogError
+from kraft.log.isolation import readable_batches
 from kraft.metadata.delta import apply_records
 from kraft.metadata.errors import MetadataError
 from kraft.metadata.image import MetadataImage
@@ -92,6 +103,20 @@ class SimSettings:
     restart_after_ms: tuple[int, int] = (50, 900)
     flush_interval_ms: tuple[int, int] = (50, 600)
     power_loss: float = 0.5  # of the crashes (when allowed): lose the unflushed suffix too
+    # KIP-903's faults, off by default so the regression seeds keep their schedules: of the fault
+    # ticks, a broker applying no metadata for a while (a leader working from an older view); of
+    # the messages, one held up in the network far longer than `max_delay_ms` (a copy of an
+    # AlterPartition arriving after its joiner restarted, re-registered and was unfenced)
+    metadata_stall: float = 0.0
+    metadata_stall_ms: tuple[int, int] = (200, 1500)
+    long_delay: float = 0.0
+    long_delay_ms: tuple[int, int] = (200, 1500)
+    transactional_producers: int = 2
+    txn_interval_ms: int = 30
+
+
+# the settings of `--stalls` and of the stall sweep: metadata stalls and held-up messages
+STALLS = SimSettings(metadata_stall=0.3, long_delay=0.02)
 
 
 @dataclass
@@ -108,6 +133,7 @@ class Broker:
     fetch_request: int = 0  # the id of the fetch in flight (0: none)
     registered: bool = True  # this incarnation's registration committed (answer received)
     lost_data: bool = False  # restarted after a power loss, not yet registered again
+    stalled_until: int = 0  # applies no metadata before this time (a metadata stall)
 
 
 @dataclass
@@ -119,6 +145,21 @@ class PendingProduce:
     next_offset: int
     value: bytes
     deadline_ms: int
+    on_done: Callable[[bool], None] | None = None  # acknowledged (True) or failed / timed out
+
+
+@dataclass
+class TxnClient:
+    """A transactional producer with its coordinator's view of its transaction."""
+
+    producer_id: int
+    epoch: int = 0
+    sequence: int = 0
+    txn: int = 0  # the open transaction's id, 0: none
+    writes_left: int = 0
+    in_flight: bool = False  # a write or the marker waits for its acknowledgement
+    failed: bool = False  # a write of this transaction failed: it must abort
+    decision: bool | None = None  # True COMMIT / False ABORT, decided, marker not yet acknowledged
 
 
 class Simulation:
@@ -165,10 +206,19 @@ class Simulation:
         self.produced = 0
         self.produced_acks_all = 0
         self.counts: dict[str, int] = {}
+        # transactions: the decided outcome of each, the transaction of each transactional value
+        self.txn_clients = [TxnClient(5_000 + i) for i in range(settings.transactional_producers)]
+        self.txn_outcome: dict[int, bool] = {}
+        self.txn_of: dict[bytes, int] = {}
+        self._txns = 0
+        self._checked_lso: dict[int, tuple[object, int]] = {}  # broker -> (log version, offset)
         for b in ids:
             self._start_broker(self.brokers[b])
         self._every(CONTROLLER, 0, 100, "session check", self._expire_sessions)
         self._every(CONTROLLER, 0, settings.produce_interval_ms, "produce", self._produce)
+        for client in self.txn_clients:
+            self._every(CONTROLLER, 0, settings.txn_interval_ms, "transaction",
+                        lambda c=client: self._transaction_step(c))
         self._every(CONTROLLER, 0, settings.fault_interval_ms, "fault", self._inject_fault)
 
     # -- the scheduler ----------------------------------------------------------------------------
@@ -211,6 +261,9 @@ class Simulation:
             self._count("duplicated")
         for _ in range(copies):
             delay = self.rng.randint(1, s.max_delay_ms) if self.faults else 1
+            if self.faults and not reliable and s.long_delay and self.rng.random() < s.long_delay:
+                delay = self.rng.randint(*s.long_delay_ms)
+                self._count("held_up")
             self._at(self.now + delay, what, arrive)
 
     def run(self) -> Simulation:
@@ -285,15 +338,16 @@ class Simulation:
                     self.image, self.controller_settings, b).records))
 
     def _controller_alter_partition(self, b: int, broker_epoch: int,
-                                    proposal: IsrProposal) -> str | None:
+                                    proposal: IsrProposal) -> tuple[str | None, LeaderAndIsr | None]:
+        """The error, or the committed state the answer carries."""
         try:
             result = handlers.alter_partition(
                 self.image, b, broker_epoch, TOPIC, 0, proposal.leader_epoch,
-                proposal.partition_epoch, list(proposal.new_isr))
+                proposal.partition_epoch, list(proposal.new_isr_with_epochs))
         except MetadataError as e:
-            return e.error_code
+            return e.error_code, None
         self._commit(list(result.records))
-        return None
+        return None, leader_and_isr(result.response)
 
     # -- brokers: the replica manager's, fetchers' and lifecycle's jobs ---------------------------
 
@@ -345,7 +399,8 @@ class Simulation:
         inc = broker.incarnation
 
         def answer(image: MetadataImage) -> None:
-            if self._alive(broker.id, inc) and image.offset > broker.image.offset:
+            if (self._alive(broker.id, inc) and image.offset > broker.image.offset
+                    and self.now >= broker.stalled_until):
                 self._apply_image(broker, image)
 
         def request() -> None:
@@ -396,13 +451,13 @@ class Simulation:
     def _send_alter_partition(self, broker: Broker, proposal: IsrProposal) -> None:
         inc, epoch = broker.incarnation, broker.broker_epoch
 
-        def answer(error: str | None) -> None:
+        def answer(error: str | None, committed: LeaderAndIsr | None) -> None:
             if self._alive(broker.id, inc) and broker.core is not None:
-                self._perform(broker, broker.core.on_alter_partition_response(proposal, error))
+                self._perform(broker, broker.core.on_alter_partition_response(proposal, error, committed))
 
         def request() -> None:
-            error = self._controller_alter_partition(broker.id, epoch, proposal)
-            self._send(CONTROLLER, broker.id, "alter partition answer", lambda: answer(error))
+            error, committed = self._controller_alter_partition(broker.id, epoch, proposal)
+            self._send(CONTROLLER, broker.id, "alter partition answer", lambda: answer(error, committed))
 
         self._count("alter_partition")
         self._send(broker.id, CONTROLLER, f"alter partition {proposal}", request)
@@ -533,6 +588,8 @@ class Simulation:
             broker = self.brokers[p.broker]
             core = broker.core
             if not self._alive(p.broker, p.incarnation) or core is None:
+                if p.on_done is not None:
+                    p.on_done(False)
                 continue
             done = core.produce_completed(p.leader_epoch, p.next_offset)
             if done:
@@ -542,12 +599,126 @@ class Simulation:
                 self._acked_order.append(p.first_offset)
             elif done is None and self.now <= p.deadline_ms:
                 still.append(p)
+                continue
+            if p.on_done is not None:
+                p.on_done(bool(done))
         self.pending = still
+
+    # -- transactions -----------------------------------------------------------------------------
+
+    def _current_leader(self) -> Broker | None:
+        """The partition's leader as the controller's image says, when it leads now."""
+        broker = self.brokers.get(self.partition().leader)
+        if broker is None or not broker.alive or broker.core is None or not broker.core.is_leader:
+            return None
+        return broker
+
+    def _transaction_step(self, client: TxnClient) -> None:
+        """One move of a transactional producer and its coordinator: begin, write (acks=all),
+        decide, write the marker until acknowledged (then bump the epoch after a failed write,
+        as KIP-360's producer does, so its sequences start again)."""
+        if client.in_flight:
+            return
+        if client.decision is not None:
+            self._write_marker(client)
+        elif client.txn == 0:
+            if self.faults:
+                self._txns += 1
+                client.txn, client.writes_left, client.failed = self._txns, self.rng.randint(1, 3), False
+        elif client.failed or client.writes_left == 0 or not self.faults:
+            commit = not client.failed and self.faults and self.rng.random() < 0.7
+            client.decision = self.txn_outcome[client.txn] = commit
+            self._count("txn_commit" if commit else "txn_abort")
+            self._log(f"coordinator decides {'COMMIT' if commit else 'ABORT'} of txn {client.txn}")
+        else:
+            self._write_transactional(client)
+
+    def _write_transactional(self, client: TxnClient) -> None:
+        broker = self._current_leader()
+        if broker is None or broker.core.check_produce(-1) is not None:
+            return
+        epoch = broker.core.leader_state.leader_epoch
+        value = b"t%d-%d" % (client.txn, client.writes_left)
+        batch = build_batch([(None, value, [], 1_700_000_000_000)], producer_id=client.producer_id,
+                            producer_epoch=client.epoch, base_sequence=client.sequence, transactional=True)
+        broker.log.verify_transaction(client.producer_id, client.epoch)  # the coordinator says yes
+        try:
+            info = broker.log.append_as_leader(batch, epoch, self.now)
+        except (LogError, ValueError) as e:
+            self._log(f"txn {client.txn} write refused: {e}")
+            client.failed = True
+            return
+        self.txn_of[value] = client.txn
+        client.sequence += 1
+        client.writes_left -= 1
+        client.in_flight = True
+        self._perform(broker, broker.core.on_leader_append(self.now))
+
+        def done(acknowledged: bool) -> None:
+            client.in_flight = False
+            client.failed = client.failed or not acknowledged
+
+        self.produced_acks_all += 1
+        self.pending.append(PendingProduce(broker.id, broker.incarnation, epoch, info.first_offset,
+                                           info.last_offset + 1, value,
+                                           self.now + self.settings.produce_timeout_ms, done))
+
+    def _write_marker(self, client: TxnClient) -> None:
+        broker = self._current_leader()
+        if broker is None or broker.core.check_produce(-1) is not None:
+            return
+        epoch = broker.core.leader_state.leader_epoch
+        try:
+            info = broker.log.append_control(client.producer_id, client.epoch, 0, bool(client.decision),
+                                             epoch, self.now)
+        except (LogError, ValueError) as e:
+            self._log(f"txn {client.txn} marker refused: {e}")
+            return
+        client.in_flight = True
+        self._perform(broker, broker.core.on_leader_append(self.now))
+        self.produced_acks_all += 1
+
+        def done(acknowledged: bool) -> None:
+            client.in_flight = False
+            if acknowledged:
+                self._log(f"txn {client.txn} ended")
+                if client.failed:
+                    client.epoch, client.sequence = client.epoch + 1, 0
+                client.txn, client.decision = 0, None
+
+        self.pending.append(PendingProduce(broker.id, broker.incarnation, epoch, info.first_offset,
+                                           info.last_offset + 1, marker_value(0),
+                                           self.now + self.settings.produce_timeout_ms, done))
+
+    def _check_read_committed(self, broker: Broker) -> None:
+        """Below its LSO a replica shows read_committed readers only non-transactional records
+        and those of transactions decided COMMIT (checked once per offset while the log keeps
+        its records, as `_check_committed`)."""
+        plog = broker.log
+        version = (id(plog), plog.truncations)
+        previous, offset = self._checked_lso.get(broker.id, (None, 0))
+        offset = max(plog.log_start_offset, offset if previous == version else 0)
+        lso = plog.last_stable_offset
+        if offset >= lso:
+            return
+        for record in read_committed(plog, offset):
+            txn = self.txn_of.get(record.value)
+            if txn is not None and self.txn_outcome.get(txn) is not True:
+                self._fail(f"broker {broker.id}: read_committed shows {record.value!r} at "
+                           f"{record.offset} below its LSO {lso}, of a transaction "
+                           f"{'aborted' if txn in self.txn_outcome else 'undecided'}")
+        self._checked_lso[broker.id] = (version, max(offset, lso))
 
     # -- faults -----------------------------------------------------------------------------------
 
     def _inject_fault(self) -> None:
         if not self.faults:
+            return
+        if self.settings.metadata_stall and self.rng.random() < self.settings.metadata_stall:
+            victim = self.rng.choice([b for b in self.brokers.values() if b.alive])
+            victim.stalled_until = self.now + self.rng.randint(*self.settings.metadata_stall_ms)
+            self._count("metadata_stall")
+            self._log(f"STALL broker {victim.id}'s metadata until {victim.stalled_until}")
             return
         if self.rng.random() < 0.15:  # not a fault: an admin's preferred-leader election
             self._commit(list(handlers.elect_leaders(self.image).records))
@@ -615,6 +786,7 @@ class Simulation:
                     if other != broker.id:
                         self._fail(f"two leaders at epoch {epoch}: {other}, {broker.id}")
             self._check_committed(broker)
+            self._check_read_committed(broker)
         for b in self.broker_ids:
             broker = self.brokers[b]
             if b not in reg.isr or broker.lost_data:  # lost_data: not yet known as restarted
@@ -653,6 +825,9 @@ class Simulation:
         """No more faults: everyone restarts, messages arrive, the ISR fills again; then every
         acknowledged record must be in the leader's log and the replicas equal to it."""
         self.faults = False
+        for p in self.pending:
+            if p.on_done is not None:
+                p.on_done(False)
         self.pending = []
         for broker in self.brokers.values():
             if not broker.alive:
@@ -664,6 +839,7 @@ class Simulation:
             leader = self.brokers.get(reg.leader)
             if (leader is not None and leader.core is not None and leader.core.is_leader
                     and set(reg.isr) == set(reg.replicas)
+                    and all(c.txn == 0 for c in self.txn_clients)
                     and all(self.brokers[b].log.log_end_offset == leader.log.log_end_offset
                             and self.brokers[b].log.high_watermark == leader.log.log_end_offset
                             for b in reg.replicas)):
@@ -678,6 +854,26 @@ class Simulation:
         for b in reg.replicas:
             if self.brokers[b].log.records() != final:
                 self._fail(f"broker {b} differs from the leader")
+        plog = leader.log
+        seen = {r.value for r in read_committed(plog, plog.log_start_offset) if r.value in self.txn_of}
+        committed = {v for v, txn in self.txn_of.items() if self.txn_outcome.get(txn)}
+        if plog.log_start_offset == 0 and seen != committed:
+            self._fail(f"read_committed shows {sorted(seen - committed)} not committed and misses "
+                       f"{sorted(committed - seen)} of committed transactions")
+
+
+def read_committed(plog: MemoryLog, offset: int) -> Iterator[Record]:
+    """The records a read_committed reader sees from `offset` up to the log's LSO."""
+    while True:
+        info = plog.read(offset, 1 << 20, read_committed=True)
+        if not info.records:
+            return
+        aborted = [(t.producer_id, t.first_offset) for t in info.aborted_transactions]
+        for pos, _, visible in readable_batches(info.records, aborted):
+            for record in decode_records(info.records, pos) if visible else ():
+                if record.offset >= offset:
+                    yield record
+        offset = info.next_offset
 
 
 def run_seed(seed: int, settings: SimSettings = SimSettings(), trace: bool = False) -> Simulation:
@@ -689,11 +885,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--seeds", type=int, default=1, help="run this many seeds from --seed")
     parser.add_argument("--trace", action="store_true", help="print every step")
+    parser.add_argument("--stalls", action="store_true",
+                        help="add metadata stalls and held-up messages (STALLS)")
     args = parser.parse_args()
+    settings = STALLS if args.stalls else SimSettings()
     logging.basicConfig(level=logging.INFO if args.trace else logging.CRITICAL,
                         format="        %(message)s")
     for seed in range(args.seed, args.seed + args.seeds):
-        sim = run_seed(seed, trace=args.trace)
+        sim = run_seed(seed, settings, trace=args.trace)
         print(f"seed {seed}: {sim.steps} steps, {len(sim.acked)} acknowledged of {sim.produced}, "
               f"{sim.counts}")
 

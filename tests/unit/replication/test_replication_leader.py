@@ -9,6 +9,7 @@ from kraft.broker.replication.leader import (
     EpochEndOffset, IsrProposal, LeaderState, diverging_epoch,
 )
 from kraft.log.epoch_cache import LeaderEpochFileCache
+from kraft.metadata.partition_change import BrokerState
 
 LAG = 30_000
 
@@ -56,9 +57,10 @@ def test_caught_up_as_of_previous_fetch() -> None:
 
 def test_shrink_proposal_then_commit_clears_pending() -> None:
     s = leader(now=0)
-    s.on_follower_fetch(2, 10, 10, LAG)
+    s.on_follower_fetch(2, 10, 10, LAG, broker_epoch=42)
     proposal = s.propose_isr_change(10, 0, LAG + 1, LAG, lambda r: True, 5000)
-    assert proposal == IsrProposal(5, 7, (1, 2))
+    # KIP-903: each member with the epoch of the process whose position counted (-1: the leader)
+    assert proposal == IsrProposal(5, 7, (BrokerState(1, -1), BrokerState(2, 42)))
     assert s.propose_isr_change(10, 0, LAG + 2, LAG, lambda r: True, 5000) is None  # in flight
     assert s.maximal_isr == (1, 2, 3)  # the committed, larger ISR counts until the commit
     s.on_metadata(8, (1, 2, 3), (1, 2))
@@ -69,11 +71,12 @@ def test_expand_needs_hw_and_epoch_start_and_eligibility() -> None:
     s = leader(isr=(1, 2), now=0, epoch_start=8)
     s.on_follower_fetch(3, 7, 10, 1)
     assert s.propose_isr_change(10, 5, 2, LAG, lambda r: True, 5000) is None  # below epoch start
-    s.on_follower_fetch(3, 9, 10, 3)
+    s.on_follower_fetch(3, 9, 10, 3, broker_epoch=17)
     assert s.propose_isr_change(10, 10, 4, LAG, lambda r: True, 5000) is None  # below the HW
     assert s.propose_isr_change(10, 9, 4, LAG, lambda r: False, 5000) is None  # fenced
     proposal = s.propose_isr_change(10, 9, 4, LAG, lambda r: True, 5000)
     assert proposal is not None and proposal.new_isr == (1, 2, 3)
+    assert proposal.new_isr_with_epochs[2] == BrokerState(3, 17)  # the joiner's epoch goes along
     # KIP-497: the joining replica already counts for the high watermark
     assert s.maximal_isr == (1, 2, 3)
     s.on_follower_fetch(2, 10, 10, 5)
@@ -144,3 +147,22 @@ def test_hw_never_backwards_nor_past_an_isr_member(steps: list[tuple[int, int, i
             assert len(s.isr) >= 2
         assert new_hw <= leo
         hw = new_hw
+
+
+def test_the_joiner_of_an_expansion_given_up_counts_until_the_metadata_moves_on() -> None:
+    """Seed 401074 (metadata stalls, held-up messages): the expansion adding broker 2 committed
+    but its answer was lost; after the retry interval the leader gave the proposal up and went on
+    from its committed ISR without 2, which had restarted with a shorter log, and acknowledged a
+    record 2 lacked, though 2 was in the controller's ISR. Its outcome unknown, 2 still counts."""
+    s = leader(isr=(1, 3), now=0)
+    s.on_follower_fetch(3, 10, 10, 1)
+    s.on_follower_fetch(2, 10, 10, 1)
+    proposal = s.propose_isr_change(10, 10, 2, LAG, lambda r: True, 500)
+    assert proposal is not None and proposal.new_isr == (1, 3, 2)  # its answer never comes
+    s.on_follower_fetch(2, 5, 30, 600)  # 2 restarted with less: not a candidate any more
+    s.on_follower_fetch(3, 30, 30, 600)
+    assert s.propose_isr_change(30, 10, 601, LAG, lambda r: True, 500) is None  # given up, nothing new
+    assert s.pending is None and 2 in s.maximal_isr
+    assert s.high_watermark(30, 10, 2) == 10  # not past broker 2's log end... nor backwards
+    s.on_metadata(8, (1, 2, 3), (1, 3))  # the truth: the expansion did not commit
+    assert s.maximal_isr == (1, 3) and s.high_watermark(30, 10, 2) == 30

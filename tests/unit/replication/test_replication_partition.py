@@ -14,6 +14,7 @@ from kraft.api.errors import KraftError
 from kraft.server.records import ProduceEntry
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraft.broker.replication.follower import Append, PartitionFetchResponse, Truncate
+from kraft.broker.replication.leader import LeaderAndIsr
 from kraft.broker.replication.partition import (
     CompleteWaiters, Partition, ReplicaState, SendAlterPartition, StartFetching, StopFetching,
 )
@@ -112,6 +113,33 @@ def test_an_expansion_refused_as_a_stale_copy_still_counts_its_joiner_for_the_hi
     assert p.log.high_watermark == 0
     p.apply_registration(state(1, isr=(1, 2, 3), partition_epoch=1), now_ms=4)  # it committed
     assert p.on_fetch_request(3, 2, 0, now_ms=5).actions == (CompleteWaiters(2),)
+
+
+def test_an_accepted_isr_change_is_taken_from_the_answer_before_the_metadata_brings_it(
+    tmp_path: Path,
+) -> None:
+    """Seed 401074 of the simulation with metadata stalls: leader 1 (ISR [1, 3]) swapped 3 out and
+    2 in, the controller committed [1, 2], and the leader's metadata stalled. After
+    `alter_partition_retry_ms` it dropped the accepted proposal and went on from its older view:
+    it counted broker 3 (out of the controller's ISR) and not broker 2 for the HW, and acknowledged
+    a record broker 2, an ISR member, lacked. Now the answer's ISR is the leader's at once."""
+    p = core(tmp_path)
+    p.apply_registration(state(1, isr=(1, 3), partition_epoch=1), now_ms=0)
+    p.log.append_as_leader(batch(b"a", b"b"), 0, 0)
+    p.on_fetch_request(3, 0, -1, now_ms=1)  # 3 falls behind from here
+    [action] = p.on_fetch_request(2, 2, 0, now_ms=LAG + 10).actions[-1:]  # 2 caught up; 3 lags
+    assert isinstance(action, SendAlterPartition) and action.proposal.new_isr == (1, 2)
+    answer = LeaderAndIsr(leader=1, leader_epoch=0, partition_epoch=2, isr=(1, 2))
+    p.on_alter_partition_response(action.proposal, None, answer)
+    assert p.state.isr == (1, 2) and p.leader_state.isr == (1, 2) and p.leader_state.pending is None
+    p.log.append_as_leader(batch(b"c", b"d"), 0, 0)
+    p.on_fetch_request(3, 4, 0, now_ms=2 * LAG)  # long after the retry interval: 3 caught up, 2 did not
+    p.maybe_shrink_isr(now_ms=2 * LAG + 1)
+    assert p.log.high_watermark == 2  # waits for broker 2, an ISR member
+    assert p.apply_registration(state(1, isr=(1, 3), partition_epoch=1), now_ms=2 * LAG + 2) == []  # stale
+    assert p.state.isr == (1, 2)
+    p.apply_registration(state(1, isr=(1, 2), partition_epoch=2), now_ms=2 * LAG + 3)  # it arrives
+    assert p.on_fetch_request(2, 4, 0, now_ms=2 * LAG + 4).actions[0] == CompleteWaiters(4)
 
 
 def test_follower_appends_learns_the_high_watermark_and_truncates_by_diverging_epoch(

@@ -65,7 +65,8 @@ class Replicas:
     async def offsets(self, topic: str, partition: int) -> PartitionOffsets:
         return PartitionOffsets(3, 10, 12)
 
-    async def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> tuple[int, int] | None:
+    async def offset_for_timestamp(self, topic: str, partition: int, timestamp: int,
+                                   read_committed: bool = False) -> tuple[int, int] | None:
         return (5, 1_700_000_000_123) if timestamp <= 1_700_000_000_123 else None
 
 
@@ -73,7 +74,7 @@ class View:
     def __init__(self, *names: str) -> None:
         self.names = names
 
-    def cluster(self) -> ClusterDescription:
+    def cluster(self, listener: str | None = None) -> ClusterDescription:
         return ClusterDescription("c1", 1, ())
 
     def topics(self) -> list[TopicDescription]:

@@ -1,0 +1,111 @@
+"""The broker lifecycle: Kafka's states with a transition table (an illegal transition raises),
+and the heartbeats on a thread of their own, so a busy node loop delays none of them."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from kraft.broker.broker_state import TRANSITIONS, BrokerState, BrokerStateMachine, IllegalStateTransition
+from kraft.broker.lifecycle import BrokerLifecycle, LifecycleChannel
+
+S = BrokerState
+
+
+def test_the_lifecycle_of_a_broker_in_kafkas_states() -> None:
+    m = BrokerStateMachine()
+    assert m.state is S.NOT_RUNNING
+    m.start()
+    assert m.on_heartbeat_answer(is_caught_up=False, is_fenced=True) is False  # still STARTING
+    m.on_heartbeat_answer(is_caught_up=True, is_fenced=True)
+    assert m.state is S.RECOVERY
+    m.on_heartbeat_answer(is_caught_up=True, is_fenced=False)
+    assert m.state is S.RUNNING
+    m.on_heartbeat_answer(is_caught_up=True, is_fenced=True)  # the controller fenced it
+    assert m.state is S.RECOVERY
+    m.on_unknown_epoch()  # the controller forgot it: register again
+    assert m.state is S.STARTING
+    m.on_heartbeat_answer(is_caught_up=True, is_fenced=False)
+    m.begin_controlled_shutdown()
+    assert m.state is S.PENDING_CONTROLLED_SHUTDOWN
+    assert m.on_heartbeat_answer(is_caught_up=True, is_fenced=False) is False  # a late answer
+    m.shut_down()
+    assert m.state is S.SHUTTING_DOWN
+
+
+def test_an_illegal_transition_raises() -> None:
+    m = BrokerStateMachine()
+    with pytest.raises(IllegalStateTransition):
+        m.begin_controlled_shutdown()  # not started
+    m.shut_down()
+    with pytest.raises(IllegalStateTransition):
+        m.start()  # nothing comes back from SHUTTING_DOWN
+    assert TRANSITIONS[S.SHUTTING_DOWN] == frozenset()
+    assert all(S.NOT_RUNNING not in targets for targets in TRANSITIONS.values())
+
+
+class Controller:
+    """A controller that answers heartbeats on the lifecycle's thread, recording when."""
+
+    def __init__(self) -> None:
+        self.heartbeats: list[float] = []
+        self.threads: set[str] = set()
+        self.offline: list[tuple[list[str], list[tuple[str, int]]]] = []  # what each heartbeat reported
+        self.epoch = 7
+
+    async def register_broker(self, broker_id: int, incarnation_id: str, endpoints: Any, rack: Any, *,
+                              cluster_id: Any = None, timeout_s: float | None = None) -> dict[str, Any]:
+        return {"broker_id": broker_id, "broker_epoch": self.epoch}
+
+    async def broker_heartbeat(self, broker_id: int, broker_epoch: int, offset: int, *, want_fence: bool = False,
+                               want_shutdown: bool = False, offline_log_dirs: Any = (), offline_replicas: Any = (),
+                               timeout_s: float | None = None) -> dict[str, Any]:
+        self.heartbeats.append(time.monotonic())
+        self.offline.append((list(offline_log_dirs), list(offline_replicas)))
+        self.threads.add(threading.current_thread().name)
+        return {"broker_id": broker_id, "broker_epoch": broker_epoch, "is_caught_up": True,
+                "is_fenced": want_shutdown, "should_shutdown": want_shutdown}
+
+
+async def test_heartbeats_go_on_while_the_node_loop_is_busy() -> None:
+    controller = Controller()
+    lifecycle = BrokerLifecycle(LifecycleChannel(controller), 1, ("127.0.0.1", 9092), None,
+                                heartbeat_interval_ms=50, metadata_offset=lambda: 10)
+    await lifecycle.start()
+    try:
+        assert await lifecycle.wait_unfenced(10)
+        assert lifecycle.state == "RUNNING" and lifecycle.broker_epoch == 7
+        before = len(controller.heartbeats)
+        time.sleep(1.0)  # the node's loop does a second of CPU work and awaits nothing
+        assert len(controller.heartbeats) - before >= 5  # about 20 at 50 ms; a loaded machine sends fewer
+        assert controller.threads == {"broker-1-lifecycle"}
+    finally:
+        await lifecycle.stop(controlled=True)
+    assert lifecycle.state == "SHUTTING_DOWN"
+
+
+async def test_a_failed_log_directory_is_reported_at_once() -> None:
+    """KIP-858: the heartbeat names the offline log directories and their replicas, and a
+    failure sends one at once rather than at the next interval (Kafka's
+    propagateDirectoryFailure)."""
+    controller = Controller()
+    lifecycle = BrokerLifecycle(LifecycleChannel(controller), 1, ("127.0.0.1", 9092), None,
+                                heartbeat_interval_ms=60_000, metadata_offset=lambda: 10)
+    report: tuple[tuple[str, ...], tuple[tuple[str, int], ...]] = ((), ())
+    lifecycle.offline_report = lambda: report
+    await lifecycle.start()
+    try:
+        assert await lifecycle.wait_unfenced(10)  # the next heartbeat is a minute away
+        report = (("dir-b",), (("t", 0), ("t", 3)))
+        lifecycle.heartbeat_now()
+        deadline = time.monotonic() + 10
+        while controller.offline[-1] == ([], []):
+            assert time.monotonic() < deadline, "no heartbeat after the failure"
+            await asyncio.sleep(0.01)
+        assert controller.offline[-1] == (["dir-b"], [("t", 0), ("t", 3)])
+    finally:
+        await lifecycle.stop(controlled=False)
