@@ -16,13 +16,14 @@ applies each route's rules of api/access.py before its handler runs.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import time
 from typing import Any, Awaitable, Callable, Iterable
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestPayloadError
+from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
 from kraft.api.access_middleware import LISTENER, authorization_middleware, context_middleware
 from kraft.api.errors import KraftError, from_exception, invalid_request
@@ -52,7 +53,27 @@ _HTTP_ERRORS = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "MESSAGE_TOO_L
 # read to its end (refused before it was read, or unreadable), close the connection rather than
 # read and discard the rest, which aiohttp does for up to 10 s by default, inflating a compressed
 # body as it goes: a refused sender costs the node nothing more than its headers
-SERVER_OPTIONS = {"lingering_time": 0}
+SERVER_OPTIONS: dict[str, Any] = {"lingering_time": 0, "access_log": None}
+
+
+class HttpProtocol(RequestHandler):
+    """aiohttp's request handler, answering what its parser refuses before any route sees it (a
+    request line or header over 8190 bytes, a malformed request line) as every other refusal is
+    answered: Kafka's INVALID_REQUEST as JSON, not aiohttp's text/plain. aiohttp still logs it
+    (kraft/logging.py shortens that line to what was refused, without the quoted bytes)."""
+
+    def handle_error(self, request: Any, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        super().handle_error(request, status, exc, message)  # logs; raises once a response began
+        if status >= 500:
+            error = KraftError("UNKNOWN_SERVER_ERROR", "the node failed to serve the request; see its log")
+        else:
+            why = parser_error_text(exc) if exc is not None else (message or "malformed HTTP request")
+            error = invalid_request(f"the HTTP request cannot be parsed: {why}")
+        response = render_error(None, error)
+        response.set_status(status)
+        response.force_close()
+        return response
 
 
 def _from_http_exception(exc: web.HTTPException) -> KraftError:
@@ -174,10 +195,11 @@ class HttpListener:
     async def start(self, services: BrokerServices) -> None:
         assert self._socket is not None, "bind() first"
         app = build_app(services, self.name, self.security_protocol)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, **SERVER_OPTIONS)
+        self._runner = web.AppRunner(app, handle_signals=False, **SERVER_OPTIONS)
         await self._runner.setup()
-        assert self._runner.server is not None
-        self._client_port = self.kafka.client_port(self._runner.server, services)
+        server, loop = self._runner.server, asyncio.get_running_loop()
+        assert server is not None
+        self._client_port = self.kafka.client_port(lambda: HttpProtocol(server, loop=loop, **SERVER_OPTIONS), services)
         await ClientSite(self._runner, self._socket, self._client_port, ssl_context=services.tls).start()
 
     async def stop(self) -> None:

@@ -43,6 +43,7 @@ def transactions() -> None:
 
 
 @transactions.command("list", cls=KraftCommand)
+@version_option
 @bootstrap_option
 def list_transactions(bootstrap_server: str) -> None:
     """Every transactional id the brokers coordinate."""
@@ -54,6 +55,7 @@ def list_transactions(bootstrap_server: str) -> None:
 
 
 @transactions.command("describe", cls=KraftCommand)
+@version_option
 @bootstrap_option
 @click.option("--transactional-id", required=True, help="The transactional id to describe.")
 def describe_transaction(bootstrap_server: str, transactional_id: str) -> None:
@@ -64,6 +66,7 @@ def describe_transaction(bootstrap_server: str, transactional_id: str) -> None:
 
 
 @transactions.command("describe-producers", cls=KraftCommand)
+@version_option
 @bootstrap_option
 @click.option("--topic", required=True, help="The topic.")
 @click.option("--partition", required=True, type=click.IntRange(min=0), help="The partition.")

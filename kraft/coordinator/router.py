@@ -112,6 +112,8 @@ class CoordinatorRouter(Generic[S]):
 
     async def shard(self, key: str, what: str) -> tuple[int, S]:
         """The partition of `key` and its loaded shard (`what` names the key in errors)."""
+        if not self.exists():  # created by FindCoordinator (and InitProducerId): no key lives here yet
+            raise KraftError("COORDINATOR_NOT_AVAILABLE", f"{self.topic} does not exist yet: find the coordinator first")
         partition = self.partition_for(key)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.wait_s

@@ -3,7 +3,10 @@ produce a 5xx, every 4xx carries a Kafka error name, and the node stays up."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
+import requests
 import schemathesis
 from hypothesis import HealthCheck, settings
 
@@ -16,8 +19,23 @@ pytestmark = pytest.mark.slow
 def node(tmp_path_factory):
     """A node of its own: the fuzzer creates and deletes topics at random."""
     n = start_node(tmp_path_factory.mktemp("fuzz"))
+    wait_for_coordinators(n)
     yield n
     shutdown_all([n])
+
+
+def wait_for_coordinators(node, timeout_s: float = 60.0) -> None:
+    """The group and transaction coordinators' topics are created on first use and answer the
+    retriable COORDINATOR_NOT_AVAILABLE (503) while they load, as a client retries it: the fuzzer
+    judges inputs, so it starts once both coordinators serve."""
+    deadline = time.monotonic() + timeout_s
+    for path in ("/v1/groups/warm-up/coordinator", "/v1/transactions/warm-up/coordinator"):
+        while True:
+            status = requests.get(f"{node.url}{path}", timeout=10).status_code
+            if status == 200:
+                break
+            assert status == 503 and time.monotonic() < deadline, f"{path}: {status}"
+            time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")

@@ -103,7 +103,7 @@ def test_an_unknown_user_is_answered_in_a_known_users_time(node):
 
 
 def post_routes() -> list[str]:
-    fill = {"{topic}": "abuse", "{group}": "g", "{partition}": "0"}
+    fill = {"{topic}": "abuse", "{group}": "g", "{partition}": "0", "{transactional_id}": "tx"}
     paths = []
     for route in ROUTES:
         if route.method == "POST":
@@ -140,6 +140,21 @@ def long_request_line(node: SecureNode) -> bytes:
     with socket.create_connection(("127.0.0.1", node.port), timeout=10) as s:
         s.sendall(b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: node\r\n\r\n")
         return s.recv(64)
+
+
+def test_what_the_http_parser_refuses_is_answered_as_kafka_error_json(node):
+    """A request line or a header over aiohttp's 8190 bytes never reaches a route: its parser
+    refuses it. The answer is still INVALID_REQUEST as JSON (aiohttp's own is text/plain), and
+    the refused bytes are not echoed back (a header too long may be a credential)."""
+    secret = "s3cret-" + "x" * 9000
+    for answer in (requests.get(f"{node.url}/v1/transactions/{'t' * 9000}", timeout=30),
+                   requests.get(f"{node.url}/v1/metadata", headers={"X-Token": secret}, timeout=30)):
+        assert answer.status_code == 400
+        assert answer.headers["Content-Type"].startswith("application/json")
+        body = answer.json()
+        assert body["error_code"] == "INVALID_REQUEST" and "8190" in body["message"], body
+        assert "ttttt" not in body["message"] and "s3cret" not in body["message"]
+    assert node.health()["status"] == "ok"
 
 
 def test_a_flood_of_failed_logins_and_malformed_requests_leaves_a_bounded_log(node):

@@ -12,12 +12,14 @@ import sys
 import uuid
 
 import pytest
+import requests
 
 from harness import shutdown_all, start_node, wait_for
 from kraft.api.client import Admin, Producer, TopicPartition
 from kraft.api.client.transactions import TransactionFatalError
 from kraft.api.client.types import NewTopic
 from kraft.api.errors import KraftError
+from kraft.broker.transactions.coordinator import COORDINATOR_WAIT_S
 from transactions_support import committed_values, group_offset, stable
 
 PARTITIONS = 3
@@ -230,3 +232,21 @@ def _state(node, tid: str) -> str | None:
             return admin.describe_transactions([tid])[tid]["state"]
     except KraftError:
         return None
+
+
+def test_before_any_coordinator_is_found_requests_are_answered_at_once(tmp_path) -> None:
+    """`__transaction_state` is created by the first FindCoordinator or InitProducerId: before
+    it exists, DescribeTransactions answers TRANSACTIONAL_ID_NOT_FOUND and EndTxn the retriable
+    COORDINATOR_NOT_AVAILABLE at once (on main both waited for a partition leader that could not
+    appear until the coordinator's wait ran out)."""
+    fresh = start_node(tmp_path / "fresh")
+    try:
+        timeout = COORDINATOR_WAIT_S / 2
+        described = requests.get(f"{fresh.url}/v1/transactions/never-seen", timeout=timeout)
+        assert described.status_code == 404 and described.json()["error_code"] == "TRANSACTIONAL_ID_NOT_FOUND"
+        ended = requests.post(f"{fresh.url}/v1/transactions/never-seen/end", timeout=timeout,
+                              json={"producer_id": 1, "producer_epoch": 0, "commit": True})
+        assert ended.status_code == 503 and ended.json()["error_code"] == "COORDINATOR_NOT_AVAILABLE"
+        assert requests.get(f"{fresh.url}/v1/transactions/never-seen/coordinator", timeout=60).status_code == 200
+    finally:
+        shutdown_all([fresh])

@@ -166,6 +166,8 @@ class TransactionCoordinator:
             producer_epoch=producer_epoch, commit=commit))
 
     async def describe(self, transactional_id: str) -> TransactionDescription:
+        if not self.router.exists():
+            raise KraftError("TRANSACTIONAL_ID_NOT_FOUND", f"transactional id {transactional_id!r} is unknown")
         _, shard = await self.router.shard(transactional_id, f"transactional id {transactional_id!r}")
         meta = shard.transactions.get(transactional_id)
         if meta is None:
