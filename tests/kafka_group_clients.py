@@ -52,12 +52,12 @@ class GroupMember:
 
     def _kafka_python(self) -> None:
         from kafka import KafkaConsumer
-        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyPartitionAssignor
+        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
         from kafka.coordinator.assignors.range import RangePartitionAssignor
         from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
         assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
-                    "cooperative-sticky": CooperativeStickyPartitionAssignor}[self.assignor]
+                    "cooperative-sticky": CooperativeStickyAssignor}[self.assignor]
         consumer = KafkaConsumer(
             bootstrap_servers=self.bootstrap, group_id=self.group, client_id=self.client_id,
             auto_offset_reset="earliest", enable_auto_commit=False, partition_assignment_strategy=[assignor],
