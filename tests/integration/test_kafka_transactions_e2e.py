@@ -111,6 +111,9 @@ def test_a_confluent_kafka_transaction_over_three_partitions_and_a_group_is_all_
         assert kafka_values(node, topic, "read_uncommitted") == written  # aborted records too
         wait_for(lambda: group_offset(node.bootstrap, group, topic) == (17 if commit else None), TIMEOUT_S,
                  what="the group's offset")
+        # the group's committed offset as a Kafka consumer fetches it (OffsetFetch; none: -1001)
+        [committed] = group_member.committed([TopicPartition(topic, 0)], TIMEOUT_S)
+        assert committed.offset == (17 if commit else confluent_kafka.OFFSET_INVALID)
 
         producer.begin_transaction()  # the producer goes on after either
         produce_everywhere(producer, topic, "b")
