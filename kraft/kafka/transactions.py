@@ -8,7 +8,8 @@ Errors are placed where Kafka places them: AddPartitionsToTxn and TxnOffsetCommi
 partition (AddPartitionsToTxn: a topic the principal may not Write gets TOPIC_AUTHORIZATION_FAILED
 and the others OPERATION_NOT_ATTEMPTED; any other failure, and any failure of a TxnOffsetCommit,
 which commits all or nothing, is every partition's), the others at the top level. Requests older
-than KIP-588's versions get INVALID_PRODUCER_EPOCH where newer ones get PRODUCER_FENCED (`fenced_for_version`), as Kafka answers old clients.
+than KIP-588's versions get INVALID_PRODUCER_EPOCH where newer ones get PRODUCER_FENCED
+(`fenced_for_version`), as Kafka answers old clients.
 
 AddPartitionsToTxn is served at v0-3, the client's form: v4+ (KIP-890's batching of many
 transactions, sent by brokers) is not advertised.
@@ -31,13 +32,14 @@ from kraft.server.request_context import RequestContext
 from kraft.server.services import BrokerServices
 from kraft.server.transactions import TransactionDescription
 
+INIT_PRODUCER_ID = 22  # its handler is apis/producer_ids_api.py's
 ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT_KEY = 24, 25, 26, 28
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 # Kafka's TransactionState names, ListTransactions' unknown_state_filters are the others
 STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
                     "Dead", "PrepareEpochFence"})
 # the first version of each API whose clients know PRODUCER_FENCED (KIP-588)
-PRODUCER_FENCED_SINCE = {22: 4, ADD_PARTITIONS: 2, ADD_OFFSETS: 2, END_TXN: 2}
+PRODUCER_FENCED_SINCE = {INIT_PRODUCER_ID: 4, ADD_PARTITIONS: 2, ADD_OFFSETS: 2, END_TXN: 2}
 
 _ADD_TOPICS = rule_of(ADD_PARTITIONS_TO_TXN, TOPIC, NAMED)
 T = TypeVar("T")
@@ -59,7 +61,7 @@ async def _call(ctx: RequestContext, api_key: int, call: Callable[[], Awaitable[
 
 
 def _by_topic(items: Iterable[tuple[str, int, Any]], name: str, partitions: str,
-              answer: Callable[[int, Any], dict[str, Any]]) -> list[dict[str, Any]]:
+              answer: Callable[[int, Any], Any]) -> list[dict[str, Any]]:
     """[(topic, partition, x)] -> Kafka's topics, each with its partitions' `answer(partition, x)`."""
     topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for topic, partition, x in items:

@@ -192,3 +192,63 @@ def test_the_transactions_tool_shows_a_kafka_clients_transactional_id(node: Node
     producer.commit_transaction(TIMEOUT_S)
     wait_for(lambda: kraft_cli(node, "transactions", "describe", "--transactional-id", tid)[1][4] == "CompleteCommit",
              TIMEOUT_S, what="the commit")
+
+
+def test_a_transactional_batch_on_the_wire_needs_its_partition_added_first(node: NodeProcess) -> None:
+    """Produce with a transactional id: the v2 batch's transactional bit, producer id and epoch
+    reach the partition's producer state, which refuses the batch (INVALID_TXN_STATE, KIP-890)
+    until AddPartitionsToTxn added the partition; then it is the transaction's first batch
+    (DescribeProducers' current transaction start offset) and an abort hides it."""
+    import dataclasses
+    import socket
+    import time
+
+    from kio.index import load_request_schema
+
+    from kafka_wire import read_frame_blocking, read_response, request_bytes
+    from kraft.kafka.entities import build
+    from kraft.log.batch import TRANSACTIONAL_FLAG, Record
+    from kraft.log.kafka_batch import encode_batch
+
+    topic, tid = new_topic(node), f"wire-tx-{uuid.uuid4().hex[:6]}"
+    host, port = node.bootstrap.split(":")
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
+        correlation = iter(range(1, 1000))
+
+        def ask(api_key: int, version: int, body: dict[str, Any]) -> Any:
+            request = build(load_request_schema(api_key, version), body)
+            sock.sendall(request_bytes(api_key, version, next(correlation), **{
+                f.name: getattr(request, f.name) for f in dataclasses.fields(request)}))
+            return read_response(read_frame_blocking(sock), api_key, version)[1]
+
+        def init() -> Any:
+            answer = ask(22, 4, {"transactional_id": tid, "transaction_timeout": 60_000})
+            return answer if answer.error_code.name == "none" else None
+
+        ids = wait_for(init, TIMEOUT_S, what="InitProducerId (the coordinator's topic is created on first use)")
+        batch = encode_batch([Record(0, int(time.time() * 1000), b"k", b"v")], base_offset=0,
+                             attributes=TRANSACTIONAL_FLAG, producer_id=ids.producer_id,
+                             producer_epoch=ids.producer_epoch, base_sequence=0)
+
+        def produce() -> Any:
+            answer = ask(0, 9, {"transactional_id": tid, "acks": -1, "timeout": 10_000, "topic_data": [
+                {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+            return answer.responses[0].partition_responses[0]
+
+        refused = produce()
+        assert refused.error_code.name == "invalid_txn_state", refused
+        added = ask(24, 3, {"v3_and_below_transactional_id": tid, "v3_and_below_producer_id": ids.producer_id,
+                            "v3_and_below_producer_epoch": ids.producer_epoch,
+                            "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})
+        assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code.name == "none"
+        accepted = produce()
+        assert (accepted.error_code.name, accepted.base_offset) == ("none", 0)
+        producers = ask(61, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+        [active] = producers.topics[0].partitions[0].active_producers
+        assert (active.producer_id, active.producer_epoch, active.current_txn_start_offset) == \
+            (ids.producer_id, ids.producer_epoch, 0)
+        ended = ask(26, 3, {"transactional_id": tid, "producer_id": ids.producer_id,
+                            "producer_epoch": ids.producer_epoch, "committed": False})
+        assert ended.error_code.name == "none"
+    wait_for(lambda: kafka_values(node, topic, "read_committed") == [], TIMEOUT_S, what="the abort")
+    assert kafka_values(node, topic, "read_uncommitted") == ["v"]

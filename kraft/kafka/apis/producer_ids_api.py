@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from kraft.kafka.apis.common import Api, as_ms, code, entity, error_of, ms, nested, response_of
-from kraft.kafka.transactions import fenced_for_version
+from kraft.kafka.transactions import INIT_PRODUCER_ID, fenced_for_version
 from kraft.server.request_context import RequestContext
 from kraft.server.services import BrokerServices
 
-INIT_PRODUCER_ID, FIND_COORDINATOR = 22, 10
+FIND_COORDINATOR = 10
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 

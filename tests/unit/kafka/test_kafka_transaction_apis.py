@@ -16,8 +16,8 @@ from kio.schema.errors import ErrorCode
 
 from kraft.broker.transactions import state
 from kraft.errors import KraftError
-from kraft.kafka.api_versions import ApiVersionsTable
 from kraft.kafka.codec import encode_response
+from kraft.kafka.dispatch import HandlerRegistry
 from kraft.kafka.entities import build
 from kraft.kafka.handlers import register_handlers
 from kraft.server.authorization import Authorization
@@ -143,16 +143,6 @@ class Throttle:
         return 0
 
 
-class Registry:
-    def __init__(self) -> None:
-        self.handlers: dict[int, Any] = {}
-        self.table = ApiVersionsTable()
-
-    def register(self, api_key: int, low: int, high: int, handler: Any) -> None:
-        self.table.register(api_key, low, high)
-        self.handlers[api_key] = handler
-
-
 class Node:
     def __init__(self, *denied: tuple[str, str, str]) -> None:
         self.coordinator, self.groups = Coordinator({TOPIC: 2, "u": 1, "__consumer_offsets": 1}), Groups()
@@ -161,13 +151,13 @@ class Node:
             node=None, metadata=Metadata(), authorization=auth, quotas=Quotas(Throttle()),  # type: ignore[arg-type]
             records=None, topics=None, groups=None, security=None, controller=None,  # type: ignore[arg-type]
             replicas=None, transactions=TransactionApis(self.coordinator, self.groups, None, auth))  # type: ignore[arg-type]
-        self.registry = Registry()
+        self.registry = HandlerRegistry()
         register_handlers(self.registry, services)
 
     async def ask(self, api_key: int, version: int, body: Mapping[str, Any]) -> Any:
         request = build(load_request_schema(api_key, version), body)
         ctx = ALICE.for_api(type(request).__name__.removesuffix("Request"), version)
-        response = await self.registry.handlers[api_key](ctx, request)
+        response = await self.registry.handler(api_key)(ctx, request)
         encode_response(7, response)  # every answer is one the client can read
         return response
 
@@ -190,7 +180,7 @@ DENY_TID = ("WRITE", "TRANSACTIONAL_ID", TID)
 
 
 def test_the_transaction_apis_advertise_the_clients_versions() -> None:
-    table = Node().registry.table
+    table = Node().registry.api_versions
     # confluent-kafka 2.16 sends InitProducerId v4, AddPartitionsToTxn v0, AddOffsetsToTxn v0, EndTxn v1,
     # TxnOffsetCommit v3, FindCoordinator v2; kafka-python 3.0 at most v4/v3/v3/v3/v3; aiokafka v0
     assert {key: table.ranges[key] for key in (INIT, FIND, ADD_PARTITIONS, ADD_OFFSETS, END, TXN_COMMIT, DESCRIBE,
