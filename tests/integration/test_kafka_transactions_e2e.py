@@ -9,6 +9,9 @@ client's transactional id."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import itertools
+import socket
 import subprocess
 import sys
 import uuid
@@ -16,7 +19,11 @@ from typing import Any
 
 import pytest
 
+from kio.index import load_request_schema
+
 from harness import NodeProcess, shutdown_all, start_node, wait_for
+from kafka_wire import read_frame_blocking, read_response, request_bytes
+from kraft.kafka.entities import build
 from transactions_support import committed_values, group_offset
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -79,6 +86,17 @@ def _poll(consumer: Consumer, values: list[str], at_end: set[int]) -> bool:
         else:
             raise KafkaException(message.error())
     return len(at_end) == PARTITIONS
+
+
+_CORRELATION = itertools.count(1)
+
+
+def wire_ask(sock: socket.socket, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    """One Kafka request of plain data (kio's type of that version) and its answer."""
+    request = build(load_request_schema(api_key, version), body)
+    sock.sendall(request_bytes(api_key, version, next(_CORRELATION), **{
+        f.name: getattr(request, f.name) for f in dataclasses.fields(request)}))
+    return read_response(read_frame_blocking(sock), api_key, version)[1]
 
 
 def kraft_cli(node: NodeProcess, *args: str) -> list[list[str]]:
@@ -199,27 +217,16 @@ def test_a_transactional_batch_on_the_wire_needs_its_partition_added_first(node:
     reach the partition's producer state, which refuses the batch (INVALID_TXN_STATE, KIP-890)
     until AddPartitionsToTxn added the partition; then it is the transaction's first batch
     (DescribeProducers' current transaction start offset) and an abort hides it."""
-    import dataclasses
-    import socket
     import time
 
-    from kio.index import load_request_schema
-
-    from kafka_wire import read_frame_blocking, read_response, request_bytes
-    from kraft.kafka.entities import build
     from kraft.log.batch import TRANSACTIONAL_FLAG, Record
     from kraft.log.kafka_batch import encode_batch
 
     topic, tid = new_topic(node), f"wire-tx-{uuid.uuid4().hex[:6]}"
     host, port = node.bootstrap.split(":")
     with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
-        correlation = iter(range(1, 1000))
-
         def ask(api_key: int, version: int, body: dict[str, Any]) -> Any:
-            request = build(load_request_schema(api_key, version), body)
-            sock.sendall(request_bytes(api_key, version, next(correlation), **{
-                f.name: getattr(request, f.name) for f in dataclasses.fields(request)}))
-            return read_response(read_frame_blocking(sock), api_key, version)[1]
+            return wire_ask(sock, api_key, version, body)
 
         def init() -> Any:
             answer = ask(22, 4, {"transactional_id": tid, "transaction_timeout": 60_000})
@@ -252,3 +259,31 @@ def test_a_transactional_batch_on_the_wire_needs_its_partition_added_first(node:
         assert ended.error_code.name == "none"
     wait_for(lambda: kafka_values(node, topic, "read_committed") == [], TIMEOUT_S, what="the abort")
     assert kafka_values(node, topic, "read_uncommitted") == ["v"]
+
+
+def test_a_read_committed_offset_fetch_waits_for_the_transactions_end(node: NodeProcess) -> None:
+    """KIP-447: OffsetFetch with require_stable (a read_committed consumer's) answers a partition
+    whose transactional offset is not decided yet UNSTABLE_OFFSET_COMMIT (the client retries),
+    not the older offset it would start from and process again."""
+    topic, group, tid = new_topic(node), f"g-{uuid.uuid4().hex[:6]}", f"kafka-tx-{uuid.uuid4().hex[:6]}"
+    producer = transactional_producer(node, tid)
+    group_member = Consumer({"bootstrap.servers": node.bootstrap, "group.id": group, "enable.auto.commit": False})
+    host, port = node.bootstrap.split(":")
+    try:
+        producer.begin_transaction()
+        produce_everywhere(producer, topic, "a")
+        producer.send_offsets_to_transaction([TopicPartition(topic, 0, 17)], group_member.consumer_group_metadata(),
+                                             TIMEOUT_S)
+        with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
+            def fetch(require_stable: bool) -> tuple[str, int]:
+                answer = wire_ask(sock, 9, 8, {"groups": [{"group_id": group, "topics": [
+                    {"name": topic, "partition_indexes": [0]}]}], "require_stable": require_stable})
+                [p] = answer.groups[0].topics[0].partitions
+                return p.error_code.name, p.committed_offset
+
+            assert fetch(require_stable=True) == ("unstable_offset_commit", -1)
+            assert fetch(require_stable=False) == ("none", -1)  # read_uncommitted: the last decided offset
+            producer.commit_transaction(TIMEOUT_S)
+            wait_for(lambda: fetch(require_stable=True) == ("none", 17), TIMEOUT_S, what="the committed offset")
+    finally:
+        group_member.close()
