@@ -18,6 +18,7 @@ import uuid
 from typing import Any
 
 import pytest
+import requests
 
 from kio.index import load_request_schema
 
@@ -287,3 +288,35 @@ def test_a_read_committed_offset_fetch_waits_for_the_transactions_end(node: Node
             wait_for(lambda: fetch(require_stable=True) == ("none", 17), TIMEOUT_S, what="the committed offset")
     finally:
         group_member.close()
+
+
+@pytest.mark.cluster
+def test_a_confluent_kafka_transaction_spans_the_brokers_of_a_cluster(tmp_path) -> None:
+    """Three brokers: the transactional id's coordinator, the group's and the partitions' leaders
+    are spread over them, and each is found at its own Kafka endpoint (FindCoordinator, Metadata)."""
+    from harness import Cluster
+
+    overrides = {"offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 3,
+                 "min.insync.replicas": 1}
+    with Cluster(tmp_path, controllers=3, combined=True, overrides=overrides) as cluster:
+        cluster.start()
+        first = cluster.nodes[1]
+        bootstrap = ",".join(n.bootstrap for n in cluster.nodes.values())
+        topic = new_topic(first)
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "spread-writer"})
+        producer.init_transactions(TIMEOUT_S)
+        group_member = Consumer({"bootstrap.servers": bootstrap, "group.id": "spread-auditors"})
+        try:
+            producer.begin_transaction()
+            produce_everywhere(producer, topic, "spread")
+            producer.send_offsets_to_transaction([TopicPartition(topic, 0, 3)], group_member.consumer_group_metadata(),
+                                                 TIMEOUT_S)
+            producer.commit_transaction(TIMEOUT_S)
+            assert kafka_values(first, topic, "read_committed") == sorted(f"spread-{p}" for p in range(PARTITIONS))
+            wait_for(lambda: group_member.committed([TopicPartition(topic, 0)], TIMEOUT_S)[0].offset == 3, TIMEOUT_S,
+                     what="the group's offset")
+        finally:
+            group_member.close()
+        leaders = {p["leader"] for t in requests.get(f"{first.url}/v1/metadata", timeout=30).json()["topics"]
+                   if t["name"] == topic for p in t["partitions"]}
+        assert len(leaders) > 1  # the transaction did span brokers
