@@ -29,7 +29,8 @@ from kraft.server.access import (
     DELETE_GROUPS, DELETE_RECORDS, DELETE_TOPICS, DESCRIBE_ACLS, DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CONFIGS,
     DESCRIBE_LOG_DIRS, DESCRIBE_QUORUM, DESCRIBE_USER_SCRAM_CREDENTIALS, ELECT_LEADERS, FETCH, FIND_COORDINATOR,
     INCREMENTAL_ALTER_CONFIGS, INIT_PRODUCER_ID, LIST_GROUPS, LIST_OFFSETS, LIST_PARTITION_REASSIGNMENTS, METADATA,
-    NODES, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, PRODUCE, REPLICA_FETCH, Access, Rule, describe,
+    NODES, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, PRODUCE, REPLICA_FETCH, TRANSACTIONAL_PRODUCE, Access, Rule,
+    describe,
 )
 
 # Every route under these is the cluster's own unless the table gives it a client API (the
@@ -88,10 +89,10 @@ ACCESS: dict[tuple[str, str], RouteAccess] = {
     ("POST", "/v1/topics/{topic}/partitions"): RouteAccess(CREATE_PARTITIONS),
     ("GET", "/v1/topics/{topic}/configs"): RouteAccess(DESCRIBE_CONFIGS),
     ("PATCH", "/v1/topics/{topic}/configs"): RouteAccess(INCREMENTAL_ALTER_CONFIGS),
-    ("POST", "/v1/topics/{topic}/records"): RouteAccess(PRODUCE),
+    ("POST", "/v1/topics/{topic}/records"): RouteAccess(PRODUCE, without=(TRANSACTIONAL_PRODUCE,)),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/records"): RouteAccess(FETCH, without=(REPLICA_FETCH,)),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets"): RouteAccess(LIST_OFFSETS),
-    ("POST", "/v1/produce"): RouteAccess(PRODUCE),
+    ("POST", "/v1/produce"): RouteAccess(PRODUCE, without=(TRANSACTIONAL_PRODUCE,)),
     ("POST", "/v1/delete-records"): RouteAccess(DELETE_RECORDS),
     ("POST", "/v1/fetch"): RouteAccess(FETCH),
     ("GET", "/v1/replication"): RouteAccess(

@@ -93,6 +93,7 @@ _SPECS = [
     ErrorSpec("ELECTION_NOT_NEEDED", 84, False),
     ErrorSpec("NO_REASSIGNMENT_IN_PROGRESS", 85, False),
     ErrorSpec("GROUP_SUBSCRIBED_TO_TOPIC", 86, False),
+    ErrorSpec("UNSTABLE_OFFSET_COMMIT", 88, True),
     ErrorSpec("UNKNOWN_MEMBER_ID", 25, False),
     ErrorSpec("FENCED_MEMBER_EPOCH", 110, False),
     ErrorSpec("NON_EMPTY_GROUP", 68, False),

@@ -7,7 +7,9 @@ thin adapters over the group service (the same offsets HTTP and the CLI read and
   `committed_leader_epoch` and v2-v4's `retention_time_ms` are not kept (offsets.retention.minutes
   decides).
 - OffsetFetch v1-v9 (v8+: several groups in one request): a partition without a committed offset
-  answers offset -1; topics the principal may not Describe are left out of a fetch of all offsets.
+  answers offset -1; topics the principal may not Describe are left out of a fetch of all offsets;
+  v7+'s require_stable answers a partition with an undecided transactional offset
+  UNSTABLE_OFFSET_COMMIT.
 - OffsetDelete v0.
 """
 
@@ -52,32 +54,38 @@ async def offset_commit(services: BrokerServices, ctx: RequestContext, request: 
 
 
 async def _group_offsets(services: BrokerServices, ctx: RequestContext, group_id: str,
-                         requested: Any) -> dict[str, Any]:
-    """One group's answer: its topics and error."""
+                         requested: Any, require_stable: bool) -> dict[str, Any]:
+    """One group's answer: its topics and error. `require_stable` (v7+, KIP-447: a read_committed
+    consumer): a partition whose transactional offset waits for its transaction's end answers
+    UNSTABLE_OFFSET_COMMIT (retriable), not the offset before it."""
     names = None if requested is None else [t.name for t in requested]
     try:
         fetched = await services.groups.fetch_offsets(ctx, group_id, names)
     except KraftError as e:
         return {"topics": (), "error_code": error_code(e)}
     committed = {(o.topic, o.partition): o for o in fetched.offsets}
+    unstable = set(fetched.unstable) if require_stable else set()
     if requested is None:
-        wanted = sorted(committed)
+        wanted = sorted(committed.keys() | unstable)
     else:
         wanted = [(t.name, int(p)) for t in requested for p in t.partition_indexes]
     entries = []
     for topic, p in wanted:
-        o = committed.get((topic, p))
+        o = None if (topic, p) in unstable else committed.get((topic, p))
         entries.append((topic, {"partition_index": p, "committed_offset": NO_OFFSET if o is None else o.offset,
                                 "committed_leader_epoch": -1, "metadata": "" if o is None else o.metadata,
-                                "error_code": error_code(None)}))
+                                "error_code": error_code("UNSTABLE_OFFSET_COMMIT" if (topic, p) in unstable
+                                                         else None)}))
     return {"topics": _by_topic(entries), "error_code": error_code(None)}
 
 
 async def offset_fetch(services: BrokerServices, ctx: RequestContext, request: Any) -> Mapping[str, Any]:
+    require_stable = bool(getattr(request, "require_stable", False))
     if ctx.api_version >= 8:
-        return {"groups": [{"group_id": g.group_id, **await _group_offsets(services, ctx, g.group_id, g.topics)}
+        return {"groups": [{"group_id": g.group_id,
+                            **await _group_offsets(services, ctx, g.group_id, g.topics, require_stable)}
                            for g in request.groups]}
-    return await _group_offsets(services, ctx, request.group_id, request.topics)
+    return await _group_offsets(services, ctx, request.group_id, request.topics, require_stable)
 
 
 async def offset_delete(services: BrokerServices, ctx: RequestContext, request: Any) -> Mapping[str, Any]:

@@ -33,6 +33,7 @@ NODES = "nodes"
 
 AUTO_CREATE = "auto-creating a topic (`auto.create.topics.enable`)"
 REPLICA_FETCH = "a replica's fetch (`replica_id` set)"
+TRANSACTIONAL_PRODUCE = "a transactional produce (a transactional id)"
 TXN_COORDINATOR = "a transactional id's coordinator (key type transaction)"
 GROUP_COORDINATOR = "a group's coordinator (key type group)"
 
@@ -109,7 +110,8 @@ _AUTO_CREATE = Rule("CREATE", TOPIC, NAMED, or_cluster=True, when=AUTO_CREATE)
 
 API_ACCESS: dict[str, Access] = {
     # -- records
-    PRODUCE: Access((Rule("WRITE", TOPIC, NAMED), _AUTO_CREATE)),
+    PRODUCE: Access((Rule("WRITE", TOPIC, NAMED), _AUTO_CREATE,
+                     Rule("WRITE", TRANSACTIONAL_ID, NAMED, when=TRANSACTIONAL_PRODUCE))),
     FETCH: Access((Rule("READ", TOPIC, NAMED), Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES, when=REPLICA_FETCH))),
     LIST_OFFSETS: Access((Rule("DESCRIBE", TOPIC, NAMED),)),
     OFFSET_FOR_LEADER_EPOCH: Access((Rule("DESCRIBE", TOPIC, NAMED),)),

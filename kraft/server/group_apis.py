@@ -87,8 +87,9 @@ class GroupApis:
     async def fetch_offsets(self, ctx: RequestContext, group_id: str, topics: list[str] | None) -> FetchOffsetsResult:
         self.auth.require(ctx, _FETCH, (group_id,))
         answer = await self.groups.fetch_offsets(group_id, topics)
-        return dataclasses.replace(answer, offsets=tuple(
-            self.auth.visible(ctx, _FETCH_TOPICS, answer.offsets, lambda o: o.topic)))
+        return dataclasses.replace(
+            answer, offsets=tuple(self.auth.visible(ctx, _FETCH_TOPICS, answer.offsets, lambda o: o.topic)),
+            unstable=tuple(self.auth.visible(ctx, _FETCH_TOPICS, answer.unstable, lambda tp: tp[0])))
 
     async def list_groups(self, ctx: RequestContext) -> ListGroupsResult:
         """Describe on the cluster lists all, else the groups the principal may Describe."""

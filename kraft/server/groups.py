@@ -108,6 +108,9 @@ class GroupOffset:
 class FetchOffsetsResult:
     group_id: str
     offsets: tuple[GroupOffset, ...]
+    # partitions whose transactional offset commit waits for its transaction's end (KIP-447:
+    # a read_committed consumer's OffsetFetch with require_stable answers them UNSTABLE_OFFSET_COMMIT)
+    unstable: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)

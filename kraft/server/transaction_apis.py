@@ -70,9 +70,12 @@ class TransactionApis:
         self.auth.require(ctx, _FIND, (transactional_id,))
         return await self.coordinator.find_coordinator(transactional_id)
 
-    async def init_producer_id(self, ctx: RequestContext, transactional_id: str, timeout_ms: int) -> TransactionProducer:
+    async def init_producer_id(self, ctx: RequestContext, transactional_id: str, timeout_ms: int,
+                               expected: tuple[int, int] | None = None) -> TransactionProducer:
+        """`expected`: the producer id and epoch of a producer re-initialising itself (KIP-360):
+        PRODUCER_FENCED unless they are the transactional id's current ones."""
         self.auth.require(ctx, _INIT, (transactional_id,))
-        return await self.coordinator.init_producer_id(transactional_id, timeout_ms)
+        return await self.coordinator.init_producer_id(transactional_id, timeout_ms, expected)
 
     async def add_partitions(self, ctx: RequestContext, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: list[TopicPartition]) -> list[PartitionError]:

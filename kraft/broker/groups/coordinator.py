@@ -247,7 +247,7 @@ class GroupCoordinator:
         return FetchOffsetsResult(group_id, tuple(
             GroupOffset(t, p, o.offset, o.metadata, o.commit_timestamp_ms)
             for (t, p), o in items if topics is None or t in topics
-        ))
+        ), tuple(sorted(tp for tp in shard.pending_offsets(group_id) if topics is None or tp[0] in topics)))
 
     async def list_groups(self) -> ListGroupsResult:
         groups = [GroupSummary(g.group_id, g.state, _protocol_type(g), g.member_count, self.node_id, g.protocol)

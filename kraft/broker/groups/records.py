@@ -204,6 +204,10 @@ class GroupsReplay:
         _, group_id, topic, partition = k
         self.pending.setdefault(producer_id, {})[(group_id, topic, int(partition))] = _offset(v)
 
+    def pending_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        """The partitions of `group_id` whose transactional offset waits for its marker."""
+        return {(t, p) for held in self.pending.values() for (g, t, p) in held if g == group_id}
+
     def end_transaction(self, producer_id: int, commit: bool) -> None:
         """The producer's marker: its held offsets are committed, or dropped."""
         held = self.pending.pop(producer_id, {})

@@ -95,6 +95,11 @@ class GroupShard(ClassicHandlers):
         """The committed groups, by id (read-only to everyone but `replay`)."""
         return self._state.groups
 
+    def pending_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        """The group's partitions with a transactional offset commit not yet decided (Kafka's
+        pending transactional offsets: OffsetFetch's require_stable answers them unstable)."""
+        return self._state.pending_offsets(group_id)
+
     # -- CoordinatorShard ---------------------------------------------------------------------
 
     def replay(self, record: CoordinatorRecord) -> None:

@@ -113,7 +113,9 @@ class TransactionCoordinator:
         partition, coordinator = await self.router.find(transactional_id)
         return FindTransactionCoordinatorResult(transactional_id, partition, coordinator)
 
-    async def init_producer_id(self, transactional_id: str, timeout_ms: int) -> TransactionProducer:
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int,
+                               expected: tuple[int, int] | None = None) -> TransactionProducer:
+        """`expected`: the producer id and epoch of a producer re-initialising itself (KIP-360)."""
         try:
             check_timeout(timeout_ms, self.settings.max_timeout_ms)
         except TxnError as e:
@@ -125,7 +127,8 @@ class TransactionCoordinator:
         current = shard.transactions.get(transactional_id)
         new_pid = await self.producer_ids.allocate_producer_id() if needs_new_producer_id(current) else -1
         answer: ProducerIdAndEpoch = await self._write(partition, "init-producer-id", lambda s, now: s.init_producer_id(
-            now, transactional_id=transactional_id, timeout_ms=timeout_ms, new_producer_id=new_pid))
+            now, transactional_id=transactional_id, timeout_ms=timeout_ms, new_producer_id=new_pid,
+            expected=expected))
         if answer.error is not None:
             raise KraftError(answer.error, f"the open transaction of {transactional_id!r} is being aborted: retry")
         return TransactionProducer(answer.producer_id, answer.producer_epoch)

@@ -83,9 +83,10 @@ class TransactionShard:
     # -- handlers -----------------------------------------------------------------------------
 
     def init_producer_id(self, now_ms: int, *, transactional_id: str, timeout_ms: int,
-                         new_producer_id: int) -> CoordinatorResult[ProducerIdAndEpoch]:
+                         new_producer_id: int, expected: tuple[int, int] | None = None,
+                         ) -> CoordinatorResult[ProducerIdAndEpoch]:
         transition = init_producer_id(self.transactions.get(transactional_id), transactional_id,
-                                      timeout_ms, new_producer_id, now_ms)
+                                      timeout_ms, new_producer_id, now_ms, expected)
         assert transition.metadata is not None
         meta = transition.metadata
         return self._result(transactional_id, transition,
