@@ -35,6 +35,7 @@ AUTO_CREATE = "auto-creating a topic (`auto.create.topics.enable`)"
 REPLICA_FETCH = "a replica's fetch (`replica_id` set)"
 TXN_COORDINATOR = "a transactional id's coordinator (key type transaction)"
 GROUP_COORDINATOR = "a group's coordinator (key type group)"
+ADMIN_ABORT = "an administrator's abort of a hanging transaction (kafka-transactions abort)"
 
 # Kafka's API names (ApiKeys' names), as the services, request metrics and audit lines say them
 PRODUCE = "Produce"
@@ -144,8 +145,10 @@ API_ACCESS: dict[str, Access] = {
                                Rule("READ", TOPIC, NAMED))),
     DESCRIBE_TRANSACTIONS: Access((Rule("DESCRIBE", TRANSACTIONAL_ID, NAMED),)),
     LIST_TRANSACTIONS: Access((Rule("DESCRIBE", TRANSACTIONAL_ID, LISTED),)),
-    WRITE_TXN_MARKERS: Access((Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES),),
-                              note="the transaction coordinator's markers and KIP-890 verification"),
+    WRITE_TXN_MARKERS: Access((Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES),
+                               Rule("CLUSTER_ACTION", CLUSTER_TYPE, CLUSTER, when=ADMIN_ABORT)),
+                              note="the transaction coordinator's markers and KIP-890 verification (nodes); "
+                                   "kafka-transactions abort (administrators)"),
     # -- security: ACLs, client quotas, SCRAM credentials
     DESCRIBE_ACLS: _cluster("DESCRIBE"),
     CREATE_ACLS: _cluster("ALTER"),
