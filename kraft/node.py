@@ -313,6 +313,8 @@ class Node:
                 replication_factor=config["transaction.state.log.replication.factor"],
                 min_isr=config["transaction.state.log.min.isr"],
                 max_timeout_ms=config["transaction.max.timeout.ms"],
+                id_expiration_ms=config["transactional.id.expiration.ms"],
+                id_expiration_check_interval_ms=config["transaction.remove.expired.transaction.cleanup.interval.ms"],
             ),
             metadata_cache=self.view,
         )

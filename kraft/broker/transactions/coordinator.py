@@ -61,6 +61,8 @@ class TransactionSettings:
     replication_factor: int = 3  # transaction.state.log.replication.factor (capped at the brokers)
     min_isr: int = 2  # transaction.state.log.min.isr
     max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
+    id_expiration_check_interval_ms: int = 3_600_000  # transaction.remove.expired.transaction.cleanup.interval.ms
     marker_retry_backoff_ms: int = 100
     marker_retry_max_backoff_ms: int = 2_000
     runtime: RuntimeSettings = RuntimeSettings()
@@ -95,7 +97,8 @@ class TransactionCoordinator:
         self._completing: dict[str, asyncio.Task[None]] = {}
 
     def _new_shard(self, partition: int) -> TransactionShard:
-        return TransactionShard(partition, self._on_prepare)
+        return TransactionShard(partition, self._on_prepare, self.settings.id_expiration_ms,
+                                self.settings.id_expiration_check_interval_ms)
 
     @property
     def image(self) -> MetadataImage:
