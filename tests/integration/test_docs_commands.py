@@ -66,7 +66,7 @@ NOT_RUN = re.compile(r"^\s*<!--\s*not-run:(.*?)-->\s*$")
 NOT_RUN_PYTHON_BLOCKS = {
     "docs/groups.md": 1,  # a synopsis of the consumer's calls
     "docs/security.md": 1,  # the reader's secured cluster (node1:9093, ca.pem)
-    "docs/spark.md": 2,  # a Spark session: the fragment that registers, and the pipeline (about a minute)
+    "docs/spark.md": 3,  # a Spark session: the fragment that registers, the pipeline (about a minute), the transactional sink's options
 }
 READER_IN_REPO_ROOT = {"README.md"}  # docs whose Python blocks a reader runs in the checkout's root
 SCALED = {"--num-records": 500, "--partitions": 2000, "--runs": 1, "--samples": 30}  # Run(scale=True)'s caps
