@@ -328,6 +328,7 @@ class Node:
         if self.controller is not None:
             self.metrics.watch_controller(self.controller, self.quorum)
         self.metrics.watch_groups(self.groups)
+        self.metrics.watch_transactions(self.transactions)
         if self.lifecycle is not None:
             self.lifecycle.security_protocol = config.security_protocol
         self.replica_manager.fetchers.security = self.peers
