@@ -36,6 +36,7 @@ from kraft.errors import KraftError
 from kraft.broker.admin import LocalAdmin
 from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
+from kraft.broker.groups.classic import ClassicConfig
 from kraft.broker.groups.membership import GroupConfig
 from kraft.broker.lifecycle import BrokerLifecycle, LifecycleChannel
 from kraft.broker.log_dirs import LogDirs
@@ -297,6 +298,12 @@ class Node:
                 group=GroupConfig(
                     session_timeout_ms=config["group.consumer.session.timeout.ms"],
                     heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+                    classic=ClassicConfig(
+                        initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+                        min_session_timeout_ms=config["group.min.session.timeout.ms"],
+                        max_session_timeout_ms=config["group.max.session.timeout.ms"],
+                        max_size=config["group.max.size"],
+                    ),
                 ),
                 offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
                 offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],

@@ -60,6 +60,11 @@ OFFSET_FETCH = "OffsetFetch"
 OFFSET_DELETE = "OffsetDelete"
 LIST_GROUPS = "ListGroups"
 DELETE_GROUPS = "DeleteGroups"
+JOIN_GROUP = "JoinGroup"
+SYNC_GROUP = "SyncGroup"
+HEARTBEAT = "Heartbeat"
+LEAVE_GROUP = "LeaveGroup"
+DESCRIBE_GROUPS = "DescribeGroups"
 DESCRIBE_ACLS = "DescribeAcls"
 CREATE_ACLS = "CreateAcls"
 DELETE_ACLS = "DeleteAcls"
@@ -137,6 +142,12 @@ API_ACCESS: dict[str, Access] = {
     OFFSET_DELETE: Access((Rule("DELETE", GROUP, NAMED), Rule("READ", TOPIC, NAMED))),
     LIST_GROUPS: Access((Rule("DESCRIBE", GROUP, LISTED, or_cluster=True),)),
     DELETE_GROUPS: Access((Rule("DELETE", GROUP, NAMED),)),
+    # the classic group protocol (the Kafka listener only)
+    JOIN_GROUP: Access((Rule("READ", GROUP, NAMED),)),
+    SYNC_GROUP: Access((Rule("READ", GROUP, NAMED),)),
+    HEARTBEAT: Access((Rule("READ", GROUP, NAMED),)),
+    LEAVE_GROUP: Access((Rule("READ", GROUP, NAMED),)),
+    DESCRIBE_GROUPS: Access((Rule("DESCRIBE", GROUP, NAMED),)),
     # -- transactions
     ADD_PARTITIONS_TO_TXN: Access((Rule("WRITE", TRANSACTIONAL_ID, NAMED), Rule("WRITE", TOPIC, NAMED))),
     ADD_OFFSETS_TO_TXN: Access((Rule("WRITE", TRANSACTIONAL_ID, NAMED), Rule("READ", GROUP, NAMED))),

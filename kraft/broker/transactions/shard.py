@@ -74,6 +74,9 @@ class TransactionShard:
     def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
         """`__transaction_state` holds no transactional records: no marker is ever written to it."""
 
+    def on_unloaded(self) -> None:
+        """Nothing waits on a transaction shard's state: its requests are answered by their own writes."""
+
     def on_loaded(self, now_ms: int) -> tuple[TimerChange, ...]:
         self._loaded = True
         timers: list[TimerChange] = [self._expiry_timer(now_ms)]

@@ -162,6 +162,12 @@ class _Env:
     def regex_topics(self, image):
         return lambda m: frozenset()
 
+    def group_changed(self, partition: int, group_id: str) -> None:
+        pass  # nothing waits on a group here
+
+    def unloaded(self, partition: int) -> None:
+        pass
+
 
 def _group_runtime(partitions: FakePartitions, clock: ManualScheduler) -> CoordinatorRuntime[GroupShard]:
     return CoordinatorRuntime("__consumer_offsets", partitions,
