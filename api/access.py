@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from kraft.metadata.acl import CLUSTER as CLUSTER_TYPE, GROUP, TOPIC, TRANSACTIONAL_ID
 from kraft.server.access import (
-    ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, END_TXN, GROUP_COORDINATOR,
+    ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, ADMIN_ABORT, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, END_TXN, GROUP_COORDINATOR,
     LIST_TRANSACTIONS, TXN_COORDINATOR, TXN_OFFSET_COMMIT, WRITE_TXN_MARKERS,
     ALTER_CLIENT_QUOTAS, ALTER_PARTITION_REASSIGNMENTS, ALTER_USER_SCRAM_CREDENTIALS, API_ACCESS, AUTO_CREATE, CLUSTER,
     CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, CREATE_ACLS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS,
@@ -120,6 +120,8 @@ ACCESS: dict[tuple[str, str], RouteAccess] = {
     ("GET", "/v1/transactions/{transactional_id}"): RouteAccess(DESCRIBE_TRANSACTIONS),
     ("GET", "/v1/transactions"): RouteAccess(LIST_TRANSACTIONS),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/producers"): RouteAccess(DESCRIBE_PRODUCERS),
+    ("POST", "/v1/topics/{topic}/partitions/{partition}/abort-transaction"): RouteAccess(
+        WRITE_TXN_MARKERS, only=ADMIN_ABORT),
     ("POST", "/v1/partitions/txn-markers"): RouteAccess(WRITE_TXN_MARKERS, node_only=True),
     ("POST", "/v1/partitions/txn-verify"): RouteAccess(WRITE_TXN_MARKERS, node_only=True),
     # -- security: SCRAM credentials, ACLs, client quotas

@@ -10,13 +10,14 @@ overrides are validated by `validate_topic_configs` (the log's keys plus the rep
 
 from __future__ import annotations
 
+
 import difflib
 import os
 import socket
 import tomllib
 
 import javaproperties
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -418,6 +419,14 @@ _KEYS = [
     ConfigKey("transaction.max.timeout.ms", "int", 900000,
               "The longest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT).",
               _POS_INT),
+    ConfigKey("transactional.id.expiration.ms", "int", 604800000,
+              "A transactional id with no open transaction and no request for this long is forgotten "
+              "(a tombstone in __transaction_state).", _POS_INT),
+    ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
+              "How often expired transactional ids are removed.", _POS_INT),
+    ConfigKey("producer.id.expiration.ms", "int", 86400000,
+              "A producer id's state in a partition is forgotten this long after its last write, "
+              "unless a transaction of it is open there.", _POS_INT),
     ConfigKey("group.consumer.session.timeout.ms", "int", 45000, "Consumer member session timeout.",
               _POS_INT),
     ConfigKey("group.consumer.heartbeat.interval.ms", "int", 5000, "Consumer heartbeat interval.",
@@ -603,7 +612,8 @@ class KraftConfig:
 
     def log_config(self) -> LogConfig:
         """The broker-wide LogConfig every topic starts from."""
-        return LogConfig.from_topic_configs(self.topic_defaults())
+        return replace(LogConfig.from_topic_configs(self.topic_defaults()),
+                       producer_id_expiration_ms=self["producer.id.expiration.ms"])
 
     def check(self) -> None:
         """Cross-key rules, checked once everything is layered."""

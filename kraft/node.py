@@ -320,6 +320,8 @@ class Node:
                 replication_factor=config["transaction.state.log.replication.factor"],
                 min_isr=config["transaction.state.log.min.isr"],
                 max_timeout_ms=config["transaction.max.timeout.ms"],
+                id_expiration_ms=config["transactional.id.expiration.ms"],
+                id_expiration_check_interval_ms=config["transaction.remove.expired.transaction.cleanup.interval.ms"],
             ),
             metadata_cache=self.view,
         )
@@ -333,6 +335,7 @@ class Node:
         if self.controller is not None:
             self.metrics.watch_controller(self.controller, self.quorum)
         self.metrics.watch_groups(self.groups)
+        self.metrics.watch_transactions(self.transactions)
         if self.lifecycle is not None:
             self.lifecycle.security_protocol = config.security_protocol
         self.replica_manager.fetchers.security = self.peers

@@ -123,6 +123,8 @@ class CoordinatorRuntime(Generic[S]):
         self.scheduler = scheduler or LoopScheduler()
         self._contexts: dict[int, _Context[S]] = {}
         self._closed = False
+        # each finished load's duration in seconds (the coordinators' partition-load-time metrics)
+        self.on_load: Callable[[float], None] = lambda seconds: None
 
     # -- elections and resignations -----------------------------------------------------------
 
@@ -267,6 +269,7 @@ class CoordinatorRuntime(Generic[S]):
         ctx.settled.set()
         log.info("loaded %s-%d at leader epoch %d: %d records in %.3f s", self.topic, ctx.partition,
                  ctx.leader_epoch, summary.records, summary.seconds)
+        self.on_load(summary.seconds)
         try:
             while ctx.state is CoordinatorState.ACTIVE:
                 if not ctx.queue:

@@ -36,6 +36,7 @@ REPLICA_FETCH = "a replica's fetch (`replica_id` set)"
 TRANSACTIONAL_PRODUCE = "a transactional produce (a transactional id)"
 TXN_COORDINATOR = "a transactional id's coordinator (key type transaction)"
 GROUP_COORDINATOR = "a group's coordinator (key type group)"
+ADMIN_ABORT = "an administrator's abort of a hanging transaction (kafka-transactions abort)"
 
 # Kafka's API names (ApiKeys' names), as the services, request metrics and audit lines say them
 PRODUCE = "Produce"
@@ -157,8 +158,10 @@ API_ACCESS: dict[str, Access] = {
                                Rule("READ", TOPIC, NAMED))),
     DESCRIBE_TRANSACTIONS: Access((Rule("DESCRIBE", TRANSACTIONAL_ID, NAMED),)),
     LIST_TRANSACTIONS: Access((Rule("DESCRIBE", TRANSACTIONAL_ID, LISTED),)),
-    WRITE_TXN_MARKERS: Access((Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES),),
-                              note="the transaction coordinator's markers and KIP-890 verification"),
+    WRITE_TXN_MARKERS: Access((Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES),
+                               Rule("CLUSTER_ACTION", CLUSTER_TYPE, CLUSTER, when=ADMIN_ABORT)),
+                              note="the transaction coordinator's markers and KIP-890 verification (nodes); "
+                                   "kafka-transactions abort (administrators)"),
     # -- security: ACLs, client quotas, SCRAM credentials
     DESCRIBE_ACLS: _cluster("DESCRIBE"),
     CREATE_ACLS: _cluster("ALTER"),

@@ -196,6 +196,13 @@ def timed_out(current: TransactionMetadata, now_ms: int) -> TransactionMetadata 
     return _fenced_abort(current, now_ms)
 
 
+def expired(current: TransactionMetadata, now_ms: int, expiration_ms: int) -> bool:
+    """Kafka's transactional.id.expiration: an id with no transaction open or ending whose last
+    request is `expiration_ms` old is forgotten (its producer id and epoch with it)."""
+    idle = current.state is TxnState.EMPTY or current.state.is_complete
+    return idle and current.txn_last_update_timestamp + expiration_ms <= now_ms
+
+
 def _fenced_abort(current: TransactionMetadata, now_ms: int) -> TransactionMetadata:
     # an exhausted epoch cannot be bumped: the abort keeps it (the next InitProducerId moves to
     # a new producer id, which fences the old one as well)
