@@ -22,14 +22,15 @@ from dataclasses import dataclass, replace
 
 from kraft.metadata.acl import CLUSTER as CLUSTER_TYPE, GROUP, TOPIC, TRANSACTIONAL_ID
 from kraft.server.access import (
-    ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, END_TXN, GROUP_COORDINATOR,
+    ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, ADMIN_ABORT, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, END_TXN, GROUP_COORDINATOR,
     LIST_TRANSACTIONS, TXN_COORDINATOR, TXN_OFFSET_COMMIT, WRITE_TXN_MARKERS,
     ALTER_CLIENT_QUOTAS, ALTER_PARTITION_REASSIGNMENTS, ALTER_USER_SCRAM_CREDENTIALS, API_ACCESS, AUTO_CREATE, CLUSTER,
     CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, CREATE_ACLS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS,
     DELETE_GROUPS, DELETE_RECORDS, DELETE_TOPICS, DESCRIBE_ACLS, DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CONFIGS,
     DESCRIBE_LOG_DIRS, DESCRIBE_QUORUM, DESCRIBE_USER_SCRAM_CREDENTIALS, ELECT_LEADERS, FETCH, FIND_COORDINATOR,
     INCREMENTAL_ALTER_CONFIGS, INIT_PRODUCER_ID, LIST_GROUPS, LIST_OFFSETS, LIST_PARTITION_REASSIGNMENTS, METADATA,
-    NODES, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, PRODUCE, REPLICA_FETCH, Access, Rule, describe,
+    NODES, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, PRODUCE, REPLICA_FETCH, TRANSACTIONAL_PRODUCE, Access, Rule,
+    describe,
 )
 
 # Every route under these is the cluster's own unless the table gives it a client API (the
@@ -88,10 +89,10 @@ ACCESS: dict[tuple[str, str], RouteAccess] = {
     ("POST", "/v1/topics/{topic}/partitions"): RouteAccess(CREATE_PARTITIONS),
     ("GET", "/v1/topics/{topic}/configs"): RouteAccess(DESCRIBE_CONFIGS),
     ("PATCH", "/v1/topics/{topic}/configs"): RouteAccess(INCREMENTAL_ALTER_CONFIGS),
-    ("POST", "/v1/topics/{topic}/records"): RouteAccess(PRODUCE),
+    ("POST", "/v1/topics/{topic}/records"): RouteAccess(PRODUCE, without=(TRANSACTIONAL_PRODUCE,)),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/records"): RouteAccess(FETCH, without=(REPLICA_FETCH,)),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets"): RouteAccess(LIST_OFFSETS),
-    ("POST", "/v1/produce"): RouteAccess(PRODUCE),
+    ("POST", "/v1/produce"): RouteAccess(PRODUCE, without=(TRANSACTIONAL_PRODUCE,)),
     ("POST", "/v1/delete-records"): RouteAccess(DELETE_RECORDS),
     ("POST", "/v1/fetch"): RouteAccess(FETCH),
     ("GET", "/v1/replication"): RouteAccess(
@@ -119,6 +120,8 @@ ACCESS: dict[tuple[str, str], RouteAccess] = {
     ("GET", "/v1/transactions/{transactional_id}"): RouteAccess(DESCRIBE_TRANSACTIONS),
     ("GET", "/v1/transactions"): RouteAccess(LIST_TRANSACTIONS),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/producers"): RouteAccess(DESCRIBE_PRODUCERS),
+    ("POST", "/v1/topics/{topic}/partitions/{partition}/abort-transaction"): RouteAccess(
+        WRITE_TXN_MARKERS, only=ADMIN_ABORT),
     ("POST", "/v1/partitions/txn-markers"): RouteAccess(WRITE_TXN_MARKERS, node_only=True),
     ("POST", "/v1/partitions/txn-verify"): RouteAccess(WRITE_TXN_MARKERS, node_only=True),
     # -- security: SCRAM credentials, ACLs, client quotas

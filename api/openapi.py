@@ -148,6 +148,12 @@ ROUTES = (
     Route("GET", "/v1/topics/{topic}/partitions/{partition}/producers",
           "The active producers of a partition (Kafka's DescribeProducers)", txn.DescribeProducersResponse,
           errors=(*TOPIC, *LEADER)),
+    Route("POST", "/v1/topics/{topic}/partitions/{partition}/abort-transaction",
+          "Abort a hanging transaction in a partition: an ABORT marker for its producer (Kafka's "
+          "Admin.abortTransaction; ClusterAction on the cluster)", txn.AbortTransactionResponse,
+          txn.AbortTransactionRequest,
+          errors=(*TOPIC, *LEADER, "CLUSTER_AUTHORIZATION_FAILED", "INVALID_PRODUCER_EPOCH",
+                  "TRANSACTION_COORDINATOR_FENCED", "NOT_ENOUGH_REPLICAS", "REQUEST_TIMED_OUT")),
     Route("POST", "/v1/producers/init", "A producer id and epoch for an idempotent producer (Kafka's InitProducerId)",
           node.InitProducerIdResponse, node.InitProducerIdRequest,
           errors=("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "BROKER_NOT_AVAILABLE")),

@@ -10,13 +10,14 @@ overrides are validated by `validate_topic_configs` (the log's keys plus the rep
 
 from __future__ import annotations
 
+
 import difflib
 import os
 import socket
 import tomllib
 
 import javaproperties
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -418,10 +419,26 @@ _KEYS = [
     ConfigKey("transaction.max.timeout.ms", "int", 900000,
               "The longest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT).",
               _POS_INT),
+    ConfigKey("transactional.id.expiration.ms", "int", 604800000,
+              "A transactional id with no open transaction and no request for this long is forgotten "
+              "(a tombstone in __transaction_state).", _POS_INT),
+    ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
+              "How often expired transactional ids are removed.", _POS_INT),
+    ConfigKey("producer.id.expiration.ms", "int", 86400000,
+              "A producer id's state in a partition is forgotten this long after its last write, "
+              "unless a transaction of it is open there.", _POS_INT),
     ConfigKey("group.consumer.session.timeout.ms", "int", 45000, "Consumer member session timeout.",
               _POS_INT),
     ConfigKey("group.consumer.heartbeat.interval.ms", "int", 5000, "Consumer heartbeat interval.",
               _POS_INT),
+    ConfigKey("group.initial.rebalance.delay.ms", "int", 3000,
+              "A classic group's first rebalance waits this long after each new member (at most its "
+              "rebalance timeout), so members starting together make one generation.", _NON_NEG),
+    ConfigKey("group.min.session.timeout.ms", "int", 6000,
+              "The smallest session timeout a classic group member may ask for.", _POS_INT),
+    ConfigKey("group.max.session.timeout.ms", "int", 1800000,
+              "The largest session timeout a classic group member may ask for.", _POS_INT),
+    ConfigKey("group.max.size", "int", INT_MAX, "Members a classic group may have.", _POS_INT),
     ConfigKey("metadata.log.max.record.bytes.between.snapshots", "long", 20971520,
               "Metadata log bytes between snapshots.", _POSITIVE),
     ConfigKey("metadata.log.recovery", "string", "fail",
@@ -595,7 +612,8 @@ class KraftConfig:
 
     def log_config(self) -> LogConfig:
         """The broker-wide LogConfig every topic starts from."""
-        return LogConfig.from_topic_configs(self.topic_defaults())
+        return replace(LogConfig.from_topic_configs(self.topic_defaults()),
+                       producer_id_expiration_ms=self["producer.id.expiration.ms"])
 
     def check(self) -> None:
         """Cross-key rules, checked once everything is layered."""

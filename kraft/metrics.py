@@ -169,7 +169,10 @@ class ReplicaManagerCollector(_Guarded):
                            "kept, never served (reads answer CORRUPT_MESSAGE).")
         quarantined = GaugeMetricFamily("kraft_log_quarantined_regions", quarantined_doc,
                                         labels=labels)
-        total_size = total_segments = total_quarantined = 0
+        lso_doc = ("High watermark minus last stable offset of a partition led here: records read_committed "
+                   "readers wait for behind an open transaction.")
+        lso_lag = GaugeMetricFamily("kraft_log_last_stable_offset_lag", lso_doc, labels=labels)
+        total_size = total_segments = total_quarantined = total_lso_lag = 0
         dir_sizes: dict[str, int] = {}
         exporter = _ExporterGauges() if self.topic_labels else None
         for topic, index, view in self.reader.local_partitions() if views is None else views:
@@ -193,6 +196,11 @@ class ReplicaManagerCollector(_Guarded):
             if view.leader != self.node_id:
                 continue
             counts["leadercount"] += 1
+            if view.has_log:
+                unstable = max(view.high_watermark - view.last_stable_offset, 0)
+                total_lso_lag += unstable
+                if self.topic_labels:
+                    lso_lag.add_metric([topic, str(index)], unstable)
             isr = len(view.isr)
             lacking = isr < len(view.replicas)
             counts["underreplicatedpartitions"] += lacking
@@ -232,12 +240,13 @@ class ReplicaManagerCollector(_Guarded):
         if exporter is not None:
             yield from exporter.families()
         if self.topic_labels:
-            yield from (size, segments, start, end, under, under_min, at_min, replicas_count, quarantined)
+            yield from (size, segments, start, end, under, under_min, at_min, replicas_count, quarantined, lso_lag)
         else:
             yield _gauge("kafka_log_log_size", "Bytes of this broker's logs.", total_size)
             yield _gauge("kafka_log_log_numlogsegments", "Segments of this broker's logs.",
                          total_segments)
             yield _gauge("kraft_log_quarantined_regions", quarantined_doc, total_quarantined)
+            yield _gauge("kraft_log_last_stable_offset_lag", lso_doc, total_lso_lag)
         yield _gauge("kafka_server_brokermetadatametrics_last_applied_record_offset",
                      "Offset of the last metadata record this broker applied.", image.offset)
 
@@ -644,6 +653,46 @@ class GroupCollector(_Guarded):
         yield lag
 
 
+TXN_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort")
+
+
+class TransactionCoordinatorCollector(_Guarded):
+    """kafka.server:type=transaction-coordinator-metrics (partition-load-time-max/avg, ms, sampled
+    as Kafka's), and kraft's own: the transactional ids coordinated here by state, the markers
+    written and the transactions completed, by result (COMMIT/ABORT: rate() gives the commit and
+    abort rates)."""
+
+    def __init__(self, coordinator: Any, clock: Callable[[], float] = time.monotonic) -> None:
+        self.coordinator = coordinator
+        self.clock = clock
+
+    def _collect(self) -> Iterator[Metric]:
+        stats, now = self.coordinator.stats, self.clock()
+        prefix = "kafka_server_transaction_coordinator_metrics_partition_load_time_"
+        yield _gauge(prefix + "max", "Longest load of a __transaction_state partition in the last 30 to 60 s, "
+                     "ms (NaN: none).", stats.load_time_ms.max(now))
+        yield _gauge(prefix + "avg", "Average load of a __transaction_state partition in the last 30 to 60 s, "
+                     "ms (NaN: none).", stats.load_time_ms.avg(now))
+        states = GaugeMetricFamily("kraft_transaction_coordinator_transactional_ids",
+                                   "Transactional ids coordinated here, by state.", labels=["state"])
+        counts = dict.fromkeys(TXN_STATES, 0)
+        for described in self.coordinator.list():
+            counts[described.state] = counts.get(described.state, 0) + 1
+        for state, count in counts.items():
+            states.add_metric([state], count)
+        yield states
+        for name, doc, values in (
+                ("kraft_transaction_coordinator_markers_written",
+                 "Transaction markers the coordinator had written to partitions, by result.", stats.markers),
+                ("kraft_transaction_coordinator_transactions_completed",
+                 "Transactions the coordinator completed (CompleteCommit/CompleteAbort logged), by result.",
+                 stats.completed)):
+            family = CounterMetricFamily(name, doc, labels=["result"])
+            for result, count in values.items():
+                family.add_metric([result], count)
+            yield family
+
+
 class IsrChangeCounter:
     """Counts ISR shrinks and expands of the partitions this broker leads (before and after the
     change), Kafka's IsrShrinksPerSec / IsrExpandsPerSec, from each metadata delta: work ∝ the
@@ -834,6 +883,10 @@ class NodeMetrics(MetricsSink):
         collector = GroupCollector(groups, self._local_high_watermark, self.topic_labels)
         self.registry.register(collector)
         self._refreshers.append(collector.refresh)
+
+    def watch_transactions(self, coordinator: Any) -> None:
+        """The transaction coordinator's gauges and counters (its `stats`, its ids' states)."""
+        self.registry.register(TransactionCoordinatorCollector(coordinator))
 
     async def refresh(self) -> None:
         """Updates the snapshots that need awaits; called by the scrape handler. A slow source

@@ -36,6 +36,7 @@ from kraft.errors import KraftError
 from kraft.broker.admin import LocalAdmin
 from kraft.broker.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
+from kraft.broker.groups.classic import ClassicConfig
 from kraft.broker.groups.membership import GroupConfig
 from kraft.broker.lifecycle import BrokerLifecycle, LifecycleChannel
 from kraft.broker.log_dirs import LogDirs
@@ -298,6 +299,12 @@ class Node:
                 group=GroupConfig(
                     session_timeout_ms=config["group.consumer.session.timeout.ms"],
                     heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+                    classic=ClassicConfig(
+                        initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+                        min_session_timeout_ms=config["group.min.session.timeout.ms"],
+                        max_session_timeout_ms=config["group.max.session.timeout.ms"],
+                        max_size=config["group.max.size"],
+                    ),
                 ),
                 offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
                 offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
@@ -314,6 +321,8 @@ class Node:
                 replication_factor=config["transaction.state.log.replication.factor"],
                 min_isr=config["transaction.state.log.min.isr"],
                 max_timeout_ms=config["transaction.max.timeout.ms"],
+                id_expiration_ms=config["transactional.id.expiration.ms"],
+                id_expiration_check_interval_ms=config["transaction.remove.expired.transaction.cleanup.interval.ms"],
             ),
             metadata_cache=self.view,
         )
@@ -327,6 +336,7 @@ class Node:
         if self.controller is not None:
             self.metrics.watch_controller(self.controller, self.quorum)
         self.metrics.watch_groups(self.groups)
+        self.metrics.watch_transactions(self.transactions)
         if self.lifecycle is not None:
             self.lifecycle.security_protocol = config.security_protocol
         self.replica_manager.fetchers.security = self.peers

@@ -36,7 +36,7 @@ SOURCE_OPTIONS = (
     "kraft.isolation.level", *SECURITY_OPTIONS,
 )
 SINK_OPTIONS = (
-    BOOTSTRAP, "topic", "includeHeaders", "exactlyOnce",
+    BOOTSTRAP, "topic", "includeHeaders", "exactlyOnce", "kraft.transactional.id.prefix", "kraft.transaction.timeout.ms",
     "kraft.acks", "kraft.compression.type", "kraft.batch.size", "kraft.request.timeout.ms",
     *SECURITY_OPTIONS,
 )
@@ -256,6 +256,8 @@ class SinkOptions:
     request_timeout_ms: int
     exactly_once: bool
     security: ClientSecurity = PLAINTEXT
+    transactional_id_prefix: str | None = None  # the transactional sink (spark_connector/transactional.py)
+    transaction_timeout_ms: int = 60_000
 
 
 def parse_sink_options(options: Mapping[str, str], streaming: bool) -> SinkOptions:
@@ -273,6 +275,15 @@ def parse_sink_options(options: Mapping[str, str], streaming: bool) -> SinkOptio
         raise _bad("exactlyOnce", "applies to streaming writes (it keys on the query id and micro-batch id)")
     if exactly_once and acks != "all":
         raise _bad("exactlyOnce", "needs kraft.acks=all: a write the broker may lose cannot be deduplicated")
+    prefix = opts.get("kraft.transactional.id.prefix")
+    if prefix is not None:
+        if not streaming:
+            raise _bad("kraft.transactional.id.prefix", "applies to streaming writes (it keys on the query id "
+                                                        "and micro-batch id)")
+        if exactly_once:
+            raise _bad("kraft.transactional.id.prefix", "and exactlyOnce=true are two exactly-once modes: choose one")
+        if acks != "all":
+            raise _bad("kraft.transactional.id.prefix", "needs kraft.acks=all, as every transactional producer")
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise _bad("topic", "must not be empty")
@@ -285,4 +296,6 @@ def parse_sink_options(options: Mapping[str, str], streaming: bool) -> SinkOptio
         request_timeout_ms=_int(opts, "kraft.request.timeout.ms", 30_000),  # type: ignore[arg-type]
         exactly_once=exactly_once,
         security=parse_security(opts),
+        transactional_id_prefix=prefix,
+        transaction_timeout_ms=_int(opts, "kraft.transaction.timeout.ms", 60_000),  # type: ignore[arg-type]
     )

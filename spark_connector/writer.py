@@ -14,7 +14,8 @@ from the transactional id `f"{q}-{w}"`, micro-batch `b` is written with producer
 task sends all its records of one topic-partition as one produce entry with sequences from 0. A
 replayed micro-batch sends the same sequences in the same epoch, which the broker answers as
 duplicates without writing them again; a late task of an older micro-batch is fenced
-(INVALID_PRODUCER_EPOCH).
+(INVALID_PRODUCER_EPOCH). With `kraft.transactional.id.prefix` each task writes in a
+transaction instead (`transactional.py`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from kraft.spark_connector.broker import BrokerClient
 from kraft.spark_connector.offsets import TopicPartition
 from kraft.spark_connector.options import SinkOptions
 from kraft.spark_connector.schema import HEADERS_TYPE
+from kraft.spark_connector.transactional import write_transactional
 
 log = logging.getLogger(__name__)
 
@@ -266,14 +268,15 @@ def _write(options: SinkOptions, iterator: Iterator[pa.RecordBatch],
         producer.close()
 
 
-def _sink_producer() -> SinkProducer:
+def _streaming_task() -> tuple[str, int, int]:
+    """The task's (query id, Spark partition id, micro-batch id), which the exactly-once modes key on."""
     context = TaskContext.get()
     query_id = context.getLocalProperty(QUERY_ID_PROPERTY) if context else None
     batch_id = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
     if context is None or query_id is None or batch_id is None:
-        raise KraftError("INVALID_REQUEST", "exactlyOnce needs a streaming query: this task has no "
+        raise KraftError("INVALID_REQUEST", "an exactly-once sink needs a streaming query: this task has no "
                                             f"{QUERY_ID_PROPERTY}/{BATCH_ID_PROPERTY} local properties")
-    return SinkProducer.for_task(query_id, context.partitionId(), int(batch_id))
+    return query_id, context.partitionId(), int(batch_id)
 
 
 def check_exactly_once_support(options: SinkOptions) -> None:
@@ -305,7 +308,10 @@ class KraftStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteSummary:  # type: ignore[override]
-        return _write(self.options, iterator, _sink_producer() if self.options.exactly_once else None)
+        if self.options.transactional_id_prefix is not None:
+            return WriteSummary(write_transactional(self.options, iterator, *_streaming_task()))
+        return _write(self.options, iterator,
+                      SinkProducer.for_task(*_streaming_task()) if self.options.exactly_once else None)
 
     def commit(self, messages: list[WriteSummary | None], batchId: int) -> None:  # type: ignore[override]
         written = sum(m.records for m in messages if m)

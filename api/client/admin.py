@@ -454,6 +454,17 @@ class Admin:
         path = f"/v1/topics/{quote(topic, safe='')}/partitions/{partition}/producers"
         return self._call("GET", path)["producers"]
 
+    def abort_transaction(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                          coordinator_epoch: int) -> int | None:
+        """Kafka's abortTransaction (AbortTransactionSpec): an ABORT marker for the open
+        transaction of `producer_id` in the partition, written by its leader (ClusterAction on
+        the cluster). For a hanging transaction only: one the coordinator will never end. The
+        marker's offset (None for a `__consumer_offsets` partition)."""
+        path = f"/v1/topics/{quote(topic, safe='')}/partitions/{partition}/abort-transaction"
+        body = {"producer_id": producer_id, "producer_epoch": producer_epoch,
+                "coordinator_epoch": max(coordinator_epoch, 0)}  # -1 (no marker seen yet): 0, as Kafka's tool
+        return self._call("POST", path, body)["offset"]
+
     def describe_group(self, group_id: str) -> dict[str, Any]:
         """State, members with their assignments, and per partition the committed offset, the
         log end offset and the lag (the `GET /v1/groups/{group}` answer)."""

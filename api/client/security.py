@@ -36,6 +36,11 @@ class ClientSecurity:
     key_password: str | None = None
     check_hostname: bool = True
 
+    def client_configs(self) -> dict[str, Any]:
+        """The settings as the clients' keywords (`Producer(**security.client_configs())`)."""
+        return dict(zip(KEYS, (self.protocol, self.mechanism, self.username, self.password, self.cafile,
+                               self.certfile, self.keyfile, self.key_password, self.check_hostname)))
+
     def __repr__(self) -> str:  # never the password
         return f"ClientSecurity({self.protocol}, {self.mechanism}, user={self.username!r})"
 

@@ -177,6 +177,7 @@ class GroupSummary(Message):
     protocol_type: str
     members: int
     coordinator: int
+    group_type: Literal["consumer", "classic"] = "consumer"
 
 
 class ListGroupsResponse(Message):
@@ -184,6 +185,10 @@ class ListGroupsResponse(Message):
 
 
 class MemberDescription(Message):
+    """A classic group's member: `member_epoch` is the group's generation, the subscription and
+    assignment are read from its consumer protocol metadata, `group_instance_id` its static
+    membership's instance."""
+
     member_id: str
     member_epoch: int
     client_id: str
@@ -193,6 +198,7 @@ class MemberDescription(Message):
     assignment: list[AssignedPartitions]
     pending_revocation: list[AssignedPartitions]
     target_assignment: list[AssignedPartitions]
+    group_instance_id: str | None = None
 
 
 class OffsetLag(Message):
@@ -206,14 +212,17 @@ class OffsetLag(Message):
 
 class DescribeGroupResponse(Message):
     group_id: str
-    state: Literal["Empty", "Assigning", "Reconciling", "Stable"]
+    # KIP-848 groups: Empty, Assigning, Reconciling, Stable; classic groups: Empty,
+    # PreparingRebalance, CompletingRebalance, Stable
+    state: Literal["Empty", "Assigning", "Reconciling", "Stable", "PreparingRebalance", "CompletingRebalance"]
     protocol_type: str
-    assignor: str
-    group_epoch: int
+    assignor: str  # a classic group's: the protocol its members chose
+    group_epoch: int  # a classic group's: its generation
     assignment_epoch: int
     coordinator: Node | None
     members: list[MemberDescription]
     offsets: list[OffsetLag]
+    group_type: Literal["consumer", "classic"] = "consumer"  # Kafka's: KIP-848 or the classic protocol
 
 
 class DeleteGroupResponse(Message):

@@ -162,6 +162,23 @@ class DescribeProducersResponse(Message):
     producers: list[ProducerState]
 
 
+class AbortTransactionRequest(Message, forbid_unknown_fields=True):
+    """Kafka's Admin.abortTransaction (kafka-transactions.sh abort): an ABORT marker for the open
+    transaction of `producer_id` in one partition (a hanging transaction no coordinator ends)."""
+
+    producer_id: ProducerId
+    producer_epoch: ProducerEpoch
+    coordinator_epoch: Annotated[CoordinatorEpoch, Meta(
+        description="at least the partition's LatestCoordinatorEpoch (DescribeProducers; 0 when it is -1)")] = 0
+    timeout_ms: TimeoutMs = 30_000
+
+
+class AbortTransactionResponse(Message):
+    topic: str
+    partition: int
+    offset: int | None  # the marker's (None for a __consumer_offsets partition: its coordinator wrote it)
+
+
 class FindTransactionCoordinatorResponse(Message):
     transactional_id: str
     partition: int  # of __transaction_state

@@ -11,6 +11,8 @@ naming it, as for groups), and DescribeProducers at a partition's leader (docs/t
 - `GET  /v1/transactions`: ListTransactions (the ids this broker coordinates)
 - `POST /v1/groups/{group}/txn-offsets`: TxnOffsetCommit
 - `GET  /v1/topics/{topic}/partitions/{partition}/producers`: DescribeProducers
+- `POST /v1/topics/{topic}/partitions/{partition}/abort-transaction`: Admin.abortTransaction
+  (WriteTxnMarkers with an ABORT marker, at the partition's leader)
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from aiohttp import web
 from kraft.api.errors import invalid_request
 from kraft.api.messages.node import InitProducerIdResponse
 from kraft.api.messages.txn import (
-    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, DescribeProducersResponse,
+    AbortTransactionRequest, AbortTransactionResponse, AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, DescribeProducersResponse,
     EndTxnRequest, FindTransactionCoordinatorResponse, InitTransactionRequest, ListTransactionsResponse,
     ProducerState, TransactionAck, TransactionalId, TransactionDescription, TxnOffsetCommitRequest,
     TxnPartitionResult, TxnTopicPartition,
@@ -126,11 +128,15 @@ async def txn_offset_commit(request: web.Request) -> web.Response:
     return render(request, TransactionAck())
 
 
+def _partition(request: web.Request) -> tuple[str, int]:
+    described = services_of(request).topics.require_topic(request.match_info["topic"])
+    return described.name, partition_number(request, described)
+
+
 @routes.get("/v1/topics/{topic}/partitions/{partition}/producers")
 async def describe_producers(request: web.Request) -> web.Response:
     services = services_of(request)
-    described = services.topics.require_topic(request.match_info["topic"])
-    topic, partition = described.name, partition_number(request, described)
+    topic, partition = _partition(request)
     if (leader := remote_leader(request, topic, partition)) is not None:
         return await proxy(request, leader)
     [answer] = await services.replicas.describe_producers(context_of(request), [(topic, partition)])
@@ -138,3 +144,15 @@ async def describe_producers(request: web.Request) -> web.Response:
         raise answer.error
     return render(request, DescribeProducersResponse(topic=topic, partition=partition, producers=[
         msgspec.convert(p, ProducerState, from_attributes=True) for p in answer.producers]))
+
+
+@routes.post("/v1/topics/{topic}/partitions/{partition}/abort-transaction")
+async def abort_transaction(request: web.Request) -> web.Response:
+    topic, partition = _partition(request)
+    if (leader := remote_leader(request, topic, partition)) is not None:
+        return await proxy(request, leader)
+    body = await read_message(request, AbortTransactionRequest)
+    offset = await _transactions(request).abort_transaction(
+        context_of(request), topic, partition, body.producer_id, body.producer_epoch, body.coordinator_epoch,
+        body.timeout_ms)
+    return render(request, AbortTransactionResponse(topic=topic, partition=partition, offset=offset))

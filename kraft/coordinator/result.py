@@ -95,6 +95,11 @@ class CoordinatorShard(Protocol):
         """The partition is loaded: the timers the state calls for (sessions, expiry checks)."""
         ...
 
+    def on_unloaded(self) -> None:
+        """The shard is no longer served (resigned, reloaded, failed, closed): what waits on its
+        state is told. Must not raise."""
+        ...
+
 
 Operation = Callable[[S, int], CoordinatorResult[T]]
 """A handler: (shard, now_ms) -> result, with no side effect on the shard."""

@@ -123,6 +123,8 @@ class CoordinatorRuntime(Generic[S]):
         self.scheduler = scheduler or LoopScheduler()
         self._contexts: dict[int, _Context[S]] = {}
         self._closed = False
+        # each finished load's duration in seconds (the coordinators' partition-load-time metrics)
+        self.on_load: Callable[[float], None] = lambda seconds: None
 
     # -- elections and resignations -----------------------------------------------------------
 
@@ -144,7 +146,7 @@ class CoordinatorRuntime(Generic[S]):
         ctx = self._contexts.pop(partition, None)
         if ctx is None:
             return
-        self._unload(ctx, self._not_coordinator(partition))
+        self._unload(ctx, self.not_coordinator(partition))
         log.info("no longer coordinator of %s-%d", self.topic, partition)
 
     async def close(self) -> None:
@@ -171,6 +173,7 @@ class CoordinatorRuntime(Generic[S]):
         ctx.state = CoordinatorState.CLOSED
         assert ctx.timer is not None
         ctx.timer.cancel_all()
+        ctx.shard.on_unloaded()
         while ctx.queue:
             _settle(ctx.queue.popleft().future, error=error)
         ctx.wakeup.set()
@@ -197,7 +200,7 @@ class CoordinatorRuntime(Generic[S]):
         while True:
             ctx = self._contexts.get(partition)
             if ctx is None or ctx.state is CoordinatorState.FAILED:
-                raise self._not_coordinator(partition)
+                raise self.not_coordinator(partition)
             if ctx.state is CoordinatorState.ACTIVE:
                 return ctx.shard
             try:
@@ -219,7 +222,7 @@ class CoordinatorRuntime(Generic[S]):
         are committed and replayed; raises what the handler raised, or the append's error."""
         ctx = self._contexts.get(partition)
         if ctx is None or ctx.state is CoordinatorState.FAILED:
-            raise self._not_coordinator(partition)
+            raise self.not_coordinator(partition)
         if ctx.state is CoordinatorState.LOADING:
             raise KraftError("COORDINATOR_LOAD_IN_PROGRESS", f"{self.topic}-{partition} is still loading")
         pending = _Pending(name, operation, asyncio.get_running_loop().create_future())
@@ -240,7 +243,8 @@ class CoordinatorRuntime(Generic[S]):
         ctx.queue.append(pending)
         ctx.wakeup.set()
 
-    def _not_coordinator(self, partition: int) -> KraftError:
+    def not_coordinator(self, partition: int) -> KraftError:
+        """The error of a request for a partition this broker does not serve."""
         return KraftError("NOT_COORDINATOR", f"this broker does not coordinate {self.topic}-{partition}")
 
     # -- the partition's task -----------------------------------------------------------------
@@ -265,6 +269,7 @@ class CoordinatorRuntime(Generic[S]):
         ctx.settled.set()
         log.info("loaded %s-%d at leader epoch %d: %d records in %.3f s", self.topic, ctx.partition,
                  ctx.leader_epoch, summary.records, summary.seconds)
+        self.on_load(summary.seconds)
         try:
             while ctx.state is CoordinatorState.ACTIVE:
                 if not ctx.queue:
@@ -275,7 +280,7 @@ class CoordinatorRuntime(Generic[S]):
                 try:
                     await self._run(ctx, pending)
                 finally:  # cancelled by close(), or failed: its caller is not left waiting
-                    _settle(pending.future, error=self._not_coordinator(ctx.partition))
+                    _settle(pending.future, error=self.not_coordinator(ctx.partition))
         except Exception:
             log.exception("%s-%d: the coordinator failed: NOT_COORDINATOR until it is elected again",
                           self.topic, ctx.partition)
@@ -285,7 +290,7 @@ class CoordinatorRuntime(Generic[S]):
         """Nothing is served from `ctx` until the partition's next election (Kafka's FAILED).
         Called from the context's own task, which ends."""
         ctx.state = CoordinatorState.CLOSED  # not LOADING: `_unload` must not cancel this task
-        self._unload(ctx, self._not_coordinator(ctx.partition))
+        self._unload(ctx, self.not_coordinator(ctx.partition))
         ctx.state = CoordinatorState.FAILED
 
     async def _run(self, ctx: _Context[S], pending: _Pending) -> None:

@@ -33,8 +33,10 @@ NODES = "nodes"
 
 AUTO_CREATE = "auto-creating a topic (`auto.create.topics.enable`)"
 REPLICA_FETCH = "a replica's fetch (`replica_id` set)"
+TRANSACTIONAL_PRODUCE = "a transactional produce (a transactional id)"
 TXN_COORDINATOR = "a transactional id's coordinator (key type transaction)"
 GROUP_COORDINATOR = "a group's coordinator (key type group)"
+ADMIN_ABORT = "an administrator's abort of a hanging transaction (kafka-transactions abort)"
 
 # Kafka's API names (ApiKeys' names), as the services, request metrics and audit lines say them
 PRODUCE = "Produce"
@@ -59,6 +61,11 @@ OFFSET_FETCH = "OffsetFetch"
 OFFSET_DELETE = "OffsetDelete"
 LIST_GROUPS = "ListGroups"
 DELETE_GROUPS = "DeleteGroups"
+JOIN_GROUP = "JoinGroup"
+SYNC_GROUP = "SyncGroup"
+HEARTBEAT = "Heartbeat"
+LEAVE_GROUP = "LeaveGroup"
+DESCRIBE_GROUPS = "DescribeGroups"
 DESCRIBE_ACLS = "DescribeAcls"
 CREATE_ACLS = "CreateAcls"
 DELETE_ACLS = "DeleteAcls"
@@ -104,7 +111,8 @@ _AUTO_CREATE = Rule("CREATE", TOPIC, NAMED, or_cluster=True, when=AUTO_CREATE)
 
 API_ACCESS: dict[str, Access] = {
     # -- records
-    PRODUCE: Access((Rule("WRITE", TOPIC, NAMED), _AUTO_CREATE)),
+    PRODUCE: Access((Rule("WRITE", TOPIC, NAMED), _AUTO_CREATE,
+                     Rule("WRITE", TRANSACTIONAL_ID, NAMED, when=TRANSACTIONAL_PRODUCE))),
     FETCH: Access((Rule("READ", TOPIC, NAMED), Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES, when=REPLICA_FETCH))),
     LIST_OFFSETS: Access((Rule("DESCRIBE", TOPIC, NAMED),)),
     OFFSET_FOR_LEADER_EPOCH: Access((Rule("DESCRIBE", TOPIC, NAMED),)),
@@ -136,6 +144,12 @@ API_ACCESS: dict[str, Access] = {
     OFFSET_DELETE: Access((Rule("DELETE", GROUP, NAMED), Rule("READ", TOPIC, NAMED))),
     LIST_GROUPS: Access((Rule("DESCRIBE", GROUP, LISTED, or_cluster=True),)),
     DELETE_GROUPS: Access((Rule("DELETE", GROUP, NAMED),)),
+    # the classic group protocol (the Kafka listener only)
+    JOIN_GROUP: Access((Rule("READ", GROUP, NAMED),)),
+    SYNC_GROUP: Access((Rule("READ", GROUP, NAMED),)),
+    HEARTBEAT: Access((Rule("READ", GROUP, NAMED),)),
+    LEAVE_GROUP: Access((Rule("READ", GROUP, NAMED),)),
+    DESCRIBE_GROUPS: Access((Rule("DESCRIBE", GROUP, NAMED),)),
     # -- transactions
     ADD_PARTITIONS_TO_TXN: Access((Rule("WRITE", TRANSACTIONAL_ID, NAMED), Rule("WRITE", TOPIC, NAMED))),
     ADD_OFFSETS_TO_TXN: Access((Rule("WRITE", TRANSACTIONAL_ID, NAMED), Rule("READ", GROUP, NAMED))),
@@ -144,8 +158,10 @@ API_ACCESS: dict[str, Access] = {
                                Rule("READ", TOPIC, NAMED))),
     DESCRIBE_TRANSACTIONS: Access((Rule("DESCRIBE", TRANSACTIONAL_ID, NAMED),)),
     LIST_TRANSACTIONS: Access((Rule("DESCRIBE", TRANSACTIONAL_ID, LISTED),)),
-    WRITE_TXN_MARKERS: Access((Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES),),
-                              note="the transaction coordinator's markers and KIP-890 verification"),
+    WRITE_TXN_MARKERS: Access((Rule("CLUSTER_ACTION", CLUSTER_TYPE, NODES),
+                               Rule("CLUSTER_ACTION", CLUSTER_TYPE, CLUSTER, when=ADMIN_ABORT)),
+                              note="the transaction coordinator's markers and KIP-890 verification (nodes); "
+                                   "kafka-transactions abort (administrators)"),
     # -- security: ACLs, client quotas, SCRAM credentials
     DESCRIBE_ACLS: _cluster("DESCRIBE"),
     CREATE_ACLS: _cluster("ALTER"),

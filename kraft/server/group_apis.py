@@ -16,15 +16,17 @@ import dataclasses
 
 from kraft.errors import KraftError
 from kraft.metadata.acl import GROUP, TOPIC
+from kraft.broker.groups.classic import JoinRequest, JoinResult
 from kraft.server.access import (
-    CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS, FIND_COORDINATOR, GROUP_COORDINATOR, LIST_GROUPS,
-    LISTED, NAMED, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, rule_of,
+    CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR,
+    GROUP_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, LISTED, NAMED, OFFSET_COMMIT, OFFSET_DELETE,
+    OFFSET_FETCH, SYNC_GROUP, rule_of,
 )
 from kraft.server.authorization import Authorization
 from kraft.server.groups import (
     CommitOffsetsResult, DeleteGroupResult, DeleteOffsetsResult, FetchOffsetsResult, FindCoordinatorResult,
-    GroupDescription, GroupHeartbeat, GroupService, HeartbeatResult, ListGroupsResult, OffsetCommitEntry, OffsetReset,
-    ResetOffsetsResult,
+    ClassicDescription, GroupDescription, GroupHeartbeat, GroupService, HeartbeatResult, ListGroupsResult,
+    OffsetCommitEntry, OffsetReset, ResetOffsetsResult,
 )
 from kraft.server.request_context import RequestContext
 
@@ -42,6 +44,11 @@ _DELETE_OFFSETS = rule_of(OFFSET_DELETE, GROUP, NAMED)
 _DELETE_OFFSETS_TOPICS = rule_of(OFFSET_DELETE, TOPIC, NAMED)
 _LIST = rule_of(LIST_GROUPS, GROUP, LISTED)
 _DELETE = rule_of(DELETE_GROUPS, GROUP, NAMED)
+_JOIN_CLASSIC = rule_of(JOIN_GROUP, GROUP, NAMED)
+_SYNC = rule_of(SYNC_GROUP, GROUP, NAMED)
+_HEARTBEAT = rule_of(HEARTBEAT, GROUP, NAMED)
+_LEAVE = rule_of(LEAVE_GROUP, GROUP, NAMED)
+_DESCRIBE_CLASSIC = rule_of(DESCRIBE_GROUPS, GROUP, NAMED)
 
 
 class GroupApis:
@@ -70,16 +77,19 @@ class GroupApis:
         return await self.groups.heartbeat(group_id, request)
 
     async def commit_offsets(self, ctx: RequestContext, group_id: str, member_id: str, member_epoch: int,
-                             offsets: list[OffsetCommitEntry]) -> CommitOffsetsResult:
+                             offsets: list[OffsetCommitEntry], group_instance_id: str | None = None
+                             ) -> CommitOffsetsResult:
+        """`member_epoch`: a classic member's generation id."""
         self.auth.require(ctx, _COMMIT, (group_id,))
         self.auth.require(ctx, _COMMIT_TOPICS, {e.topic for e in offsets})
-        return await self.groups.commit_offsets(group_id, member_id, member_epoch, offsets)
+        return await self.groups.commit_offsets(group_id, member_id, member_epoch, offsets, group_instance_id)
 
     async def fetch_offsets(self, ctx: RequestContext, group_id: str, topics: list[str] | None) -> FetchOffsetsResult:
         self.auth.require(ctx, _FETCH, (group_id,))
         answer = await self.groups.fetch_offsets(group_id, topics)
-        return dataclasses.replace(answer, offsets=tuple(
-            self.auth.visible(ctx, _FETCH_TOPICS, answer.offsets, lambda o: o.topic)))
+        return dataclasses.replace(
+            answer, offsets=tuple(self.auth.visible(ctx, _FETCH_TOPICS, answer.offsets, lambda o: o.topic)),
+            unstable=tuple(self.auth.visible(ctx, _FETCH_TOPICS, answer.unstable, lambda tp: tp[0])))
 
     async def list_groups(self, ctx: RequestContext) -> ListGroupsResult:
         """Describe on the cluster lists all, else the groups the principal may Describe."""
@@ -107,3 +117,31 @@ class GroupApis:
         self.auth.require(ctx, _DELETE_OFFSETS, (group_id,))
         self.auth.require(ctx, _DELETE_OFFSETS_TOPICS, {t for t, _ in topics})
         return await self.groups.delete_offsets(group_id, topics)
+
+    # -- the classic group protocol (Read on the group, as Kafka's)
+
+    async def join_group(self, ctx: RequestContext, group_id: str, request: JoinRequest) -> JoinResult:
+        self.auth.require(ctx, _JOIN_CLASSIC, (group_id,))
+        return await self.groups.join_group(group_id, request)
+
+    async def sync_group(self, ctx: RequestContext, group_id: str, member_id: str, group_instance_id: str | None,
+                         generation_id: int, protocol_type: str | None, protocol_name: str | None,
+                         assignments: dict[str, bytes]) -> bytes:
+        self.auth.require(ctx, _SYNC, (group_id,))
+        return await self.groups.sync_group(group_id, member_id, group_instance_id, generation_id, protocol_type,
+                                            protocol_name, assignments)
+
+    async def classic_heartbeat(self, ctx: RequestContext, group_id: str, member_id: str,
+                                group_instance_id: str | None, generation_id: int) -> None:
+        self.auth.require(ctx, _HEARTBEAT, (group_id,))
+        await self.groups.classic_heartbeat(group_id, member_id, group_instance_id, generation_id)
+
+    async def leave_group(self, ctx: RequestContext, group_id: str,
+                          members: list[tuple[str, str | None]]) -> list[str | None]:
+        self.auth.require(ctx, _LEAVE, (group_id,))
+        return await self.groups.leave_group(group_id, members)
+
+    async def describe_classic(self, ctx: RequestContext, group_id: str) -> ClassicDescription:
+        """Kafka's DescribeGroups: Describe on the group."""
+        self.auth.require(ctx, _DESCRIBE_CLASSIC, (group_id,))
+        return await self.groups.describe_classic(group_id)

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from kraft.broker.groups.classic import JoinRequest, JoinResult
+
 # subscribed_topic_regex: longer is INVALID_REGULAR_EXPRESSION from the coordinator (Kafka sets no
 # bound; this one keeps what a member makes every coordinator compile and store small)
 MAX_REGEX_LENGTH = 1024
@@ -106,6 +108,9 @@ class GroupOffset:
 class FetchOffsetsResult:
     group_id: str
     offsets: tuple[GroupOffset, ...]
+    # partitions whose transactional offset commit waits for its transaction's end (KIP-447:
+    # a read_committed consumer's OffsetFetch with require_stable answers them UNSTABLE_OFFSET_COMMIT)
+    unstable: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,7 @@ class GroupSummary:
     protocol_type: str
     members: int
     coordinator: int
+    group_type: str = "consumer"  # Kafka's: "consumer" (KIP-848) or "classic"
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,7 @@ class MemberDescription:
     assignment: tuple[TopicPartitions, ...]
     pending_revocation: tuple[TopicPartitions, ...]
     target_assignment: tuple[TopicPartitions, ...]
+    group_instance_id: str | None = None  # a classic group's static member
 
     def topics(self) -> set[str]:
         """The topics the member subscribes to, owns, or is to own."""
@@ -161,6 +168,30 @@ class GroupDescription:
     coordinator: NodeEndpoint | None
     members: tuple[MemberDescription, ...]
     offsets: tuple[OffsetLag, ...]
+    group_type: str = "consumer"  # a classic group: assignor is its protocol, the epochs its generation
+
+
+@dataclass(frozen=True)
+class ClassicMemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes  # its protocol metadata (a consumer's subscription)
+    assignment: bytes  # what the leader assigned it
+
+
+@dataclass(frozen=True)
+class ClassicDescription:
+    """Kafka's DescribeGroups answer for one group: a classic group's members' metadata and
+    assignments (while Stable), a KIP-848 group's in the consumer protocol's encoding; `Dead` for
+    a group that does not exist."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str  # the protocol (assignor) the members chose
+    members: tuple[ClassicMemberDescription, ...]
 
 
 @dataclass(frozen=True)
@@ -203,7 +234,8 @@ class GroupService(Protocol):
     async def heartbeat(self, group_id: str, request: GroupHeartbeat) -> HeartbeatResult: ...
 
     async def commit_offsets(
-        self, group_id: str, member_id: str, member_epoch: int, offsets: list[OffsetCommitEntry]
+        self, group_id: str, member_id: str, member_epoch: int, offsets: list[OffsetCommitEntry],
+        group_instance_id: str | None = None,
     ) -> CommitOffsetsResult: ...
 
     async def fetch_offsets(self, group_id: str, topics: list[str] | None) -> FetchOffsetsResult: ...
@@ -211,6 +243,19 @@ class GroupService(Protocol):
     async def list_groups(self) -> ListGroupsResult: ...
 
     async def describe_group(self, group_id: str) -> GroupDescription: ...
+
+    async def describe_classic(self, group_id: str) -> ClassicDescription: ...
+
+    async def join_group(self, group_id: str, request: JoinRequest) -> JoinResult: ...
+
+    async def sync_group(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                         protocol_type: str | None, protocol_name: str | None,
+                         assignments: dict[str, bytes]) -> bytes: ...
+
+    async def classic_heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
+                                generation_id: int) -> None: ...
+
+    async def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> list[str | None]: ...
 
     async def delete_group(self, group_id: str) -> DeleteGroupResult: ...
 

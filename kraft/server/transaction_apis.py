@@ -15,10 +15,11 @@ import asyncio
 from typing import Awaitable, Iterable
 
 from kraft.errors import KraftError, from_exception
-from kraft.metadata.acl import GROUP, TOPIC, TRANSACTIONAL_ID
+from kraft.metadata.acl import CLUSTER as CLUSTER_TYPE, GROUP, TOPIC, TRANSACTIONAL_ID
 from kraft.server.access import (
-    ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, DESCRIBE_TRANSACTIONS, END_TXN, FIND_COORDINATOR,
-    INIT_PRODUCER_ID, LIST_TRANSACTIONS, LISTED, NAMED, TXN_COORDINATOR, TXN_OFFSET_COMMIT, rule_of,
+    ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, ADMIN_ABORT, CLUSTER, DESCRIBE_TRANSACTIONS, END_TXN,
+    FIND_COORDINATOR, INIT_PRODUCER_ID, LIST_TRANSACTIONS, LISTED, NAMED, TXN_COORDINATOR, TXN_OFFSET_COMMIT,
+    WRITE_TXN_MARKERS, rule_of,
 )
 from kraft.server.authorization import Authorization
 from kraft.server.groups import OffsetCommitEntry
@@ -40,6 +41,7 @@ _COMMIT_GROUP = rule_of(TXN_OFFSET_COMMIT, GROUP, NAMED)
 _COMMIT_TOPICS = rule_of(TXN_OFFSET_COMMIT, TOPIC, NAMED)
 _DESCRIBE = rule_of(DESCRIBE_TRANSACTIONS, TRANSACTIONAL_ID, NAMED)
 _LIST = rule_of(LIST_TRANSACTIONS, TRANSACTIONAL_ID, LISTED)
+_ADMIN_ABORT = rule_of(WRITE_TXN_MARKERS, CLUSTER_TYPE, CLUSTER, ADMIN_ABORT)
 
 
 class TransactionApis:
@@ -70,9 +72,12 @@ class TransactionApis:
         self.auth.require(ctx, _FIND, (transactional_id,))
         return await self.coordinator.find_coordinator(transactional_id)
 
-    async def init_producer_id(self, ctx: RequestContext, transactional_id: str, timeout_ms: int) -> TransactionProducer:
+    async def init_producer_id(self, ctx: RequestContext, transactional_id: str, timeout_ms: int,
+                               expected: tuple[int, int] | None = None) -> TransactionProducer:
+        """`expected`: the producer id and epoch of a producer re-initialising itself (KIP-360):
+        PRODUCER_FENCED unless they are the transactional id's current ones."""
         self.auth.require(ctx, _INIT, (transactional_id,))
-        return await self.coordinator.init_producer_id(transactional_id, timeout_ms)
+        return await self.coordinator.init_producer_id(transactional_id, timeout_ms, expected)
 
     async def add_partitions(self, ctx: RequestContext, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: list[TopicPartition]) -> list[PartitionError]:
@@ -113,6 +118,18 @@ class TransactionApis:
         """The ids this broker coordinates that the principal may Describe."""
         found = self.coordinator.list(states, producer_ids)
         return self.auth.visible(ctx, _LIST, found, lambda d: d.transactional_id)
+
+    # -- an administrator's (kafka-transactions abort) ------------------------------------------
+
+    async def abort_transaction(self, ctx: RequestContext, topic: str, partition: int, producer_id: int,
+                                producer_epoch: int, coordinator_epoch: int, timeout_ms: int) -> int | None:
+        """Kafka's Admin.abortTransaction: WriteTxnMarkers(ABORT) for one partition this broker
+        leads, from a principal with ClusterAction on the cluster (Kafka's rule for the API). Ends
+        a hanging transaction: one whose coordinator will never write its marker. The marker's
+        offset (None for a `__consumer_offsets` partition, whose group coordinator wrote it)."""
+        self.auth.require(ctx, _ADMIN_ABORT)
+        return await self.partitions.write_txn_marker(topic, partition, producer_id, producer_epoch,
+                                                      coordinator_epoch, False, timeout_ms)
 
     # -- the cluster's own (WriteTxnMarkers and KIP-890's verification, node-only) ------------
 

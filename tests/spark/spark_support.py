@@ -51,6 +51,25 @@ class KraftFixture:
         answer = msgpack.unpackb(r.content, raw=False)["partitions"][0]
         assert not answer.get("error_code"), answer
 
+    def committed_values(self, topic: str) -> list[bytes]:
+        """Every value a read_committed consumer reads from `topic`, to each partition's last stable
+        offset (the real node only: the Python client)."""
+        from kraft.api.client import Consumer, TopicPartition
+
+        consumer = Consumer(bootstrap_servers=self.bootstrap, isolation_level="read_committed", enable_auto_commit=False)
+        try:
+            tps = [TopicPartition(topic, p) for p in range(self.partition_count(topic))]
+            consumer.assign(tps)
+            consumer.seek_to_beginning(*tps)
+            ends = consumer.end_offsets(tps)
+            values: list[bytes] = []
+            while any(consumer.position(tp) < ends[tp] for tp in tps):
+                for records in consumer.poll(1000).values():
+                    values += [r.value for r in records]
+            return values
+        finally:
+            consumer.close(autocommit=False)
+
     def records(self, topic: str, partition: int) -> list[tuple[int, bytes | None, bytes | None]]:
         """Every (offset, key, value) of a partition, read with the fetch route."""
         out: list[tuple[int, bytes | None, bytes | None]] = []

@@ -137,5 +137,14 @@ def test_sink_options():
         parse_sink_options({**BOOT, "exactlyOnce": "true", "kraft.acks": "1"}, streaming=True)
     with pytest.raises(KraftError, match="kraft.compression.type"):
         parse_sink_options({**BOOT, "kraft.compression.type": "brotli"}, streaming=False)
+    txn = {**BOOT, "kraft.transactional.id.prefix": "etl-", "kraft.transaction.timeout.ms": "90000"}
+    options = parse_sink_options(txn, streaming=True)
+    assert (options.transactional_id_prefix, options.transaction_timeout_ms, options.exactly_once) == ("etl-", 90000, False)
+    for bad, streaming, words in (({}, False, "applies to streaming writes"),
+                                  ({"exactlyOnce": "true"}, True, "choose one"),
+                                  ({"kraft.acks": "1"}, True, "needs kraft.acks=all"),
+                                  ({"kraft.transaction.timeout.ms": "0"}, True, "kraft.transaction.timeout.ms")):
+        with pytest.raises(KraftError, match=words):
+            parse_sink_options({**txn, **bad}, streaming=streaming)
     with pytest.raises(KraftError, match="unknown option.*subscribe"):
         parse_sink_options({**BOOT, "subscribe": "x"}, streaming=False)

@@ -109,24 +109,30 @@ def _forget_last_commit(checkpoint: Path) -> int:
     return int(last.name)
 
 
-@pytest.mark.parametrize("exactly_once", ["true", "false"])
-def test_replayed_micro_batch_is_written_once_with_exactly_once(spark, broker, tmp_path, exactly_once):
+MODES = {"idempotent": {"exactlyOnce": "true"}, "transactional": {"kraft.transactional.id.prefix": "copy-"},
+         "at-least-once": {"exactlyOnce": "false"}}
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_replayed_micro_batch_is_written_once_with_exactly_once(spark, broker, tmp_path, mode):
     """On the real node: the exactly-once sink's idempotent producers make the broker skip the
-    replayed micro-batch; at-least-once writes it again (so the check can fail)."""
+    replayed micro-batch, the transactional sink's tasks find it committed (a read_committed
+    reader gets every record once); at-least-once writes it again (so the check can fail)."""
     source, sink = broker.new_topic(partitions=2), broker.new_topic(partitions=2)
     broker.produce(source, 0, [b"a%d" % i for i in range(60)], keys=[b"x%d" % i for i in range(60)])
     broker.produce(source, 1, [b"b%d" % i for i in range(30)])  # keyless: content decides the partition
     checkpoint = tmp_path / "cp"
-    _stream_copy(spark, broker, source, sink, checkpoint, exactlyOnce=exactly_once)
+    _stream_copy(spark, broker, source, sink, checkpoint, **MODES[mode])
     replayed = _forget_last_commit(checkpoint)
     assert replayed >= 1, "maxOffsetsPerTrigger=40 should have made several micro-batches"
-    _stream_copy(spark, broker, source, sink, checkpoint, exactlyOnce=exactly_once)
-    counts = Counter(v for recs in _all(broker, sink).values() for _, _, v in recs)
+    _stream_copy(spark, broker, source, sink, checkpoint, **MODES[mode])
+    counts = Counter(broker.committed_values(sink) if mode == "transactional"
+                     else (v for recs in _all(broker, sink).values() for _, _, v in recs))
     assert set(counts) == {b"A%d" % i for i in range(60)} | {b"B%d" % i for i in range(30)}
-    if exactly_once == "true":
-        assert set(counts.values()) == {1}, "a replayed micro-batch was written twice"
-    else:
+    if mode == "at-least-once":
         assert max(counts.values()) == 2, "at-least-once: the replayed micro-batch is written again"
+    else:
+        assert set(counts.values()) == {1}, "a replayed micro-batch was written twice"
 
 
 def test_exactly_once_refuses_brokers_without_idempotence(spark, fake_broker, tmp_path):

@@ -27,7 +27,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterable, Protocol, TypeVar
 
+from kraft.broker.groups.classic import STABLE, ClassicGroup, JoinRequest, JoinResult
+from kraft.broker.groups.consumer_protocol import encode_assignment, encode_subscription
+from kraft.broker.groups.classic_handlers import JoinOutcome
 from kraft.broker.groups.errors import GroupError
+from kraft.broker.groups.group_waits import GroupWaits
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.broker.groups.leader_offsets import LeaderOffsets, LocalOffsets
 from kraft.broker.groups.membership import JOIN_EPOCH, ConsumerGroup, GroupConfig, HeartbeatRequest, Member, RegexTopics
@@ -44,7 +48,7 @@ from kraft.errors import KraftError
 from kraft.metadata.image import MetadataImage
 from kraft.server.admin import AdminService
 from kraft.server.groups import (
-    CommitOffsetsResult, CommittedOffset, DeleteGroupResult, DeleteOffsetsResult, FetchOffsetsResult,
+    ClassicDescription, ClassicMemberDescription, CommitOffsetsResult, CommittedOffset, DeleteGroupResult, DeleteOffsetsResult, FetchOffsetsResult,
     FindCoordinatorResult, GroupDescription, GroupHeartbeat, GroupOffset, GroupSummary, HeartbeatResult,
     ListGroupsResult, MemberDescription, NodeEndpoint, OffsetCommitEntry, OffsetLag, OffsetReset, ResetOffset,
     ResetOffsetsResult, by_topic,
@@ -104,6 +108,7 @@ class GroupCoordinator:
         self.regexes = RegexResolver()  # the node sets its authorizer when ACLs are on
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
             OFFSETS_TOPIC, replicas, self._new_shard, clock, settings.runtime, scheduler)
+        self.waits = GroupWaits()
         self.router: CoordinatorRouter[GroupShard] = CoordinatorRouter(
             node_id, self.runtime, self.metadata_cache, admin, settings.num_partitions,
             settings.replication_factor, lambda rf: {"cleanup.policy": "compact"}, COORDINATOR_WAIT_S)
@@ -124,6 +129,12 @@ class GroupCoordinator:
 
     def regex_topics(self, image: MetadataImage) -> RegexTopics:
         return lambda m: self.regexes.lookup(image, _regex_key(m.subscribed_topic_regex or "", m))
+
+    def group_changed(self, partition: int, group_id: str) -> None:
+        self.waits.changed(partition, group_id)
+
+    def unloaded(self, partition: int) -> None:
+        self.waits.unloaded(partition)
 
     # -- routing ------------------------------------------------------------------------------
 
@@ -200,13 +211,15 @@ class GroupCoordinator:
                 raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"{topic}-{partition} does not exist")
 
     async def commit_offsets(
-        self, group_id: str, member_id: str, member_epoch: int, offsets: list[OffsetCommitEntry]
+        self, group_id: str, member_id: str, member_epoch: int, offsets: list[OffsetCommitEntry],
+        group_instance_id: str | None = None,
     ) -> CommitOffsetsResult:
+        """`member_epoch` is a classic group's generation id."""
         self._check_partitions((e.topic, e.partition) for e in offsets)
         partition, _ = await self._shard(group_id)
         commits = {(e.topic, e.partition): (e.offset, e.metadata) for e in offsets}
         await self.runtime.write(partition, "commit-offsets", lambda shard, now: shard.commit_offsets(
-            group_id, member_id, member_epoch, commits, now))
+            group_id, member_id, member_epoch, commits, now, group_instance_id))
         return CommitOffsetsResult(tuple(CommittedOffset(e.topic, e.partition, e.offset) for e in offsets))
 
     async def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
@@ -234,10 +247,10 @@ class GroupCoordinator:
         return FetchOffsetsResult(group_id, tuple(
             GroupOffset(t, p, o.offset, o.metadata, o.commit_timestamp_ms)
             for (t, p), o in items if topics is None or t in topics
-        ))
+        ), tuple(sorted(tp for tp in shard.pending_offsets(group_id) if topics is None or tp[0] in topics)))
 
     async def list_groups(self) -> ListGroupsResult:
-        groups = [GroupSummary(g.group_id, g.state, "consumer", len(g.members), self.node_id)
+        groups = [GroupSummary(g.group_id, g.state, _protocol_type(g), g.member_count, self.node_id, g.protocol)
                   for _, shard in self.runtime.active_shards() for g in shard.groups.values()]
         return ListGroupsResult(tuple(sorted(groups, key=lambda g: g.group_id)))
 
@@ -246,14 +259,10 @@ class GroupCoordinator:
         group = shard.groups.get(group_id)
         if group is None:
             raise KraftError("GROUP_ID_NOT_FOUND", f"group {group_id!r} does not exist")
-        members = tuple(MemberDescription(
-            m.member_id, m.member_epoch, m.client_id, m.client_host, tuple(m.subscribed_topics),
-            m.subscribed_topic_regex, by_topic(m.assigned), by_topic(m.pending_revocation),
-            by_topic(tuple(group.target.get(m.member_id, ()))),
-        ) for m in sorted(group.members.values(), key=lambda m: m.member_id))
+        members = _member_descriptions(group)
         partitions = set(group.offsets)
-        for m in group.members.values():
-            partitions |= m.assigned
+        for m in members:
+            partitions |= {(a.topic, p) for a in m.assignment for p in a.partitions}
         # The leaders' high watermarks (what a consumer can read to), asked in parallel.
         ends = await self.leader_offsets.offsets_or_none(sorted(partitions))
         offsets = []
@@ -265,9 +274,41 @@ class GroupCoordinator:
             offsets.append(OffsetLag(tp[0], tp[1], current, leo,
                                      None if current is None or leo is None else max(0, leo - current),
                                      group.owner_of(tp)))
-        return GroupDescription(group_id, group.state, "consumer", group.assignor, group.group_epoch,
-                                group.assignment_epoch, self._coordinator(partition, self.image), members,
-                                tuple(offsets))
+        classic = group.classic
+        return GroupDescription(
+            group_id, group.state, _protocol_type(group),
+            group.assignor if classic is None else classic.protocol_name or "",
+            group.group_epoch if classic is None else classic.generation_id,
+            group.assignment_epoch if classic is None else classic.generation_id,
+            self._coordinator(partition, self.image), members, tuple(offsets), group.protocol)
+
+    async def describe_classic(self, group_id: str) -> ClassicDescription:
+        """Kafka's DescribeGroups: a classic group's members with their metadata and assignment
+        (only while Stable, as Kafka answers); a KIP-848 group's with their subscriptions and
+        assignments written in the consumer protocol; `Dead` for a group that does not exist."""
+        dead = ClassicDescription(group_id, "Dead", "", "", ())
+        try:
+            _, shard = await self._shard(group_id, create=False)
+        except KraftError as e:
+            if e.error_code != "GROUP_ID_NOT_FOUND":
+                raise
+            return dead
+        group = shard.groups.get(group_id)
+        if group is None:
+            return dead
+        classic = group.classic
+        if classic is None:
+            return ClassicDescription(group_id, group.state, "consumer", group.assignor, tuple(
+                ClassicMemberDescription(m.member_id, None, m.client_id, m.client_host,
+                                         encode_subscription(m.subscribed_topics), encode_assignment(m.assigned))
+                for m in sorted(group.members.values(), key=lambda m: m.member_id)))
+        stable = classic.state is STABLE
+        return ClassicDescription(
+            group_id, classic.state.value, classic.protocol_type or "", (classic.protocol_name or "") if stable else "",
+            tuple(ClassicMemberDescription(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                m.metadata(classic.protocol_name) if stable else b"", m.assignment if stable else b"")
+                for m in classic.members.values()))
 
     async def delete_group(self, group_id: str) -> DeleteGroupResult:
         partition, _ = await self._shard(group_id, create=False)
@@ -339,3 +380,114 @@ class GroupCoordinator:
             else:
                 removed += answer
         return removed
+
+    # -- classic groups -------------------------------------------------------------------------
+
+    async def join_group(self, group_id: str, request: JoinRequest) -> JoinResult:
+        """Kafka's JoinGroup. MEMBER_ID_REQUIRED carries the member id to join with
+        (`KraftError.extra["member_id"]`)."""
+        _check_group_id(group_id)
+        partition, _ = await self._shard(group_id)
+        new_member_id = f"{request.client_id}-{uuid.uuid4()}"
+        outcome: JoinOutcome = await self.runtime.write(
+            partition, "join-group", lambda shard, now: shard.classic_join(group_id, request, new_member_id, now))
+        if outcome.member_id_required:
+            raise KraftError("MEMBER_ID_REQUIRED", "join again with the member id given",
+                             member_id=outcome.member_id)
+        if outcome.result is not None:
+            return outcome.result
+        # The rebalance completes with the others' joins, or at the latest at its timeout.
+        return await self._answer(partition, group_id, request.rebalance_timeout_ms,
+                                  lambda group: group.join_answer(outcome.member_id, request.group_instance_id))
+
+    async def sync_group(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                         protocol_type: str | None, protocol_name: str | None,
+                         assignments: dict[str, bytes]) -> bytes:
+        """Kafka's SyncGroup: the member's assignment (a follower's once the leader's is stored)."""
+        _check_group_id(group_id)
+        partition, _ = await self._shard(group_id)
+        assignment = await self.runtime.write(partition, "sync-group", lambda shard, now: shard.classic_sync(
+            group_id, member_id, group_instance_id, generation_id, protocol_type, protocol_name, assignments, now))
+        if assignment is not None:
+            return bytes(assignment)
+        _, shard = await self._shard(group_id)
+        group = shard.groups.get(group_id)
+        member = group.classic.members.get(member_id) if group is not None and group.classic else None
+        timeout_ms = member.rebalance_timeout_ms if member is not None else 0
+        return await self._answer(partition, group_id, timeout_ms,
+                                  lambda group: group.sync_answer(member_id, group_instance_id, generation_id))
+
+    async def classic_heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
+                                generation_id: int) -> None:
+        """Kafka's Heartbeat; REBALANCE_IN_PROGRESS when the member must rejoin."""
+        _check_group_id(group_id)
+        partition, _ = await self._shard(group_id)
+        error = await self.runtime.write(partition, "heartbeat", lambda shard, now: shard.classic_heartbeat(
+            group_id, member_id, group_instance_id, generation_id, now))
+        if error is not None:
+            raise KraftError(error, f"group {group_id!r} is rebalancing: join again")
+
+    async def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> list[str | None]:
+        """Kafka's LeaveGroup: each (member id, group instance id)'s error, None when it left."""
+        _check_group_id(group_id)
+        partition, _ = await self._shard(group_id)
+        errors: list[str | None] = await self.runtime.write(
+            partition, "leave-group", lambda shard, now: shard.classic_leave(group_id, members, now))
+        return errors
+
+    async def _answer(self, partition: int, group_id: str, timeout_ms: int,
+                      answer: Callable[[ClassicGroup], T | None]) -> T:
+        """`answer(group)` of the committed classic group once it is not None, asked again at
+        each change of the group; NOT_COORDINATOR if the partition is unloaded meanwhile, and
+        REBALANCE_IN_PROGRESS if nothing moved the group in `timeout_ms` (and the coordinator's
+        own wait) - the group's timers make it move before."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000 + COORDINATOR_WAIT_S
+        shard = await self.runtime.active(partition, 0)
+        while True:
+            if not shard.served:  # resigned or reloaded: the client finds the coordinator again
+                raise self.runtime.not_coordinator(partition)
+            group = shard.groups.get(group_id)
+            if group is None or group.classic is None:
+                raise KraftError("UNKNOWN_MEMBER_ID", f"group {group_id!r} has no classic members")
+            try:
+                result = answer(group.classic)
+            except GroupError as e:
+                raise KraftError(e.error_code, e.message) from None
+            if result is not None:
+                return result
+            changed = self.waits.event(partition, group_id)
+            try:
+                await asyncio.wait_for(changed.wait(), max(0.0, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                raise KraftError("REBALANCE_IN_PROGRESS", f"group {group_id!r} did not complete its "
+                                 "rebalance in time: join again") from None
+
+
+def _member_descriptions(group: ConsumerGroup) -> tuple[MemberDescription, ...]:
+    """The members of a KIP-848 group; a classic group's with their generation as the epoch and
+    what their consumer protocol metadata and assignment say."""
+    classic = group.classic
+    if classic is None:
+        return tuple(MemberDescription(
+            m.member_id, m.member_epoch, m.client_id, m.client_host, tuple(m.subscribed_topics),
+            m.subscribed_topic_regex, by_topic(m.assigned), by_topic(m.pending_revocation),
+            by_topic(tuple(group.target.get(m.member_id, ()))),
+        ) for m in sorted(group.members.values(), key=lambda m: m.member_id))
+    out = []
+    for m in sorted(classic.members.values(), key=lambda m: m.member_id):
+        assigned = by_topic(classic.assigned(m))
+        out.append(MemberDescription(
+            m.member_id, classic.generation_id, m.client_id, m.client_host, classic.member_topics(m), None,
+            assigned, (), assigned, m.group_instance_id))
+    return tuple(out)
+
+
+def _protocol_type(group: ConsumerGroup) -> str:
+    """Kafka's protocol type: a classic group's own ("consumer" for consumers, "connect", ...)."""
+    return "consumer" if group.classic is None else group.classic.protocol_type or ""
+
+
+def _check_group_id(group_id: str) -> None:
+    if not group_id:
+        raise KraftError("INVALID_GROUP_ID", "the group id is empty")

@@ -20,7 +20,14 @@ from kraft.broker.groups.membership import ConsumerGroup, OffsetAndMetadata
 
 def subscribed_topics(group: ConsumerGroup) -> frozenset[str]:
     """The topics the group's members subscribe to: named ones, and what their regexes matched
-    when the target assignment was computed (`subscribed_counts`)."""
+    when the target assignment was computed (`subscribed_counts`). A classic group's are in its
+    members' consumer protocol subscriptions; one that does not use that protocol keeps every
+    offset while it has members (Kafka's ClassicGroup.offsetExpirationCondition)."""
+    if group.classic is not None:
+        if not group.classic.members:
+            return frozenset()
+        topics = group.classic.subscribed_topics()
+        return topics if topics is not None else frozenset(t for t, _ in group.offsets)
     if not group.members:
         return frozenset()
     named = {t for m in group.members.values() for t in m.subscribed_topics}
@@ -29,7 +36,7 @@ def subscribed_topics(group: ConsumerGroup) -> frozenset[str]:
 
 def base_timestamp(group: ConsumerGroup, offset: OffsetAndMetadata) -> int:
     """From when `offset`'s retention counts."""
-    if group.members or group.empty_since_ms is None:
+    if group.has_members or group.empty_since_ms is None:
         return offset.commit_timestamp_ms
     return max(offset.commit_timestamp_ms, group.empty_since_ms)
 
@@ -45,4 +52,4 @@ def expired_offsets(group: ConsumerGroup, now_ms: int, retention_ms: int) -> lis
 def removes_group(group: ConsumerGroup, expired: list[TopicPartition]) -> bool:
     """Whether expiring `expired` leaves the group with neither members nor offsets (Kafka then
     deletes the group)."""
-    return not group.members and len(expired) == len(group.offsets)
+    return not group.has_members and len(expired) == len(group.offsets)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from kraft.broker.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, TopicPartition
+from kraft.broker.groups.classic import EMPTY, ClassicConfig, ClassicGroup
 from kraft.broker.groups.errors import GroupError
 from kraft.broker.groups.topic_regex import compile_regex, matching
 
@@ -34,6 +35,7 @@ JOIN_EPOCH = 0
 class GroupConfig:
     session_timeout_ms: int = 45_000
     heartbeat_interval_ms: int = 5_000
+    classic: ClassicConfig = ClassicConfig()
 
 
 @dataclass(frozen=True)
@@ -125,12 +127,33 @@ class ConsumerGroup:
         self.subscribed_counts: dict[str, int] = {}  # partition counts the target was computed for
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         self.empty_since_ms: int | None = None  # when its last member left (offset retention)
+        # The membership when the group uses the classic protocol (JoinGroup/SyncGroup) instead
+        # of KIP-848's; then `members` is empty. A group uses one protocol at a time.
+        self.classic: ClassicGroup | None = None
 
     # -- views ---------------------------------------------------------------------------------
 
     @property
+    def protocol(self) -> str:
+        """Kafka's group type: "classic" or "consumer" (KIP-848)."""
+        return "consumer" if self.classic is None else "classic"
+
+    @property
+    def has_members(self) -> bool:
+        """Members of either protocol (a classic group rebalancing counts, even between them)."""
+        if self.classic is not None:
+            return self.classic.state is not EMPTY or bool(self.classic.pending_members)
+        return bool(self.members)
+
+    @property
+    def member_count(self) -> int:
+        return len(self.classic.members) if self.classic is not None else len(self.members)
+
+    @property
     def state(self) -> str:
         """Kafka's consumer group states (as kafka-consumer-groups prints them)."""
+        if self.classic is not None:
+            return self.classic.state.value
         if not self.members:
             return "Empty"
         if self.assignment_epoch < self.group_epoch:
@@ -142,6 +165,9 @@ class ConsumerGroup:
         return "Stable"
 
     def owner_of(self, tp: TopicPartition) -> str | None:
+        if self.classic is not None:
+            return next((m.member_id for m in self.classic.members.values()
+                         if tp in self.classic.assigned(m)), None)
         for m in self.members.values():
             if tp in m.holds:
                 return m.member_id
@@ -298,4 +324,4 @@ class ConsumerGroup:
             )
 
     def is_empty(self) -> bool:
-        return not self.members and not self.offsets
+        return not self.has_members and not self.offsets

@@ -3,7 +3,9 @@ partition's records back into groups.
 
 Keys (the compaction key, so the last record per key wins):
 - offset commit: `[1, group_id, topic, partition]` -> `{"offset", "metadata", "commit_timestamp"}`
-- group metadata: `[2, group_id]` -> the group's membership snapshot (`group_to_value`)
+- group metadata: `[2, group_id]` -> the group's membership snapshot: a KIP-848 group's
+  (`group_value`), or with `"type": "classic"` a classic group's (`classic_group_value`). One key
+  per group id, so a group that changes protocol (only possible while empty) replaces its record.
 A null value is a tombstone (offset or group deleted). Every value carries `"v": 1`.
 See docs/groups.md.
 """
@@ -14,6 +16,7 @@ from typing import Any, Iterable
 
 import msgpack
 
+from kraft.broker.groups.classic import ClassicConfig, ClassicGroup, ClassicMember, ClassicState
 from kraft.broker.groups.membership import ConsumerGroup, GroupConfig, Member, OffsetAndMetadata
 
 OFFSET_COMMIT_KEY = 1
@@ -63,6 +66,53 @@ def group_value(group: ConsumerGroup) -> bytes:
             for m in sorted(group.members.values(), key=lambda m: m.member_id)
         ],
     })
+
+
+def classic_group_value(group: ClassicGroup, empty_since_ms: int | None) -> bytes:
+    """The whole classic group, its rebalance in progress included: a waiting JoinGroup or
+    SyncGroup is answered from the state this record replays into (`ClassicGroup.join_answer`)."""
+    return _packb({
+        "v": VERSION,
+        "type": "classic",
+        "state": group.state.value,
+        "protocol_type": group.protocol_type,
+        "protocol_name": group.protocol_name,
+        "generation_id": group.generation_id,
+        "leader_id": group.leader_id,
+        "pending_members": sorted(group.pending_members.items()),
+        "rebalance_deadline": group.rebalance_deadline_ms,
+        "delay_until": group.delay_until_ms,
+        "empty_since": empty_since_ms,
+        "members": [
+            {
+                "member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                "client_host": m.client_host, "session_timeout_ms": m.session_timeout_ms,
+                "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                "protocols": [[name, metadata] for name, metadata in m.protocols],
+                "assignment": m.assignment, "awaiting_join": m.awaiting_join,
+            }
+            for m in group.members.values()  # in join order: the first is the leader's successor
+        ],
+    })
+
+
+def restore_classic(group_id: str, config: ClassicConfig, value: dict[str, Any]) -> ClassicGroup:
+    group = ClassicGroup(
+        group_id, config, ClassicState(value["state"]), value["protocol_type"], value["protocol_name"],
+        int(value["generation_id"]), value["leader_id"],
+        pending_members={str(k): int(v) for k, v in value["pending_members"]},
+        rebalance_deadline_ms=value["rebalance_deadline"], delay_until_ms=value["delay_until"],
+    )
+    for m in value["members"]:
+        member = ClassicMember(
+            str(m["member_id"]), m["group_instance_id"], str(m["client_id"]), str(m["client_host"]),
+            int(m["session_timeout_ms"]), int(m["rebalance_timeout_ms"]),
+            tuple((str(name), bytes(metadata)) for name, metadata in m["protocols"]),
+            bytes(m["assignment"]), bool(m["awaiting_join"]),
+        )
+        group.members[member.member_id] = member
+    group.check_invariants()
+    return group
 
 
 def _tp_set(raw: Any) -> frozenset[tuple[str, int]]:
@@ -124,33 +174,39 @@ class GroupsReplay:
             g = self.groups[group_id] = ConsumerGroup(group_id, self.config)
         return g
 
-    def replay(self, key: bytes | None, value: bytes | None, producer_id: int = -1) -> None:
-        """`producer_id` >= 0: a transactional offset commit, held until its producer's marker."""
+    def replay(self, key: bytes | None, value: bytes | None, producer_id: int = -1) -> str | None:
+        """Folds one record; the group id of a group metadata record (None for others).
+        `producer_id` >= 0: a transactional offset commit, held until its producer's marker."""
         try:
             k = msgpack.unpackb(key, raw=False) if key is not None else None
             if not isinstance(k, list) or len(k) < 2 or not isinstance(k[1], str):
                 raise ValueError(f"bad key {k!r}")
         except (ValueError, TypeError, msgpack.UnpackException):
             self.skipped += 1
-            return
+            return None
         group_id = k[1]
         try:
             v = msgpack.unpackb(value, raw=False) if value is not None else None
             if producer_id >= 0:
                 self._hold(producer_id, k, v)
-                return
+                return None
             self._apply(k, v)
-        except (ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException):
+        except (ValueError, TypeError, KeyError, AttributeError, AssertionError, msgpack.UnpackException):
             self.skipped += 1
         group = self.groups.get(group_id)
         if group is not None and group.is_empty():
             del self.groups[group_id]
+        return group_id if k[0] == GROUP_METADATA_KEY else None
 
     def _hold(self, producer_id: int, k: list[Any], v: Any) -> None:
         if k[0] != OFFSET_COMMIT_KEY:
             raise ValueError(f"a transactional record of key type {k[0]!r}")
         _, group_id, topic, partition = k
         self.pending.setdefault(producer_id, {})[(group_id, topic, int(partition))] = _offset(v)
+
+    def pending_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        """The partitions of `group_id` whose transactional offset waits for its marker."""
+        return {(t, p) for held in self.pending.values() for (g, t, p) in held if g == group_id}
 
     def end_transaction(self, producer_id: int, commit: bool) -> None:
         """The producer's marker: its held offsets are committed, or dropped."""
@@ -176,7 +232,10 @@ class GroupsReplay:
         elif k[0] == GROUP_METADATA_KEY:
             # Restored into a fresh group so a malformed value leaves the old one intact.
             fresh = ConsumerGroup(k[1], self.config)
-            if v is not None:
+            if v is not None and v.get("type") == "classic":
+                fresh.classic = restore_classic(k[1], self.config.classic, v)
+                fresh.empty_since_ms = v["empty_since"]
+            elif v is not None:
                 restore_group(fresh, v)
             fresh.offsets = self.group(k[1]).offsets
             self.groups[k[1]] = fresh

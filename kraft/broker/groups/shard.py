@@ -8,6 +8,10 @@ the state changes when the runtime replays that record, exactly as a load after 
 What a handler needs of the world (the metadata image, what the members' regexes resolve to)
 comes from the `GroupEnvironment` when it runs.
 
+Classic groups (JoinGroup/SyncGroup/Heartbeat/LeaveGroup) have their handlers and timers in
+`classic_handlers`; a replayed group record tells the environment (`group_changed`), which
+answers the requests that wait for that group, and an unload tells it to fail them.
+
 Timers (the runtime runs them as handlers): a member's session (`group.consumer.session.timeout
 .ms` after its last heartbeat) and its rebalance timeout (from when it is asked to revoke until it
 did) fence it; the offsets expiry check runs every `offsets.retention.check.interval.ms`. A load
@@ -21,6 +25,7 @@ import logging
 import time
 from typing import Iterable, Protocol, TypeVar
 
+from kraft.broker.groups.classic_handlers import ClassicHandlers, inconsistent_protocol
 from kraft.broker.groups.errors import GroupError
 from kraft.broker.groups.hashing import OFFSETS_TOPIC
 from kraft.broker.groups.expiration import expired_offsets, removes_group
@@ -61,12 +66,20 @@ class GroupEnvironment(Protocol):
         was not resolved beforehand (the caller resolves it and asks again)."""
         ...
 
+    def group_changed(self, partition: int, group_id: str) -> None:
+        """A group metadata record of `group_id` was replayed."""
+        ...
+
+    def unloaded(self, partition: int) -> None:
+        """The shard of `partition` is no longer served."""
+        ...
+
 
 def _error(e: GroupError) -> KraftError:
     return KraftError(e.error_code, e.message)
 
 
-class GroupShard:
+class GroupShard(ClassicHandlers):
     def __init__(self, partition: int, env: GroupEnvironment, config: GroupConfig, offsets_retention_ms: int,
                  offsets_retention_check_interval_ms: int) -> None:
         self.partition = partition
@@ -75,22 +88,34 @@ class GroupShard:
         self.offsets_retention_ms = offsets_retention_ms
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._state = GroupsReplay(config)
+        self.served = True  # until unloaded: a request waiting on this state then fails
 
     @property
     def groups(self) -> dict[str, ConsumerGroup]:
         """The committed groups, by id (read-only to everyone but `replay`)."""
         return self._state.groups
 
+    def pending_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        """The group's partitions with a transactional offset commit not yet decided (Kafka's
+        pending transactional offsets: OffsetFetch's require_stable answers them unstable)."""
+        return self._state.pending_offsets(group_id)
+
     # -- CoordinatorShard ---------------------------------------------------------------------
 
     def replay(self, record: CoordinatorRecord) -> None:
-        self._state.replay(record.key, record.value, record.producer_id)
+        group_id = self._state.replay(record.key, record.value, record.producer_id)
+        if group_id is not None:
+            self.env.group_changed(self.partition, group_id)
 
     def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
         self._state.end_transaction(producer_id, commit)
 
+    def on_unloaded(self) -> None:
+        self.served = False
+        self.env.unloaded(self.partition)
+
     def on_loaded(self, now_ms: int) -> tuple[TimerChange, ...]:
-        timers: list[TimerChange] = [self._expiry_timer(now_ms)]
+        timers: list[TimerChange] = [self._expiry_timer(now_ms), *self.classic_timers_on_load(now_ms)]
         for group_id, group in self.groups.items():
             for member_id, member in group.members.items():
                 timers.append(self._session_timer(group_id, member_id, now_ms))
@@ -106,6 +131,9 @@ class GroupShard:
                   now_ms: int) -> CoordinatorResult[HeartbeatResponse]:
         """Kafka's ConsumerGroupHeartbeat: join, heartbeat or leave; `new_member_id` names a
         member that joins without an id."""
+        committed = self.groups.get(group_id)
+        if committed is not None and committed.classic is not None and committed.has_members:
+            raise inconsistent_protocol(group_id, "classic")
         current, before, group = self._working_copy(group_id)
         image = self.env.image
         try:
@@ -176,13 +204,18 @@ class GroupShard:
     # -- offsets ------------------------------------------------------------------------------
 
     def commit_offsets(self, group_id: str, member_id: str, member_epoch: int,
-                       offsets: dict[TopicPartition, tuple[int, str]], now_ms: int) -> CoordinatorResult[None]:
-        """Kafka's OffsetCommit, validated against the membership (`validate_offset_commit`)."""
+                       offsets: dict[TopicPartition, tuple[int, str]], now_ms: int,
+                       group_instance_id: str | None = None) -> CoordinatorResult[None]:
+        """Kafka's OffsetCommit, validated against the membership (`validate_offset_commit`; a
+        classic group's with `member_epoch` as the generation id)."""
         group = self.groups.get(group_id) or ConsumerGroup(group_id, self.config)
-        try:
-            group.validate_offset_commit(member_id, member_epoch)
-        except GroupError as e:
-            raise _error(e) from None
+        if group.classic is not None:
+            self.classic_validate_commit(group, member_id, group_instance_id, member_epoch)
+        else:
+            try:
+                group.validate_offset_commit(member_id, member_epoch)
+            except GroupError as e:
+                raise _error(e) from None
         return CoordinatorResult(self._commit_records(group_id, offsets, now_ms), None)
 
     def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
@@ -204,7 +237,7 @@ class GroupShard:
     def check_resettable(self, group_id: str) -> None:
         """Offsets are reset only in a group without members (NON_EMPTY_GROUP)."""
         group = self.groups.get(group_id)
-        if group is not None and group.members:
+        if group is not None and group.has_members:
             raise KraftError("NON_EMPTY_GROUP", f"assignments can only be reset if group {group_id!r} is "
                              f"inactive, but the current state is {group.state}")
 
@@ -222,8 +255,8 @@ class GroupShard:
 
     def delete_group(self, group_id: str, now_ms: int) -> CoordinatorResult[None]:
         group = self._existing(group_id)
-        if group.members:
-            raise KraftError("NON_EMPTY_GROUP", f"group {group_id!r} has {len(group.members)} active members")
+        if group.has_members:
+            raise KraftError("NON_EMPTY_GROUP", f"group {group_id!r} has {group.member_count} active members")
         tombstones: list[Record] = [(offset_key(group_id, t, p), None) for t, p in sorted(group.offsets)]
         return CoordinatorResult((*tombstones, (group_key(group_id), None)), None)
 
@@ -234,8 +267,7 @@ class GroupShard:
         GROUP_SUBSCRIBED_TO_TOPIC and keeps its offset."""
         group = self._existing(group_id)
         image = self.env.image
-        subscribed = {t for m in group.members.values() for t in m.subscribed_topics}
-        subscribed |= {t for m in group.members.values() for t, _ in m.assigned}
+        subscribed = self._subscribed(group)
         results: list[DeletedOffset] = []
         dropped: list[Record] = []
         for topic, partitions in topics:
@@ -255,6 +287,22 @@ class GroupShard:
                     dropped.append((offset_key(group_id, topic, p), None))
                 results.append(entry)
         return CoordinatorResult(tuple(dropped), results)
+
+    @staticmethod
+    def _subscribed(group: ConsumerGroup) -> set[str]:
+        """The topics whose offsets OffsetDelete keeps: those the members subscribe to or own.
+        A classic group whose subscriptions are not the consumer protocol's keeps them all while
+        it has members (Kafka: NON_EMPTY_GROUP)."""
+        classic = group.classic
+        if classic is None:
+            return {t for m in group.members.values() for t in (*m.subscribed_topics, *(t for t, _ in m.assigned))}
+        if not classic.members:
+            return set()
+        topics = classic.subscribed_topics()
+        if topics is None:
+            raise KraftError("NON_EMPTY_GROUP", f"group {group.group_id!r} has members of protocol type "
+                             f"{classic.protocol_type!r}: its offsets are deleted once it is empty")
+        return {*topics, *(t for m in classic.members.values() for t, _ in classic.assigned(m))}
 
     def _existing(self, group_id: str) -> ConsumerGroup:
         group = self.groups.get(group_id)

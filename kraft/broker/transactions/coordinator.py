@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol, TypeVar
 
 from kraft.broker.groups.hashing import OFFSETS_TOPIC, coordinator_partition
@@ -43,6 +43,7 @@ from kraft.coordinator.runtime import CoordinatorRuntime, RuntimeSettings
 from kraft.coordinator.timer import Scheduler
 from kraft.errors import KraftError
 from kraft.metadata.image import MetadataImage
+from kraft.metrics import SampledStat
 from kraft.server.transactions import FindTransactionCoordinatorResult, TransactionDescription, TransactionProducer
 
 log = logging.getLogger("kraft.transactions")
@@ -61,9 +62,26 @@ class TransactionSettings:
     replication_factor: int = 3  # transaction.state.log.replication.factor (capped at the brokers)
     min_isr: int = 2  # transaction.state.log.min.isr
     max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
+    id_expiration_check_interval_ms: int = 3_600_000  # transaction.remove.expired.transaction.cleanup.interval.ms
     marker_retry_backoff_ms: int = 100
     marker_retry_max_backoff_ms: int = 2_000
     runtime: RuntimeSettings = RuntimeSettings()
+
+
+@dataclass
+class TransactionStats:
+    """What the coordinator counts for its metrics (kraft/metrics.py reads it at scrape time):
+    partition loads (Kafka's transaction-coordinator-metrics partition-load-time), markers
+    written and transactions completed, by result."""
+
+    load_time_ms: SampledStat = field(default_factory=SampledStat)
+    markers: dict[str, int] = field(default_factory=lambda: {"COMMIT": 0, "ABORT": 0})
+    completed: dict[str, int] = field(default_factory=lambda: {"COMMIT": 0, "ABORT": 0})
+
+
+def _result(commit: bool) -> str:
+    return "COMMIT" if commit else "ABORT"
 
 
 class ProducerIds(Protocol):
@@ -93,9 +111,12 @@ class TransactionCoordinator:
             lambda rf: {"cleanup.policy": "compact", "min.insync.replicas": str(min(settings.min_isr, rf))},
             COORDINATOR_WAIT_S)
         self._completing: dict[str, asyncio.Task[None]] = {}
+        self.stats = TransactionStats()
+        self.runtime.on_load = lambda seconds: self.stats.load_time_ms.record(seconds * 1000, time.monotonic())
 
     def _new_shard(self, partition: int) -> TransactionShard:
-        return TransactionShard(partition, self._on_prepare)
+        return TransactionShard(partition, self._on_prepare, self.settings.id_expiration_ms,
+                                self.settings.id_expiration_check_interval_ms)
 
     @property
     def image(self) -> MetadataImage:
@@ -113,7 +134,9 @@ class TransactionCoordinator:
         partition, coordinator = await self.router.find(transactional_id)
         return FindTransactionCoordinatorResult(transactional_id, partition, coordinator)
 
-    async def init_producer_id(self, transactional_id: str, timeout_ms: int) -> TransactionProducer:
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int,
+                               expected: tuple[int, int] | None = None) -> TransactionProducer:
+        """`expected`: the producer id and epoch of a producer re-initialising itself (KIP-360)."""
         try:
             check_timeout(timeout_ms, self.settings.max_timeout_ms)
         except TxnError as e:
@@ -125,7 +148,8 @@ class TransactionCoordinator:
         current = shard.transactions.get(transactional_id)
         new_pid = await self.producer_ids.allocate_producer_id() if needs_new_producer_id(current) else -1
         answer: ProducerIdAndEpoch = await self._write(partition, "init-producer-id", lambda s, now: s.init_producer_id(
-            now, transactional_id=transactional_id, timeout_ms=timeout_ms, new_producer_id=new_pid))
+            now, transactional_id=transactional_id, timeout_ms=timeout_ms, new_producer_id=new_pid,
+            expected=expected))
         if answer.error is not None:
             raise KraftError(answer.error, f"the open transaction of {transactional_id!r} is being aborted: retry")
         return TransactionProducer(answer.producer_id, answer.producer_epoch)
@@ -241,6 +265,7 @@ class TransactionCoordinator:
                     producer_epoch=meta.producer_epoch, state=meta.state))
                 log.info("transaction of %r (producer %d epoch %d) %s", tid, meta.producer_id,
                          meta.producer_epoch, "committed" if commit else "aborted")
+                self.stats.completed[_result(commit)] += 1
                 return
             except KraftError as e:
                 if e.error_code == "NOT_COORDINATOR":
@@ -257,6 +282,7 @@ class TransactionCoordinator:
             try:
                 await self.leaders.write_txn_marker(tp, meta.producer_id, meta.producer_epoch,
                                                     coordinator_epoch, commit)
+                self.stats.markers[_result(commit)] += 1
                 return
             except KraftError as e:
                 if self.image.partition(*tp) is None:

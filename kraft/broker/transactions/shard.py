@@ -3,7 +3,9 @@ runtime (Kafka's `TransactionStateManager` for one partition): the transactional
 fold into, and the handlers that answer requests with the record to append (`state`'s rules).
 
 Every state change is a record, replayed here after commit, exactly as a load after failover
-replays it. Two things follow a replayed record once the partition is loaded:
+replays it; every `transaction.remove.expired.transaction.cleanup.interval.ms` a timer writes the
+tombstones of the ids idle for `transactional.id.expiration.ms` (`state.expired`). Two things
+follow a replayed record once the partition is loaded:
 - an Ongoing transaction has a timer at its deadline (`transaction.timeout.ms` from its start),
   which aborts it under a bumped epoch (`state.timed_out`);
 - a transaction entering PrepareCommit/PrepareAbort (and every one a load finds there) is handed
@@ -17,10 +19,12 @@ import logging
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from kraft.broker.transactions.records import TRANSACTION_STATE_TOPIC, TransactionsReplay, record
+from kraft.broker.transactions.records import (
+    TRANSACTION_STATE_TOPIC, TransactionsReplay, record, transaction_key,
+)
 from kraft.broker.transactions.state import (
     TopicPartition, TransactionMetadata, Transition, TxnState, add_partitions, complete,
-    end_transaction, init_producer_id, timed_out,
+    end_transaction, expired, init_producer_id, timed_out,
 )
 from kraft.coordinator.result import (
     CancelTimer, CoordinatorRecord, CoordinatorResult, ScheduleTimer, TimerChange,
@@ -36,16 +40,22 @@ class ProducerIdAndEpoch:
     error: str | None = None  # answered after the record is logged (CONCURRENT_TRANSACTIONS)
 
 
+ID_EXPIRY = ("txn-id-expiry",)
+
+
 def _timeout_key(transactional_id: str) -> tuple[str, str]:
     return ("txn-timeout", transactional_id)
 
 
 class TransactionShard:
-    def __init__(self, partition: int, on_prepare: Callable[[int, TransactionMetadata], None]) -> None:
+    def __init__(self, partition: int, on_prepare: Callable[[int, TransactionMetadata], None],
+                 id_expiration_ms: int = 604_800_000, id_expiration_check_interval_ms: int = 3_600_000) -> None:
         """`on_prepare(partition, metadata)`: a transaction to end with markers (called once the
         partition is loaded, for each that enters or is found in a Prepare state)."""
         self.partition = partition
         self.on_prepare = on_prepare
+        self.id_expiration_ms = id_expiration_ms
+        self.id_expiration_check_interval_ms = id_expiration_check_interval_ms
         self._state = TransactionsReplay()
         self._loaded = False
 
@@ -64,9 +74,12 @@ class TransactionShard:
     def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
         """`__transaction_state` holds no transactional records: no marker is ever written to it."""
 
+    def on_unloaded(self) -> None:
+        """Nothing waits on a transaction shard's state: its requests are answered by their own writes."""
+
     def on_loaded(self, now_ms: int) -> tuple[TimerChange, ...]:
         self._loaded = True
-        timers = []
+        timers: list[TimerChange] = [self._expiry_timer(now_ms)]
         for meta in self.transactions.values():
             if meta.state is TxnState.ONGOING:
                 timers.append(self._timeout_timer(meta))
@@ -80,9 +93,10 @@ class TransactionShard:
     # -- handlers -----------------------------------------------------------------------------
 
     def init_producer_id(self, now_ms: int, *, transactional_id: str, timeout_ms: int,
-                         new_producer_id: int) -> CoordinatorResult[ProducerIdAndEpoch]:
+                         new_producer_id: int, expected: tuple[int, int] | None = None,
+                         ) -> CoordinatorResult[ProducerIdAndEpoch]:
         transition = init_producer_id(self.transactions.get(transactional_id), transactional_id,
-                                      timeout_ms, new_producer_id, now_ms)
+                                      timeout_ms, new_producer_id, now_ms, expected)
         assert transition.metadata is not None
         meta = transition.metadata
         return self._result(transactional_id, transition,
@@ -120,7 +134,22 @@ class TransactionShard:
                  aborted.producer_id, aborted.timeout_ms)
         return self._result(transactional_id, Transition(aborted), None)
 
+    def expire_transactional_ids(self, now_ms: int) -> CoordinatorResult[int]:
+        """Kafka's removeExpiredTransactionalIds for this partition: a tombstone for each id idle
+        for `transactional.id.expiration.ms`, then the next check. Answers how many."""
+        gone = sorted(tid for tid, meta in self.transactions.items()
+                      if expired(meta, now_ms, self.id_expiration_ms))
+        if gone:
+            log.info("%s-%d: removing %d expired transactional ids", TRANSACTION_STATE_TOPIC, self.partition,
+                     len(gone))
+        return CoordinatorResult(tuple((transaction_key(tid), None) for tid in gone), len(gone),
+                                 (self._expiry_timer(now_ms),))
+
     # -- helpers ------------------------------------------------------------------------------
+
+    def _expiry_timer(self, now_ms: int) -> ScheduleTimer:
+        return ScheduleTimer(ID_EXPIRY, now_ms + self.id_expiration_check_interval_ms,
+                             TransactionShard.expire_transactional_ids)
 
     def _result(self, transactional_id: str, transition: Transition, response: object) -> CoordinatorResult:  # type: ignore[type-arg]
         meta = transition.metadata

@@ -102,10 +102,13 @@ def needs_new_producer_id(current: TransactionMetadata | None) -> bool:
 
 
 def init_producer_id(current: TransactionMetadata | None, transactional_id: str, timeout_ms: int,
-                     new_producer_id: int, now_ms: int) -> Transition:
+                     new_producer_id: int, now_ms: int, expected: tuple[int, int] | None = None) -> Transition:
     """Kafka's handleInitProducerId for a transactional id. `new_producer_id` is used when the id
     is new or its epoch is exhausted (the caller allocated it beforehand, -1 when it saw no need:
-    another request changed the id meanwhile, and the client asks again)."""
+    another request changed the id meanwhile, and the client asks again). `expected`: the
+    producer id and epoch a producer re-initialising itself sends (KIP-360, InitProducerId v3+);
+    any but the current ones are PRODUCER_FENCED, so a zombie cannot bump the epoch past the
+    producer that fenced it (stricter than Kafka, which also takes a retry of the last bump)."""
     if needs_new_producer_id(current) and new_producer_id < 0:
         raise TxnError("CONCURRENT_TRANSACTIONS", f"{transactional_id!r} changed meanwhile: retry")
     if current is None:
@@ -114,6 +117,9 @@ def init_producer_id(current: TransactionMetadata | None, transactional_id: str,
     if current.state.is_prepare:
         raise TxnError("CONCURRENT_TRANSACTIONS", f"transaction of {transactional_id!r} is "
                        f"{current.state.value}: retry once its markers are written")
+    if expected is not None and expected != (current.producer_id, current.producer_epoch):
+        raise TxnError("PRODUCER_FENCED", f"producer {expected[0]} epoch {expected[1]} of {transactional_id!r} "
+                       f"is fenced by producer {current.producer_id} epoch {current.producer_epoch}")
     if current.state is TxnState.ONGOING:
         # the previous producer's transaction is aborted under a bumped epoch: it is fenced
         return Transition(_fenced_abort(current, now_ms), error="CONCURRENT_TRANSACTIONS")
@@ -188,6 +194,13 @@ def timed_out(current: TransactionMetadata, now_ms: int) -> TransactionMetadata 
     if deadline is None or now_ms < deadline:
         return None
     return _fenced_abort(current, now_ms)
+
+
+def expired(current: TransactionMetadata, now_ms: int, expiration_ms: int) -> bool:
+    """Kafka's transactional.id.expiration: an id with no transaction open or ending whose last
+    request is `expiration_ms` old is forgotten (its producer id and epoch with it)."""
+    idle = current.state is TxnState.EMPTY or current.state.is_complete
+    return idle and current.txn_last_update_timestamp + expiration_ms <= now_ms
 
 
 def _fenced_abort(current: TransactionMetadata, now_ms: int) -> TransactionMetadata:

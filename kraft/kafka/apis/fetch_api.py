@@ -1,9 +1,10 @@
 """Fetch (key 1), consumers only (followers fetch over the HTTP API's replication channel), v4
 (isolation level, last stable offset) to v12 (last fetched epoch, diverging epoch). The long poll
 (max.wait.ms, min.bytes) is the Fetch service's; a topic the principal may not Read answers
-TOPIC_AUTHORIZATION_FAILED on its partitions and the others are read. Without transactions the
-last stable offset is the high watermark and read_committed sees no aborted transactions (the
-typed result carries both). From v7 a fetch may open, use or close an incremental fetch session
+TOPIC_AUTHORIZATION_FAILED on its partitions and the others are read. A read_committed fetch
+(isolation level 1) reads up to the last stable offset and is answered the aborted transactions
+its records overlap, which the client drops (with the control batches); read_uncommitted reads
+to the high watermark. From v7 a fetch may open, use or close an incremental fetch session
 (KIP-227, fetch_sessions.py): an incremental answer carries only the partitions that changed."""
 
 from __future__ import annotations
@@ -54,13 +55,13 @@ def fetch(services: BrokerServices) -> Any:
         refused = set(services.authorization.refused(ctx, _READ, {tp[0] for tp in partitions}))
         if refused:
             services.authorization.failure(ctx, _READ.operation, TOPIC, sorted(refused))
+        committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
         entries = [FetchEntry(tp[0], tp[1], part.fetch_offset, part.partition_max_bytes, part.current_leader_epoch,
-                              part.last_fetched_epoch)
+                              part.last_fetched_epoch, read_committed=committed)
                    for tp, part in partitions.items() if tp[0] not in refused]
         result = await services.records.fetch(ctx, FetchRequest(
             entries, as_ms(request.max_wait), int(request.min_bytes), int(getattr(request, "max_bytes", 2**31 - 1))))
         read = {(r.topic, r.partition): r for r in result.partitions}
-        committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
         partition_cls = nested(response, "PartitionData")
         by_topic: dict[str, list[Any]] = {}
         for tp in partitions:

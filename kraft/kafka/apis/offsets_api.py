@@ -1,4 +1,5 @@
-"""ListOffsets (key 2, v1-6: earliest -2, latest -1, by timestamp) and OffsetForLeaderEpoch
+"""ListOffsets (key 2, v1-6: earliest -2, latest -1, by timestamp; v2+'s read_committed isolation
+level: latest is the last stable offset, by timestamp stays below it) and OffsetForLeaderEpoch
 (key 23, v2-4: where a leader epoch ends on the leader, KIP-320), per partition on its leader,
 each partition's failure its own error."""
 
@@ -12,6 +13,7 @@ from kraft.server.request_context import RequestContext
 from kraft.server.services import BrokerServices
 
 LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 2, 23
+READ_COMMITTED = 1
 
 
 def list_offsets(services: BrokerServices) -> Any:
@@ -19,12 +21,13 @@ def list_offsets(services: BrokerServices) -> Any:
         response = response_of(request)
         topic_cls, partition_cls = nested(response, "ListOffsetsTopicResponse"), nested(
             response, "ListOffsetsPartitionResponse")
+        read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
         topics = []
         for t in request.topics:
             partitions = []
             for p in t.partitions:
                 found, error = await attempt(lambda t=t, p=p: services.records.list_offsets(
-                    ctx, t.name, p.partition_index, int(p.timestamp)))
+                    ctx, t.name, p.partition_index, int(p.timestamp), read_committed))
                 offset = -1 if found is None or found.offset is None else found.offset
                 timestamp = -1 if found is None else found.timestamp
                 partitions.append(entity(partition_cls, partition_index=p.partition_index, error_code=code(error),

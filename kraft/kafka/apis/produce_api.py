@@ -2,7 +2,10 @@
 checked (framing, magic, CRC) and handed to the Produce service as the log's batches
 (kraft/kafka/apis/batches.py). As Kafka answers: a topic the principal may not Write gets TOPIC_AUTHORIZATION_FAILED
 on its partitions, a partition whose batches do not check out gets its error, and the others are
-appended; acks=0 is answered with nothing (the client expects no answer)."""
+appended; acks=0 is answered with nothing (the client expects no answer). A transactional produce
+(a transactional id: its batches carry the transactional bit, producer id and epoch, checked by
+the partition's producer state, KIP-890's verification included) needs Write on the
+transactional id, else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
 
 from __future__ import annotations
 
@@ -12,14 +15,15 @@ from typing import Any
 from kraft.errors import KraftError
 from kraft.kafka.apis.common import Api, as_ms, code, entity, error_of, ms, nested, response_of
 from kraft.kafka.apis.batches import to_log
-from kraft.metadata.acl import TOPIC
-from kraft.server.access import NAMED, PRODUCE, rule_of
+from kraft.metadata.acl import TOPIC, TRANSACTIONAL_ID
+from kraft.server.access import NAMED, PRODUCE, TRANSACTIONAL_PRODUCE, rule_of
 from kraft.server.records import ProduceEntry, ProducePartitionResult
 from kraft.server.request_context import RequestContext
 from kraft.server.services import BrokerServices
 
 PRODUCE_KEY = 0
 _WRITE = rule_of(PRODUCE, TOPIC, NAMED)
+_WRITE_TRANSACTIONAL_ID = rule_of(PRODUCE, TRANSACTIONAL_ID, NAMED, TRANSACTIONAL_PRODUCE)
 NO_RESPONSE = None  # acks=0: the channel sends nothing back
 
 
@@ -27,16 +31,22 @@ def produce(services: BrokerServices) -> Any:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         acks, timeout_ms = int(request.acks), as_ms(request.timeout)
         names = [t.name for t in request.topic_data]
+        tid = request.transactional_id
+        # Kafka refuses a transactional produce as a whole without Write on its transactional id
+        refused_tid = tid is not None and bool(services.authorization.refused(ctx, _WRITE_TRANSACTIONAL_ID, (tid,)))
         refused = set(services.authorization.refused(ctx, _WRITE, names))
-        if refused:  # logged and counted once, as the authorizer's denials are
+        if refused_tid:
+            services.authorization.failure(ctx, _WRITE_TRANSACTIONAL_ID.operation, TRANSACTIONAL_ID, (tid,))
+        elif refused:  # logged and counted once, as the authorizer's denials are
             services.authorization.failure(ctx, _WRITE.operation, TOPIC, sorted(refused))
         answers: dict[tuple[str, int], ProducePartitionResult] = {}
         by_topic: dict[str, list[ProduceEntry]] = {}
         for topic in request.topic_data:
             for p in topic.partition_data:
                 refusal = None
-                if request.transactional_id is not None:  # no transaction coordinator yet
-                    refusal = KraftError("INVALID_TXN_STATE", "transactions are not served yet")
+                if refused_tid:
+                    refusal = KraftError("TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+                                         "Transactional Id authorization failed.")
                 elif topic.name in refused:
                     refusal = KraftError("TOPIC_AUTHORIZATION_FAILED", "Topic authorization failed.")
                 else:

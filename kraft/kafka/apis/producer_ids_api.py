@@ -1,32 +1,42 @@
-"""InitProducerId (key 22, v0-4) for idempotent producers: an id from this broker's blocks, epoch
-0; and FindCoordinator (key 10, v0-4) for groups: the broker that leads the group's
-`__consumer_offsets` partition, at its endpoint of the request's listener. Transactions (a
-transactional id, the transaction coordinator's key type) are not served yet: they answer
-COORDINATOR_NOT_AVAILABLE saying so."""
+"""InitProducerId (key 22, v0-5) and FindCoordinator (key 10, v0-4).
+
+InitProducerId without a transactional id is an idempotent producer's: an id from this broker's
+blocks, epoch 0. With one it goes to the transaction coordinator (the client found it with
+FindCoordinator's transaction key): a new id gets a producer id, a known one its epoch bumped,
+which fences the previous producer and aborts its open transaction (CONCURRENT_TRANSACTIONS
+meanwhile: the client retries); v3+'s producer id and epoch (KIP-360) must be the current ones.
+FindCoordinator answers a group's coordinator (the leader of its `__consumer_offsets` partition)
+or a transactional id's (of its `__transaction_state` partition), at its endpoint of the
+request's listener; v4+ batches coordinator keys."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kraft.kafka.apis.common import Api, code, entity, error_of, ms, nested, response_of
+from kraft.kafka.apis.common import Api, as_ms, code, entity, error_of, ms, nested, response_of
+from kraft.kafka.transactions import INIT_PRODUCER_ID, fenced_for_version
 from kraft.server.request_context import RequestContext
 from kraft.server.services import BrokerServices
 
-INIT_PRODUCER_ID, FIND_COORDINATOR = 22, 10
+FIND_COORDINATOR = 10
 GROUP_KEY, TRANSACTION_KEY = 0, 1
-NO_TRANSACTIONS = "transactions are not served yet"
 
 
 def init_producer_id(services: BrokerServices) -> Any:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         response = response_of(request)
-        if request.transactional_id is not None:
-            return entity(response, throttle_time=ms(0), error_code=code("COORDINATOR_NOT_AVAILABLE"),
-                          producer_id=-1, producer_epoch=-1)
+        tid = request.transactional_id
+        expected_pid = int(getattr(request, "producer_id", -1))
         try:
-            ids = await services.records.init_producer_id(ctx, None)
+            if tid is None:
+                ids: Any = await services.records.init_producer_id(ctx, None)
+            else:
+                expected = (expected_pid, int(request.producer_epoch)) if expected_pid >= 0 else None
+                ids = await services.transactions.init_producer_id(ctx, tid, as_ms(request.transaction_timeout),
+                                                                    expected)
         except Exception as e:  # noqa: BLE001 - answered with its error
-            return entity(response, throttle_time=ms(0), error_code=code(error_of(e).error_code), producer_id=-1,
+            error = fenced_for_version(error_of(e), ctx, INIT_PRODUCER_ID)
+            return entity(response, throttle_time=ms(0), error_code=code(error.error_code), producer_id=-1,
                           producer_epoch=-1)
         return entity(response, throttle_time=ms(0), error_code=code(None), producer_id=ids.producer_id,
                       producer_epoch=ids.producer_epoch)
@@ -35,10 +45,11 @@ def init_producer_id(services: BrokerServices) -> Any:
 
 def find_coordinator(services: BrokerServices) -> Any:
     async def find(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str, int, str | None, str | None]:
-        if key_type != GROUP_KEY:
-            return -1, "", -1, "COORDINATOR_NOT_AVAILABLE", NO_TRANSACTIONS
+        if key_type not in (GROUP_KEY, TRANSACTION_KEY):
+            return -1, "", -1, "INVALID_REQUEST", f"unknown coordinator key type {key_type}"
         try:
-            found = await services.groups.find_coordinator(ctx, key)
+            found: Any = await (services.groups.find_coordinator(ctx, key) if key_type == GROUP_KEY
+                                else services.transactions.find_coordinator(ctx, key))
         except Exception as e:  # noqa: BLE001 - answered with its error
             error = error_of(e)
             return -1, "", -1, error.error_code, error.message
@@ -65,6 +76,6 @@ def find_coordinator(services: BrokerServices) -> Any:
 
 
 APIS = (
-    Api(INIT_PRODUCER_ID, 0, 4, init_producer_id, "InitProducerId"),
+    Api(INIT_PRODUCER_ID, 0, 5, init_producer_id, "InitProducerId"),
     Api(FIND_COORDINATOR, 0, 4, find_coordinator, "FindCoordinator"),
 )

@@ -115,3 +115,39 @@ async def test_isolation_levels_of_the_read_routes(make_client) -> None:
         assert [r["value"] for r in page["records"]] == values and page["next_offset"] == 3, page
     bad = await client.get("/v1/topics/t/partitions/0/records", params={"isolation_level": "dirty"})
     assert bad.status == 400 and (await bad.json())["error_code"] == "INVALID_REQUEST"
+
+
+async def test_an_administrator_aborts_a_hanging_transaction(make_client) -> None:
+    """kafka-transactions abort's route: the ABORT marker of a transaction no coordinator knows
+    (here a producer verified by hand, as a coordinator that then lost its state would have done)
+    ends it, so the last stable offset moves; a fenced epoch and bad bodies change nothing."""
+    client = await make_client(controller_quorum_secret=SECRET)
+    await create_topic(client, "t")
+    await as_node(client, "/v1/partitions/txn-verify", {"producer_id": PID, "producer_epoch": 2,
+                                                        "partitions": [{"topic": "t", "partition": 0}]})
+    await produce(client, txn_batch(0, b"hanging", epoch=2))
+    await produce(client, build_batch([(None, b"later", None, NOW)]))
+    producers = await (await client.get("/v1/topics/t/partitions/0/producers")).json()
+    assert [(p["producer_id"], p["current_txn_start_offset"]) for p in producers["producers"]] == [(PID, 0)]
+
+    async def stable_offset() -> int:
+        offsets = await (await client.get("/v1/topics/t/partitions/0/offsets?isolation_level=read_committed")).json()
+        return offsets["last_stable_offset"]
+
+    assert await stable_offset() == 0
+    path = "/v1/topics/t/partitions/0/abort-transaction"
+    for body, status, error in (({"producer_id": PID, "producer_epoch": 1}, 409, "INVALID_PRODUCER_EPOCH"),
+                                ({"producer_id": PID}, 400, "INVALID_REQUEST"),
+                                ({"producer_id": -1, "producer_epoch": 2}, 400, "INVALID_REQUEST")):
+        answer = await client.post(path, json=body)
+        assert (answer.status, (await answer.json())["error_code"]) == (status, error), body
+    assert await log_end(client) == 2 and await stable_offset() == 0
+    answer = await client.post(path, json={"producer_id": PID, "producer_epoch": 2, "coordinator_epoch": 0})
+    assert answer.status == 200 and (await answer.json()) == {"topic": "t", "partition": 0, "offset": 2}
+    assert await stable_offset() == 3
+    page = await (await client.get("/v1/topics/t/partitions/0/records",
+                                   params={"offset": "0", "isolation_level": "read_committed"})).json()
+    assert [r["value"] for r in page["records"]] == ["later"]
+    missing = await client.post("/v1/topics/t/partitions/5/abort-transaction",
+                                json={"producer_id": PID, "producer_epoch": 2})
+    assert (await missing.json())["error_code"] == "UNKNOWN_TOPIC_OR_PARTITION"

@@ -30,6 +30,7 @@ class KeyValueShard:
         self.values: dict[bytes, bytes] = {}
         self.replayed: list[int] = []
         self.loaded_timers: tuple[TimerChange, ...] = ()
+        self.unloaded = 0
 
     def replay(self, record: CoordinatorRecord) -> None:
         assert record.key is not None
@@ -41,6 +42,9 @@ class KeyValueShard:
 
     def on_loaded(self, now_ms: int) -> tuple[TimerChange, ...]:
         return self.loaded_timers
+
+    def on_unloaded(self) -> None:
+        self.unloaded += 1
 
 
 def put(key: bytes, value: bytes | None, timers: tuple[TimerChange, ...] = (), seen: list[Any] | None = None):
@@ -190,6 +194,20 @@ async def test_resignation_fails_what_waits_and_answers_the_append_in_flight(h: 
     assert e.value.error_code == "NOT_COORDINATOR"
     h.runtime.on_election(0, 1)  # elected again: the log has what was answered
     assert (await h.runtime.active(0, 5)).values == {b"k": b"1"}
+
+
+async def test_a_shard_is_told_when_it_is_no_longer_served(h: Harness) -> None:
+    """What waits on a shard's state (a classic group's JoinGroup) is failed on resignation, on
+    a new leader epoch and on close."""
+    first = await h.elect(0, 0)
+    assert first.unloaded == 0
+    second = await h.elect(0, 1)
+    assert (first.unloaded, second.unloaded) == (1, 0)
+    h.runtime.on_resignation(0)
+    assert second.unloaded == 1
+    third = await h.elect(0, 2)
+    await h.runtime.close()
+    assert third.unloaded == 1
 
 
 async def test_a_load_replays_from_the_log_start_and_waits_for_the_high_watermark(h: Harness) -> None:

@@ -269,11 +269,16 @@ async def test_a_partition_written_before_the_runtime_loads_to_what_was_answered
         groups.partitions.commit(0)
         await groups.elect()
         coordinator = groups.coordinator
-        assert (await coordinator.list_groups())["groups"] == expected["groups"]
+        listed = (await coordinator.list_groups())["groups"]  # (fields added since: not compared)
+        assert [{k: g[k] for k in e} for g, e in zip(listed, expected["groups"])] == expected["groups"]
+        assert len(listed) == len(expected["groups"])
         for group_id, offsets in expected["offsets"].items():
             assert (await coordinator.fetch_offsets(group_id, None))["offsets"] == offsets
             described = await coordinator.describe_group(group_id)
-            assert {k: described[k] for k in expected["described"][group_id]} == expected["described"][group_id]
+            want = expected["described"][group_id]
+            if "members" in want:  # (member fields added since: not compared)
+                described["members"] = [{k: m[k] for k in w} for m, w in zip(described["members"], want["members"])]
+            assert {k: described[k] for k in want} == want
         live = expected["described"]["live"]["members"]
         revoking = [m["member_id"] for m in live if m["pending_revocation"]]
         assert groups.timers().keys() == ({OFFSETS_EXPIRY} | {(SESSION, "live", m["member_id"]) for m in live}

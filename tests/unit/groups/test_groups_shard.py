@@ -34,8 +34,16 @@ def topics_image(**counts: int) -> MetadataImage:
 class Environment:
     image: MetadataImage = field(default_factory=lambda: topics_image(a=4))
 
+    changed: list[str] = field(default_factory=list)
+
     def regex_topics(self, image: MetadataImage) -> RegexTopics:
         return every_match(TopicPartitionCounts(image))
+
+    def group_changed(self, partition: int, group_id: str) -> None:
+        self.changed.append(group_id)
+
+    def unloaded(self, partition: int) -> None:
+        pass
 
 
 class Committed:

@@ -153,6 +153,15 @@ def test_broker_log_config_follows_the_keys() -> None:
     assert log_config.segment_ms == 60000
 
 
+def test_producer_id_expiration_is_a_broker_key() -> None:
+    # Kafka's producer.id.expiration.ms (default a day) reaches every partition's producer state
+    assert load_config().log_config().producer_id_expiration_ms == 86_400_000
+    assert load_config(overrides=["producer.id.expiration.ms=5000"]).log_config().producer_id_expiration_ms == 5000
+    for key in ("producer.id.expiration.ms", "transactional.id.expiration.ms"):
+        with pytest.raises(ConfigError, match=key):
+            load_config(overrides=[f"{key}=0"])
+
+
 def test_broker_compression_type_is_the_topics_default() -> None:
     # Kafka's broker key compression.type (was ignored with a warning as a key kraft had no use for)
     assert load_config().log_config().compression_type == "producer"

@@ -243,3 +243,24 @@ async def test_the_controller_apis_need_the_cluster_operation_and_a_controller()
     with pytest.raises(KraftError) as error:
         await ControllerApis(None, Authorization(Acls(("DESCRIBE", "CLUSTER", "kafka-cluster")))).describe_quorum(ctx)
     assert error.value.error_code == "NOT_CONTROLLER"
+
+
+async def test_the_classic_group_apis_need_read_on_the_group() -> None:
+    """JoinGroup, SyncGroup, Heartbeat and LeaveGroup: Read on the group (Kafka's rule), checked
+    before the coordinator is asked; DescribeGroups: Describe on it."""
+    from kraft.broker.groups.classic import JoinRequest
+
+    acls = Acls()
+    groups = GroupApis(Groups(), Authorization(acls))  # type: ignore[arg-type]
+    ctx = ALICE.for_api("JoinGroup")
+    calls = [
+        lambda: groups.join_group(ctx, "g1", JoinRequest("", None, "consumer", (("range", b""),), 10_000, 10_000)),
+        lambda: groups.sync_group(ctx, "g1", "m", None, 1, None, None, {}),
+        lambda: groups.classic_heartbeat(ctx, "g1", "m", None, 1),
+        lambda: groups.leave_group(ctx, "g1", [("m", None)]),
+        lambda: groups.describe_classic(ctx, "g1"),
+    ]
+    for call in calls:
+        with pytest.raises(KraftError) as error:
+            await call()
+        assert error.value.error_code == "GROUP_AUTHORIZATION_FAILED"

@@ -25,15 +25,17 @@ TID = "orders-1"
 
 
 class TxnHarness:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, **shard_settings: int) -> None:
         self.partitions = FakePartitions(tmp, "__transaction_state")
         self.clock = ManualScheduler()
         self.prepared: list[TransactionMetadata] = []
+        self.shard_settings = shard_settings
         self.runtime = self._runtime()
 
     def _runtime(self) -> CoordinatorRuntime[TransactionShard]:
         return CoordinatorRuntime("__transaction_state", self.partitions,
-                                  lambda p: TransactionShard(p, lambda _, meta: self.prepared.append(meta)),
+                                  lambda p: TransactionShard(p, lambda _, meta: self.prepared.append(meta),
+                                                             **self.shard_settings),
                                   self.clock.clock, RuntimeSettings(), scheduler=self.clock)
 
     async def failover(self) -> TransactionShard:
@@ -110,6 +112,44 @@ async def test_a_timer_is_restored_by_a_load(h: TxnHarness) -> None:
     assert shard.transactions[TID].state is TxnState.PREPARE_ABORT
 
 
+async def test_idle_transactional_ids_expire_with_a_tombstone(tmp_path: Path) -> None:
+    """transactional.id.expiration.ms on the runtime's clock: an id idle that long in Empty or
+    CompleteCommit is forgotten at the next check (and stays forgotten after a load); an id with
+    a transaction open is kept however old."""
+    h = TxnHarness(tmp_path, id_expiration_ms=10_000, id_expiration_check_interval_ms=1_000)
+    h.runtime.on_election(0, 0)
+    await h.runtime.active(0, 5)
+    try:
+        await h.write("init_producer_id", transactional_id="idle", timeout_ms=60_000, new_producer_id=5)
+        await h.write("init_producer_id", transactional_id="open", timeout_ms=900_000, new_producer_id=6)
+        await h.write("add_partitions", transactional_id="open", producer_id=6, producer_epoch=0,
+                      partitions=[("t", 0)])
+        h.clock.advance(5_000)
+        await h.write("init_producer_id", transactional_id="done", timeout_ms=60_000, new_producer_id=7)
+        await h.write("add_partitions", transactional_id="done", producer_id=7, producer_epoch=0,
+                      partitions=[("t", 1)])
+        await h.write("end_transaction", transactional_id="done", producer_id=7, producer_epoch=0, commit=True)
+        await h.write("complete", transactional_id="done", producer_id=7, producer_epoch=0,
+                      state=TxnState.PREPARE_COMMIT)
+
+        async def ids() -> set[str]:
+            shard = await h.runtime.active(0, 1)
+            await h.runtime.write(0, "noop", lambda s, now: _nothing())  # after the timers' writes
+            return set(shard.transactions)
+
+        h.clock.advance(4_999)
+        assert await ids() == {"idle", "open", "done"}
+        h.clock.advance(1_000)  # "idle" was last asked about 10 s ago
+        assert await ids() == {"open", "done"}
+        h.clock.advance(5_000)
+        assert await ids() == {"open"}  # Ongoing: its timeout, not the expiration, ends it
+        await h.failover()  # the tombstones are in the log: a load forgets the ids too
+        assert await ids() == {"open"}
+    finally:
+        await h.runtime.close()
+        h.partitions.close()
+
+
 def _nothing() -> CoordinatorResult[None]:
     return CoordinatorResult((), None)
 
@@ -121,6 +161,12 @@ class _Env:
 
     def regex_topics(self, image):
         return lambda m: frozenset()
+
+    def group_changed(self, partition: int, group_id: str) -> None:
+        pass  # nothing waits on a group here
+
+    def unloaded(self, partition: int) -> None:
+        pass
 
 
 def _group_runtime(partitions: FakePartitions, clock: ManualScheduler) -> CoordinatorRuntime[GroupShard]:

@@ -1,0 +1,86 @@
+"""Hanging transactions on a real node (kafka-transactions find-hanging and abort): a producer's
+transaction is open in two partitions when the node is killed -9 and the coordinator's state is
+lost (`__transaction_state` wiped: a lost disk), so no coordinator will ever write their markers
+and read_committed readers stop at them. `kraft transactions find-hanging` lists exactly those
+(not a live transaction of the same partition), `abort` (by start offset, and by producer id and
+epoch) writes their ABORT markers, and the last stable offset moves: read_committed readers get
+every committed record and none of the aborted ones."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+from harness import shutdown_all, start_node
+from kraft.api.client import Admin, Producer
+from kraft.api.client.types import NewTopic
+from transactions_support import committed_values, stable
+
+TOPIC = "payments"
+
+
+def kraft_cli(node, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from kraft.api.cli import main; main()", "transactions", *args,
+                           "--bootstrap-server", node.bootstrap], capture_output=True, text=True, timeout=60)
+
+
+def table(node, *args: str) -> list[list[str]]:
+    proc = kraft_cli(node, *args)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    return [line.split() for line in proc.stdout.splitlines()]
+
+
+def open_transaction(node, transactional_id: str, partition: int, value: bytes) -> Producer:
+    p = Producer(node.bootstrap, transactional_id=transactional_id, linger_ms=0)
+    p.init_transactions()
+    p.begin_transaction()
+    p.send(TOPIC, value, partition=partition).get(timeout=30)
+    return p
+
+
+def test_hanging_transactions_are_found_and_aborted(tmp_path) -> None:
+    node = start_node(tmp_path, transaction_state_log_num_partitions=1)
+    try:
+        with Admin(node.bootstrap) as admin:
+            admin.create_topics([NewTopic(TOPIC, 2, 1)])
+        with Producer(node.bootstrap) as plain:
+            for partition in (0, 1):
+                plain.send(TOPIC, f"before-{partition}".encode(), partition=partition).get(timeout=30)
+        lost = [open_transaction(node, f"lost-{partition}", partition, f"hanging-{partition}".encode())
+                for partition in (0, 1)]
+        node.kill()
+        for directory in node.data_dir.rglob("__transaction_state-*"):
+            shutil.rmtree(directory)
+        node.start()
+        for p in lost:
+            p.close(timeout=0)
+
+        live = open_transaction(node, "live", 0, b"live")  # its coordinator knows it: not hanging
+        with Producer(node.bootstrap) as plain:
+            for partition in (0, 1):
+                plain.send(TOPIC, f"after-{partition}".encode(), partition=partition).get(timeout=30)
+        assert committed_values(node.bootstrap, TOPIC, 2) == ["before-0", "before-1"]  # held at offset 1
+
+        header, *rows = table(node, "find-hanging", "--topic", TOPIC, "--max-transaction-timeout", "0")
+        assert header == ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
+                          "LastTimestamp", "Duration(min)"]
+        assert [row[:2] + row[3:6] for row in rows] == [[TOPIC, "0", "0", "-1", "1"], [TOPIC, "1", "0", "-1", "1"]]
+        hanging_pids = {row[1]: row[2] for row in rows}  # by partition
+        assert str(live._txn.producer_id) not in hanging_pids.values()
+        by_broker = table(node, "find-hanging", "--broker-id", "1", "--max-transaction-timeout", "0")
+        assert [row[:7] for row in by_broker[1:]] == [row[:7] for row in rows]
+        assert table(node, "find-hanging", "--topic", TOPIC)[1:] == []  # not older than 15 minutes
+
+        nothing = kraft_cli(node, "abort", "--topic", TOPIC, "--partition", "0", "--start-offset", "3")  # a plain record
+        assert nothing.returncode == 1 and "Could not find any open transactions starting at offset 3" in nothing.stderr
+        assert table(node, "abort", "--topic", TOPIC, "--partition", "0", "--start-offset", "1") == []
+        assert table(node, "abort", "--topic", TOPIC, "--partition", "1", "--producer-id", hanging_pids["1"],
+                     "--producer-epoch", "0", "--coordinator-epoch", "-1") == []
+        assert table(node, "find-hanging", "--topic", TOPIC, "--max-transaction-timeout", "0")[1:] == []
+        live.commit_transaction()
+        live.close()
+        assert stable(node.bootstrap, TOPIC, 2)  # the last stable offsets reached the high watermarks
+        assert committed_values(node.bootstrap, TOPIC, 2) == ["after-0", "after-1", "before-0", "before-1", "live"]
+    finally:
+        shutdown_all([node])
