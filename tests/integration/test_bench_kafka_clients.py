@@ -11,7 +11,7 @@ import pytest
 import requests
 from click.testing import CliRunner
 
-from harness import CLUSTER_SECRET, NodeProcess, shutdown_all
+from harness import NodeProcess, shutdown_all, start_node
 from kraft.bench import main
 
 pytest.importorskip("confluent_kafka")
@@ -23,10 +23,8 @@ RECORDS = 3000
 
 @pytest.fixture
 def node(tmp_path: Path):
-    n = NodeProcess(node_id=1, data_dir=tmp_path / "data-1", wait_ready_on_start=True,
-                    overrides={"controller.quorum.secret": CLUSTER_SECRET})
+    n = start_node(tmp_path)
     try:
-        n.start()
         yield n
     finally:
         shutdown_all([n])
