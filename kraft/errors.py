@@ -109,6 +109,7 @@ _SPECS = [
     ErrorSpec("INVALID_TXN_STATE", 48, False),
     ErrorSpec("FETCH_SESSION_ID_NOT_FOUND", 70, True),
     ErrorSpec("INVALID_FETCH_SESSION_EPOCH", 71, True),
+    ErrorSpec("UNKNOWN_TOPIC_ID", 100, True),
     # the HTTP listener's own (no Kafka counterpart): a route or representation it does not serve
     ErrorSpec("METHOD_NOT_ALLOWED", -2, False),
     ErrorSpec("NOT_FOUND", -3, False),

@@ -79,6 +79,7 @@ from kraft.security.scram import scram_upsertion
 from kraft.security.tls import peer_context, server_context
 from kraft.security.users import ScramUsers
 from kraft.server.authorization import Authorization
+from kraft.server.broker_configs import BrokerConfigs
 from kraft.server.controller_apis import ControllerApis
 from kraft.server.replica_admin import ReplicaAdminApis
 from kraft.server.group_apis import GroupApis
@@ -383,6 +384,7 @@ class Node:
             controller=ControllerApis(self.controller_api, authorization, None if self.zk is not None else self.client),
             replicas=ReplicaAdminApis(self.replica_manager, [str(d.path) for d in self.log_dirs.dirs], authorization,
                                       lambda: {str(d.path) for d in self.log_dirs.offline}),
+            broker_configs=BrokerConfigs(self.node_id, self.config, authorization),
             metrics=self.metrics, status=self.status, node_security=security, tls=self.tls,
             controller_api=self.controller_api, zookeeper=self.zk, trace=trace)
 

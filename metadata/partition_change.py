@@ -270,11 +270,17 @@ def reassignment_change(
                                 f"{name}: no original replica is in the ISR {list(reg.isr)}; "
                                 "cancelling would lose data")
         return builder.cancel_reassignment().build()
-    replicas = tuple(target)
+    return builder.set_reassignment(check_replicas(image, name, target)).build()
+
+
+def check_replicas(image: MetadataImage, name: str, replicas: Sequence[int]) -> tuple[int, ...]:
+    """A manual replica list (a reassignment's target, a new topic's assignment) as a tuple;
+    INVALID_REPLICA_ASSIGNMENT when it is empty, names a broker twice or one not registered."""
+    replicas = tuple(replicas)
     if not replicas or len(set(replicas)) != len(replicas):
         raise MetadataError("INVALID_REPLICA_ASSIGNMENT",
                             f"{name}: replicas {list(replicas)} must be distinct, at least one")
     unknown = [b for b in replicas if image.cluster.broker(b) is None]
     if unknown:
         raise MetadataError("INVALID_REPLICA_ASSIGNMENT", f"{name}: brokers {unknown} are not registered")
-    return builder.set_reassignment(replicas).build()
+    return replicas

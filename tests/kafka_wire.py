@@ -92,3 +92,23 @@ class Connection:
 
     def close(self) -> None:
         self.writer.close()
+
+
+def kafka_python_connect(port: int, timeout_ms: int = 15000, host: str = "127.0.0.1", **security: str) -> tuple:
+    """kafka-python's own connection set-up to host:port (ApiVersions, then SASL when the
+    protocol says): the broker version it made of the ApiVersions answer."""
+    from kafka.net.compat import KafkaNetClient
+
+    client = KafkaNetClient(bootstrap_servers=f"{host}:{port}", **security)
+    try:
+        node_id = client.cluster.bootstrap_brokers()[0].node_id
+
+        async def connect():
+            connection = client._manager.get_connection(node_id, timeout_ms=timeout_ms, pop_on_close=False,
+                                                        refresh_metadata_on_err=False)
+            await connection
+            return connection.broker_version
+
+        return client._net.run(connect)
+    finally:
+        client.close()

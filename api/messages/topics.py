@@ -9,7 +9,7 @@ from typing import Annotated, ClassVar, Literal
 from msgspec import Meta
 
 from kraft.api.messages.common import (
-    PARTITION_COUNT, REPLICATION_FACTOR, ConfigChanges, Configs, KafkaRange, Message, PartitionCount,
+    PARTITION_COUNT, REPLICATION_FACTOR, BrokerIds, ConfigChanges, Configs, KafkaRange, Message, PartitionCount,
     ReplicationFactor, RequestId, TOPIC_LIST_PATTERN, TopicName, check_topic_name,
 )
 
@@ -153,6 +153,8 @@ ControllerPartitionCount = Annotated[int, CONTROLLER_PARTITION_COUNT.meta]
 class ControllerCreateTopicRequest(CreateTopicRequest):
     PARTITIONS: ClassVar[KafkaRange] = CONTROLLER_PARTITION_COUNT
     partitions: ControllerPartitionCount | None = None
+    # a manual replica assignment: partition i's replicas at i (CreateTopics' assignments)
+    assignments: Annotated[list[BrokerIds], Meta(max_length=CONTROLLER_PARTITION_COUNT.maximum)] | None = None
     validate_only: bool = False
     request_id: RequestId | None = None
 

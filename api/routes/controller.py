@@ -129,7 +129,8 @@ async def alter_partition(request: web.Request) -> web.Response:
 async def create_topic(request: web.Request) -> web.Response:
     b = await read_message(request, ControllerCreateTopicRequest)
     answer = await _api(request).create_topic(b.name, b.partitions, b.replication_factor,
-                                              config_strings(b.configs), b.validate_only, b.request_id)
+                                              config_strings(b.configs), b.validate_only, b.request_id,
+                                              b.assignments)
     return render(request, answer)
 
 

@@ -25,6 +25,7 @@ from kraft.api.client import Admin, ConsumerRecord, KraftError, RecordFuture
 from kraft.api.client.futures import ProduceResult
 from kraft.api.client.types import TopicPartition
 from kraft.bench.histogram import LatencyHistogram
+from kraft.bench.kafka_clients import CLIENTS, KRAFT
 from kraft.log.batch import COMPRESSIONS
 
 PROGRESS_INTERVAL_S = 1.0
@@ -246,6 +247,38 @@ def report(result: BenchResult, json_path: str | None, kafka_lines: list[str] | 
             json.dump(summary, f, indent=2, sort_keys=True)
             f.write("\n")
     return summary
+
+
+def report_runs(results: list[BenchResult], json_path: str | None,
+                kafka_lines: Callable[[BenchResult], list[str] | None]) -> list[dict[str, Any]]:
+    """One run: `report`. Several (one per `--client`): each run's report, then a table comparing
+    them (table format), and the JSON file holds `{"runs": [summary, ...]}`."""
+    if len(results) == 1:
+        return [report(results[0], json_path, kafka_lines(results[0]))]
+    summaries = [report(r, None, kafka_lines(r)) for r in results]
+    if kafka_lines(results[0]) is None:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table("client", "records/s", "MB/s", "p50 ms", "p99 ms", "p99.9 ms",
+                      title=f"kraft-bench {results[0].name}: the clients compared", title_justify="left")
+        for s in summaries:
+            table.add_row(str(s["client"]), f"{s['records_per_sec']:,.0f}", str(s["mb_per_sec"]),
+                          *("-" if s[k] is None else str(s[k]) for k in ("p50_ms", "p99_ms", "p999_ms")))
+        Console(file=click.get_text_stream("stdout"), soft_wrap=True).print(table)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"runs": summaries}, f, indent=2, sort_keys=True)
+            f.write("\n")
+    return summaries
+
+
+def client_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--client", "clients", type=click.Choice(CLIENTS), multiple=True, default=(KRAFT,), show_default=True,
+        help="kraft (the Python client over HTTP), or kafka-python / confluent-kafka through the Kafka "
+             "listener; repeat it to run the same workload with each, one after the other, and compare them.",
+    )(f)
 
 
 def record_bytes(records: list[ConsumerRecord]) -> int:

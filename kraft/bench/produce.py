@@ -1,18 +1,23 @@
-"""`kraft-bench produce`: producer throughput and ack latency (kafka-producer-perf-test)."""
+"""`kraft-bench produce`: producer throughput and ack latency (kafka-producer-perf-test), with
+kraft's client over HTTP or Kafka's clients through the Kafka listener (`--client`, repeatable:
+the runs one after the other, compared in one table)."""
 
 from __future__ import annotations
 
 import random
 import time
 import uuid
+from typing import Any
 
 import click
 
 from kraft.api.client import Producer
-from kraft.bench.common import (AckLatencyRecorder, BenchResult, Observers, Progress, bench_target, common_options,
-                                ensure_topic, main, make_payload, observe_options, print_format_option,
-                                producer_options, producer_perf_summary, producer_settings, report)
+from kraft.bench.common import (AckLatencyRecorder, BenchResult, Observers, Progress, bench_target, client_option,
+                                common_options, ensure_topic, main, make_payload, observe_options,
+                                print_format_option, producer_options, producer_perf_summary, producer_settings,
+                                report_runs)
 from kraft.bench.histogram import LatencyHistogram
+from kraft.bench.kafka_clients import KRAFT, kafka_produce
 
 
 @main.command()
@@ -31,13 +36,15 @@ from kraft.bench.histogram import LatencyHistogram
               help="With --transactional: commit after this many records.")
 @click.option("--transaction-duration-ms", type=click.IntRange(min=1), default=None,
               help="With --transactional: also commit once a transaction is this old (kafka-producer-perf-test's).")
+@client_option
 @print_format_option
 def produce(
     bootstrap_server: str, topic: str, num_records: int, record_size: int, partitions: int,
     replication_factor: int, json_path: str | None, acks: str, batch_size: int, linger_ms: int,
     compression: str, idempotence: bool | None, max_in_flight: int | None, local_cluster: int | None, trace: bool,
     profile: bool, profile_pids: tuple[int, ...], throughput: int, warmup_records: int, transactional: bool,
-    transactional_id: str | None, commit_every: int, transaction_duration_ms: int | None, print_format: str,
+    transactional_id: str | None, commit_every: int, transaction_duration_ms: int | None, clients: tuple[str, ...],
+    print_format: str,
 ) -> None:
     """Producer throughput and ack latency (kafka-producer-perf-test); the latency percentiles
     are over every acknowledged record, from its own send to its acknowledgement."""
@@ -45,19 +52,25 @@ def produce(
         transactional = True
     if transactional and acks not in ("all", "-1"):
         raise click.UsageError("--transactional needs --acks all (a transactional producer is idempotent)")
+    if transactional and set(clients) != {KRAFT}:
+        raise click.UsageError("--transactional runs with --client kraft only")
     txn = Transactions(transactional_id or f"kraft-bench-{uuid.uuid4().hex[:8]}", commit_every,
                        transaction_duration_ms) if transactional else None
+    results = []
     with bench_target(bootstrap_server, local_cluster, trace) as (bootstrap, pids):
         pids.update({f"pid-{p}": p for p in profile_pids})
-        observers = Observers("produce", bootstrap, trace, profile, json_path, pids)
-        result = measure_produce(bootstrap, topic, num_records=num_records, record_size=record_size,
-                                 partitions=partitions, replication_factor=replication_factor, acks=acks,
-                                 batch_size=batch_size, linger_ms=linger_ms, compression=compression,
-                                 idempotence=idempotence, max_in_flight=max_in_flight, throughput=throughput,
-                                 warmup_records=warmup_records, observers=observers, transactions=txn)
-    report(result, json_path, [producer_perf_summary(result)] if print_format == "kafka" else None)
-    if result.errors:
-        raise click.ClickException(f"{result.errors} records were not acknowledged")
+        for client in clients:
+            observers = Observers("produce", bootstrap, trace, profile, json_path, pids)
+            results.append(measure_produce(
+                bootstrap, topic, num_records=num_records, record_size=record_size, partitions=partitions,
+                replication_factor=replication_factor, acks=acks, batch_size=batch_size, linger_ms=linger_ms,
+                compression=compression, idempotence=idempotence, max_in_flight=max_in_flight,
+                throughput=throughput, warmup_records=warmup_records, observers=observers, transactions=txn,
+                client=client))
+    report_runs(results, json_path, lambda r: [producer_perf_summary(r)] if print_format == "kafka" else None)
+    errors = sum(r.errors for r in results)
+    if errors:
+        raise click.ClickException(f"{errors} records were not acknowledged")
 
 
 def measure_produce(
@@ -65,15 +78,35 @@ def measure_produce(
     replication_factor: int = 1, acks: str = "1", batch_size: int = 65536, linger_ms: int = 5,
     compression: str = "none", idempotence: bool | None = None, max_in_flight: int | None = None,
     throughput: int = -1, warmup_records: int = 0, observers: Observers | None = None,
-    transactions: Transactions | None = None,
+    transactions: Transactions | None = None, client: str = KRAFT,
 ) -> BenchResult:
-    """One produce run against `bootstrap` (the topic created if needed); `observers` watch
-    the measured part (after the warm-up); `transactions`: a transactional producer's."""
+    """One produce run against `bootstrap` (the topic created if needed) with `client`;
+    `observers` watch the measured part (after the warm-up); `transactions`: a transactional
+    producer's (kraft's client only)."""
     ensure_topic(bootstrap, topic, partitions, replication_factor)
     payload = make_payload(record_size, random.Random(0))
-    latencies = AckLatencyRecorder()
-    progress = Progress("produce")
+    progress = Progress(f"produce ({client})")
     settings = producer_settings(acks, idempotence, max_in_flight)
+    params = dict(topic=topic, num_records=num_records, record_size=record_size, partitions=partitions,
+                  replication_factor=replication_factor, acks=acks, batch_size=batch_size, linger_ms=linger_ms,
+                  compression=compression, throughput=throughput, warmup_records=warmup_records,
+                  idempotence=settings["enable_idempotence"] or transactions is not None, max_in_flight=max_in_flight,
+                  client=client)
+    if client != KRAFT:
+        def run(count: int) -> tuple[float, Any, int]:
+            return kafka_produce(client, bootstrap, topic, payload, count, acks=acks, batch_size=batch_size,
+                                 linger_ms=linger_ms, compression=compression,
+                                 idempotence=settings["enable_idempotence"], max_in_flight=max_in_flight,
+                                 throughput=throughput, progress=progress.update)
+        if warmup_records:
+            run(warmup_records)
+        if observers is not None:
+            observers.start()
+        elapsed, histogram, failed = run(num_records)
+        extra = observers.finish(list) if observers is not None else {}  # no per-batch trace from these clients
+        return BenchResult("produce", params, num_records - failed, (num_records - failed) * len(payload), elapsed,
+                           histogram, failed, extra)
+    latencies = AckLatencyRecorder()
     if transactions is not None:
         settings = {**settings, "enable_idempotence": True, "transactional_id": transactions.transactional_id}
     with Producer(bootstrap, acks=acks, batch_size=batch_size, linger_ms=linger_ms, compression_type=compression,
@@ -90,12 +123,7 @@ def measure_produce(
     failed = latencies.failed_records
     extra = observers.finish(latencies.traced_records) if observers is not None else {}
     return BenchResult(
-        "produce",
-        dict(topic=topic, num_records=num_records, record_size=record_size, partitions=partitions,
-             replication_factor=replication_factor, acks=acks, batch_size=batch_size,
-             linger_ms=linger_ms, compression=compression, throughput=throughput, warmup_records=warmup_records,
-             idempotence=settings["enable_idempotence"], max_in_flight=max_in_flight,
-             **({} if transactions is None else transactions.params())),
+        "produce", {**params, **({} if transactions is None else transactions.params())},
         num_records - failed, (num_records - failed) * len(payload), elapsed, latencies.histogram(), failed,
         {**extra, **({} if transactions is None else transactions.summary())},
     )

@@ -24,9 +24,10 @@ class LocalAdmin:
 
     async def create_topic(
         self, name: str, partitions: int | None, replication_factor: int | None,
-        configs: Mapping[str, str],
+        configs: Mapping[str, str], assignments: list[list[int]] | None = None,
     ) -> TopicDescription:
-        await self.controller.create_topics(name, partitions, replication_factor, dict(configs))
+        await self.controller.create_topics(name, partitions, replication_factor, dict(configs),
+                                            assignments=assignments)
         return self._visible(name)
 
     async def delete_topic(self, name: str) -> None:

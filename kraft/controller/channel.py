@@ -68,13 +68,14 @@ class ControllerChannel:
     # -- topics -----------------------------------------------------------------------------------
 
     async def create_topics(self, name: str, partitions: int | None = None, replication_factor: int | None = None,
-                            configs: Mapping[str, Any] | None = None, validate_only: bool = False) -> dict[str, Any]:
+                            configs: Mapping[str, Any] | None = None, validate_only: bool = False,
+                            assignments: list[list[int]] | None = None) -> dict[str, Any]:
         return await self._call(
             lambda c, rid: c.create_topics(name, partitions, replication_factor, configs, validate_only,
-                                           request_id=rid),
+                                           request_id=rid, assignments=assignments),
             "POST", "/v1/controller/topics",
             {"name": name, "partitions": partitions, "replication_factor": replication_factor,
-             "configs": dict(configs or {}), "validate_only": validate_only})
+             "configs": dict(configs or {}), "validate_only": validate_only, "assignments": assignments})
 
     async def delete_topic(self, name: str) -> dict[str, Any]:
         return await self._call(lambda c, rid: c.delete_topic(name, request_id=rid),

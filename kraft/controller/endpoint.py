@@ -165,9 +165,11 @@ class ControllerEndpoint:
     # -- topics -----------------------------------------------------------------------------------
 
     async def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
-                           configs: Mapping[str, Any], validate_only: bool, request_id: str | None) -> dict[str, Any]:
+                           configs: Mapping[str, Any], validate_only: bool, request_id: str | None,
+                           assignments: list[list[int]] | None = None) -> dict[str, Any]:
         return self._committed(await self._active().create_topics(
-            name, partitions, replication_factor, configs, validate_only, request_id=request_id))
+            name, partitions, replication_factor, configs, validate_only, request_id=request_id,
+            assignments=assignments))
 
     async def delete_topic(self, name: str, request_id: str | None) -> dict[str, Any]:
         return self._committed(await self._active().delete_topic(name, request_id=request_id))

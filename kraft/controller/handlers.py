@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from kraft.metadata.errors import MetadataError
 from kraft.metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from kraft.metadata.partition_change import (
-    BrokerState, PartitionChangeBuilder, check_isr_change, fence_broker_changes, preferred_leader_change,
+    BrokerState, PartitionChangeBuilder, check_isr_change, check_replicas, fence_broker_changes, preferred_leader_change,
     reassignment_change, unfence_broker_changes,
 )
 from kraft.metadata.placement import BrokerPlacement, place_replicas
@@ -147,11 +147,34 @@ def _assign(
     )
 
 
-def _new_partitions(topic_id: str, assignments: Sequence[tuple[int, ...]], first: int) -> list[Partition]:
-    return [
-        Partition(topic_id=topic_id, partition=first + i, replicas=replicas, isr=replicas, leader=replicas[0])
-        for i, replicas in enumerate(assignments)
-    ]
+def _new_partitions(
+    image: MetadataImage, topic_id: str, assignments: Sequence[tuple[int, ...]], first: int
+) -> list[Partition]:
+    """New partitions with their unfenced replicas in sync, the first of them leading (placed
+    replicas are all unfenced; a manual assignment may name fenced ones)."""
+    partitions = []
+    for i, replicas in enumerate(assignments):
+        isr = tuple(b for b in replicas if image.cluster.is_unfenced(b))
+        partitions.append(Partition(topic_id=topic_id, partition=first + i, replicas=replicas, isr=isr,
+                                    leader=isr[0]))
+    return partitions
+
+
+def _manual_assignments(image: MetadataImage, name: str, assignments: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
+    if not isinstance(assignments, (list, tuple)) or not assignments:
+        raise MetadataError("INVALID_REPLICA_ASSIGNMENT", "a manual assignment needs at least one partition")
+    placed = []
+    for i, replicas in enumerate(assignments):
+        if not isinstance(replicas, (list, tuple)) or not all(type(b) is int for b in replicas):
+            raise MetadataError("INVALID_REPLICA_ASSIGNMENT", f"{name}-{i}: replicas must be broker ids")
+        placed.append(check_replicas(image, f"{name}-{i}", replicas))
+        if not any(image.cluster.is_unfenced(b) for b in placed[-1]):
+            raise MetadataError("INVALID_REPLICA_ASSIGNMENT", f"{name}-{i}: every broker of the manual assignment "
+                                                              f"{list(placed[-1])} is fenced")
+    if len({len(r) for r in placed}) != 1:
+        raise MetadataError("INVALID_REPLICA_ASSIGNMENT", "every partition of a manual assignment must have the "
+                                                          "same number of replicas")
+    return placed
 
 
 def _partition_count(value: Any, settings: ControllerSettings) -> int:
@@ -176,8 +199,12 @@ def create_topics(
     configs: Mapping[str, Any] | None = None,
     validate_only: bool = False,
     config_validator: ConfigValidator | None = None,
+    assignments: Sequence[Sequence[int]] | None = None,
 ) -> ControllerResult:
-    """Create one topic (Kafka's CreateTopics for one entry); -1 or None means the broker default."""
+    """Create one topic (Kafka's CreateTopics for one entry); -1 or None means the broker default.
+    `assignments` (partition i's replicas at i) places the replicas by hand instead, as Kafka's
+    manual assignment: registered brokers, distinct, the same count for every partition; the ISR
+    is the unfenced replicas (none: INVALID_REPLICA_ASSIGNMENT), led by the first of them."""
     validate_topic_name(name)
     if image.topic_by_name(name) is not None:
         raise MetadataError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
@@ -185,13 +212,21 @@ def create_topics(
     clash = next((t for t in image.topics.by_name if collision_key(t) == key), None)
     if clash is not None:
         raise MetadataError("INVALID_TOPIC_EXCEPTION", f"topic {name!r} collides with existing topic {clash!r}")
-    count = _partition_count(settings.num_partitions if partitions in (None, -1) else partitions, settings)
-    rf = _int(
-        settings.default_replication_factor if replication_factor in (None, -1) else replication_factor,
-        "replication_factor", "INVALID_REPLICATION_FACTOR",
-    )
+    if assignments is not None:
+        if partitions not in (None, -1) or replication_factor not in (None, -1):
+            raise MetadataError("INVALID_REQUEST", "both a partition count or replication factor and a manual "
+                                                   "replica assignment were given: give one of them")
+        placed = _manual_assignments(image, name, assignments)
+        count, rf = _partition_count(len(placed), settings), len(placed[0])
+    else:
+        count = _partition_count(settings.num_partitions if partitions in (None, -1) else partitions, settings)
+        rf = _int(
+            settings.default_replication_factor if replication_factor in (None, -1) else replication_factor,
+            "replication_factor", "INVALID_REPLICATION_FACTOR",
+        )
     changes = _check_configs(settings, {}, configs or {}, config_validator, allow_delete=False)
-    assignments = _assign(image, rng, count, rf)
+    if assignments is None:
+        placed = _assign(image, rng, count, rf)
     topic_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
     topic_configs = {k: v for k, v in changes.items() if v is not None}
     response = {
@@ -200,7 +235,7 @@ def create_topics(
     if validate_only:
         return ControllerResult((), response)
     records: list[MetadataRecord] = [Topic(name=name, topic_id=topic_id)]
-    records += _new_partitions(topic_id, assignments, 0)
+    records += _new_partitions(image, topic_id, placed, 0)
     records += [
         Config(resource_type="topic", resource_name=name, name=k, value=v) for k, v in sorted(topic_configs.items())
     ]
@@ -236,7 +271,7 @@ def create_partitions(
     response = {"name": topic.name, "partitions": total}
     if validate_only:
         return ControllerResult((), response)
-    return ControllerResult(tuple(_new_partitions(topic.topic_id, assignments, current)), response)
+    return ControllerResult(tuple(_new_partitions(image, topic.topic_id, assignments, current)), response)
 
 
 def alter_configs(

@@ -152,11 +152,12 @@ class ControllerService:
         validate_only: bool = False,
         *,
         request_id: str | None = None,
+        assignments: list[list[int]] | None = None,
     ) -> dict[str, Any]:
         """Create one topic: {"name","topic_id","partitions","replication_factor","configs"}."""
         return await self._run(request_id, lambda image: handlers.create_topics(
             image, self.settings, self._rng, name, partitions, replication_factor, configs, validate_only,
-            self._config_validator), name="create_topics")
+            self._config_validator, assignments), name="create_topics")
 
     async def delete_topic(self, name: str, *, request_id: str | None = None) -> dict[str, Any]:
         """{"name","topic_id"}"""

@@ -18,7 +18,7 @@ class AdminService(Protocol):
 
     async def create_topic(
         self, name: str, partitions: int | None, replication_factor: int | None,
-        configs: Mapping[str, str],
+        configs: Mapping[str, str], assignments: list[list[int]] | None = None,
     ) -> TopicDescription: ...
 
     async def delete_topic(self, name: str) -> None: ...
@@ -61,7 +61,7 @@ class ControllerApi(Protocol):
 
     async def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
                            configs: Mapping[str, Any], validate_only: bool,
-                           request_id: str | None) -> dict[str, Any]: ...
+                           request_id: str | None, assignments: list[list[int]] | None = None) -> dict[str, Any]: ...
 
     async def delete_topic(self, name: str, request_id: str | None) -> dict[str, Any]: ...
 

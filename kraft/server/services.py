@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from kraft.server.admin import ControllerApi
 from kraft.server.authorization import Authorization
+from kraft.server.broker_configs import BrokerConfigs
 from kraft.server.controller_apis import ControllerApis
 from kraft.server.group_apis import GroupApis
 from kraft.server.metadata import MetadataView, NodeInfo
@@ -47,6 +48,7 @@ class BrokerServices:
     controller: ControllerApis
     replicas: ReplicaAdminApis  # log dirs and producer state (DescribeLogDirs, DescribeProducers)
     transactions: TransactionApis
+    broker_configs: BrokerConfigs | None = None  # the BROKER and BROKER_LOGGER config resources
     metrics: MetricsService | None = None
     status: Callable[[], dict[str, Any]] | None = None  # the controller and broker state health reports
     # -- the node's own parts a listener may need

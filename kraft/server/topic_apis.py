@@ -126,10 +126,23 @@ class TopicApis:
         return self.require_topic(name)
 
     async def create_topic(self, ctx: RequestContext, name: str, partitions: int | None,
-                           replication_factor: int | None, configs: Mapping[str, str]) -> TopicDescription:
+                           replication_factor: int | None, configs: Mapping[str, str],
+                           assignments: list[list[int]] | None = None) -> TopicDescription:
+        """`assignments`: partition i's replicas at i, placed by hand (Kafka's manual assignment)."""
         name = check_topic_name(name, "create")
         self.auth.require(ctx, _CREATE, (name,))
-        return await self.admin.create_topic(name, partitions, replication_factor, configs)
+        return await self.admin.create_topic(name, partitions, replication_factor, configs, assignments)
+
+    def name_of_id(self, ctx: RequestContext, topic_id: str) -> str:
+        """The name of the topic whose id is `topic_id` (DeleteTopics by id): UNKNOWN_TOPIC_ID when
+        no topic has it, TOPIC_AUTHORIZATION_FAILED naming the id only when the principal may not
+        describe the topic (Kafka's rule: the name is not given away)."""
+        found = next((t for t in self.view.topics() if t.topic_id == topic_id), None)
+        if found is None:  # as Kafka: whether the id never existed or its topic is gone
+            raise KraftError("UNKNOWN_TOPIC_ID", f"no topic has the id {topic_id}")
+        if not self.auth.permits(ctx, _DESCRIBE, found.name):
+            raise self.auth.failure(ctx, _DESCRIBE.operation, TOPIC, [topic_id])
+        return found.name
 
     async def delete_topic(self, ctx: RequestContext, name: str) -> TopicDescription:
         self.auth.require(ctx, _DELETE, (name,))

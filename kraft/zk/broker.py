@@ -214,9 +214,11 @@ class ZkAdmin:
     # -- topics (AdminZkClient) -------------------------------------------------------------------
 
     async def create_topics(self, name: str, partitions: int | None = None, replication_factor: int | None = None,
-                            configs: Mapping[str, Any] | None = None, validate_only: bool = False) -> dict[str, Any]:
+                            configs: Mapping[str, Any] | None = None, validate_only: bool = False,
+                            assignments: list[list[int]] | None = None) -> dict[str, Any]:
         result = handlers.create_topics(self.loader.image, self.settings, self._rng, name, partitions,
-                                        replication_factor, configs, validate_only, self.config_validator)
+                                        replication_factor, configs, validate_only, self.config_validator,
+                                        assignments)
         if validate_only:
             return result.response
         topic_id = result.response["topic_id"]

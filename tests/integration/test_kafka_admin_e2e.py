@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from typing import Any
 
 import msgpack
@@ -237,6 +238,76 @@ def test_a_scram_credential_set_through_kafka_logs_in_and_shows_over_http_and_th
         [(ScramMechanism.SCRAM_SHA_512, 4096)]
 
 
+# -- broker configs -------------------------------------------------------------------------------
+
+
+INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CONFIGS, BROKER_LOGGER = 44, 32, 8
+
+
+def test_broker_configs_are_described_and_static_keys_refuse_changes(node):
+    """confluent-kafka's describe_configs / incremental_alter_configs on the BROKER resource: the
+    node's keys read-only, those it was given STATIC_BROKER_CONFIG, the rest DEFAULT_CONFIG, a
+    password key sensitive without its value; "" (the cluster default) has no dynamic defaults;
+    an alteration of a static key is INVALID_REQUEST and changes nothing; another id is refused."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
+
+    admin = confluent_admin(node)
+    broker = ConfigResource(ResourceType.BROKER, "1")
+    configs = admin.describe_configs([broker])[broker].result(30)
+    assert (configs["node.id"].value, configs["node.id"].source) == ("1", ConfigSource.STATIC_BROKER_CONFIG.value)
+    assert (configs["num.partitions"].value, configs["num.partitions"].source) == (
+        "1", ConfigSource.DEFAULT_CONFIG.value)
+    assert configs["authorizer.class.name"].value.endswith("StandardAuthorizer")
+    assert all(c.is_read_only for c in configs.values())
+    secret = configs["controller.quorum.secret"]
+    assert secret.is_sensitive and secret.value is None
+    def raw_describe(name: str) -> Any:  # confluent-kafka refuses an empty broker name itself
+        return ask(node.port, DESCRIBE_CONFIGS, 4, include_synonyms=False, include_documentation=False,
+                   resources=[{"resource_type": 4, "resource_name": name, "configuration_keys": None}]).results[0]
+
+    assert (raw_describe("").error_code, raw_describe("").configs) == (ErrorCode.none, ())
+
+    change = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as refused:
+        admin.incremental_alter_configs([change])[change].result(30)
+    error = refused.value.args[0]
+    assert error.code() == KafkaError.INVALID_REQUEST and "num.partitions" in error.str(), error
+    assert admin.describe_configs([broker])[broker].result(30)["num.partitions"].value == "1"
+    assert raw_describe("7").error_code == ErrorCode.invalid_request
+
+
+def test_broker_logger_levels_are_described_and_set(node):
+    """The BROKER_LOGGER resource (kafka-configs --entity-type broker-loggers): the node's loggers
+    with Kafka's level names; SET changes a level, DELETE gives it its parent's back; an unknown
+    logger or level is INVALID_CONFIG and changes nothing."""
+    def describe(*names: str) -> dict[str, str]:
+        answer = ask(node.port, DESCRIBE_CONFIGS, 4, include_synonyms=False, include_documentation=False,
+                     resources=[{"resource_type": BROKER_LOGGER, "resource_name": "1",
+                                 "configuration_keys": list(names) or None}])
+        [result] = answer.results
+        assert result.error_code == ErrorCode.none, result
+        return {c.name: c.value for c in result.configs}
+
+    def alter(*changes: tuple[str, int, str | None]) -> ErrorCode:
+        answer = ask(node.port, INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=[
+            {"resource_type": BROKER_LOGGER, "resource_name": "1", "configs": [
+                {"name": name, "config_operation": op, "value": value} for name, op, value in changes]}])
+        return answer.responses[0].error_code
+
+    loggers = describe()
+    assert "root" in loggers and "kraft" in loggers
+    before = describe("kraft")["kraft"]
+    assert alter(("kraft", 0, "DEBUG")) == ErrorCode.none
+    assert describe("kraft") == {"kraft": "DEBUG"}
+    assert alter(("kraft", 0, "LOUD")) == ErrorCode.invalid_config
+    assert alter(("no.such.logger", 0, "INFO")) == ErrorCode.invalid_config
+    assert describe("kraft") == {"kraft": "DEBUG"}
+    assert alter(("kraft", 1, None)) == ErrorCode.none
+    assert describe("kraft")["kraft"] == before
+
+
 # -- the controller's and the replicas' admin APIs on 3 nodes ----------------------------------------
 
 
@@ -349,3 +420,31 @@ def test_describe_producers_shows_an_idempotent_producer_on_the_leader(cluster):
         admin.close()
     [state] = answer[TopicPartition("idem", 0)].active_producers
     assert state.producer_epoch >= 0 and state.last_sequence == 2 and state.current_transaction_start_offset == -1
+
+
+def test_create_topics_with_a_manual_assignment_and_delete_topics_by_id(cluster):
+    """confluent-kafka's NewTopic(replica_assignment=...) places the replicas as given (the first
+    leads); an assignment naming an unregistered broker is INVALID_REPLICA_ASSIGNMENT; DeleteTopics
+    v6 deletes a topic named by its id, and an unknown id is UNKNOWN_TOPIC_ID."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    admin = confluent_admin(cluster.node(1))
+    plan = [[3, 1, 2], [2, 3, 1]]
+    admin.create_topics([NewTopic("placed", num_partitions=len(plan), replica_assignment=plan)])["placed"].result(30)
+    state = cluster.wait_for_metadata(
+        lambda m: [(p["replicas"], p["leader"]) for t in m["topics"] if t["name"] == "placed"
+                   for p in sorted(t["partitions"], key=lambda p: p["partition"])] == [(r, r[0]) for r in plan],
+        what="the manual assignment everywhere")
+    assert state
+    with pytest.raises(KafkaException) as refused:
+        admin.create_topics([NewTopic("misplaced", num_partitions=1, replica_assignment=[[1, 9]])])["misplaced"].result(30)
+    assert refused.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+
+    topic_id = next(t["topic_id"] for t in cluster.metadata(1, "placed")["topics"])
+    answer = ask(cluster.node(2).port, 20, 6, timeout=30000, topics=[
+        {"name": None, "topic_id": uuid.UUID(topic_id)}, {"name": None, "topic_id": uuid.UUID(int=0xAA)}])
+    deleted, unknown = answer.responses
+    assert (deleted.error_code, deleted.name, str(deleted.topic_id)) == (ErrorCode.none, "placed", topic_id)
+    assert unknown.error_code == ErrorCode.unknown_topic_id
+    cluster.wait_for_metadata(lambda m: all(t["name"] != "placed" for t in m["topics"]), what="the topic deleted")

@@ -23,7 +23,8 @@ import requests
 from kio.schema.errors import ErrorCode
 
 from harness import CLUSTER_SECRET, NodeProcess, closed_by_peer, free_port, shutdown_all, wait_for
-from kafka_wire import API_VERSIONS, metadata_request, read_frame_blocking, read_response, request_bytes
+from kafka_wire import (
+    API_VERSIONS, kafka_python_connect, metadata_request, read_frame_blocking, read_response, request_bytes)
 from kraft.kafka.frames import frame
 from security_support import SecureNode, make_certs, node_request, tls_overrides
 
@@ -62,26 +63,6 @@ def _snapshot_has_scram(node: NodeProcess) -> bool:
     return [len(u["credentials"]) for u in users["users"]] == [2]
 
 
-def _kafka_python_connect(port: int, timeout_ms: int = 15000, **security: str) -> tuple:
-    """kafka-python's own connection set-up to 127.0.0.1:port (ApiVersions, then SASL when the
-    protocol says): the broker version it made of the ApiVersions answer."""
-    from kafka.net.compat import KafkaNetClient
-
-    client = KafkaNetClient(bootstrap_servers=f"127.0.0.1:{port}", **security)
-    try:
-        node_id = client.cluster.bootstrap_brokers()[0].node_id
-
-        async def connect():
-            connection = client._manager.get_connection(node_id, timeout_ms=timeout_ms, pop_on_close=False,
-                                                        refresh_metadata_on_err=False)
-            await connection
-            return connection.broker_version
-
-        return client._net.run(connect)
-    finally:
-        client.close()
-
-
 def _api_versions(port: int, version: int) -> tuple[int, object]:
     fields = {"client_software_name": "raw", "client_software_version": "1"} if version >= 3 else {}
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
@@ -96,7 +77,7 @@ def test_the_client_port_answers_kafka_clients_and_http(node):
     for version in range(4):
         correlation_id, response = _api_versions(node.port, version)
         assert correlation_id == 100 + version and response.error_code == ErrorCode.none
-    assert isinstance(_kafka_python_connect(node.port), tuple)
+    assert isinstance(kafka_python_connect(node.port), tuple)
     assert requests.get(f"{node.url}/v1/health", timeout=5).json()["status"] == "ok"
 
 
@@ -152,11 +133,11 @@ def test_kafka_python_authenticates_with_the_http_apis_credentials(node, mechani
     from kafka.errors import KafkaConnectionError, SaslAuthenticationFailedError
 
     security = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism}
-    assert isinstance(_kafka_python_connect(node.sasl_port, sasl_plain_username=ALICE[0],
+    assert isinstance(kafka_python_connect(node.sasl_port, sasl_plain_username=ALICE[0],
                                             sasl_plain_password=ALICE[1], **security), tuple)
     for user, password in ((ALICE[0], "wrong"), ("nobody", ALICE[1])):
         with pytest.raises((SaslAuthenticationFailedError, KafkaConnectionError)) as failed:
-            _kafka_python_connect(node.sasl_port, sasl_plain_username=user, sasl_plain_password=password,
+            kafka_python_connect(node.sasl_port, sasl_plain_username=user, sasl_plain_password=password,
                                   **security)
         assert "Authentication failed" in str(failed.value) or isinstance(failed.value, SaslAuthenticationFailedError)
 
@@ -208,11 +189,11 @@ def test_tls_client_port_serves_kafka_and_https_and_sasl_ssl_authenticates(tmp_p
         n.start()
         n.wait_ready(30)
         tls = {"security_protocol": "SSL", "ssl_cafile": str(certs_dir / "ca.pem"), "ssl_check_hostname": False}
-        assert isinstance(_kafka_python_connect(n.port, **tls), tuple)  # Kafka after the TLS handshake
+        assert isinstance(kafka_python_connect(n.port, **tls), tuple)  # Kafka after the TLS handshake
         assert n.session().get(f"{n.url}/v1/health", timeout=5).json()["status"] == "ok"  # HTTPS on the same port
         sasl = {**tls, "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
                 "sasl_plain_username": ALICE[0], "sasl_plain_password": ALICE[1]}
-        wait_for(lambda: _kafka_python_connect(sasl_ssl_port, timeout_ms=5000, **sasl), 30,
+        wait_for(lambda: kafka_python_connect(sasl_ssl_port, timeout_ms=5000, **sasl), 30,
                  what="SCRAM over SASL_SSL (once the credential is in the metadata)")
         with socket.create_connection(("127.0.0.1", n.port), timeout=10) as sock:  # plain bytes to a TLS port
             sock.sendall(request_bytes(API_VERSIONS, 0, 1))

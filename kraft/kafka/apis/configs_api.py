@@ -1,31 +1,49 @@
 """DescribeConfigs (key 32, v1-4), AlterConfigs (key 33, v0-2) and IncrementalAlterConfigs (key 44,
-v0-1) on topics, over TopicApis: a topic's overrides (DYNAMIC_TOPIC_CONFIG) and the broker's
+v0-1). Topics over TopicApis: a topic's overrides (DYNAMIC_TOPIC_CONFIG) and the broker's
 defaults for the rest (DEFAULT_CONFIG). AlterConfigs replaces the topic's overrides with the
 given set, as Kafka's does; the incremental API sets and deletes keys (APPEND and SUBTRACT, for
-list-valued keys, are refused INVALID_REQUEST). Broker resources are not served yet
-(INVALID_REQUEST: the broker's keys are its configuration file's)."""
+list-valued keys, are refused INVALID_REQUEST). Brokers and broker loggers over BrokerConfigs
+(kraft/server/broker_configs.py): the node's static keys, read-only, and its loggers' levels."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from kraft.errors import KraftError
 from kraft.kafka.apis.common import Api, code, entity, error_of, ms, nested, response_of
 from kraft.metadata.acl import TOPIC
 from kraft.server.access import INCREMENTAL_ALTER_CONFIGS, NAMED, rule_of
+from kraft.server.broker_configs import BrokerConfigs, ConfigEntry
 from kraft.server.request_context import RequestContext
 from kraft.server.services import BrokerServices
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS_KEY = 32, 33, 44
-TOPIC_RESOURCE = 2
+TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE = 2, 4, 8
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
 SET, DELETE = 0, 1
 _ALTER = rule_of(INCREMENTAL_ALTER_CONFIGS, TOPIC, NAMED)
 
 
-def _topic_only(resource_type: int) -> None:
-    if int(resource_type) != TOPIC_RESOURCE:
-        raise KraftError("INVALID_REQUEST", "only topic configs are served over the Kafka protocol")
+def _check_type(resource_type: int) -> int:
+    if int(resource_type) not in (TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE):
+        raise KraftError("INVALID_REQUEST", f"unsupported config resource type {int(resource_type)} "
+                                            "(topics, brokers and broker loggers are served)")
+    return int(resource_type)
+
+
+def _broker_configs(services: BrokerServices) -> BrokerConfigs:
+    if services.broker_configs is None:
+        raise KraftError("INVALID_REQUEST", "this node serves no broker configs")
+    return services.broker_configs
+
+
+def _topic_entries(services: BrokerServices, ctx: RequestContext, name: str,
+                   keys: Iterable[str] | None) -> list[ConfigEntry]:
+    found = services.topics.describe_configs(ctx, name)
+    values = {**{k: (v, DEFAULT_CONFIG) for k, v in found.defaults.items()},
+              **{k: (v, DYNAMIC_TOPIC_CONFIG) for k, v in found.configs.items()}}
+    return [ConfigEntry(k, values[k][0], values[k][1], False)
+            for k in (sorted(values) if keys is None else [k for k in keys if k in values])]
 
 
 def describe_configs(services: BrokerServices) -> Any:
@@ -36,16 +54,17 @@ def describe_configs(services: BrokerServices) -> Any:
         results = []
         for r in request.resources:
             try:
-                _topic_only(r.resource_type)
-                found = services.topics.describe_configs(ctx, r.resource_name)
-                values = {**{k: (v, DEFAULT_CONFIG) for k, v in found.defaults.items()},
-                          **{k: (v, DYNAMIC_TOPIC_CONFIG) for k, v in found.configs.items()}}
-                keys = sorted(values) if r.configuration_keys is None else [
-                    k for k in r.configuration_keys if k in values]
-                configs = tuple(entity(config_cls, name=k, value=values[k][0], read_only=False,
-                                       is_default=values[k][1] == DEFAULT_CONFIG, config_source=values[k][1],
-                                       is_sensitive=False, synonyms=(), config_type=0, documentation=None)
-                                for k in keys)
+                kind, keys = _check_type(r.resource_type), r.configuration_keys
+                if kind == TOPIC_RESOURCE:
+                    entries = _topic_entries(services, ctx, r.resource_name, keys)
+                elif kind == BROKER_RESOURCE:
+                    entries = _broker_configs(services).describe_broker(ctx, r.resource_name, keys)
+                else:
+                    entries = _broker_configs(services).describe_loggers(ctx, r.resource_name, keys)
+                configs = tuple(entity(config_cls, name=e.name, value=e.value, read_only=e.read_only,
+                                       is_default=e.is_default, config_source=e.source, is_sensitive=e.sensitive,
+                                       synonyms=(), config_type=0, documentation=None)
+                                for e in entries)
                 error = None
             except Exception as e:  # noqa: BLE001 - the resource's answer
                 configs, error = (), error_of(e)
@@ -64,17 +83,26 @@ def _alter(services: BrokerServices, incremental: bool) -> Any:
         for r in request.resources:
             error = None
             try:
-                _topic_only(r.resource_type)
+                kind = _check_type(r.resource_type)
                 if incremental:
                     changes: dict[str, str | None] = {}
                     for c in r.configs:
                         if int(c.config_operation) not in (SET, DELETE):
                             raise KraftError("INVALID_REQUEST", f"{c.name}: only SET and DELETE are served")
                         changes[c.name] = c.value if int(c.config_operation) == SET else None
+                elif kind == BROKER_LOGGER_RESOURCE:
+                    raise KraftError("INVALID_REQUEST", "AlterConfigs does not support the resource type "
+                                                        "BROKER_LOGGER: use IncrementalAlterConfigs")
+                elif kind == BROKER_RESOURCE:
+                    changes = {c.name: c.value for c in r.configs}
                 else:  # the given set replaces the topic's overrides
                     current = services.topics.describe_configs(ctx, r.resource_name).configs
                     changes = {**{k: None for k in current}, **{c.name: c.value for c in r.configs}}
-                if request.validate_only:
+                if kind == BROKER_RESOURCE:
+                    _broker_configs(services).alter_broker(ctx, r.resource_name, changes)
+                elif kind == BROKER_LOGGER_RESOURCE:
+                    _broker_configs(services).alter_loggers(ctx, r.resource_name, changes, bool(request.validate_only))
+                elif request.validate_only:
                     services.authorization.require(ctx, _ALTER, (r.resource_name,))
                     services.topics.require_topic(r.resource_name)
                 else:

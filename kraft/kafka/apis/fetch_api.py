@@ -81,9 +81,9 @@ def fetch(services: BrokerServices) -> Any:
 
 
 def _partition(response: type, cls: type, index: int, r: FetchPartitionResult | None, committed: bool) -> Any:
-    if r is None:  # refused
+    if r is None:  # refused; empty records as Kafka's MemoryRecords.EMPTY (librdkafka cannot parse null)
         return entity(cls, partition_index=index, error_code=code("TOPIC_AUTHORIZATION_FAILED"), high_watermark=-1,
-                      last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None, records=None)
+                      last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None, records=b"")
     aborted = None
     if committed:
         aborted_cls = nested(response, "AbortedTransaction")

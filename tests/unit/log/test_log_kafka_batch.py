@@ -257,3 +257,34 @@ def test_fixtures_cover_every_client_and_codec() -> None:
     assert {p.stem for p in FIXTURES.glob("*.bin")} == {
         f"{client}-{codec}" for client in ("kafka-python", "confluent-kafka", "aiokafka") for codec in COMPRESSIONS
     }
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.bin")), ids=lambda p: p.stem)
+def test_captured_client_batches_reencode(path: Path) -> None:
+    """Decoded and encoded again with the client's header fields and codec, a client's batch holds
+    the same records section (the same bytes when uncompressed: Kafka's encoding is canonical)."""
+    data = path.read_bytes()
+    header = kb.validate_framing(data)
+    again = kb.encode_batch(
+        kb.decode_records(data), base_offset=header.base_offset, compression=header.compression,
+        base_timestamp=header.base_timestamp, max_timestamp=header.max_timestamp, attributes=header.attributes,
+        last_offset_delta=header.last_offset_delta, partition_leader_epoch=header.partition_leader_epoch,
+        producer_id=header.producer_id, producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+    )
+    assert bytes(decompress_payload(again, 0, kb.validate_framing(again))) == bytes(decompress_payload(data, 0, header))
+    assert kb.decode_records(again) == kb.decode_records(data)
+    if header.compression == "none":
+        assert again == data
+
+
+@settings(max_examples=300, deadline=None)
+@given(fixture=st.sampled_from(sorted(FIXTURES.glob("*.bin"))), where=st.floats(0, 1, exclude_max=True),
+       bit=st.integers(0, 7))
+def test_a_flipped_byte_of_a_captured_batch_fails_the_crc(fixture: Path, where: float, bit: int) -> None:
+    """Any bit flipped from the CRC field on (the CRC itself, the header fields it covers, the
+    compressed or plain records) is a CRC failure, for every client's batch of every codec."""
+    data = bytearray(fixture.read_bytes())
+    pos = ATTRIBUTES_POS - 4 + int(where * (len(data) - ATTRIBUTES_POS + 4))
+    data[pos] ^= 1 << bit
+    with pytest.raises(CorruptRecordError, match="fails its CRC"):
+        kb.validate_framing(bytes(data))

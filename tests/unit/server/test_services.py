@@ -186,6 +186,20 @@ async def test_metadata_lists_what_may_be_described_and_reports_refused_names() 
     assert error.value.error_code == "TOPIC_AUTHORIZATION_FAILED"
 
 
+def test_a_topic_id_resolves_only_for_a_principal_that_may_describe_the_topic() -> None:
+    """DeleteTopics by id: the name of a topic the principal may describe; an unknown id is
+    UNKNOWN_TOPIC_ID; a topic it may not describe is TOPIC_AUTHORIZATION_FAILED naming only the id."""
+    authorization = Authorization(Acls(("DESCRIBE", "TOPIC", "a")))
+    info = NodeInfo(1, ("broker",), 1 << 20, auto_create_topics=False, fetch_max_bytes=1 << 20)
+    topics = TopicApis(info, View("a", "secret"), None, authorization)  # type: ignore[arg-type]
+    ctx = ALICE.for_api("DeleteTopics")
+    assert topics.name_of_id(ctx, "id-a") == "a"
+    for topic_id, code in (("id-missing", "UNKNOWN_TOPIC_ID"), ("id-secret", "TOPIC_AUTHORIZATION_FAILED")):
+        with pytest.raises(KraftError) as error:
+            topics.name_of_id(ctx, topic_id)
+        assert error.value.error_code == code and "secret" not in error.value.message.replace("id-secret", "")
+
+
 class Groups:
     async def describe_group(self, group_id: str) -> GroupDescription:
         member = MemberDescription("m1", 3, "c", "h", ("a",), None, (TopicPartitions("a", (0,)),), (), ())

@@ -1,0 +1,155 @@
+"""The bench's workloads through the Kafka listener with Kafka's own clients (`--client
+kafka-python|confluent-kafka`), beside kraft's Python client over HTTP (`--client kraft`), so the
+two paths are measured by the same command on the same node. Each maps the bench's producer
+flags to the client's settings (acks, batch size, linger, compression, idempotence, requests in
+flight); ack latency is each record's send to its delivery report. Both clients are the `bench`
+extra's (and the dev one's)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from kraft.bench.histogram import LatencyHistogram
+
+KRAFT, KAFKA_PYTHON, CONFLUENT = "kraft", "kafka-python", "confluent-kafka"
+CLIENTS = (KRAFT, KAFKA_PYTHON, CONFLUENT)
+_POLL_EVERY = 1024  # confluent-kafka: serve delivery reports every this many sends
+
+
+class _Acks:
+    """Each record's ack latency (its own send to its delivery report) and the failures."""
+
+    def __init__(self) -> None:
+        self.histogram = LatencyHistogram()
+        self.failed = 0
+
+    def callback(self, sent: float) -> Callable[..., None]:
+        def done(error: Any, *_: Any) -> None:
+            if error is None:
+                self.histogram.record_us(round((time.perf_counter() - sent) * 1e6))
+            else:
+                self.failed += 1
+        return done
+
+
+def _bootstrap(bootstrap: str) -> str:
+    return ",".join(h.removeprefix("http://").removeprefix("https://") for h in bootstrap.split(","))
+
+
+def kafka_produce(client: str, bootstrap: str, topic: str, payload: bytes, num_records: int, *, acks: str,
+                  batch_size: int, linger_ms: int, compression: str, idempotence: bool,
+                  max_in_flight: int | None, throughput: int,
+                  progress: Callable[[int, int], None]) -> tuple[float, LatencyHistogram, int]:
+    """Sends `num_records` copies of `payload` (paced to `throughput` records/s when > 0) and
+    waits for every delivery: (elapsed seconds, ack latency, failed records)."""
+    acks_value = "all" if acks in ("all", "-1") else acks
+    acks_seen = _Acks()
+    if client == CONFLUENT:
+        from confluent_kafka import Producer as ConfluentProducer
+
+        producer: Any = ConfluentProducer({
+            "bootstrap.servers": _bootstrap(bootstrap), "acks": acks_value, "linger.ms": linger_ms,
+            "batch.size": batch_size, "compression.type": compression, "enable.idempotence": idempotence,
+            "max.in.flight.requests.per.connection": max_in_flight or 5, "queue.buffering.max.messages": 1_000_000})
+        producer.list_topics(topic, timeout=30)  # metadata before the clock starts
+
+        def send(value: bytes, sent: float) -> None:
+            while True:
+                try:
+                    producer.produce(topic, value, on_delivery=acks_seen.callback(sent))
+                    return
+                except BufferError:  # the local queue is full: serve deliveries, then retry
+                    producer.poll(0.01)
+
+        def flush() -> None:
+            producer.flush()
+    elif client == KAFKA_PYTHON:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(
+            bootstrap_servers=_bootstrap(bootstrap).split(","), acks=acks_value if acks_value == "all" else int(acks_value),
+            linger_ms=linger_ms, batch_size=batch_size, enable_idempotence=idempotence,
+            compression_type=None if compression == "none" else compression,
+            max_in_flight_requests_per_connection=max_in_flight or 5)
+        producer.partitions_for(topic)
+
+        def send(value: bytes, sent: float) -> None:
+            done = acks_seen.callback(sent)
+            producer.send(topic, value).add_callback(lambda _: done(None)).add_errback(done)
+
+        def flush() -> None:
+            producer.flush()
+            producer.close()
+    else:
+        raise ValueError(f"not a Kafka client: {client!r} (one of {KAFKA_PYTHON}, {CONFLUENT})")
+    clock = time.perf_counter
+    interval = 1 / throughput if throughput > 0 else 0.0
+    start = clock()
+    for i in range(num_records):
+        if interval:
+            ahead = start + i * interval - clock()
+            if ahead > 0:
+                time.sleep(ahead)
+        send(payload, clock())
+        if i % _POLL_EVERY == 0:
+            if client == CONFLUENT:
+                producer.poll(0)
+            progress(i, i * len(payload))
+    flush()
+    return clock() - start, acks_seen.histogram, acks_seen.failed
+
+
+def drain(poll: Callable[[int], tuple[int, int]], num_records: int, timeout_ms: int,
+          progress: Callable[[int, int], None]) -> tuple[int, int, float]:
+    """Calls `poll(records still wanted) -> (records, bytes)` until `num_records` arrived or
+    `timeout_ms` passed without any: (records, bytes, seconds from the start to the last record)."""
+    records = nbytes = 0
+    start = last = time.monotonic()
+    while records < num_records:
+        count, size = poll(num_records - records)
+        now = time.monotonic()
+        if not count:
+            if (now - last) * 1000 >= timeout_ms:
+                break
+            continue
+        last = now
+        records, nbytes = records + count, nbytes + size
+        progress(records, nbytes)
+    return records, nbytes, last - start
+
+
+def kafka_consume(client: str, bootstrap: str, topic: str, num_records: int, timeout_ms: int,
+                  progress: Callable[[int, int], None]) -> tuple[int, int, float]:
+    """Reads `topic` from the beginning (its partitions assigned, no group) until `num_records`
+    arrived or `timeout_ms` passed without any: (records, key and value bytes, seconds from the
+    start to the last record)."""
+    if client == CONFLUENT:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        consumer: Any = Consumer({"bootstrap.servers": _bootstrap(bootstrap), "group.id": "kraft-bench",
+                                  "enable.auto.commit": False})
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+
+        def poll(wanted: int) -> tuple[int, int]:
+            got = [m for m in consumer.consume(min(wanted, 10_000), 0.5) if m.error() is None]
+            return len(got), sum(len(m.key() or b"") + len(m.value() or b"") for m in got)
+    elif client == KAFKA_PYTHON:
+        from kafka import KafkaConsumer, TopicPartition as KafkaTopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=_bootstrap(bootstrap).split(","), enable_auto_commit=False,
+                                 auto_offset_reset="earliest", max_poll_records=10_000)
+        assigned = [KafkaTopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(assigned)
+        consumer.seek_to_beginning(*assigned)
+
+        def poll(wanted: int) -> tuple[int, int]:
+            got = [r for batch in consumer.poll(timeout_ms=500, max_records=wanted).values() for r in batch]
+            return len(got), sum(len(r.key or b"") + len(r.value or b"") for r in got)
+    else:
+        raise ValueError(f"not a Kafka client: {client!r} (one of {KAFKA_PYTHON}, {CONFLUENT})")
+    try:
+        return drain(poll, num_records, timeout_ms, progress)
+    finally:
+        consumer.close()
