@@ -19,12 +19,12 @@ def stamped(batches: list[bytes]) -> bytes:
     return bytes(out)
 
 
-def committed_values(bootstrap: str | list[str], topic: str, partitions: int) -> list[str]:
-    """Every value a read_committed consumer reads from `topic`, to each partition's last stable
-    offset, sorted."""
+def committed_values(bootstrap: str | list[str], topic: str, partitions: int | list[int]) -> list[str]:
+    """Every value a read_committed consumer reads from `topic` (its first `partitions`, or those
+    listed), to each partition's last stable offset, sorted."""
     consumer = Consumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False)
     try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        tps = [TopicPartition(topic, p) for p in (range(partitions) if isinstance(partitions, int) else partitions)]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         ends = consumer.end_offsets(tps)  # read_committed: the LSO

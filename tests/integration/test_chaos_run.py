@@ -51,3 +51,20 @@ def test_a_failed_log_directory_in_a_chaos_run_loses_nothing_and_recovers(tmp_pa
     assert "is offline: OSError: [Errno 5]" in logs and "reports log directories" in logs
     assert found.acked > 0 and (found.lost, found.duplicated_idempotent, found.reordered, found.truncated_after_seen,
                                 found.offsets_lost, found.metadata_lost) == (0, 0, 0, 0, 0, 0), found.examples
+
+
+def test_the_transactional_workload_under_kill_and_stop_is_atomic_and_isolated(tmp_path: Path):
+    """`--workload transactional`: transactional producers commit and abort transactions over three
+    partitions while nodes are killed -9 and paused; the read_committed consumer never sees a
+    record of an aborted transaction nor one before its commit, and the final read_committed
+    read holds every committed transaction whole and no part of any other."""
+    outcome = run_chaos(ChaosOptions(50, ["kill", "stop"], 5, str(tmp_path / "history.jsonl"),
+                                     workload="transactional"), lambda line: None)
+    found = outcome.findings
+    assert found.faults_missing == [] and found.not_recovered == 0
+    assert found.txn_committed > 0 and found.txn_aborted > 0, found.as_dict()
+    assert (found.txn_aborted_visible, found.txn_seen_early, found.txn_partial, found.txn_committed_lost,
+            found.txn_duplicated) == (0, 0, 0, 0, 0), found.examples
+    assert (found.lost, found.duplicated_idempotent, found.reordered, found.truncated_after_seen,
+            found.offsets_lost, found.metadata_lost) == (0, 0, 0, 0, 0, 0), found.examples
+    assert found.worker_errors == 0, found.examples

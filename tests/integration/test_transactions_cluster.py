@@ -1,8 +1,9 @@
 """Transactions on a 3-node cluster (real processes): the coordinator reaches partition leaders on
 other brokers (KIP-890 verification and markers over the node-only routes, signed with the node
-credential), and kill -9 of the coordinator after the prepare leaves the commit to the broker that
-takes over `__transaction_state`'s partition, which sends the markers again: the transaction over
-three partitions and its group offset are all-or-nothing throughout."""
+credential). kill -9 of the coordinator after the prepare leaves the commit to the broker that
+takes over `__transaction_state`'s partition, which sends the markers again; kill -9 of a
+partition's leader between the markers leaves that partition's marker to its new leader: the
+transaction over three partitions and its group offset are all-or-nothing throughout."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from harness import Cluster, wait_for
 from kraft.api.client import Admin, Producer, TopicPartition
 from kraft.api.client.types import NewTopic
 from kraft.api.errors import KraftError
-from transactions_support import committed_values, group_offset
+from transactions_support import committed_values, group_offset, stable
 
 pytestmark = pytest.mark.cluster
 
@@ -21,6 +22,13 @@ OVERRIDES = {"broker.session.timeout.ms": 2000, "broker.heartbeat.interval.ms": 
              "min.insync.replicas": 1}
 TID = "ledger-writer"
 PARTITIONS = 3
+
+
+def leaders(bootstrap: str | list[str], topic: str) -> dict[int, int]:
+    """Partition -> leader id of `topic`."""
+    with Admin(bootstrap) as admin:
+        meta = admin.metadata([topic])
+    return {p["partition"]: p["leader"] for t in meta["topics"] if t["name"] == topic for p in t["partitions"]}
 
 
 def servers(cluster: Cluster, but: int | None = None) -> list[str]:
@@ -55,5 +63,43 @@ def test_a_commit_survives_the_coordinators_kill_9_after_the_prepare(tmp_path) -
         p.close(timeout=0)
         alive = servers(cluster, but=leader)
         wait_for(lambda: state(alive) == "CompleteCommit", 90, what="the new coordinator to finish the commit")
+        assert committed_values(alive, "ledger", PARTITIONS) == [f"entry-{i}" for i in range(PARTITIONS)]
+        assert group_offset(alive, "auditors", "ledger") == 3
+
+
+def test_a_partition_leader_killed_9_between_the_markers_gets_its_marker_from_the_new_leader(tmp_path) -> None:
+    """The leader of one partition is stopped (SIGSTOP) before EndTxn, so its marker cannot be
+    written, while the others' are (it leaves their ISRs after `replica.lag.time.max.ms`); once a
+    marker is visible elsewhere it is killed -9. Its partition's new leader (an ISR member, which
+    holds the transaction's record and its open transaction) takes the marker: the transaction
+    commits everywhere and every last stable offset reaches the high watermark."""
+    overrides = {**OVERRIDES, "replica.lag.time.max.ms": 1500,
+                 "broker.session.timeout.ms": 8000}  # the kill usually lands before the stopped node is fenced
+    with Cluster(tmp_path, controllers=3, combined=True, overrides=overrides) as cluster:
+        cluster.start()
+        with Admin(servers(cluster)) as admin:
+            admin.create_topics([NewTopic("ledger", PARTITIONS, 3)])
+        cluster.wait_full_isr(["ledger"])
+        p = Producer(servers(cluster), transactional_id=TID, linger_ms=0, max_block_ms=60_000)
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(PARTITIONS):
+            p.send("ledger", f"entry-{i}".encode(), partition=i).get(timeout=30)
+        p.send_offsets_to_transaction({TopicPartition("ledger", 0): 3}, "auditors")
+        coordinator = leaders(servers(cluster), "__transaction_state")[0]
+        led = leaders(servers(cluster), "ledger")
+        victim = next(leader for leader in led.values() if leader != coordinator)  # not the coordinator
+        others = [i for i, leader in led.items() if leader != victim]
+        assert others, f"one node leads every partition: {led}"
+        cluster.pause(victim)
+        p._txn.end(commit=True)  # EndTxn answered: PrepareCommit is logged; the markers follow
+        alive = servers(cluster, but=victim)
+        wait_for(lambda: committed_values(alive, "ledger", others) == [f"entry-{i}" for i in others], 60,
+                 what="a marker on a partition the stopped node does not lead")
+        cluster.kill(victim)
+        p.close(timeout=0)
+        wait_for(lambda: state(alive) == "CompleteCommit", 120, what="the markers at the new leaders")
+        assert victim not in leaders(alive, "ledger").values()
+        wait_for(lambda: stable(alive, "ledger", PARTITIONS), 30, what="every last stable offset at the high watermark")
         assert committed_values(alive, "ledger", PARTITIONS) == [f"entry-{i}" for i in range(PARTITIONS)]
         assert group_offset(alive, "auditors", "ledger") == 3

@@ -10,7 +10,9 @@ Two forms:
   back to full ISR and the fencings no fault caused (`fencings`). Exits non-zero when an
   acknowledged record, committed offset or topic was lost, a record was duplicated by the
   idempotent producer, reordered, or served then truncated, the cluster did not recover from a
-  fault, or a requested fault type could not be injected.
+  fault, or a requested fault type could not be injected. `--workload transactional` adds
+  transactional producers and a read_committed consumer (`transactional`), and the checker then
+  verifies atomicity and isolation (`txn_check`).
 
 `--mode zookeeper` runs the `--duration` form on brokers in ZooKeeper mode (`kraft.zk`), on a
 one-server ZooKeeper the run starts on free ports and never faults; the same schedule, workload and
@@ -25,7 +27,7 @@ import os
 import click
 
 from kraft.bench.chaos.rounds import run_rounds
-from kraft.bench.chaos.run import MODES, ChaosOptions, ChaosOutcome, run_chaos
+from kraft.bench.chaos.run import MODES, WORKLOADS, ChaosOptions, ChaosOutcome, run_chaos
 from kraft.bench.chaos.schedule import FAULTS
 from kraft.bench.common import main
 from kraft.zk.ensemble import zookeeper_available
@@ -33,14 +35,17 @@ from kraft.zk.ensemble import zookeeper_available
 JSON_KEYS = ("acked", "lost", "duplicated", "duplicated_idempotent", "reordered", "truncated_after_seen",
              "offsets_lost", "metadata_lost", "max_unavailable_s", "p99_unavailable_s", "not_recovered",
              "max_time_to_full_isr_s", "p99_time_to_full_isr_s", "fencings", "fencings_uncaused")
+TXN_KEYS = ("txn_committed", "txn_aborted", "txn_unknown", "txn_aborted_visible", "txn_seen_early", "txn_partial",
+            "txn_committed_lost", "txn_duplicated")
 
 
 def outcome_summary(outcome: ChaosOutcome, options: ChaosOptions) -> dict[str, object]:
     findings = outcome.findings.as_dict()
     return {
-        "bench": "chaos", "mode": options.mode, "seed": options.seed, "duration_s": options.duration_s,
+        "bench": "chaos", "mode": options.mode, "workload": options.workload, "seed": options.seed, "duration_s": options.duration_s,
         "nodes": options.nodes,
         "faults_requested": options.faults, **{k: findings[k] for k in JSON_KEYS},
+        **({k: findings[k] for k in TXN_KEYS} if options.workload == "transactional" else {}),
         "faults": findings["faults"], "faults_not_injected": findings["faults_not_injected"],
         "faults_missing": findings["faults_missing"], "recoveries": findings["recoveries"],
         "disk_full_method": outcome.disk_full_method, "skipped": outcome.skipped, "failed_sends": findings["failed"],
@@ -56,8 +61,9 @@ def _print_table(summary: dict[str, object]) -> None:
     from rich.table import Table
 
     table = Table("metric", "value", title="kraft-bench chaos", title_justify="left")
-    for key in ("mode", "seed", "duration_s", "nodes", *JSON_KEYS, "failed_sends", "seen", "commits",
-                "unavailable_windows", "repeats_left_out", "worker_errors", "history"):
+    txn_keys = TXN_KEYS if summary["workload"] == "transactional" else ()
+    for key in ("mode", "workload", "seed", "duration_s", "nodes", *JSON_KEYS, *txn_keys, "failed_sends", "seen",
+                "commits", "unavailable_windows", "repeats_left_out", "worker_errors", "history"):
         table.add_row(key, str(summary[key]))
     for fault, count in sorted(summary["faults"].items()):  # type: ignore[union-attr]
         table.add_row(f"faults.{fault}", str(count))
@@ -95,18 +101,23 @@ def _faults(_: click.Context, __: click.Parameter, value: str) -> list[str]:
 @click.option("--nodes", type=click.IntRange(min=3), default=3, show_default=True)
 @click.option("--mode", type=click.Choice(MODES), default="kraft", show_default=True,
               help="The cluster's metadata mode: KRaft, or ZooKeeper mode on a local ZooKeeper the run starts.")
+@click.option("--workload", type=click.Choice(WORKLOADS), default="standard", show_default=True,
+              help="transactional: also transactional producers committing and aborting across partitions, and a "
+                   "read_committed consumer, checked for atomicity and isolation (--duration runs).")
 @click.option("--history", "history_path", default=None, help="Where to write the history (JSON lines); "
               "default chaos-history-SEED.jsonl.")
 @click.option("--session-timeout-ms", type=click.IntRange(min=100), default=3000, show_default=True,
               help="broker.session.timeout.ms of the cluster (zookeeper.session.timeout.ms in ZooKeeper mode).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), help="Write the summary as JSON here.")
 def chaos(rounds: int | None, duration: float | None, faults: list[str], seed: int, nodes: int, mode: str,
-          history_path: str | None, session_timeout_ms: int, json_path: str | None) -> None:
+          workload: str, history_path: str | None, session_timeout_ms: int, json_path: str | None) -> None:
     """Replication and metadata under faults on a local cluster (RF 3, min.insync.replicas 2),
     checked for lost, duplicated, reordered and truncated records, lost offsets and metadata."""
     if duration is None:
         if mode != "kraft":
             raise click.UsageError("--rounds runs in KRaft mode only: use --duration with --mode zookeeper")
+        if workload != "standard":
+            raise click.UsageError("--workload is for --duration runs: --rounds has its own producer and consumer")
         run_rounds(rounds or 3, session_timeout_ms, json_path)
         return
     if rounds is not None:
@@ -114,7 +125,7 @@ def chaos(rounds: int | None, duration: float | None, faults: list[str], seed: i
     if mode == "zookeeper" and not zookeeper_available():
         raise click.ClickException("ZooKeeper mode needs the Debian zookeeper package and java")
     options = ChaosOptions(duration, faults, seed, history_path or f"chaos-history-{seed}.jsonl", nodes,
-                           session_timeout_ms, mode=mode)
+                           session_timeout_ms, mode=mode, workload=workload)
     outcome = run_chaos(options, lambda line: click.echo(line, err=True))
     summary = outcome_summary(outcome, options)
     _print_table(summary)

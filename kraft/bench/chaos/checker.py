@@ -28,10 +28,14 @@ group's committed offset per partition) and `final_topics` (topic -> partition c
   `not_recovered`: faults the cluster did not recover from within the harness's timeout;
 - fencings: the brokers the controllers fenced (`fenced` events, from the nodes' logs), and
   `fencings_uncaused`: those outside every fault's window (from its injection to its recovery),
-  a live broker fenced with no fault to blame.
+  a live broker fenced with no fault to blame;
+- with the transactional workload, atomicity and isolation as read_committed consumers see them
+  (`txn_check`: `txn_aborted_visible`, `txn_seen_early`, `txn_partial`, `txn_committed_lost`,
+  `txn_duplicated`), and the transactions' outcomes (`txn_committed`, `txn_aborted`, `txn_unknown`).
 
 `ok` is false when a guarantee broke (lost, duplicated by an idempotent producer, reordered,
-truncated after being served, offsets or metadata lost), a fault was not recovered from, or a
+truncated after being served, offsets or metadata lost, a transaction seen partly or when it
+should not be), a fault was not recovered from, or a
 requested fault type was never injected.
 """
 
@@ -40,6 +44,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
+
+from kraft.bench.chaos.txn_check import check_transactions
 
 
 @dataclass
@@ -68,12 +74,22 @@ class Findings:
     not_recovered: int = 0
     fencings: int = 0
     fencings_uncaused: int = 0
+    txn_committed: int = 0
+    txn_aborted: int = 0
+    txn_unknown: int = 0
+    txn_aborted_visible: int = 0
+    txn_seen_early: int = 0
+    txn_partial: int = 0
+    txn_committed_lost: int = 0
+    txn_duplicated: int = 0
     examples: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return not (self.lost or self.duplicated_idempotent or self.reordered or self.truncated_after_seen
-                    or self.offsets_lost or self.metadata_lost or self.not_recovered or self.faults_missing)
+                    or self.offsets_lost or self.metadata_lost or self.not_recovered or self.faults_missing
+                    or self.txn_aborted_visible or self.txn_seen_early or self.txn_partial or self.txn_committed_lost
+                    or self.txn_duplicated)
 
     def example(self, kind: str, what: Any) -> None:
         examples = self.examples.setdefault(kind, [])
@@ -103,6 +119,10 @@ def check(events: Iterable[dict[str, Any]]) -> Findings:
     fault_started: float | None = None
     fenced: list[dict[str, Any]] = []
     end_t = 0.0
+    txns: list[dict[str, Any]] = []
+    txn_ends: dict[str, float] = {}
+    txn_seen: list[dict[str, Any]] = []
+    final_txn_log: dict[int, list[list[Any]]] | None = None
     for e in events:
         kind = e["k"]
         end_t = max(end_t, e.get("t", 0.0))
@@ -159,6 +179,15 @@ def check(events: Iterable[dict[str, Any]]) -> Findings:
             final_commit[(e["group"], e["topic"], e["part"])] = e["offset"]
         elif kind == "final_topics":
             final_topics[e["node"]] = e["topics"]
+        elif kind == "txn":
+            txns.append(e)
+        elif kind == "txn_end":
+            txn_ends[e["txn"]] = e["t"]
+        elif kind == "txn_seen":
+            txn_seen.append(e)
+        elif kind == "final_txn_log":
+            final_txn_log = final_txn_log or {}
+            final_txn_log[e["part"]] = e["records"]
     lengths += [end_t - since for since in windows.values()]  # still unavailable at the end
     if fault_started is not None:  # injected, never recovered nor given up on: to the end
         fault_windows.append((fault_started, end_t))
@@ -223,6 +252,7 @@ def check(events: Iterable[dict[str, Any]]) -> Findings:
                                            "acknowledged": offset, "final": final})
 
     found.metadata_lost = _metadata_lost(meta, final_topics, found)
+    check_transactions(txns, txn_ends, txn_seen, final_txn_log, found)
 
     if lengths:
         ordered = sorted(lengths)

@@ -147,11 +147,12 @@ class WatchingConsumer:
             self._thread.join(30)
 
 
-def read_partition(bootstrap: str, topic: str, partition: int, end: int,
-                   timeout_s: float = 60.0) -> list[tuple[int, bytes]]:
-    """Every record below offset `end` (the high watermark), read through the leader."""
+def read_partition(bootstrap: str, topic: str, partition: int, end: int, timeout_s: float = 60.0,
+                   isolation_level: str = "read_uncommitted") -> list[tuple[int, bytes]]:
+    """Every record below offset `end` (the high watermark; at read_committed, the last stable
+    offset), read through the leader."""
     consumer = Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100,
-                        consumer_timeout_ms=int(timeout_s * 1000))
+                        consumer_timeout_ms=int(timeout_s * 1000), isolation_level=isolation_level)
     tp = TopicPartition(topic, partition)
     consumer.assign([tp])
     out: list[tuple[int, bytes]] = []

@@ -13,7 +13,7 @@ import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import requests
 
@@ -24,6 +24,7 @@ from kraft.bench.chaos.faults import DiskFull, Injector, log_dir_failure, prepar
 from kraft.bench.chaos.proxy import LinkProxies
 from kraft.bench.chaos.fencings import fencings_logged
 from kraft.bench.chaos.schedule import FaultEvent, cooldown_s, make_schedule
+from kraft.bench.chaos.transactional import ReadCommittedWorker, TransactionalProducerWorker
 from kraft.bench.chaos.workload import (GroupConsumerWorker, History, LeaderMonitor, MetadataWorker, ProducerWorker,
                                         load_history)
 from kraft.bench.cluster import LocalCluster, poll
@@ -32,6 +33,8 @@ from kraft.log.fault_injection import ENV as FSYNC_DELAY_ENV
 
 IDEMPOTENT_TOPIC, PLAIN_TOPIC, GROW_TOPIC, GROUP = "chaos-idem", "chaos-plain", "chaos-grow", "chaos-group"
 TOPICS = {IDEMPOTENT_TOPIC: 3, PLAIN_TOPIC: 2}  # produced topics and their partition counts
+TXN_TOPIC, TXN_PARTITIONS = "chaos-txn", 3  # the transactional workload's topic
+WORKLOADS = ("standard", "transactional")
 MIN_INSYNC_REPLICAS = 2
 DISK_FAULTS = ("disk-full", "controller-disk-full")
 MODES = ("kraft", "zookeeper")
@@ -49,6 +52,7 @@ class ChaosOptions:
     disk_mb: int = 256
     recover_timeout_s: float = 120.0
     mode: str = "kraft"  # or "zookeeper": the brokers in ZooKeeper mode (the ZooKeeper server is no fault target)
+    workload: str = "standard"  # or "transactional": the standard one plus transactions (`transactional`)
     extra_overrides: dict[str, Any] = field(default_factory=dict)
 
 
@@ -78,12 +82,17 @@ def _overrides(options: ChaosOptions) -> dict[str, Any]:
     return out
 
 
-def _partition_isrs(node_url: str) -> dict[tuple[str, int], tuple[int, list[int]]]:
-    meta = requests.get(f"{node_url}/v1/metadata", params={"topics": ",".join(TOPICS)}, timeout=3).json()
+def produced_topics(workload: str) -> dict[str, int]:
+    """The topics the workload produces to, and their partition counts."""
+    return {**TOPICS, TXN_TOPIC: TXN_PARTITIONS} if workload == "transactional" else dict(TOPICS)
+
+
+def _partition_isrs(node_url: str, topics: Iterable[str]) -> dict[tuple[str, int], tuple[int, list[int]]]:
+    meta = requests.get(f"{node_url}/v1/metadata", params={"topics": ",".join(topics)}, timeout=3).json()
     return {(t["name"], p["partition"]): (p["leader"], p["isr"]) for t in meta["topics"] for p in t["partitions"]}
 
 
-def recovered(cluster: LocalCluster) -> bool:
+def recovered(cluster: LocalCluster, topics: dict[str, int]) -> bool:
     """Every node healthy and running, every produced partition led with a full ISR, as each node sees it."""
     size = len(cluster.nodes)
     for node in cluster.nodes.values():
@@ -91,25 +100,39 @@ def recovered(cluster: LocalCluster) -> bool:
             return False
         if node.health().get("broker_state", "RUNNING") != "RUNNING":
             return False
-        state = _partition_isrs(node.url)
-        if len(state) != sum(TOPICS.values()) or any(leader < 0 or len(isr) != size for leader, isr in state.values()):
+        state = _partition_isrs(node.url, topics)
+        if len(state) != sum(topics.values()) or any(leader < 0 or len(isr) != size for leader, isr in state.values()):
             return False
     return True
 
 
-def _final_state(cluster: LocalCluster, history: History, timeout_s: float) -> None:
+def _read_to_end(cluster: LocalCluster, topic: str, p: int, timeout_s: float, committed: bool) -> tuple[int, list[list[Any]]]:
+    """The partition's end (the high watermark; read_committed: the last stable offset once it
+    reached the high watermark, every transaction ended) and its records below it."""
+    def end() -> int | None:
+        leader, _ = _partition_isrs(cluster.nodes[1].url, [topic])[(topic, p)]
+        offsets = requests.get(f"{cluster.nodes[leader].url}/v1/topics/{topic}/partitions/{p}/offsets",
+                               timeout=5).json()
+        if committed and offsets["last_stable_offset"] != offsets["high_watermark"]:
+            return None
+        return offsets["high_watermark"] + 1  # +1: poll's "truthy"; 0 is a valid watermark
+    what = f"the {'last stable offset' if committed else 'high watermark'} of {topic}-{p}"
+    until = poll(end, timeout_s, 0.2, what) - 1
+    records = read_partition(cluster.bootstrap, topic, p, until, timeout_s,
+                             "read_committed" if committed else "read_uncommitted")
+    return until, [[o, (v or b"").decode(errors="replace")] for o, v in records]
+
+
+def _final_state(cluster: LocalCluster, history: History, timeout_s: float, workload: str) -> None:
     bootstrap = cluster.bootstrap
     for topic, partitions in TOPICS.items():
         for p in range(partitions):
-            def high_watermark() -> int | None:
-                leader, _ = _partition_isrs(cluster.nodes[1].url)[(topic, p)]
-                offsets = requests.get(f"{cluster.nodes[leader].url}/v1/topics/{topic}/partitions/{p}/offsets",
-                                       timeout=5).json()
-                return offsets["high_watermark"] + 1  # +1: poll's "truthy"; 0 is a valid watermark
-            end = poll(high_watermark, timeout_s, 0.2, f"the high watermark of {topic}-{p}") - 1
-            records = read_partition(bootstrap, topic, p, end, timeout_s)
-            history.add("final_log", topic=topic, part=p, high_watermark=end,
-                        records=[[o, (v or b"").decode(errors="replace")] for o, v in records])
+            end, records = _read_to_end(cluster, topic, p, timeout_s, committed=False)
+            history.add("final_log", topic=topic, part=p, high_watermark=end, records=records)
+    if workload == "transactional":
+        for p in range(TXN_PARTITIONS):
+            end, records = _read_to_end(cluster, TXN_TOPIC, p, timeout_s, committed=True)
+            history.add("final_txn_log", topic=TXN_TOPIC, part=p, last_stable_offset=end, records=records)
     with Admin(bootstrap, request_timeout_ms=10_000, api_timeout_ms=int(timeout_s * 1000)) as admin:
         for tp, offset in sorted(admin.list_group_offsets(GROUP).items()):
             history.add("final_commit", group=GROUP, topic=tp.topic, part=tp.partition, offset=offset)
@@ -147,6 +170,9 @@ def zookeeper_connect(options: ChaosOptions, root: Path) -> Iterator[str | None]
 def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcome:
     if options.mode not in MODES:
         raise ValueError(f"unknown mode {options.mode!r}; known: {', '.join(MODES)}")
+    if options.workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {options.workload!r}; known: {', '.join(WORKLOADS)}")
+    topics = produced_topics(options.workload)
     node_ids = list(range(1, options.nodes + 1))
     schedule = make_schedule(options.seed, options.duration_s, options.faults, node_ids)
     echo(f"seed {options.seed} ({options.mode} mode): {len(schedule)} faults over {options.duration_s:g} s")
@@ -181,12 +207,12 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
         with cluster:
             bootstrap = cluster.bootstrap
             with Admin(bootstrap, request_timeout_ms=10_000) as admin:
-                for topic, partitions in {**TOPICS, GROW_TOPIC: 1}.items():
+                for topic, partitions in {**topics, GROW_TOPIC: 1}.items():
                     admin.create_topic(topic, partitions, min(3, options.nodes))
-            poll(lambda: recovered(cluster), 120, 0.2, "full ISRs")
-            injector = Injector(cluster, proxies, list(TOPICS), delay_files, disk_full, options.seed,
+            poll(lambda: recovered(cluster, topics), 120, 0.2, "full ISRs")
+            injector = Injector(cluster, proxies, list(topics), delay_files, disk_full, options.seed,
                                 lambda s: stopping.wait(s), log_dir_flags)
-            history.add("run", mode=options.mode, seed=options.seed, duration_s=options.duration_s,
+            history.add("run", mode=options.mode, workload=options.workload, seed=options.seed, duration_s=options.duration_s,
                         faults=options.faults, wall_start=history.wall_start,
                         schedule=[e.as_dict() for e in schedule], skipped=skipped,
                         disk_full=disk_full.method if disk_full else None)
@@ -197,8 +223,14 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
                 GroupConsumerWorker("consumer-2", bootstrap, GROUP, list(TOPICS), history),
                 MetadataWorker(bootstrap, GROW_TOPIC, history),
                 LeaderMonitor(lambda: [n.url for i, n in cluster.nodes.items() if i not in injector.down],
-                              list(TOPICS), lambda: set(injector.down), history, MIN_INSYNC_REPLICAS),
+                              list(topics), lambda: set(injector.down), history, MIN_INSYNC_REPLICAS),
             ]
+            if options.workload == "transactional":
+                workers += [
+                    *(TransactionalProducerWorker(f"txn-{i}", bootstrap, TXN_TOPIC, TXN_PARTITIONS, history,
+                                                  options.seed) for i in (1, 2)),
+                    ReadCommittedWorker("txn-reader", bootstrap, TXN_TOPIC, TXN_PARTITIONS, history),
+                ]
             for worker in workers:
                 worker.start()
             start = time.monotonic()
@@ -223,7 +255,7 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
                 history.add("heal", fault=event.fault, target=detail.get("target", event.target), detail=detail)
                 healed = time.monotonic()
                 try:
-                    poll(lambda: recovered(cluster), options.recover_timeout_s, 0.2, "recovery")
+                    poll(lambda: recovered(cluster, topics), options.recover_timeout_s, 0.2, "recovery")
                     history.add("recovered", fault=event.fault, target=detail.get("target", event.target),
                                 seconds=round(time.monotonic() - healed, 2))
                 except TimeoutError:
@@ -236,8 +268,8 @@ def run_chaos(options: ChaosOptions, echo: Callable[[str], None]) -> ChaosOutcom
             for worker in workers:
                 worker.stop()
             injector.heal_everything()
-            poll(lambda: recovered(cluster), options.recover_timeout_s, 0.5, "final recovery")
-            _final_state(cluster, history, options.recover_timeout_s)
+            poll(lambda: recovered(cluster, topics), options.recover_timeout_s, 0.5, "final recovery")
+            _final_state(cluster, history, options.recover_timeout_s, options.workload)
     finally:
         stopping.set()
         for worker in workers:

@@ -59,14 +59,14 @@ def load_history(path: str) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-class _Worker:
+class Worker:
     name = "worker"
 
     def __init__(self) -> None:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "_Worker":
+    def start(self) -> "Worker":
         self._thread = threading.Thread(target=self._guarded, name=f"chaos-{self.name}", daemon=True)
         self._thread.start()
         return self
@@ -88,7 +88,7 @@ class _Worker:
     history: History
 
 
-class ProducerWorker(_Worker):
+class ProducerWorker(Worker):
     def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, idempotent: bool,
                  history: History, batch: int = 20, pause_s: float = 0.2) -> None:
         super().__init__()
@@ -128,7 +128,7 @@ class ProducerWorker(_Worker):
                          seq=seq, value=value, offset=offset)
 
 
-class GroupConsumerWorker(_Worker):
+class GroupConsumerWorker(Worker):
     def __init__(self, name: str, bootstrap: str, group: str, topics: list[str], history: History) -> None:
         super().__init__()
         self.name, self.bootstrap, self.group, self.topics, self.history = name, bootstrap, group, topics, history
@@ -171,7 +171,7 @@ class GroupConsumerWorker(_Worker):
                 pass
 
 
-class MetadataWorker(_Worker):
+class MetadataWorker(Worker):
     """Every `interval_s`: create a topic; every third time delete the oldest one it created;
     every other time add a partition to `grow_topic`."""
 
@@ -214,7 +214,7 @@ class MetadataWorker(_Worker):
             admin.close()
 
 
-class LeaderMonitor(_Worker):
+class LeaderMonitor(Worker):
     """Every `interval_s`, the leaders and ISRs of `topics` as the first answering node sees them;
     a partition is unavailable while its leader is -1 or a node the harness has down (`down()`),
     or its ISR is below `min_insync_replicas` (an acks=all produce fails NOT_ENOUGH_REPLICAS)."""
