@@ -256,8 +256,8 @@ class ProducerStateManager:
     def verify_transaction(self, producer_id: int, producer_epoch: int) -> None:
         """KIP-890's partition-side hook: the coordinator added this partition to the open
         transaction of (producer id, epoch), so its first transactional batch may begin one
-        here. Leader-only, in memory (a new leader answers INVALID_TXN_STATE until the
-        coordinator adds it again)."""
+        here. Leader-only, in memory: a new leader has none, and answers INVALID_TXN_STATE to a
+        transaction whose partition was added before the leader changed (docs/transactions.md)."""
         self._verified.pop(producer_id, None)
         self._verified[producer_id] = producer_epoch
         while len(self._verified) > self.max_producers:
