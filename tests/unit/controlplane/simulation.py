@@ -112,7 +112,10 @@ class SimSettings:
     fault_interval_ms: int = 250
     restart_after_ms: tuple[int, int] = (50, 700)
     journal_failure_ms: tuple[int, int] = (50, 600)
-    journal_failure: float = 0.3  # of the faults: a journal that fails for a while, else a crash
+    pause_ms: tuple[int, int] = (100, 800)
+    # of the faults: a journal that fails for a while, a paused process (SIGSTOP), else a crash
+    journal_failure: float = 0.3
+    pause: float = 0.25
 
 
 @dataclass
@@ -195,6 +198,7 @@ class Node:
     logs: dict[tuple[str, int], MemoryLog] = field(default_factory=dict)
     log_topic_ids: dict[tuple[str, int], str] = field(default_factory=dict)
     journal_failed_until: int = 0
+    paused_until: int = 0  # SIGSTOP until then
     # the process
     alive: bool = True
     incarnation: int = 0
@@ -275,6 +279,9 @@ class Simulation:
         def tick() -> None:
             if node is not None and not self._alive(node, incarnation):
                 return
+            if node is not None and node.paused_until > self.now:  # SIGSTOP: runs when continued
+                self._at(node.paused_until, tick)
+                return
             run()
             self._at(self.now + self.rng.randint(interval // 2, interval), tick)
         self._at(self.now + self.rng.randint(1, interval), tick)
@@ -288,7 +295,9 @@ class Simulation:
         target = self.nodes[dst]
 
         def arrive() -> None:
-            if target.alive:
+            if target.paused_until > self.now:  # read once the process is continued
+                self._at(target.paused_until, arrive)
+            elif target.alive:
                 self._log(f"deliver {what} {src}->{dst}")
                 deliver()
 
@@ -371,11 +380,19 @@ class Simulation:
     def _inject_fault(self) -> None:
         if not self.faults:
             return
-        live = [n for n in self.nodes.values() if n.alive]
+        live = [n for n in self.nodes.values() if n.alive and n.paused_until <= self.now]
         if len(live) < len(self.nodes) or self.rng.random() < 0.3:
             return  # one node down at a time (a majority stays), and quiet periods
         victim = self.rng.choice(live)
-        if self.rng.random() < self.settings.journal_failure:
+        leaders = [n for n in live if n.role == "leader"]
+        if leaders and self.rng.random() < 0.5:  # the active controller, half of the time
+            victim = leaders[0]
+        draw = self.rng.random()
+        if draw < self.settings.pause:
+            self._count("pause")
+            victim.paused_until = self.now + self.rng.randint(*self.settings.pause_ms)
+            self._log(f"PAUSE node {victim.id} until {victim.paused_until}")
+        elif draw < self.settings.pause + self.settings.journal_failure:
             self._count("journal_failure")
             victim.journal_failed_until = self.now + self.rng.randint(*self.settings.journal_failure_ms)
             self._log(f"JOURNAL of node {victim.id} fails until {victim.journal_failed_until}")
@@ -870,12 +887,20 @@ class Simulation:
         if not self.faults:
             return
         target = self.nodes[self.rng.choice(self.ids)]
-        if self.rng.random() < 0.7 and self.topics_created < 12:
-            name = f"topic-{self.rng.randint(0, 15)}"  # sometimes one that exists
+        draw, name = self.rng.random(), f"topic-{self.rng.randint(0, 15)}"  # sometimes one that exists
+        build: Build
+        if draw < 0.5 and self.topics_created < 12:
             rf = self.rng.choice((2, 3))
-            build: Build = lambda image, n=name, rf=rf, rng=target.rng: handlers.create_topics(
-                image, self.controller_settings, rng, n, 2, rf, None, False, None)
+            build = lambda image, rng=target.rng: handlers.create_topics(
+                image, self.controller_settings, rng, name, 2, rf, None, False, None)
             what = "create_topics"
+        elif draw < 0.6:
+            build, what = (lambda image: handlers.delete_topic(image, name)), "delete_topic"
+        elif draw < 0.7:
+            count = self.rng.randint(2, 4)
+            build = lambda image, rng=target.rng: handlers.create_partitions(
+                image, self.controller_settings, rng, name, count)
+            what = "create_partitions"
         else:
             build, what = (lambda image: handlers.elect_leaders(image)), "elect_leaders"
 
@@ -927,8 +952,7 @@ class Simulation:
                     self._fail(f"two active controllers at epoch {epoch}: {other} and {node.id}")
             self._check_image(node, "controller", node.controller_loader.image)
             self._check_image(node, "broker", node.broker_loader.image)
-            for key, core in node.cores.items():
-                core.check_invariants()
+            for key, core in node.cores.items():  # (their own invariants: the data-path simulation's)
                 if core.is_leader:
                     owner = self.leader_of_epoch.setdefault((*key, core.leader_epoch), node.id)
                     if owner != node.id:
@@ -957,7 +981,7 @@ class Simulation:
         partition led with a full ISR."""
         self.faults = False
         for node in self.nodes.values():
-            node.journal_failed_until = 0
+            node.journal_failed_until = node.paused_until = 0
             if not node.alive:
                 self._restart(node)
         end = self.now + 15_000
