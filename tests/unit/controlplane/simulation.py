@@ -118,7 +118,7 @@ class SimSettings:
     pause: float = 0.25
 
 
-@dataclass
+@dataclass(frozen=True)
 class Entry:
     term: int
     batch: tuple[dict[str, Any], ...]
@@ -467,8 +467,9 @@ class Simulation:
         if granted:
             node.voted_for = candidate
             self._reset_election_timer(node)
-        self.send(node.id, candidate, f"vote {'yes' if granted else 'no'} t{term}",
-                  lambda: self._on_vote(self.nodes[candidate], node.id, node.term, granted))
+        answer_term = node.term
+        self.send(node.id, candidate, f"vote {'yes' if granted else 'no'} t{answer_term}",
+                  lambda: self._on_vote(self.nodes[candidate], node.id, answer_term, granted))
 
     def _on_vote(self, node: Node, voter: int, term: int, granted: bool) -> None:
         if term > node.term:
