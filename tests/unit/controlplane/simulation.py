@@ -59,6 +59,9 @@ if __package__ in (None, ""):  # run as a script: the repository root on the pat
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from kraft.broker.broker_state import BrokerState, BrokerStateMachine
+from kraft.broker.groups.hashing import OFFSETS_TOPIC
+from kraft.broker.groups.membership import GroupConfig
+from kraft.broker.groups.shard import GroupShard
 from kraft.broker.metadata_publisher import BrokerMetadataPublisher
 from kraft.broker.metadata_view import MetadataCache
 from kraft.broker.replication.alter_partition import leader_and_isr
@@ -72,6 +75,11 @@ from kraft.controller.handlers import ControllerResult
 from kraft.controller.heartbeats import BrokerHeartbeatManager
 from kraft.controller.metadata_loader import MetadataLoader, SnapshotNeededError
 from kraft.controller.raft_state import MetadataLogState, NoStateMachine, apply_batch, claim_record
+from kraft.coordinator.loader import LoaderSettings, load
+from kraft.coordinator.result import CoordinatorRecord
+from kraft.errors import KraftError
+from kraft.log.batch import build_batch
+from kraft.server.records import FetchPartitionResult, PartitionOffsets
 from kraft.log.config import LogConfig
 from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta, apply_records
 from kraft.metadata.errors import MetadataError
@@ -79,7 +87,8 @@ from kraft.metadata.image import MetadataImage
 from kraft.metadata.records import NO_LEADER, Endpoint
 from tests.unit.replication.memory_log import MemoryLog
 
-CLIENT = 0  # the admin client's address on the simulated network
+CLIENT = 0  # the clients' address on the simulated network
+GROUP = "sim-group"
 Build = Callable[[MetadataImage], ControllerResult]
 Reply = Callable[[str | None, dict[str, Any] | None], None]  # (error code, response)
 
@@ -91,7 +100,7 @@ class InvariantViolation(AssertionError):
 @dataclass(frozen=True)
 class SimSettings:
     nodes: int = 3
-    duration_ms: int = 3_000  # faults and requests, then the heal
+    duration_ms: int = 4_000  # faults and requests, then the heal
     drop: float = 0.05
     duplicate: float = 0.03
     max_delay_ms: int = 25
@@ -109,7 +118,9 @@ class SimSettings:
     alter_partition_retry_ms: int = 250
     request_timeout_ms: int = 300
     admin_interval_ms: int = 150  # a client's create-topics / preferred election
-    fault_interval_ms: int = 250
+    commit_interval_ms: int = 40  # a group's offset commits
+    coordinator_tick_ms: int = 10
+    fault_interval_ms: int = 600
     restart_after_ms: tuple[int, int] = (50, 700)
     journal_failure_ms: tuple[int, int] = (50, 600)
     pause_ms: tuple[int, int] = (100, 800)
@@ -176,8 +187,136 @@ class SimReplicaManager:
                                                               "broker_epoch", None),
                 )
             may_lead = is_current_registration(image, node.id, node.broker_epoch)
-            self.sim.check_leader_epoch(node, key, reg.leader_epoch)
+            self.sim.check_leader_epoch(node, (state.topic_id, key[1]), reg.leader_epoch)
             self.sim.perform(node, key, core.apply_registration(state, self.sim.now, may_lead=may_lead))
+
+
+class LeaderLogReader:
+    """The read side of the coordinator runtime's `PartitionWriter` over a leader's log in
+    memory: what the real loader (`kraft.coordinator.loader.load`) reads."""
+
+    def __init__(self, log: MemoryLog) -> None:
+        self.log = log
+
+    async def offsets(self, topic: str, partition: int) -> PartitionOffsets:
+        log = self.log
+        return PartitionOffsets(log.log_start_offset, log.high_watermark, log.log_end_offset)
+
+    async def read_committed(self, topic: str, partition: int, offset: int, max_bytes: int,
+                             max_wait_ms: int) -> FetchPartitionResult:
+        log = self.log
+        info = log.read(offset, max_bytes, max_offset=log.high_watermark)
+        return FetchPartitionResult(topic, partition, log.high_watermark, log.log_start_offset,
+                                    log.log_end_offset, info.records)
+
+
+def run_to_completion(coroutine: Any) -> Any:
+    """A coroutine that never waits (its reads answer at once), run without an event loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    coroutine.close()
+    raise RuntimeError("the coroutine waited")
+
+
+@dataclass
+class OffsetsContext:
+    """One `__consumer_offsets` partition led here (the coordinator runtime's context)."""
+
+    leader_epoch: int
+    shard: GroupShard | None = None  # None: loading
+    pending: tuple[int, tuple[CoordinatorRecord, ...], Callable[[bool], None]] | None = None  # a write
+
+
+class SimGroupCoordinator:
+    """The coordinator runtime's job for the group coordinator (`CoordinatorRuntime`), one write
+    at a time per partition: elections and resignations from the real publisher, loads by the
+    real loader into a real `GroupShard` once the high watermark reached the log end, and
+    OffsetCommit by the shard's handler, appended with acks=all and replayed once committed."""
+
+    def __init__(self, sim: Simulation, node: Node) -> None:
+        self.sim = sim
+        self.node = node
+        self.contexts: dict[int, OffsetsContext] = {}
+
+    def on_election(self, partition: int, leader_epoch: int) -> None:
+        context = self.contexts.get(partition)
+        if context is None or context.leader_epoch != leader_epoch:
+            self._fail_pending(context)
+            self.contexts[partition] = OffsetsContext(leader_epoch)
+
+    def on_resignation(self, partition: int) -> None:
+        self._fail_pending(self.contexts.pop(partition, None))
+
+    @staticmethod
+    def _fail_pending(context: OffsetsContext | None) -> None:
+        if context is not None and context.pending is not None:
+            context.pending[2](False)
+            context.pending = None
+
+    def _core(self, partition: int, context: OffsetsContext) -> Partition | None:
+        core = self.node.cores.get((OFFSETS_TOPIC, partition))
+        if core is None or not core.is_leader or core.leader_epoch != context.leader_epoch:
+            return None
+        return core
+
+    def tick(self) -> None:
+        """Loads that can complete, writes whose fate is known."""
+        for partition, context in sorted(self.contexts.items()):
+            core = self._core(partition, context)
+            log = self.node.logs.get((OFFSETS_TOPIC, partition))
+            if core is None or log is None:
+                continue
+            if context.shard is None and log.high_watermark >= log.log_end_offset:
+                shard = GroupShard(partition, self, GroupConfig(), 7 * 24 * 3600 * 1000, 600_000)
+                run_to_completion(load(LeaderLogReader(log), OFFSETS_TOPIC, partition, shard, LoaderSettings()))
+                context.shard = shard
+                self.sim.check_loaded_offsets(self.node, shard)
+            if context.pending is not None:
+                next_offset, records, done = context.pending
+                completed = core.produce_completed(context.leader_epoch, next_offset)
+                if completed is not None:
+                    context.pending = None
+                    if completed and context.shard is not None:
+                        for record in records:
+                            context.shard.replay(record)
+                    else:
+                        context.shard = None  # the log may hold what the shard does not: reload
+                    done(bool(completed))
+
+    def commit(self, group_id: str, offset: int, done: Callable[[bool], None]) -> None:
+        """OffsetCommit of `offset` for the group's (`sim`, 0) by a member-less committer."""
+        partition = 0
+        context = self.contexts.get(partition)
+        core = None if context is None else self._core(partition, context)
+        if context is None or core is None or context.shard is None or context.pending is not None:
+            done(False)  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / the queue is busy
+            return
+        try:
+            result = context.shard.commit_offsets(group_id, "", -1, {("sim", 0): (offset, "")}, self.sim.now)
+        except KraftError:
+            done(False)
+            return
+        log = self.node.logs[(OFFSETS_TOPIC, partition)]
+        batch = build_batch([(key, value, [], 1_700_000_000_000) for key, value in result.records])
+        try:
+            info = log.append_as_leader(batch, context.leader_epoch, self.sim.now)
+        except ValueError:
+            done(False)
+            return
+        records = tuple(CoordinatorRecord(info.first_offset + i, key, value, -1)
+                        for i, (key, value) in enumerate(result.records))
+        context.pending = (info.last_offset + 1, records, done)
+        self.sim.perform(self.node, (OFFSETS_TOPIC, partition), core.on_leader_append(self.sim.now))
+
+    # `GroupEnvironment` (offset commits read neither)
+    @property
+    def image(self) -> MetadataImage:
+        return self.node.cache.image
+
+    def regex_topics(self, image: MetadataImage) -> Any:
+        raise NotImplementedError
 
 
 class NoMetrics:
@@ -231,7 +370,8 @@ class Node:
     controller_guess: int = 1
     cores: dict[tuple[str, int], Partition] = field(default_factory=dict)
     fetching: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)  # -> (leader, epoch)
-    leader_epochs: dict[tuple[str, int], int] = field(default_factory=dict)  # this process applied
+    leader_epochs: dict[tuple[str, int], int] = field(default_factory=dict)  # by topic id: this process applied
+    groups: SimGroupCoordinator | None = None
 
 
 class Simulation:
@@ -258,12 +398,16 @@ class Simulation:
         self.images: dict[int, MetadataImage] = {-1: MetadataImage.EMPTY}  # at batch ends
         self._last_image = MetadataImage.EMPTY
         self.active_of_epoch: dict[int, int] = {}
-        self.leader_of_epoch: dict[tuple[str, int, int], int] = {}
+        self.leader_of_epoch: dict[tuple[str, int, int], int] = {}  # (topic id, partition, epoch)
         self._checked_images: dict[tuple[int, str], int] = {}  # (node, which) -> id(image) checked
         self.topics_created = 0
+        self.acked_commit = -1  # the highest offset commit acknowledged to the group's consumer
+        self._next_commit = 0
+        self._committing = False
         for node in self.nodes.values():
             self._boot(node)
         self._every(None, settings.admin_interval_ms, self._admin)
+        self._every(None, settings.commit_interval_ms, self._commit_offset)
         self._every(None, settings.fault_interval_ms, self._inject_fault)
 
     # -- the scheduler ----------------------------------------------------------------------------
@@ -292,12 +436,12 @@ class Simulation:
 
     def send(self, src: int, dst: int, what: str, deliver: Callable[[], None]) -> None:
         """One message: lost when its destination is down when it arrives, or by the network."""
-        target = self.nodes[dst]
+        target = self.nodes.get(dst)  # None: the clients, never down
 
         def arrive() -> None:
-            if target.paused_until > self.now:  # read once the process is continued
+            if target is not None and target.paused_until > self.now:  # read once the process is continued
                 self._at(target.paused_until, arrive)
-            elif target.alive:
+            elif target is None or target.alive:
                 self._log(f"deliver {what} {src}->{dst}")
                 deliver()
 
@@ -351,8 +495,9 @@ class Simulation:
         node.broker_loader = MetadataLoader(max_retained_records=0)
         node.cache = MetadataCache()
         node.cores, node.fetching, node.leader_epochs = {}, {}, {}
+        node.groups = SimGroupCoordinator(self, node)
         node.broker_loader.install_publisher(BrokerMetadataPublisher(
-            node.id, node.cache, SimReplicaManager(self, node), {}, NoMetrics()))
+            node.id, node.cache, SimReplicaManager(self, node), {OFFSETS_TOPIC: node.groups}, NoMetrics()))
         node.state = BrokerStateMachine()
         node.state.start()
         node.broker_epoch, node.registering = -1, False
@@ -364,6 +509,7 @@ class Simulation:
         self._every(node, s.metadata_interval_ms, lambda: self._fetch_metadata(node))
         self._every(node, s.fetch_interval_ms, lambda: self._fetch_partitions(node))
         self._every(node, s.replica_lag_time_max_ms // 2, lambda: self._isr_check(node))
+        self._every(node, s.coordinator_tick_ms, node.groups.tick)
 
     def crash(self, node: Node) -> None:
         self._count("crash")
@@ -835,7 +981,7 @@ class Simulation:
                 list(proposal.new_isr_with_epochs)), reply), answered)
 
     def _fetch_partitions(self, node: Node) -> None:
-        """The follower fetchers (logs hold no records: positions, epochs and ISR only)."""
+        """The follower fetchers."""
         for key, (leader, leader_epoch) in sorted(node.fetching.items()):
             core = node.cores.get(key)
             if core is not None and core.is_following(leader_epoch):
@@ -847,7 +993,10 @@ class Simulation:
 
         def answered(response: PartitionFetchResponse) -> None:
             core = node.cores.get(key)
-            if self._alive(node, incarnation) and core is not None and core.is_following(leader_epoch):
+            # an answer to a fetch from another position (a copy, or an earlier one) is dropped,
+            # as the fetcher drops answers to requests it no longer waits for
+            if (self._alive(node, incarnation) and core is not None and core.is_following(leader_epoch)
+                    and core.fetch_position()[0] == offset):
                 core.on_fetch_response(response, self.now)
 
         def serve() -> None:
@@ -866,11 +1015,15 @@ class Simulation:
                 or registration is None or registration.broker_epoch != replica_epoch):
             return None  # the follower backs off and retries (the error's content does not matter here)
         decision = core.on_fetch_request(replica_id, offset, last_epoch, self.now, replica_epoch=replica_epoch)
-        if decision.error is not None or decision.diverging is not None:
+        if decision.error is not None:
             return None
-        self.perform(leader, key, decision.actions)
         plog = leader.logs[key]
-        return PartitionFetchResponse(plog.high_watermark, plog.log_start_offset, plog.log_end_offset, b"")
+        if decision.diverging is not None:
+            return PartitionFetchResponse(plog.high_watermark, plog.log_start_offset, plog.log_end_offset, b"",
+                                          decision.diverging)
+        self.perform(leader, key, decision.actions)
+        return PartitionFetchResponse(plog.high_watermark, plog.log_start_offset, plog.log_end_offset,
+                                      plog.read(offset, 1 << 20).records)
 
     def _isr_check(self, node: Node) -> None:
         for key, core in sorted(node.cores.items()):
@@ -890,7 +1043,11 @@ class Simulation:
         target = self.nodes[self.rng.choice(self.ids)]
         draw, name = self.rng.random(), f"topic-{self.rng.randint(0, 15)}"  # sometimes one that exists
         build: Build
-        if draw < 0.5 and self.topics_created < 12:
+        if target.cache.image.topic_by_name(OFFSETS_TOPIC) is None:  # the coordinator's, on first use
+            build = lambda image, rng=target.rng: handlers.create_topics(
+                image, self.controller_settings, rng, OFFSETS_TOPIC, 1, 3, None, False, None)
+            what = "create_topics"
+        elif draw < 0.5 and self.topics_created < 12:
             rf = self.rng.choice((2, 3))
             build = lambda image, rng=target.rng: handlers.create_topics(
                 image, self.controller_settings, rng, name, 2, rf, None, False, None)
@@ -911,6 +1068,44 @@ class Simulation:
 
         self.send(CLIENT, target.id, what,
                   lambda: self.submit(target, what, build, answered))
+
+    def _commit_offset(self) -> None:
+        """A member-less consumer commits ever higher offsets to the coordinator it finds in a
+        broker's metadata; one commit in flight."""
+        if not self.faults or self._committing:
+            return
+        view = self.nodes[self.rng.choice(self.ids)].cache.image.partition(OFFSETS_TOPIC, 0)
+        if view is None or view.leader == NO_LEADER:
+            return
+        self._committing, self._next_commit = True, self._next_commit + 1
+        offset, coordinator = self._next_commit, self.nodes[view.leader]
+
+        def answered(ok: bool) -> None:
+            self._committing = False
+            if ok:
+                self.acked_commit = max(self.acked_commit, offset)
+                self._count("offset_commit")
+
+        def request() -> None:
+            assert coordinator.groups is not None
+            coordinator.groups.commit(GROUP, offset, lambda ok: self.send(
+                coordinator.id, CLIENT, "commit answer", lambda: answered(ok)))
+
+        self.send(CLIENT, coordinator.id, f"commit {offset}", request)
+        self._at(self.now + self.settings.request_timeout_ms, lambda: self._give_up_commit(offset))
+
+    def _give_up_commit(self, offset: int) -> None:
+        if self._next_commit == offset:
+            self._committing = False
+
+    def check_loaded_offsets(self, node: Node, shard: GroupShard) -> None:
+        """A coordinator that loaded the group holds every acknowledged commit."""
+        group = shard.groups.get(GROUP)
+        held = group.offsets.get(("sim", 0)) if group is not None else None
+        loaded = -1 if held is None else held.offset
+        if loaded < self.acked_commit:
+            self._fail(f"node {node.id} loaded group {GROUP} at offset {loaded}, {self.acked_commit} was "
+                       "acknowledged: a committed offset went back")
 
     # -- invariants -------------------------------------------------------------------------------
 
@@ -954,8 +1149,9 @@ class Simulation:
             self._check_image(node, "controller", node.controller_loader.image)
             self._check_image(node, "broker", node.broker_loader.image)
             for key, core in node.cores.items():  # (their own invariants: the data-path simulation's)
-                if core.is_leader:
-                    owner = self.leader_of_epoch.setdefault((*key, core.leader_epoch), node.id)
+                if core.is_leader:  # (a topic re-created under its name starts at epoch 0 again)
+                    owner = self.leader_of_epoch.setdefault(
+                        (node.log_topic_ids[key], key[1], core.leader_epoch), node.id)
                     if owner != node.id:
                         self._fail(f"{key} led by {owner} and {node.id} at epoch {core.leader_epoch}")
 
