@@ -189,6 +189,7 @@ class SimReplicaManager:
             may_lead = is_current_registration(image, node.id, node.broker_epoch)
             self.sim.check_leader_epoch(node, (state.topic_id, key[1]), reg.leader_epoch)
             self.sim.perform(node, key, core.apply_registration(state, self.sim.now, may_lead=may_lead))
+            self.sim.check_one_leader(node, (state.topic_id, key[1]), core)
 
 
 class LeaderLogReader:
@@ -372,6 +373,7 @@ class Node:
     fetching: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)  # -> (leader, epoch)
     leader_epochs: dict[tuple[str, int], int] = field(default_factory=dict)  # by topic id: this process applied
     groups: SimGroupCoordinator | None = None
+    published: list[tuple[str, MetadataImage]] = field(default_factory=list)  # images to check
 
 
 class Simulation:
@@ -399,7 +401,6 @@ class Simulation:
         self._last_image = MetadataImage.EMPTY
         self.active_of_epoch: dict[int, int] = {}
         self.leader_of_epoch: dict[tuple[str, int, int], int] = {}  # (topic id, partition, epoch)
-        self._checked_images: dict[tuple[int, str], int] = {}  # (node, which) -> id(image) checked
         self.topics_created = 0
         self.acked_commit = -1  # the highest offset commit acknowledged to the group's consumer
         self._next_commit = 0
@@ -487,12 +488,14 @@ class Simulation:
         node.role, node.leader_id, node.commit_index, node.votes = "follower", None, 0, set()
         node.applied_index, node.log_state = 0, MetadataLogState()
         node.controller_loader = MetadataLoader(max_retained_records=s.controller_tail_records)
+        node.controller_loader.on_image(lambda image: node.published.append(("controller", image)))
         node.active_term, node.claimed_epoch, node.claim_index, node.session_epoch = -1, 0, 0, None
         node.heartbeats = BrokerHeartbeatManager(s.session_timeout_ms)
         node.queue, node.in_flight = [], None
         node.rng = random.Random(self.rng.getrandbits(64))
         node.standing_aside = False
         node.broker_loader = MetadataLoader(max_retained_records=0)
+        node.broker_loader.on_image(lambda image: node.published.append(("broker", image)))
         node.cache = MetadataCache()
         node.cores, node.fetching, node.leader_epochs = {}, {}, {}
         node.groups = SimGroupCoordinator(self, node)
@@ -1030,10 +1033,19 @@ class Simulation:
             self.perform(node, key, core.maybe_shrink_isr(self.now))
 
     def check_leader_epoch(self, node: Node, key: tuple[str, int], epoch: int) -> None:
+        """Before a broker process applies a partition's registration (`key`: topic id, partition)."""
         previous = node.leader_epochs.get(key, -1)
         if epoch < previous:
             self._fail(f"broker {node.id}: {key} leader epoch went back from {previous} to {epoch}")
         node.leader_epochs[key] = epoch
+
+    def check_one_leader(self, node: Node, key: tuple[str, int], core: Partition) -> None:
+        """After a core applied a registration: one leader per leader epoch, ever (cores become
+        leaders only there)."""
+        if core.is_leader:
+            owner = self.leader_of_epoch.setdefault((*key, core.leader_epoch), node.id)
+            if owner != node.id:
+                self._fail(f"{key} led by {owner} and {node.id} at leader epoch {core.leader_epoch}")
 
     # -- the admin client -------------------------------------------------------------------------
 
@@ -1141,25 +1153,17 @@ class Simulation:
                 continue
             if len(node.log) < node.commit_index:
                 self._fail(f"node {node.id}: log of {len(node.log)} entries below its commit index {node.commit_index}")
-            epoch = self.active_epoch(node)
+            epoch = self.active_epoch(node) if node.role == "leader" and node.active_term == node.term else None
             if epoch is not None:
                 other = self.active_of_epoch.setdefault(epoch, node.id)
                 if other != node.id:
                     self._fail(f"two active controllers at epoch {epoch}: {other} and {node.id}")
-            self._check_image(node, "controller", node.controller_loader.image)
-            self._check_image(node, "broker", node.broker_loader.image)
-            for key, core in node.cores.items():  # (their own invariants: the data-path simulation's)
-                if core.is_leader:  # (a topic re-created under its name starts at epoch 0 again)
-                    owner = self.leader_of_epoch.setdefault(
-                        (node.log_topic_ids[key], key[1], core.leader_epoch), node.id)
-                    if owner != node.id:
-                        self._fail(f"{key} led by {owner} and {node.id} at epoch {core.leader_epoch}")
+            published, node.published = node.published, []
+            for which, image in published:
+                self._check_image(node, which, image)
 
     def _check_image(self, node: Node, which: str, image: MetadataImage) -> None:
-        """A published image is the image of a prefix of the committed log (checked once per image)."""
-        if self._checked_images.get((node.id, which)) == id(image) or image.offset < 0:
-            return
-        self._checked_images[(node.id, which)] = id(image)
+        """A published image is the image of a prefix of the committed log."""
         expected = self.images.get(image.offset)
         if expected is None:
             self._fail(f"node {node.id}: {which} image at offset {image.offset}, not the end of a committed batch "
