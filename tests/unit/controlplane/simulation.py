@@ -273,7 +273,7 @@ class SimGroupCoordinator:
                 shard = GroupShard(partition, self, GroupConfig(), 7 * 24 * 3600 * 1000, 600_000)
                 run_to_completion(load(LeaderLogReader(log), OFFSETS_TOPIC, partition, shard, LoaderSettings()))
                 context.shard = shard
-                self.sim.check_loaded_offsets(self.node, shard)
+                self.sim.check_loaded_offsets(self.node, partition, context.leader_epoch, shard)
             if context.pending is not None:
                 next_offset, records, done = context.pending
                 completed = core.produce_completed(context.leader_epoch, next_offset)
@@ -1110,8 +1110,17 @@ class Simulation:
         if self._next_commit == offset:
             self._committing = False
 
-    def check_loaded_offsets(self, node: Node, shard: GroupShard) -> None:
-        """A coordinator that loaded the group holds every acknowledged commit."""
+    def check_loaded_offsets(self, node: Node, partition: int, leader_epoch: int, shard: GroupShard) -> None:
+        """A coordinator that loaded the group as the partition's leader in the committed metadata
+        holds every acknowledged commit. (A broker that missed its leadership moving, paused
+        while its metadata was old, loads as a leader of an older epoch: it may answer stale
+        offsets until its metadata moves on, as in Kafka; a commit it took is not acknowledged,
+        its high watermark held by followers that left it, else the next load at the current
+        epoch would miss it.)"""
+        current = self._last_image.partition(OFFSETS_TOPIC, partition)
+        if current is None or current.leader_epoch != leader_epoch:
+            self._count("stale_coordinator_load")
+            return
         group = shard.groups.get(GROUP)
         held = group.offsets.get(("sim", 0)) if group is not None else None
         loaded = -1 if held is None else held.offset
