@@ -1162,7 +1162,7 @@ class Simulation:
                 continue
             if len(node.log) < node.commit_index:
                 self._fail(f"node {node.id}: log of {len(node.log)} entries below its commit index {node.commit_index}")
-            epoch = self.active_epoch(node) if node.role == "leader" and node.active_term == node.term else None
+            epoch = self.active_epoch(node) if node.role == "leader" else None
             if epoch is not None:
                 other = self.active_of_epoch.setdefault(epoch, node.id)
                 if other != node.id:
