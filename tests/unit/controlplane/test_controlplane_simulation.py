@@ -33,7 +33,9 @@ REGRESSION_SEEDS: dict[int, str] = {
 
 SWEEP_SEEDS = int(os.environ.get("KRAFT_CP_SIM_SEEDS", "1000"))  # ~60 ms of CPU a seed
 SWEEP_CHUNKS = 4  # so that `-n 2` runs the sweep on both cores
-SLOW_SWEEP_SEEDS = int(os.environ.get("KRAFT_CP_SIM_SLOW_SEEDS", "10000"))
+# the deeper sweep runs only when asked (the full suite does not deselect `slow`, and CI's
+# budget is the sweep above)
+SLOW_SWEEP_SEEDS = int(os.environ.get("KRAFT_CP_SIM_SLOW_SEEDS", "0"))
 
 
 def reproduction(seed: int) -> str:
@@ -73,7 +75,9 @@ def test_no_invariant_breaks(chunk: int) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(7200)
 def test_no_invariant_breaks_long_sweep() -> None:
-    """`-m slow`; KRAFT_CP_SIM_SLOW_SEEDS=N sets how many seeds."""
+    """`KRAFT_CP_SIM_SLOW_SEEDS=N pytest -m slow ...`: N seeds beyond the CI sweep's."""
+    if SLOW_SWEEP_SEEDS <= 0:
+        pytest.skip("set KRAFT_CP_SIM_SLOW_SEEDS=N for the deeper sweep")
     sweep(range(1_000_000, 1_000_000 + SLOW_SWEEP_SEEDS))
 
 
