@@ -17,8 +17,11 @@ runs them; a crash takes both roles down). What is kraft's own code:
   controller's is fed the applied entries and serves brokers from its bounded tail (`read`, or
   `SnapshotNeededError` and a snapshot); the broker's is fed what it fetched and publishes through
   the real `BrokerMetadataPublisher` to a replica manager shell driving the real `Partition` cores
-  (make leader / follower, leader epochs, ISR shrink and expand with AlterPartition) over
-  `memory_log.MemoryLog`; the broker's lifecycle is the real `BrokerStateMachine`.
+  (make leader / follower, leader epochs, fetches with records and diverging epochs, ISR shrink
+  and expand with AlterPartition) over `memory_log.MemoryLog`, and to the group coordinator: a
+  real `GroupShard` per `__consumer_offsets` partition led here, loaded by the real loader
+  (`kraft.coordinator.loader.load`), taking OffsetCommit with acks=all; the broker's lifecycle is
+  the real `BrokerStateMachine`.
 
 What is modelled: Raft itself. pysyncobj, which kraft runs, ticks in a thread of its own and talks
 over TCP, so it cannot be driven step by step; this module has a small Raft (leader election with
@@ -28,9 +31,10 @@ majority), with what kraft adds to pysyncobj: an AppendEntries never deletes ent
 (`raft_journal.py`), and a voter whose journal write fails resigns and neither campaigns nor votes
 until a write succeeds. The term, vote and log survive a crash (the journal is fsynced); the commit
 index and everything applied do not (a restarted node replays once it learns the commit index).
-There is no Raft log compaction. The network drops, delays (so reorders) and duplicates every
-message; nodes crash and restart; journals fail for a while. Partition logs hold no records (no
-producers): the brokers' part is metadata, roles and ISRs.
+There is no Raft log compaction. The coordinator runtime's asyncio tasks are replaced by its rule
+(one write at a time per partition, replayed once committed). The network drops, delays (so
+reorders) and duplicates every message; nodes crash and restart, pause (SIGSTOP) and continue;
+journals fail for a while. Partition logs survive crashes (kill -9, no power loss).
 
 Invariants after every step: at most one active controller per controller epoch, ever; every
 node's committed Raft log is a prefix of the longest committed log, which never changes (so no
@@ -38,7 +42,9 @@ committed metadata record is lost or changed); every controller's and broker's p
 equals the image of that prefix of the committed metadata log (`apply_records` from nothing);
 in every committed image every partition with a leader is led by an ISR member that is not fenced;
 no broker process ever applies a lower leader epoch to a partition than one it applied before, and
-no two brokers lead a partition at the same leader epoch.
+no two brokers lead a partition at the same leader epoch; a coordinator that loads a group at the
+partition's committed leader epoch holds every offset commit acknowledged before (committed
+offsets never go back). After the run the faults stop and the cluster must heal.
 
 Replay a seed with a trace: `python3 tests/unit/controlplane/simulation.py --seed 1234 --trace`.
 """
