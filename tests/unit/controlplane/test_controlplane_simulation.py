@@ -114,7 +114,7 @@ def test_a_controller_whose_journal_fails_resigns() -> None:
     sim = Simulation(11, quiet)
     sim.run_until(1_500)
     [active] = [n for n in sim.nodes.values() if sim.active_epoch(n) is not None]
-    offset = sim.images and max(sim.images)
+    offset = max(sim.images)  # the committed metadata offset
     active.journal_failed_until = sim.now + 2_000
     sim.run_until(sim.now + 1_500)
     assert sim.active_epoch(active) is None
