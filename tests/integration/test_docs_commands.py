@@ -161,6 +161,9 @@ BLOCKS: dict[tuple[str, str], Skip | Run] = {
     ("docs/reliability.md", "kraft-bench chaos --duration 600 --faults kill,stop,partition,disk-full,torn-write,"
                             "slow-disk,controller-disk-full,log-dir \\"):
         Skip("a 10-minute fault-injection run (tests/integration/test_chaos_run.py runs a short one)"),
+    ("docs/reliability.md", "python3 tests/unit/controlplane/simulation.py --seed 1234 --trace       "
+                            "# every step printed"):
+        Skip("simulation sweeps of minutes (tests/unit/controlplane/test_controlplane_simulation.py runs them)"),
     ("docs/replication.md", "python3 tests/unit/replication/simulation.py --seed 1234 --trace"):
         Skip("simulation sweeps of minutes (tests/unit/replication/test_replication_simulation.py runs them)"),
     ("docs/security.md", "kraft configs --bootstrap-server node1:9093 --command-config admin.properties --alter \\"):
