@@ -282,6 +282,10 @@ _KEYS = [
               "Mechanisms a SASL listener accepts: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (credentials in "
               "Authorization: Basic over TLS, checked against the SCRAM credentials in the metadata log).",
               subset_of("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
+    ConfigKey("sasl.server.max.receive.size", "int", 524288,
+              "Largest Kafka request frame a SASL listener reads before and during authentication (refused from "
+              "its size, and the connection closed); socket.request.max.bytes applies once authenticated.",
+              _POS_INT),
     ConfigKey("authorizer.class.name", "string", "",
               "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns on ACLs (stored in the metadata "
               "log, managed with kraft acls); empty: every principal may do everything.",

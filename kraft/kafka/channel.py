@@ -62,7 +62,8 @@ class KafkaChannel(asyncio.Protocol):
         self.client_host = client_host
         self.loop = asyncio.get_running_loop()
         self.sasl = SaslExchange(listener.sasl_mechanisms, listener.credentials) if listener.uses_sasl else None
-        self.core = KafkaConnection(listener.registry.api_versions, listener.max_frame_bytes, sasl=self.sasl is not None)
+        self.core = KafkaConnection(listener.registry.api_versions, listener.max_frame_bytes, sasl=self.sasl is not None,
+                                    max_frame_bytes_before_auth=listener.max_frame_bytes_before_auth)
         self.principal: str | None = None  # known once authenticated
         self.transport: asyncio.Transport | None = None
         self.closed = False

@@ -19,6 +19,7 @@ from kraft.kafka.api_versions import API_VERSIONS, ApiVersionsTable
 from kraft.kafka.codec import Request, encode_response, parse_request, peek_header, request_schema
 from kraft.kafka.errors import KafkaProtocolError, UnsupportedVersionError
 from kraft.kafka.frames import SOCKET_REQUEST_MAX_BYTES, FrameDecoder
+from kraft.kafka.sasl import SASL_HANDSHAKE
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,16 +44,19 @@ class TokenReceived:
 
 
 Event = RequestReceived | AnswerReady | TokenReceived
-_SASL_HANDSHAKE = 17
 
 
 class KafkaConnection:
     def __init__(self, api_versions: ApiVersionsTable, max_frame_bytes: int = SOCKET_REQUEST_MAX_BYTES,
-                 sasl: bool = False) -> None:
+                 sasl: bool = False, max_frame_bytes_before_auth: int | None = None) -> None:
         """`sasl`: a SASL listener's connection, whose SaslHandshake v0 turns the frames after
-        it into bare tokens until `sasl_done()`."""
+        it into bare tokens until `sasl_done()`; until then frames are bounded by
+        `max_frame_bytes_before_auth` (Kafka's sasl.server.max.receive.size: a client that never
+        authenticates makes the node hold 512 KiB, not socket.request.max.bytes)."""
         self.api_versions = api_versions
-        self._frames = FrameDecoder(max_frame_bytes)
+        self.max_frame_bytes = max_frame_bytes
+        self._frames = FrameDecoder(min(max_frame_bytes, max_frame_bytes_before_auth or max_frame_bytes)
+                                    if sasl else max_frame_bytes)
         self.closed = False
         self._sasl_pending = sasl
         self.raw_tokens = False
@@ -65,6 +69,7 @@ class KafkaConnection:
     def sasl_done(self) -> None:
         """The SASL exchange is over: every frame from here on is a request."""
         self._sasl_pending = self.raw_tokens = False
+        self._frames.max_frame_bytes = self.max_frame_bytes
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> list[Event]:
         """The events `data` completes. Raises KafkaProtocolError (and stays closed) on a
@@ -94,6 +99,6 @@ class KafkaConnection:
                 return AnswerReady(self.api_versions.unsupported_answer(correlation_id), len(frame))
             raise
         request = parse_request(frame, schema)
-        if self._sasl_pending and api_key == _SASL_HANDSHAKE and api_version == 0:
+        if self._sasl_pending and api_key == SASL_HANDSHAKE and api_version == 0:
             self.raw_tokens = True
         return RequestReceived(request, len(frame))

@@ -14,7 +14,7 @@ from kraft.kafka.channel import KafkaChannel
 from kraft.kafka.dispatch import HandlerRegistry
 from kraft.kafka.frames import SOCKET_REQUEST_MAX_BYTES
 from kraft.kafka.limits import ConnectionLimits, RequestMemoryPool
-from kraft.kafka.sasl import CredentialSource
+from kraft.kafka.sasl import SASL_SERVER_MAX_RECEIVE_SIZE, CredentialSource
 from kraft.server.request_context import ANONYMOUS
 
 log = logging.getLogger("kraft.kafka")
@@ -27,6 +27,7 @@ class KafkaLimits:
     """The node's bounds (Kafka's names), shared by its listeners and counted across them."""
 
     max_frame_bytes: int = SOCKET_REQUEST_MAX_BYTES  # socket.request.max.bytes
+    sasl_max_frame_bytes: int = SASL_SERVER_MAX_RECEIVE_SIZE  # sasl.server.max.receive.size
     idle_ms: int = 600_000  # connections.max.idle.ms
     max_queued_requests: int = 500  # queued.max.requests, per connection here
     connections: ConnectionLimits = field(default_factory=lambda: ConnectionLimits(2**31 - 1, 2**31 - 1))
@@ -35,8 +36,9 @@ class KafkaLimits:
     @classmethod
     def from_config(cls, config: Any) -> KafkaLimits:
         pool = config["queued.max.request.bytes"]
-        return cls(max_frame_bytes=config["socket.request.max.bytes"], idle_ms=config["connections.max.idle.ms"],
-                   max_queued_requests=config["queued.max.requests"],
+        return cls(max_frame_bytes=config["socket.request.max.bytes"],
+                   sasl_max_frame_bytes=config["sasl.server.max.receive.size"],
+                   idle_ms=config["connections.max.idle.ms"], max_queued_requests=config["queued.max.requests"],
                    connections=ConnectionLimits(config["max.connections"], config["max.connections.per.ip"]),
                    memory=RequestMemoryPool(None if pool < 0 else pool))
 
@@ -73,6 +75,12 @@ class KafkaListener:
     @property
     def max_frame_bytes(self) -> int:
         return self.limits.max_frame_bytes
+
+    @property
+    def max_frame_bytes_before_auth(self) -> int:
+        """An unauthenticated client's frame bound: Kafka's sasl.server.max.receive.size on a SASL
+        listener, so that a client that never authenticates holds 512 KiB, not 100 MiB."""
+        return min(self.limits.sasl_max_frame_bytes, self.max_frame_bytes) if self.uses_sasl else self.max_frame_bytes
 
     @property
     def max_queued_requests(self) -> int:

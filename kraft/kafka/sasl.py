@@ -32,6 +32,7 @@ SASL_AUTHENTICATE = 36
 SASL_HANDSHAKE_VERSIONS = (0, 1)
 SASL_AUTHENTICATE_VERSIONS = (0, 2)
 FAILED_MESSAGE = "Authentication failed: invalid credentials"
+SASL_SERVER_MAX_RECEIVE_SIZE = 524_288  # Kafka's default sasl.server.max.receive.size
 
 
 class SaslAuthenticationFailed(Exception):

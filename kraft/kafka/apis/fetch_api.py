@@ -12,9 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from kraft.errors import KraftError
-from kraft.kafka.apis.batches import to_client
+from kraft.kafka.apis.batches import to_client_all
 from kraft.kafka.apis.common import Api, as_ms, code, entity, ms, nested, response_of
-from kraft.kafka.apis.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, NO_SESSION, FetchSessionCache, SessionPartition
+from kraft.kafka.apis.fetch_sessions import (
+    FINAL_EPOCH, INITIAL_EPOCH, NO_SESSION, FetchSessionCache, SessionPartition, TopicPartition,
+)
 from kraft.metadata.acl import TOPIC
 from kraft.server.access import FETCH, NAMED, rule_of
 from kraft.server.record_apis import FetchRequest
@@ -63,7 +65,7 @@ def fetch(services: BrokerServices) -> Any:
             entries, as_ms(request.max_wait), int(request.min_bytes), int(getattr(request, "max_bytes", 2**31 - 1))))
         read = {(r.topic, r.partition): r for r in result.partitions}
         partition_cls = nested(response, "PartitionData")
-        by_topic: dict[str, list[Any]] = {}
+        answered: list[tuple[TopicPartition, FetchPartitionResult | None]] = []
         for tp in partitions:
             r = read.get(tp)
             if session is not None:
@@ -72,7 +74,11 @@ def fetch(services: BrokerServices) -> Any:
                                           r is None or r.error_code is not None)
                 if incremental and not changed:
                     continue
-            by_topic.setdefault(tp[0], []).append(_partition(response, partition_cls, tp[1], r, committed))
+            answered.append((tp, r))
+        records = await to_client_all([b"" if r is None else r.records for _, r in answered])
+        by_topic: dict[str, list[Any]] = {}
+        for ((topic, index), r), batches in zip(answered, records):
+            by_topic.setdefault(topic, []).append(_partition(response, partition_cls, index, r, batches, committed))
         topic_cls = nested(response, "FetchableTopicResponse")
         topics = tuple(entity(topic_cls, topic=name, partitions=tuple(ps)) for name, ps in by_topic.items())
         return entity(response, throttle_time=ms(result.throttle_time_ms), error_code=code(None),
@@ -80,7 +86,8 @@ def fetch(services: BrokerServices) -> Any:
     return handle
 
 
-def _partition(response: type, cls: type, index: int, r: FetchPartitionResult | None, committed: bool) -> Any:
+def _partition(response: type, cls: type, index: int, r: FetchPartitionResult | None, records: bytes,
+               committed: bool) -> Any:
     if r is None:  # refused; empty records as Kafka's MemoryRecords.EMPTY (librdkafka cannot parse null)
         return entity(cls, partition_index=index, error_code=code("TOPIC_AUTHORIZATION_FAILED"), high_watermark=-1,
                       last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None, records=b"")
@@ -92,7 +99,7 @@ def _partition(response: type, cls: type, index: int, r: FetchPartitionResult | 
     values: dict[str, Any] = dict(
         partition_index=index, error_code=code(r.error_code), high_watermark=r.high_watermark,
         last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset, aborted_transactions=aborted,
-        preferred_read_replica=r.preferred_read_replica, records=to_client(r.records))
+        preferred_read_replica=r.preferred_read_replica, records=records)
     if r.diverging_epoch is not None:
         values["diverging_epoch"] = entity(nested(response, "EpochEndOffset"), epoch=r.diverging_epoch.epoch,
                                            end_offset=r.diverging_epoch.end_offset)

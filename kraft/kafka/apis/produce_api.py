@@ -5,7 +5,9 @@ on its partitions, a partition whose batches do not check out gets its error, an
 appended; acks=0 is answered with nothing (the client expects no answer). A transactional produce
 (a transactional id: its batches carry the transactional bit, producer id and epoch, checked by
 the partition's producer state, KIP-890's verification included) needs Write on the
-transactional id, else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+transactional id, else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; so does a
+produce of transactional batches without a transactional id (Kafka's rule: else a principal with
+Write on the topic alone could append to another producer's transaction)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any
 
 from kraft.errors import KraftError
 from kraft.kafka.apis.common import Api, as_ms, code, entity, error_of, ms, nested, response_of
-from kraft.kafka.apis.batches import to_log
+from kraft.kafka.apis.batches import has_transactional_batch, to_log_all
 from kraft.metadata.acl import TOPIC, TRANSACTIONAL_ID
 from kraft.server.access import NAMED, PRODUCE, TRANSACTIONAL_PRODUCE, rule_of
 from kraft.server.records import ProduceEntry, ProducePartitionResult
@@ -33,14 +35,17 @@ def produce(services: BrokerServices) -> Any:
         names = [t.name for t in request.topic_data]
         tid = request.transactional_id
         # Kafka refuses a transactional produce as a whole without Write on its transactional id
-        refused_tid = tid is not None and bool(services.authorization.refused(ctx, _WRITE_TRANSACTIONAL_ID, (tid,)))
+        if tid is None:
+            refused_tid = any(has_transactional_batch(p.records) for t in request.topic_data for p in t.partition_data)
+        else:
+            refused_tid = bool(services.authorization.refused(ctx, _WRITE_TRANSACTIONAL_ID, (tid,)))
         refused = set(services.authorization.refused(ctx, _WRITE, names))
         if refused_tid:
-            services.authorization.failure(ctx, _WRITE_TRANSACTIONAL_ID.operation, TRANSACTIONAL_ID, (tid,))
+            services.authorization.failure(ctx, _WRITE_TRANSACTIONAL_ID.operation, TRANSACTIONAL_ID, (tid or "",))
         elif refused:  # logged and counted once, as the authorizer's denials are
             services.authorization.failure(ctx, _WRITE.operation, TOPIC, sorted(refused))
         answers: dict[tuple[str, int], ProducePartitionResult] = {}
-        by_topic: dict[str, list[ProduceEntry]] = {}
+        allowed = []
         for topic in request.topic_data:
             for p in topic.partition_data:
                 refusal = None
@@ -49,15 +54,16 @@ def produce(services: BrokerServices) -> Any:
                                          "Transactional Id authorization failed.")
                 elif topic.name in refused:
                     refusal = KraftError("TOPIC_AUTHORIZATION_FAILED", "Topic authorization failed.")
-                else:
-                    try:
-                        records = to_log(p.records)
-                    except KraftError as e:
-                        refusal = e
                 if refusal is not None:
                     answers[(topic.name, p.index)] = _failed(topic.name, p.index, refusal.error_code, refusal.message)
-                    continue
-                by_topic.setdefault(topic.name, []).append(ProduceEntry(topic.name, p.index, records))
+                else:
+                    allowed.append((topic.name, p))
+        by_topic: dict[str, list[ProduceEntry]] = {}
+        for (name, p), records in zip(allowed, await to_log_all([p.records for _, p in allowed])):
+            if isinstance(records, KraftError):
+                answers[(name, p.index)] = _failed(name, p.index, records.error_code, records.message)
+            else:
+                by_topic.setdefault(name, []).append(ProduceEntry(name, p.index, records))
         # one call per topic: a topic's failure as a whole (unknown, not creatable) is its partitions'
         calls = list(by_topic.items())
         outcomes = await asyncio.gather(*(services.records.produce(ctx, entries, acks, timeout_ms)

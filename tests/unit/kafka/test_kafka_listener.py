@@ -436,6 +436,23 @@ async def test_before_authentication_only_the_sasl_requests_are_served() -> None
         assert server.contexts == []
 
 
+async def test_before_authentication_a_frame_over_sasl_server_max_receive_size_is_refused_from_its_size() -> None:
+    """Kafka's sasl.server.max.receive.size: a client that never authenticates cannot make the node
+    reserve and buffer a frame of up to socket.request.max.bytes; once authenticated it can."""
+    limits = KafkaLimits(max_frame_bytes=1 << 20, sasl_max_frame_bytes=4096)
+    async with serving(protocol="SASL_PLAINTEXT", authenticator=_users(*USERS), mechanisms=("PLAIN",),
+                       limits=limits) as server:
+        reader, writer = await server.connect()
+        writer.write(struct.pack(">i", 4097))  # not followed by anything: refused from the 4 bytes alone
+        assert await _closed(reader)
+        assert server.listener.memory.used == 0
+        client = await _sasl_client(server, "PLAIN")
+        assert (await client.authenticate(b"\0alice\0alice-pw")).error_code == ErrorCode.none
+        big = metadata_request(9)
+        client.writer.write(frame(big[4:] + bytes(8192)))  # bytes after the body are ignored, as Kafka does
+        assert read_response(await read_frame(client.reader), METADATA, 12)[0] == 9
+
+
 async def test_sasl_requests_on_a_listener_without_sasl_are_illegal_sasl_state() -> None:
     async with serving() as server:
         client = SaslClient(*await server.connect())

@@ -20,6 +20,8 @@ from kraft.kafka.codec import encode_response
 from kraft.kafka.dispatch import HandlerRegistry
 from kraft.kafka.entities import build
 from kraft.kafka.handlers import register_handlers
+from kraft.log import kafka_batch
+from kraft.log.batch import TRANSACTIONAL_FLAG, Record
 from kraft.server.authorization import Authorization
 from kraft.server.groups import NodeEndpoint, OffsetCommitEntry
 from kraft.server.metadata import BrokerDescription, ClusterDescription
@@ -381,5 +383,21 @@ async def test_a_transactional_produce_needs_write_on_its_transactional_id() -> 
     answer = await Node(DENY_TID).ask(PRODUCE, 9, {
         "transactional_id": TID, "acks": -1, "timeout": 1000,
         "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": b"x"}, {"index": 1, "records": b"y"}]}]})
+    assert [(p.index, p.error_code) for t in answer.responses for p in t.partition_responses] == \
+        [(0, ErrorCode.transactional_id_authorization_failed), (1, ErrorCode.transactional_id_authorization_failed)]
+
+
+async def test_transactional_batches_without_a_transactional_id_are_refused_as_kafka_does() -> None:
+    """Kafka's handleProduceRequest: transactional records need a transactional id the principal
+    may Write, else a principal with Write on the topic alone appends to another producer's
+    transaction (its producer id and epoch are all the batch names)."""
+    records = (b"k", b"v", (), NOW_MS)
+    transactional = kafka_batch.encode_batch(
+        [Record(0, NOW_MS, b"k", b"v", ())], base_offset=0, attributes=TRANSACTIONAL_FLAG, producer_id=1001,
+        producer_epoch=0, base_sequence=0)
+    answer = await Node().ask(PRODUCE, 9, {
+        "transactional_id": None, "acks": -1, "timeout": 1000,
+        "topic_data": [{"name": TOPIC, "partition_data": [
+            {"index": 0, "records": kafka_batch.build_batch([records])}, {"index": 1, "records": transactional}]}]})
     assert [(p.index, p.error_code) for t in answer.responses for p in t.partition_responses] == \
         [(0, ErrorCode.transactional_id_authorization_failed), (1, ErrorCode.transactional_id_authorization_failed)]

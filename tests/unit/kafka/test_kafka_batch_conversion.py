@@ -1,0 +1,107 @@
+"""The Kafka listener's Produce and Fetch handlers convert a large request's batches (v2 <->
+kraft, every record decoded and re-encoded) in a thread, leaving the event loop free: a 100 MiB
+produce held it for seconds. Over the real handlers and authorization, with a records service
+below them that keeps what it was given."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+from typing import Any
+
+from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
+
+from kraft.kafka.apis.batches import INLINE_BYTES, to_client, to_log
+from kraft.kafka.apis.fetch_api import fetch
+from kraft.kafka.apis.produce_api import produce
+from kraft.kafka.entities import build
+from kraft.log import kafka_batch
+from kraft.server.authorization import Authorization
+from kraft.server.quotas import Quotas
+from kraft.server.record_apis import FetchRequest, FetchResult, ProduceResult
+from kraft.server.records import FetchPartitionResult, ProduceEntry, ProducePartitionResult
+from kraft.server.request_context import RequestContext
+from kraft.server.services import BrokerServices
+
+CTX = RequestContext("User:alice", "10.0.0.8", "PLAINTEXT", client_id="app")
+PARTITIONS = 4
+# each partition's batch is bigger than INLINE_BYTES: the conversion takes many loop turns
+BATCH = kafka_batch.build_batch([(None, os.urandom(1000), (), 1_700_000_000_000)
+                                 for _ in range(INLINE_BYTES // 1000 + 1)])
+
+
+class LoopTurns:
+    """Counts the times another task ran on the loop."""
+
+    def __init__(self) -> None:
+        self.turns = 0
+
+    async def count(self) -> None:
+        while True:
+            self.turns += 1
+            await asyncio.sleep(0)
+
+
+class Records:
+    def __init__(self, loop_turns: LoopTurns) -> None:
+        self.loop_turns = loop_turns
+        self.appended: list[ProduceEntry] = []
+        self.turns_when_called = -1
+
+    async def produce(self, ctx: RequestContext, entries: list[ProduceEntry], acks: int,
+                      timeout_ms: int) -> ProduceResult:
+        self.turns_when_called = self.loop_turns.turns  # the conversion was before
+        self.appended += entries
+        return ProduceResult([ProducePartitionResult(e.topic, e.partition, 0, 0) for e in entries], 0)
+
+    async def fetch(self, ctx: RequestContext, request: FetchRequest) -> FetchResult:
+        stored = to_log(BATCH)
+        self.turns_when_called = self.loop_turns.turns  # the conversion comes after
+        return FetchResult([FetchPartitionResult(e.topic, e.partition, 1, 0, 1, stored)
+                            for e in request.entries], 0)
+
+
+class Throttle:
+    def record(self, kind: str, principal: str, client_id: str, value: float, now_ms: int) -> int:
+        return 0
+
+
+def _services(records: Records) -> BrokerServices:
+    return BrokerServices(
+        node=None, metadata=None, authorization=Authorization(None), quotas=Quotas(Throttle()),  # type: ignore[arg-type]
+        records=records, topics=None, groups=None, security=None, controller=None,  # type: ignore[arg-type]
+        replicas=None, transactions=None)  # type: ignore[arg-type]
+
+
+async def _counting_loop_turns(records: Records, call: Any) -> Any:
+    counter = asyncio.create_task(records.loop_turns.count())
+    try:
+        return await call
+    finally:
+        counter.cancel()
+
+
+async def test_a_large_produce_is_converted_off_the_event_loop() -> None:
+    records = Records(LoopTurns())
+    request = build(load_request_schema(0, 9), {
+        "transactional_id": None, "acks": -1, "timeout": 1000,
+        "topic_data": [{"name": "t", "partition_data": [{"index": p, "records": BATCH} for p in range(PARTITIONS)]}]})
+    answer = await _counting_loop_turns(records, produce(_services(records))(CTX.for_api("Produce", 9), request))
+    assert [p.error_code for t in answer.responses for p in t.partition_responses] == [ErrorCode.none] * PARTITIONS
+    assert [e.records for e in records.appended] == [to_log(BATCH)] * PARTITIONS
+    assert records.turns_when_called > 1  # the loop served others while the batches were converted
+
+
+async def test_a_large_fetch_answer_is_converted_off_the_event_loop() -> None:
+    records = Records(LoopTurns())
+    request = build(load_request_schema(1, 12), {
+        "replica_id": -1, "max_wait": datetime.timedelta(0), "min_bytes": 1, "max_bytes": 2**31 - 1,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": (),
+        "topics": [{"topic": "t", "partitions": [{
+            "partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+            "log_start_offset": -1, "partition_max_bytes": 1 << 24} for p in range(PARTITIONS)]}]})
+    answer = await _counting_loop_turns(records, fetch(_services(records))(CTX.for_api("Fetch", 12), request))
+    assert [p.records for t in answer.responses for p in t.partitions] == [to_client(to_log(BATCH))] * PARTITIONS
+    assert records.loop_turns.turns > records.turns_when_called + 1  # others ran while it was converted
