@@ -101,15 +101,17 @@ def _final_state(cluster: LocalCluster, history: History, timeout_s: float) -> N
     bootstrap = cluster.bootstrap
     for topic, partitions in TOPICS.items():
         for p in range(partitions):
-            def high_watermark() -> int | None:
+            def leader_and_high_watermark() -> tuple[int, int] | None:
                 leader, _ = _partition_isrs(cluster.nodes[1].url)[(topic, p)]
                 offsets = requests.get(f"{cluster.nodes[leader].url}/v1/topics/{topic}/partitions/{p}/offsets",
                                        timeout=5).json()
-                return offsets["high_watermark"] + 1  # +1: poll's "truthy"; 0 is a valid watermark
-            end = poll(high_watermark, timeout_s, 0.2, f"the high watermark of {topic}-{p}") - 1
-            records = read_partition(bootstrap, topic, p, end, timeout_s)
-            history.add("final_log", topic=topic, part=p, high_watermark=end,
-                        records=[[o, (v or b"").decode(errors="replace")] for o, v in records])
+                return leader, offsets["high_watermark"]
+            leader, end = poll(leader_and_high_watermark, timeout_s, 0.2, f"the high watermark of {topic}-{p}")
+            quarantined: list[tuple[int, int]] = []  # ranges the leader answers CORRUPT_MESSAGE for
+            records = read_partition(bootstrap, topic, p, end, timeout_s, quarantined)
+            history.add("final_log", topic=topic, part=p, high_watermark=end, leader=leader,
+                        records=[[o, (v or b"").decode(errors="replace")] for o, v in records],
+                        quarantined=[list(r) for r in quarantined])
     with Admin(bootstrap, request_timeout_ms=10_000, api_timeout_ms=int(timeout_s * 1000)) as admin:
         for tp, offset in sorted(admin.list_group_offsets(GROUP).items()):
             history.add("final_commit", group=GROUP, topic=tp.topic, part=tp.partition, offset=offset)
