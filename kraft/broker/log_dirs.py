@@ -171,6 +171,7 @@ class LogDirs:
         """Takes `d` offline; True the first time."""
         if not d.online:
             return False
+        self.full_since_ms.pop(d.path, None)
         d.error = f"{type(error).__name__}: {error}"
         self.version += 1
         log.error("log directory %s is offline: %s. Its %d replicas answer KAFKA_STORAGE_ERROR and the "
