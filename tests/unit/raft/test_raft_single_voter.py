@@ -5,12 +5,13 @@ from journal and snapshot, and the secret rules."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import stat
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
 
 import pysyncobj.serializer
 import pytest
@@ -58,6 +59,27 @@ def config(tmp_path: Path, port: int, **kwargs: Any) -> RaftQuorumConfig:
                             secret="s", **kwargs)
 
 
+@contextlib.asynccontextmanager
+async def restarted(tmp_path: Path, port: int,
+                    before: list[tuple[int, Any]]) -> AsyncIterator[tuple[RaftQuorum, MetadataImage]]:
+    """The voter restarted on the same files, once active: the dump comes as a snapshot, the
+    journal tail after it as records, the same records as `before` (what the last incarnation
+    committed), then a new claim. Yields the quorum and the snapshot's image; closes it."""
+    again = RaftQuorum(config(tmp_path, port, log_compaction_min_entries=5))
+    rebuilt = Recorder(again)
+    await again.start()
+    try:
+        await wait_until(again.is_active_controller)
+        assert rebuilt.snapshots, "log compaction at 5 entries should have left a snapshot"
+        offset, image = rebuilt.snapshots[-1]
+        assert image.offset == offset
+        assert rebuilt.commits[:-1] == before[offset + 1:] and rebuilt.commits[0][0] == offset + 1
+        assert rebuilt.commits[-1][0] == before[-1][0] + 1  # the new claim, after every record
+        yield again, image
+    finally:
+        await again.close()
+
+
 async def test_lone_voter_claims_proposes_and_restarts(tmp_path: Path) -> None:
     port = free_port()
     quorum = RaftQuorum(config(tmp_path, port, log_compaction_min_entries=5))
@@ -94,25 +116,11 @@ async def test_lone_voter_claims_proposes_and_restarts(tmp_path: Path) -> None:
         await quorum.close()
     before = list(seen.commits)
 
-    # Restart on the same files: the dump (if compaction ran) comes as a snapshot, the journal
-    # tail as records; either way the loop ends with the same records, then a new claim.
-    again = RaftQuorum(config(tmp_path, port, log_compaction_min_entries=5))
-    rebuilt = Recorder(again)
-    await again.start()
-    try:
-        await wait_until(again.is_active_controller)
+    async with restarted(tmp_path, port, before) as (again, image):
         assert again.active_controller() == (1, 2)
-        assert rebuilt.snapshots, "log compaction at 5 entries should have left a snapshot"
-        offset, image = rebuilt.snapshots[-1]
-        assert isinstance(image, MetadataImage) and image.offset == offset
+        assert isinstance(image, MetadataImage)
         assert image.controller_epoch == 1 and image.has_request("r3")
-        # The journal tail follows the snapshot: the same records as before the restart.
-        assert rebuilt.commits[:-1] == before[offset + 1:]
-        assert rebuilt.commits[0][0] == offset + 1
-        assert rebuilt.commits[-1][0] == 25  # the new claim
         assert await again.propose([noop()]) == 26
-    finally:
-        await again.close()
 
 
 def dump_writer(quorum: RaftQuorum) -> int:
@@ -153,18 +161,8 @@ async def test_close_waits_for_the_dump_writer_so_a_restart_loses_nothing(
         await quorum.close()
     with pytest.raises(ChildProcessError):  # finished and reaped: nothing changes after close
         os.waitpid(writer, os.WNOHANG)
-    before = list(seen.commits)
-
-    again = RaftQuorum(config(tmp_path, port, log_compaction_min_entries=5))
-    rebuilt = Recorder(again)
-    await again.start()
-    try:
-        await wait_until(again.is_active_controller)
-        offset, _ = rebuilt.snapshots[-1]
-        assert rebuilt.commits[:-1] == before[offset + 1:]
-        assert rebuilt.commits[-1][0] == before[-1][0] + 1  # the new claim, after every record
-    finally:
-        await again.close()
+    async with restarted(tmp_path, port, list(seen.commits)):
+        pass
 
 
 def test_a_dump_writer_whose_node_died_installs_nothing(tmp_path: Path) -> None:
