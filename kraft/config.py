@@ -229,6 +229,10 @@ _KEYS = [
               "The log directories (JBOD): new replicas go to the live one holding the fewest partitions; "
               "the first also holds the node's metadata log and cluster id. A directory whose disk fails "
               "goes offline alone (docs/reliability.md).", _log_dirs),
+    ConfigKey("log.dir.full.timeout.ms", "long", 30000,
+              "A log directory whose writes fail with ENOSPC this long, none succeeding, goes offline "
+              "like a failed disk (its leaderships move; it comes back with a restart). 0: at the first "
+              "ENOSPC, as Kafka does. Shorter full disks heal in place (docs/reliability.md).", _NON_NEG),
     ConfigKey("listeners", "string", "127.0.0.1:9092",
               "The client listener (HTTP and the Kafka protocol), HOST:PORT; or Kafka's NAME://HOST:PORT,... list, "
               "where the entry named in controller.listener.names is the controller listener, the one named by "

@@ -207,6 +207,7 @@ class Node:
         self.config = config
         self.add_scram = list(add_scram)
         self._add_scram_task: asyncio.Task[None] | None = None
+        self._log_dir_reports: set[asyncio.Task[None]] = set()  # ZooKeeper mode's, while being written
         self.node_id = config.node_id
         self.data_dir = config.data_dir
         self.fatal_error: str | None = None
@@ -279,6 +280,8 @@ class Node:
         if self.lifecycle is not None:
             self.lifecycle.offline_report = lambda: self.replica_manager.offline_report
             self.replica_manager.on_log_dir_failure = self.lifecycle.heartbeat_now
+        if self.zk is not None:
+            self.replica_manager.on_log_dir_failure = self._report_log_dir_failure_to_zk
         info = NodeInfo(
             node_id=self.node_id, roles=config.roles,
             max_request_bytes=config["socket.request.max.bytes"],
@@ -387,6 +390,13 @@ class Node:
             broker_configs=BrokerConfigs(self.node_id, self.config, authorization),
             metrics=self.metrics, status=self.status, node_security=security, tls=self.tls,
             controller_api=self.controller_api, zookeeper=self.zk, trace=trace)
+
+    def _report_log_dir_failure_to_zk(self) -> None:
+        """ZooKeeper mode: a log directory went offline (on the loop): tell the controller."""
+        _, replicas = self.replica_manager.offline_report
+        self._log_dir_reports.add(task := asyncio.get_running_loop().create_task(
+            self.zk.registration.report_log_dir_failure([(t, p) for t, p in replicas])))
+        task.add_done_callback(self._log_dir_reports.discard)
 
     def _broker_lifecycle(self, settings: ControllerSettings) -> BrokerLifecycle:
         """The broker's registration and heartbeats, on a thread with a controller client of its

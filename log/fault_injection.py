@@ -7,7 +7,9 @@
   of the node's data files (partition segments, indexes and checkpoints, the controller's Raft
   journal, log and snapshots, the broker's metadata snapshot) fails with ENOSPC before writing
   anything, as on a disk with no space left; missing, empty or 0: writes go through. This is
-  `kraft-bench chaos`'s disk-full fault where no size-limited filesystem can be mounted.
+  `kraft-bench chaos`'s disk-full fault where no size-limited filesystem can be mounted. When it
+  holds directories instead (one path a line), only the writes of partition files under them
+  fail: one full log directory of several (the JBOD tests').
 
 - Failed log directory: when KRAFT_FAULT_LOG_DIR_FAILED_FILE names a file, every write, fsync and
   read of a partition's files (segments, indexes, checkpoints) under a directory that file lists
@@ -61,36 +63,47 @@ def fsync(fd: int, path: str | os.PathLike[str] | None = None) -> None:
     os.fsync(fd)
 
 
-def disk_full() -> bool:
-    """Whether the injected full disk is on."""
-    return bool(_DISK_FULL_FILE) and _read_number(_DISK_FULL_FILE) != 0  # type: ignore[arg-type]
+def _read_lines(path: str) -> list[str]:
+    try:
+        with open(path) as f:
+            return [line.strip() for line in f if line.strip()]
+    except OSError:
+        return []
+
+
+def _under(path: str | os.PathLike[str] | None, directories: list[str]) -> bool:
+    if path is None:
+        return False
+    where = os.path.abspath(path)
+    return any(where == d or where.startswith(d + os.sep) for d in map(os.path.abspath, directories))
+
+
+def disk_full(path: str | os.PathLike[str] | None = None) -> bool:
+    """Whether the injected full disk is on (for a write of `path`, when it names directories)."""
+    if not _DISK_FULL_FILE:
+        return False
+    lines = _read_lines(_DISK_FULL_FILE)
+    if len(lines) == 1 and lines[0].isdigit():
+        return int(lines[0]) != 0
+    return _under(path, lines)
 
 
 def before_write(path: str | os.PathLike[str] | None = None) -> None:
     """Raises ENOSPC, writing nothing, while the injected full disk is on; EIO when `path` is
     under an injected failed log directory."""
-    if _DISK_FULL_FILE and disk_full():
+    if _DISK_FULL_FILE and disk_full(path):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC) + " (injected: " + DISK_FULL_ENV + ")")
     check_log_dir(path)
 
 
 def failed_log_dirs() -> list[str]:
     """The directories the injected log-directory failure lists (absolute paths)."""
-    if not _LOG_DIR_FAILED_FILE:
-        return []
-    try:
-        with open(_LOG_DIR_FAILED_FILE) as f:
-            return [os.path.abspath(line.strip()) for line in f if line.strip()]
-    except OSError:
-        return []
+    return [os.path.abspath(d) for d in _read_lines(_LOG_DIR_FAILED_FILE)] if _LOG_DIR_FAILED_FILE else []
 
 
 def check_log_dir(path: str | os.PathLike[str] | None) -> None:
     """Raises EIO when `path` is under an injected failed log directory (a read, write or fsync
     of it fails as on a dead disk)."""
-    if not _LOG_DIR_FAILED_FILE or path is None:
-        return
-    where = os.path.abspath(path)
-    for failed in failed_log_dirs():
-        if where == failed or where.startswith(failed + os.sep):
-            raise OSError(errno.EIO, f"{os.strerror(errno.EIO)} (injected: {LOG_DIR_FAILED_ENV}): {where}")
+    if _LOG_DIR_FAILED_FILE and _under(path, failed_log_dirs()):
+        where = os.path.abspath(path)  # type: ignore[arg-type]
+        raise OSError(errno.EIO, f"{os.strerror(errno.EIO)} (injected: {LOG_DIR_FAILED_ENV}): {where}")

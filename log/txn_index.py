@@ -132,7 +132,7 @@ class TransactionIndex:
         if self._entries and txn.last_offset <= self._entries[-1].last_offset:
             raise ValueError(f"{self.path}: marker offset {txn.last_offset} is not above the last "
                              f"entry's {self._entries[-1].last_offset}")
-        fault_injection.before_write()
+        fault_injection.before_write(self.path)
         with self._file as fd:
             os.pwrite(fd, txn.encode(), len(self._entries) * ENTRY_SIZE)
         self._entries.append(txn)

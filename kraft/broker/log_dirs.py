@@ -9,7 +9,8 @@ At start every directory is checked (created if missing, its meta.properties rea
 partitions listed); one that fails is offline from the start. A partition found in two
 directories refuses the start, as in Kafka. A new replica goes to the live directory holding the
 fewest partitions (Kafka's LogManager places by partition count, not by size). A directory that
-fails while the broker runs (`fail`) stays offline until the broker restarts with it healed:
+fails while the broker runs (`fail`: an I/O error, or a full disk that did not heal within
+`log.dir.full.timeout.ms`, see `full_too_long`) stays offline until the broker restarts with it healed:
 its replicas answer KAFKA_STORAGE_ERROR, and the broker's heartbeat names them so the controller
 moves their leaderships and ISR memberships to other brokers.
 
@@ -32,7 +33,7 @@ from kraft.config import ConfigError
 log = logging.getLogger("kraft.broker")
 
 # errors that mean the directory's disk or mount failed, not a transient condition of one file:
-# ENOSPC is not among them (a full disk heals when space is freed: the replica retries)
+# ENOSPC is not among them (a full disk may heal when space is freed: `full_too_long` decides)
 DIR_FAILURE_ERRNOS = frozenset({errno.EIO, errno.EROFS, errno.ENODEV, errno.ENXIO, errno.ESTALE})
 
 
@@ -66,6 +67,8 @@ class LogDirs:
             raise ConfigError("log.dirs", "at least one directory is needed")
         self._where: dict[str, LogDir] = {}
         self.version = 0  # bumped at every failure (readers cache what they derive from it)
+        # a directory whose writes fail with ENOSPC -> when the first did (no write succeeded since)
+        self.full_since_ms: dict[Path, int] = {}
 
     @property
     def first(self) -> Path:
@@ -149,15 +152,32 @@ class LogDirs:
             return not directory.is_dir()
         return False
 
+    def full_too_long(self, d: LogDir, error: BaseException, now_ms: int, timeout_ms: int) -> bool:
+        """`error` came from a write in `d`: whether it is ENOSPC and the disk has been full for
+        `timeout_ms`, counted from the first ENOSPC after the last write there that succeeded
+        (`wrote`). Then the directory is to fail as on an I/O error (Kafka takes a directory
+        offline at the first ENOSPC; kraft waits `log.dir.full.timeout.ms` for space to return)."""
+        if not isinstance(error, OSError) or error.errno != errno.ENOSPC:
+            return False
+        since = self.full_since_ms.setdefault(d.path, now_ms)
+        return now_ms - since >= timeout_ms
+
+    def wrote(self, path: Path) -> None:
+        """A write in log directory `path` succeeded: a full disk there has space again."""
+        if self.full_since_ms.pop(path, None) is not None:
+            log.info("log directory %s takes writes again", path)
+
     def fail(self, d: LogDir, error: BaseException) -> bool:
         """Takes `d` offline; True the first time."""
         if not d.online:
             return False
+        self.full_since_ms.pop(d.path, None)
         d.error = f"{type(error).__name__}: {error}"
         self.version += 1
         log.error("log directory %s is offline: %s. Its %d replicas answer KAFKA_STORAGE_ERROR and the "
                   "controller moves their leaderships and ISR memberships to other brokers; the other "
-                  "directories keep serving. Repair or replace the disk, then restart the broker",
+                  "directories keep serving. Repair or replace the disk (or free space on it), then "
+                  "restart the broker",
                   d.path, d.error, len(d.partitions))
         return True
 

@@ -100,12 +100,15 @@ class ReplicationSettings:
     # a replica offline on a storage error (its log could not be opened, or could not record the
     # role the metadata gives it: a full disk) is tried again this often
     offline_retry_ms: int = 2_000
+    # a log directory whose writes fail with ENOSPC this long (none succeeding) goes offline
+    log_dir_full_timeout_ms: int = 30_000
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ReplicationSettings:
         """From the broker's Kafka-named keys (`replica.lag.time.max.ms`, `replica.fetch.*`)."""
         return cls(
             replica_lag_time_max_ms=int(config["replica.lag.time.max.ms"]),
+            log_dir_full_timeout_ms=int(config["log.dir.full.timeout.ms"]),
             fetcher=FetcherSettings(
                 max_wait_ms=int(config["replica.fetch.wait.max.ms"]),
                 partition_max_bytes=int(config["replica.fetch.max.bytes"]),
@@ -346,6 +349,7 @@ class ReplicaManager:
         self._perform(replica, actions)
         if replica.storage_error is not None:
             replica.storage_error = None
+            self._wrote(replica)
             self._offline.discard((replica.topic, replica.partition))
             log.warning("%s-%d: back online (leader %d at epoch %d)", replica.topic,
                         replica.partition, replica.state.leader, replica.state.leader_epoch)
@@ -376,9 +380,11 @@ class ReplicaManager:
 
     def _storage_failed(self, replica: Replica, error: BaseException) -> bool:
         """Whether `error` (from the replica's log) means its directory failed; if so the
-        directory goes offline with every replica on it (`LogDirs.is_dir_failure`)."""
+        directory goes offline with every replica on it (`LogDirs.is_dir_failure`, or a full
+        disk that did not heal: `LogDirs.full_too_long`)."""
         log_dir = self._log_dir(replica)
-        if not LogDirs.is_dir_failure(error, log_dir.path):
+        if not (LogDirs.is_dir_failure(error, log_dir.path) or self.log_dirs.full_too_long(
+                log_dir, error, self.clock_ms(), self.replication.log_dir_full_timeout_ms)):
             return False
         if self.log_dirs.fail(log_dir, error):
             for other in list(self._replicas.values()):
@@ -387,6 +393,11 @@ class ReplicaManager:
             self._report_offline()
             self.on_log_dir_failure()
         return True
+
+    def _wrote(self, replica: Replica) -> None:
+        """A write to the replica's log succeeded (its directory's disk is not full)."""
+        if self.log_dirs.full_since_ms:  # the common case: no directory met ENOSPC
+            self.log_dirs.wrote(replica.data_dir)
 
     def _in_offline_dir(self, replica: Replica, log_dir: LogDir) -> None:
         """Kafka's offline replica of a failed log directory: no role, no fetching, requests
@@ -648,6 +659,7 @@ class ReplicaManager:
             if tp in self._unwritable:
                 self._unwritable.discard(tp)
                 log.warning("%s-%d: the log is writable again", topic, partition)
+            self._wrote(replica)
             self.trace.record(LEADER_APPEND, topic, partition, info.last_offset + 1)
             replica.wake_appended()
             self._perform(replica, core.on_leader_append(self.clock_ms()))
@@ -1055,6 +1067,7 @@ class ReplicaManager:
         if not isinstance(action, Backoff):
             self._fetch_errors.pop(key, None)
             if isinstance(action, Append) and action.records:
+                self._wrote(replica)
                 self.trace.record(FOLLOWER_APPEND, replica.topic, replica.partition,
                                   replica.log.log_end_offset, self.node_id)
                 self.metrics.replication_bytes_in(replica.topic, len(action.records))

@@ -543,10 +543,28 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+_forked_from: int | None = None  # in a forked process (pysyncobj's dump writer): its parent
+
+
+def _record_parent() -> None:
+    global _forked_from
+    _forked_from = os.getppid()
+
+
+os.register_at_fork(after_in_child=_record_parent)
+
+
 def durable_replace(source: str, target: str) -> None:
     """pysyncobj's dump install (its own dump, or one received from the leader): fsync the
     temporary file, rename it, fsync the directory, so a dump is whole and durable before
-    pysyncobj trims the journal after it."""
+    pysyncobj trims the journal after it.
+
+    pysyncobj writes its own dumps in a forked child. A child whose node has died (kill -9:
+    it was reparented) installs nothing: the node may be starting again meanwhile, and a dump
+    changing between its journal's reconciliation and pysyncobj's load makes pysyncobj clear
+    the journal, losing committed entries (`RaftQuorum.close` waits for the child likewise)."""
+    if _forked_from is not None and os.getppid() != _forked_from:
+        raise RuntimeError(f"the node that wrote the dump {source} is gone: not installing it")
     fd = os.open(source, os.O_RDONLY)
     try:
         os.fsync(fd)

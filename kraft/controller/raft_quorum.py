@@ -270,6 +270,27 @@ class _KraftSyncObj(SyncObj):
         self._SyncObj__commandsQueue = _CommandQueue(self.conf.commandsQueueSize)
         self._sent_position = (-1, -1)  # (log index, commit index) the followers were last sent
 
+    def wait_for_dump_writer(self) -> None:
+        """Blocks until the dump writer pysyncobj forked (it serializes in a child process) has
+        exited; called once the tick thread stopped. A writer that outlived `close` installed its
+        dump while the next start ran: between the journal lining itself up with the dump on
+        disk and pysyncobj loading the dump (its first tick after binding), so pysyncobj found
+        the journal not starting at the dump's entries, cleared it and lost the committed
+        entries after the dump ("raftCommitIndex exceeds journal end after loading dump")."""
+        serializer = self._SyncObj__serializer
+        pid = serializer._Serializer__pid
+        if pid > 0:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:  # reaped by pysyncobj's last tick
+                pass
+            serializer._Serializer__pid = 0
+
+    def destroy_and_wait(self) -> None:
+        """Stops the tick thread, then waits for the dump writer (blocking)."""
+        self.destroy_synchronous()
+        self.wait_for_dump_writer()
+
     def _journal(self) -> RaftJournal | None:
         journal = self._SyncObj__raftLog
         return journal if isinstance(journal, RaftJournal) else None
@@ -517,7 +538,7 @@ class RaftQuorum:
             if not future.done():
                 future.set_exception(QuorumTimeoutError("the controller quorum is closing"))
         if self._syncobj is not None:
-            await asyncio.to_thread(self._syncobj.destroy_synchronous)
+            await asyncio.to_thread(self._syncobj.destroy_and_wait)
 
     # -- who leads --------------------------------------------------------------------------
 

@@ -130,6 +130,17 @@ class ZkBrokerRegistration:
         except Exception as e:
             log.error("broker %d could not register again after its session expired: %s", self.broker_id, e)
 
+    async def report_log_dir_failure(self, partitions: list[tuple[str, int]]) -> None:
+        """Kafka's LogDirFailureHandler: a log directory went offline; the controller moves the
+        leaderships and ISR memberships of `partitions` (this broker's replicas there) elsewhere."""
+        try:
+            await asyncio.to_thread(
+                self.session.client.create, f"{znodes.LOG_DIR_EVENT}/{znodes.LOG_DIR_EVENT_PREFIX}",
+                znodes.encode_log_dir_event(self.broker_id, self.broker_epoch, partitions), sequence=True)
+        except Exception as e:  # the replicas stay offline here either way
+            log.error("broker %d could not report its offline log directory to the controller: %s",
+                      self.broker_id, e)
+
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()

@@ -181,6 +181,9 @@ class ZkController:
         self._sequence = 0
         self._assignments: dict[str, znodes.TopicAssignment] = {}
         self._shutting_down: dict[int, int] = {}  # broker id -> the broker epoch that asked
+        # broker id -> (its broker epoch, its replicas in failed log directories), from its
+        # /log_dir_event_notification: they leave ISRs and leaderships as in a controlled shutdown
+        self._offline_replicas: dict[int, tuple[int, set[tuple[str, int]]]] = {}
         self._queue: asyncio.Queue[tuple[str, int | None, Any]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
 
@@ -265,6 +268,8 @@ class ZkController:
             await self._on_isr_changes()
         elif kind == "config":
             await self._on_config_changes()
+        elif kind == "logdir":
+            await self._on_log_dir_events()
         elif kind == "partitions":
             await self._reload_partitions(arg)
 
@@ -281,6 +286,7 @@ class ZkController:
         self.active, self.epoch, self._epoch_version = True, epoch, epoch_version
         self._sequence = 0
         self._shutting_down = {}  # a broker shutting down asks the new controller again
+        self._offline_replicas = {}  # the ISRs and leaders it changed are in ZooKeeper already
         log.info("node %d is the controller, controller epoch %d", self.node_id, epoch)
         started = time.monotonic()
         await self._load()
@@ -346,6 +352,7 @@ class ZkController:
         await self._create_missing_states()
         await self._elect_leaders()
         await self._on_delete_topics()
+        await self._on_log_dir_events()
 
     def _read_everything(self) -> tuple[dict[int, BrokerRegistration], dict[str, znodes.TopicAssignment],
                                         dict[tuple[str, int], tuple[znodes.PartitionState, int]],
@@ -491,12 +498,15 @@ class ZkController:
         brokers = self.image.cluster.brokers
         live = set(brokers)
         leaving = {b for b, epoch in self._shutting_down.items() if b in brokers and brokers[b].broker_epoch == epoch}
+        offline = {b: held for b, (epoch, held) in self._offline_replicas.items()
+                   if b in brokers and brokers[b].broker_epoch == epoch}
         changes = []
         for topic in self.image.topics.by_name.values():
             unclean = self.image.topic_configs(topic.name).get(UNCLEAN_KEY, str(self.unclean_default).lower())
             for p, reg in topic.partitions.items():
-                if leaving:
-                    after = shutdown_change(topic, p, reg, live, leaving, unclean == "true")
+                out = leaving | {b for b, held in offline.items() if (topic.name, p) in held}
+                if out:
+                    after = shutdown_change(topic, p, reg, live, out, unclean == "true")
                 else:
                     after = online_change(topic, p, reg, live, unclean == "true")
                 if after is not None:
@@ -562,6 +572,9 @@ class ZkController:
         for broker_id, epoch in list(self._shutting_down.items()):  # gone, or back with a new epoch
             if broker_id not in brokers or brokers[broker_id].broker_epoch != epoch:
                 del self._shutting_down[broker_id]
+        for broker_id, (epoch, _) in list(self._offline_replicas.items()):  # restarted: directories back
+            if broker_id not in brokers or brokers[broker_id].broker_epoch != epoch:
+                del self._offline_replicas[broker_id]
         if gone or new:
             log.info("controller %d: brokers %s registered, %s gone", self.node_id, new, gone)
         self.image = with_brokers(self.image, self._fence_leaving(brokers))
@@ -641,6 +654,25 @@ class ZkController:
         partitions = await asyncio.to_thread(self._take_notifications, znodes.ISR_CHANGE, children,
                                              znodes.decode_isr_change)
         await self._reload_partitions(sorted({tp for entry in partitions for tp in entry}))
+
+    async def _on_log_dir_events(self) -> None:
+        """Kafka's LogDirEventNotification: a broker's log directory failed. Its replicas there
+        (named in the event) leave their ISRs and leaderships while its broker epoch lasts, as in
+        a controlled shutdown; one that is a partition's only in-sync replica keeps it."""
+        children = await asyncio.to_thread(self._zk.get_children, znodes.LOG_DIR_EVENT, self._watch("logdir"))
+        events = await asyncio.to_thread(self._take_notifications, znodes.LOG_DIR_EVENT, children,
+                                         znodes.decode_log_dir_event)
+        brokers = self.image.cluster.brokers
+        for broker_id, epoch, partitions in events:
+            registration = brokers.get(broker_id)
+            if registration is None or epoch not in (None, registration.broker_epoch):
+                continue  # from a broker that is gone or has restarted since
+            _, held = self._offline_replicas.get(broker_id, (registration.broker_epoch, set()))
+            self._offline_replicas[broker_id] = (registration.broker_epoch, held | set(partitions))
+            log.warning("controller %d: broker %d reports log directory failure: moving leaderships and ISR "
+                        "memberships off its %d replicas there", self.node_id, broker_id, len(partitions))
+        if events:
+            await self._elect_leaders()
 
     async def _on_config_changes(self) -> None:
         children = await asyncio.to_thread(self._zk.get_children, znodes.CONFIG_CHANGES, self._watch("config"))

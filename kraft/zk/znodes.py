@@ -30,9 +30,12 @@ DELETE_TOPICS = "/admin/delete_topics"
 ISR_CHANGE = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+LOG_DIR_EVENT = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE = 1  # Kafka's LogDirEventNotificationHandler.LogDirFailureEventType
 
 # Kafka's ZkData.PersistentZkPaths: created at startup so watches can be set on them
-PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_CHANGES, CONFIG_TOPICS, DELETE_TOPICS, ISR_CHANGE)
+PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_CHANGES, CONFIG_TOPICS, DELETE_TOPICS, ISR_CHANGE, LOG_DIR_EVENT)
 
 LISTENER = "HTTP"  # the name of a broker's endpoint in the metadata image (as KRaft mode registers it)
 SECURITY_PROTOCOL = "PLAINTEXT"
@@ -298,6 +301,25 @@ def decode_isr_change(path: str, data: bytes | None) -> list[tuple[str, int]]:
             raise ValueError(f"{path}: bad entry {entry!r}")
         out.append((entry["topic"], _int(entry.get("partition"), f"{path}.partition")))
     return out
+
+
+# -- /log_dir_event_notification ------------------------------------------------------------------
+
+
+def encode_log_dir_event(broker_id: int, broker_epoch: int, partitions: Iterable[tuple[str, int]]) -> bytes:
+    """Kafka's LogDirEventNotificationSequenceZNode, `{"version":1,"broker":N,"event":1}`, plus
+    kraft's `broker_epoch` and `partitions`: the replicas in the broker's offline directories
+    (Kafka's controller learns them from the broker's answers to a LeaderAndIsr it sends)."""
+    return _encode({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE, "broker_epoch": broker_epoch,
+                    "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+
+def decode_log_dir_event(path: str, data: bytes | None) -> tuple[int, int | None, list[tuple[str, int]]]:
+    """(broker, broker epoch or None, partitions: empty from a Kafka broker) of a failure event."""
+    body = _decode(data, path)
+    epoch = body.get("broker_epoch")
+    return (_int(body.get("broker"), f"{path}.broker"), None if epoch is None else _int(epoch, f"{path}.broker_epoch"),
+            decode_isr_change(path, data) if body.get("partitions") else [])
 
 
 # -- /latest_producer_id_block --------------------------------------------------------------------

@@ -11,6 +11,7 @@ import pytest
 import requests
 
 from harness import read_values, start_node, wait_for
+from kraft.bench.chaos.clients import read_partition
 from kraft.log.batch import build_batch, iter_batches
 from kraft.log.checkpoint import PartitionCheckpoint
 
@@ -88,6 +89,28 @@ def test_corrupt_batch_in_a_closed_segment_after_kill_9(tmp_path: Path) -> None:
         node.start()
         assert _read(node.url, 1500).json()["error_code"] == "CORRUPT_MESSAGE"
         assert read_values(node.url, TOPIC, 1600, 6000) == expected[1500:]
+    finally:
+        if node.running:
+            node.kill()
+
+
+def test_the_chaos_final_read_steps_over_a_quarantined_range_and_reports_it(tmp_path: Path) -> None:
+    """`kraft-bench chaos` reads every partition at the end (`read_partition`): a range the leader
+    quarantined answers CORRUPT_MESSAGE, and the read goes on past it (it used to abort the run),
+    naming the range so that the checker counts it (and any acknowledged record in it as lost)."""
+    node = start_node(tmp_path, log_segment_bytes=1_048_576)
+    try:
+        assert requests.post(f"{node.url}/v1/topics", json={"name": TOPIC}, timeout=10).status_code == 201
+        _produce(node.url)
+        [first, *_] = sorted((node.data_dir / f"{TOPIC}-0").glob("*.log"))
+        node.kill()
+        _flip_batch_holding(first, 1500)
+        node.start()
+        quarantined: list[tuple[int, int]] = []
+        records = read_partition(node.bootstrap, TOPIC, 0, BATCHES * PER_BATCH, 60, quarantined)
+        assert quarantined == [(1500, 1600)]
+        assert [(o, v.decode()) for o, v in records] == [
+            (o, _value(o)) for o in range(BATCHES * PER_BATCH) if not 1500 <= o < 1600]
     finally:
         if node.running:
             node.kill()

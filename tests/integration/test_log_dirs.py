@@ -1,6 +1,7 @@
 """JBOD and log-directory failure (KIP-858, issue 26), with real processes: a broker with two log
 directories places new replicas on both; when one fails (EIO through the file layer's
-test-only hook, `kraft/log/fault_injection.py`) its replicas go offline alone: the broker reports
+test-only hook, `kraft/log/fault_injection.py`, or ENOSPC through the disk-full hook that does not
+heal within `log.dir.full.timeout.ms`) its replicas go offline alone: the broker reports
 the directory in its heartbeat and the controller moves their leaderships and ISR memberships to
 the other brokers within the session timeout, while the replicas on the other directory stay in
 their ISRs. Nothing acknowledged is lost, and once the disk is healed and the broker restarted
@@ -19,7 +20,7 @@ import pytest
 import requests
 
 from kraft.api.client import KraftError, Producer
-from kraft.log.fault_injection import LOG_DIR_FAILED_ENV
+from kraft.log.fault_injection import DISK_FULL_ENV, LOG_DIR_FAILED_ENV
 from harness import REPLICATION_OVERRIDES, Cluster, read_values, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.cluster
 TOPIC = "jbod"
 PARTITIONS = 8
 SESSION_TIMEOUT_S = REPLICATION_OVERRIDES["broker.session.timeout.ms"] / 1000
+FULL_TIMEOUT_MS = 1000  # log.dir.full.timeout.ms of the broker whose directory fills up
 
 
 def produce_until(stop: threading.Event, bootstrap: str, acked: dict[tuple[int, int], str]) -> None:
@@ -66,13 +68,18 @@ def placed(directory: Path) -> set[int]:
     return {int(p.name.rpartition("-")[2]) for p in directory.glob(f"{TOPIC}-*") if p.is_dir()}
 
 
-def test_a_failed_log_directory_moves_its_replicas_off_and_rejoins_after_a_restart(tmp_path: Path):
+@pytest.mark.parametrize("failure", ["EIO", "ENOSPC"])
+def test_a_failed_log_directory_moves_its_replicas_off_and_rejoins_after_a_restart(tmp_path: Path, failure: str):
+    """EIO takes the directory offline at once; ENOSPC once no write there succeeded for
+    `log.dir.full.timeout.ms` (a disk that stays full: the replicas used to stay offline in place,
+    their leaderships never moving, retried every 2 s for as long as the disk stayed full)."""
     fail_file = tmp_path / "failed-log-dirs"
     with Cluster(tmp_path, 3, combined=True, overrides=REPLICATION_OVERRIDES) as cluster:
         broker = cluster.node(3)
         first, second = broker.data_dir, tmp_path / "data-3-disk2"
         broker.overrides["log.dirs"] = f"{first},{second}"
-        broker.env[LOG_DIR_FAILED_ENV] = str(fail_file)
+        broker.overrides["log.dir.full.timeout.ms"] = FULL_TIMEOUT_MS
+        broker.env[LOG_DIR_FAILED_ENV if failure == "EIO" else DISK_FULL_ENV] = str(fail_file)
         cluster.start()
         cluster.create_topic(TOPIC, PARTITIONS, 3)
         cluster.wait_full_isr([TOPIC])
@@ -112,9 +119,11 @@ def test_a_failed_log_directory_moves_its_replicas_off_and_rejoins_after_a_resta
             wait_for(lambda: len(acked) > before + 200, 60, what="writes acknowledged after the failure")
             print(f"\nleaderships and ISR memberships moved off the failed directory in {took:.1f} s "
                   f"(session timeout {SESSION_TIMEOUT_S:g} s)")
-            assert took < SESSION_TIMEOUT_S
+            assert took < SESSION_TIMEOUT_S + (FULL_TIMEOUT_MS / 1000 if failure == "ENOSPC" else 0)
+            assert f"log directory {second} is offline: OSError: [Errno {5 if failure == 'EIO' else 28}]" \
+                in broker.log_path.read_text()
 
-            fail_file.write_text("")  # the disk is replaced
+            fail_file.write_text("")  # the disk is replaced (or space freed)
             broker.stop()
             broker.start(wait=False)
             cluster.wait_full_isr([TOPIC], timeout=120)

@@ -32,7 +32,7 @@ from kraft.bench.chaos.schedule import FAULTS
 from kraft.bench.common import main
 from kraft.zk.ensemble import zookeeper_available
 
-JSON_KEYS = ("acked", "lost", "duplicated", "duplicated_idempotent", "reordered", "truncated_after_seen",
+JSON_KEYS = ("acked", "lost", "lost_quarantined", "quarantined_ranges", "quarantined_records", "duplicated", "duplicated_idempotent", "reordered", "truncated_after_seen",
              "offsets_lost", "metadata_lost", "max_unavailable_s", "p99_unavailable_s", "not_recovered",
              "max_time_to_full_isr_s", "p99_time_to_full_isr_s", "fencings", "fencings_uncaused")
 TXN_KEYS = ("txn_committed", "txn_aborted", "txn_unknown", "txn_aborted_visible", "txn_seen_early", "txn_partial",

@@ -2,17 +2,24 @@
 `kraft.bench.chaos.workload`) and nothing else, and counts what the guarantees forbid.
 
 Final-state events, written once the faults are healed and the cluster has recovered:
-`final_log` (every record of a produced partition: [offset, value] pairs), `final_commit` (a
-group's committed offset per partition) and `final_topics` (topic -> partition count, one per node).
+`final_log` (every record of a produced partition: [offset, value] pairs, and the `quarantined`
+[start, end) ranges its leader answered CORRUPT_MESSAGE for, which the read stepped over),
+`final_commit` (a group's committed offset per partition) and `final_topics` (topic -> partition
+count, one per node).
 
-- lost: an acknowledged record whose value is not at its acknowledged offset in the final log;
+- lost: an acknowledged record whose value is not at its acknowledged offset in the final log
+  (`lost_quarantined`: those of them inside a quarantined range: unreadable, a loss too);
+- quarantined_ranges, quarantined_records: the ranges (and offsets in them) below the high
+  watermark that the final read could not be served: corrupt on the leader. Records no producer
+  had acknowledged may lie there harmlessly (a plain producer's send that timed out but was
+  written); an acknowledged one is counted lost;
 - duplicated: a value at more than one offset (`duplicated_idempotent` counts those of idempotent
   producers, which must be 0; a plain producer's retry of a write whose answer was lost may
   duplicate, as in Kafka);
 - reordered: within a partition, a producer's record at a lower offset than one it sent before
   (the client keeps one request in flight per leader, so even a plain producer must not reorder);
 - truncated_after_seen: a record a consumer was shown whose offset holds something else, or
-  nothing, in the final log;
+  nothing (also: it lies in a quarantined range), in the final log;
 - offsets_lost: a partition whose final committed offset is below an offset a commit had been
   acknowledged with;
 - metadata_lost: a topic whose creation was acknowledged (and never asked to be deleted) missing
@@ -55,6 +62,9 @@ class Findings:
     seen: int = 0
     commits: int = 0
     lost: int = 0
+    lost_quarantined: int = 0
+    quarantined_ranges: int = 0
+    quarantined_records: int = 0
     duplicated: int = 0
     duplicated_idempotent: int = 0
     reordered: int = 0
@@ -108,6 +118,7 @@ def check(events: Iterable[dict[str, Any]]) -> Findings:
     seen: dict[tuple[str, int, int], str] = {}
     committed: dict[tuple[str, str, int], int] = {}  # highest acknowledged commit per (group, tp)
     final_log: dict[tuple[str, int], dict[int, str]] = {}
+    quarantined: dict[tuple[str, int], list[tuple[int, int]]] = {}
     final_commit: dict[tuple[str, str, int], int] = {}
     final_topics: dict[int, dict[str, int]] = {}
     idempotent: dict[str, bool] = {}
@@ -175,6 +186,12 @@ def check(events: Iterable[dict[str, Any]]) -> Findings:
             found.example("worker_error", e)
         elif kind == "final_log":
             final_log[(e["topic"], e["part"])] = {int(o): v for o, v in e["records"]}
+            ranges = quarantined[(e["topic"], e["part"])] = [(int(a), int(b)) for a, b in e.get("quarantined", ())]
+            found.quarantined_ranges += len(ranges)
+            found.quarantined_records += sum(b - a for a, b in ranges)
+            for start, end in ranges:
+                found.example("quarantined", {"topic": e["topic"], "part": e["part"], "start": start,
+                                              "end": end, "leader": e.get("leader")})
         elif kind == "final_commit":
             final_commit[(e["group"], e["topic"], e["part"])] = e["offset"]
         elif kind == "final_topics":
@@ -207,8 +224,10 @@ def check(events: Iterable[dict[str, Any]]) -> Findings:
         log = final_log.get((a["topic"], a["part"]), {})
         if log.get(a["offset"]) != a["value"]:
             found.lost += 1
+            unreadable = _inside(a["offset"], quarantined.get((a["topic"], a["part"]), ()))
+            found.lost_quarantined += unreadable
             found.example("lost", {"topic": a["topic"], "part": a["part"], "offset": a["offset"],
-                                   "value": a["value"], "final": log.get(a["offset"])})
+                                   "value": a["value"], "final": log.get(a["offset"]), "quarantined": unreadable})
 
     for (topic, part), log in final_log.items():
         counts = Counter(log.values())
@@ -241,8 +260,9 @@ def check(events: Iterable[dict[str, Any]]) -> Findings:
         log = final_log.get((topic, part))
         if log is not None and log.get(offset) != value:
             found.truncated_after_seen += 1
-            found.example("truncated_after_seen", {"topic": topic, "part": part, "offset": offset,
-                                                   "seen": value, "final": log.get(offset)})
+            found.example("truncated_after_seen", {
+                "topic": topic, "part": part, "offset": offset, "seen": value, "final": log.get(offset),
+                "quarantined": _inside(offset, quarantined.get((topic, part), ()))})
 
     for key, offset in committed.items():
         final = final_commit.get(key, -1)
@@ -260,6 +280,10 @@ def check(events: Iterable[dict[str, Any]]) -> Findings:
         found.max_unavailable_s = round(ordered[-1], 3)
         found.p99_unavailable_s = round(_p99(ordered), 3)
     return found
+
+
+def _inside(offset: int, ranges: Iterable[tuple[int, int]]) -> bool:
+    return any(start <= offset < end for start, end in ranges)
 
 
 def _p99(ordered: list[float]) -> float:

@@ -11,6 +11,7 @@ value differs from the final log's was *truncated after being served* (must neve
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
@@ -147,10 +148,25 @@ class WatchingConsumer:
             self._thread.join(30)
 
 
+# how a read of a quarantined offset names the range (`log/segment.py`, `LogSegment.find_batch`)
+_QUARANTINED = re.compile(r"quarantined corrupt range \[(\d+), (\d+)\)")
+
+
+def quarantined_range(error: KraftError) -> tuple[int, int] | None:
+    """The offsets [start, end) a CORRUPT_MESSAGE answer names as quarantined (never served by
+    that replica), else None."""
+    found = _QUARANTINED.search(str(error)) if error.error_code == "CORRUPT_MESSAGE" else None
+    return None if found is None else (int(found[1]), int(found[2]))
+
+
 def read_partition(bootstrap: str, topic: str, partition: int, end: int, timeout_s: float = 60.0,
+                   quarantined: list[tuple[int, int]] | None = None,
                    isolation_level: str = "read_uncommitted") -> list[tuple[int, bytes]]:
     """Every record below offset `end` (the high watermark; at read_committed, the last stable
-    offset), read through the leader."""
+    offset), read through the leader. A range the leader has quarantined (it answers
+    CORRUPT_MESSAGE naming it) is stepped over as a Kafka consumer's application would (seek past
+    its end), and appended to `quarantined` (clipped to `end`): its records are missing from the
+    answer, so an audit counts the acknowledged ones lost."""
     consumer = Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100,
                         consumer_timeout_ms=int(timeout_s * 1000), isolation_level=isolation_level)
     tp = TopicPartition(topic, partition)
@@ -166,6 +182,13 @@ def read_partition(bootstrap: str, topic: str, partition: int, end: int, timeout
                 polled = consumer.poll(500)
                 position = consumer.position(tp)
             except KraftError as e:
+                skipped = quarantined_range(e)
+                if skipped is not None and skipped[0] <= consumer.position(tp) < skipped[1]:
+                    if quarantined is not None:
+                        quarantined.append((skipped[0], min(skipped[1], end)))
+                    consumer.seek(tp, skipped[1])
+                    position = skipped[1]
+                    continue
                 if not e.retriable:
                     raise
                 continue  # the leader is moving: the consumer refreshes its metadata

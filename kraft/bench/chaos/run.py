@@ -106,32 +106,37 @@ def recovered(cluster: LocalCluster, topics: dict[str, int]) -> bool:
     return True
 
 
-def _read_to_end(cluster: LocalCluster, topic: str, p: int, timeout_s: float, committed: bool) -> tuple[int, list[list[Any]]]:
-    """The partition's end (the high watermark; read_committed: the last stable offset once it
-    reached the high watermark, every transaction ended) and its records below it."""
-    def end() -> int | None:
+def _read_to_end(cluster: LocalCluster, topic: str, p: int, timeout_s: float,
+                 committed: bool) -> tuple[int, int, list[list[Any]], list[list[int]]]:
+    """The partition's leader, its end (the high watermark; read_committed: the last stable offset
+    once it reached the high watermark, every transaction ended), its records below it, and the
+    ranges the leader answers CORRUPT_MESSAGE for (quarantined, stepped over by the read)."""
+    def end() -> tuple[int, int] | None:
         leader, _ = _partition_isrs(cluster.nodes[1].url, [topic])[(topic, p)]
         offsets = requests.get(f"{cluster.nodes[leader].url}/v1/topics/{topic}/partitions/{p}/offsets",
                                timeout=5).json()
         if committed and offsets["last_stable_offset"] != offsets["high_watermark"]:
             return None
-        return offsets["high_watermark"] + 1  # +1: poll's "truthy"; 0 is a valid watermark
+        return leader, offsets["high_watermark"]
     what = f"the {'last stable offset' if committed else 'high watermark'} of {topic}-{p}"
-    until = poll(end, timeout_s, 0.2, what) - 1
-    records = read_partition(cluster.bootstrap, topic, p, until, timeout_s,
+    leader, until = poll(end, timeout_s, 0.2, what)
+    quarantined: list[tuple[int, int]] = []
+    records = read_partition(cluster.bootstrap, topic, p, until, timeout_s, quarantined,
                              "read_committed" if committed else "read_uncommitted")
-    return until, [[o, (v or b"").decode(errors="replace")] for o, v in records]
+    return (leader, until, [[o, (v or b"").decode(errors="replace")] for o, v in records],
+            [list(r) for r in quarantined])
 
 
 def _final_state(cluster: LocalCluster, history: History, timeout_s: float, workload: str) -> None:
     bootstrap = cluster.bootstrap
     for topic, partitions in TOPICS.items():
         for p in range(partitions):
-            end, records = _read_to_end(cluster, topic, p, timeout_s, committed=False)
-            history.add("final_log", topic=topic, part=p, high_watermark=end, records=records)
+            leader, end, records, quarantined = _read_to_end(cluster, topic, p, timeout_s, committed=False)
+            history.add("final_log", topic=topic, part=p, high_watermark=end, leader=leader, records=records,
+                        quarantined=quarantined)
     if workload == "transactional":
         for p in range(TXN_PARTITIONS):
-            end, records = _read_to_end(cluster, TXN_TOPIC, p, timeout_s, committed=True)
+            _, end, records, _ = _read_to_end(cluster, TXN_TOPIC, p, timeout_s, committed=True)
             history.add("final_txn_log", topic=TXN_TOPIC, part=p, last_stable_offset=end, records=records)
     with Admin(bootstrap, request_timeout_ms=10_000, api_timeout_ms=int(timeout_s * 1000)) as admin:
         for tp, offset in sorted(admin.list_group_offsets(GROUP).items()):

@@ -13,8 +13,12 @@ def ack(producer: str, seq: int, offset: int, part: int = 0, idem: bool = True) 
             "seq": seq, "value": f"{producer}-{seq}", "offset": offset}
 
 
-def final_log(records: list[tuple[int, str]], part: int = 0) -> dict[str, Any]:
-    return {"k": "final_log", "t": 9.0, "topic": "t", "part": part, "records": [list(r) for r in records]}
+def final_log(records: list[tuple[int, str]], part: int = 0,
+              quarantined: list[tuple[int, int]] | None = None) -> dict[str, Any]:
+    out = {"k": "final_log", "t": 9.0, "topic": "t", "part": part, "records": [list(r) for r in records]}
+    if quarantined is not None:
+        out["quarantined"] = [list(r) for r in quarantined]
+    return out
 
 
 def clean() -> list[dict[str, Any]]:
@@ -82,6 +86,29 @@ def test_a_seen_record_later_replaced_or_cut_was_truncated_after_seen():
     assert check(events).truncated_after_seen == 1
     events = clean() + [{"k": "seen", "t": 2.0, "topic": "t", "part": 0, "offset": 1, "value": "gone-1"}]
     assert check(events).truncated_after_seen == 1
+
+
+def test_a_quarantined_range_holding_only_unacknowledged_records_is_reported_not_a_failure():
+    """The final read stepped over [2, 4) (the leader answered CORRUPT_MESSAGE): records whose
+    sends were never acknowledged (a plain producer's timed-out send that was written) lie
+    there; the run is ok, and the range is counted."""
+    events = clean() + [ack("idem", 4, 4)]
+    events = replaced(events, "final_log", final_log([(0, "idem-0"), (1, "idem-1"), (4, "idem-4")],
+                                                     quarantined=[(2, 4)]))
+    found = check(events)
+    assert (found.quarantined_ranges, found.quarantined_records, found.lost, found.lost_quarantined) == (1, 2, 0, 0)
+    assert found.ok
+    assert found.examples["quarantined"] == [{"topic": "t", "part": 0, "start": 2, "end": 4, "leader": None}]
+
+
+def test_an_acknowledged_record_in_a_quarantined_range_is_lost():
+    events = replaced(clean(), "final_log", final_log([(0, "idem-0")], quarantined=[(1, 2)]))
+    events.append({"k": "seen", "t": 2.0, "topic": "t", "part": 0, "offset": 1, "value": "idem-1"})
+    found = check(events)
+    assert (found.lost, found.lost_quarantined, found.quarantined_ranges) == (1, 1, 1) and not found.ok
+    assert found.examples["lost"][0]["quarantined"] is True
+    # a consumer had been shown it: served, then unreadable
+    assert found.truncated_after_seen == 1 and found.examples["truncated_after_seen"][0]["quarantined"] is True
 
 
 def test_a_committed_offset_that_went_back_is_lost():

@@ -94,6 +94,26 @@ def test_file_layer_fault_fails_the_node_writes_while_it_lasts(tmp_path: Path,
     plog.close()
 
 
+def test_the_disk_full_hook_can_fill_one_log_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flag file naming directories (one a line) fails only the writes under them: one full
+    log directory of a broker with several (tests/integration/test_log_dirs.py)."""
+    flag = tmp_path / "disk-full"
+    monkeypatch.setattr(fault_injection, "_DISK_FULL_FILE", str(flag))
+    full, other = tmp_path / "disk2", tmp_path / "disk1"
+    flag.write_text(f"{full}\n")
+    with pytest.raises(OSError) as raised:
+        fault_injection.before_write(full / "t-0" / "00000000000000000000.log")
+    assert raised.value.errno == errno.ENOSPC
+    fault_injection.before_write(other / "t-1" / "00000000000000000000.log")
+    fault_injection.before_write(tmp_path / "disk22" / "t-0.log")  # a sibling with a longer name
+    fault_injection.before_write()  # a write that names no file (the Raft journal's)
+    flag.write_text("")
+    fault_injection.before_write(full / "t-0" / "00000000000000000000.log")
+    flag.write_text("1")  # a number: every write of the node, as before
+    with pytest.raises(OSError):
+        fault_injection.before_write()
+
+
 def test_tmpfs_fault_fills_and_frees_the_node_filesystem(tmp_path: Path) -> None:
     with tiny_tmpfs(tmp_path / "data-2", size="1m") as data:
         disk = prepare_disk_full(tmp_path, [2], 1, mount=lambda d, mb: None)

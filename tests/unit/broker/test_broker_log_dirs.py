@@ -85,6 +85,26 @@ def test_which_errors_mean_a_failed_directory(tmp_path: Path) -> None:
     assert not LogDirs.is_dir_failure(ValueError("x"), tmp_path)
 
 
+def test_a_full_disk_fails_its_directory_once_no_write_succeeded_for_the_timeout(tmp_path: Path) -> None:
+    """ENOSPC that does not heal (KIP-858: Kafka takes the directory offline at the first): the
+    first failed write starts the clock, a write that succeeds there stops it, and a failed write
+    `timeout_ms` after the first one means the directory is to fail."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    dirs = loaded(a, b)
+    da, db = dirs.dir_of(a), dirs.dir_of(b)
+    assert da is not None and db is not None
+    full = OSError(errno.ENOSPC, "No space left on device")
+    assert not dirs.full_too_long(db, full, 1_000, 5_000)
+    assert not dirs.full_too_long(db, full, 5_999, 5_000)
+    assert not dirs.full_too_long(da, full, 5_999, 5_000)  # each directory has its own clock
+    assert not dirs.full_too_long(db, OSError(errno.EIO, "x"), 9_000, 5_000)  # not a full disk
+    dirs.wrote(b)  # space again: the clock starts over at the next ENOSPC
+    assert not dirs.full_too_long(db, full, 7_000, 5_000)
+    assert dirs.full_too_long(db, full, 12_000, 5_000)
+    assert dirs.full_too_long(da, full, 10_999, 5_000)
+    assert dirs.full_too_long(db, full, 12_000, 0) and not dirs.full_too_long(db, ValueError("x"), 12_000, 0)
+
+
 def test_partition_directory_names() -> None:
     assert partition_of("my-topic-12") == ("my-topic", 12)
     assert partition_of("__cluster_metadata-0") is None

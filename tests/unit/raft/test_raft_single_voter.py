@@ -5,12 +5,15 @@ from journal and snapshot, and the secret rules."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import stat
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
 
+import pysyncobj.serializer
 import pytest
 
 from kraft.config import ConfigError
@@ -23,6 +26,7 @@ from kraft.controller.raft_quorum import (
     read_secret_file,
     resolve_secret,
 )
+from kraft.controller.raft_journal import durable_replace
 from kraft.metadata.image import MetadataImage
 
 from harness import free_port  # tests/ is on sys.path (tests/conftest.py)
@@ -53,6 +57,27 @@ async def wait_until(condition, timeout: float = 10.0) -> None:
 def config(tmp_path: Path, port: int, **kwargs: Any) -> RaftQuorumConfig:
     return RaftQuorumConfig(node_id=1, voters={1: ("127.0.0.1", port)}, data_dir=tmp_path,
                             secret="s", **kwargs)
+
+
+@contextlib.asynccontextmanager
+async def restarted(tmp_path: Path, port: int,
+                    before: list[tuple[int, Any]]) -> AsyncIterator[tuple[RaftQuorum, MetadataImage]]:
+    """The voter restarted on the same files, once active: the dump comes as a snapshot, the
+    journal tail after it as records, the same records as `before` (what the last incarnation
+    committed), then a new claim. Yields the quorum and the snapshot's image; closes it."""
+    again = RaftQuorum(config(tmp_path, port, log_compaction_min_entries=5))
+    rebuilt = Recorder(again)
+    await again.start()
+    try:
+        await wait_until(again.is_active_controller)
+        assert rebuilt.snapshots, "log compaction at 5 entries should have left a snapshot"
+        offset, image = rebuilt.snapshots[-1]
+        assert image.offset == offset
+        assert rebuilt.commits[:-1] == before[offset + 1:] and rebuilt.commits[0][0] == offset + 1
+        assert rebuilt.commits[-1][0] == before[-1][0] + 1  # the new claim, after every record
+        yield again, image
+    finally:
+        await again.close()
 
 
 async def test_lone_voter_claims_proposes_and_restarts(tmp_path: Path) -> None:
@@ -91,25 +116,94 @@ async def test_lone_voter_claims_proposes_and_restarts(tmp_path: Path) -> None:
         await quorum.close()
     before = list(seen.commits)
 
-    # Restart on the same files: the dump (if compaction ran) comes as a snapshot, the journal
-    # tail as records; either way the loop ends with the same records, then a new claim.
-    again = RaftQuorum(config(tmp_path, port, log_compaction_min_entries=5))
-    rebuilt = Recorder(again)
-    await again.start()
-    try:
-        await wait_until(again.is_active_controller)
+    async with restarted(tmp_path, port, before) as (again, image):
         assert again.active_controller() == (1, 2)
-        assert rebuilt.snapshots, "log compaction at 5 entries should have left a snapshot"
-        offset, image = rebuilt.snapshots[-1]
-        assert isinstance(image, MetadataImage) and image.offset == offset
+        assert isinstance(image, MetadataImage)
         assert image.controller_epoch == 1 and image.has_request("r3")
-        # The journal tail follows the snapshot: the same records as before the restart.
-        assert rebuilt.commits[:-1] == before[offset + 1:]
-        assert rebuilt.commits[0][0] == offset + 1
-        assert rebuilt.commits[-1][0] == 25  # the new claim
         assert await again.propose([noop()]) == 26
+
+
+def dump_writer(quorum: RaftQuorum) -> int:
+    """The pid of the child pysyncobj forked to write a dump (0: none running)."""
+    return quorum._syncobj._SyncObj__serializer._Serializer__pid  # type: ignore[union-attr]
+
+
+async def test_close_waits_for_the_dump_writer_so_a_restart_loses_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pysyncobj writes its dumps in a forked child. One still running after `close` installed
+    its dump while the next start ran, after the journal had lined itself up with the older
+    dump; pysyncobj then found the journal not starting at the new dump's entries, cleared it and
+    lost the committed entries after the dump ("raftCommitIndex exceeds journal end after loading
+    dump": the restart test above failed so under load). Here the writer always outlives the
+    proposals (its install waits 2 s), so `close` must wait for it."""
+    install = pysyncobj.serializer.atomicReplace
+
+    def slow_install(source: str, target: str) -> None:  # runs in the forked writer
+        time.sleep(2)
+        install(source, target)
+
+    monkeypatch.setattr(pysyncobj.serializer, "atomicReplace", slow_install)
+    port = free_port()
+    quorum = RaftQuorum(config(tmp_path, port, log_compaction_min_entries=5))
+    seen = Recorder(quorum)
+    await quorum.start()
+    try:
+        await wait_until(quorum.is_active_controller)
+        n = 0
+        while not dump_writer(quorum):
+            assert n < 200, "no dump written"
+            await quorum.propose([noop()], request_id=f"r{n}")
+            n += 1
+        writer = dump_writer(quorum)
+        for i in range(3):  # committed after the dump's last entry
+            await quorum.propose([noop()], request_id=f"after{i}")
     finally:
-        await again.close()
+        await quorum.close()
+    with pytest.raises(ChildProcessError):  # finished and reaped: nothing changes after close
+        os.waitpid(writer, os.WNOHANG)
+    async with restarted(tmp_path, port, list(seen.commits)):
+        pass
+
+
+def test_a_dump_writer_whose_node_died_installs_nothing(tmp_path: Path) -> None:
+    """A node killed (kill -9) while its forked dump writer runs: the orphaned writer must not
+    install its dump, which could land while the restarted node starts (the race above)."""
+    source, target = tmp_path / "dump.tmp", tmp_path / "dump"
+    ready, result = tmp_path / "ready", tmp_path / "result"
+    source.write_bytes(b"new dump")
+    target.write_bytes(b"old dump")
+    node = os.fork()
+    if node == 0:  # the "node": forks its dump writer, dies once the writer runs
+        code = 1
+        try:
+            if os.fork() == 0:  # the writer
+                try:
+                    node_pid = os.getppid()
+                    ready.touch()
+                    deadline = time.monotonic() + 10
+                    while os.getppid() == node_pid and time.monotonic() < deadline:
+                        time.sleep(0.01)
+                    try:
+                        durable_replace(str(source), str(target))
+                        outcome = "installed"
+                    except RuntimeError:
+                        outcome = "refused"
+                    (tmp_path / "result.tmp").write_text(outcome)
+                    os.replace(tmp_path / "result.tmp", result)
+                finally:
+                    os._exit(0)
+            deadline = time.monotonic() + 10
+            while not ready.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            code = 0
+        finally:
+            os._exit(code)
+    os.waitpid(node, 0)
+    deadline = time.monotonic() + 15
+    while not result.exists():
+        assert time.monotonic() < deadline, "the orphaned writer did not report"
+        time.sleep(0.02)
+    assert result.read_text() == "refused" and target.read_bytes() == b"old dump"
 
 
 def test_secret_is_required_and_generated_only_for_a_lone_voter(tmp_path: Path) -> None:

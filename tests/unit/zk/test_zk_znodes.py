@@ -90,6 +90,12 @@ def test_topic_partition_state_and_config_are_kafkas_json() -> None:
     assert znodes.encode_config_change("t") == b'{"version":2,"entity_path":"topics/t"}'
     assert znodes.encode_isr_change([("t", 0)]) == b'{"version":1,"partitions":[{"topic":"t","partition":0}]}'
     assert znodes.decode_isr_change("p", b'{"version":1,"partitions":[{"topic":"t","partition":0}]}') == [("t", 0)]
+    # Kafka's LogDirEventNotificationSequenceZNode, plus kraft's broker_epoch and partitions
+    event = znodes.encode_log_dir_event(3, 77, [("t", 1)])
+    assert event == (b'{"version":1,"broker":3,"event":1,"broker_epoch":77,'
+                     b'"partitions":[{"topic":"t","partition":1}]}')
+    assert znodes.decode_log_dir_event("p", event) == (3, 77, [("t", 1)])
+    assert znodes.decode_log_dir_event("p", b'{"version":1,"broker":3,"event":1}') == (3, None, [])  # Kafka's
     assert znodes.encode_producer_id_block(1, 0, 999) == (
         b'{"version":1,"broker":1,"block_start":"0","block_end":"999"}')
     assert znodes.partition_state_path("t", 3) == "/brokers/topics/t/partitions/3/state"
