@@ -55,7 +55,8 @@ import pytest
 from harness import free_port, shutdown_all, start_node
 from kraft.zk.ensemble import zookeeper_available
 
-pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("test_docs_commands")]
+# each doc is a session of its own with its own node: the docs spread over the xdist workers
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.spread]
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
