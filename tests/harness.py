@@ -8,6 +8,8 @@ Tests wait on conditions with deadlines (`wait_for`), never on fixed sleeps.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import shutil
 import signal
@@ -18,7 +20,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 import requests
 
@@ -48,6 +50,23 @@ def wait_for(condition: Callable[[], T], timeout: float = 30.0, interval: float 
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last error: {last_exc!r}")
         time.sleep(interval)
+
+
+async def wait_until(condition: Callable[[], T | Awaitable[T]], timeout: float = 30.0, interval: float = 0.01,
+                     what: str = "condition") -> T:
+    """`wait_for` for async tests, whose code under test runs on the test's own loop: polls without
+    blocking it. `condition` may be a coroutine function. An exception it raises is a failure, not
+    "not yet" (the state polled is in this process, not a node that is still starting)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(interval)
 
 
 def closed_by_peer(sock: socket.socket, timeout: float = 10.0) -> bool:

@@ -4,7 +4,6 @@ from journal and snapshot, and the secret rules."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import stat
@@ -25,7 +24,7 @@ from kraft.controller.raft_quorum import (
 )
 from kraft.metadata.image import MetadataImage
 
-from harness import free_port  # tests/ is on sys.path (tests/conftest.py)
+from harness import free_port, wait_until  # tests/ is on sys.path (tests/conftest.py)
 
 
 class Recorder:
@@ -41,13 +40,6 @@ class Recorder:
 
 def noop() -> dict[str, Any]:
     return {"type": "NoOp", "version": 0}
-
-
-async def wait_until(condition, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
 
 
 def config(tmp_path: Path, port: int, **kwargs: Any) -> RaftQuorumConfig:
