@@ -30,8 +30,9 @@ def node(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _scope(item: pytest.Item) -> str:
-    """What `--dist loadgroup` schedules as one unit: the item's xdist group, else its module (or
-    class), as xdist's LoadScopeScheduling splits a node id."""
+    """What the ordering keeps together: the item's xdist group (one unit of `--dist loadgroup`),
+    else its module (xdist hands out an ungrouped test on its own; its module stays in one piece
+    here so module fixtures are not set up again on a worker)."""
     groups = sorted(str(mark.args[0]) for mark in item.iter_markers("xdist_group"))
     return "@" + "_".join(groups) if groups else item.nodeid.rsplit("::", 1)[0]
 
@@ -56,7 +57,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("spark"):
             item.add_marker(pytest.mark.xdist_group("spark"))
         elif item.get_closest_marker("spread"):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid))
+            # no "]" in a group name: xdist takes a node id ending in one as ungrouped
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.replace("[", "(").replace("]", ")")))
         elif "unit" not in Path(str(item.fspath)).parts:
             item.add_marker(pytest.mark.xdist_group(Path(str(item.fspath)).stem))
     first: dict[str, int] = {}  # a unit's place: its first item's; a unit's items keep their order
