@@ -39,10 +39,11 @@ def _scope(item: pytest.Item) -> str:
 
 def _rank(item: pytest.Item) -> int:
     """Longest first: slow suites and the Spark group (one JVM for all), then the tests that start
-    real processes, then the unit tests, whose many short units fill in at the end."""
+    real processes and the spread ones (long enough to be worth spreading), then the unit tests,
+    whose many short units fill in at the end."""
     if item.get_closest_marker("slow") or item.get_closest_marker("spark"):
         return 0
-    return 2 if "unit" in Path(str(item.fspath)).parts else 1
+    return 2 if "unit" in Path(str(item.fspath)).parts and not item.get_closest_marker("spread") else 1
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
