@@ -46,6 +46,10 @@ def _rank(item: pytest.Item) -> int:
     return 2 if "unit" in Path(str(item.fspath)).parts and not item.get_closest_marker("spread") else 1
 
 
+# tryfirst: xdist's worker names each item's group (the node id's @suffix) in its own
+# pytest_collection_modifyitems; run after it, the groups added here were never seen and every
+# test was a unit of its own (module clusters and the Spark JVM started on both workers)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under `--dist loadgroup`: all Spark tests share one worker (one JVM), the tests of a module
     that starts real processes stay together, so its module-scoped cluster starts once, and each
