@@ -133,9 +133,13 @@ class NodeProcess:
                                      cwd=self.data_dir.parent, env={**os.environ, **self.env} if self.env else None)
         log.close()
         if wait:
-            self.wait_healthy(timeout)
-            if self.wait_ready_on_start:
-                self.wait_ready(timeout)
+            try:
+                self.wait_healthy(timeout)
+                if self.wait_ready_on_start:
+                    self.wait_ready(timeout)
+            except BaseException:
+                self.kill()  # one that did not come up in time is not left running (no fixture stops it)
+                raise
         return self
 
     def health(self, timeout: float = 2.0) -> dict[str, Any]:
@@ -286,9 +290,13 @@ class Cluster:
     def start(self, timeout: float = 60.0) -> "Cluster":
         for n in self.nodes.values():
             n.start(wait=False)
-        for n in self.nodes.values():
-            n.wait_healthy(timeout)
-        self.wait_ready(timeout)
+        try:
+            for n in self.nodes.values():
+                n.wait_healthy(timeout)
+            self.wait_ready(timeout)
+        except BaseException:
+            self.stop()  # a cluster that did not come up is not left running (no fixture stops it)
+            raise
         return self
 
     def wait_ready(self, timeout: float = 60.0) -> int:
