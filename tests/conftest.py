@@ -68,8 +68,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(Path(str(item.fspath)).stem))
     first: dict[str, int] = {}  # a unit's place: its first item's; a unit's items keep their order
     rank: dict[str, int] = {}
+    allowed: dict[str, float] = {}  # within a rank, the unit whose tests may run longest goes first
     for index, item in enumerate(items):
         scope = _scope(item)
         first.setdefault(scope, index)
         rank[scope] = min(rank.get(scope, 2), _rank(item))
-    items.sort(key=lambda item: (rank[_scope(item)], first[_scope(item)]))
+        timeout = item.get_closest_marker("timeout")
+        allowed[scope] = max(allowed.get(scope, 0.0), float(timeout.args[0]) if timeout and timeout.args else 0.0)
+    items.sort(key=lambda item: (rank[_scope(item)], -allowed[_scope(item)], first[_scope(item)]))
