@@ -8,6 +8,8 @@ Tests wait on conditions with deadlines (`wait_for`), never on fixed sleeps.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import shutil
 import signal
@@ -18,7 +20,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 import requests
 
@@ -48,6 +50,23 @@ def wait_for(condition: Callable[[], T], timeout: float = 30.0, interval: float 
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last error: {last_exc!r}")
         time.sleep(interval)
+
+
+async def wait_until(condition: Callable[[], T | Awaitable[T]], timeout: float = 30.0, interval: float = 0.01,
+                     what: str = "condition") -> T:
+    """`wait_for` for async tests, whose code under test runs on the test's own loop: polls without
+    blocking it. `condition` may be a coroutine function. An exception it raises is a failure, not
+    "not yet" (the state polled is in this process, not a node that is still starting)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(interval)
 
 
 def closed_by_peer(sock: socket.socket, timeout: float = 10.0) -> bool:
@@ -114,9 +133,13 @@ class NodeProcess:
                                      cwd=self.data_dir.parent, env={**os.environ, **self.env} if self.env else None)
         log.close()
         if wait:
-            self.wait_healthy(timeout)
-            if self.wait_ready_on_start:
-                self.wait_ready(timeout)
+            try:
+                self.wait_healthy(timeout)
+                if self.wait_ready_on_start:
+                    self.wait_ready(timeout)
+            except BaseException:
+                self.kill()  # one that did not come up in time is not left running (no fixture stops it)
+                raise
         return self
 
     def health(self, timeout: float = 2.0) -> dict[str, Any]:
@@ -267,9 +290,13 @@ class Cluster:
     def start(self, timeout: float = 60.0) -> "Cluster":
         for n in self.nodes.values():
             n.start(wait=False)
-        for n in self.nodes.values():
-            n.wait_healthy(timeout)
-        self.wait_ready(timeout)
+        try:
+            for n in self.nodes.values():
+                n.wait_healthy(timeout)
+            self.wait_ready(timeout)
+        except BaseException:
+            self.stop()  # a cluster that did not come up is not left running (no fixture stops it)
+            raise
         return self
 
     def wait_ready(self, timeout: float = 60.0) -> int:

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from kraft.bench import main
 from kraft.bench.peers import nats_jetstream, redis_streams
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.spread]  # a cluster per test
 
 SMALL = ["--records", "3000", "--records-1k", "500", "--rf3-records", "1000", "--paced-records", "500",
          "--throughput", "2000"]

@@ -14,7 +14,7 @@ import pytest
 
 from kraft.bench.chaos.run import ChaosOptions, run_chaos
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.spread]  # a cluster per test
 
 
 def test_seventy_seconds_of_kill_stop_partition_and_a_full_controller_disk_lose_nothing(tmp_path: Path):

@@ -45,17 +45,17 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from harness import free_port, shutdown_all, start_node
+from harness import free_port, shutdown_all, start_node, wait_for
 from kraft.zk.ensemble import zookeeper_available
 
-pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("test_docs_commands")]
+# each doc is a session of its own with its own node: the docs spread over the xdist workers
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.spread]
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -454,19 +454,23 @@ def _shown_in(shown: list[str], output: str) -> bool:
 
 def _kill_session(proc: subprocess.Popen) -> None:
     """The session's processes (nodes started with `&` among them): SIGTERM, then SIGKILL."""
+    def gone() -> bool:
+        proc.poll()  # reap the shell itself, or its zombie keeps the group alive
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
     for sig, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            proc.poll()  # reap the shell itself, or its zombie keeps the group alive
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.1)
+        try:
+            wait_for(gone, wait, interval=0.1, what="the doc's processes gone")
+            return
+        except TimeoutError:
+            continue
 
 
 DOC_TIMEOUT_S = 240

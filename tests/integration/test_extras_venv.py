@@ -19,7 +19,7 @@ import requests
 
 PIP_TIMEOUT_S = 1800
 # pip may download pyspark from PyPI: more than the suite's per-test timeout allows
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(PIP_TIMEOUT_S + 600)]
+pytestmark = [pytest.mark.slow, pytest.mark.spread, pytest.mark.timeout(PIP_TIMEOUT_S + 600)]  # a venv per test
 
 ROOT = Path(__file__).resolve().parents[2]
 VALUE_ONLY_WRITE = ROOT / "tests" / "spark" / "value_only_write.py"

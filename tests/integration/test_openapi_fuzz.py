@@ -3,14 +3,12 @@ produce a 5xx, every 4xx carries a Kafka error name, and the node stays up."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import requests
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from harness import shutdown_all, start_node
+from harness import shutdown_all, start_node, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -28,14 +26,12 @@ def wait_for_coordinators(node, timeout_s: float = 60.0) -> None:
     """The group and transaction coordinators' topics are created on first use and answer the
     retriable COORDINATOR_NOT_AVAILABLE (503) while they load, as a client retries it: the fuzzer
     judges inputs, so it starts once both coordinators serve."""
-    deadline = time.monotonic() + timeout_s
+    def serves(path: str) -> bool:
+        status = requests.get(f"{node.url}{path}", timeout=10).status_code
+        assert status in (200, 503), f"{path}: {status}"
+        return status == 200
     for path in ("/v1/groups/warm-up/coordinator", "/v1/transactions/warm-up/coordinator"):
-        while True:
-            status = requests.get(f"{node.url}{path}", timeout=10).status_code
-            if status == 200:
-                break
-            assert status == 503 and time.monotonic() < deadline, f"{path}: {status}"
-            time.sleep(0.2)
+        wait_for(lambda: serves(path), timeout_s, interval=0.2, what=f"{path} serving")
 
 
 @pytest.fixture(scope="module")

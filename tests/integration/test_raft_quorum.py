@@ -30,7 +30,7 @@ import requests
 from harness import closed_by_peer, free_port, wait_for
 from kraft.controller.raft_transport import HANDSHAKE_TIMEOUT_S, MAX_FRAME_BYTES, MAX_PENDING_PER_ADDRESS
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.spread]  # a quorum per test (make_cluster)
 
 VOTER_SCRIPT = Path(__file__).with_name("raft_voter.py")
 SECRET = "test-cluster-secret"

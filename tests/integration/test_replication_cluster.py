@@ -20,6 +20,8 @@ from tests.harness import (
     REPLICATION_OVERRIDES, Cluster, partition_offsets, partition_state, raw_log, wait_for,
 )
 
+pytestmark = pytest.mark.spread  # a cluster per test
+
 TOPIC = "chaos"
 OVERRIDES = REPLICATION_OVERRIDES
 

@@ -203,7 +203,7 @@ for i in range({partitions}):
 if prepared == "1":
     p.commit_transaction()
 print("ready", flush=True)
-time.sleep(600)
+time.sleep(600)  # the transaction stays open until the test kills this producer -9
 """.format(partitions=PARTITIONS)
 
 

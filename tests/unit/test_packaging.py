@@ -94,6 +94,7 @@ def _pip(python: Path, *args: str, cwd: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
 
 
+@pytest.mark.slow  # two pip installs into a fresh venv: its module starts first under xdist
 def test_kraft_names_resolve_from_a_checkout_a_regular_and_an_editable_install(tmp_path: Path) -> None:
     # A copy: pip builds in the source tree, and the checkout is shared. The venv sees the
     # system's packages (the dependencies, no download): pip installs kraft alone (--no-deps).

@@ -200,6 +200,7 @@ def test_leader_election_and_reassignment_say_they_are_not_supported(cluster: Zk
         assert error.error_code == "UNSUPPORTED_VERSION" and "partition reassignment" in error.message, error
 
 
+@pytest.mark.spread  # its own cluster: not the module's
 @pytest.mark.timeout(240)
 def test_replication_chaos_round_loses_nothing(zookeeper: ZooKeeperEnsemble, tmp_path: Path) -> None:
     """KRaft mode's replication no-loss round (kill -9 the leader, SIGSTOP the next one past its
@@ -233,6 +234,7 @@ def test_replication_chaos_round_loses_nothing(zookeeper: ZooKeeperEnsemble, tmp
         cluster.stop()
 
 
+@pytest.mark.spread  # its own cluster: not the module's
 @pytest.mark.timeout(180)
 def test_killed_controller_is_replaced_with_a_higher_epoch(zookeeper: ZooKeeperEnsemble, tmp_path: Path) -> None:
     cluster = ZkCluster(tmp_path, zookeeper, chroot="/failover", **REPLICATION)
@@ -258,6 +260,7 @@ def test_killed_controller_is_replaced_with_a_higher_epoch(zookeeper: ZooKeeperE
         cluster.stop()
 
 
+@pytest.mark.spread  # its own cluster: not the module's
 @pytest.mark.timeout(180)
 def test_paused_controller_is_fenced_when_it_wakes(zookeeper: ZooKeeperEnsemble, tmp_path: Path) -> None:
     cluster = ZkCluster(tmp_path, zookeeper, chroot="/paused", **REPLICATION)
@@ -322,6 +325,7 @@ def test_zookeeper_unreachable_at_start_is_a_clear_error(tmp_path: Path) -> None
     assert "unreachable within 1 s (zookeeper.connection.timeout.ms)" in node.log_path.read_text()
 
 
+@pytest.mark.spread  # its own cluster: not the module's
 @pytest.mark.timeout(240)
 def test_zookeeper_lost_mid_run_keeps_serving_and_loses_nothing(tmp_path: Path) -> None:
     """ZooKeeper down: leaders keep acknowledging acks=all writes with the ISR they have, admin

@@ -83,7 +83,7 @@ async def test_fetch_long_poll_and_limits(client: TestClient) -> None:
         "max_wait_ms": 20000, "min_bytes": 1, "partitions": [
             {"topic": "f", "partition": 0, "fetch_offset": 0},
             {"topic": "f", "partition": 1, "fetch_offset": 0}]}))
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # a window: the long poll must still be waiting
     assert not poll.done()
     await post_msgpack(client, "/v1/produce", {"acks": 1, "partitions": [
         {"topic": "f", "partition": 1, "records": batch(b"late")}]})

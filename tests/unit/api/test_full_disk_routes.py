@@ -5,14 +5,13 @@ again once space returns, without a restart."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 import pytest
 
 from full_disk import BudgetedFile, DiskBudget, enospc
-from harness import free_port
+from harness import free_port, wait_until
 from kraft.controller import log_store
 from kraft.log import segment as log_segment
 from routes_testing import create_topic, expect_error, read_all
@@ -63,13 +62,22 @@ async def test_full_disk_under_a_raft_voter(make_client, monkeypatch: pytest.Mon
     budget = DiskBudget()
     budget.patch_raft_journal(monkeypatch)
     client = await make_client(controller_quorum_voters=f"1@127.0.0.1:{free_port()}", node_id=1)
-    deadline = time.monotonic() + 30
-    while True:  # the broker registers with its controller after the Raft election
-        resp = await client.post("/v1/topics", json={"name": "kept"})
-        if resp.status == 201:
-            break
-        assert time.monotonic() < deadline, await resp.text()
-        await asyncio.sleep(0.1)
+
+    async def created(name: str) -> bool:
+        return (await client.post("/v1/topics", json={"name": name})).status == 201
+
+    async def health() -> dict[str, Any]:
+        return await (await client.get("/v1/health")).json()
+
+    async def resigned() -> dict[str, Any] | None:
+        found = await health()
+        return found if found["active_controller"] is False else None
+
+    async def no_log_error() -> bool:
+        return (await health())["metadata_log_error"] is None
+
+    # the broker registers with its controller after the Raft election
+    await wait_until(lambda: created("kept"), interval=0.1, what="the first topic created")
 
     budget.free = 10  # a part of the next write fits
     started = time.monotonic()  # answered at once (the request timeout is 5 s)
@@ -79,23 +87,12 @@ async def test_full_disk_under_a_raft_voter(make_client, monkeypatch: pytest.Mon
     assert time.monotonic() - started < 2.5
     # then the voter resigns (issue 26): a lone one leaves the cluster without an active
     # controller until a write succeeds
-    deadline = time.monotonic() + 10
-    while True:
-        health = await (await client.get("/v1/health")).json()
-        if health["active_controller"] is False:
-            break
-        assert time.monotonic() < deadline, health
-        await asyncio.sleep(0.1)
-    assert "No space left" in health["metadata_log_error"]
+    found = await wait_until(resigned, 10, interval=0.1, what="the voter resigned")
+    assert "No space left" in found["metadata_log_error"]
 
     budget.free = None  # its probe finds space within a second, and it leads again
-    deadline = time.monotonic() + 30
-    while (resp := await client.post("/v1/topics", json={"name": "wanted"})).status != 201:
-        assert time.monotonic() < deadline, await resp.text()
-        await asyncio.sleep(0.1)
-    deadline = time.monotonic() + 5  # a pending save of the journal's meta file: within a second
-    while (await (await client.get("/v1/health")).json())["metadata_log_error"] is not None:
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.1)
+    await wait_until(lambda: created("wanted"), interval=0.1, what="a topic created once space is back")
+    # a pending save of the journal's meta file: within a second
+    await wait_until(no_log_error, 5, interval=0.1, what="the metadata log error cleared")
     topics = (await (await client.get("/v1/topics")).json())["topics"]
     assert sorted(t["name"] if isinstance(t, dict) else t for t in topics) == ["kept", "wanted"]

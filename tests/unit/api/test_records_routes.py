@@ -7,6 +7,7 @@ import base64
 
 from aiohttp.test_utils import TestClient
 
+from harness import wait_until
 from kraft.api.partitioner import partition_for_key
 from routes_testing import create_topic, expect_error, read_all
 
@@ -91,7 +92,7 @@ async def test_long_poll_wakes_on_produce(client: TestClient) -> None:
     started = loop.time()
     poll = asyncio.ensure_future(client.get(
         "/v1/topics/lp/partitions/0/records", params={"offset": "0", "timeout_ms": "20000"}))
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # a window: the long poll must still be waiting
     assert not poll.done()
     await client.post("/v1/topics/lp/records", json={"records": [{"value": "wake"}]})
     body = await (await asyncio.wait_for(poll, 10)).json()
@@ -131,13 +132,10 @@ async def test_retention_deletes_old_segments(make_client) -> None:
         await client.post("/v1/topics/old/records", json={"records": [{"value": "x" * 1000}]})
     # Every record is past retention.ms, so retention ends with every segment deleted (the expired
     # active one rolled first, as Kafka does); waiting for that end state leaves no race.
-    deadline = asyncio.get_running_loop().time() + 15
-    while True:
+    async def offsets_once_all_deleted() -> dict | None:
         offsets = await (await client.get("/v1/topics/old/partitions/0/offsets")).json()
-        if offsets["log_start_offset"] == 5:
-            break
-        assert asyncio.get_running_loop().time() < deadline, offsets
-        await asyncio.sleep(0.05)
+        return offsets if offsets["log_start_offset"] == 5 else None
+    offsets = await wait_until(offsets_once_all_deleted, 15, interval=0.05, what="every segment deleted")
     assert offsets["log_end_offset"] == 5
     page = await read_all(client, "old")
     assert (page["records"], page["next_offset"]) == ([], 5)

@@ -128,7 +128,7 @@ async def test_channel_answers_once_local_metadata_reached_the_commit() -> None:
     client = FakeClient([{"name": "t", "metadata_offset": 1}])
     channel = ControllerChannel(None, client, loader, ControllerSettings(), timeout_s=5)
     call = asyncio.ensure_future(channel.delete_topic("t"))
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # a window: no answer before the local metadata reaches the commit
     assert not call.done()
     loader.apply_batch(list(enumerate([ClaimController(node_id=1, controller_epoch=1).to_dict(),
                                        {"type": "NoOp", "controller_epoch": 1}])))

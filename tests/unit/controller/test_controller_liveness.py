@@ -9,6 +9,7 @@ import random
 
 import pytest
 from controller_fake_quorum import FakeQuorum
+from harness import wait_until
 from test_controller_service import SESSION_MS, Clock, add_brokers, error_of, members, started_controller
 
 from kraft.controller.handlers import ControllerSettings
@@ -23,10 +24,25 @@ class GatedQuorum(FakeQuorum):
         super().__init__(node_id)
         self.gate = asyncio.Event()
         self.gate.set()
+        self.waiting = 0  # proposals held at the closed gate
 
     async def propose(self, records, request_id=None):
-        await self.gate.wait()
+        self.waiting += 1
+        try:
+            await self.gate.wait()
+        finally:
+            self.waiting -= 1
         return await super().propose(records, request_id)
+
+
+async def held(ctl) -> None:
+    """Until a commit waits at the closed gate."""
+    await wait_until(lambda: ctl.quorum.waiting == 1, what="a commit held at the gate")
+
+
+async def queued(ctl, requests: int) -> None:
+    """Until this many requests wait behind the held commit."""
+    await wait_until(lambda: len(ctl._commits._queue) == requests, what=f"{requests} requests queued")
 
 
 @pytest.fixture
@@ -57,9 +73,9 @@ async def test_requests_queued_during_a_commit_share_the_next_one(ctl) -> None:
     before = len(ctl.quorum.proposals)
     ctl.quorum.gate.clear()  # a slow commit: everything after it queues
     blocker = asyncio.ensure_future(ctl.create_topics("other", partitions=1, replication_factor=3))
-    await asyncio.sleep(0.01)
+    await held(ctl)
     shrinks = [asyncio.ensure_future(c) for c in await shrink_requests(ctl, epochs, 20)]
-    await asyncio.sleep(0.01)
+    await queued(ctl, 20)
     ctl.quorum.gate.set()
     answers = await asyncio.gather(*shrinks)
     await blocker
@@ -74,12 +90,12 @@ async def test_a_request_in_a_group_sees_the_records_of_those_before_it(ctl) -> 
     await ctl.create_topics("t", partitions=1, replication_factor=3)
     ctl.quorum.gate.clear()
     blocker = asyncio.ensure_future(ctl.create_topics("other", partitions=1, replication_factor=3))
-    await asyncio.sleep(0.01)
+    await held(ctl)
     [first] = await shrink_requests(ctl, epochs, 1)
     [second] = await shrink_requests(ctl, epochs, 1)  # the same partition epoch: a stale copy
     first, second = asyncio.ensure_future(first), asyncio.ensure_future(second)
     twice = [asyncio.ensure_future(ctl.create_topics("x", partitions=1, replication_factor=3)) for _ in range(2)]
-    await asyncio.sleep(0.01)
+    await queued(ctl, 4)
     ctl.quorum.gate.set()
     await blocker
     assert (await first)["partition_epoch"] == 1
@@ -92,13 +108,13 @@ async def test_a_heartbeat_that_changes_nothing_does_not_wait_for_a_commit(ctl) 
     epochs = await add_brokers(ctl, [1, 2, 3])
     ctl.quorum.gate.clear()  # the disk stalls: nothing commits
     stuck = asyncio.ensure_future(ctl.create_topics("t", partitions=1, replication_factor=3))
-    await asyncio.sleep(0.01)
+    await held(ctl)
     ctl.clock.now += SESSION_MS - 1
     answer = await asyncio.wait_for(ctl.broker_heartbeat(2, epochs[2], ctl.image.offset), 1)
     assert answer["is_fenced"] is False
     ctl.clock.now += SESSION_MS - 1  # past broker 1's and 3's sessions, not broker 2's
     fences = asyncio.ensure_future(ctl.check_sessions())
-    await asyncio.sleep(0.01)
+    await wait_until(lambda: ctl._commits._queue, what="the fences queued behind the held commit")
     # broker 3 heartbeats while its fence waits for the commit: it is not fenced after all
     await asyncio.wait_for(ctl.broker_heartbeat(3, epochs[3], ctl.image.offset), 1)
     ctl.quorum.gate.set()
@@ -113,7 +129,7 @@ async def test_a_heartbeat_that_unfences_renews_the_session_before_it_commits(ct
     r = await ctl.register_broker(3, "inc-3", [{"name": "HTTP", "host": "127.0.0.1", "port": 9003}])
     ctl.quorum.gate.clear()
     unfence = asyncio.ensure_future(ctl.broker_heartbeat(3, r["broker_epoch"], ctl.image.offset))
-    await asyncio.sleep(0.01)
+    await held(ctl)
     assert not unfence.done()  # a state change waits for its commit
     ctl.quorum.gate.set()
     assert (await unfence)["is_fenced"] is False
@@ -155,10 +171,10 @@ async def test_a_retry_of_an_unknown_outcome_is_committed_alone(ctl) -> None:
     committed = len(ctl.quorum.log)
     ctl.quorum.gate.clear()
     blocker = asyncio.ensure_future(ctl.create_topics("a", partitions=1, replication_factor=3))
-    await asyncio.sleep(0.01)
+    await held(ctl)
     other = asyncio.ensure_future(ctl.create_topics("b", partitions=1, replication_factor=3))
     retry = asyncio.ensure_future(ctl.create_topics("t", partitions=1, replication_factor=3, request_id="req-1"))
-    await asyncio.sleep(0.01)
+    await queued(ctl, 2)
     ctl.quorum.gate.set()
     await asyncio.gather(blocker, other)
     answer = await retry

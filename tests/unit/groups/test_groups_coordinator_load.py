@@ -92,7 +92,7 @@ async def test_load_waits_for_the_high_watermark(tmp_path: Path) -> None:
         coordinator.runtime.on_election(0, 0)
         await asyncio.wait_for(replicas.waiting.wait(), 5)
         loading = asyncio.create_task(coordinator.fetch_offsets(GROUP, None))
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # a window: the fetch must go on waiting
         assert not loading.done()  # offset 1 is above the high watermark: still loading
         replicas.advance_high_watermark(2)
         answer = await asyncio.wait_for(loading, 5)

@@ -223,7 +223,7 @@ async def timers_scheduled_during(seconds: float) -> int:
 
     loop.call_at = counting  # type: ignore[method-assign]
     try:
-        await asyncio.sleep(seconds)
+        await asyncio.sleep(seconds)  # the subject: the window whose wake-ups are counted
     finally:
         del loop.call_at  # type: ignore[attr-defined]
     return len(scheduled) - 1

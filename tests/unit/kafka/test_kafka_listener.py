@@ -20,6 +20,7 @@ from aiohttp import ClientSession, web
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
+from harness import wait_until
 from kafka_wire import (
     API_VERSIONS, METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE, metadata_request, read_frame, read_response,
     request_bytes,
@@ -187,7 +188,7 @@ async def test_a_tls_hello_on_the_plain_port_gets_http_s_plain_answer_even_cut_a
         reader, writer = await server.connect()
         writer.write(b"\x16")  # not enough to tell
         await writer.drain()
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # the subject: the rest comes in a later read, after a pause
         writer.write(b"\x03\x01\x00\x05hello")
         answer = await asyncio.wait_for(reader.read(100), 10)
         assert answer.startswith(b"HTTP/1.") and b" 400 " in answer, answer
@@ -227,8 +228,7 @@ async def test_pipelined_requests_are_answered_in_request_order() -> None:
     async with serving(by_correlation) as server:
         reader, writer = await server.connect()
         writer.write(b"".join(metadata_request(i) for i in range(5)))
-        while len(server.contexts) < 5:  # all five handled at once
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: len(server.contexts) == 5, what="all five handled at once")
         for i in reversed(range(5)):  # finishing last to first
             gates[i].set()
             await asyncio.sleep(0)
@@ -241,9 +241,8 @@ async def test_queued_max_requests_bounds_what_one_connection_has_in_flight() ->
     async with serving(_held_until(release), limits=KafkaLimits(max_queued_requests=3)) as server:
         reader, writer = await server.connect()
         writer.write(b"".join(metadata_request(i) for i in range(50)))
-        while len(server.contexts) < 3:
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.2)
+        await wait_until(lambda: len(server.contexts) >= 3, what="three requests in flight")
+        await asyncio.sleep(0.2)  # a window in which no fourth may start
         assert len(server.contexts) == 3  # the others wait unread (or unstarted)
         release.set()
         answers = [read_response(await read_frame(reader), METADATA, 12)[0] for _ in range(50)]
@@ -257,19 +256,17 @@ async def test_the_node_wide_request_bytes_pool_holds_a_frame_back_until_answers
     async with serving(_held_until(release), limits=limits) as server:
         first_reader, first = await server.connect()
         first.write(metadata_request(1))
-        while len(server.contexts) < 1:
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: server.contexts, what="the first request in flight")
         second_reader, second = await server.connect()
         second.write(metadata_request(2)[:4])  # its size is in: it does not fit beside the first
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # the size read on its own, before the rest arrives
         second.write(metadata_request(2)[4:])
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # a window in which the second may not be read into the pool
         assert len(server.contexts) == 1 and limits.memory.used == one
         release.set()
         assert read_response(await read_frame(first_reader), METADATA, 12)[0] == 1
         assert read_response(await read_frame(second_reader), METADATA, 12)[0] == 2
-        while limits.memory.used:
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: not limits.memory.used, what="the pool freed")
 
 
 async def test_max_connections_per_ip_refuses_the_connection_over_it() -> None:
@@ -282,8 +279,7 @@ async def test_max_connections_per_ip_refuses_the_connection_over_it() -> None:
         reader, _ = await server.connect()
         assert await _closed(reader)
         kept[0][1].close()
-        while limits.connections.total > 1:
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: limits.connections.total <= 1, what="the closed connection released")
         assert (await _exchange(server, metadata_request(3), METADATA, 12))[0] == 3
 
 

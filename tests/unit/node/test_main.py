@@ -7,26 +7,22 @@ import json
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
-from harness import free_port
+from harness import free_port, wait_for
 
 NODE = [sys.executable, "-c", "from kraft.main import main; main()"]
 
 
-def wait_for_health(port: int, proc: subprocess.Popen, deadline_s: float = 20) -> dict:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/health", timeout=1) as r:
-                return json.load(r)
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError("node did not answer /v1/health in time")
+def wait_for_health(port: int, proc: subprocess.Popen, deadline_s: float = 60) -> dict:
+    def health() -> dict:
+        if proc.poll() is not None:  # pytest.fail is no Exception: wait_for stops at once
+            pytest.fail(proc.stderr.read() if proc.stderr else "the node exited")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/health", timeout=1) as r:
+            return json.load(r)
+    return wait_for(health, deadline_s, what="the node's /v1/health")
 
 
 def serve_once(tmp_path: Path, *args: str, sig: signal.Signals = signal.SIGTERM) -> tuple[int, dict, str]:

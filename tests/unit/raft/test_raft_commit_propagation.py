@@ -12,12 +12,11 @@ five in a row under 0.5 s happened once in a thousand runs.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import Any
 
-from harness import free_port
+from harness import free_port, wait_until
 from integration.raft_voter import AppliedKeys  # tests/ is on sys.path (tests/conftest.py)
 from kraft.controller.raft_quorum import RaftQuorum, RaftQuorumConfig
 
@@ -42,18 +41,14 @@ async def test_standbys_apply_a_commit_without_waiting_for_the_period(tmp_path: 
     for quorum in quorums.values():
         await quorum.start()
     try:
-        deadline = time.monotonic() + 60
-        while not any(q.is_active_controller() for q in quorums.values()):
-            assert time.monotonic() < deadline, "no active controller"
-            await asyncio.sleep(0.05)
+        await wait_until(lambda: any(q.is_active_controller() for q in quorums.values()), 60,
+                         what="an active controller")
         leader = next(i for i, q in quorums.items() if q.is_active_controller())
         standbys = [i for i in voters if i != leader]
         for key in range(RECORDS):
             await quorums[leader].propose([{"type": "TestPut", "key": key}], request_id=f"k{key}")
-            answered = time.monotonic()
-            while not all(key in applied[i] for i in standbys):
-                assert time.monotonic() < answered + 3 * PERIOD_S, f"record {key} never reached the standbys"
-                await asyncio.sleep(0.005)
+            await wait_until(lambda: all(key in applied[i] for i in standbys), 3 * PERIOD_S, interval=0.005,
+                             what=f"record {key} on the standbys")
             lags = {i: round(applied[i][key] - applied[leader][key], 3) for i in standbys}
             assert all(lag < WITHIN_S for lag in lags.values()), (key, lags)
     finally:

@@ -3,10 +3,9 @@ whole request's batch, so a few huge entries must still lead to a snapshot (the 
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
-from harness import free_port  # tests/ is on sys.path (tests/conftest.py)
+from harness import free_port, wait_until  # tests/ is on sys.path (tests/conftest.py)
 from kraft.controller.raft_quorum import DUMP_FILE, RaftQuorum, RaftQuorumConfig
 
 
@@ -17,16 +16,11 @@ async def test_a_few_large_batches_trigger_a_snapshot(tmp_path: Path) -> None:
         log_compaction_min_records=50))
     await quorum.start()
     try:
-        deadline = asyncio.get_running_loop().time() + 30
-        while not quorum.is_active_controller():
-            assert asyncio.get_running_loop().time() < deadline, "no active controller"
-            await asyncio.sleep(0.02)
+        await wait_until(quorum.is_active_controller, what="an active controller")
         dump = quorum.config.metadata_dir / DUMP_FILE
         assert not dump.exists()
         for i in range(3):  # 3 entries of 20 records: far below the entry count, above 50 records
             await quorum.propose([{"type": "NoOp", "version": 0}] * 20, request_id=f"r{i}")
-        while not dump.exists():
-            assert asyncio.get_running_loop().time() < deadline, "no snapshot after 60 records"
-            await asyncio.sleep(0.05)
+        await wait_until(dump.exists, what="a snapshot after 60 records")
     finally:
         await quorum.close()

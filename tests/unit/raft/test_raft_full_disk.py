@@ -11,7 +11,6 @@ ones. Before the fix pysyncobj's tick logged the journal's OSError and dropped t
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -19,7 +18,7 @@ from typing import Any, Callable
 import pytest
 
 from full_disk import DiskBudget, fill, tiny_tmpfs
-from harness import free_port  # tests/ is on sys.path (tests/conftest.py)
+from harness import free_port, wait_until  # tests/ is on sys.path (tests/conftest.py)
 from kraft.controller.errors import MetadataStorageError, NotControllerError
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.raft_journal import JournalAppendError, RaftJournal
@@ -41,13 +40,6 @@ def topic_batch(name: str, partitions: int = 1) -> list[dict[str, Any]]:
 
 def without_epoch(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if k != "controller_epoch"} for r in batch]
-
-
-async def wait_until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
 
 
 async def open_voter(data_dir: Path, port: int) -> tuple[RaftQuorum, MetadataLoader]:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from integration.raft_voter import AppliedKeys, Voter  # tests/ is on sys.path (tests/conftest.py)
-from harness import free_port
+from harness import free_port, wait_until
 from kraft.controller.errors import ControllerError
 from kraft.controller.raft_quorum import RaftQuorum, RaftQuorumConfig
 
@@ -50,8 +50,7 @@ async def _incarnation(data_dir: Path, port: int, out: int) -> None:
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await quorum.start()
-    while not quorum.is_active_controller():  # the parent's deadline bounds this
-        await asyncio.sleep(0.005)
+    await wait_until(quorum.is_active_controller, 30, interval=0.005, what="the voter leading")
     recovered = [key for _, key in sorted(voter.applied.items()) if key is not None]
     _send(out, "recovered", {"keys": recovered, "violations": voter.violations})
     key = max(recovered, default=-1) + 1

@@ -29,7 +29,7 @@ from kraft.controller.raft_quorum import (
 from kraft.controller.raft_journal import durable_replace
 from kraft.metadata.image import MetadataImage
 
-from harness import free_port  # tests/ is on sys.path (tests/conftest.py)
+from harness import free_port, wait_until  # tests/ is on sys.path (tests/conftest.py)
 
 
 class Recorder:
@@ -45,13 +45,6 @@ class Recorder:
 
 def noop() -> dict[str, Any]:
     return {"type": "NoOp", "version": 0}
-
-
-async def wait_until(condition, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
 
 
 def config(tmp_path: Path, port: int, **kwargs: Any) -> RaftQuorumConfig:

@@ -6,27 +6,16 @@ DeleteRecords waiting for the live replicas' log start."""
 from __future__ import annotations
 
 import asyncio
-import time
-from typing import Any, Callable
+from typing import Any
 
 import aiohttp
 import pytest
 
+from harness import wait_until as until  # tests/ is on sys.path (tests/conftest.py)
 from kraft.log.batch import iter_batches
 from kraft.errors import KraftError
 from kraft.server.records import NO_EPOCH, DeleteRecordsEntry, DeleteRecordsResult, FetchEntry
 from tests.unit.replication.replication_cluster import TOPIC, Cluster, values_of
-
-
-async def until(condition: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture

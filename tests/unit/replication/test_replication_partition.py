@@ -4,12 +4,11 @@ manager performing them (a restarted broker leads only from metadata holding its
 
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
 
 import pytest
 
+from harness import wait_until  # tests/ is on sys.path (tests/conftest.py)
 from kraft.api.errors import KraftError
 from kraft.server.records import ProduceEntry
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
@@ -302,10 +301,7 @@ async def test_a_broker_leads_once_its_registration_answer_comes_after_the_metad
     try:
         assert not replica.is_leader
         lifecycle_epoch = 40
-        deadline = time.monotonic() + 10
-        while not replica.is_leader:
-            assert time.monotonic() < deadline, "never led"
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: replica.is_leader, 10, what="the replica leading")
     finally:
         await manager.close()
 

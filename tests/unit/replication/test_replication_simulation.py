@@ -58,6 +58,17 @@ STALL_SWEEP_SEEDS = 200  # ~40 s of CPU
 
 SWEEP_SEEDS = 500  # ~55 s of CPU (about 110 ms a seed, transactional producers included)
 SLOW_SWEEP_SEEDS = int(os.environ.get("KRAFT_SIM_SEEDS", "1000"))  # ~2 min of CPU; KRAFT_SIM_SEEDS=5000 for a deeper sweep
+CHUNK_SEEDS = 100  # a sweep runs in chunks of this many seeds, each a test of its own (marked
+# `spread`: under xdist the chunks of one sweep run on both workers)
+
+
+def chunks(first: int, count: int, size: int = CHUNK_SEEDS) -> list[range]:
+    """The seeds first .. first + count - 1 in ranges of `size` (the last may be shorter)."""
+    return [range(start, min(start + size, first + count)) for start in range(first, first + count, size)]
+
+
+def sweep_ids(seeds: range) -> str:
+    return f"{seeds.start}-{seeds.stop - 1}"
 
 
 @pytest.mark.parametrize("seed", sorted(REGRESSION_SEEDS))
@@ -65,17 +76,19 @@ def test_regression_seed(seed: int) -> None:
     run_seed(seed)
 
 
-def test_no_acknowledged_write_is_lost() -> None:
+@pytest.mark.spread
+@pytest.mark.parametrize("seeds", chunks(1_000, SWEEP_SEEDS), ids=sweep_ids)
+def test_no_acknowledged_write_is_lost(seeds: range) -> None:
     """A sweep of seeds in the normal suite; the first failure names its seed."""
     acked = 0
     counts: Counter[str] = Counter()
-    for seed in range(1_000, 1_000 + SWEEP_SEEDS):
+    for seed in seeds:
         sim = run_seed(seed)
         acked += len(sim.acked)
         counts.update(sim.counts)
-    assert acked > SWEEP_SEEDS * 10  # the runs do acknowledge writes, not only fail them
+    assert acked > len(seeds) * 10  # the runs do acknowledge writes, not only fail them
     # and transactions commit and abort (their read_committed check is not vacuous)
-    assert counts["txn_commit"] > SWEEP_SEEDS and counts["txn_abort"] > SWEEP_SEEDS
+    assert counts["txn_commit"] > len(seeds) and counts["txn_abort"] > len(seeds)
 
 
 @pytest.mark.parametrize("seed", sorted(STALL_REGRESSION_SEEDS))
@@ -83,18 +96,22 @@ def test_stall_regression_seed(seed: int) -> None:
     run_seed(seed, STALLS)
 
 
-def test_no_acknowledged_write_is_lost_under_stalls() -> None:
+@pytest.mark.spread
+@pytest.mark.parametrize("seeds", chunks(300_000, STALL_SWEEP_SEEDS), ids=sweep_ids)
+def test_no_acknowledged_write_is_lost_under_stalls(seeds: range) -> None:
     acked = 0
-    for seed in range(300_000, 300_000 + STALL_SWEEP_SEEDS):
+    for seed in seeds:
         acked += len(run_seed(seed, STALLS).acked)
-    assert acked > STALL_SWEEP_SEEDS * 10
+    assert acked > len(seeds) * 10
 
 
 @pytest.mark.slow
+@pytest.mark.spread
 @pytest.mark.timeout(3600)
-def test_no_acknowledged_write_is_lost_long_sweep() -> None:
+@pytest.mark.parametrize("seeds", chunks(100_000, SLOW_SWEEP_SEEDS, size=200), ids=sweep_ids)
+def test_no_acknowledged_write_is_lost_long_sweep(seeds: range) -> None:
     """`-m slow`; KRAFT_SIM_SEEDS=N sets how many seeds."""
-    for seed in range(100_000, 100_000 + SLOW_SWEEP_SEEDS):
+    for seed in seeds:
         run_seed(seed)
 
 

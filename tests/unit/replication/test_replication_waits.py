@@ -22,6 +22,7 @@ import aiohttp
 import msgpack
 import pytest
 
+from harness import wait_until  # tests/ is on sys.path (tests/conftest.py)
 from kraft.api.client.types import TopicPartition
 from kraft.api.routes.replication_channel import CHANNELS
 from kraft.bench.trace import CLIENT_ACK, CLIENT_ENQUEUE, CLIENT_SEND, WAY, StageIndex
@@ -53,11 +54,7 @@ class Calls:
 
 
 async def until(condition: Callable[[], Any], what: str) -> None:
-    deadline = time.monotonic() + HANG_GUARD_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.001)
+    await wait_until(condition, HANG_GUARD_S, interval=0.001, what=what)
 
 
 def follower_entry(offset: int, partition: int = 0, high_watermark: int = 0) -> FetchEntry:
