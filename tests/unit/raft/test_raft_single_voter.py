@@ -4,7 +4,6 @@ from journal and snapshot, and the secret rules."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
