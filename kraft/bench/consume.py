@@ -9,6 +9,7 @@ import time
 import click
 
 from kraft.api.client import Consumer
+from kraft.api.client.fetcher import ISOLATION_LEVELS, READ_UNCOMMITTED
 from kraft.bench.common import (BenchResult, Progress, client_option, common_options, consumer_perf_summary,
                                 ensure_topic, main, print_format_option, record_bytes, report_runs)
 from kraft.bench.kafka_clients import KRAFT, drain, kafka_consume
@@ -17,16 +18,20 @@ from kraft.bench.kafka_clients import KRAFT, drain, kafka_consume
 @main.command()
 @common_options
 @click.option("--timeout-ms", type=click.IntRange(min=1), default=10_000, show_default=True, help="Give up after this long without records.")
+@click.option("--isolation-level", type=click.Choice(ISOLATION_LEVELS), default=READ_UNCOMMITTED, show_default=True,
+              help="read_committed stops at the last stable offset and drops aborted transactions' records.")
 @client_option
 @print_format_option
 def consume(
     bootstrap_server: str, topic: str, num_records: int, record_size: int, partitions: int,
-    replication_factor: int, json_path: str | None, timeout_ms: int, clients: tuple[str, ...], print_format: str,
+    replication_factor: int, json_path: str | None, timeout_ms: int, isolation_level: str, clients: tuple[str, ...],
+    print_format: str,
 ) -> None:
     """Consumer throughput from the beginning of the topic (kafka-consumer-perf-test).
     Produce first; --record-size and --partitions only matter if the topic is created here."""
     runs = [measure_consume(bootstrap_server, topic, num_records=num_records, partitions=partitions,
-                            replication_factor=replication_factor, timeout_ms=timeout_ms, client=client)
+                            replication_factor=replication_factor, timeout_ms=timeout_ms, client=client,
+                            isolation_level=isolation_level)
             for client in clients]
     starts = {id(result): start_wall for result, start_wall in runs}
     report_runs([result for result, _ in runs], json_path,
@@ -39,17 +44,20 @@ def consume(
 
 def measure_consume(bootstrap: str, topic: str, *, num_records: int, partitions: int = 1,
                     replication_factor: int = 1, timeout_ms: int = 10_000,
-                    client: str = KRAFT) -> tuple[BenchResult, float]:
+                    client: str = KRAFT, isolation_level: str = READ_UNCOMMITTED) -> tuple[BenchResult, float]:
     """One consume run from the beginning of `topic` with `client`, and its wall-clock start;
     fewer records than asked when `timeout_ms` passed without any."""
     ensure_topic(bootstrap, topic, partitions, replication_factor)
     progress = Progress(f"consume ({client})")
-    params = dict(topic=topic, num_records=num_records, partitions=partitions, client=client)
+    params = dict(topic=topic, num_records=num_records, partitions=partitions, client=client,
+                  isolation_level=isolation_level)
     if client != KRAFT:
         start_wall = time.time()
-        records, nbytes, elapsed = kafka_consume(client, bootstrap, topic, num_records, timeout_ms, progress.update)
+        records, nbytes, elapsed = kafka_consume(client, bootstrap, topic, num_records, timeout_ms, progress.update,
+                                                isolation_level)
         return BenchResult("consume", params, records, nbytes, elapsed), start_wall
-    with Consumer(bootstrap, auto_offset_reset="earliest", max_poll_records=10_000) as consumer:
+    with Consumer(bootstrap, auto_offset_reset="earliest", max_poll_records=10_000,
+                  isolation_level=isolation_level) as consumer:
         consumer.assign(consumer.partitions_for_topic(topic))
         consumer.seek_to_beginning()
         start_wall = time.time()

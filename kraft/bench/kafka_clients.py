@@ -120,15 +120,16 @@ def drain(poll: Callable[[int], tuple[int, int]], num_records: int, timeout_ms: 
 
 
 def kafka_consume(client: str, bootstrap: str, topic: str, num_records: int, timeout_ms: int,
-                  progress: Callable[[int, int], None]) -> tuple[int, int, float]:
-    """Reads `topic` from the beginning (its partitions assigned, no group) until `num_records`
-    arrived or `timeout_ms` passed without any: (records, key and value bytes, seconds from the
-    start to the last record)."""
+                  progress: Callable[[int, int], None],
+                  isolation_level: str = "read_uncommitted") -> tuple[int, int, float]:
+    """Reads `topic` from the beginning (its partitions assigned, no group) at `isolation_level`
+    until `num_records` arrived or `timeout_ms` passed without any: (records, key and value
+    bytes, seconds from the start to the last record)."""
     if client == CONFLUENT:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
         consumer: Any = Consumer({"bootstrap.servers": _bootstrap(bootstrap), "group.id": "kraft-bench",
-                                  "enable.auto.commit": False})
+                                  "enable.auto.commit": False, "isolation.level": isolation_level})
         partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
 
@@ -139,7 +140,8 @@ def kafka_consume(client: str, bootstrap: str, topic: str, num_records: int, tim
         from kafka import KafkaConsumer, TopicPartition as KafkaTopicPartition
 
         consumer = KafkaConsumer(bootstrap_servers=_bootstrap(bootstrap).split(","), enable_auto_commit=False,
-                                 auto_offset_reset="earliest", max_poll_records=10_000)
+                                 auto_offset_reset="earliest", max_poll_records=10_000,
+                                 isolation_level=isolation_level)
         assigned = [KafkaTopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
         consumer.assign(assigned)
         consumer.seek_to_beginning(*assigned)
