@@ -25,7 +25,7 @@ from security_support import SecureNode, make_certs, tls_overrides
 ADMIN = ("admin", "admin-secret-0xC3")
 ALICE = ("alice", "alice-secret-0xD4")
 BOB = ("bob", "bob-secret-0xE5")
-MALLORY = ("mallory", "mallory-secret-0xF6")  # Read on `orders`, nothing else
+MALLORY = ("mallory", "mallory-secret-0xF6")  # Read on `orders` (Write on `ledger` from the last test)
 PROM = ("prom", "prom-secret-0xA7")  # Prometheus: Describe on the cluster
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
@@ -216,8 +216,8 @@ def test_a_topic_writer_cannot_append_to_another_producers_transaction(node):
         named = mallory.post(f"{node.url}/v1/produce", timeout=30, json={"transactional_id": LEDGER_TXN, "partitions": [
             {**p, "records": base64.b64encode(p["records"]).decode()} for p in partitions]})
         for answer in (without, named):  # answered in JSON (no Accept)
-            assert (answer.status_code, answer.json().get("error_code")) == (403, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"), \
-                answer.text
+            refused = (answer.status_code, answer.json().get("error_code"))
+            assert refused == (403, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"), answer.text
         assert ledger_offsets(node)["log_end_offset"] == before
         alice.send(LEDGER, value=b"alice-2", partition=0).result(timeout=30)
         alice.commit_transaction()
