@@ -11,9 +11,11 @@ sends only the allowed ones); a topic that does not exist is auto-created first 
 Write on its transactional id, and transactional batches must name one (`transactional_refusal`,
 Kafka's handleProduceRequest rule, which every listener applies first): else a principal with
 Write on the topic alone could append to another producer's open transaction by naming its
-producer id and epoch. Fetch: a replica's fetch
-(`replica_id` set) is the cluster's own nodes', as that node; a consumer's needs Read on every
-topic, and a fetch naming no partition is answered at once (Kafka's ReplicaManager.fetchMessages).
+producer id and epoch.
+
+Fetch: a replica's fetch (`replica_id` set) is the cluster's own nodes', as that node; a
+consumer's needs Read on every topic, and a fetch naming no partition is answered at once
+(Kafka's ReplicaManager.fetchMessages).
 """
 
 from __future__ import annotations
