@@ -89,10 +89,11 @@ ACCESS: dict[tuple[str, str], RouteAccess] = {
     ("POST", "/v1/topics/{topic}/partitions"): RouteAccess(CREATE_PARTITIONS),
     ("GET", "/v1/topics/{topic}/configs"): RouteAccess(DESCRIBE_CONFIGS),
     ("PATCH", "/v1/topics/{topic}/configs"): RouteAccess(INCREMENTAL_ALTER_CONFIGS),
+    # the route builds its batches itself: never transactional
     ("POST", "/v1/topics/{topic}/records"): RouteAccess(PRODUCE, without=(TRANSACTIONAL_PRODUCE,)),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/records"): RouteAccess(FETCH, without=(REPLICA_FETCH,)),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets"): RouteAccess(LIST_OFFSETS),
-    ("POST", "/v1/produce"): RouteAccess(PRODUCE, without=(TRANSACTIONAL_PRODUCE,)),
+    ("POST", "/v1/produce"): RouteAccess(PRODUCE),
     ("POST", "/v1/delete-records"): RouteAccess(DELETE_RECORDS),
     ("POST", "/v1/fetch"): RouteAccess(FETCH),
     ("GET", "/v1/replication"): RouteAccess(

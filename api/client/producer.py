@@ -175,7 +175,7 @@ class Producer:
                 max_request_size=max_request_size,
                 idempotence=enable_idempotence,
                 max_in_flight=max_in_flight,
-                transactional=transactional_id is not None,
+                transactional_id=transactional_id,
             ),
             self._txn,
         )

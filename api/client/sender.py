@@ -58,7 +58,9 @@ class SenderConfig:
     max_request_size: int
     idempotence: bool = False
     max_in_flight: int = 1  # requests per leader
-    transactional: bool = False  # batches carry the transactional bit (a TransactionManager's)
+    # a TransactionManager's: batches carry the transactional bit, requests the id (the broker
+    # refuses transactional batches without an id the principal may Write, as Kafka does)
+    transactional_id: str | None = None
 
 
 def produce_body(batches: list[ProducerBatch], config: SenderConfig) -> tuple[dict[str, Any], dict[TopicPartition, list[ProducerBatch]]]:
@@ -67,15 +69,18 @@ def produce_body(batches: list[ProducerBatch], config: SenderConfig) -> tuple[di
     by_tp: dict[TopicPartition, list[ProducerBatch]] = {}
     for batch in batches:
         by_tp.setdefault(batch.tp, []).append(batch)
-    body = {
+    transactional = config.transactional_id is not None
+    body: dict[str, Any] = {
         "acks": config.acks,
         "timeout_ms": config.request_timeout_ms,
         "partitions": [
             {"topic": tp.topic, "partition": tp.partition,
-             "records": b"".join([b.encode(config.compression_type, config.transactional) for b in bl])}
+             "records": b"".join([b.encode(config.compression_type, transactional) for b in bl])}
             for tp, bl in by_tp.items()
         ],
     }
+    if transactional:
+        body["transactional_id"] = config.transactional_id
     return body, by_tp
 
 

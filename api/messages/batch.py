@@ -12,7 +12,7 @@ from msgspec import Meta
 
 from kraft.api.messages.common import (
     INT32_MAX, INT64_MAX, READ_UNCOMMITTED, Acks, Binary, BrokerEpoch, Epoch, IsolationLevel, Message, Node,
-    NonNegativeInt64, PartitionNumber, TimeoutMs, TopicName, check_topic_name, parse_acks,
+    NonNegativeInt64, PartitionNumber, TimeoutMs, TopicName, TransactionalId, check_topic_name, parse_acks,
 )
 from kraft.server.records import NO_EPOCH, NO_REPLICA
 
@@ -43,6 +43,10 @@ class ProduceRequest(Message):
     acks: Acks = -1
     timeout_ms: TimeoutMs = 30_000
     partitions: Annotated[list[ProducePartition], Meta(max_length=MAX_PARTITIONS_PER_REQUEST)]
+    transactional_id: Annotated[TransactionalId | None, Meta(
+        description="a transactional producer's id (Kafka's Produce transactional_id): transactional batches "
+                    "need it, and the principal needs Write on it, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED "
+                    "and nothing is appended")] = None
 
     def __post_init__(self) -> None:
         self.acks = parse_acks(self.acks)

@@ -101,6 +101,7 @@ TopicName = Annotated[str, Meta(
     extra_json_schema=_NAME_RULE)]
 # Group ids take the topic name's rule here (Kafka allows any string; kraft keeps them path-safe).
 GroupId = Annotated[str, Meta(pattern=TOPIC_NAME_PATTERN, min_length=1, max_length=topic_name.MAX_NAME_LENGTH)]
+TransactionalId = Annotated[str, Meta(min_length=1, max_length=1024)]
 
 
 # -- values ---------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from typing import Annotated, Literal
 from msgspec import Meta
 
 from kraft.api.messages.common import (
-    INT32_MAX, INT64_MAX, GroupId, Message, Node, PartitionNumber, TimeoutMs, TopicName, check_topic_name,
+    INT32_MAX, INT64_MAX, GroupId, Message, Node, PartitionNumber, TimeoutMs, TopicName, TransactionalId,
+    check_topic_name,
 )
 
 MAX_MARKERS_PER_REQUEST = 10_000
@@ -81,7 +82,6 @@ class VerifyTransactionResponse(Message):
 
 # -- the transaction coordinator's client APIs (api/routes/transactions.py) -------------------
 
-TransactionalId = Annotated[str, Meta(min_length=1, max_length=1024)]
 TransactionTimeoutMs = Annotated[int, Meta(ge=1, le=INT32_MAX)]
 
 

@@ -50,8 +50,10 @@ async def produce(request: web.Request) -> web.Response:
     for i, p in enumerate(body.partitions):
         _check_batches(p.records, i)
         entries.append(ProduceEntry(p.topic, p.partition, p.records))
-    # one topic the principal may not write refuses the whole request: nothing is appended
-    result = await services_of(request).records.produce(context_of(request), entries, body.acks, body.timeout_ms)
+    # one topic the principal may not write refuses the whole request: nothing is appended; so do
+    # transactional batches without a transactional id the principal may write
+    result = await services_of(request).records.produce(context_of(request), entries, body.acks, body.timeout_ms,
+                                                        body.transactional_id)
     return render(request, ProduceResponse(partitions=[
         ProducePartitionResponse(topic=r.topic, partition=r.partition, base_offset=r.base_offset,
                                  log_start_offset=r.log_start_offset, error_code=r.error_code, message=r.message)

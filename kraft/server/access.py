@@ -33,7 +33,7 @@ NODES = "nodes"
 
 AUTO_CREATE = "auto-creating a topic (`auto.create.topics.enable`)"
 REPLICA_FETCH = "a replica's fetch (`replica_id` set)"
-TRANSACTIONAL_PRODUCE = "a transactional produce (a transactional id)"
+TRANSACTIONAL_PRODUCE = "a transactional produce (a transactional id, which transactional batches must name)"
 TXN_COORDINATOR = "a transactional id's coordinator (key type transaction)"
 GROUP_COORDINATOR = "a group's coordinator (key type group)"
 ADMIN_ABORT = "an administrator's abort of a hanging transaction (kafka-transactions abort)"

@@ -7,21 +7,30 @@ the answer back that long).
 Produce: one topic the principal may not Write refuses the whole request and nothing is
 appended (a listener answering each partition on its own asks `Authorization.refused` first and
 sends only the allowed ones); a topic that does not exist is auto-created first when
-`auto.create.topics.enable` (Create on the cluster or the topic). Fetch: a replica's fetch
-(`replica_id` set) is the cluster's own nodes', as that node; a consumer's needs Read on every
-topic, and a fetch naming no partition is answered at once (Kafka's ReplicaManager.fetchMessages).
+`auto.create.topics.enable` (Create on the cluster or the topic). A transactional produce needs
+Write on its transactional id, and transactional batches must name one (`transactional_refusal`,
+Kafka's handleProduceRequest rule, which every listener applies first): else a principal with
+Write on the topic alone could append to another producer's open transaction by naming its
+producer id and epoch.
+
+Fetch: a replica's fetch (`replica_id` set) is the cluster's own nodes', as that node; a
+consumer's needs Read on every topic, and a fetch naming no partition is answered at once
+(Kafka's ReplicaManager.fetchMessages).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from kraft.errors import KraftError
+from kraft.log.batch import TRANSACTIONAL_FLAG, iter_batches
+from kraft.log.errors import LogError
 from kraft.metadata.acl import TOPIC, TRANSACTIONAL_ID
 from kraft.producer_ids import derived_producer_id
 from kraft.server.access import (
-    DELETE_RECORDS, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, NAMED, OFFSET_FOR_LEADER_EPOCH, PRODUCE, rule_of,
+    DELETE_RECORDS, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, NAMED, OFFSET_FOR_LEADER_EPOCH, PRODUCE,
+    TRANSACTIONAL_PRODUCE, rule_of,
 )
 from kraft.server.authorization import Authorization
 from kraft.server.quotas import FETCH as FETCH_QUOTA, PRODUCE as PRODUCE_QUOTA, Quotas
@@ -39,6 +48,7 @@ _DESCRIBE_OFFSETS = rule_of(LIST_OFFSETS, TOPIC, NAMED)
 _DESCRIBE_EPOCHS = rule_of(OFFSET_FOR_LEADER_EPOCH, TOPIC, NAMED)
 _DELETE = rule_of(DELETE_RECORDS, TOPIC, NAMED)
 _WRITE_TRANSACTIONAL_ID = rule_of(INIT_PRODUCER_ID, TRANSACTIONAL_ID, NAMED)
+_WRITE_PRODUCE_TRANSACTIONAL_ID = rule_of(PRODUCE, TRANSACTIONAL_ID, NAMED, TRANSACTIONAL_PRODUCE)
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,33 @@ class ProducerIdAndEpoch:
     producer_epoch: int
 
 
+def has_transactional_batch(records: bytes | memoryview | None) -> bool:
+    """Whether a batch of `records` (kraft's or Kafka's v2: the attributes sit at the same place)
+    has the transactional bit (Kafka's RequestUtils.hasTransactionalRecords), read from the
+    headers alone: the listener checks the rest."""
+    try:
+        return any(header.attributes & TRANSACTIONAL_FLAG for _, header in iter_batches(records or b""))
+    except LogError:
+        return False  # not batches: the listener refuses them
+
+
+def transactional_refusal(auth: Authorization, ctx: RequestContext, transactional_id: str | None,
+                          records: Iterable[bytes | memoryview | None]) -> KraftError | None:
+    """Kafka's rule for a produce as a whole (KafkaApis.handleProduceRequest): one naming a
+    transactional id needs Write on it, and one whose `records` (each partition's) hold a
+    transactional batch must name one. The refusal (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, logged
+    and counted), or None."""
+    if transactional_id is not None:
+        if not auth.refused(ctx, _WRITE_PRODUCE_TRANSACTIONAL_ID, (transactional_id,)):
+            return None
+        return auth.failure(ctx, _WRITE_PRODUCE_TRANSACTIONAL_ID.operation, TRANSACTIONAL_ID, (transactional_id,))
+    if not any(has_transactional_batch(r) for r in records):
+        return None
+    error = auth.failure(ctx, _WRITE_PRODUCE_TRANSACTIONAL_ID.operation, TRANSACTIONAL_ID, ("",))
+    return KraftError(error.error_code, "transactional batches need the request's transactional_id, which the "
+                                        "principal may Write (Kafka's rule); none was named")
+
+
 def latest_offset(offsets: PartitionOffsets, read_committed: bool) -> int:
     """Kafka's ListOffsets latest: the last stable offset for read_committed, else the high watermark."""
     return offsets.last_stable_offset if read_committed else offsets.high_watermark
@@ -93,8 +130,13 @@ class RecordApis:
         self.producer_ids = producer_ids
 
     async def produce(self, ctx: RequestContext, entries: Sequence[ProduceEntry], acks: int,
-                      timeout_ms: int) -> ProduceResult:
-        """Appends batches already checked by the listener (framing, CRCs); one result per entry."""
+                      timeout_ms: int, transactional_id: str | None = None) -> ProduceResult:
+        """Appends batches already checked by the listener (framing, CRCs); one result per entry.
+        `transactional_id`: the request's (Kafka's Produce field), which its transactional
+        batches need."""
+        refusal = transactional_refusal(self.auth, ctx, transactional_id, (e.records for e in entries))
+        if refusal is not None:
+            raise refusal
         topics = {e.topic for e in entries}
         self.auth.require(ctx, _WRITE, topics)
         for name in topics:

@@ -3,22 +3,29 @@ super.users=User:admin, --add-scram for the first user): bob, without Write, is 
 and writes nothing; alice, with Write, produces; the super user needs no ACL; each principal's
 metadata shows only what it may describe. Issue 21: mallory, who may only read one topic, can
 neither reset the super user's password nor use any credential, ACL, quota or config route (the
-access table walked), nor scrape `/metrics`, which prom, with Describe on the cluster, may."""
+access table walked), nor scrape `/metrics`, which prom, with Describe on the cluster, may. A
+principal with Write on a topic but not on alice's transactional id cannot append to her open
+transaction over HTTP by naming her producer id and epoch."""
 
 from __future__ import annotations
 
+import base64
+import time
+
+import msgpack
 import pytest
 
 from kraft.api.access import ACCESS
 from kraft.server.authorization import ERROR_CODES
 from kraft.api.client import Admin, KraftError, Producer
+from kraft.log.batch import build_batch
 from harness import shutdown_all, wait_for
 from security_support import SecureNode, make_certs, tls_overrides
 
 ADMIN = ("admin", "admin-secret-0xC3")
 ALICE = ("alice", "alice-secret-0xD4")
 BOB = ("bob", "bob-secret-0xE5")
-MALLORY = ("mallory", "mallory-secret-0xF6")  # Read on `orders`, nothing else
+MALLORY = ("mallory", "mallory-secret-0xF6")  # Read on `orders` (Write on `ledger` from the last test)
 PROM = ("prom", "prom-secret-0xA7")  # Prometheus: Describe on the cluster
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
@@ -164,3 +171,54 @@ def test_metrics_need_describe_on_the_cluster(node):
     served = as_user(node, PROM).get(f"{node.url}/metrics", timeout=30)
     assert served.status_code == 200, served.text
     assert 'kafka_server_brokertopicmetrics_messagesin_total{topic="payroll"}' in served.text
+
+
+LEDGER, LEDGER_TXN = "ledger", "ledger-writer"
+
+
+def ledger_offsets(node: SecureNode) -> dict:
+    return as_user(node, ADMIN).get(f"{node.url}/v1/topics/{LEDGER}/partitions/0/offsets", timeout=10).json()
+
+
+def committed_values(node: SecureNode) -> list[str]:
+    page = as_user(node, ADMIN).get(f"{node.url}/v1/topics/{LEDGER}/partitions/0/records", timeout=10,
+                                    params={"offset": "0", "isolation_level": "read_committed"}).json()
+    return [r["value"] for r in page["records"]]
+
+
+def test_a_topic_writer_cannot_append_to_another_producers_transaction(node):
+    """The review's reproduction: mallory, with Write on `ledger` but not on alice's transactional
+    id, sent `POST /v1/produce` a transactional batch naming alice's producer id and epoch while
+    her transaction was open, and it was appended into it (KIP-890's verification passed: alice's
+    producer had added the partition). As Kafka's handleProduceRequest: transactional batches
+    need the request's transactional id, with Write on it, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    and nothing is written; alice's transaction commits her records only."""
+    with client(node, Admin, ADMIN) as admin:
+        admin.create_topic(LEDGER, 1, 1)
+        admin.create_acls([binding("TOPIC", LEDGER, "User:alice", "WRITE"),
+                           binding("TRANSACTIONAL_ID", LEDGER_TXN, "User:alice", "WRITE"),
+                           binding("TOPIC", LEDGER, "User:mallory", "WRITE")])
+    with client(node, Producer, ALICE, transactional_id=LEDGER_TXN) as alice:
+        alice.init_transactions()
+        alice.begin_transaction()
+        alice.send(LEDGER, value=b"alice-1", partition=0).result(timeout=30)
+        [state] = as_user(node, ADMIN).get(f"{node.url}/v1/topics/{LEDGER}/partitions/0/producers",
+                                           timeout=10).json()["producers"]
+        forged = build_batch([(None, b"mallory", (), int(time.time() * 1000))], producer_id=state["producer_id"],
+                             producer_epoch=state["producer_epoch"], base_sequence=state["last_sequence"] + 1,
+                             transactional=True)
+        before = ledger_offsets(node)["log_end_offset"]
+        mallory = as_user(node, MALLORY)
+        partitions = [{"topic": LEDGER, "partition": 0, "records": forged}]
+        # without a transactional id (msgpack), and naming alice's (JSON, base64 batches)
+        without = mallory.post(f"{node.url}/v1/produce", data=msgpack.packb({"partitions": partitions}), timeout=30,
+                               headers={"Content-Type": "application/msgpack"})
+        named = mallory.post(f"{node.url}/v1/produce", timeout=30, json={"transactional_id": LEDGER_TXN, "partitions": [
+            {**p, "records": base64.b64encode(p["records"]).decode()} for p in partitions]})
+        for answer in (without, named):  # answered in JSON (no Accept)
+            refused = (answer.status_code, answer.json().get("error_code"))
+            assert refused == (403, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"), answer.text
+        assert ledger_offsets(node)["log_end_offset"] == before
+        alice.send(LEDGER, value=b"alice-2", partition=0).result(timeout=30)
+        alice.commit_transaction()
+    assert wait_for(lambda: committed_values(node) == ["alice-1", "alice-2"], 30, what="alice's commit")

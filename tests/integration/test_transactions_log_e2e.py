@@ -25,6 +25,7 @@ from security_support import node_request
 MSGPACK = "application/msgpack"
 SECRET = "txn-log-e2e-secret"
 TS = int(time.time() * 1000)  # as the markers the node stamps: one segment
+TID = "txn-log-writer"  # the request's transactional id, which transactional batches need
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +42,8 @@ def _post(node, path: str, body: Any) -> dict[str, Any]:
     return msgpack.unpackb(r.content, raw=False)
 
 
-def produce(node, topic: str, records: bytes) -> dict[str, Any]:
-    return _post(node, "/v1/produce", {"acks": -1, "timeout_ms": 10_000,
+def produce(node, topic: str, records: bytes, transactional_id: str | None = None) -> dict[str, Any]:
+    return _post(node, "/v1/produce", {"acks": -1, "timeout_ms": 10_000, "transactional_id": transactional_id,
                                        "partitions": [{"topic": topic, "partition": 0, "records": records}]})["partitions"][0]
 
 
@@ -109,7 +110,7 @@ def test_read_committed_hides_open_and_aborted_transactions_across_a_kill(node) 
     assert requests.post(f"{node.url}/v1/topics", json={"name": topic, "partitions": 1}, timeout=30).status_code == 201
     pid = requests.post(f"{node.url}/v1/producers/init", timeout=30).json()["producer_id"]
 
-    refused = produce(node, topic, txn(pid, 0, "a1"))
+    refused = produce(node, topic, txn(pid, 0, "a1"), TID)
     assert refused["error_code"] == "INVALID_TXN_STATE"  # KIP-890: not added to a transaction
     outsider = requests.post(f"{node.url}/v1/partitions/txn-verify", timeout=10, json={
         "producer_id": pid, "producer_epoch": 0, "partitions": [{"topic": topic, "partition": 0}]})
@@ -119,7 +120,7 @@ def test_read_committed_hides_open_and_aborted_transactions_across_a_kill(node) 
 
     produce(node, topic, plain("p0"))
     verify(node, topic, pid)
-    assert produce(node, topic, txn(pid, 0, "a1", "a2"))["base_offset"] == 1
+    assert produce(node, topic, txn(pid, 0, "a1", "a2"), TID)["base_offset"] == 1
     produce(node, topic, plain("p3"))
     assert json_values(node, topic, "read_committed") == ["p0"]  # stops at the open transaction
     assert json_values(node, topic, "read_uncommitted") == ["p0", "a1", "a2", "p3"]
@@ -132,11 +133,11 @@ def test_read_committed_hides_open_and_aborted_transactions_across_a_kill(node) 
     assert json_values(node, topic, "read_committed") == ["p0", "a1", "a2", "p3"]  # never the marker
 
     verify(node, topic, pid)
-    produce(node, topic, txn(pid, 2, "b1"))
+    produce(node, topic, txn(pid, 2, "b1"), TID)
     assert end_txn(node, topic, pid, commit=False) == 6
     produce(node, topic, plain("p7"))
     verify(node, topic, pid)
-    produce(node, topic, txn(pid, 3, "c1"))  # open when the node dies
+    produce(node, topic, txn(pid, 3, "c1"), TID)  # open when the node dies
     produce(node, topic, plain("p9"))
     committed = ["p0", "a1", "a2", "p3", "p7"]
     assert json_values(node, topic, "read_committed") == committed
@@ -152,7 +153,7 @@ def test_read_committed_hides_open_and_aborted_transactions_across_a_kill(node) 
     assert consumer_values(node, topic, "read_uncommitted") == committed[:4] + ["b1", "p7", "c1", "p9"]
 
     # the producer state survived too: c1's transaction goes on without a new verification
-    produce(node, topic, txn(pid, 4, "c2"))
+    produce(node, topic, txn(pid, 4, "c2"), TID)
     end_txn(node, topic, pid, commit=True)
     assert json_values(node, topic, "read_committed") == committed + ["c1", "p9", "c2"]
     console = subprocess.run(

@@ -30,10 +30,10 @@ def txn_node(tmp_path_factory: pytest.TempPathFactory) -> Any:
     shutdown_all([node])
 
 
-def _produce(node: Any, topic: str, records: bytes) -> None:
+def _produce(node: Any, topic: str, records: bytes, transactional_id: str | None = None) -> None:
+    body = {"partitions": [{"topic": topic, "partition": 0, "records": records}], "transactional_id": transactional_id}
     r = requests.post(f"{node.url}/v1/produce", timeout=30, headers={"Content-Type": "application/msgpack"},
-                      data=msgpack.packb({"partitions": [{"topic": topic, "partition": 0, "records": records}]},
-                                         use_bin_type=True))
+                      data=msgpack.packb(body, use_bin_type=True))
     assert r.status_code == 200 and "error_code" not in r.json()["partitions"][0], r.text
 
 
@@ -69,7 +69,7 @@ def test_read_committed_source_skips_aborted_and_open_transactions(spark, txn_no
     _produce(txn_node, topic, build_batch([(None, b"p0", None, now)]))
     for seq, value, commit in ((0, b"committed", True), (1, b"aborted", False), (2, b"open", None)):
         _as_node(txn_node, "/v1/partitions/txn-verify", {"producer_id": PID, "producer_epoch": 0, "partitions": tp})
-        _produce(txn_node, topic, txn(seq, value))
+        _produce(txn_node, topic, txn(seq, value), "spark-txn-writer")
         if commit is not None:
             end(commit)
     _produce(txn_node, topic, build_batch([(None, b"after", None, now)]))

@@ -15,7 +15,7 @@ from typing import Callable, Sequence, TypeVar
 
 from kraft.errors import KraftError
 from kraft.log import kafka_batch
-from kraft.log.batch import TRANSACTIONAL_FLAG, iter_batches
+from kraft.log.batch import iter_batches
 from kraft.log.errors import LogError
 
 MAGIC_V2 = 2
@@ -37,15 +37,6 @@ def to_log(records: bytes | None) -> bytes:
     except LogError as e:
         raise KraftError(e.error_code, str(e)) from None
     return bytes(out)
-
-
-def has_transactional_batch(records: bytes | None) -> bool:
-    """Whether a batch of `records` has the transactional bit (Kafka's
-    RequestUtils.hasTransactionalRecords), read from the headers alone: `to_log` checks the rest."""
-    try:
-        return any(header.attributes & TRANSACTIONAL_FLAG for _, header in iter_batches(records or b""))
-    except LogError:
-        return False  # not batches: to_log refuses them
 
 
 def to_client(stored: bytes) -> bytes:

@@ -6,8 +6,8 @@ appended; acks=0 is answered with nothing (the client expects no answer). A tran
 (a transactional id: its batches carry the transactional bit, producer id and epoch, checked by
 the partition's producer state, KIP-890's verification included) needs Write on the
 transactional id, else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; so does a
-produce of transactional batches without a transactional id (Kafka's rule: else a principal with
-Write on the topic alone could append to another producer's transaction)."""
+produce of transactional batches without a transactional id (the Produce service's rule,
+`transactional_refusal`, which the HTTP routes apply too)."""
 
 from __future__ import annotations
 
@@ -16,16 +16,16 @@ from typing import Any
 
 from kraft.errors import KraftError
 from kraft.kafka.apis.common import Api, as_ms, code, entity, error_of, ms, nested, response_of
-from kraft.kafka.apis.batches import has_transactional_batch, to_log_all
-from kraft.metadata.acl import TOPIC, TRANSACTIONAL_ID
-from kraft.server.access import NAMED, PRODUCE, TRANSACTIONAL_PRODUCE, rule_of
+from kraft.kafka.apis.batches import to_log_all
+from kraft.metadata.acl import TOPIC
+from kraft.server.access import NAMED, PRODUCE, rule_of
+from kraft.server.record_apis import transactional_refusal
 from kraft.server.records import ProduceEntry, ProducePartitionResult
 from kraft.server.request_context import RequestContext
 from kraft.server.services import BrokerServices
 
 PRODUCE_KEY = 0
 _WRITE = rule_of(PRODUCE, TOPIC, NAMED)
-_WRITE_TRANSACTIONAL_ID = rule_of(PRODUCE, TRANSACTIONAL_ID, NAMED, TRANSACTIONAL_PRODUCE)
 NO_RESPONSE = None  # acks=0: the channel sends nothing back
 
 
@@ -35,24 +35,17 @@ def produce(services: BrokerServices) -> Any:
         names = [t.name for t in request.topic_data]
         tid = request.transactional_id
         # Kafka refuses a transactional produce as a whole without Write on its transactional id
-        if tid is None:
-            refused_tid = any(has_transactional_batch(p.records) for t in request.topic_data for p in t.partition_data)
-        else:
-            refused_tid = bool(services.authorization.refused(ctx, _WRITE_TRANSACTIONAL_ID, (tid,)))
+        refused_tid = transactional_refusal(services.authorization, ctx, tid,
+                                            (p.records for t in request.topic_data for p in t.partition_data))
         refused = set(services.authorization.refused(ctx, _WRITE, names))
-        if refused_tid:
-            services.authorization.failure(ctx, _WRITE_TRANSACTIONAL_ID.operation, TRANSACTIONAL_ID, (tid or "",))
-        elif refused:  # logged and counted once, as the authorizer's denials are
+        if refused and refused_tid is None:  # logged and counted once, as the authorizer's denials are
             services.authorization.failure(ctx, _WRITE.operation, TOPIC, sorted(refused))
         answers: dict[tuple[str, int], ProducePartitionResult] = {}
         allowed = []
         for topic in request.topic_data:
             for p in topic.partition_data:
-                refusal = None
-                if refused_tid:
-                    refusal = KraftError("TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
-                                         "Transactional Id authorization failed.")
-                elif topic.name in refused:
+                refusal = refused_tid
+                if refusal is None and topic.name in refused:
                     refusal = KraftError("TOPIC_AUTHORIZATION_FAILED", "Topic authorization failed.")
                 if refusal is not None:
                     answers[(topic.name, p.index)] = _failed(topic.name, p.index, refusal.error_code, refusal.message)
@@ -66,7 +59,7 @@ def produce(services: BrokerServices) -> Any:
                 by_topic.setdefault(name, []).append(ProduceEntry(name, p.index, records))
         # one call per topic: a topic's failure as a whole (unknown, not creatable) is its partitions'
         calls = list(by_topic.items())
-        outcomes = await asyncio.gather(*(services.records.produce(ctx, entries, acks, timeout_ms)
+        outcomes = await asyncio.gather(*(services.records.produce(ctx, entries, acks, timeout_ms, tid)
                                           for _, entries in calls), return_exceptions=True)
         throttle_ms = 0
         for (name, entries), outcome in zip(calls, outcomes):

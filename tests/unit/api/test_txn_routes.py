@@ -18,6 +18,7 @@ from routes_testing import MSGPACK, create_topic, post_msgpack
 
 SECRET = "txn-routes-secret"
 PID = 4242
+TID = "t-writer"  # the producer's transactional id (no authorizer here: any id may be written)
 NOW = int(time.time() * 1000)  # the markers' time too: a segment would roll on a week's gap
 
 
@@ -39,9 +40,9 @@ def txn_batch(seq: int, value: bytes, epoch: int = 0) -> bytes:
                        transactional=True)
 
 
-async def produce(client: TestClient, records: bytes) -> dict[str, Any]:
+async def produce(client: TestClient, records: bytes, transactional_id: str | None = None) -> dict[str, Any]:
     status, body = await post_msgpack(client, "/v1/produce", {"partitions": [
-        {"topic": "t", "partition": 0, "records": records}]})
+        {"topic": "t", "partition": 0, "records": records}], "transactional_id": transactional_id})
     assert status == 200, body
     return body["partitions"][0]
 
@@ -58,7 +59,7 @@ async def test_markers_and_verification_answer_each_partition_with_kafkas_errors
                                                                {"topic": "t", "partition": 7}]})
     assert status == 200
     assert [p.get("error_code") for p in body["partitions"]] == [None, "UNKNOWN_TOPIC_OR_PARTITION"]
-    assert "error_code" not in await produce(client, txn_batch(0, b"x", epoch=1))
+    assert "error_code" not in await produce(client, txn_batch(0, b"x", epoch=1), TID)
     status, body = await as_node(client, "/v1/partitions/txn-markers", marker("ABORT", epoch=0))
     [answer] = body["markers"][0]["partitions"]
     assert answer["error_code"] == "INVALID_PRODUCER_EPOCH"  # a zombie coordinator's old epoch
@@ -83,10 +84,32 @@ async def test_bad_transaction_bodies_are_refused_and_write_nothing(make_client)
     assert (status, answer["error_code"]) == (400, "INVALID_REQUEST")
     assert await log_end(client) == 0
     # a transactional batch needs a producer id, and the coordinator's verification
-    refused = await produce(client, build_batch([(None, b"v", None, NOW)], transactional=True))
+    refused = await produce(client, build_batch([(None, b"v", None, NOW)], transactional=True), TID)
     assert refused["error_code"] == "INVALID_RECORD"
-    assert (await produce(client, txn_batch(0, b"x")))["error_code"] == "INVALID_TXN_STATE"
+    assert (await produce(client, txn_batch(0, b"x"), TID))["error_code"] == "INVALID_TXN_STATE"
     assert await log_end(client) == 0
+
+
+async def test_transactional_batches_need_the_requests_transactional_id(make_client) -> None:
+    """Kafka's handleProduceRequest rule on `POST /v1/produce`: transactional batches without the
+    request's transactional id are refused as a whole, 403 TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    even with no authorizer and the partition verified for the producer (else Write on the topic
+    alone appends to any producer's open transaction); nothing is written, the plain batch of the
+    other partition neither. Named, the same request is appended."""
+    client = await make_client(controller_quorum_secret=SECRET)
+    await create_topic(client, "t", partitions=2)
+    await as_node(client, "/v1/partitions/txn-verify", {"producer_id": PID, "producer_epoch": 0,
+                                                        "partitions": [{"topic": "t", "partition": 0}]})
+    body = {"partitions": [{"topic": "t", "partition": 0, "records": txn_batch(0, b"forged")},
+                           {"topic": "t", "partition": 1, "records": build_batch([(None, b"plain", None, NOW)])}]}
+    status, answer = await post_msgpack(client, "/v1/produce", body)
+    assert (status, answer["error_code"]) == (403, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"), answer
+    assert "transactional_id" in answer["message"]
+    for partition in (0, 1):
+        offsets = await (await client.get(f"/v1/topics/t/partitions/{partition}/offsets")).json()
+        assert offsets["log_end_offset"] == 0
+    status, answer = await post_msgpack(client, "/v1/produce", {**body, "transactional_id": TID})
+    assert status == 200 and [p.get("error_code") for p in answer["partitions"]] == [None, None], answer
 
 
 async def test_isolation_levels_of_the_read_routes(make_client) -> None:
@@ -94,7 +117,7 @@ async def test_isolation_levels_of_the_read_routes(make_client) -> None:
     await create_topic(client, "t")
     await as_node(client, "/v1/partitions/txn-verify", {"producer_id": PID, "producer_epoch": 0,
                                                         "partitions": [{"topic": "t", "partition": 0}]})
-    await produce(client, txn_batch(0, b"aborted"))
+    await produce(client, txn_batch(0, b"aborted"), TID)
     await produce(client, build_batch([(None, b"plain", None, NOW)]))
     offsets = await (await client.get("/v1/topics/t/partitions/0/offsets?isolation_level=read_committed")).json()
     assert (offsets["last_stable_offset"], offsets["high_watermark"]) == (0, 2)
@@ -125,7 +148,7 @@ async def test_an_administrator_aborts_a_hanging_transaction(make_client) -> Non
     await create_topic(client, "t")
     await as_node(client, "/v1/partitions/txn-verify", {"producer_id": PID, "producer_epoch": 2,
                                                         "partitions": [{"topic": "t", "partition": 0}]})
-    await produce(client, txn_batch(0, b"hanging", epoch=2))
+    await produce(client, txn_batch(0, b"hanging", epoch=2), TID)
     await produce(client, build_batch([(None, b"later", None, NOW)]))
     producers = await (await client.get("/v1/topics/t/partitions/0/producers")).json()
     assert [(p["producer_id"], p["current_txn_start_offset"]) for p in producers["producers"]] == [(PID, 0)]

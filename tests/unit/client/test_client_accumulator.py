@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -151,6 +153,18 @@ def test_produce_body_concatenates_batches_per_partition() -> None:
     records = [r for pos, _ in iter_batches(entry["records"]) for r in decode_records(entry["records"], pos)]
     assert [r.value for r in records] == [b"v0", b"v1", b"v2", b"v3", b"v4"]
     assert records[3].timestamp == 1003 and records[0].headers == (("h", b"1"),)
+
+
+def test_a_transactional_producers_body_names_its_transactional_id() -> None:
+    """The broker refuses transactional batches without the request's transactional id (Kafka's
+    rule): a transactional producer's body names it, an idempotent or plain one's names none."""
+    for config, transactional_id in ((replace(CONFIG, transactional_id="billing-1"), "billing-1"), (CONFIG, None)):
+        acc = RecordAccumulator(batch_size=100, linger_ms=0)
+        acc.append(T0, rec(), 40, 0)
+        body, _ = produce_body(acc.drain({1}, LEADERS, 10_000, 0)[1], config)
+        assert body.get("transactional_id") == transactional_id
+        [(_, header)] = iter_batches(body["partitions"][0]["records"])
+        assert header.is_transactional == (transactional_id is not None)
 
 
 def test_partition_outcomes() -> None:

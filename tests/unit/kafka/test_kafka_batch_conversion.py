@@ -51,7 +51,7 @@ class Records:
         self.turns_when_called = -1
 
     async def produce(self, ctx: RequestContext, entries: list[ProduceEntry], acks: int,
-                      timeout_ms: int) -> ProduceResult:
+                      timeout_ms: int, transactional_id: str | None = None) -> ProduceResult:
         self.turns_when_called = self.loop_turns.turns  # the conversion was before
         self.appended += entries
         return ProduceResult([ProducePartitionResult(e.topic, e.partition, 0, 0) for e in entries], 0)
