@@ -13,8 +13,8 @@ For every (delta, image) the loader applies, in this order:
 5. the leader watchers (the transaction coordinator) get the partitions whose leader epoch the
    delta changed: KIP-890's verification follows the leadership;
 6. the metrics get the delta.
-Every step costs what the delta holds, never the size of the cluster (a watcher with nothing
-moved does nothing).
+Every step costs what the delta holds, never the size of the cluster (a watcher looks at its
+open transactions only when the delta moved a leader).
 """
 
 from __future__ import annotations

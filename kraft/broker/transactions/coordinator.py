@@ -228,8 +228,8 @@ class TransactionCoordinator:
         if not moved:
             return
         for partition, shard in self.runtime.active_shards():
-            for meta in shard.transactions.values():
-                if meta.state is TxnState.ONGOING and not moved.isdisjoint(meta.partitions):
+            for meta in shard.ongoing.values():
+                if not moved.isdisjoint(meta.partitions):
                     self.verifications.push(partition, meta, moved & meta.partitions)
 
     def _on_ongoing(self, partition: int, meta: TransactionMetadata) -> None:

@@ -70,6 +70,11 @@ class TransactionShard:
         """The committed metadata, by transactional id (read-only to everyone but `replay`)."""
         return self._state.transactions
 
+    @property
+    def ongoing(self) -> dict[str, TransactionMetadata]:
+        """The committed metadata of the Ongoing transactions, by transactional id (read-only)."""
+        return self._state.ongoing
+
     # -- CoordinatorShard ---------------------------------------------------------------------
 
     def replay(self, record: CoordinatorRecord) -> None:
