@@ -10,6 +10,9 @@ transaction commits (KIP-890)."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 import pytest
 
 from harness import Cluster, wait_for
@@ -143,12 +146,18 @@ def commit_one_record(p: Producer, alive: list[str]) -> None:
     assert committed_values(alive, "ledger", 1) == ["after-the-move"]
 
 
-def test_a_preferred_election_between_add_partitions_and_the_first_batch_keeps_the_transaction(tmp_path) -> None:
+@contextmanager
+def one_partition_ledger(tmp_path) -> Iterator[Cluster]:
     with Cluster(tmp_path, controllers=3, combined=True, overrides=OVERRIDES) as cluster:
         cluster.start()
         with Admin(servers(cluster)) as admin:
             admin.create_topics([NewTopic("ledger", 1, 3)])
         cluster.wait_full_isr(["ledger"])
+        yield cluster
+
+
+def test_a_preferred_election_between_add_partitions_and_the_first_batch_keeps_the_transaction(tmp_path) -> None:
+    with one_partition_ledger(tmp_path) as cluster:
         p = begin(cluster)
         add_partition(p)
         move_leadership(cluster)
@@ -156,11 +165,7 @@ def test_a_preferred_election_between_add_partitions_and_the_first_batch_keeps_t
 
 
 def test_a_leader_killed_9_between_add_partitions_and_the_first_batch_keeps_the_transaction(tmp_path) -> None:
-    with Cluster(tmp_path, controllers=3, combined=True, overrides=OVERRIDES) as cluster:
-        cluster.start()
-        with Admin(servers(cluster)) as admin:
-            admin.create_topics([NewTopic("ledger", 1, 3)])
-        cluster.wait_full_isr(["ledger"])
+    with one_partition_ledger(tmp_path) as cluster:
         p = begin(cluster)  # creates __transaction_state: its leader is the coordinator
         victim = leaders(servers(cluster), "ledger")[0]
         if victim == leaders(servers(cluster), "__transaction_state")[0]:
