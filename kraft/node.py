@@ -334,7 +334,7 @@ class Node:
         self.publisher = BrokerMetadataPublisher(self.node_id, self.view, self.replica_manager,
                                                  {OFFSETS_TOPIC: self.groups.runtime,
                                                   TRANSACTION_STATE_TOPIC: self.transactions.runtime},
-                                                 self.metrics)
+                                                 self.metrics, leader_watchers=(self.transactions,))
         self._loop_probe: asyncio.Task[None] | None = None
         if self.controller is not None:
             self.metrics.watch_controller(self.controller, self.quorum)

@@ -72,6 +72,12 @@ class InvalidTxnStateError(LogError):
     error_code = "INVALID_TXN_STATE"
 
 
+class TxnNotVerifiedError(InvalidTxnStateError):
+    """A transactional batch that would begin a transaction here without its coordinator's
+    verification (KIP-890). A leader that took over recently answers a retriable error instead:
+    the coordinator sends the verification again to a new leader (docs/transactions.md)."""
+
+
 class TransactionCoordinatorFencedError(LogError):
     """A transaction marker from a coordinator epoch older than one this partition has seen."""
 

@@ -30,8 +30,9 @@ Rules for a batch with producer_id >= 0 (Kafka's ProducerAppendInfo.checkSequenc
 Transactions (Kafka's ProducerAppendInfo and UnifiedLog.analyzeAndValidateProducerState):
 - a transactional batch that would begin a transaction here (its producer has none open at its
   epoch) must have been verified: the coordinator's AddPartitionsToTxn put (producer id, epoch)
-  in the partition's verified set (`verify_transaction`), else INVALID_TXN_STATE (KIP-890: a late
-  write of a finished transaction must not start a hanging one). The transaction's first batch
+  in the partition's verified set (`verify_transaction`), else INVALID_TXN_STATE
+  (`TxnNotVerifiedError`; KIP-890: a late write of a finished transaction must not start a
+  hanging one). The transaction's first batch
   uses the verification up; its marker clears what is left;
 - a plain batch of a producer whose transaction is open here is INVALID_TXN_STATE;
 - a marker (`check_marker`) of an epoch below the producer's is INVALID_PRODUCER_EPOCH, of a
@@ -56,6 +57,7 @@ from kraft.log.errors import (
     InvalidTxnStateError,
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
+    TxnNotVerifiedError,
     UnknownProducerIdError,
 )
 
@@ -219,7 +221,7 @@ class ProducerStateManager:
                 _check_sequence(header, None if state is None else state[:2])
             if header.is_transactional and not (open_txn and state[0] == header.producer_epoch) \
                     and self._verified.get(pid) != header.producer_epoch:
-                raise InvalidTxnStateError(
+                raise TxnNotVerifiedError(
                     f"producer {pid} epoch {header.producer_epoch} writes a transactional batch, but "
                     f"its transaction coordinator has not added this partition to a transaction "
                     f"(AddPartitionsToTxn)"
@@ -256,8 +258,8 @@ class ProducerStateManager:
     def verify_transaction(self, producer_id: int, producer_epoch: int) -> None:
         """KIP-890's partition-side hook: the coordinator added this partition to the open
         transaction of (producer id, epoch), so its first transactional batch may begin one
-        here. Leader-only, in memory: a new leader has none, and answers INVALID_TXN_STATE to a
-        transaction whose partition was added before the leader changed (docs/transactions.md)."""
+        here. In memory: a new leader has none until the coordinator sends it again
+        (docs/transactions.md)."""
         self._verified.pop(producer_id, None)
         self._verified[producer_id] = producer_epoch
         while len(self._verified) > self.max_producers:

@@ -53,6 +53,7 @@ from kraft.broker.stage_trace import (
 )
 from kraft.metrics import NULL_METRICS, MetricsSink
 from kraft.log.config import LogConfig
+from kraft.log.errors import TxnNotVerifiedError
 from kraft.log.partition_log import FetchDataInfo, PartitionLog
 from kraft.log.partition_metadata import InconsistentTopicIdError
 from kraft.broker.metadata_view import MetadataCache
@@ -644,6 +645,13 @@ class ReplicaManager:
             tp = (topic, partition)
             try:
                 info = write(replica.log, leader_epoch)
+            except TxnNotVerifiedError as e:
+                if core.awaits_txn_verification(self.clock_ms()):
+                    # Kafka's answer while the coordinator cannot tell yet: its clients retry it
+                    raise KraftError("NOT_ENOUGH_REPLICAS", f"{topic}-{partition}: {e}; this broker leads it "
+                                     f"since epoch {leader_epoch} and the coordinator's verification has not "
+                                     f"reached it yet: retry") from e
+                raise
             except OSError as e:
                 if self._storage_failed(replica, e):
                     raise KraftError("KAFKA_STORAGE_ERROR", f"{topic}-{partition}: "

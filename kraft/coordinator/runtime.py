@@ -213,6 +213,11 @@ class CoordinatorRuntime(Generic[S]):
         """Whether this broker was elected for `partition` (loaded or not)."""
         return partition in self._contexts
 
+    def active_shard(self, partition: int) -> S | None:
+        """The loaded shard of `partition`, None when it is not loaded here."""
+        ctx = self._contexts.get(partition)
+        return ctx.shard if ctx is not None and ctx.state is CoordinatorState.ACTIVE else None
+
     def active_shards(self) -> Iterator[tuple[int, S]]:
         return ((p, ctx.shard) for p, ctx in list(self._contexts.items())
                 if ctx.state is CoordinatorState.ACTIVE)

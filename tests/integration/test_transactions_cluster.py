@@ -3,9 +3,15 @@ other brokers (KIP-890 verification and markers over the node-only routes, signe
 credential). kill -9 of the coordinator after the prepare leaves the commit to the broker that
 takes over `__transaction_state`'s partition, which sends the markers again; kill -9 of a
 partition's leader between the markers leaves that partition's marker to its new leader: the
-transaction over three partitions and its group offset are all-or-nothing throughout."""
+transaction over three partitions and its group offset are all-or-nothing throughout. A partition
+whose leader changes between AddPartitionsToTxn and the transaction's first batch there (a
+preferred election, a kill -9) gets the coordinator's verification again at its new leader: the
+transaction commits (KIP-890)."""
 
 from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 
@@ -103,3 +109,69 @@ def test_a_partition_leader_killed_9_between_the_markers_gets_its_marker_from_th
         wait_for(lambda: stable(alive, "ledger", PARTITIONS), 30, what="every last stable offset at the high watermark")
         assert committed_values(alive, "ledger", PARTITIONS) == [f"entry-{i}" for i in range(PARTITIONS)]
         assert group_offset(alive, "auditors", "ledger") == 3
+
+
+def begin(cluster: Cluster) -> Producer:
+    p = Producer(servers(cluster), transactional_id=TID, linger_ms=0, max_block_ms=60_000)
+    p.init_transactions()
+    p.begin_transaction()
+    return p
+
+
+def add_partition(p: Producer) -> None:
+    """AddPartitionsToTxn for `ledger-0` (its leader holds the verification), no batch there yet."""
+    p._txn.add_partitions([TopicPartition("ledger", 0)])
+
+
+def move_leadership(cluster: Cluster) -> int:
+    """A preferred election moves `ledger-0`'s leadership to another replica (the same replicas
+    reordered first); the new leader."""
+    tp = TopicPartition("ledger", 0)
+    with Admin(servers(cluster)) as admin:
+        [info] = admin.describe_topic("ledger").partitions
+        reordered = [r for r in info.replicas if r != info.leader] + [info.leader]
+        admin.alter_partition_reassignments({tp: reordered})
+        wait_for(lambda: list(admin.describe_topic("ledger").partitions[0].replicas) == reordered, 30,
+                 what="the new replica order")
+        assert [r.get("error_code") for r in admin.elect_leaders("preferred", [tp])] == [None]
+    wait_for(lambda: leaders(servers(cluster), "ledger")[0] == reordered[0], 30, what="the new leader")
+    return reordered[0]
+
+
+def commit_one_record(p: Producer, alive: list[str]) -> None:
+    p.send("ledger", b"after-the-move", partition=0).get(timeout=60)
+    p.commit_transaction()
+    p.close()
+    wait_for(lambda: state(alive) == "CompleteCommit", 60, what="the commit")
+    assert committed_values(alive, "ledger", 1) == ["after-the-move"]
+
+
+@contextmanager
+def one_partition_ledger(tmp_path) -> Iterator[Cluster]:
+    with Cluster(tmp_path, controllers=3, combined=True, overrides=OVERRIDES) as cluster:
+        cluster.start()
+        with Admin(servers(cluster)) as admin:
+            admin.create_topics([NewTopic("ledger", 1, 3)])
+        cluster.wait_full_isr(["ledger"])
+        yield cluster
+
+
+def test_a_preferred_election_between_add_partitions_and_the_first_batch_keeps_the_transaction(tmp_path) -> None:
+    with one_partition_ledger(tmp_path) as cluster:
+        p = begin(cluster)
+        add_partition(p)
+        move_leadership(cluster)
+        commit_one_record(p, servers(cluster))
+
+
+def test_a_leader_killed_9_between_add_partitions_and_the_first_batch_keeps_the_transaction(tmp_path) -> None:
+    with one_partition_ledger(tmp_path) as cluster:
+        p = begin(cluster)  # creates __transaction_state: its leader is the coordinator
+        victim = leaders(servers(cluster), "ledger")[0]
+        if victim == leaders(servers(cluster), "__transaction_state")[0]:
+            victim = move_leadership(cluster)  # this test is about the partition's leader alone
+        add_partition(p)
+        cluster.kill(victim)
+        alive = servers(cluster, but=victim)
+        wait_for(lambda: leaders(alive, "ledger")[0] not in (victim, -1, None), 30, what="a new leader")
+        commit_one_record(p, alive)

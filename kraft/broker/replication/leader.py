@@ -141,6 +141,7 @@ class LeaderState:
     pending_since_ms: int = 0
     # joiners of proposals given up at this partition epoch with their outcome unknown
     unresolved_joiners: frozenset[int] = frozenset()
+    since_ms: int = 0  # when this broker became leader at this epoch
 
     @classmethod
     def become_leader(
@@ -151,7 +152,8 @@ class LeaderState:
         so they get `replica.lag.time.max.ms` to fetch before they are shrunk out."""
         isr = tuple(isr)
         assert node_id in isr, (node_id, isr)
-        state = cls(node_id, leader_epoch, epoch_start_offset, partition_epoch, tuple(replicas), isr)
+        state = cls(node_id, leader_epoch, epoch_start_offset, partition_epoch, tuple(replicas), isr,
+                    since_ms=now_ms)
         for r in state.replicas:
             if r != node_id:
                 state.followers[r] = FollowerState(last_caught_up_time_ms=now_ms if r in isr else 0)

@@ -40,6 +40,9 @@ HIGH_WATERMARK = -1  # DeleteRecords' offset for "up to the high watermark"
 # AlterPartition refusals that prove nothing was applied: the controller checked this request at
 # the current partition epoch (so no identical copy committed before it) and refused its content
 NOT_APPLIED_ERRORS = frozenset({"INVALID_REQUEST", "INELIGIBLE_REPLICA", "OPERATION_NOT_ATTEMPTED"})
+# how long a new leader answers a transaction's unverified first batch with a retriable error,
+# for the coordinator's verification to reach it (KIP-890, docs/transactions.md)
+TXN_VERIFICATION_GRACE_MS = 30_000
 
 
 @dataclass
@@ -320,6 +323,14 @@ class Partition:
                 f"min.insync.replicas is {min_isr}",
             )
         return None
+
+    def awaits_txn_verification(self, now_ms: int) -> bool:
+        """Whether a transactional batch refused for lacking its coordinator's verification
+        (KIP-890) may still get it here: the partition had a leader before this one (epoch > 0),
+        whose verifications stayed in that leader's memory, and this broker took over less than
+        `TXN_VERIFICATION_GRACE_MS` ago, so the coordinator's new one may be on its way."""
+        state = self.leader_state
+        return state is not None and state.leader_epoch > 0 and now_ms - state.since_ms < TXN_VERIFICATION_GRACE_MS
 
     def produce_completed(self, leader_epoch: int, next_offset: int) -> bool | None:
         """An acks=all produce appended at `leader_epoch` up to `next_offset`: True once the high

@@ -11,7 +11,8 @@ Requests (the service layer calls these):
   known one its epoch bumped, which fences the previous producer; an open transaction of the old
   producer is aborted first (CONCURRENT_TRANSACTIONS: the client retries);
 - `add_partitions` / `add_offsets`: the partitions join the transaction (logged), then their
-  leaders are told (KIP-890: they refuse its first batch otherwise);
+  leaders are told (KIP-890: they refuse its first batch otherwise); a leader that changes while
+  the transaction is open is told again (`on_leaders_changed`, and on load: `LeaderVerifications`);
 - `end_transaction`: PrepareCommit/PrepareAbort is logged and answered; the markers go to every
   partition's leader (`TxnPartitionLeaders`), retried until written (a deleted partition is
   skipped), then CompleteCommit/CompleteAbort is logged;
@@ -36,6 +37,7 @@ from kraft.broker.transactions.shard import ProducerIdAndEpoch, TransactionShard
 from kraft.broker.transactions.state import (
     TopicPartition, TransactionMetadata, TxnError, TxnState, check_timeout, needs_new_producer_id,
 )
+from kraft.broker.transactions.verification import LeaderVerifications
 from kraft.coordinator.partition_writer import PartitionWriter
 from kraft.coordinator.result import CoordinatorResult
 from kraft.coordinator.router import CoordinatorRouter, TopicCreator
@@ -111,12 +113,15 @@ class TransactionCoordinator:
             lambda rf: {"cleanup.policy": "compact", "min.insync.replicas": str(min(settings.min_isr, rf))},
             COORDINATOR_WAIT_S)
         self._completing: dict[str, asyncio.Task[None]] = {}
+        self.verifications = LeaderVerifications(
+            leaders.verify_transaction, lambda: self.image, self._current,
+            settings.marker_retry_backoff_ms, settings.marker_retry_max_backoff_ms)
         self.stats = TransactionStats()
         self.runtime.on_load = lambda seconds: self.stats.load_time_ms.record(seconds * 1000, time.monotonic())
 
     def _new_shard(self, partition: int) -> TransactionShard:
         return TransactionShard(partition, self._on_prepare, self.settings.id_expiration_ms,
-                                self.settings.id_expiration_check_interval_ms)
+                                self.settings.id_expiration_check_interval_ms, self._on_ongoing)
 
     @property
     def image(self) -> MetadataImage:
@@ -125,6 +130,7 @@ class TransactionCoordinator:
     async def close(self) -> None:
         for task in list(self._completing.values()):
             task.cancel()
+        await self.verifications.close()
         await self.runtime.close()
         await self.leaders.close()
 
@@ -213,6 +219,26 @@ class TransactionCoordinator:
                                       meta.producer_epoch, meta.timeout_ms, meta.txn_start_timestamp,
                                       tuple(sorted(meta.partitions)))
 
+    # -- KIP-890's verification at new leaders -------------------------------------------------
+
+    def on_leaders_changed(self, partitions: Iterable[TopicPartition]) -> None:
+        """The metadata moved these partitions' leadership (a new leader epoch): the Ongoing
+        transactions this broker coordinates that hold one verify it at its new leader."""
+        moved = set(partitions)
+        if not moved:
+            return
+        for partition, shard in self.runtime.active_shards():
+            for meta in shard.ongoing.values():
+                if not moved.isdisjoint(meta.partitions):
+                    self.verifications.push(partition, meta, moved & meta.partitions)
+
+    def _on_ongoing(self, partition: int, meta: TransactionMetadata) -> None:
+        self.verifications.push(partition, meta, meta.partitions)
+
+    def _current(self, partition: int, transactional_id: str) -> TransactionMetadata | None:
+        shard = self.runtime.active_shard(partition)
+        return None if shard is None else shard.transactions.get(transactional_id)
+
     # -- helpers ------------------------------------------------------------------------------
 
     async def _add(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -253,6 +279,7 @@ class TransactionCoordinator:
 
     async def _complete(self, partition: int, meta: TransactionMetadata) -> None:
         commit = meta.state is TxnState.PREPARE_COMMIT
+        await self.verifications.settle(meta.transactional_id)
         reg = self.image.partition(TRANSACTION_STATE_TOPIC, partition)
         coordinator_epoch = reg.leader_epoch if reg is not None else 0
         await asyncio.gather(*(self._marker(partition, tp, meta, coordinator_epoch, commit)

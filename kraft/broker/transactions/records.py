@@ -57,6 +57,7 @@ class TransactionsReplay:
 
     def __init__(self) -> None:
         self.transactions: dict[str, TransactionMetadata] = {}
+        self.ongoing: dict[str, TransactionMetadata] = {}  # the Ongoing ones among them
         self.skipped = 0
 
     def replay(self, key: bytes | None, value: bytes | None) -> TransactionMetadata | None:
@@ -67,6 +68,7 @@ class TransactionsReplay:
                 raise ValueError(f"bad key {k!r}")
             if value is None:
                 self.transactions.pop(k[1], None)
+                self.ongoing.pop(k[1], None)
                 return None
             v = msgpack.unpackb(value, raw=False)
             meta = metadata_from(k[1], v)
@@ -74,4 +76,8 @@ class TransactionsReplay:
             self.skipped += 1
             return None
         self.transactions[meta.transactional_id] = meta
+        if meta.state is TxnState.ONGOING:
+            self.ongoing[meta.transactional_id] = meta
+        else:
+            self.ongoing.pop(meta.transactional_id, None)
         return meta

@@ -10,7 +10,9 @@ follow a replayed record once the partition is loaded:
   which aborts it under a bumped epoch (`state.timed_out`);
 - a transaction entering PrepareCommit/PrepareAbort (and every one a load finds there) is handed
   to `on_prepare`, the coordinator's marker channel, which writes the markers and then calls
-  `complete`.
+  `complete`;
+- every Ongoing transaction a load finds is handed to `on_ongoing`: the coordinator verifies its
+  partitions at their current leaders again (KIP-890, `verification.py`).
 """
 
 from __future__ import annotations
@@ -49,11 +51,15 @@ def _timeout_key(transactional_id: str) -> tuple[str, str]:
 
 class TransactionShard:
     def __init__(self, partition: int, on_prepare: Callable[[int, TransactionMetadata], None],
-                 id_expiration_ms: int = 604_800_000, id_expiration_check_interval_ms: int = 3_600_000) -> None:
+                 id_expiration_ms: int = 604_800_000, id_expiration_check_interval_ms: int = 3_600_000,
+                 on_ongoing: Callable[[int, TransactionMetadata], None] = lambda partition, meta: None) -> None:
         """`on_prepare(partition, metadata)`: a transaction to end with markers (called once the
-        partition is loaded, for each that enters or is found in a Prepare state)."""
+        partition is loaded, for each that enters or is found in a Prepare state);
+        `on_ongoing(partition, metadata)`: each Ongoing transaction a load finds (its partitions'
+        leaders are verified again)."""
         self.partition = partition
         self.on_prepare = on_prepare
+        self.on_ongoing = on_ongoing
         self.id_expiration_ms = id_expiration_ms
         self.id_expiration_check_interval_ms = id_expiration_check_interval_ms
         self._state = TransactionsReplay()
@@ -63,6 +69,11 @@ class TransactionShard:
     def transactions(self) -> dict[str, TransactionMetadata]:
         """The committed metadata, by transactional id (read-only to everyone but `replay`)."""
         return self._state.transactions
+
+    @property
+    def ongoing(self) -> dict[str, TransactionMetadata]:
+        """The committed metadata of the Ongoing transactions, by transactional id (read-only)."""
+        return self._state.ongoing
 
     # -- CoordinatorShard ---------------------------------------------------------------------
 
@@ -83,6 +94,7 @@ class TransactionShard:
         for meta in self.transactions.values():
             if meta.state is TxnState.ONGOING:
                 timers.append(self._timeout_timer(meta))
+                self.on_ongoing(self.partition, meta)
             elif meta.state.is_prepare:
                 self.on_prepare(self.partition, meta)
         log.info("%s-%d: %d transactional ids loaded%s", TRANSACTION_STATE_TOPIC, self.partition,

@@ -255,3 +255,31 @@ async def test_delete_records_errors_change_nothing(cluster: Cluster) -> None:
     internal = await delete(cluster, 1, 0, topic="__consumer_offsets")
     assert internal.error_code == "INVALID_TOPIC_EXCEPTION"
     assert [cluster.log(b).log_start_offset for b in (1, 2, 3)] == [0, 0, 0]
+
+
+def _transactional(producer_id: int) -> bytes:
+    from kraft.log.batch import build_batch
+    return build_batch([(None, b"t", [], 1_700_000_000_000)], producer_id=producer_id, producer_epoch=0,
+                       base_sequence=0, transactional=True)
+
+
+async def test_a_new_leader_answers_an_unverified_transactional_batch_retriable_until_verified(
+        cluster: Cluster) -> None:
+    """KIP-890: the coordinator's verification was held by the old leader; the new one answers the
+    transaction's first batch NOT_ENOUGH_REPLICAS (retriable) until the coordinator verifies it
+    there too. A leader of epoch 0 (no leader before it) refuses it INVALID_TXN_STATE at once."""
+    from kraft.server.records import ProduceEntry
+
+    async def produce(b: int, producer_id: int) -> Any:
+        [result] = await cluster.nodes[b].produce([ProduceEntry(TOPIC, 0, _transactional(producer_id))], -1, 5000)
+        return result
+
+    assert (await produce(1, 7)).error_code == "INVALID_TXN_STATE"
+    await cluster.nodes[1].verify_transaction(TOPIC, 0, 8, 0)
+    cluster.controller.fence(1)
+    assert cluster.controller.partition().leader == 2
+    await until(lambda: cluster.nodes[2].replica(TOPIC, 0).core.is_leader, what="broker 2 leads")
+    refused = await produce(2, 8)
+    assert refused.error_code == "NOT_ENOUGH_REPLICAS", refused
+    await cluster.nodes[2].verify_transaction(TOPIC, 0, 8, 0)
+    assert (await produce(2, 8)).error_code is None

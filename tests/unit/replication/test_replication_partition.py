@@ -15,7 +15,8 @@ from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraft.broker.replication.follower import Append, PartitionFetchResponse, Truncate
 from kraft.broker.replication.leader import LeaderAndIsr
 from kraft.broker.replication.partition import (
-    CompleteWaiters, Partition, ReplicaState, SendAlterPartition, StartFetching, StopFetching,
+    TXN_VERIFICATION_GRACE_MS, CompleteWaiters, Partition, ReplicaState, SendAlterPartition, StartFetching,
+    StopFetching,
 )
 from kraft.log.batch import build_batch, iter_batches
 from kraft.log.config import LogConfig
@@ -55,6 +56,22 @@ def test_make_leader_stops_fetching_marks_the_epoch_start_and_wakes_waiters(tmp_
     assert p.check_leader_epoch(2).error_code == "FENCED_LEADER_EPOCH"
     assert p.check_leader_epoch(4).error_code == "UNKNOWN_LEADER_EPOCH"
     assert p.check_leader_epoch(3) is None
+
+
+def test_only_a_new_leader_of_a_partition_that_had_one_waits_for_a_transactions_verification(
+        tmp_path: Path) -> None:
+    """KIP-890: an unverified first batch gets the retriable answer only from a leader that took
+    over from another (epoch > 0) less than TXN_VERIFICATION_GRACE_MS ago."""
+    p = core(tmp_path)
+    p.apply_registration(state(1, leader_epoch=0), now_ms=1_000)
+    assert not p.awaits_txn_verification(1_000)  # the first leader got every verification
+    p.apply_registration(state(2, leader_epoch=1), now_ms=2_000)
+    assert not p.awaits_txn_verification(2_000)  # a follower
+    p.apply_registration(state(1, leader_epoch=2), now_ms=5_000)
+    assert p.awaits_txn_verification(5_000 + TXN_VERIFICATION_GRACE_MS - 1)
+    assert not p.awaits_txn_verification(5_000 + TXN_VERIFICATION_GRACE_MS)
+    p.apply_registration(state(1, leader_epoch=2, isr=(1, 2)), now_ms=6_000)  # same epoch: same start
+    assert not p.awaits_txn_verification(5_000 + TXN_VERIFICATION_GRACE_MS)
 
 
 def test_make_follower_starts_fetching_and_a_deposed_leader_wakes_its_waiters(tmp_path: Path) -> None:

@@ -64,7 +64,9 @@ async def test_end_transaction_hands_the_prepared_transaction_over_and_completes
     assert (pid.producer_id, pid.producer_epoch, pid.error) == (5, 0, None)
     await h.write("add_partitions", transactional_id=TID, producer_id=5, producer_epoch=0,
                   partitions=[("t", 0), ("t", 1)])
+    assert list((await h.runtime.active(0, 1)).ongoing) == [TID]  # the verification pushes look here
     await h.write("end_transaction", transactional_id=TID, producer_id=5, producer_epoch=0, commit=True)
+    assert not (await h.runtime.active(0, 1)).ongoing
     [prepared] = h.prepared
     assert prepared.state is TxnState.PREPARE_COMMIT and prepared.partitions == {("t", 0), ("t", 1)}
     await h.write("complete", transactional_id=TID, producer_id=5, producer_epoch=0, state=TxnState.PREPARE_COMMIT)
