@@ -46,8 +46,8 @@ def node(tmp_path_factory):
                    offsets_topic_num_partitions=3)
     try:
         missing = [name for key, name in DATA_PATH_APIS.items() if key not in served_apis(n)]
-        if missing:  # the consumers need them before any group API (issue 23's data path)
-            pytest.skip(f"the Kafka listener does not serve {', '.join(missing)} yet")
+        # the consumers need them before any group API: a missing one fails, it does not skip
+        assert not missing, f"the Kafka listener does not serve {', '.join(missing)}"
         yield n
     finally:
         shutdown_all([n])
