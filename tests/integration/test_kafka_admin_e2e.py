@@ -25,12 +25,10 @@ from kio.schema.errors import ErrorCode
 
 from harness import CLUSTER_SECRET, Cluster, NodeProcess, free_port, partition_state, shutdown_all, wait_for
 from kafka_wire import read_frame_blocking, read_response, request_bytes
-from kraft.kafka.api_table import served_registry
 from kraft.kafka.entities import build
 from security_support import node_request
 
 ME = "User:ANONYMOUS"
-METADATA, FETCH, LIST_OFFSETS = 3, 1, 2
 KRAFT = [sys.executable, "-c", "from kraft.api.cli import main; main()"]
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS, DESCRIBE_QUORUM = 48, 49, 55
 
@@ -54,13 +52,6 @@ def node(tmp_path_factory):
         yield n
     finally:
         shutdown_all([n])
-
-
-def needs(*api_keys: int) -> pytest.MarkDecorator:
-    """Real clients start with the APIs the data-path handlers serve: until the node serves them,
-    the test waits for them (skipped, saying which)."""
-    missing = set(api_keys) - set(served_registry().api_versions.ranges)
-    return pytest.mark.skipif(bool(missing), reason=f"the node does not serve API keys {sorted(missing)} yet")
 
 
 def acl(rtype: str, name: str, op: str, perm: str = "ALLOW", principal: str = ME) -> dict[str, str]:
@@ -109,7 +100,6 @@ def create_topic(node: NodeProcess, name: str) -> None:
 # -- ACLs -----------------------------------------------------------------------------------------
 
 
-@needs(METADATA, LIST_OFFSETS, FETCH)
 def test_an_acl_created_through_kafka_denies_a_kafka_python_consumer_and_shows_in_kraft_acls(node):
     from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
     from kafka import KafkaConsumer
@@ -137,7 +127,6 @@ def test_an_acl_created_through_kafka_denies_a_kafka_python_consumer_and_shows_i
         consumer.close()
 
 
-@needs(METADATA)
 def test_an_acl_added_by_kraft_acls_is_described_and_deleted_through_kafka(node):
     from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType
     from confluent_kafka.admin import ResourceType
@@ -214,7 +203,6 @@ def _kafka_python_logs_in(port: int, user: str, password: str, mechanism: str) -
     return True
 
 
-@needs(METADATA)
 def test_a_scram_credential_set_through_kafka_logs_in_and_shows_over_http_and_the_reverse(node):
     from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
@@ -330,7 +318,6 @@ def test_describe_quorum_from_every_node_names_the_leader_and_its_voters(cluster
         assert sorted(v.replica_id for v in partition.current_voters) == [1, 2, 3]
 
 
-@needs(METADATA)
 def test_kafka_pythons_describe_metadata_quorum(cluster):
     admin = kafka_python_admin(cluster.node(1).bootstrap)
     try:
@@ -341,7 +328,6 @@ def test_kafka_pythons_describe_metadata_quorum(cluster):
     assert partition["leader_id"] == cluster.active_controller() and partition["error"] is None
 
 
-@needs(METADATA)
 def test_describe_log_dirs_lists_each_brokers_partitions(cluster):
     cluster.create_topic("logs", partitions=3, replication_factor=2)
     requests.post(f"{cluster.node(1).url}/v1/topics/logs/records",
@@ -362,7 +348,6 @@ def test_describe_log_dirs_lists_each_brokers_partitions(cluster):
         assert sorted(held[("logs", p)]) == sorted(partition_state(cluster, 1, "logs", p)["replicas"])
 
 
-@needs(METADATA)
 def test_a_preferred_election_through_confluent_kafka_gives_the_leadership_back(cluster):
     from confluent_kafka import ElectionType, TopicPartition
 
@@ -381,7 +366,6 @@ def test_a_preferred_election_through_confluent_kafka_gives_the_leadership_back(
              what="the preferred replica leads again")
 
 
-@needs(METADATA)
 def test_a_reassignment_through_kafka_python_moves_the_replica_and_is_listed_until_done(cluster):
     from kafka import TopicPartition
 
@@ -400,7 +384,6 @@ def test_a_reassignment_through_kafka_python_moves_the_replica_and_is_listed_unt
         admin.close()
 
 
-@needs(METADATA)
 def test_describe_producers_shows_an_idempotent_producer_on_the_leader(cluster):
     from kafka import TopicPartition
     from kafka.errors import NotLeaderForPartitionError
