@@ -4,8 +4,9 @@ A batch is a 61-byte big-endian header modelled on Kafka's v2 header, then a pay
 array of records, optionally compressed. Each record is
 `[offset_delta, timestamp_delta, key, value, headers]`. The CRC-32C covers everything from
 `attributes` to the end, so a broker stamps `base_offset` and `partition_leader_epoch` without
-recomputing it. The magic byte sits where Kafka's does, with its own value, so a Kafka-v2 payload
-could coexist later. See docs/internals.md §1.
+recomputing it. The magic byte sits where Kafka's does, with its own value: the log stores these
+beside Kafka's RecordBatch v2 (magic 2, log/kafka_batch.py) as each producer sent them, and
+log/records.py decodes either. See docs/internals.md §1.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ import msgpack
 from kraft.log import compression as codec
 from kraft.log.errors import CorruptRecordError, InvalidRecordError
 
-MAGIC = 0x4B  # "K": kraft's msgpack batch format (Kafka's v2 is 2)
+MAGIC = 0x4B  # "K": kraft's msgpack batch format
+MAGIC_V2 = 2  # Kafka's RecordBatch v2 (log/kafka_batch.py)
+STORED_MAGICS = (MAGIC, MAGIC_V2)  # what a log holds; any other magic is corrupt
 
 # base_offset, batch_length, partition_leader_epoch, magic, crc, attributes, last_offset_delta,
 # base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, record_count
@@ -278,6 +281,15 @@ def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0, magic: int
     or with `magic=2` a Kafka v2 one (the same header).
 
     Raises CorruptRecordError; content rules (record counts, sizes) are `LogValidator`'s job."""
+    return _validate(buf, pos, (magic,))
+
+
+def validate_stored(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """`validate_batch` for either format a log stores (STORED_MAGICS)."""
+    return _validate(buf, pos, STORED_MAGICS)
+
+
+def _validate(buf: bytes | bytearray | memoryview, pos: int, magics: tuple[int, ...]) -> BatchHeader:
     header = BatchHeader.parse(buf, pos)
     if header.batch_length < _MIN_BATCH_LENGTH:
         raise CorruptRecordError(
@@ -289,8 +301,10 @@ def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0, magic: int
         raise CorruptRecordError(
             f"batch at position {pos} claims {size} bytes but only {len(buf) - pos} remain"
         )
-    if header.magic != magic:
-        raise CorruptRecordError(f"batch at position {pos} has magic {header.magic}, expected {magic}")
+    if header.magic not in magics:
+        raise CorruptRecordError(
+            f"batch at position {pos} has magic {header.magic}, expected {' or '.join(map(str, magics))}"
+        )
     crc = compute_crc(buf, pos, size)
     if crc != header.crc:
         raise CorruptRecordError(
@@ -423,22 +437,35 @@ def decode_columns(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchCo
     if not _only(_TUPLE, rows) or set(map(len, rows)) != {5}:
         raise CorruptRecordError(f"batch at offset {header.base_offset} has a malformed record")
     deltas, ts_deltas, keys, values, headers = zip(*rows)
-    base = header.base_offset
-    offsets: Sequence[int]
-    if deltas[0] == 0 and deltas[-1] == count - 1 and deltas == tuple(range(count)):
-        offsets = range(base, base + count)  # no gaps: the usual, uncompacted batch
-    elif _only(_INT, deltas):
-        offsets = tuple(map(add, repeat(base), deltas))
-    else:
-        raise CorruptRecordError(f"batch at offset {base} has a malformed offset delta")
     if not (
-        _only(_INT, ts_deltas)
+        _only(_INT, deltas)
+        and _only(_INT, ts_deltas)
         and (keys.count(None) == count or _only(_BYTES_OR_NONE, keys))
         and _only(_BYTES_OR_NONE, values)
     ):
-        raise CorruptRecordError(f"batch at offset {base} has a malformed record")
+        raise CorruptRecordError(f"batch at offset {header.base_offset} has a malformed record")
     if headers.count(()) != count:
         _check_headers(headers)
+    return columns_of(header, deltas, ts_deltas, keys, values, headers)
+
+
+def columns_of(
+    header: BatchHeader,
+    deltas: Sequence[int],
+    ts_deltas: Sequence[int],
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    headers: Sequence[tuple[tuple[str, bytes | None], ...]],
+) -> BatchColumns:
+    """The columns of a batch's checked records from their offset and timestamp deltas (either
+    format: log/kafka_batch.py builds its columns here too)."""
+    count = len(deltas)
+    base = header.base_offset
+    offsets: Sequence[int]
+    if deltas[0] == 0 and deltas[-1] == count - 1 and tuple(deltas) == tuple(range(count)):
+        offsets = range(base, base + count)  # no gaps: the usual, uncompacted batch
+    else:
+        offsets = tuple(map(add, repeat(base), deltas))
     timestamps: Sequence[int]
     if header.is_log_append_time:
         timestamps = tuple(repeat(header.max_timestamp, count))

@@ -4,12 +4,12 @@ The cleanable range is the prefix of inactive segments wholly below the high wat
 than min.compaction.lag.ms; the active segment is never touched. An offset map (key -> last offset
 in that range) decides which records survive: the last record of each key, except tombstones
 (value None) in segments whose largest timestamp is older than delete.retention.ms. Offsets are
-preserved: a batch that loses records is re-encoded with its first kept offset as base offset and
-offset deltas that keep every original offset (and its original last offset); an untouched batch is
-copied byte for byte. Each segment is rewritten to `<base>.log.cleaned`, fsynced, then its indexes
-are removed and the cleaned file renamed over the `.log` (a crash leaves the old or the new
-segment; the loader rebuilds missing indexes and removes leftover `.cleaned` files). A segment
-left empty is deleted.
+preserved: a batch that loses records is re-encoded in its own format (kraft's or Kafka's v2,
+log/records.py) with its base and last offsets and offset deltas that keep every kept record's
+offset; an untouched batch is copied byte for byte. Each segment is rewritten to
+`<base>.log.cleaned`, fsynced, then its indexes are removed and the cleaned file renamed over the
+`.log` (a crash leaves the old or the new segment; the loader rebuilds missing indexes and removes
+leftover `.cleaned` files). A segment left empty is deleted.
 
 Transactions (Kafka's CleanedTransactionMetadata): the cleanable range ends at the last stable
 offset (the caller's bound), so no open transaction is touched. The records of aborted
@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from kraft.log.batch import TIMESTAMP_TYPE_FLAG, BatchHeader, Record, decode_records, encode_batch
+from kraft.log.batch import BatchHeader, Record
 from kraft.log.checkpoint import fsync_dir
 from kraft.log.config import LogConfig
 from kraft.log.control import ABORT, COMMIT, EndTransactionMarker, read_marker
+from kraft.log.records import decode_records, encode_like
 from kraft.log.segment import LogSegment
 from kraft.log.txn_index import AbortedTxn
 
@@ -225,28 +226,10 @@ class _CleanedTransactions:
 
 
 def _rebuild_batch(header: BatchHeader, kept: list[Record]) -> bytes:
-    """Re-encodes the surviving records of a batch, keeping every offset and the batch's base and
-    last offsets (as Kafka's v2 cleaner: the producer state derives the last sequence from
-    base_sequence + last_offset_delta, so both must survive)."""
-    base_offset = header.base_offset
-    if header.attributes & TIMESTAMP_TYPE_FLAG:
-        base_timestamp = max_timestamp = header.max_timestamp  # LogAppendTime: one batch time
-    else:
-        base_timestamp = kept[0].timestamp
-        max_timestamp = max(r.timestamp for r in kept)
-    rows = [
-        [r.offset - base_offset, r.timestamp - base_timestamp, r.key, r.value, list(r.headers)]
-        for r in kept
-    ]
-    return encode_batch(
-        rows,
-        base_offset=base_offset,
-        last_offset_delta=header.last_offset - base_offset,
-        base_timestamp=base_timestamp,
-        max_timestamp=max_timestamp,
-        attributes=header.attributes,
-        partition_leader_epoch=header.partition_leader_epoch,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-    )
+    """Re-encodes the surviving records of a batch in its own format (kraft's or Kafka's v2),
+    keeping every offset and the batch's base and last offsets (as Kafka's v2 cleaner: the
+    producer state derives the last sequence from base_sequence + last_offset_delta, so both
+    must survive)."""
+    if header.is_log_append_time:
+        return encode_like(header, kept, header.max_timestamp, header.max_timestamp)  # one batch time
+    return encode_like(header, kept, kept[0].timestamp, max(r.timestamp for r in kept))

@@ -16,9 +16,8 @@ import struct
 from dataclasses import dataclass
 
 from kraft.log import kafka_batch
-from kraft.log.batch import (
-    CONTROL_FLAG, MAGIC, TRANSACTIONAL_FLAG, BatchHeader, Record, decode_records, encode_batch,
-)
+from kraft.log.batch import CONTROL_FLAG, MAGIC, TRANSACTIONAL_FLAG, BatchHeader, Record, encode_batch
+from kraft.log.records import decode_records
 from kraft.log.errors import CorruptRecordError
 
 ABORT = 0  # Kafka's ControlRecordType ids
@@ -89,8 +88,7 @@ def read_marker(buf: bytes | bytearray | memoryview, pos: int = 0) -> EndTransac
     """The marker of the control batch at `pos` (either format, CRC checked); None when it holds
     no record or another control type. Raises CorruptRecordError."""
     header = BatchHeader.parse(buf, pos)
-    decode = kafka_batch.decode_records if header.magic == kafka_batch.MAGIC_V2 else decode_records
-    records = decode(buf, pos)
+    records = decode_records(buf, pos)
     if not header.is_control:
         raise CorruptRecordError(f"batch at offset {header.base_offset} is not a control batch")
     if not records:

@@ -20,12 +20,15 @@ from kraft.log.batch import (
     ATTRIBUTES_POS,
     CONTROL_FLAG,
     HEADER_SIZE,
+    MAGIC_V2,
     MAX_DECOMPRESSED_BYTES,
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_FLAG,
     TRANSACTIONAL_FLAG,
+    BatchColumns,
     BatchHeader,
     Record,
+    columns_of,
     compute_crc,
     decode_records as decode_kraft_records,
     encode_batch as encode_kraft_batch,
@@ -40,7 +43,6 @@ from kraft.log.errors import (
     RecordTooLargeError,
 )
 
-MAGIC_V2 = 2
 # Kafka's message.timestamp.before.max.ms / after.max.ms defaults (Kafka 4.0: KIP-1030)
 TIMESTAMP_BEFORE_MAX_MS = LONG_MAX
 TIMESTAMP_AFTER_MAX_MS = 3_600_000
@@ -185,22 +187,24 @@ def _rows(
     return _decode_rows(codec.decompress(header.compression_code, body, max_bytes), header.record_count)
 
 
+def decode_columns(
+    buf: bytes | bytearray | memoryview, pos: int = 0, max_bytes: int = MAX_DECOMPRESSED_BYTES
+) -> BatchColumns:
+    """Validates the v2 batch at `pos` and decodes it column-wise with absolute offsets and
+    timestamps (LogAppendTime: the batch's max timestamp, as Kafka's readers take it), as
+    `log.batch.decode_columns` does a kraft batch."""
+    header = validate_framing(buf, pos)
+    rows = _rows(buf, pos, header, max_bytes)
+    if not rows:
+        return BatchColumns(header, (), (), (), (), ())
+    return columns_of(header, *zip(*rows))
+
+
 def decode_records(
     buf: bytes | bytearray | memoryview, pos: int = 0, max_bytes: int = MAX_DECOMPRESSED_BYTES
 ) -> list[Record]:
-    """Validates the v2 batch at `pos` and returns its records with absolute offsets and
-    timestamps (LogAppendTime: the batch's max timestamp, as Kafka's readers take it)."""
-    header = validate_framing(buf, pos)
-    rows = _rows(buf, pos, header, max_bytes)
-    base_offset, base_timestamp = header.base_offset, header.base_timestamp
-    return [
-        Record(
-            base_offset + offset_delta,
-            header.max_timestamp if header.is_log_append_time else base_timestamp + timestamp_delta,
-            key, value, headers,
-        )
-        for offset_delta, timestamp_delta, key, value, headers in rows
-    ]
+    """Validates the v2 batch at `pos` and returns its records (see `decode_columns`)."""
+    return list(map(Record, *decode_columns(buf, pos, max_bytes)[1:]))
 
 
 # -- building batches ---------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from kraft.log import producer_replay
-from kraft.log.batch import HEADER_SIZE, BatchHeader, iter_batches, validate_batch
+from kraft.log.batch import HEADER_SIZE, BatchHeader, iter_batches, validate_stored
 from kraft.log.checkpoint import PartitionCheckpoint, ProducerStateSnapshot, fsync_dir
 from kraft.log.cleaner import CleanerStats, LogCleaner
 from kraft.log.config import LogConfig
@@ -230,7 +230,7 @@ class PartitionLog:
         without writing anything. `coordinator`: a coordinator writes for a producer (no
         sequences, `ProducerStateManager.check_batches`)."""
         with self._lock:
-            validated = self._validator.validate_for_leader(batches)
+            validated = self._validator.validate_for_leader(batches, now_ms)
             latest = self.leader_epoch_cache.latest_epoch
             if latest is not None and leader_epoch < latest:
                 raise ValueError(f"leader epoch {leader_epoch} is below the latest epoch {latest}")
@@ -813,7 +813,7 @@ def _checked_batches(
                 )
             if pos + header.size_in_bytes > len(data):
                 break  # the header after the read: only its order is checked
-            validate_batch(data, pos)
+            validate_stored(data, pos)
         except CorruptRecordError:
             if previous is not None:
                 yield previous

@@ -16,19 +16,21 @@ once it holds an entry: the partition log appends them, and repairs it after rec
 from __future__ import annotations
 
 import os
+import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 from kraft.log.batch import (
-    HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, Record, decode_records, validate_batch,
+    HEADER_SIZE, LOG_OVERHEAD, STORED_MAGICS, BatchHeader, Record, validate_stored,
 )
 from kraft.log import fault_injection
 from kraft.log.config import INT_MAX, LogConfig
 from kraft.log.errors import CorruptRecordError
 from kraft.log.file_cache import OPEN_FILES, CachedFile
 from kraft.log.index import OffsetIndex, TimeIndex
+from kraft.log.records import decode_records
 from kraft.log.scan import BadOffsetsError, CorruptRange, Frame, scan
 from kraft.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
@@ -40,7 +42,7 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 _SCAN_CHUNK = 16 * 1024  # header scans read this much at a time (index entries are ~4 KiB apart)
 _MAGIC_POS = 16  # where the magic byte sits in a batch header
-_MAGIC_BYTE = bytes((MAGIC,))
+_MAGIC_BYTES = re.compile(b"[" + re.escape(bytes(STORED_MAGICS)) + b"]")  # resync candidates
 _LENGTH = struct.Struct(">i")  # batch_length, after the base offset
 _LENGTH_POS = 8
 
@@ -247,8 +249,8 @@ class LogSegment:
     def _check_header(self, header: BatchHeader, position: int, expected: int, exact: bool) -> None:
         if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or position + header.size_in_bytes > self.size:
             problem = f"bad batch length {header.batch_length}"
-        elif header.magic != MAGIC:
-            problem = f"magic {header.magic}, expected {MAGIC}"
+        elif header.magic not in STORED_MAGICS:
+            problem = f"magic {header.magic}, expected {' or '.join(map(str, STORED_MAGICS))}"
         elif header.base_offset != expected if exact else header.base_offset < expected:
             problem = (f"base offset {header.base_offset} out of order (expected "
                        f"{'' if exact else 'at least '}{expected})")
@@ -529,7 +531,7 @@ class BatchFraming:
         return LOG_OVERHEAD + _LENGTH.unpack_from(buf, off + _LENGTH_POS)[0]
 
     def check(self, buf: bytes, off: int, position: int, expected: int) -> Frame:
-        header = validate_batch(buf, off)
+        header = validate_stored(buf, off)
         if header.last_offset_delta < max(0, header.record_count - 1):
             raise CorruptRecordError(f"batch at offset {header.base_offset} has last_offset_delta "
                                      f"{header.last_offset_delta} for {header.record_count} records")
@@ -549,10 +551,10 @@ class BatchFraming:
         return Frame(position, header.size_in_bytes, header.base_offset, header.next_offset, header)
 
     def candidates(self, buf: bytes, stop: int) -> Iterator[int]:
-        i = buf.find(_MAGIC_BYTE, _MAGIC_POS)
-        while 0 <= i and i - _MAGIC_POS < stop:
-            yield i - _MAGIC_POS
-            i = buf.find(_MAGIC_BYTE, i + 1)
+        for match in _MAGIC_BYTES.finditer(buf, _MAGIC_POS):
+            if match.start() - _MAGIC_POS >= stop:
+                return
+            yield match.start() - _MAGIC_POS
 
     def plausible(self, buf: bytes, off: int, expected: int, room: int) -> bool:
         header = BatchHeader.parse(buf, off)

@@ -1,6 +1,12 @@
 """LogValidator: checks every batch of an incoming blob before anything is appended, then stamps it.
 
-One place for Kafka's LogValidator rules: framing and CRC (`validate_batch`), batch size against
+A blob may mix kraft's batches and Kafka's RecordBatch v2 (magic 2): both are stored as sent, and
+this is where the rules dispatch on the magic. A producer's v2 batch gets Kafka's LogValidator
+for magic 2 (`kafka_batch.validate_for_append`: every record parsed, offset deltas, keys on
+compacted topics, CreateTime within message.timestamp.before/after.max.ms, the header's max
+timestamp corrected) after the header rules both formats share; a kraft batch gets those below.
+
+One place for Kafka's LogValidator rules: framing and CRC (`validate_stored`), batch size against
 max.message.bytes, record count and offset deltas, supported compression, no control batches
 from producers (transaction markers are the leader's, `log/control.py`; a replicated one must hold
 a readable marker), keys on compacted topics. A request is all-or-nothing: the first bad
@@ -18,11 +24,14 @@ check on compacted topics.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Sequence
 
+from kraft.log import kafka_batch
 from kraft.log.batch import (
     COMPRESSION_CODES,
+    MAGIC_V2,
     NO_TIMESTAMP,
     BatchHeader,
     decode_records,
@@ -31,7 +40,7 @@ from kraft.log.batch import (
     recompress,
     set_log_append_time,
     stamp,
-    validate_batch,
+    validate_stored,
 )
 from kraft.log.config import LogConfig
 from kraft.log.control import read_marker
@@ -89,10 +98,14 @@ class LogValidator:
     def __init__(self, config: LogConfig) -> None:
         self.config = config
 
-    def validate_for_leader(self, data: bytes | bytearray | memoryview) -> ValidatedBatches:
+    def validate_for_leader(
+        self, data: bytes | bytearray | memoryview, now_ms: int | None = None
+    ) -> ValidatedBatches:
         """Producer batches: every rule, including last_offset_delta == record_count - 1; then
-        each batch not already in the topic's compression.type is recompressed to it."""
-        validated = self._validate(data, from_producer=True)
+        each batch not already in the topic's compression.type is recompressed to it. `now_ms`
+        (default: the clock) bounds v2 batches' CreateTime timestamps."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        validated = self._validate(data, from_producer=True, now_ms=now)
         target = self.config.target_compression
         if target is None or all(h.compression == target for _, h in validated.batches):
             return validated  # the fast path: stored byte for byte as the producer sent it
@@ -154,7 +167,9 @@ class LogValidator:
                 f"{self.config.max_message_bytes}"
             )
 
-    def _validate(self, data: bytes | bytearray | memoryview, from_producer: bool) -> ValidatedBatches:
+    def _validate(
+        self, data: bytes | bytearray | memoryview, from_producer: bool, now_ms: int = 0
+    ) -> ValidatedBatches:
         """A producer's batches are stamped in place later: a writable buffer (a bytearray, or
         a writable memoryview of one: the request body) is taken over as it is, anything else
         copied once. A follower's batches are stored as they are."""
@@ -162,21 +177,26 @@ class LogValidator:
             raise InvalidRecordError("no record batches in the request")
         buf = data if not from_producer or _writable(data) else bytearray(data)
         batches = []
-        record_count = 0
-        max_timestamp = -1
+        changed: dict[int, bytes | bytearray | memoryview] = {}  # position -> the v2 batch to store instead
         end = 0
         for pos, _ in iter_batches(buf):
-            header = validate_batch(buf, pos)
+            header = validate_stored(buf, pos)
             self._check_batch(buf, pos, header, from_producer)
-            batches.append((pos, header))
-            record_count += header.record_count
-            max_timestamp = max(max_timestamp, header.max_timestamp)
             end = pos + header.size_in_bytes
+            if from_producer and header.magic == MAGIC_V2:
+                view = memoryview(buf)[pos:end]
+                checked = kafka_batch.validate_for_append(view, self.config, now_ms)
+                if checked is not view:
+                    changed[pos] = checked
+            batches.append((pos, header))
         if end != len(buf):
             raise CorruptRecordError(
                 f"{len(buf) - end} trailing bytes after the last complete batch"
             )
-        return ValidatedBatches(buf, tuple(batches), record_count, max_timestamp)
+        if changed:
+            buf, batches = _replaced(buf, batches, changed)
+        return ValidatedBatches(buf, tuple(batches), sum(h.record_count for _, h in batches),
+                                max((h.max_timestamp for _, h in batches), default=-1))
 
     def _check_batch(self, buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, from_producer: bool) -> None:
         self._check_size(header)
@@ -212,7 +232,26 @@ class LogValidator:
             raise InvalidTimestampError(
                 f"batch at position {pos} has a negative timestamp other than {NO_TIMESTAMP}"
             )
-        if from_producer and self.config.compact:
+        if from_producer and self.config.compact and header.magic != MAGIC_V2:  # v2: validate_for_append
             # Kafka rejects keyless records on compacted topics; only these topics pay a decode.
             if any(r.key is None for r in decode_records(buf, pos)):
                 raise InvalidRecordError("compacted topic cannot accept a record without a key")
+
+
+def _replaced(
+    buf: bytes | bytearray | memoryview,
+    batches: list[tuple[int, BatchHeader]],
+    changed: dict[int, bytes | bytearray | memoryview],
+) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
+    """The blob with the batches at the `changed` positions swapped for their replacements."""
+    out = bytearray()
+    placed = []
+    for pos, header in batches:
+        batch = changed.get(pos)
+        if batch is None:
+            batch = buf[pos:pos + header.size_in_bytes]
+        else:
+            header = BatchHeader.parse(batch)
+        placed.append((len(out), header))
+        out += batch
+    return out, placed

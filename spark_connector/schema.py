@@ -25,7 +25,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kraft.log.batch import decode_columns
+from kraft.log.records import decode_columns
 from kraft.log.errors import CorruptRecordError
 
 TIMESTAMP_TYPE_CREATE_TIME = 0
@@ -57,7 +57,7 @@ def arrow_schema(schema: StructType) -> pa.Schema:
 
 class ColumnBuilder:
     """Accumulates the records of one topic-partition column-wise, batch by batch (with
-    `kraft.log.batch.decode_columns`, compressed or not), then builds one Arrow batch from whole
+    `kraft.log.records.decode_columns`, compressed or not), then builds one Arrow batch from whole
     columns."""
 
     def __init__(self, topic: str, partition: int, schema: pa.Schema) -> None:

@@ -16,7 +16,7 @@ from itertools import islice, repeat
 from typing import Any, Iterable
 
 from kraft.api.client.types import ConsumerRecord, TopicPartition
-from kraft.log.batch import decode_columns
+from kraft.log.records import decode_columns
 from kraft.log.isolation import readable_batches
 
 READ_UNCOMMITTED = "read_uncommitted"

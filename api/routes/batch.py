@@ -21,7 +21,7 @@ from kraft.api.messages.common import READ_COMMITTED, Node
 from kraft.api.routes.services import context_of, services_of
 from kraft.api.throttle import hold_back
 from kraft.api.wire import read_message, render
-from kraft.log.batch import validate_batch
+from kraft.log.batch import validate_stored
 from kraft.log.errors import LogError
 from kraft.server import record_apis
 from kraft.server.records import NO_REPLICA, FetchEntry, FetchPartitionResult, ProduceEntry
@@ -38,7 +38,7 @@ def _check_batches(records: bytes, index: int) -> None:
     view = memoryview(records)
     while pos < len(records):
         try:
-            pos += validate_batch(view, pos).size_in_bytes
+            pos += validate_stored(view, pos).size_in_bytes
         except LogError as e:
             raise KraftError(e.error_code, f"{where}: {e}") from None
 

@@ -34,7 +34,8 @@ from kraft.api.messages.records import (
     RecordOut,
 )
 from kraft.api.wire import read_message, read_query, render, wants_msgpack
-from kraft.log.batch import Record, build_batch, decode_records
+from kraft.log.batch import Record, build_batch
+from kraft.log.records import decode_records
 from kraft.log.isolation import readable_batches
 from kraft.server.access import PRODUCE
 from kraft.server.metadata import TopicDescription

@@ -75,6 +75,7 @@ STRAY_SUFFIX = "-stray"  # Kafka's: a directory of another incarnation of the to
 OPEN_BATCH = 256  # new logs opened per thread hop
 ISR_CHECK_SLICE = 256  # replicas checked for ISR expiry per loop turn
 MAX_FILE_NAME = 255
+INLINE_APPEND_BYTES = 1 << 20  # a produce this large is appended in a thread (`_append`)
 
 
 def set_aside_name(name: str, suffix: str = DELETED_SUFFIX) -> str:
@@ -624,15 +625,21 @@ class ReplicaManager:
         )))
 
     async def _append(self, entry: ProduceEntry, acks: int, coordinator: bool) -> tuple[Replica, int, int, int]:
-        """Appends as leader; returns the replica, the leader epoch, the first and next offset."""
+        """Appends as leader; returns the replica, the leader epoch, the first and next offset.
+        Past INLINE_APPEND_BYTES the append runs in a thread: validating a Kafka producer's v2
+        batches parses every record (log/validator.py), seconds for a 100 MiB request."""
         return await self._append_as_leader(
             entry.topic, entry.partition, acks,
-            lambda plog, epoch: plog.append_as_leader(entry.records, epoch, now_ms(), coordinator=coordinator))
+            lambda plog, epoch: plog.append_as_leader(entry.records, epoch, now_ms(), coordinator=coordinator),
+            inline=len(entry.records) < INLINE_APPEND_BYTES)
 
     async def _append_as_leader(self, topic: str, partition: int, acks: int,
-                                write: Callable[[PartitionLog, int], Any]) -> tuple[Replica, int, int, int]:
+                                write: Callable[[PartitionLog, int], Any],
+                                inline: bool = True) -> tuple[Replica, int, int, int]:
         """`write(log, leader_epoch)` on the partition this broker leads, under its lock (a produce's
-        batches or a transaction marker); the replica, leader epoch, first and next offset."""
+        batches or a transaction marker), in a thread unless `inline` (the log is thread-safe; the
+        lock keeps the partition's appends in order); the replica, leader epoch, first and next
+        offset."""
         replica = await self._leader_replica(topic, partition)
         refused = replica.core.check_produce(acks)
         if refused is not None:
@@ -644,7 +651,8 @@ class ReplicaManager:
             leader_epoch = core.leader_state.leader_epoch
             tp = (topic, partition)
             try:
-                info = write(replica.log, leader_epoch)
+                info = (write(replica.log, leader_epoch) if inline
+                        else await asyncio.to_thread(write, replica.log, leader_epoch))
             except TxnNotVerifiedError as e:
                 if core.awaits_txn_verification(self.clock_ms()):
                     # Kafka's answer while the coordinator cannot tell yet: its clients retry it
@@ -664,6 +672,11 @@ class ReplicaManager:
                               "until a write succeeds", topic, partition, e)
                 raise KraftError("KAFKA_STORAGE_ERROR",
                                  f"{topic}-{partition}: cannot write the log: {e}") from e
+            if not inline and (replica.core is not core or core.leader_state is None
+                               or core.leader_state.leader_epoch != leader_epoch):
+                # deposed while the thread appended: the batches wait for the new leader's
+                # truncation, unanswered (the producer retries), as any write past the HW would
+                raise self._not_here(topic, partition)
             if tp in self._unwritable:
                 self._unwritable.discard(tp)
                 log.warning("%s-%d: the log is writable again", topic, partition)

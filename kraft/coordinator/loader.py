@@ -21,7 +21,8 @@ from kraft.errors import KraftError
 from kraft.server.records import FetchPartitionResult
 from kraft.coordinator.partition_writer import PartitionWriter
 from kraft.coordinator.result import CoordinatorRecord, CoordinatorShard
-from kraft.log.batch import decode_records, iter_batches
+from kraft.log.batch import iter_batches
+from kraft.log.records import decode_records
 from kraft.log.control import read_marker
 
 log = logging.getLogger("kraft.coordinator")

@@ -1,6 +1,6 @@
-"""Produce (key 0), v3 and later (v2 record batches, magic 2): each partition's batches are
-checked (framing, magic, CRC) and handed to the Produce service as the log's batches
-(kraft/kafka/apis/batches.py). As Kafka answers: a topic the principal may not Write gets TOPIC_AUTHORIZATION_FAILED
+"""Produce (key 0), v3 and later (v2 record batches, magic 2): each partition's batches go to the
+Produce service as they are, to be stored as sent (the log's validator applies Kafka's
+LogValidator rules for magic 2: log/validator.py). As Kafka answers: a topic the principal may not Write gets TOPIC_AUTHORIZATION_FAILED
 on its partitions, a partition whose batches do not check out gets its error, and the others are
 appended; acks=0 is answered with nothing (the client expects no answer). A transactional produce
 (a transactional id: its batches carry the transactional bit, producer id and epoch, checked by
@@ -16,7 +16,6 @@ from typing import Any
 
 from kraft.errors import KraftError
 from kraft.kafka.apis.common import Api, as_ms, code, entity, error_of, ms, nested, response_of
-from kraft.kafka.apis.batches import to_log_all
 from kraft.metadata.acl import TOPIC
 from kraft.server.access import NAMED, PRODUCE, rule_of
 from kraft.server.record_apis import transactional_refusal
@@ -52,11 +51,11 @@ def produce(services: BrokerServices) -> Any:
                 else:
                     allowed.append((topic.name, p))
         by_topic: dict[str, list[ProduceEntry]] = {}
-        for (name, p), records in zip(allowed, await to_log_all([p.records for _, p in allowed])):
-            if isinstance(records, KraftError):
-                answers[(name, p.index)] = _failed(name, p.index, records.error_code, records.message)
+        for name, p in allowed:
+            if not p.records:
+                answers[(name, p.index)] = _failed(name, p.index, "INVALID_RECORD", "no record batch")
             else:
-                by_topic.setdefault(name, []).append(ProduceEntry(name, p.index, records))
+                by_topic.setdefault(name, []).append(ProduceEntry(name, p.index, p.records))
         # one call per topic: a topic's failure as a whole (unknown, not creatable) is its partitions'
         calls = list(by_topic.items())
         outcomes = await asyncio.gather(*(services.records.produce(ctx, entries, acks, timeout_ms, tid)

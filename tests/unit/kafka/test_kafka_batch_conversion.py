@@ -1,7 +1,7 @@
-"""The Kafka listener's Produce and Fetch handlers convert a large request's batches (v2 <->
-kraft, every record decoded and re-encoded) in a thread, leaving the event loop free: a 100 MiB
-produce held it for seconds. Over the real handlers and authorization, with a records service
-below them that keeps what it was given."""
+"""The Kafka listener's Produce handler hands a producer's v2 batches to the log as sent (no
+conversion); Fetch serves stored v2 batches as they are and converts a large answer's kraft
+batches (every record decoded and re-encoded) in a thread, leaving the event loop free. Over the
+real handlers and authorization, with a records service below them that keeps what it was given."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from kraft.kafka.apis.batches import INLINE_BYTES, to_client, to_log
+from kraft.kafka.apis.batches import INLINE_BYTES, to_client
 from kraft.kafka.apis.fetch_api import fetch
 from kraft.kafka.apis.produce_api import produce
 from kraft.kafka.entities import build
@@ -30,6 +30,7 @@ PARTITIONS = 4
 # each partition's batch is bigger than INLINE_BYTES: the conversion takes many loop turns
 BATCH = kafka_batch.build_batch([(None, os.urandom(1000), (), 1_700_000_000_000)
                                  for _ in range(INLINE_BYTES // 1000 + 1)])
+KRAFT_BATCH = kafka_batch.to_kraft(BATCH)  # the same records written over HTTP
 
 
 class LoopTurns:
@@ -45,8 +46,9 @@ class LoopTurns:
 
 
 class Records:
-    def __init__(self, loop_turns: LoopTurns) -> None:
+    def __init__(self, loop_turns: LoopTurns, stored: bytes = KRAFT_BATCH) -> None:
         self.loop_turns = loop_turns
+        self.stored = stored
         self.appended: list[ProduceEntry] = []
         self.turns_when_called = -1
 
@@ -57,7 +59,7 @@ class Records:
         return ProduceResult([ProducePartitionResult(e.topic, e.partition, 0, 0) for e in entries], 0)
 
     async def fetch(self, ctx: RequestContext, request: FetchRequest) -> FetchResult:
-        stored = to_log(BATCH)
+        stored = self.stored
         self.turns_when_called = self.loop_turns.turns  # the conversion comes after
         return FetchResult([FetchPartitionResult(e.topic, e.partition, 1, 0, 1, stored)
                             for e in request.entries], 0)
@@ -83,25 +85,38 @@ async def _counting_loop_turns(records: Records, call: Any) -> Any:
         counter.cancel()
 
 
-async def test_a_large_produce_is_converted_off_the_event_loop() -> None:
+async def test_a_produce_hands_the_producers_batches_to_the_log_as_sent() -> None:
     records = Records(LoopTurns())
     request = build(load_request_schema(0, 9), {
         "transactional_id": None, "acks": -1, "timeout": 1000,
         "topic_data": [{"name": "t", "partition_data": [{"index": p, "records": BATCH} for p in range(PARTITIONS)]}]})
     answer = await _counting_loop_turns(records, produce(_services(records))(CTX.for_api("Produce", 9), request))
     assert [p.error_code for t in answer.responses for p in t.partition_responses] == [ErrorCode.none] * PARTITIONS
-    assert [e.records for e in records.appended] == [to_log(BATCH)] * PARTITIONS
-    assert records.turns_when_called > 1  # the loop served others while the batches were converted
+    assert [e.records for e in records.appended] == [BATCH] * PARTITIONS
 
 
-async def test_a_large_fetch_answer_is_converted_off_the_event_loop() -> None:
-    records = Records(LoopTurns())
-    request = build(load_request_schema(1, 12), {
+def _fetch_request() -> Any:
+    return build(load_request_schema(1, 12), {
         "replica_id": -1, "max_wait": datetime.timedelta(0), "min_bytes": 1, "max_bytes": 2**31 - 1,
         "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": (),
         "topics": [{"topic": "t", "partitions": [{
             "partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
             "log_start_offset": -1, "partition_max_bytes": 1 << 24} for p in range(PARTITIONS)]}]})
-    answer = await _counting_loop_turns(records, fetch(_services(records))(CTX.for_api("Fetch", 12), request))
-    assert [p.records for t in answer.responses for p in t.partitions] == [to_client(to_log(BATCH))] * PARTITIONS
+
+
+async def test_a_fetch_serves_stored_v2_batches_as_they_are() -> None:
+    records = Records(LoopTurns(), stored=BATCH + KRAFT_BATCH[:100])  # a cut trailing batch is left out
+    answer = await fetch(_services(records))(CTX.for_api("Fetch", 12), _fetch_request())
+    assert [p.records for t in answer.responses for p in t.partitions] == [BATCH] * PARTITIONS
+    assert to_client(BATCH) is BATCH  # not even copied
+
+
+def test_a_mixed_answer_converts_only_the_kraft_batches() -> None:
+    assert to_client(BATCH + KRAFT_BATCH + BATCH) == BATCH * 3
+
+
+async def test_a_large_fetch_answer_is_converted_off_the_event_loop() -> None:
+    records = Records(LoopTurns())
+    answer = await _counting_loop_turns(records, fetch(_services(records))(CTX.for_api("Fetch", 12), _fetch_request()))
+    assert [p.records for t in answer.responses for p in t.partitions] == [BATCH] * PARTITIONS
     assert records.loop_turns.turns > records.turns_when_called + 1  # others ran while it was converted

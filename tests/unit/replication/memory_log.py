@@ -96,7 +96,7 @@ class MemoryLog:
 
     def append_as_leader(self, batches: bytes, leader_epoch: int, now_ms: int) -> LogAppendInfo:
         validator = LogValidator(self.config)
-        validated = validator.validate_for_leader(batches)
+        validated = validator.validate_for_leader(batches, now_ms)
         latest = self.leader_epoch_cache.latest_epoch
         if latest is not None and leader_epoch < latest:
             raise ValueError(f"leader epoch {leader_epoch} is below the latest epoch {latest}")
