@@ -252,6 +252,7 @@ def build_batch(
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    transactional: bool = False,
 ) -> bytes:
     """A producer's v2 batch from `(key, value, headers, timestamp_ms)` tuples, as
     `log.batch.build_batch` builds kraft's."""
@@ -260,6 +261,7 @@ def build_batch(
          for i, (key, value, headers, ts) in enumerate(records)],
         base_offset=base_offset, compression=compression, producer_id=producer_id,
         producer_epoch=producer_epoch, base_sequence=base_sequence,
+        attributes=TRANSACTIONAL_FLAG if transactional else 0,
     )
 
 

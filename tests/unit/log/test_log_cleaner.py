@@ -5,16 +5,31 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraft.log.batch import build_batch
+from kraft.log import kafka_batch
+from kraft.log.batch import build_batch, iter_batches
 from log_testing import all_records, make_batch
 
 COMPACT = dict(cleanup_policy="compact", segment_bytes=400, index_interval_bytes=50)
 
 
-def _produce(log, entries: list[tuple[bytes, bytes | None]], ts: int = 0, per_batch: int = 3) -> None:
-    for i in range(0, len(entries), per_batch):
+def _produce(log, entries: list[tuple[bytes, bytes | None]], ts: int = 0, per_batch: int = 3,
+             v2: list[bool] | None = None) -> None:
+    """Batches of `per_batch` entries; the i-th a Kafka producer's v2 batch where `v2[i]` says
+    so (cycled), else kraft's."""
+    for n, i in enumerate(range(0, len(entries), per_batch)):
         chunk = entries[i : i + per_batch]
-        log.append_as_leader(build_batch([(k, v, None, ts) for k, v in chunk]), 0, 0)
+        build = kafka_batch.build_batch if v2 and v2[n % len(v2)] else build_batch
+        log.append_as_leader(build([(k, v, None, ts) for k, v in chunk]), 0, 0)
+
+
+def _magics(log) -> dict[int, int]:
+    """Base offset -> magic of every batch in the log."""
+    magics, offset = {}, log.log_start_offset
+    while offset < log.log_end_offset:
+        chunk = log.read(offset, 10**6)
+        magics.update((h.base_offset, h.magic) for _, h in iter_batches(chunk.records))
+        offset = chunk.next_offset
+    return magics
 
 
 def _everything(log) -> list:
@@ -33,8 +48,11 @@ def _everything(log) -> list:
         min_size=1, max_size=60,
     ),
     drop_tombstones=st.booleans(),
+    v2=st.lists(st.booleans(), min_size=1, max_size=8),
 )
-def test_last_value_per_key_survives(tmp_path_factory, entries, drop_tombstones) -> None:
+def test_last_value_per_key_survives(tmp_path_factory, entries, drop_tombstones, v2) -> None:
+    """On a log written through both APIs (kraft's batches and Kafka's v2 ones, `v2`), each
+    rewritten batch keeping its own format."""
     from kraft.log.config import LogConfig
     from kraft.log.partition_log import PartitionLog
 
@@ -44,9 +62,10 @@ def test_last_value_per_key_survives(tmp_path_factory, entries, drop_tombstones)
         0,
     )
     try:
-        _produce(log, entries)
+        _produce(log, entries, v2=v2)
         log.high_watermark = log.log_end_offset
         before = _everything(log)
+        magics = _magics(log)
         active_base = log.segments[-1].base_offset
         log.compact(now_ms=10)
         after = _everything(log)
@@ -60,6 +79,7 @@ def test_last_value_per_key_survives(tmp_path_factory, entries, drop_tombstones)
         )
         assert [r for r in after if r.offset < active_base] == expected
         assert log.log_end_offset == len(entries)
+        assert _magics(log).items() <= magics.items()  # a kept batch keeps its base offset and format
         # the compacted log reopens cleanly and still serves the same records
         log.close()
         again = PartitionLog.open(log.directory, log.config, 0)
@@ -94,7 +114,7 @@ def test_compacted_batches_replicate_to_a_follower(open_log, tmp_path) -> None:
     from kraft.log.partition_log import PartitionLog
 
     leader = open_log(**COMPACT)
-    _produce(leader, [(b"k%d" % (i % 3), b"v%d" % i) for i in range(30)])
+    _produce(leader, [(b"k%d" % (i % 3), b"v%d" % i) for i in range(30)], v2=[True, False])
     leader.high_watermark = leader.log_end_offset
     leader.compact(now_ms=10)
     follower = PartitionLog.open(tmp_path / "f-0", LogConfig(**COMPACT), 0)

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraft.log.batch import iter_batches
+from kraft.log.batch import STORED_MAGICS, iter_batches
 from kraft.log.checkpoint import PARTITION_CHECKPOINT
 from kraft.log.config import LogConfig
 from kraft.log.errors import CorruptRecordError
@@ -20,11 +20,12 @@ CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=64)
 
 
 def _write_log(directory: Path, sizes: list[int]) -> list[tuple[int, int, int, bytes]]:
-    """Appends one batch per size and 'crashes' (closes files, no checkpoint). Returns, per
-    batch, (segment base offset, position in segment, next offset, stored bytes)."""
+    """Appends one batch per size, kraft's and Kafka's v2 in turn (a log written through both
+    APIs), and 'crashes' (closes files, no checkpoint). Returns, per batch, (segment base offset,
+    position in segment, next offset, stored bytes)."""
     log = PartitionLog.open(directory, CONFIG, 0)
     for i, size in enumerate(sizes):
-        log.append_as_leader(make_batch(1 + i % 3, size=size, ts=i), 1 + i // 4, 0)
+        log.append_as_leader(make_batch(1 + i % 3, size=size, ts=i, v2=i % 2 == 1), 1 + i // 4, 0)
     stored = []
     for segment in log.segments:
         data = segment.read(0, segment.size)
@@ -90,7 +91,12 @@ def test_recovery_serves_exactly_the_intact_batches(tmp_path_factory, sizes, vic
         # any byte except base_offset and partition_leader_epoch (outside the CRC by design)
         batch = in_segment[where % len(in_segment)]
         covered = [i for i in range(len(batch[3])) if not (i < 8 or 12 <= i < 16)]
-        data[batch[1] + covered[(where // len(in_segment)) % len(covered)]] ^= flip
+        at = covered[(where // len(in_segment)) % len(covered)]
+        if at == 16 and batch[3][16] ^ flip in STORED_MAGICS:
+            # the magic byte is outside the CRC (as Kafka's): one stored format flipped into the
+            # other is found when the records are decoded, not by recovery (docs/internals.md)
+            flip ^= 0x80
+        data[batch[1] + at] ^= flip
         path.write_bytes(bytes(data))
         lost = [batch]
     intact = [s for s in stored if s not in lost]

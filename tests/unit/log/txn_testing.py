@@ -1,5 +1,5 @@
 """A seeded transactional workload for the storage tests: plain and transactional batches of a few
-producers, COMMIT and ABORT markers, high-watermark moves and checkpoints, against a PartitionLog,
+producers (kraft's and Kafka's v2 at random: a log written through both APIs), COMMIT and ABORT markers, high-watermark moves and checkpoints, against a PartitionLog,
 with the oracle of what read_committed must show (imported by the test modules of this folder)."""
 
 from __future__ import annotations
@@ -7,9 +7,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from kraft.log.batch import build_batch, decode_records
+from kraft.log import kafka_batch
+from kraft.log.batch import build_batch
 from kraft.log.isolation import readable_batches
 from kraft.log.partition_log import PartitionLog
+from kraft.log.records import decode_records
 
 LEADER_EPOCH = 0
 
@@ -26,9 +28,11 @@ class Producer:
 
 
 def transactional_batch(producer_id: int, sequence: int, values: list[bytes], epoch: int = 0,
-                        transactional: bool = True, key: bytes | None = None) -> bytes:
-    return build_batch([(key, v, None, 1_000) for v in values], producer_id=producer_id,
-                       producer_epoch=epoch, base_sequence=sequence, transactional=transactional)
+                        transactional: bool = True, key: bytes | None = None, v2: bool = False) -> bytes:
+    """kraft's batch, or with `v2` a Kafka producer's."""
+    return (kafka_batch.build_batch if v2 else build_batch)(
+        [(key, v, None, 1_000) for v in values], producer_id=producer_id, producer_epoch=epoch,
+        base_sequence=sequence, transactional=transactional)
 
 
 class TxnWorkload:
@@ -55,8 +59,8 @@ class TxnWorkload:
         producer = rng.choice(self.producers)
         if roll < 0.15:
             values = [self._value() for _ in range(rng.randint(1, 3))]
-            info = log.append_as_leader(build_batch([(None, v, None, 1_000) for v in values]),
-                                        LEADER_EPOCH, 1_000)
+            build = kafka_batch.build_batch if rng.random() < 0.5 else build_batch
+            info = log.append_as_leader(build([(None, v, None, 1_000) for v in values]), LEADER_EPOCH, 1_000)
             self._placed(values, info.first_offset)
             self.committed.update(values)
         elif roll < 0.6:
@@ -64,7 +68,8 @@ class TxnWorkload:
                 log.verify_transaction(producer.producer_id, 0)
             values = [self._value() for _ in range(rng.randint(1, 3))]
             info = log.append_as_leader(
-                transactional_batch(producer.producer_id, producer.sequence, values), LEADER_EPOCH, 1_000)
+                transactional_batch(producer.producer_id, producer.sequence, values, v2=rng.random() < 0.5),
+                LEADER_EPOCH, 1_000)
             producer.sequence += len(values)
             producer.open_values += values
             self._placed(values, info.first_offset)
