@@ -77,7 +77,7 @@ def _write_varint(out: bytearray, value: int, bounds: tuple[int, int] = _INT32) 
     out.append(n)
 
 
-def _read_varint(buf: memoryview, pos: int, end: int, max_bytes: int = 5) -> tuple[int, int]:
+def _read_varint(buf: bytes, pos: int, end: int, max_bytes: int = 5) -> tuple[int, int]:
     result = shift = 0
     for i in range(pos, min(end, pos + max_bytes)):
         byte = buf[i]
@@ -90,17 +90,17 @@ def _read_varint(buf: memoryview, pos: int, end: int, max_bytes: int = 5) -> tup
     raise CorruptRecordError(f"varint longer than {max_bytes} bytes")
 
 
-def _read_varlong(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
-    return _read_varint(buf, pos, end, 10)
-
-
-def _read_bytes(buf: memoryview, pos: int, end: int) -> tuple[bytes | None, int]:
-    length, pos = _read_varint(buf, pos, end)
+def _read_bytes(buf: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
+    b = buf[pos] if pos < end else 0x80  # one-byte lengths inline; the rest (and a cut) below
+    if b < 0x80:
+        length, pos = (b >> 1) ^ -(b & 1), pos + 1
+    else:
+        length, pos = _read_varint(buf, pos, end)
     if length == -1:
         return None, pos
     if length < 0 or pos + length > end:
         raise CorruptRecordError(f"record field of length {length} does not fit its record")
-    return bytes(buf[pos:pos + length]), pos + length
+    return buf[pos:pos + length], pos + length
 
 
 def _write_bytes(out: bytearray, data: bytes | None) -> None:
@@ -140,42 +140,74 @@ def encode_records(
 def _decode_rows(
     payload: bytes | bytearray | memoryview, count: int
 ) -> list[tuple[int, int, bytes | None, bytes | None, Headers]]:
-    """Parses exactly `count` records filling `payload` (strict: every length must agree)."""
-    view = memoryview(payload)
-    end = len(view)
+    """Parses exactly `count` records filling `payload` (strict: every length must agree).
+
+    Every record a Kafka producer sends is parsed here (validation, and the Python client's
+    decoding), so one-byte varints, the common case, are read inline; a field that runs past its
+    record shows as a record whose fields do not end where its length says."""
+    data = bytes(payload)
+    end = len(data)
     rows = []
     pos = 0
-    for index in range(count):
-        if pos == end:
-            raise CorruptRecordError(f"batch declares {count} records but holds {index}")
-        length, pos = _read_varint(view, pos, end)
-        record_end = pos + length
-        if length < 0 or record_end > end:
-            raise CorruptRecordError(f"record of length {length} overruns the batch")
-        pos += 1  # attributes
-        timestamp_delta, pos = _read_varlong(view, pos, record_end)
-        offset_delta, pos = _read_varint(view, pos, record_end)
-        key, pos = _read_bytes(view, pos, record_end)
-        value, pos = _read_bytes(view, pos, record_end)
-        header_count, pos = _read_varint(view, pos, record_end)
-        if header_count < 0:
-            raise CorruptRecordError(f"negative header count {header_count}")
-        headers = []
-        for _ in range(header_count):
-            name, pos = _read_bytes(view, pos, record_end)
-            if name is None:
-                raise CorruptRecordError("record header with a null key")
-            header_value, pos = _read_bytes(view, pos, record_end)
-            try:
-                headers.append((name.decode(), header_value))
-            except UnicodeDecodeError:
-                raise CorruptRecordError("record header key is not UTF-8") from None
-        if pos != record_end:
-            raise CorruptRecordError(f"record declares {length} bytes but holds {length + pos - record_end}")
-        rows.append((offset_delta, timestamp_delta, key, value, tuple(headers)))
+    try:
+        for index in range(count):
+            if pos >= end:
+                raise CorruptRecordError(f"batch declares {count} records but holds {index}")
+            b = data[pos]
+            if b < 0x80:
+                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                length, pos = _read_varint(data, pos, end)
+            record_end = pos + length
+            if length < 0 or record_end > end:
+                raise CorruptRecordError(f"record of length {length} overruns the batch")
+            b = data[pos + 1]  # after the attributes
+            if b < 0x80:
+                timestamp_delta, pos = (b >> 1) ^ -(b & 1), pos + 2
+            else:
+                timestamp_delta, pos = _read_varint(data, pos + 1, record_end, 10)
+            b = data[pos]
+            if b < 0x80:
+                offset_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                offset_delta, pos = _read_varint(data, pos, record_end)
+            b = data[pos]
+            if b == 1:  # a null key, the common case
+                key, pos = None, pos + 1
+            else:
+                key, pos = _read_bytes(data, pos, record_end)
+            value, pos = _read_bytes(data, pos, record_end)
+            b = data[pos]
+            if b == 0:
+                headers: Headers = ()
+                pos += 1
+            else:
+                headers, pos = _read_headers(data, pos, record_end)
+            if pos != record_end:
+                raise CorruptRecordError(f"record declares {length} bytes but holds {length + pos - record_end}")
+            rows.append((offset_delta, timestamp_delta, key, value, headers))
+    except IndexError:
+        raise CorruptRecordError("a record ends inside a field") from None
     if pos != end:
         raise CorruptRecordError(f"batch declares {count} records but has {end - pos} bytes after them")
     return rows
+
+
+def _read_headers(data: bytes, pos: int, end: int) -> tuple[Headers, int]:
+    header_count, pos = _read_varint(data, pos, end)
+    if header_count < 0:
+        raise CorruptRecordError(f"negative header count {header_count}")
+    headers = []
+    for _ in range(header_count):
+        name, pos = _read_bytes(data, pos, end)
+        if name is None:
+            raise CorruptRecordError("record header with a null key")
+        header_value, pos = _read_bytes(data, pos, end)
+        try:
+            headers.append((name.decode(), header_value))
+        except UnicodeDecodeError:
+            raise CorruptRecordError("record header key is not UTF-8") from None
+    return tuple(headers), pos
 
 
 def _rows(

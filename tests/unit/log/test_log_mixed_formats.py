@@ -4,6 +4,8 @@ needs changing), one decoder reads either (`log/records.py`), any other magic is
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,7 +14,7 @@ from kraft.api.client.fetcher import records_from_batches
 from kraft.log import kafka_batch
 from kraft.log.batch import MAGIC, BatchHeader, Record, build_batch, iter_batches
 from kraft.log.config import LogConfig
-from kraft.log.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError
+from kraft.log.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError, LogError
 from kraft.log.records import decode_columns, decode_records
 from kraft.log.validator import LogValidator
 from log_testing import all_records, make_batch
@@ -105,3 +107,27 @@ def test_either_format_decodes_to_the_same_records(batches) -> None:
     records, next_offset = records_from_batches(("t", 0), data, 0)
     assert [(r.offset, r.key, r.value) for r in records] == [(o, k, v) for o, _, k, v, _ in expected]
     assert next_offset == offset
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=_records, where=st.integers(0, 10**6), value=st.integers(0, 255), count_delta=st.integers(-1, 1))
+def test_a_damaged_v2_records_section_under_a_valid_crc_is_corrupt_never_a_crash(rows, where, value, count_delta) -> None:
+    """The v2 parser reads one-byte varints inline: a records section with any byte changed (its
+    CRC made valid again, as a buggy producer would send it) decodes or is CORRUPT_MESSAGE."""
+    from dataclasses import replace
+
+    from kraft.log.batch import HEADER_SIZE, reframe
+
+    data = kafka_batch.build_batch([(k, v, tuple(h), ts) for k, v, h, ts in rows])
+    header = kafka_batch.validate_framing(data)
+    payload = bytearray(data[HEADER_SIZE:])
+    payload[where % len(payload)] = value
+    count = max(0, header.record_count + count_delta)
+    damaged = reframe(replace(header, record_count=count), payload, 0)
+    try:
+        decode_records(damaged)
+    except CorruptRecordError:
+        pass
+    with pytest.raises(LogError) if count_delta else suppress(LogError):  # a wrong count never passes
+        LogValidator(LogConfig()).validate_for_leader(damaged, NOW)
+
