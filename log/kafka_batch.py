@@ -78,6 +78,12 @@ def _write_varint(out: bytearray, value: int, bounds: tuple[int, int] = _INT32) 
 
 
 def _read_varint(buf: bytes, pos: int, end: int, max_bytes: int = 5) -> tuple[int, int]:
+    if pos + 1 < end and buf[pos + 1] < 0x80:  # at most two bytes: record and value lengths
+        result = buf[pos]
+        if result & 0x80:
+            result = (result & 0x7F) | (buf[pos + 1] << 7)
+            return (result >> 1) ^ -(result & 1), pos + 2
+        return (result >> 1) ^ -(result & 1), pos + 1
     result = shift = 0
     for i in range(pos, min(end, pos + max_bytes)):
         byte = buf[i]
