@@ -125,6 +125,9 @@ BLOCKS: dict[tuple[str, str], Skip | Run] = {
     ("docs/benchmarks.md", "kraft-bench produce --bootstrap-server $B --topic p1 --num-records 300000 \\"):
         Skip("three clients one after the other, in a doc already near DOC_TIMEOUT_S "
              "(tests/integration/test_bench_kafka_clients.py runs the same commands small)"),
+    ("docs/benchmarks.md", "kraft-bench produce --bootstrap-server $B --topic h1 --num-records 300000 --client kraft"):
+        Skip("four measurements of two clients in a doc already near DOC_TIMEOUT_S "
+             "(tests/integration/test_bench_kafka_clients.py runs produce and consume with both clients small)"),
     ("docs/benchmarks.md", "for direction in to-kraft from-kraft; do"):
         Skip("six in-memory measurements, a python start-up each, in a doc already near DOC_TIMEOUT_S "
              "(tests/unit/bench/test_convert_bench.py runs the command small)"),
