@@ -2,8 +2,8 @@
 Kafka's v2 batches as sent and kraft's HTTP producer kraft's batches, in turns, on a real 3-node
 cluster with RF 3; transactions of either client abort and commit; the leader is killed -9 (and
 later the next one, after the first came back through segment recovery). Both APIs read back
-everything acknowledged, in order (read_uncommitted and read_committed), and the replicas hold the
-same bytes."""
+everything acknowledged, in order (read_uncommitted and read_committed; the JSON route too), and
+the replicas hold the same bytes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import REPLICATION_OVERRIDES, Cluster, partition_offsets, partition_state, raw_log, wait_for
+from harness import REPLICATION_OVERRIDES, Cluster, partition_offsets, partition_state, raw_log, read_values, wait_for
 from kraft.api.client import Consumer as HttpConsumer
 from kraft.api.client import Producer as HttpProducer
 from kraft.api.client import TopicPartition as HttpTopicPartition
@@ -77,6 +77,7 @@ def test_a_partition_written_by_both_apis_survives_leader_kills_and_reads_in_ord
         assert _kafka_read(live, "read_committed", end) == committed
         assert _http_read(live_urls, "read_uncommitted", end) == written
         assert _http_read(live_urls, "read_committed", end) == committed
+        assert [v for _, v in read_values(survivors[0].url, TOPIC, 0, end)] == written  # the JSON route
 
         cluster.restart(second_leader)
         cluster.wait_full_isr([TOPIC], timeout=TIMEOUT_S)  # caught up to the high watermark, `end`

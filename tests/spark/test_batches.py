@@ -79,3 +79,16 @@ def test_take_leaves_the_builder_empty_and_sequences_go_on():
     assert count == 1
     [(pos, header)] = list(iter_batches(second))
     assert header.base_sequence == 2
+
+
+def test_a_kafka_producers_v2_batch_builds_the_same_columns():
+    """A partition a Kafka client wrote holds v2 batches as sent: the source reads them alike."""
+    from kraft.log import kafka_batch
+
+    rows = [(b"k%d" % i, b"v%d" % i, [("h", b"x")] if i % 2 else [], 1_700_000_000_000 + i) for i in range(4)]
+    builder = ColumnBuilder("t", 0, arrow_schema(source_schema(True)))
+    builder.add_batch(kafka_batch.build_batch(rows, base_offset=10), 0, 11, 14)
+    table = builder.build().to_pydict()
+    assert table["offset"] == [11, 12, 13]
+    assert table["key"] == [b"k1", b"k2", b"k3"]
+    assert table["headers"] == [[{"key": "h", "value": b"x"}], [], [{"key": "h", "value": b"x"}]]
