@@ -344,16 +344,21 @@ def validate_for_append(
         raise InvalidRecordError(f"invalid sequence number {header.base_sequence} for producer {header.producer_id}")
     codec.name(header.compression_code)  # InvalidRecordError for codes 5-7
     rows = _rows(batch, 0, header, MAX_DECOMPRESSED_BYTES)
-    max_timestamp = NO_TIMESTAMP
-    for expected, (offset_delta, timestamp_delta, key, _, _) in enumerate(rows):
-        if offset_delta != expected:
-            raise InvalidRecordError(f"record has offset delta {offset_delta}, expected {expected}")
-        if key is None and config.compact:
-            raise InvalidRecordError("compacted topic cannot accept a record without a key")
-        timestamp = header.base_timestamp + timestamp_delta
-        if not config.log_append_time:
+    # the per-record rules column-wise, at C speed (every produced record passes here)
+    offset_deltas, timestamp_deltas, keys, _, _ = zip(*rows)
+    if offset_deltas != tuple(range(count)):
+        expected = next(i for i, delta in enumerate(offset_deltas) if delta != i)
+        raise InvalidRecordError(f"record has offset delta {offset_deltas[expected]}, expected {expected}")
+    if config.compact and None in keys:
+        raise InvalidRecordError("compacted topic cannot accept a record without a key")
+    base = header.base_timestamp
+    distinct = sorted(set(timestamp_deltas))
+    max_timestamp = max(NO_TIMESTAMP, base + distinct[-1])
+    if not config.log_append_time:
+        # the earliest and the latest are the only ones a bound can refuse (NO_TIMESTAMP is exempt)
+        earliest = distinct[1] if base + distinct[0] == NO_TIMESTAMP and len(distinct) > 1 else distinct[0]
+        for timestamp in (base + earliest, base + distinct[-1]):
             _check_timestamp(timestamp, now_ms, timestamp_before_max_ms, timestamp_after_max_ms)
-        max_timestamp = max(max_timestamp, timestamp)
 
     out: bytes | bytearray | memoryview = batch
     target = config.target_compression

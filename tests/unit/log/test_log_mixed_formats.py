@@ -131,3 +131,21 @@ def test_a_damaged_v2_records_section_under_a_valid_crc_is_corrupt_never_a_crash
     with pytest.raises(LogError) if count_delta else suppress(LogError):  # a wrong count never passes
         LogValidator(LogConfig()).validate_for_leader(damaged, NOW)
 
+
+
+@settings(max_examples=200, deadline=None)
+@given(timestamps=st.lists(st.sampled_from([-3, -1, 0, 50, 900, 1000, 1100, 2500]), min_size=1, max_size=6),
+       before=st.sampled_from([100, 10**6]), after=st.sampled_from([50, 10**6]))
+def test_timestamp_bounds_refuse_exactly_what_a_record_by_record_check_refuses(timestamps, before, after) -> None:
+    """validate_for_append checks CreateTime column-wise (the earliest and the latest record):
+    the same verdict as checking every record, NO_TIMESTAMP (-1) exempt, below it refused."""
+    batch = kafka_batch.encode_batch([Record(i, ts, b"k", b"v") for i, ts in enumerate(timestamps)], base_offset=0)
+    now = 1000
+    refused = any(ts < -1 or (ts != -1 and (now - ts > before or ts - now > after)) for ts in timestamps)
+    try:
+        kafka_batch.validate_for_append(batch, LogConfig(), now, timestamp_before_max_ms=before,
+                                        timestamp_after_max_ms=after)
+    except InvalidTimestampError:
+        assert refused
+    else:
+        assert not refused
