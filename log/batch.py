@@ -438,8 +438,7 @@ def decode_columns(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchCo
         raise CorruptRecordError(f"batch at offset {header.base_offset} has a malformed record")
     deltas, ts_deltas, keys, values, headers = zip(*rows)
     if not (
-        _only(_INT, deltas)
-        and _only(_INT, ts_deltas)
+        _only(_INT, ts_deltas)
         and (keys.count(None) == count or _only(_BYTES_OR_NONE, keys))
         and _only(_BYTES_OR_NONE, values)
     ):
@@ -457,15 +456,18 @@ def columns_of(
     values: Sequence[bytes | None],
     headers: Sequence[tuple[tuple[str, bytes | None], ...]],
 ) -> BatchColumns:
-    """The columns of a batch's checked records from their offset and timestamp deltas (either
-    format: log/kafka_batch.py builds its columns here too)."""
+    """The columns of a batch's records from their offset and timestamp deltas (either format:
+    log/kafka_batch.py builds its columns here too); the other columns checked by the caller.
+    Raises CorruptRecordError for an offset delta that is not an int."""
     count = len(deltas)
     base = header.base_offset
     offsets: Sequence[int]
     if deltas[0] == 0 and deltas[-1] == count - 1 and tuple(deltas) == tuple(range(count)):
         offsets = range(base, base + count)  # no gaps: the usual, uncompacted batch
-    else:
+    elif _only(_INT, deltas):
         offsets = tuple(map(add, repeat(base), deltas))
+    else:
+        raise CorruptRecordError(f"batch at offset {base} has a malformed offset delta")
     timestamps: Sequence[int]
     if header.is_log_append_time:
         timestamps = tuple(repeat(header.max_timestamp, count))
