@@ -19,6 +19,7 @@ from kraft.kafka.admin_apis import ADMIN_APIS, register_admin_apis
 from kraft.kafka.api_versions import ApiVersionsTable
 from kraft.kafka.codec import encode_response
 from kraft.kafka.entities import build
+from kraft.kafka.handling import CountedRegistry
 from kraft.metadata.acl import AclBindingFilter, StandardAcl
 from kraft.server.authorization import Authorization
 from kraft.server.controller_apis import ControllerApis
@@ -182,7 +183,7 @@ class Node:
             security=SecurityApis(self.acls, self.users, auth), controller=ControllerApis(self.controller, auth),
             replicas=ReplicaAdminApis(Replicas(), [log_dir], auth), metrics=self.metrics)  # type: ignore[arg-type]
         self.registry = Registry()
-        register_admin_apis(self.registry, services)
+        register_admin_apis(CountedRegistry(self.registry, services), services)  # as handlers.py does
 
     async def ask(self, api_key: int, version: int, body: Mapping[str, Any], ctx: RequestContext = ALICE) -> Any:
         request = build(load_request_schema(api_key, version), body)

@@ -145,14 +145,29 @@ class Throttle:
         return 0
 
 
+class Metrics:
+    registry = None
+
+    def __init__(self) -> None:
+        self.observed: list[tuple[str, str]] = []
+
+    async def refresh(self) -> None:
+        pass
+
+    def observe_request(self, ctx: RequestContext, error: str, seconds: float) -> None:
+        self.observed.append((ctx.api, error))
+
+
 class Node:
     def __init__(self, *denied: tuple[str, str, str]) -> None:
+        self.metrics = Metrics()
         self.coordinator, self.groups = Coordinator({TOPIC: 2, "u": 1, "__consumer_offsets": 1}), Groups()
         auth = Authorization(Authorizer(*denied))
         services = BrokerServices(
             node=None, metadata=Metadata(), authorization=auth, quotas=Quotas(Throttle()),  # type: ignore[arg-type]
             records=None, topics=None, groups=None, security=None, controller=None,  # type: ignore[arg-type]
-            replicas=None, transactions=TransactionApis(self.coordinator, self.groups, None, auth))  # type: ignore[arg-type]
+            replicas=None, transactions=TransactionApis(self.coordinator, self.groups, None, auth),  # type: ignore[arg-type]
+            metrics=self.metrics)
         self.registry = HandlerRegistry()
         register_handlers(self.registry, services)
 
@@ -189,6 +204,16 @@ def test_the_transaction_apis_advertise_the_clients_versions() -> None:
                                                LIST)} == {
         INIT: (0, 5), FIND: (0, 4), ADD_PARTITIONS: (0, 3), ADD_OFFSETS: (0, 4), END: (0, 4), TXN_COMMIT: (0, 4),
         DESCRIBE: (0, 0), LIST: (0, 1)}
+
+
+async def test_every_api_is_counted_once_in_the_request_metrics_with_its_top_level_error() -> None:
+    """One request-metrics path: a data-path API (InitProducerId) and a transaction API
+    (DescribeTransactions) each counted once, under Kafka's name, with the answer's error."""
+    node = Node(DENY_TID)
+    await node.init(4)
+    await node.ask(DESCRIBE, 0, {"transactional_ids": [TID]})
+    assert node.metrics.observed == [("InitProducerId", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+                                     ("DescribeTransactions", "NONE")]
 
 
 @pytest.mark.parametrize("version", [0, 3, 5])
