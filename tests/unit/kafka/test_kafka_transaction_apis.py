@@ -26,6 +26,7 @@ from kraft.server.authorization import Authorization
 from kraft.server.groups import NodeEndpoint, OffsetCommitEntry
 from kraft.server.metadata import BrokerDescription, ClusterDescription
 from kraft.server.quotas import Quotas
+from kraft.server.record_apis import RecordApis
 from kraft.server.request_context import RequestContext
 from kraft.server.services import BrokerServices
 from kraft.server.transaction_apis import TransactionApis
@@ -165,7 +166,9 @@ class Node:
         auth = Authorization(Authorizer(*denied))
         services = BrokerServices(
             node=None, metadata=Metadata(), authorization=auth, quotas=Quotas(Throttle()),  # type: ignore[arg-type]
-            records=None, topics=None, groups=None, security=None, controller=None,  # type: ignore[arg-type]
+            # the Produce service refuses transactional produces before it touches replicas or topics
+            records=RecordApis(None, None, auth, Quotas(Throttle())),  # type: ignore[arg-type]
+            topics=None, groups=None, security=None, controller=None,  # type: ignore[arg-type]
             replicas=None, transactions=TransactionApis(self.coordinator, self.groups, None, auth),  # type: ignore[arg-type]
             metrics=self.metrics)
         self.registry = HandlerRegistry()
