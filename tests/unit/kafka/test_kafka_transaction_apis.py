@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from kraft.broker.transactions import state
 from kraft.errors import KraftError
 from kraft.kafka.codec import encode_response
+from request_metrics_support import RecordedRequests
 from kraft.kafka.dispatch import HandlerRegistry
 from kraft.kafka.entities import build
 from kraft.kafka.handlers import register_handlers
@@ -160,22 +161,9 @@ class Throttle:
         return 0
 
 
-class Metrics:
-    registry = None
-
-    def __init__(self) -> None:
-        self.observed: list[tuple[str, str]] = []
-
-    async def refresh(self) -> None:
-        pass
-
-    def observe_request(self, ctx: RequestContext, error: str, seconds: float) -> None:
-        self.observed.append((ctx.api, error))
-
-
 class Node:
     def __init__(self, *denied: tuple[str, str, str]) -> None:
-        self.metrics = Metrics()
+        self.metrics = RecordedRequests()
         self.coordinator, self.groups = Coordinator({TOPIC: 2, "u": 1, "__consumer_offsets": 1}), Groups()
         auth = Authorization(Authorizer(*denied))
         services = BrokerServices(
