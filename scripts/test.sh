@@ -7,10 +7,12 @@
 #   zookeeper (its jars; the tests start their own server) for the ZooKeeper-mode tests (tests/zookeeper)
 #   curl for the test that runs the docs' commands (tests/integration/test_docs_commands.py)
 #   redis-server (the binary; the test starts its own server) for kraft-bench peers' Redis Streams rows
+#   nodejs and npm for the KafkaJS test (tests/integration/test_kafka_kafkajs_e2e.py)
 # as root, or through sudo when it asks no password; otherwise it says which are missing and which
 # suites will be skipped or fail, and goes on.
 # Python packages: this checkout, editable, with the extras dev, spark, zk and bench, pip-installed
 # into the active environment (the virtualenv when one is active).
+# Node.js packages: tests/js's pinned clients (KafkaJS), `npm ci` from its package-lock.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -30,6 +32,10 @@ command -v curl >/dev/null 2>&1 ||
     missing+=("curl|curl|the docs commands test (tests/integration/test_docs_commands.py) will fail")
 command -v redis-server >/dev/null 2>&1 ||
     missing+=("Redis|redis-server|the Redis rows of tests/integration/test_bench_peers.py will be skipped")
+command -v node >/dev/null 2>&1 ||
+    missing+=("Node.js|nodejs|the KafkaJS test (tests/integration/test_kafka_kafkajs_e2e.py) will be skipped")
+command -v npm >/dev/null 2>&1 ||
+    missing+=("npm|npm|the KafkaJS test (tests/integration/test_kafka_kafkajs_e2e.py) cannot install KafkaJS")
 
 if [ ${#missing[@]} -gt 0 ]; then
     packages=()
@@ -82,4 +88,11 @@ else
     export PIP_BREAK_SYSTEM_PACKAGES=1
 fi
 "$PYTHON" -m pip install -q --disable-pip-version-check -e ".[dev,spark,zk,bench]"
+
+# -- Node.js packages -----------------------------------------------------------------------------
+
+if command -v npm >/dev/null 2>&1; then
+    echo "scripts/test.sh: installing tests/js's packages (npm ci)" >&2
+    (cd tests/js && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
 "$PYTHON" -m pytest -n 2 --dist loadgroup -q "$@"

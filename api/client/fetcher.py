@@ -1,9 +1,10 @@
 """Pure helpers of the consumer's fetch path: the `POST /v1/fetch` body, and turning one
 partition's raw batch bytes into ConsumerRecords from the fetch position on.
 
-Decoding is the consumer's hot path: each batch is decoded column-wise (`decode_columns`, C-speed
-msgpack and type checks) and its records are built by `map` over the columns, with no Python
-code run per record. Transaction markers are skipped; for read_committed so are the batches of the
+Decoding is the consumer's hot path: each batch is decoded column-wise (`kraft.log.records.
+decode_columns`: for kraft's batches C-speed msgpack and type checks, with no Python code run per
+record; a Kafka producer's v2 batch, stored as sent, is parsed in Python) and its records are
+built by `map` over the columns. Transaction markers are skipped; for read_committed so are the batches of the
 aborted transactions the answer names (`log/isolation.py`, Kafka's consumer rule).
 """
 

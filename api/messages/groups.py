@@ -88,6 +88,9 @@ class CommittedOffset(Message):
     topic: str
     partition: int
     offset: int
+    error_code: Annotated[str | None, Meta(description="set when this offset was not committed (Kafka's "
+                                                       "per-partition error: TOPIC_AUTHORIZATION_FAILED for a topic "
+                                                       "the principal may not Read)")] = None
 
 
 class CommitOffsetsResponse(Message):

@@ -50,8 +50,8 @@ async def produce(request: web.Request) -> web.Response:
     for i, p in enumerate(body.partitions):
         _check_batches(p.records, i)
         entries.append(ProduceEntry(p.topic, p.partition, p.records))
-    # one topic the principal may not write refuses the whole request: nothing is appended; so do
-    # transactional batches without a transactional id the principal may write
+    # a topic the principal may not write answers its own partitions (Kafka's rule); transactional
+    # batches without a transactional id the principal may write refuse the whole request
     result = await services_of(request).records.produce(context_of(request), entries, body.acks, body.timeout_ms,
                                                         body.transactional_id)
     return render(request, ProduceResponse(partitions=[

@@ -3,11 +3,15 @@ thin adapters over the group service (the same offsets HTTP and the CLI read and
 
 - OffsetCommit v2-v9: a classic member commits with its generation id, a KIP-848 member with its
   member epoch (the same field since v9); -1 with no member for a group without members (admin
-  tools, assign-only consumers). A refused commit answers its error for every partition.
+  tools, assign-only consumers). A commit the group refuses (Read on the group, the member's
+  generation) answers its error for every partition; a topic the principal may not Read answers
+  TOPIC_AUTHORIZATION_FAILED on its partitions and the others are committed (Kafka's rule).
   `committed_leader_epoch` and v2-v4's `retention_time_ms` are not kept (offsets.retention.minutes
   decides).
 - OffsetFetch v1-v9 (v8+: several groups in one request): a partition without a committed offset
-  answers offset -1; topics the principal may not Describe are left out of a fetch of all offsets;
+  answers offset -1; a group the principal may not Describe is GROUP_AUTHORIZATION_FAILED (the
+  group's error); topics it may not Describe are left out of a fetch of all offsets and, named,
+  answer TOPIC_AUTHORIZATION_FAILED with offset -1 on their partitions (KafkaApis.fetchOffsetsForGroup);
   v7+'s require_stable answers a partition with an undecided transactional offset
   UNSTABLE_OFFSET_COMMIT.
 - OffsetDelete v0.
@@ -42,14 +46,17 @@ def _by_topic(entries: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]
 async def offset_commit(services: BrokerServices, ctx: RequestContext, request: Any) -> Mapping[str, Any]:
     entries = [OffsetCommitEntry(t.name, p.partition_index, p.committed_offset, p.committed_metadata or "")
                for t in request.topics for p in t.partitions]
-    error = None
+    errors: dict[tuple[str, int], str | KraftError | None] = {}
     try:
-        await services.groups.commit_offsets(ctx, request.group_id, request.member_id,
-                                             request.generation_id_or_member_epoch, entries,
-                                             getattr(request, "group_instance_id", None))
-    except KraftError as e:
-        error = e
-    return {"topics": _by_topic([(e.topic, {"partition_index": e.partition, "error_code": error_code(error)})
+        committed = await services.groups.commit_offsets(ctx, request.group_id, request.member_id,
+                                                         request.generation_id_or_member_epoch, entries,
+                                                         getattr(request, "group_instance_id", None))
+    except KraftError as e:  # the group's refusal or error: every partition's
+        errors = {(entry.topic, entry.partition): e for entry in entries}
+    else:
+        errors = {(o.topic, o.partition): o.error_code for o in committed.offsets}
+    return {"topics": _by_topic([(e.topic, {"partition_index": e.partition,
+                                            "error_code": error_code(errors.get((e.topic, e.partition)))})
                                  for e in entries])}
 
 
@@ -69,13 +76,15 @@ async def _group_offsets(services: BrokerServices, ctx: RequestContext, group_id
         wanted = sorted(committed.keys() | unstable)
     else:
         wanted = [(t.name, int(p)) for t in requested for p in t.partition_indexes]
+    refused = set(fetched.refused)
     entries = []
     for topic, p in wanted:
-        o = None if (topic, p) in unstable else committed.get((topic, p))
+        error = "TOPIC_AUTHORIZATION_FAILED" if topic in refused else \
+            "UNSTABLE_OFFSET_COMMIT" if (topic, p) in unstable else None
+        o = None if error else committed.get((topic, p))
         entries.append((topic, {"partition_index": p, "committed_offset": NO_OFFSET if o is None else o.offset,
                                 "committed_leader_epoch": -1, "metadata": "" if o is None else o.metadata,
-                                "error_code": error_code("UNSTABLE_OFFSET_COMMIT" if (topic, p) in unstable
-                                                         else None)}))
+                                "error_code": error_code(error)}))
     return {"topics": _by_topic(entries), "error_code": error_code(None)}
 
 

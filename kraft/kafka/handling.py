@@ -1,9 +1,12 @@
 """What every Kafka admin handler does around its service call, once: the request's cost against
 the client's request quota (`request_percentage`: the time the handler ran on the loop, as the
-HTTP listener charges it) answered as `throttle_time_ms`, the request metrics under the API's
-name, and an error the handler leaves to it answered at the response's top level (Kafka's
-getErrorResponse; an unexpected exception is UNKNOWN_SERVER_ERROR, logged) when the response has
-one.
+HTTP listener charges it) answered as `throttle_time_ms`, and an error the handler leaves to it
+answered at the response's top level (Kafka's getErrorResponse; an unexpected exception is
+UNKNOWN_SERVER_ERROR, logged) when the response has one.
+
+`counted` is the one request-metrics path of the Kafka listener: kraft/kafka/handlers.py wraps
+every registered handler with it, so each request is counted once under Kafka's RequestMetrics
+name of its API (kraft/server/request_metrics.py) with its top-level error.
 
 A handler module describes an API as `KafkaApi(api_key, min_version, max_version, answer)`,
 where `answer(services, context, request)` returns the response as plain data
@@ -56,7 +59,6 @@ def register(registry: Registry, services: BrokerServices, apis: Iterable[KafkaA
 
 
 async def respond(services: BrokerServices, api_key: int, answer: Answer, ctx: RequestContext, request: Any) -> Any:
-    started = time.monotonic()
     timed = TimedAwait(answer(services, ctx, request))
     error: KraftError | None = None
     data: Mapping[str, Any] = {}
@@ -67,12 +69,39 @@ async def respond(services: BrokerServices, api_key: int, answer: Answer, ctx: R
         if error.error_code == "UNKNOWN_SERVER_ERROR":
             log.error("%s request from %s failed", ctx.api, ctx.client_address, exc_info=e)
     throttle_ms = services.quotas.throttle_time(ctx, REQUEST, timed.busy_s * 1000)
-    if services.metrics is not None:
-        services.metrics.observe_request(ctx, "NONE" if error is None else error.error_code,
-                                         time.monotonic() - started)
     if error is None:
         return build(load_response_schema(api_key, ctx.api_version), {**data, "throttle_time": throttle_ms})
     response = error_response(api_key, ctx.api_version, error, throttle_ms)
     if response is None:  # an answer without a top-level error: the handler must place it
         raise error
     return response
+
+
+def counted(services: BrokerServices, handler: Handler) -> Handler:
+    """The handler, each request reported to the request metrics: its API, its time, and its
+    error (the response's top-level error_code, NONE without one; a raised error's name)."""
+    async def serve(ctx: RequestContext, request: Any) -> Any:
+        started = time.monotonic()
+        error = "UNKNOWN_SERVER_ERROR"
+        try:
+            response = await handler(ctx, request)
+            code = getattr(response, "error_code", None)
+            error = "NONE" if code is None else code.name.upper()
+            return response
+        except Exception as e:
+            error = from_exception(e).error_code
+            raise
+        finally:
+            if services.metrics is not None:
+                services.metrics.observe_request(ctx, error, time.monotonic() - started)
+    return serve
+
+
+class CountedRegistry:
+    """A registry whose every handler is `counted`."""
+
+    def __init__(self, registry: Registry, services: BrokerServices) -> None:
+        self.registry, self.services = registry, services
+
+    def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None:
+        self.registry.register(api_key, min_version, max_version, counted(self.services, handler))

@@ -11,8 +11,12 @@ which commits all or nothing, is every partition's), the others at the top level
 than KIP-588's versions get INVALID_PRODUCER_EPOCH where newer ones get PRODUCER_FENCED
 (`fenced_for_version`), as Kafka answers old clients.
 
-AddPartitionsToTxn is served at v0-3, the client's form: v4+ (KIP-890's batching of many
-transactions, sent by brokers) is not advertised.
+AddPartitionsToTxn v0-3 is the client's form; v4-5 (KIP-890) is a broker's, batching many
+transactions, each one's partitions added or (`verify_only`) checked to be in its open
+transaction, with ClusterAction on the cluster instead of the client's rules. EndTxn v5
+(transaction version 2) bumps the producer epoch at every end and answers the new producer id
+and epoch. ListTransactions v1's duration filter (KIP-994) and v2's transactional id pattern
+(KIP-1152, RE2 matched against the whole id) filter the listing.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from kraft.server.access import ADD_PARTITIONS_TO_TXN, NAMED, rule_of
 from kraft.server.groups import OffsetCommitEntry
 from kraft.server.request_context import RequestContext
 from kraft.server.services import BrokerServices
-from kraft.server.transactions import TransactionDescription
+from kraft.server.transactions import TransactionDescription, TransactionPartitionsRequest
 
 INIT_PRODUCER_ID = 22  # its handler is apis/producer_ids_api.py's
 ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT_KEY = 24, 25, 26, 28
@@ -40,6 +44,7 @@ STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "Comple
                     "Dead", "PrepareEpochFence"})
 # the first version of each API whose clients know PRODUCER_FENCED (KIP-588)
 PRODUCER_FENCED_SINCE = {INIT_PRODUCER_ID: 4, ADD_PARTITIONS: 2, ADD_OFFSETS: 2, END_TXN: 2}
+TRANSACTION_V2_END_TXN = 5  # EndTxn's first version of transaction version 2 (the epoch bumped at each end)
 
 _ADD_TOPICS = rule_of(ADD_PARTITIONS_TO_TXN, TOPIC, NAMED)
 T = TypeVar("T")
@@ -70,6 +75,8 @@ def _by_topic(items: Iterable[tuple[str, int, Any]], name: str, partitions: str,
 
 
 async def add_partitions_to_txn(services: BrokerServices, ctx: RequestContext, request: Any) -> Mapping[str, Any]:
+    if ctx.api_version >= 4:
+        return await _add_partitions_for_brokers(services, ctx, request)
     wanted = [(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions]
     answers: dict[tuple[str, int], KraftError | str | None]
     try:
@@ -88,6 +95,19 @@ async def add_partitions_to_txn(services: BrokerServices, ctx: RequestContext, r
         lambda p, error: {"partition_index": p, "partition_error_code": error_code(error)})}
 
 
+async def _add_partitions_for_brokers(services: BrokerServices, ctx: RequestContext,
+                                      request: Any) -> Mapping[str, Any]:
+    transactions = [TransactionPartitionsRequest(
+        t.transactional_id, int(t.producer_id), int(t.producer_epoch), bool(t.verify_only),
+        tuple((topic.name, int(p)) for topic in t.topics for p in topic.partitions)) for t in request.transactions]
+    answers = await services.transactions.add_partitions_for_brokers(ctx, transactions)
+    return {"error_code": error_code(None), "results_by_transaction": [
+        {"transactional_id": txn.transactional_id, "topic_results": _by_topic(
+            ((t, p, errors.get((t, p))) for t, p in txn.partitions), "name", "results_by_partition",
+            lambda p, error: {"partition_index": p, "partition_error_code": error_code(error)})}
+        for txn, errors in zip(transactions, answers)]}
+
+
 async def add_offsets_to_txn(services: BrokerServices, ctx: RequestContext, request: Any) -> Mapping[str, Any]:
     await _call(ctx, ADD_OFFSETS, lambda: services.transactions.add_offsets(
         ctx, request.transactional_id, int(request.producer_id), int(request.producer_epoch), request.group_id))
@@ -95,10 +115,12 @@ async def add_offsets_to_txn(services: BrokerServices, ctx: RequestContext, requ
 
 
 async def end_txn(services: BrokerServices, ctx: RequestContext, request: Any) -> Mapping[str, Any]:
-    await _call(ctx, END_TXN, lambda: services.transactions.end_transaction(
+    producer = await _call(ctx, END_TXN, lambda: services.transactions.end_transaction(
         ctx, request.transactional_id, int(request.producer_id), int(request.producer_epoch),
-        bool(request.committed)))
-    return {"error_code": error_code(None)}
+        bool(request.committed), bump_epoch=ctx.api_version >= TRANSACTION_V2_END_TXN))
+    # v5's fields (entities drop them below it)
+    return {"error_code": error_code(None), "producer_id": producer.producer_id,
+            "producer_epoch": producer.producer_epoch}
 
 
 async def txn_offset_commit(services: BrokerServices, ctx: RequestContext, request: Any) -> Mapping[str, Any]:
@@ -148,7 +170,8 @@ def _running_for(d: TransactionDescription, duration_ms: int, now_ms: int) -> bo
 async def list_transactions(services: BrokerServices, ctx: RequestContext, request: Any) -> Mapping[str, Any]:
     states = list(request.state_filters)
     duration_ms, now_ms = int(getattr(request, "duration_filter", -1)), int(time.time() * 1000)
-    found = services.transactions.list(ctx, states, [int(p) for p in request.producer_id_filters])
+    found = services.transactions.list(ctx, states, [int(p) for p in request.producer_id_filters],
+                                       getattr(request, "transactional_id_pattern", None))
     return {"error_code": error_code(None), "unknown_state_filters": [s for s in states if s not in STATES],
             "transaction_states": [{"transactional_id": d.transactional_id, "producer_id": d.producer_id,
                                     "transaction_state": d.state}
@@ -156,10 +179,10 @@ async def list_transactions(services: BrokerServices, ctx: RequestContext, reque
 
 
 APIS = (
-    KafkaApi(ADD_PARTITIONS, 0, 3, add_partitions_to_txn),
+    KafkaApi(ADD_PARTITIONS, 0, 5, add_partitions_to_txn),
     KafkaApi(ADD_OFFSETS, 0, 4, add_offsets_to_txn),
-    KafkaApi(END_TXN, 0, 4, end_txn),
+    KafkaApi(END_TXN, 0, 5, end_txn),
     KafkaApi(TXN_OFFSET_COMMIT_KEY, 0, 4, txn_offset_commit),
     KafkaApi(DESCRIBE_TRANSACTIONS, 0, 0, describe_transactions),
-    KafkaApi(LIST_TRANSACTIONS, 0, 1, list_transactions),
+    KafkaApi(LIST_TRANSACTIONS, 0, 2, list_transactions),
 )

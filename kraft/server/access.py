@@ -37,6 +37,7 @@ TRANSACTIONAL_PRODUCE = "a transactional produce (a transactional id, which tran
 TXN_COORDINATOR = "a transactional id's coordinator (key type transaction)"
 GROUP_COORDINATOR = "a group's coordinator (key type group)"
 ADMIN_ABORT = "an administrator's abort of a hanging transaction (kafka-transactions abort)"
+BROKER_ADD_PARTITIONS = "a broker's batched request (AddPartitionsToTxn v4+, KIP-890), instead of the other rules"
 
 # Kafka's API names (ApiKeys' names), as the services, request metrics and audit lines say them
 PRODUCE = "Produce"
@@ -151,7 +152,8 @@ API_ACCESS: dict[str, Access] = {
     LEAVE_GROUP: Access((Rule("READ", GROUP, NAMED),)),
     DESCRIBE_GROUPS: Access((Rule("DESCRIBE", GROUP, NAMED),)),
     # -- transactions
-    ADD_PARTITIONS_TO_TXN: Access((Rule("WRITE", TRANSACTIONAL_ID, NAMED), Rule("WRITE", TOPIC, NAMED))),
+    ADD_PARTITIONS_TO_TXN: Access((Rule("WRITE", TRANSACTIONAL_ID, NAMED), Rule("WRITE", TOPIC, NAMED),
+                                   Rule("CLUSTER_ACTION", CLUSTER_TYPE, CLUSTER, when=BROKER_ADD_PARTITIONS))),
     ADD_OFFSETS_TO_TXN: Access((Rule("WRITE", TRANSACTIONAL_ID, NAMED), Rule("READ", GROUP, NAMED))),
     END_TXN: Access((Rule("WRITE", TRANSACTIONAL_ID, NAMED),)),
     TXN_OFFSET_COMMIT: Access((Rule("WRITE", TRANSACTIONAL_ID, NAMED), Rule("READ", GROUP, NAMED),

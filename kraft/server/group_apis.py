@@ -24,7 +24,7 @@ from kraft.server.access import (
 )
 from kraft.server.authorization import Authorization
 from kraft.server.groups import (
-    CommitOffsetsResult, DeleteGroupResult, DeleteOffsetsResult, FetchOffsetsResult, FindCoordinatorResult,
+    CommitOffsetsResult, CommittedOffset, DeleteGroupResult, DeleteOffsetsResult, FetchOffsetsResult, FindCoordinatorResult,
     ClassicDescription, GroupDescription, GroupHeartbeat, GroupService, HeartbeatResult, ListGroupsResult,
     OffsetCommitEntry, OffsetReset, ResetOffsetsResult,
 )
@@ -79,17 +79,33 @@ class GroupApis:
     async def commit_offsets(self, ctx: RequestContext, group_id: str, member_id: str, member_epoch: int,
                              offsets: list[OffsetCommitEntry], group_instance_id: str | None = None
                              ) -> CommitOffsetsResult:
-        """`member_epoch`: a classic member's generation id."""
+        """`member_epoch`: a classic member's generation id. Kafka's handleOffsetCommitRequest:
+        Read on the group, else the whole commit is refused; a topic the principal may not Read
+        answers its partitions TOPIC_AUTHORIZATION_FAILED and the others are committed."""
         self.auth.require(ctx, _COMMIT, (group_id,))
-        self.auth.require(ctx, _COMMIT_TOPICS, {e.topic for e in offsets})
-        return await self.groups.commit_offsets(group_id, member_id, member_epoch, offsets, group_instance_id)
+        refused = self.auth.refused(ctx, _COMMIT_TOPICS, {e.topic for e in offsets})
+        if not refused:
+            return await self.groups.commit_offsets(group_id, member_id, member_epoch, offsets, group_instance_id)
+        error = self.auth.failure(ctx, _COMMIT_TOPICS.operation, TOPIC, refused).error_code
+        allowed = [e for e in offsets if e.topic not in refused]
+        committed = CommitOffsetsResult(()) if not allowed else await self.groups.commit_offsets(
+            group_id, member_id, member_epoch, allowed, group_instance_id)
+        return CommitOffsetsResult(committed.offsets + tuple(
+            CommittedOffset(e.topic, e.partition, e.offset, error) for e in offsets if e.topic in refused))
 
     async def fetch_offsets(self, ctx: RequestContext, group_id: str, topics: list[str] | None) -> FetchOffsetsResult:
+        """Describe on the group; topics the principal may not Describe are left out of a fetch
+        of all offsets and, named, answered in `refused` (KafkaApis.fetchOffsetsForGroup)."""
         self.auth.require(ctx, _FETCH, (group_id,))
+        refused = [] if topics is None else self.auth.refused(ctx, _FETCH_TOPICS, topics)
+        if refused:
+            self.auth.failure(ctx, _FETCH_TOPICS.operation, TOPIC, refused)
+            topics = [t for t in topics or () if t not in refused]
         answer = await self.groups.fetch_offsets(group_id, topics)
         return dataclasses.replace(
             answer, offsets=tuple(self.auth.visible(ctx, _FETCH_TOPICS, answer.offsets, lambda o: o.topic)),
-            unstable=tuple(self.auth.visible(ctx, _FETCH_TOPICS, answer.unstable, lambda tp: tp[0])))
+            unstable=tuple(self.auth.visible(ctx, _FETCH_TOPICS, answer.unstable, lambda tp: tp[0])),
+            refused=tuple(refused))
 
     async def list_groups(self, ctx: RequestContext) -> ListGroupsResult:
         """Describe on the cluster lists all, else the groups the principal may Describe."""

@@ -88,6 +88,7 @@ class CommittedOffset:
     topic: str
     partition: int
     offset: int
+    error_code: str | None = None  # not committed: e.g. TOPIC_AUTHORIZATION_FAILED for its topic
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,9 @@ class FetchOffsetsResult:
     # partitions whose transactional offset commit waits for its transaction's end (KIP-447:
     # a read_committed consumer's OffsetFetch with require_stable answers them UNSTABLE_OFFSET_COMMIT)
     unstable: tuple[tuple[str, int], ...] = ()
+    # topics named in the fetch that the principal may not Describe (Kafka answers their
+    # partitions TOPIC_AUTHORIZATION_FAILED); a fetch of all offsets leaves such topics out
+    refused: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

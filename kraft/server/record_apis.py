@@ -4,12 +4,12 @@ through the request context, calls the replica manager, and answers typed result
 fetch also charge the context's client quota and answer the throttle time (the listener holds
 the answer back that long).
 
-Produce: one topic the principal may not Write refuses the whole request and nothing is
-appended (a listener answering each partition on its own asks `Authorization.refused` first and
-sends only the allowed ones); a topic that does not exist is auto-created first when
-`auto.create.topics.enable` (Create on the cluster or the topic). A transactional produce needs
+Produce: as Kafka answers, a topic the principal may not Write answers TOPIC_AUTHORIZATION_FAILED
+on its partitions and the other topics' are appended; a topic that does not exist is
+auto-created first when `auto.create.topics.enable` (Create on the cluster or the topic), else
+its partitions answer UNKNOWN_TOPIC_OR_PARTITION. A transactional produce needs
 Write on its transactional id, and transactional batches must name one (`transactional_refusal`,
-Kafka's handleProduceRequest rule, which every listener applies first): else a principal with
+Kafka's handleProduceRequest rule: the whole request is refused): else a principal with
 Write on the topic alone could append to another producer's open transaction by naming its
 producer id and epoch.
 
@@ -20,10 +20,11 @@ consumer's needs Read on every topic, and a fetch naming no partition is answere
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from kraft.errors import KraftError
+from kraft.errors import KraftError, from_exception
 from kraft.log.batch import TRANSACTIONAL_FLAG, iter_batches
 from kraft.log.errors import LogError
 from kraft.metadata.acl import TOPIC, TRANSACTIONAL_ID
@@ -131,17 +132,32 @@ class RecordApis:
 
     async def produce(self, ctx: RequestContext, entries: Sequence[ProduceEntry], acks: int,
                       timeout_ms: int, transactional_id: str | None = None) -> ProduceResult:
-        """Appends batches already checked by the listener (framing, CRCs); one result per entry.
-        `transactional_id`: the request's (Kafka's Produce field), which its transactional
-        batches need."""
+        """Appends batches already checked by the listener (framing, CRCs); one result per entry,
+        in order. `transactional_id`: the request's (Kafka's Produce field), which its
+        transactional batches need: refused, the whole request is (raised). A topic the
+        principal may not Write, or that does not exist and cannot be created, answers its own
+        partitions' error and the others are appended (KafkaApis.handleProduceRequest)."""
         refusal = transactional_refusal(self.auth, ctx, transactional_id, (e.records for e in entries))
         if refusal is not None:
             raise refusal
-        topics = {e.topic for e in entries}
-        self.auth.require(ctx, _WRITE, topics)
-        for name in topics:
-            await self.topics.topic_or_create(ctx, PRODUCE, name)
-        results = await self.replicas.produce(entries, acks, timeout_ms)
+        topics = sorted({e.topic for e in entries})
+        failed: dict[str, KraftError] = {}
+        refused = self.auth.refused(ctx, _WRITE, topics)
+        if refused:  # logged and counted once for the request, as the authorizer's denials are
+            failed = dict.fromkeys(refused, self.auth.failure(ctx, _WRITE.operation, TOPIC, refused))
+        allowed = [name for name in topics if name not in failed]
+        created = await asyncio.gather(*(self.topics.topic_or_create(ctx, PRODUCE, name) for name in allowed),
+                                       return_exceptions=True)
+        for name, outcome in zip(allowed, created):
+            if isinstance(outcome, asyncio.CancelledError):
+                raise outcome
+            if isinstance(outcome, BaseException):
+                failed[name] = from_exception(outcome)
+        appended = iter(await self.replicas.produce([e for e in entries if e.topic not in failed], acks, timeout_ms))
+        results = [next(appended) if e.topic not in failed else
+                   ProducePartitionResult(e.topic, e.partition, -1, -1, failed[e.topic].error_code,
+                                          failed[e.topic].message)
+                   for e in entries]
         throttle_ms = self.quotas.throttle_time(ctx, PRODUCE_QUOTA, sum(len(e.records) for e in entries))
         return ProduceResult(results, throttle_ms)
 

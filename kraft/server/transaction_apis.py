@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 from typing import Awaitable, Iterable
 
+from kraft.broker.groups.topic_regex import compile_regex
 from kraft.errors import KraftError, from_exception
 from kraft.metadata.acl import CLUSTER as CLUSTER_TYPE, GROUP, TOPIC, TRANSACTIONAL_ID
 from kraft.server.access import (
-    ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, ADMIN_ABORT, CLUSTER, DESCRIBE_TRANSACTIONS, END_TXN,
+    ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, ADMIN_ABORT, BROKER_ADD_PARTITIONS, CLUSTER, DESCRIBE_TRANSACTIONS, END_TXN,
     FIND_COORDINATOR, INIT_PRODUCER_ID, LIST_TRANSACTIONS, LISTED, NAMED, TXN_COORDINATOR, TXN_OFFSET_COMMIT,
     WRITE_TXN_MARKERS, rule_of,
 )
@@ -26,7 +27,8 @@ from kraft.server.groups import OffsetCommitEntry
 from kraft.server.request_context import RequestContext
 from kraft.server.transactions import (
     FindTransactionCoordinatorResult, PartitionError, TopicPartition, TransactionalOffsets,
-    TransactionDescription, TransactionPartitions, TransactionProducer, TransactionService, TxnMarker,
+    TransactionDescription, TransactionPartitions, TransactionPartitionsRequest, TransactionProducer,
+    TransactionService, TxnMarker,
 )
 
 _FIND = rule_of(FIND_COORDINATOR, TRANSACTIONAL_ID, NAMED, TXN_COORDINATOR)
@@ -42,6 +44,7 @@ _COMMIT_TOPICS = rule_of(TXN_OFFSET_COMMIT, TOPIC, NAMED)
 _DESCRIBE = rule_of(DESCRIBE_TRANSACTIONS, TRANSACTIONAL_ID, NAMED)
 _LIST = rule_of(LIST_TRANSACTIONS, TRANSACTIONAL_ID, LISTED)
 _ADMIN_ABORT = rule_of(WRITE_TXN_MARKERS, CLUSTER_TYPE, CLUSTER, ADMIN_ABORT)
+_ADD_FOR_BROKERS = rule_of(ADD_PARTITIONS_TO_TXN, CLUSTER_TYPE, CLUSTER, BROKER_ADD_PARTITIONS)
 
 
 class TransactionApis:
@@ -87,6 +90,22 @@ class TransactionApis:
         return [PartitionError(t, p, error, None if error is None else f"{t}-{p} was not added to the transaction")
                 for (t, p), error in errors.items()]
 
+    async def add_partitions_for_brokers(self, ctx: RequestContext, transactions: list[TransactionPartitionsRequest]
+                                         ) -> list[dict[TopicPartition, str | None]]:
+        """Kafka's AddPartitionsToTxn v4+ (a broker's, KIP-890): ClusterAction on the cluster
+        instead of the client's rules; each transaction's partitions added (or, `verify_only`,
+        checked to be in its open transaction) and answered on their own, an error of the
+        transaction (its producer fenced, another coordinator) on each of its partitions."""
+        self.auth.require(ctx, _ADD_FOR_BROKERS)
+
+        async def one(txn: TransactionPartitionsRequest) -> dict[TopicPartition, str | None]:
+            call = self.coordinator.verify_partitions if txn.verify_only else self.coordinator.add_partitions
+            try:
+                return await call(txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.partitions)
+            except Exception as e:  # noqa: BLE001 - the transaction's answer, not the request's
+                return dict.fromkeys(txn.partitions, from_exception(e).error_code)
+        return list(await asyncio.gather(*(one(txn) for txn in transactions)))
+
     async def add_offsets(self, ctx: RequestContext, transactional_id: str, producer_id: int, producer_epoch: int,
                           group_id: str) -> None:
         self.auth.require(ctx, _ADD_OFFSETS, (transactional_id,))
@@ -94,9 +113,12 @@ class TransactionApis:
         await self.coordinator.add_offsets(transactional_id, producer_id, producer_epoch, group_id)
 
     async def end_transaction(self, ctx: RequestContext, transactional_id: str, producer_id: int,
-                              producer_epoch: int, commit: bool) -> None:
+                              producer_epoch: int, commit: bool, bump_epoch: bool = False) -> TransactionProducer:
+        """The producer id and epoch after the end; `bump_epoch`: transaction version 2 (EndTxn
+        v5) bumps the epoch at every end."""
         self.auth.require(ctx, _END, (transactional_id,))
-        await self.coordinator.end_transaction(transactional_id, producer_id, producer_epoch, commit)
+        return await self.coordinator.end_transaction(transactional_id, producer_id, producer_epoch, commit,
+                                                      bump_epoch)
 
     async def commit_offsets(self, ctx: RequestContext, group_id: str, transactional_id: str, producer_id: int,
                              producer_epoch: int, offsets: list[OffsetCommitEntry]) -> None:
@@ -114,10 +136,16 @@ class TransactionApis:
         self.auth.require(ctx, _DESCRIBE, (transactional_id,))
         return await self.coordinator.describe(transactional_id)
 
-    def list(self, ctx: RequestContext, states: Iterable[str], producer_ids: Iterable[int]) -> list[TransactionDescription]:
-        """The ids this broker coordinates that the principal may Describe."""
-        found = self.coordinator.list(states, producer_ids)
-        return self.auth.visible(ctx, _LIST, found, lambda d: d.transactional_id)
+    def list(self, ctx: RequestContext, states: Iterable[str], producer_ids: Iterable[int],
+             pattern: str | None = None) -> list[TransactionDescription]:
+        """The ids this broker coordinates that the principal may Describe; `pattern` (a
+        regular expression, ListTransactions v2, KIP-1152): those it matches whole (RE2, as
+        Kafka's RE2/J), INVALID_REGULAR_EXPRESSION when it is not one."""
+        found = self.auth.visible(ctx, _LIST, self.coordinator.list(states, producer_ids), lambda d: d.transactional_id)
+        if not pattern:
+            return found
+        fullmatch = compile_regex(pattern, "TransactionalIdPattern").fullmatch
+        return [d for d in found if fullmatch(d.transactional_id)]
 
     # -- an administrator's (kafka-transactions abort) ------------------------------------------
 

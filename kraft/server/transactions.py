@@ -62,6 +62,18 @@ class TxnMarker:
     partitions: tuple[TopicPartition, ...]
 
 
+@dataclass(frozen=True)
+class TransactionPartitionsRequest:
+    """One transaction of a broker's AddPartitionsToTxn v4+ (KIP-890's batched form): add its
+    partitions, or (`verify_only`) only say whether they are in its open transaction."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    verify_only: bool
+    partitions: tuple[TopicPartition, ...]
+
+
 class TransactionService(Protocol):
     async def find_coordinator(self, transactional_id: str) -> FindTransactionCoordinatorResult: ...
 
@@ -75,7 +87,10 @@ class TransactionService(Protocol):
                           group_id: str) -> None: ...
 
     async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                              commit: bool) -> None: ...
+                              commit: bool, bump_epoch: bool = False) -> TransactionProducer: ...
+
+    async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str | None]: ...
 
     async def describe(self, transactional_id: str) -> TransactionDescription: ...
 

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "test.sh"
 
 
-def run_script(tmp_path: Path, uid: int, venv: bool, sudo_ok: bool = False) -> tuple[subprocess.CompletedProcess, str]:
+def run_script(tmp_path: Path, uid: int, venv: bool, sudo_ok: bool = False,
+               npm: bool = False) -> tuple[subprocess.CompletedProcess, str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool in ("dirname", "grep", "env", "cat"):
@@ -34,6 +35,9 @@ exec(sys.argv[1])" "$2"
         (bin_dir / apt).write_text(f"#!/bin/sh\necho {apt} \"$@\" >> {record}\nexit 1\n")
     # a sudo that asks a password (fails with -n), or one that does not: either only records
     (bin_dir / "sudo").write_text(f"#!/bin/sh\necho sudo \"$@\" >> {record}\nexit {0 if sudo_ok else 1}\n")
+    if npm:  # Node.js installed: `npm` is recorded with the folder it runs in
+        (bin_dir / "node").write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / "npm").write_text(f"#!/bin/sh\necho npm \"$@\" in \"$(pwd)\" >> {record}\nexit 0\n")
     for script in bin_dir.iterdir():
         if not script.is_symlink():
             script.chmod(0o755)
@@ -51,7 +55,8 @@ def test_not_root_in_a_virtualenv(tmp_path: Path) -> None:
     assert "not root and no password-less sudo" in proc.stderr
     for line in ("Java 17+ (openjdk-17-jre-headless): the Spark tests (tests/spark) will fail",
                  "Prometheus (prometheus): the metrics tests (tests/prometheus) will fail",
-                 "curl (curl): the docs commands test (tests/integration/test_docs_commands.py) will fail"):
+                 "curl (curl): the docs commands test (tests/integration/test_docs_commands.py) will fail",
+                 "Node.js (nodejs): the KafkaJS test (tests/integration/test_kafka_kafkajs_e2e.py) will be skipped"):
         assert line in proc.stderr
     assert record.splitlines()[1:] == [
         "-m pip install -q --disable-pip-version-check -e .[dev,spark,zk,bench] PIP_BREAK_SYSTEM_PACKAGES=",
@@ -80,9 +85,16 @@ def test_not_root_with_a_sudo_that_asks_no_password(tmp_path: Path) -> None:
     assert "not root" not in proc.stderr
 
 
+def test_with_node_it_installs_the_pinned_js_clients_with_npm_ci(tmp_path: Path) -> None:
+    proc, record = run_script(tmp_path, uid=1000, venv=True, npm=True)
+    assert proc.returncode == 0, proc.stderr
+    assert f"npm ci --no-audit --no-fund --loglevel=error in {ROOT / 'tests' / 'js'}" in record.splitlines()
+    assert "Node.js (nodejs)" not in proc.stderr
+
+
 def test_the_script_says_what_it_installs_in_its_first_lines() -> None:
-    head = "\n".join(SCRIPT.read_text().splitlines()[:15])
-    for what in ("Java 17", "prometheus", "zookeeper", "curl", "dev, spark, zk and bench", "virtualenv"):
+    head = "\n".join(SCRIPT.read_text().splitlines()[:16])
+    for what in ("Java 17", "prometheus", "zookeeper", "curl", "nodejs", "dev, spark, zk and bench", "virtualenv"):
         assert what in head
 
 

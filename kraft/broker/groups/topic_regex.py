@@ -25,20 +25,22 @@ _OPTIONS.log_errors = False  # a client's bad pattern is its error answer, not a
 _OPTIONS.max_mem = 1 << 20
 
 
-def _invalid(regex: str, why: str) -> GroupError:
+def _invalid(regex: str, why: str, field: str) -> GroupError:
     return GroupError("INVALID_REGULAR_EXPRESSION",
-                      f"SubscribedTopicRegex `{regex[:100]}` is not a valid regular expression: {why}.")
+                      f"{field} `{regex[:100]}` is not a valid regular expression: {why}.")
 
 
-def compile_regex(regex: str) -> re2._Regexp:
-    """The compiled pattern (re2 caches the last 128), or GroupError INVALID_REGULAR_EXPRESSION."""
+def compile_regex(regex: str, field: str = "SubscribedTopicRegex") -> re2._Regexp:
+    """The compiled pattern (re2 caches the last 128), or GroupError INVALID_REGULAR_EXPRESSION
+    naming the request's `field` (ListTransactions' TransactionalIdPattern uses it too)."""
     if len(regex) > MAX_REGEX_LENGTH:
-        raise _invalid(regex, f"{len(regex)} characters, at most {MAX_REGEX_LENGTH}")
+        raise _invalid(regex, f"{len(regex)} characters, at most {MAX_REGEX_LENGTH}", field)
     try:
         return re2.compile(regex, _OPTIONS)
     except re2.error as e:
         reason = e.args[0] if e.args else "refused"
-        raise _invalid(regex, reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)) from None
+        raise _invalid(regex, reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason),
+                       field) from None
 
 
 def matching(regex: str, names: Iterable[str]) -> frozenset[str]:

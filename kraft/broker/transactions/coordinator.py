@@ -36,6 +36,7 @@ from kraft.broker.transactions.records import TRANSACTION_STATE_TOPIC
 from kraft.broker.transactions.shard import ProducerIdAndEpoch, TransactionShard
 from kraft.broker.transactions.state import (
     TopicPartition, TransactionMetadata, TxnError, TxnState, check_timeout, needs_new_producer_id,
+    verify_partitions,
 )
 from kraft.broker.transactions.verification import LeaderVerifications
 from kraft.coordinator.partition_writer import PartitionWriter
@@ -188,12 +189,25 @@ class TransactionCoordinator:
             raise KraftError(error, f"{tp[0]}-{tp[1]} could not be added to the transaction")
 
     async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                              commit: bool) -> None:
-        """Kafka's EndTxn: answered once PrepareCommit/PrepareAbort is logged (the markers follow)."""
+                              commit: bool, bump_epoch: bool = False) -> TransactionProducer:
+        """Kafka's EndTxn: answered once PrepareCommit/PrepareAbort is logged (the markers follow),
+        with the producer id and epoch after it (`bump_epoch`: EndTxn v5 bumps the epoch)."""
         partition, _ = await self.router.shard(transactional_id, f"transactional id {transactional_id!r}")
-        await self._write(partition, "end-txn", lambda s, now: s.end_transaction(
+        answer: ProducerIdAndEpoch = await self._write(partition, "end-txn", lambda s, now: s.end_transaction(
             now, transactional_id=transactional_id, producer_id=producer_id,
-            producer_epoch=producer_epoch, commit=commit))
+            producer_epoch=producer_epoch, commit=commit, bump_epoch=bump_epoch))
+        return TransactionProducer(answer.producer_id, answer.producer_epoch)
+
+    async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str | None]:
+        """AddPartitionsToTxn v4+ `verify_only`: whether each partition is in the producer's open
+        transaction (its committed state; nothing is written)."""
+        _, shard = await self.router.shard(transactional_id, f"transactional id {transactional_id!r}")
+        try:
+            return verify_partitions(shard.transactions.get(transactional_id), transactional_id, producer_id,
+                                     producer_epoch, partitions)
+        except TxnError as e:
+            raise _error(e) from None
 
     async def describe(self, transactional_id: str) -> TransactionDescription:
         if not self.router.exists():

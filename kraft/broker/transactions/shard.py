@@ -121,10 +121,15 @@ class TransactionShard:
         return self._result(transactional_id, transition, None)
 
     def end_transaction(self, now_ms: int, *, transactional_id: str, producer_id: int,
-                        producer_epoch: int, commit: bool) -> CoordinatorResult[None]:
-        transition = end_transaction(self.transactions.get(transactional_id), transactional_id,
-                                     producer_id, producer_epoch, commit, now_ms)
-        return self._result(transactional_id, transition, None)
+                        producer_epoch: int, commit: bool, bump_epoch: bool = False
+                        ) -> CoordinatorResult[ProducerIdAndEpoch]:
+        """Answers the producer id and epoch after the end (bumped by `bump_epoch`: EndTxn v5)."""
+        current = self.transactions.get(transactional_id)
+        transition = end_transaction(current, transactional_id, producer_id, producer_epoch, commit, now_ms,
+                                     bump_epoch)
+        meta = transition.metadata or current
+        assert meta is not None  # end_transaction refuses an unknown id
+        return self._result(transactional_id, transition, ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch))
 
     def complete(self, now_ms: int, *, transactional_id: str, producer_id: int, producer_epoch: int,
                  state: TxnState) -> CoordinatorResult[None]:

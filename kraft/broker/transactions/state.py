@@ -160,23 +160,48 @@ def add_partitions(current: TransactionMetadata | None, transactional_id: str, p
 
 
 def end_transaction(current: TransactionMetadata | None, transactional_id: str, producer_id: int,
-                    producer_epoch: int, commit: bool, now_ms: int) -> Transition:
+                    producer_epoch: int, commit: bool, now_ms: int, bump_epoch: bool = False) -> Transition:
     """Kafka's handleEndTransaction from a client: Ongoing moves to PrepareCommit/PrepareAbort; a
-    retry of an EndTxn already done succeeds, of one still ending is CONCURRENT_TRANSACTIONS."""
-    meta = _check_producer(current, transactional_id, producer_id, producer_epoch)
+    retry of an EndTxn already done succeeds, of one still ending is CONCURRENT_TRANSACTIONS.
+
+    `bump_epoch`: transaction version 2 (EndTxn v5, KIP-890 part 2): the end bumps the producer
+    epoch (the markers carry the new one, so a late batch of the ended transaction is fenced),
+    a retry is recognised by the epoch before the bump, and an abort with no transaction open
+    bumps the epoch too. At the last epoch (32767) the epoch is kept (Kafka moves to a new
+    producer id there; here the producer's next InitProducerId does)."""
     wanted = "commit" if commit else "abort"
-    state = meta.state
-    if state is TxnState.ONGOING:
-        return Transition(replace(meta, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
-                                  txn_last_update_timestamp=now_ms))
     done, ending = ((TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT) if commit
                     else (TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT))
-    if state is done:
+    if (bump_epoch and current is not None and current.producer_id == producer_id
+            and producer_epoch == current.producer_epoch - 1 and current.state in (done, ending)):
+        if current.state is ending:  # a retry of the bumping EndTxn while its markers are written
+            raise TxnError("CONCURRENT_TRANSACTIONS", f"the {wanted} of {transactional_id!r} is under way")
+        return Transition(None)
+    meta = _check_producer(current, transactional_id, producer_id, producer_epoch)
+    state = meta.state
+    epoch = min(meta.producer_epoch + 1, MAX_EPOCH) if bump_epoch else meta.producer_epoch
+    if state is TxnState.ONGOING:
+        return Transition(replace(meta, producer_epoch=epoch, state=ending, txn_last_update_timestamp=now_ms))
+    if bump_epoch and not commit and (state is TxnState.EMPTY or state.is_complete):
+        return Transition(replace(meta, producer_epoch=epoch, state=ending, txn_last_update_timestamp=now_ms))
+    if state is done and not bump_epoch:
         return Transition(None)
     if state is ending:
         raise TxnError("CONCURRENT_TRANSACTIONS", f"the {wanted} of {transactional_id!r} is under way")
     raise TxnError("INVALID_TXN_STATE", f"cannot {wanted} the transaction of {transactional_id!r}: "
                    f"it is {state.value}")
+
+
+def verify_partitions(current: TransactionMetadata | None, transactional_id: str, producer_id: int,
+                      producer_epoch: int, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str | None]:
+    """Kafka's handleVerifyPartitionsInTransaction (AddPartitionsToTxn v4+ `verify_only`, a
+    broker asking before it appends a transactional batch): each partition's error, None when
+    it is in the producer's open transaction, INVALID_TXN_STATE when it is not."""
+    meta = _check_producer(current, transactional_id, producer_id, producer_epoch)
+    if meta.state.is_prepare:
+        raise TxnError("CONCURRENT_TRANSACTIONS", f"transaction of {transactional_id!r} is "
+                       f"{meta.state.value}: retry once it completes")
+    return {tp: None if tp in meta.partitions else "INVALID_TXN_STATE" for tp in partitions}
 
 
 def complete(current: TransactionMetadata, now_ms: int) -> TransactionMetadata:

@@ -8,21 +8,17 @@ To add an API: write `async def handler(ctx, request) -> response` in a module o
 list it in the module's `APIS` as `Api(api_key, min_version, max_version, handler_factory)`, where
 `handler_factory(services)` returns the handler; add the module to `MODULES` below. ApiVersions
 and docs/kafka-protocol.md's table (`python -m kraft.kafka.api_table`) follow from the registry
-(kraft/kafka/handlers.py registers these with the other APIs), and
-every request is counted in the request metrics under its API (`counted`).
+(kraft/kafka/handlers.py registers these with the other APIs, each request counted in the
+request metrics under its API there).
 """
 
 from __future__ import annotations
-
-import time
-from typing import Any
 
 from kraft.kafka.apis import (
     configs_api, fetch_api, metadata_api, offsets_api, produce_api, producer_ids_api, topics_api,
 )
 from kraft.kafka.apis.common import Api
-from kraft.kafka.dispatch import Handler, HandlerRegistry
-from kraft.server.request_context import RequestContext
+from kraft.kafka.handling import Registry
 from kraft.server.services import BrokerServices
 
 MODULES = (metadata_api, produce_api, fetch_api, offsets_api, producer_ids_api, topics_api, configs_api)
@@ -32,21 +28,6 @@ def apis() -> list[Api]:
     return [api for module in MODULES for api in module.APIS]
 
 
-def counted(services: BrokerServices, handler: Handler) -> Handler:
-    """The handler, each request reported to the request metrics (its API, its error, its time)."""
-    async def serve(ctx: RequestContext, request: Any) -> Any:
-        started = time.monotonic()
-        error = "UNKNOWN_SERVER_ERROR"
-        try:
-            response = await handler(ctx, request)
-            error = "NONE"
-            return response
-        finally:
-            if services.metrics is not None:
-                services.metrics.observe_request(ctx, error, time.monotonic() - started)
-    return serve
-
-
-def register_all(registry: HandlerRegistry, services: BrokerServices) -> None:
+def register_all(registry: Registry, services: BrokerServices) -> None:
     for api in apis():
-        registry.register(api.key, api.min_version, api.max_version, counted(services, api.handler(services)))
+        registry.register(api.key, api.min_version, api.max_version, api.handler(services))

@@ -18,7 +18,9 @@ from kraft.errors import KraftError
 from kraft.kafka.admin_apis import ADMIN_APIS, register_admin_apis
 from kraft.kafka.api_versions import ApiVersionsTable
 from kraft.kafka.codec import encode_response
+from request_metrics_support import RecordedRequests
 from kraft.kafka.entities import build
+from kraft.kafka.handling import CountedRegistry
 from kraft.metadata.acl import AclBindingFilter, StandardAcl
 from kraft.server.authorization import Authorization
 from kraft.server.controller_apis import ControllerApis
@@ -146,19 +148,6 @@ class Throttle:
         return self.ms
 
 
-class Metrics:
-    registry = None
-
-    def __init__(self) -> None:
-        self.observed: list[tuple[str, str]] = []
-
-    async def refresh(self) -> None:
-        pass
-
-    def observe_request(self, ctx: RequestContext, error: str, seconds: float) -> None:
-        self.observed.append((ctx.api, error))
-
-
 class Registry:
     def __init__(self) -> None:
         self.handlers: dict[int, Any] = {}
@@ -174,7 +163,7 @@ class Node:
                  log_dir: str = "/") -> None:
         self.acls, self.users, self.controller = AclStore(), Users(), Controller()
         self.quota = Throttle(throttle_ms)
-        self.metrics = Metrics()
+        self.metrics = RecordedRequests()
         auth = Authorization(Authorizer(*allowed) if authorizer else None)
         services = BrokerServices(
             node=None, metadata=None, authorization=auth, quotas=Quotas(self.quota),  # type: ignore[arg-type]
@@ -182,7 +171,7 @@ class Node:
             security=SecurityApis(self.acls, self.users, auth), controller=ControllerApis(self.controller, auth),
             replicas=ReplicaAdminApis(Replicas(), [log_dir], auth), metrics=self.metrics)  # type: ignore[arg-type]
         self.registry = Registry()
-        register_admin_apis(self.registry, services)
+        register_admin_apis(CountedRegistry(self.registry, services), services)  # as handlers.py does
 
     async def ask(self, api_key: int, version: int, body: Mapping[str, Any], ctx: RequestContext = ALICE) -> Any:
         request = build(load_request_schema(api_key, version), body)

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from kraft.broker.transactions import state
 from kraft.errors import KraftError
 from kraft.kafka.codec import encode_response
+from request_metrics_support import RecordedRequests
 from kraft.kafka.dispatch import HandlerRegistry
 from kraft.kafka.entities import build
 from kraft.kafka.handlers import register_handlers
@@ -26,6 +27,7 @@ from kraft.server.authorization import Authorization
 from kraft.server.groups import NodeEndpoint, OffsetCommitEntry
 from kraft.server.metadata import BrokerDescription, ClusterDescription
 from kraft.server.quotas import Quotas
+from kraft.server.record_apis import RecordApis
 from kraft.server.request_context import RequestContext
 from kraft.server.services import BrokerServices
 from kraft.server.transaction_apis import TransactionApis
@@ -89,9 +91,23 @@ class Coordinator:
             raise KraftError(error, "__consumer_offsets-0 could not be added")
 
     async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                              commit: bool) -> None:
+                              commit: bool, bump_epoch: bool = False) -> TransactionProducer:
         self._apply(self._rule(state.end_transaction, self.txns.get(transactional_id), transactional_id, producer_id,
-                               producer_epoch, commit, NOW_MS))
+                               producer_epoch, commit, NOW_MS, bump_epoch))
+        meta = self.txns[transactional_id]
+        return TransactionProducer(meta.producer_id, meta.producer_epoch)
+
+    async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str | None]:
+        try:
+            return state.verify_partitions(self.txns.get(transactional_id), transactional_id, producer_id,
+                                           producer_epoch, partitions)
+        except state.TxnError as e:
+            raise KraftError(e.error_code, e.message) from None
+
+    def complete(self, transactional_id: str) -> None:
+        """The markers are written (the real coordinator's channel)."""
+        self.txns[transactional_id] = state.complete(self.txns[transactional_id], NOW_MS)
 
     async def describe(self, transactional_id: str) -> TransactionDescription:
         meta = self.txns.get(transactional_id)
@@ -147,12 +163,16 @@ class Throttle:
 
 class Node:
     def __init__(self, *denied: tuple[str, str, str]) -> None:
+        self.metrics = RecordedRequests()
         self.coordinator, self.groups = Coordinator({TOPIC: 2, "u": 1, "__consumer_offsets": 1}), Groups()
         auth = Authorization(Authorizer(*denied))
         services = BrokerServices(
             node=None, metadata=Metadata(), authorization=auth, quotas=Quotas(Throttle()),  # type: ignore[arg-type]
-            records=None, topics=None, groups=None, security=None, controller=None,  # type: ignore[arg-type]
-            replicas=None, transactions=TransactionApis(self.coordinator, self.groups, None, auth))  # type: ignore[arg-type]
+            # the Produce service refuses transactional produces before it touches replicas or topics
+            records=RecordApis(None, None, auth, Quotas(Throttle())),  # type: ignore[arg-type]
+            topics=None, groups=None, security=None, controller=None,  # type: ignore[arg-type]
+            replicas=None, transactions=TransactionApis(self.coordinator, self.groups, None, auth),  # type: ignore[arg-type]
+            metrics=self.metrics)
         self.registry = HandlerRegistry()
         register_handlers(self.registry, services)
 
@@ -167,6 +187,10 @@ class Node:
                    timeout_ms: int = 60_000) -> Any:
         return await self.ask(INIT, version, {"transactional_id": TID, "transaction_timeout": timeout_ms,
                                               "producer_id": producer_id, "producer_epoch": producer_epoch})
+
+    async def init_other(self, tid: str) -> Any:
+        return await self.ask(INIT, 4, {"transactional_id": tid, "transaction_timeout": 60_000,
+                                        "producer_id": -1, "producer_epoch": -1})
 
     async def add(self, version: int, producer_id: int, epoch: int, topics: Mapping[str, list[int]],
                   tid: str = TID) -> dict[tuple[str, int], ErrorCode]:
@@ -187,8 +211,18 @@ def test_the_transaction_apis_advertise_the_clients_versions() -> None:
     # TxnOffsetCommit v3, FindCoordinator v2; kafka-python 3.0 at most v4/v3/v3/v3/v3; aiokafka v0
     assert {key: table.ranges[key] for key in (INIT, FIND, ADD_PARTITIONS, ADD_OFFSETS, END, TXN_COMMIT, DESCRIBE,
                                                LIST)} == {
-        INIT: (0, 5), FIND: (0, 4), ADD_PARTITIONS: (0, 3), ADD_OFFSETS: (0, 4), END: (0, 4), TXN_COMMIT: (0, 4),
-        DESCRIBE: (0, 0), LIST: (0, 1)}
+        INIT: (0, 5), FIND: (0, 4), ADD_PARTITIONS: (0, 5), ADD_OFFSETS: (0, 4), END: (0, 5), TXN_COMMIT: (0, 4),
+        DESCRIBE: (0, 0), LIST: (0, 2)}
+
+
+async def test_every_api_is_counted_once_in_the_request_metrics_with_its_top_level_error() -> None:
+    """One request-metrics path: a data-path API (InitProducerId) and a transaction API
+    (DescribeTransactions) each counted once, under Kafka's name, with the answer's error."""
+    node = Node(DENY_TID)
+    await node.init(4)
+    await node.ask(DESCRIBE, 0, {"transactional_ids": [TID]})
+    assert node.metrics.observed == [("InitProducerId", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+                                     ("DescribeTransactions", "NONE")]
 
 
 @pytest.mark.parametrize("version", [0, 3, 5])
@@ -377,6 +411,103 @@ async def test_list_transactions_filters_by_state_producer_and_duration_and_hide
     long_running = await node.ask(LIST, 1, {"state_filters": ["Ongoing"], "producer_id_filters": [],
                                             "duration_filter": 10**13})
     assert long_running.transaction_states == ()
+
+
+async def test_list_transactions_v2_filters_by_a_pattern_matching_the_whole_id() -> None:
+    """KIP-1152: RE2 against the whole transactional id; none or empty lists all; a pattern RE2
+    refuses is INVALID_REGULAR_EXPRESSION at the top level."""
+    node = Node()
+    for tid in ("orders-1", "orders-2", "my-orders-3"):
+        node.coordinator.txns[tid] = state.TransactionMetadata(tid, 5, 0, 1000, state.TxnState.EMPTY)
+
+    async def listed(pattern: str | None) -> Any:
+        return await node.ask(LIST, 2, {"state_filters": [], "producer_id_filters": [], "duration_filter": -1,
+                                        "transactional_id_pattern": pattern})
+    assert sorted(t.transactional_id for t in (await listed("orders-.*")).transaction_states) == \
+        ["orders-1", "orders-2"]
+    assert len((await listed(None)).transaction_states) == len((await listed("")).transaction_states) == 3
+    invalid = await listed("orders-(")
+    assert invalid.error_code == ErrorCode.invalid_regular_expression and invalid.transaction_states == ()
+
+
+def broker_add(transactions: list[tuple[str, int, int, bool, dict[str, list[int]]]]) -> dict[str, Any]:
+    return {"transactions": [{"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+                              "verify_only": verify, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+                             for tid, pid, epoch, verify, topics in transactions]}
+
+
+def by_transaction(answer: Any) -> dict[str, dict[tuple[str, int], ErrorCode]]:
+    return {r.transactional_id: {(t.name, p.partition_index): p.partition_error_code
+                                 for t in r.topic_results for p in t.results_by_partition}
+            for r in answer.results_by_transaction}
+
+
+@pytest.mark.parametrize("version", [4, 5])
+async def test_add_partitions_v4_batches_transactions_adds_and_verifies(version: int) -> None:
+    """KIP-890's broker form: several transactions in one request, each answered on its own; a
+    verify_only transaction changes nothing and says which partitions are in it."""
+    node = Node()
+    ids = await node.init()
+    other = await node.init_other("other")
+    answer = await node.ask(ADD_PARTITIONS, version, broker_add([
+        (TID, ids.producer_id, ids.producer_epoch, False, {TOPIC: [0, 1]}),
+        ("other", other.producer_id, other.producer_epoch + 1, False, {TOPIC: [0]}),  # a stale epoch
+        ("nobody", 7, 0, True, {TOPIC: [0]})]))
+    assert answer.error_code == ErrorCode.none
+    assert by_transaction(answer) == {
+        TID: {(TOPIC, 0): ErrorCode.none, (TOPIC, 1): ErrorCode.none},
+        "other": {(TOPIC, 0): ErrorCode.producer_fenced},
+        "nobody": {(TOPIC, 0): ErrorCode.invalid_producer_id_mapping}}
+    assert node.coordinator.txns[TID].partitions == {(TOPIC, 0), (TOPIC, 1)}
+    verified = await node.ask(ADD_PARTITIONS, version, broker_add([
+        (TID, ids.producer_id, ids.producer_epoch, True, {TOPIC: [1], "u": [0]})]))
+    assert by_transaction(verified) == {TID: {(TOPIC, 1): ErrorCode.none, ("u", 0): ErrorCode.invalid_txn_state}}
+    assert node.coordinator.txns[TID].partitions == {(TOPIC, 0), (TOPIC, 1)}  # verifying added nothing
+
+
+async def test_add_partitions_v4_needs_cluster_action_not_the_clients_rules() -> None:
+    refused = await Node(("CLUSTER_ACTION", "CLUSTER", "kafka-cluster")).ask(ADD_PARTITIONS, 4, broker_add([
+        (TID, 1, 0, False, {TOPIC: [0]})]))
+    assert refused.error_code == ErrorCode.cluster_authorization_failed and refused.results_by_transaction == ()
+    node = Node(("WRITE", "TOPIC", TOPIC))  # a client's rules (Write on the topic) do not apply to a broker's
+    ids = await node.init_other(TID)
+    answer = await node.ask(ADD_PARTITIONS, 4, broker_add([(TID, ids.producer_id, ids.producer_epoch, False,
+                                                            {TOPIC: [0]})]))
+    assert by_transaction(answer) == {TID: {(TOPIC, 0): ErrorCode.none}}
+
+
+async def test_end_txn_v5_bumps_the_epoch_at_every_end_and_takes_a_retry() -> None:
+    """Transaction version 2: each EndTxn answers the bumped epoch, the next transaction uses it,
+    a retry with the epoch before the bump succeeds with the same answer, and an abort with no
+    transaction open bumps the epoch too; a commit with none open is INVALID_TXN_STATE."""
+    node = Node()
+    ids = await node.init()
+    pid, epoch = ids.producer_id, ids.producer_epoch
+    for commit in (True, False):
+        await node.add(3, pid, epoch, {TOPIC: [0]})
+        txn = {"transactional_id": TID, "producer_id": pid, "producer_epoch": epoch, "committed": commit}
+        ended = await node.ask(END, 5, txn)
+        assert (ended.error_code, ended.producer_id, ended.producer_epoch) == (ErrorCode.none, pid, epoch + 1)
+        assert node.coordinator.txns[TID].producer_epoch == epoch + 1
+        in_progress = await node.ask(END, 5, txn)
+        assert in_progress.error_code == ErrorCode.concurrent_transactions
+        node.coordinator.complete(TID)
+        retried = await node.ask(END, 5, txn)
+        assert (retried.error_code, retried.producer_epoch) == (ErrorCode.none, epoch + 1)
+        stale = await node.add(3, pid, epoch, {TOPIC: [0]})  # the ended transaction's epoch is fenced
+        assert stale == {(TOPIC, 0): ErrorCode.producer_fenced}
+        epoch += 1
+    txn = {"transactional_id": TID, "producer_id": pid, "producer_epoch": epoch}
+    assert (await node.ask(END, 5, {**txn, "committed": True})).error_code == ErrorCode.invalid_txn_state
+    aborted = await node.ask(END, 5, {**txn, "committed": False})
+    assert (aborted.error_code, aborted.producer_epoch) == (ErrorCode.none, epoch + 1)
+    # v4 (transaction version 1) keeps the epoch
+    node = Node()
+    ids = await node.init()
+    await node.add(3, ids.producer_id, ids.producer_epoch, {TOPIC: [0]})
+    await node.ask(END, 4, {"transactional_id": TID, "producer_id": ids.producer_id,
+                            "producer_epoch": ids.producer_epoch, "committed": True})
+    assert node.coordinator.txns[TID].producer_epoch == ids.producer_epoch
 
 
 async def test_a_transactional_produce_needs_write_on_its_transactional_id() -> None:

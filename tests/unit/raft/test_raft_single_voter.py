@@ -28,7 +28,7 @@ from kraft.controller.raft_quorum import (
 from kraft.controller.raft_journal import durable_replace
 from kraft.metadata.image import MetadataImage
 
-from harness import free_port, wait_until  # tests/ is on sys.path (tests/conftest.py)
+from harness import free_port, wait_for, wait_until  # tests/ is on sys.path (tests/conftest.py)
 
 
 class Recorder:
@@ -172,9 +172,8 @@ def test_a_dump_writer_whose_node_died_installs_nothing(tmp_path: Path) -> None:
                 try:
                     node_pid = os.getppid()
                     ready.touch()
-                    deadline = time.monotonic() + 10
-                    while os.getppid() == node_pid and time.monotonic() < deadline:
-                        time.sleep(0.01)
+                    with contextlib.suppress(TimeoutError):  # the install below must refuse either way
+                        wait_for(lambda: os.getppid() != node_pid, 10, 0.01, "the node gone")
                     try:
                         durable_replace(str(source), str(target))
                         outcome = "installed"
@@ -184,17 +183,12 @@ def test_a_dump_writer_whose_node_died_installs_nothing(tmp_path: Path) -> None:
                     os.replace(tmp_path / "result.tmp", result)
                 finally:
                     os._exit(0)
-            deadline = time.monotonic() + 10
-            while not ready.exists() and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_for(ready.exists, 10, 0.01, "the writer running")
             code = 0
         finally:
             os._exit(code)
     os.waitpid(node, 0)
-    deadline = time.monotonic() + 15
-    while not result.exists():
-        assert time.monotonic() < deadline, "the orphaned writer did not report"
-        time.sleep(0.02)
+    wait_for(result.exists, 15, 0.02, "the orphaned writer's report")
     assert result.read_text() == "refused" and target.read_bytes() == b"old dump"
 
 

@@ -110,21 +110,25 @@ def records_apis(acls: Acls | None, *topics: str, quotas: Quotas | None = None,
     return RecordApis(replicas, topic_apis, authorization, quotas or Quotas()), replicas  # type: ignore[arg-type]
 
 
-async def test_produce_refuses_the_whole_request_when_one_topic_may_not_be_written(
+async def test_produce_refuses_only_the_partitions_of_a_topic_that_may_not_be_written(
         caplog: pytest.LogCaptureFixture) -> None:
-    acls = Acls(("WRITE", "TOPIC", "a"))
+    """Kafka's handleProduceRequest: TOPIC_AUTHORIZATION_FAILED on the refused topic's partitions,
+    the others appended; an unknown topic (no auto-creation here) fails its own partitions only."""
+    acls = Acls(("WRITE", "TOPIC", "a"), ("WRITE", "TOPIC", "gone"))
     apis, replicas = records_apis(acls, "a", "b")
-    with caplog.at_level(logging.INFO, logger="kraft.authorizer"), pytest.raises(KraftError) as refused:
-        await apis.produce(ALICE, [ProduceEntry("a", 0, b"batch"), ProduceEntry("b", 0, b"batch")], -1, 1000)
-    assert refused.value.error_code == "TOPIC_AUTHORIZATION_FAILED" and "[b]" in refused.value.message
-    assert replicas.produced == []  # nothing appended
+    with caplog.at_level(logging.INFO, logger="kraft.authorizer"):
+        answer = await apis.produce(ALICE, [ProduceEntry("b", 0, b"batch"), ProduceEntry("a", 0, b"batch"),
+                                            ProduceEntry("gone", 0, b"batch"), ProduceEntry("b", 1, b"batch")],
+                                    -1, 1000)
+    assert [(r.topic, r.partition, r.error_code) for r in answer.partitions] == [
+        ("b", 0, "TOPIC_AUTHORIZATION_FAILED"), ("a", 0, None), ("gone", 0, "UNKNOWN_TOPIC_OR_PARTITION"),
+        ("b", 1, "TOPIC_AUTHORIZATION_FAILED")]
+    assert "[b]" in (answer.partitions[0].message or "")
+    assert [(e.topic, e.partition) for e in replicas.produced] == [("a", 0)]
     assert ("User:alice", "10.0.0.8", "WRITE", "TOPIC", "b") in acls.asked  # the context's principal and address
-    assert acls.denials == ["TOPIC"]
-    assert ("Principal = User:alice is Denied operation = Write from host = 10.0.0.8 on resource = "
-            "Topic:LITERAL:b for request = Produce") in caplog.text
-    # what a listener answering each partition on its own asks first: no log line, no count
-    assert apis.auth.refused(ALICE, rule_of(PRODUCE, "TOPIC", NAMED), ["a", "b"]) == ["b"]
-    assert acls.denials == ["TOPIC"]
+    assert acls.denials == ["TOPIC"]  # once for the request
+    assert caplog.text.count("Principal = User:alice is Denied operation = Write from host = 10.0.0.8 on resource = "
+                             "Topic:LITERAL:b for request = Produce") == 1
 
 
 async def test_produce_and_fetch_charge_the_contexts_quota_entity_and_nodes_go_free() -> None:

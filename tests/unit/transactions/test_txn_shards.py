@@ -78,6 +78,24 @@ async def test_end_transaction_hands_the_prepared_transaction_over_and_completes
     assert h.partitions.log(0).log_end_offset == end
 
 
+async def test_an_end_of_transaction_version_2_logs_the_bumped_epoch_and_answers_it(h: TxnHarness) -> None:
+    """EndTxn v5: the prepared record carries epoch + 1 (the markers fence the ended
+    transaction's late batches), the answer names it, and a new coordinator loads it."""
+    await h.write("init_producer_id", transactional_id=TID, timeout_ms=60_000, new_producer_id=5)
+    await h.write("add_partitions", transactional_id=TID, producer_id=5, producer_epoch=0, partitions=[("t", 0)])
+    answer = await h.write("end_transaction", transactional_id=TID, producer_id=5, producer_epoch=0, commit=True,
+                           bump_epoch=True)
+    assert (answer.producer_id, answer.producer_epoch) == (5, 1)
+    [prepared] = h.prepared
+    assert (prepared.state, prepared.producer_epoch) == (TxnState.PREPARE_COMMIT, 1)
+    await h.write("complete", transactional_id=TID, producer_id=5, producer_epoch=1, state=TxnState.PREPARE_COMMIT)
+    retried = await h.write("end_transaction", transactional_id=TID, producer_id=5, producer_epoch=0, commit=True,
+                            bump_epoch=True)
+    assert (retried.producer_id, retried.producer_epoch) == (5, 1)
+    shard = await h.failover()
+    assert (shard.transactions[TID].state, shard.transactions[TID].producer_epoch) == (TxnState.COMPLETE_COMMIT, 1)
+
+
 async def test_a_new_coordinator_finishes_a_prepared_transaction(h: TxnHarness) -> None:
     await h.write("init_producer_id", transactional_id=TID, timeout_ms=60_000, new_producer_id=5)
     await h.write("add_partitions", transactional_id=TID, producer_id=5, producer_epoch=0, partitions=[("t", 0)])

@@ -12,6 +12,8 @@ from kraft.broker.transactions.state import TransactionMetadata, TxnState
 from kraft.broker.transactions.verification import LeaderVerifications
 from kraft.errors import KraftError
 
+from harness import wait_until  # tests/ is on sys.path (tests/conftest.py)
+
 TP = ("orders", 0)
 ONGOING = TransactionMetadata("tx", 5, 0, 60_000, TxnState.ONGOING, frozenset({TP}), 0, 0)
 
@@ -49,8 +51,7 @@ class Harness:
             raise answer
 
     async def idle(self) -> None:
-        while self.verifications._pushes:
-            await asyncio.sleep(0.001)
+        await wait_until(lambda: not self.verifications._pushes, 5, 0.001, "no push running")
 
 
 async def test_a_push_is_retried_until_the_new_leader_takes_it() -> None:
