@@ -4,15 +4,20 @@ lost (`__transaction_state` wiped: a lost disk), so no coordinator will ever wri
 and read_committed readers stop at them. `kraft transactions find-hanging` lists exactly those
 (not a live transaction of the same partition), `abort` (by start offset, and by producer id and
 epoch) writes their ABORT markers, and the last stable offset moves: read_committed readers get
-every committed record and none of the aborted ones."""
+every committed record and none of the aborted ones. KIP-664's PartitionsWithLateTransactionsCount
+counts such a partition until it is aborted."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+import time
 
-from harness import shutdown_all, start_node
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness import shutdown_all, start_node, wait_for
 from kraft.api.client import Admin, Producer
 from kraft.api.client.types import NewTopic
 from transactions_support import committed_values, stable
@@ -37,6 +42,42 @@ def open_transaction(node, transactional_id: str, partition: int, value: bytes) 
     p.begin_transaction()
     p.send(TOPIC, value, partition=partition).get(timeout=30)
     return p
+
+
+def late_transactions(node) -> float | None:
+    """KIP-664's kafka.server:type=ReplicaManager,name=PartitionsWithLateTransactionsCount."""
+    text = requests.get(f"{node.url}/metrics", timeout=10).text
+    return next((s.value for family in text_string_to_metric_families(text) for s in family.samples
+                 if s.name == "kafka_server_replicamanager_partitionswithlatetransactionscount"), None)
+
+
+def test_a_hanging_transaction_counts_as_late_until_it_is_aborted(tmp_path) -> None:
+    """The gauge counts a partition whose open transaction's producer last wrote more than
+    transaction.max.timeout.ms + 5 minutes (20 minutes by default) ago: here its batch carries a timestamp an
+    hour old, and its coordinator's state is lost so nothing aborts it."""
+    node = start_node(tmp_path, transaction_state_log_num_partitions=1)
+    try:
+        with Admin(node.bootstrap) as admin:
+            admin.create_topics([NewTopic(TOPIC, 2, 1)])
+        lost = Producer(node.bootstrap, transactional_id="lost", linger_ms=0)
+        lost.init_transactions()
+        lost.begin_transaction()
+        an_hour_ago = int(time.time() * 1000) - 3_600_000
+        lost.send(TOPIC, b"hanging", partition=1, timestamp_ms=an_hour_ago).get(timeout=30)
+        node.kill()
+        for directory in node.data_dir.rglob("__transaction_state-*"):
+            shutil.rmtree(directory)
+        node.start()
+        lost.close(timeout=0)
+        fresh = open_transaction(node, "fresh", 0, b"fresh")  # open, but not for long: not late
+
+        assert wait_for(lambda: late_transactions(node) == 1, 30, what="the hanging transaction to count")
+        assert table(node, "abort", "--topic", TOPIC, "--partition", "1", "--start-offset", "0") == []
+        assert wait_for(lambda: late_transactions(node) == 0, 30, what="the aborted transaction to stop counting")
+        fresh.commit_transaction()
+        fresh.close()
+    finally:
+        shutdown_all([node])
 
 
 def test_hanging_transactions_are_found_and_aborted(tmp_path) -> None:
