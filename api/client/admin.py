@@ -20,7 +20,7 @@ from kraft.api.client.compat import check_unused_configs
 from kraft.api.client.security import pop_security
 from kraft.api.client.consumer import offsets_path
 from kraft.api.client.group import GroupCoordinatorClient
-from kraft.api.client.transactions import TxnCoordinatorClient
+from kraft.api.client.transactions import PreparedTransaction, TxnCoordinatorClient
 from kraft.api.client.retry import call_with_retries
 from kraft.api.client.transport import Address, Transport
 from kraft.api.client.types import (
@@ -453,6 +453,17 @@ class Admin:
         """Kafka's DescribeProducers: the active producers of a partition (from its leader)."""
         path = f"/v1/topics/{quote(topic, safe='')}/partitions/{partition}/producers"
         return self._call("GET", path)["producers"]
+
+    def end_transaction(self, prepared: PreparedTransaction, commit: bool) -> None:
+        """EndTxn for a transaction another process prepared (`Producer.prepare_transaction`),
+        sent to the coordinator it found (asked again if that moved); retriable answers
+        (CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR) are retried
+        for api_timeout_ms. Raises KraftError: PRODUCER_FENCED or INVALID_PRODUCER_EPOCH when
+        that producer epoch was fenced (a newer InitProducerId, or the transaction timed out)."""
+        coordinator = TxnCoordinatorClient(self._transport, prepared.transactional_id, self._api_timeout_s,
+                                           self._backoff_s)
+        coordinator.coordinator = prepared.coordinator
+        coordinator.end(prepared.producer_id, prepared.producer_epoch, commit)
 
     def abort_transaction(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                           coordinator_epoch: int) -> int | None:
