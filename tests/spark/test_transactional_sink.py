@@ -80,3 +80,12 @@ def test_a_commit_sent_twice_or_to_a_stale_coordinator_commits_once(broker):
     end_transactions(options, [replace(prepared, coordinator=gone)], 0, commit=True)
     end_transactions(options, [prepared], 0, commit=True)  # a driver retrying: the coordinator did it already
     assert broker.committed_values(sink) == [b"once"]
+
+
+def test_a_timeout_above_the_brokers_maximum_fails_the_task_clearly(broker):
+    sink = broker.new_topic(partitions=1)
+    options = replace(sink_options(broker, sink, "slow-"), transaction_timeout_ms=900_001)  # the broker's max + 1
+    with pytest.raises(KraftError) as refused:
+        write_transactional(options, iter([rows("x")]), "query-4", 0, 0)
+    assert refused.value.error_code == "INVALID_TRANSACTION_TIMEOUT"
+    assert "transaction.max.timeout.ms" in refused.value.message
