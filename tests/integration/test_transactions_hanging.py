@@ -44,11 +44,19 @@ def open_transaction(node, transactional_id: str, partition: int, value: bytes) 
     return p
 
 
-def late_transactions(node) -> float | None:
-    """KIP-664's kafka.server:type=ReplicaManager,name=PartitionsWithLateTransactionsCount."""
+def metric(node, name: str, **labels: str) -> float | None:
     text = requests.get(f"{node.url}/metrics", timeout=10).text
     return next((s.value for family in text_string_to_metric_families(text) for s in family.samples
-                 if s.name == "kafka_server_replicamanager_partitionswithlatetransactionscount"), None)
+                 if s.name == name and s.labels == labels), None)
+
+
+def late_transactions(node) -> float | None:
+    """KIP-664's kafka.server:type=ReplicaManager,name=PartitionsWithLateTransactionsCount."""
+    return metric(node, "kafka_server_replicamanager_partitionswithlatetransactionscount")
+
+
+def describe_producers_requests(node) -> float:
+    return metric(node, "kafka_network_requestmetrics_requests_total", request="DescribeProducers") or 0
 
 
 def test_a_hanging_transaction_counts_as_late_until_it_is_aborted(tmp_path) -> None:
@@ -103,7 +111,9 @@ def test_hanging_transactions_are_found_and_aborted(tmp_path) -> None:
                 plain.send(TOPIC, f"after-{partition}".encode(), partition=partition).get(timeout=30)
         assert committed_values(node.bootstrap, TOPIC, 2) == ["before-0", "before-1"]  # held at offset 1
 
+        asked = describe_producers_requests(node)
         header, *rows = table(node, "find-hanging", "--topic", TOPIC, "--max-transaction-timeout", "0")
+        assert describe_producers_requests(node) == asked + 1  # both partitions' leader asked once
         assert header == ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
                           "LastTimestamp", "Duration(min)"]
         assert [row[:2] + row[3:6] for row in rows] == [[TOPIC, "0", "0", "-1", "1"], [TOPIC, "1", "0", "-1", "1"]]
