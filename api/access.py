@@ -121,6 +121,7 @@ ACCESS: dict[tuple[str, str], RouteAccess] = {
     ("GET", "/v1/transactions/{transactional_id}"): RouteAccess(DESCRIBE_TRANSACTIONS),
     ("GET", "/v1/transactions"): RouteAccess(LIST_TRANSACTIONS),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/producers"): RouteAccess(DESCRIBE_PRODUCERS),
+    ("POST", "/v1/producers/describe"): RouteAccess(DESCRIBE_PRODUCERS),
     ("POST", "/v1/topics/{topic}/partitions/{partition}/abort-transaction"): RouteAccess(
         WRITE_TXN_MARKERS, only=ADMIN_ABORT),
     ("POST", "/v1/partitions/txn-markers"): RouteAccess(WRITE_TXN_MARKERS, node_only=True),

@@ -148,6 +148,10 @@ ROUTES = (
     Route("GET", "/v1/topics/{topic}/partitions/{partition}/producers",
           "The active producers of a partition (Kafka's DescribeProducers)", txn.DescribeProducersResponse,
           errors=(*TOPIC, *LEADER)),
+    Route("POST", "/v1/producers/describe",
+          "The active producers of many partitions, each answered by this broker if it leads it, else "
+          "with its own NOT_LEADER_OR_FOLLOWER (Kafka's DescribeProducers, one request per broker)",
+          txn.DescribeProducersManyResponse, txn.DescribeProducersRequest, errors=("INVALID_REQUEST",)),
     Route("POST", "/v1/topics/{topic}/partitions/{partition}/abort-transaction",
           "Abort a hanging transaction in a partition: an ABORT marker for its producer (Kafka's "
           "Admin.abortTransaction; ClusterAction on the cluster)", txn.AbortTransactionResponse,

@@ -427,6 +427,11 @@ _KEYS = [
     ConfigKey("transaction.max.timeout.ms", "int", 900000,
               "The longest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT).",
               _POS_INT),
+    ConfigKey("transaction.partition.verification.grace.ms", "int", 30000,
+              "A partition leader that took over less than this long ago answers a transaction's "
+              "unverified first batch with the retriable NOT_ENOUGH_REPLICAS (the coordinator's "
+              "verification may still be on its way, KIP-890); after it, INVALID_TXN_STATE.",
+              at_least(0, INT_MAX)),
     ConfigKey("transactional.id.expiration.ms", "int", 604800000,
               "A transactional id with no open transaction and no request for this long is forgotten "
               "(a tombstone in __transaction_state).", _POS_INT),

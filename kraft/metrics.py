@@ -51,6 +51,9 @@ LATENCY_BUCKETS_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 500
 RAFT_STATES = ("leader", "candidate", "follower")
 GROUP_REFRESH_TIMEOUT_S = 5.0
 VIEW_SLICE = 256  # replica views a scrape's refresh takes per loop turn
+# KIP-664: a transaction is late once open this much longer than transaction.max.timeout.ms (the
+# coordinator's abort and its markers take a while; Kafka's ProducerStateManager constant)
+LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000
 # Failures name topics from client input: ones this broker does not know share one label value,
 # so bad requests cannot create series without bound.
 UNKNOWN_TOPIC = "(unknown)"
@@ -123,9 +126,16 @@ class ReplicaManagerCollector(_Guarded):
 
     def __init__(self, node_id: int, reader: PartitionStateReader,
                  image: Callable[[], MetadataImage], topic_labels: bool,
-                 log_directories: Callable[[], list[tuple[str, bool]]] = lambda: []) -> None:
-        """`log_directories()`: (path, online) of each log directory (kafka.log:type=LogManager)."""
+                 log_directories: Callable[[], list[tuple[str, bool]]] = lambda: [],
+                 max_transaction_timeout_ms: int = 900_000,
+                 wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        """`log_directories()`: (path, online) of each log directory (kafka.log:type=LogManager);
+        a transaction is late (KIP-664) once its producer's last batch timestamp is more than
+        `max_transaction_timeout_ms` (transaction.max.timeout.ms) + LATE_TRANSACTION_BUFFER_MS
+        before `wall_clock_ms()`."""
         self.node_id = node_id
+        self.max_transaction_timeout_ms = max_transaction_timeout_ms
+        self.wall_clock_ms = wall_clock_ms
         self.reader = reader
         self.image = image
         self.topic_labels = topic_labels
@@ -146,7 +156,8 @@ class ReplicaManagerCollector(_Guarded):
         prefix = "kafka_server_replicamanager_"
         counts = dict.fromkeys(("partitioncount", "leadercount", "underreplicatedpartitions",
                                 "underminisrpartitioncount", "atminisrpartitioncount",
-                                "offlinereplicacount"), 0)
+                                "offlinereplicacount", "partitionswithlatetransactionscount"), 0)
+        late_before_ms = self.wall_clock_ms() - self.max_transaction_timeout_ms - LATE_TRANSACTION_BUFFER_MS
         max_lag = 0
         labels = ["topic", "partition"] if self.topic_labels else []
         size = GaugeMetricFamily("kafka_log_log_size", "Bytes of the partition's log.", labels=labels)
@@ -199,6 +210,8 @@ class ReplicaManagerCollector(_Guarded):
             if view.has_log:
                 unstable = max(view.high_watermark - view.last_stable_offset, 0)
                 total_lso_lag += unstable
+                oldest = view.oldest_transaction_last_timestamp
+                counts["partitionswithlatetransactionscount"] += oldest is not None and oldest < late_before_ms
                 if self.topic_labels:
                     lso_lag.add_metric([topic, str(index)], unstable)
             isr = len(view.isr)
@@ -224,6 +237,10 @@ class ReplicaManagerCollector(_Guarded):
             "atminisrpartitioncount": "Partitions led here whose ISR is exactly min.insync.replicas.",
             "offlinereplicacount": "Local replicas whose log could not be opened, could not record "
                                    "its role, or is on an offline log directory.",
+            "partitionswithlatetransactionscount": "Partitions led here with a transaction open longer "
+                                                   "than transaction.max.timeout.ms + 5 minutes (KIP-664: "
+                                                   "a hanging transaction, see kraft transactions "
+                                                   "find-hanging).",
         }
         for name, value in counts.items():
             yield _gauge(prefix + name, docs[name], value)
@@ -837,11 +854,13 @@ class NodeMetrics(MetricsSink):
     def watch_connections(self, listener: str, connections: Callable[[], int]) -> None:
         self.registry.register(ConnectionCountCollector(listener, connections))
 
-    def watch_broker(self, replica_manager: Any) -> None:
-        """Replica manager and log gauges (ISR change counts come with `on_delta`)."""
+    def watch_broker(self, replica_manager: Any, max_transaction_timeout_ms: int = 900_000) -> None:
+        """Replica manager and log gauges (ISR change counts come with `on_delta`);
+        `max_transaction_timeout_ms` is transaction.max.timeout.ms (late transactions, KIP-664)."""
         self._replica_manager = replica_manager
         collector = ReplicaManagerCollector(self.node_id, replica_manager, lambda: replica_manager.image,
-                                            self.topic_labels, replica_manager.log_directories)
+                                            self.topic_labels, replica_manager.log_directories,
+                                            max_transaction_timeout_ms)
         self.registry.register(collector)
         self._refreshers.append(collector.refresh)
         _become_sink(replica_manager, self)

@@ -330,7 +330,7 @@ class Node:
             metadata_cache=self.view,
         )
         self.metrics = NodeMetrics(self.node_id, topic_labels=config["metrics.topic.labels.enable"])
-        self.metrics.watch_broker(self.replica_manager)
+        self.metrics.watch_broker(self.replica_manager, config["transaction.max.timeout.ms"])
         self.publisher = BrokerMetadataPublisher(self.node_id, self.view, self.replica_manager,
                                                  {OFFSETS_TOPIC: self.groups.runtime,
                                                   TRANSACTION_STATE_TOPIC: self.transactions.runtime},

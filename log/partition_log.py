@@ -169,6 +169,11 @@ class PartitionLog:
             return max(first, self._log_start_offset)
 
     @property
+    def oldest_transaction_last_timestamp(self) -> int | None:
+        with self._lock:
+            return self._producer_state.oldest_transaction_last_timestamp()
+
+    @property
     def config(self) -> LogConfig:
         return self._config
 

@@ -279,6 +279,12 @@ class ProducerStateManager:
         if self._unreplicated:
             self._unreplicated = {f: m for f, m in self._unreplicated.items() if m >= high_watermark}
 
+    def oldest_transaction_last_timestamp(self) -> int | None:
+        """The last batch timestamp of the producer whose open transaction started first (Kafka's
+        oldestTxnLastTimestamp: what KIP-664's late-transaction check ages); None: none open."""
+        first = next(iter(self._ongoing.values()), None)
+        return None if first is None else self._producers[first].last_timestamp
+
     def ongoing_transactions(self) -> dict[int, int]:
         """First offset -> producer id of every open transaction, oldest first."""
         return dict(self._ongoing)

@@ -1,40 +1,55 @@
-"""The transactional sink (`kraft.transactional.id.prefix`, streaming only): each write task of a
-micro-batch writes its rows in one Kafka transaction, and a replayed micro-batch is not written
-twice.
+"""The transactional sink (`kraft.transactional.id.prefix`, streaming only): a micro-batch's rows
+become visible to read_committed readers when the driver commits the micro-batch, and a replayed
+micro-batch is not written twice.
 
-The task of Spark partition `w` in query `q` (`sql.streaming.queryId`, stable across restarts of one
-checkpoint) is the transactional producer `f"{prefix}{q}-{w}"` (docs/transactions.md):
-- `init_transactions()` bumps the id's epoch: an older attempt of the same task (a failed or
+Two phases, as Kafka's two-phase participants (KIP-939) and Flink's Kafka sink:
+- each write task of Spark partition `w` in query `q` (`sql.streaming.queryId`, stable across
+  restarts of one checkpoint) is the transactional producer `f"{prefix}{q}-{w}"`. Its
+  `init_transactions()` bumps the id's epoch: an older attempt of the same task (a failed or
   speculative attempt, the task of a query run that died) is fenced, and its open transaction is
-  aborted before this one starts;
-- the transaction holds the task's rows and, as its last write, a transactional offset commit to
-  the group of the same name: `batch id + 1` (the Flink/Kafka Streams way of making the commit
-  idempotent: the marker becomes visible with the rows, atomically, or not at all);
-- before writing, the task reads that group's committed offset: a micro-batch this task already
-  committed (a replay after a driver failure between the tasks' commits and Spark's commit log)
-  writes nothing.
+  aborted. It writes its rows and, as the transaction's last write, a transactional offset commit
+  to the group of the same name: `batch id + 1` (the dedupe marker: it becomes visible with the
+  rows, atomically, or not at all). It does not end the transaction: it returns what ends it
+  (`PreparedTransaction`: id, producer id and epoch, coordinator) in its commit message;
+- the driver's `commit(messages, batchId)` ends them all with EndTxn(commit) (`end_transactions`),
+  `abort` with EndTxn(abort). It ends only the epochs the successful attempts returned: a fenced
+  one answers PRODUCER_FENCED, which fails the micro-batch.
 
-Readers with `isolation_level=read_committed` see each task's rows of a micro-batch all at once or
-not at all, and every row once, provided the replay hands the same rows to the same task (as
-`exactlyOnce=true` needs too: docs/spark.md). Rows are placed by the Python client's partitioner.
+Before writing, a task reads its group's committed offset: a micro-batch this task already
+committed (a replay after a driver that died between EndTxns, or before Spark's commit log) is
+skipped, so every row lands once. The window: between the driver's first and last EndTxn a reader
+sees the committed tasks' rows before the others' (docs/spark.md). Rows are placed by the Python
+client's partitioner.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterator
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 
-from kraft.api.client import Admin, Producer, TopicPartition
+from kraft.api.client import Admin, PreparedTransaction, Producer, TopicPartition
 from kraft.api.errors import KraftError
 from kraft.spark_connector.options import SinkOptions
 
 log = logging.getLogger(__name__)
 
+# the epoch was fenced before the driver's EndTxn: a newer attempt's init, or the timeout's abort
+FENCED = frozenset({"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
+_GATE_POLL_S = 0.05
+
 
 def _bytes(value: Any) -> bytes | None:
     return value.encode("utf-8") if isinstance(value, str) else value
+
+
+def _admin(options: SinkOptions) -> Admin:
+    return Admin(list(options.bootstrap_servers), api_timeout_ms=options.request_timeout_ms,
+                 **options.security.client_configs())
 
 
 class TransactionalTask:
@@ -46,14 +61,12 @@ class TransactionalTask:
         self.batch_id = batch_id
         self.written = 0
         self.topics: set[str] = set()
-        servers = list(options.bootstrap_servers)
-        security = options.security.client_configs()
-        self.producer = Producer(servers, transactional_id=self.transactional_id,
+        self.producer = Producer(list(options.bootstrap_servers), transactional_id=self.transactional_id,
                                  transaction_timeout_ms=options.transaction_timeout_ms,
                                  compression_type=options.compression, linger_ms=0,
                                  request_timeout_ms=options.request_timeout_ms,
-                                 max_block_ms=options.request_timeout_ms, **security)
-        self.admin = Admin(servers, api_timeout_ms=options.request_timeout_ms, **security)
+                                 max_block_ms=options.request_timeout_ms, **options.security.client_configs())
+        self.admin = _admin(options)
 
     def committed_batch(self) -> int:
         """The last micro-batch this task committed (-1: none)."""
@@ -86,13 +99,13 @@ class TransactionalTask:
             self.topics.add(topic)
             self.written += 1
 
-    def commit(self) -> int:
-        """Commits the rows with this micro-batch's marker; how many rows."""
+    def prepare(self) -> PreparedTransaction | None:
+        """Writes the rows and this micro-batch's marker, and leaves the transaction open for the
+        driver; what ends it (None: no rows, nothing to end)."""
         if self.topics:
             marker = {TopicPartition(min(self.topics), 0): self.batch_id + 1}
             self.producer.send_offsets_to_transaction(marker, self.transactional_id)
-        self.producer.commit_transaction()
-        return self.written
+        return self.producer.prepare_transaction()
 
     def abort(self) -> None:
         """Best effort: the next attempt's `begin` aborts it anyway."""
@@ -107,19 +120,65 @@ class TransactionalTask:
 
 
 def write_transactional(options: SinkOptions, iterator: Iterator[pa.RecordBatch], query_id: str,
-                        writer_id: int, batch_id: int) -> int:
-    """The task's rows in one transaction; how many were written (0 when a replay skipped them)."""
+                        writer_id: int, batch_id: int) -> tuple[int, PreparedTransaction | None]:
+    """The task's rows in one open transaction: how many were written (0 when a replay skipped
+    them) and what the driver ends it with."""
     task = TransactionalTask(options, query_id, writer_id, batch_id)
     try:
         if not task.begin():
             log.info("%s: micro-batch %d is already committed: skipped", task.transactional_id, batch_id)
-            return 0
+            return 0, None
         try:
             for batch in iterator:
                 task.add(batch)
-            return task.commit()
+            return task.written, task.prepare()
         except BaseException:
             task.abort()
             raise
     finally:
         task.close()
+
+
+def end_transactions(options: SinkOptions, prepared: Sequence[PreparedTransaction], batch_id: int,
+                     commit: bool) -> None:
+    """The driver's side: EndTxn for every task's transaction of micro-batch `batch_id`, one after
+    the other. A commit that fails raises with Kafka's error name (the micro-batch fails; its
+    replay skips the tasks already committed); an abort is best effort (the next attempt of each
+    task aborts what is left)."""
+    admin = _admin(options)
+    try:
+        for index, txn in enumerate(prepared):
+            _wait_at_gate(options.commit_gate, batch_id, index, options.transaction_timeout_ms)
+            try:
+                admin.end_transaction(txn, commit)
+            except KraftError as e:
+                if not commit:
+                    log.info("%s: abort of micro-batch %d: %s", txn.transactional_id, batch_id, e)
+                    continue
+                hint = (" (a newer attempt of the task fenced it, or kraft.transaction.timeout.ms passed "
+                        "before the driver's commit)" if e.error_code in FENCED else "")
+                raise KraftError(e.error_code, f"micro-batch {batch_id}: cannot commit the transaction of "
+                                 f"{txn.transactional_id!r} (epoch {txn.producer_epoch}){hint}: {e.message}; "
+                                 f"{index} of {len(prepared)} tasks are committed, a restart replays the "
+                                 "others") from e
+    finally:
+        admin.close()
+    log.info("micro-batch %d: %s %d transactions", batch_id, "committed" if commit else "aborted", len(prepared))
+
+
+def _wait_at_gate(gate: str | None, batch_id: int, index: int, timeout_ms: int) -> None:
+    """Test hook (`kraft.test.commit.gate`, a directory): before EndTxn `index` of a micro-batch
+    the driver writes its pid to `reached-{batch_id}-{index}` and waits while the file `allow`
+    holds a number <= index (at most `timeout_ms`: by then the broker aborted the transactions)."""
+    if gate is None:
+        return
+    Path(gate, f"reached-{batch_id}-{index}").write_text(str(os.getpid()))
+    allow = Path(gate, "allow")
+    deadline = time.monotonic() + timeout_ms / 1000
+    while time.monotonic() < deadline:
+        try:
+            if int(allow.read_text() or "0") > index:
+                return
+        except FileNotFoundError:
+            return
+        time.sleep(_GATE_POLL_S)

@@ -15,7 +15,7 @@ task sends all its records of one topic-partition as one produce entry with sequ
 replayed micro-batch sends the same sequences in the same epoch, which the broker answers as
 duplicates without writing them again; a late task of an older micro-batch is fenced
 (INVALID_PRODUCER_EPOCH). With `kraft.transactional.id.prefix` each task writes in a
-transaction instead (`transactional.py`).
+transaction instead, which the driver's `commit` ends (`transactional.py`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
+from kraft.api.client import PreparedTransaction
 from kraft.api.errors import KraftError
 from kraft.api.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
 from kraft.producer_ids import MAX_PRODUCER_EPOCH, derived_producer_id
@@ -42,7 +43,7 @@ from kraft.spark_connector.broker import BrokerClient
 from kraft.spark_connector.offsets import TopicPartition
 from kraft.spark_connector.options import SinkOptions
 from kraft.spark_connector.schema import HEADERS_TYPE
-from kraft.spark_connector.transactional import write_transactional
+from kraft.spark_connector.transactional import end_transactions, write_transactional
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
 @dataclass
 class WriteSummary(WriterCommitMessage):
     records: int  # sent and acknowledged (a replay's duplicates included: the broker skips them)
+    prepared: PreparedTransaction | None = None  # the transactional sink's: the driver ends it
 
 
 @dataclass(frozen=True)
@@ -309,10 +311,22 @@ class KraftStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteSummary:  # type: ignore[override]
         if self.options.transactional_id_prefix is not None:
-            return WriteSummary(write_transactional(self.options, iterator, *_streaming_task()))
+            return WriteSummary(*write_transactional(self.options, iterator, *_streaming_task()))
         return _write(self.options, iterator,
                       SinkProducer.for_task(*_streaming_task()) if self.options.exactly_once else None)
 
     def commit(self, messages: list[WriteSummary | None], batchId: int) -> None:  # type: ignore[override]
+        """Runs on the driver once every task succeeded: the transactional sink's transactions
+        are committed here, so a micro-batch becomes visible as a whole."""
+        self._end(messages, batchId, commit=True)
         written = sum(m.records for m in messages if m)
         log.info("micro-batch %d: %d records acknowledged", batchId, written)
+
+    def abort(self, messages: list[WriteSummary | None], batchId: int) -> None:  # type: ignore[override]
+        """A task failed for good: the transactions of those that succeeded are aborted."""
+        self._end(messages, batchId, commit=False)
+
+    def _end(self, messages: list[WriteSummary | None], batch_id: int, commit: bool) -> None:
+        prepared = [m.prepared for m in messages if m is not None and m.prepared is not None]
+        if self.options.transactional_id_prefix is not None and prepared:
+            end_transactions(self.options, prepared, batch_id, commit)

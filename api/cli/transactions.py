@@ -133,6 +133,16 @@ def _partitions_to_search(admin: Any, topic: str | None, partition: int | None,
                   if broker_id is None or broker_id in p["replicas"])
 
 
+def _producers(admin: Any, topic: str | None, partition: int | None,
+               broker_id: int | None) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """The active producers of the partitions searched, each leader asked once (as Kafka's tool)."""
+    described = admin.describe_producers_of(_partitions_to_search(admin, topic, partition, broker_id))
+    for answer in described.values():
+        if isinstance(answer, KraftError):
+            raise answer
+    return described
+
+
 def _transactional_ids(admin: Any, producer_ids: set[int]) -> dict[int, str]:
     listed, errors = admin.list_transactions(producer_ids=sorted(producer_ids))
     if errors:  # a coordinator that did not answer may own one of them: no verdict without it
@@ -171,9 +181,8 @@ def find_hanging(bootstrap_server: str, broker_id: int | None, topic: str | None
         raise click.UsageError("--partition needs --topic")
     with admin_client(bootstrap_server) as admin:
         now_ms = int(time.time() * 1000)
-        candidates = [txn for t, p in _partitions_to_search(admin, topic, partition, broker_id)
-                      for txn in open_transactions(t, p, admin.describe_producers(t, p), now_ms,
-                                                   max_transaction_timeout * 60_000)]
+        candidates = [txn for (t, p), producers in sorted(_producers(admin, topic, partition, broker_id).items())
+                      for txn in open_transactions(t, p, producers, now_ms, max_transaction_timeout * 60_000)]
         found: list[OpenTransaction] = []
         if candidates:
             tids = _transactional_ids(admin, {c.producer["producer_id"] for c in candidates})

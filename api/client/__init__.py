@@ -8,7 +8,7 @@ from kraft.api.client.admin import Admin, CreatedTopic, TopicConfigs
 from kraft.api.client.consumer import Consumer
 from kraft.api.client.futures import RecordFuture
 from kraft.api.client.producer import Producer
-from kraft.api.client.transactions import TransactionAbortableError, TransactionFatalError
+from kraft.api.client.transactions import PreparedTransaction, TransactionAbortableError, TransactionFatalError
 from kraft.api.client.transport import NoBrokersAvailable
 from kraft.api.client.types import (
     BrokerInfo,
@@ -46,6 +46,7 @@ __all__ = [
     "OffsetAndTimestamp",
     "PartitionInfo",
     "PartitionOffsets",
+    "PreparedTransaction",
     "Producer",
     "RecordFuture",
     "RecordMetadata",

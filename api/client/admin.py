@@ -20,7 +20,7 @@ from kraft.api.client.compat import check_unused_configs
 from kraft.api.client.security import pop_security
 from kraft.api.client.consumer import offsets_path
 from kraft.api.client.group import GroupCoordinatorClient
-from kraft.api.client.transactions import TxnCoordinatorClient
+from kraft.api.client.transactions import PreparedTransaction, TxnCoordinatorClient
 from kraft.api.client.retry import call_with_retries
 from kraft.api.client.transport import Address, Transport
 from kraft.api.client.types import (
@@ -453,6 +453,66 @@ class Admin:
         """Kafka's DescribeProducers: the active producers of a partition (from its leader)."""
         path = f"/v1/topics/{quote(topic, safe='')}/partitions/{partition}/producers"
         return self._call("GET", path)["producers"]
+
+    def describe_producers_of(self, partitions: Iterable[tuple[str, int]]
+                              ) -> dict[tuple[str, int], list[dict[str, Any]] | KraftError]:
+        """Kafka's Admin.describeProducers over many partitions: each leader is asked once for all
+        the partitions it leads (`POST /v1/producers/describe`); a partition whose answer is
+        retriable (its leader moved) is asked again until api_timeout_ms. Per partition: its
+        active producers, or the error it ended with."""
+        todo = sorted(set(partitions))
+        found: dict[tuple[str, int], list[dict[str, Any]] | KraftError] = {}
+        deadline = time.monotonic() + self._api_timeout_s
+        while True:
+            snapshot = ClusterSnapshot.from_wire(self.metadata(sorted({t for t, _ in todo})))
+            by_leader: dict[Address, list[tuple[str, int]]] = {}
+            retry: list[tuple[str, int]] = []
+            for topic, partition in todo:
+                leader = snapshot.leader_id(TopicPartition(topic, partition))
+                address = None if leader is None else snapshot.broker_address(leader)
+                if address is not None:
+                    by_leader.setdefault(address, []).append((topic, partition))
+                    continue
+                missing = snapshot.topic_errors.get(topic)
+                found[(topic, partition)] = missing or KraftError(
+                    "LEADER_NOT_AVAILABLE", f"{topic}-{partition} has no leader in the metadata")
+                if missing is None or missing.retriable:
+                    retry.append((topic, partition))
+            for address, tps in by_leader.items():
+                body = {"partitions": [{"topic": t, "partition": p} for t, p in tps]}
+                try:
+                    answers = self._transport.request("POST", "/v1/producers/describe", body,
+                                                      address=address)["partitions"]
+                except KraftError as e:
+                    if not e.retriable:
+                        raise
+                    found.update(dict.fromkeys(tps, e))
+                    retry.extend(tps)
+                    continue
+                for answer in answers:
+                    tp = (answer["topic"], int(answer["partition"]))
+                    if answer.get("error_code"):
+                        error = KraftError(answer["error_code"], f"{tp[0]}-{tp[1]}: {answer.get('message') or ''}")
+                        found[tp] = error
+                        if error.retriable:
+                            retry.append(tp)
+                    else:
+                        found[tp] = answer["producers"]
+            if not retry or time.monotonic() + self._backoff_s > deadline:
+                return found
+            todo = retry
+            time.sleep(self._backoff_s)
+
+    def end_transaction(self, prepared: PreparedTransaction, commit: bool) -> None:
+        """EndTxn for a transaction another process prepared (`Producer.prepare_transaction`),
+        sent to the coordinator it found (asked again if that moved); retriable answers
+        (CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR) are retried
+        for api_timeout_ms. Raises KraftError: PRODUCER_FENCED or INVALID_PRODUCER_EPOCH when
+        that producer epoch was fenced (a newer InitProducerId, or the transaction timed out)."""
+        coordinator = TxnCoordinatorClient(self._transport, prepared.transactional_id, self._api_timeout_s,
+                                           self._backoff_s)
+        coordinator.coordinator = prepared.coordinator
+        coordinator.end(prepared.producer_id, prepared.producer_epoch, commit)
 
     def abort_transaction(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                           coordinator_epoch: int) -> int | None:

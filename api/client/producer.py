@@ -20,7 +20,7 @@ from kraft.api.client.security import pop_security
 from kraft.api.client.futures import RecordFuture
 from kraft.api.client.idempotence import MAX_IN_FLIGHT_IDEMPOTENT
 from kraft.api.client.sender import Sender, SenderConfig, now_ms
-from kraft.api.client.transactions import TransactionManager
+from kraft.api.client.transactions import PreparedTransaction, TransactionManager
 from kraft.api.client.transport import Transport
 from kraft.api.client.types import Headers, TopicPartition
 from kraft.api.errors import KraftError
@@ -233,11 +233,22 @@ class Producer:
         """Sends what is queued, then commits: every record of the transaction becomes visible
         to read_committed consumers, with its offsets. Raises TransactionAbortableError when a
         send failed (abort then) and TransactionFatalError when the producer was fenced."""
+        self._flushed_transaction().end(commit=True)
+
+    def _flushed_transaction(self) -> TransactionManager:
+        """The transaction, every record of it sent and acknowledged."""
         txn = self._transactions()
         txn.check_sendable()
         self.flush(self._max_block_s)  # REQUEST_TIMED_OUT past max_block_ms: call it again
         txn.check_sendable()  # a record failed meanwhile: the transaction can only abort
-        txn.end(commit=True)
+        return txn
+
+    def prepare_transaction(self) -> PreparedTransaction | None:
+        """Sends what is queued and leaves the transaction open for another process to end
+        (KIP-939's prepareTransaction; `Admin.end_transaction` commits or aborts it): what it
+        needs, or None when the transaction holds nothing. The producer can only be
+        re-initialised afterwards (which aborts the transaction if it is still open)."""
+        return self._flushed_transaction().prepare()
 
     def abort_transaction(self) -> None:
         """Sends what is queued, then aborts: read_committed consumers never see the records."""

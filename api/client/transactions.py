@@ -9,17 +9,22 @@ must be closed: it was fenced by a newer instance, or is not authorized), as Kaf
 The coordinator's retriable answers are retried here (CONCURRENT_TRANSACTIONS while a previous
 transaction's markers are written, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR: find it again)
 within `timeout_s`.
+
+A transaction can also be *prepared* (KIP-939's two-phase participant): its records and offsets
+are written, and what ends it (id, producer id and epoch, coordinator) is handed to another
+process, which commits or aborts it with `TxnCoordinatorClient.end` (`Admin.end_transaction`).
 """
 
 from __future__ import annotations
 
 import enum
 import threading
+from dataclasses import dataclass
 from typing import Any, Iterable
 from urllib.parse import quote
 
 from kraft.api.client.group import GroupCoordinatorClient
-from kraft.api.client.transport import Transport
+from kraft.api.client.transport import Address, Transport
 from kraft.api.client.types import TopicPartition
 from kraft.api.errors import KraftError
 
@@ -36,6 +41,7 @@ class TransactionState(enum.Enum):
     UNINITIALIZED = "UNINITIALIZED"
     READY = "READY"
     IN_TRANSACTION = "IN_TRANSACTION"
+    PREPARED = "PREPARED"  # written and handed off: only another init_transactions moves on
     ABORTABLE_ERROR = "ABORTABLE_ERROR"
     FATAL_ERROR = "FATAL_ERROR"
 
@@ -59,11 +65,29 @@ def classify(error: KraftError) -> KraftError:
     return classified
 
 
+@dataclass(frozen=True)
+class PreparedTransaction:
+    """A transaction written and left open, with what ends it from anywhere (KIP-939's
+    PreparedTxnState plus the coordinator the producer found, a hint: asked again if it moved)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    coordinator: Address | None = None
+
+
 class TxnCoordinatorClient(GroupCoordinatorClient):
     """Requests to the coordinator of a transactional id (found again when it moves)."""
 
     def _path(self, suffix: str) -> str:
         return f"/v1/transactions/{quote(self.group_id, safe='')}{suffix}"
+
+    def end(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """EndTxn, its retriable answers retried within `timeout_s`. A retry of an EndTxn the
+        coordinator already did succeeds; a producer epoch fenced meanwhile (a newer
+        InitProducerId, the transaction timeout's abort) is PRODUCER_FENCED or INVALID_PRODUCER_EPOCH."""
+        self.request("POST", "/end", {"producer_id": producer_id, "producer_epoch": producer_epoch,
+                                      "commit": commit})
 
 
 class TransactionManager:
@@ -113,7 +137,8 @@ class TransactionManager:
 
     def init(self) -> tuple[int, int]:
         """InitProducerId: the producer id and epoch (fencing any older producer of the id)."""
-        self._require(TransactionState.UNINITIALIZED, TransactionState.READY, doing="init_transactions")
+        self._require(TransactionState.UNINITIALIZED, TransactionState.READY, TransactionState.PREPARED,
+                      doing="init_transactions")
         answer = self._call("POST", "/init", {"transaction_timeout_ms": self.transaction_timeout_ms})
         self.producer_id, self.producer_epoch = int(answer["producer_id"]), int(answer["producer_epoch"])
         self.state = TransactionState.READY
@@ -179,7 +204,26 @@ class TransactionManager:
             self._require(TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR,
                           doing="abort_transaction")
         if self._added or self._offsets_added:  # nothing added: nothing to end (Kafka's client skips it)
-            self._call("POST", "/end", self._producer_body(commit=commit))
+            try:
+                self.coordinator.end(self.producer_id, self.producer_epoch, commit)
+            except KraftError as e:
+                raise self.fail(e) from None
+        self._handed_off()
+
+    def prepare(self) -> PreparedTransaction | None:
+        """Leaves the open transaction to whoever ends it (KIP-939's prepareTransaction): the
+        producer may begin no other; None when nothing was added (nothing to end)."""
+        self._require(TransactionState.IN_TRANSACTION, doing="prepare_transaction")
+        prepared = None
+        if self._added or self._offsets_added:
+            prepared = PreparedTransaction(self.transactional_id, self.producer_id, self.producer_epoch,
+                                           self.coordinator.coordinator)
+        self._handed_off()
+        if prepared is not None:
+            self.state = TransactionState.PREPARED
+        return prepared
+
+    def _handed_off(self) -> None:
         self._added.clear()
         self._offsets_added = False
         self.state = TransactionState.READY

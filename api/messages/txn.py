@@ -162,6 +162,25 @@ class DescribeProducersResponse(Message):
     producers: list[ProducerState]
 
 
+class DescribeProducersRequest(Message, forbid_unknown_fields=True):
+    """Kafka's DescribeProducers for many partitions, answered by the broker asked: the ones it
+    leads (the others answer NOT_LEADER_OR_FOLLOWER)."""
+
+    partitions: Annotated[list[TxnTopicPartition], Meta(min_length=1, max_length=MAX_MARKERS_PER_REQUEST)]
+
+
+class PartitionProducersResult(Message):
+    topic: str
+    partition: int
+    producers: list[ProducerState]
+    error_code: str | None = None
+    message: str | None = None
+
+
+class DescribeProducersManyResponse(Message):
+    partitions: list[PartitionProducersResult]
+
+
 class AbortTransactionRequest(Message, forbid_unknown_fields=True):
     """Kafka's Admin.abortTransaction (kafka-transactions.sh abort): an ABORT marker for the open
     transaction of `producer_id` in one partition (a hanging transaction no coordinator ends)."""

@@ -11,6 +11,7 @@ naming it, as for groups), and DescribeProducers at a partition's leader (docs/t
 - `GET  /v1/transactions`: ListTransactions (the ids this broker coordinates)
 - `POST /v1/groups/{group}/txn-offsets`: TxnOffsetCommit
 - `GET  /v1/topics/{topic}/partitions/{partition}/producers`: DescribeProducers
+- `POST /v1/producers/describe`: DescribeProducers for many partitions, of the broker asked
 - `POST /v1/topics/{topic}/partitions/{partition}/abort-transaction`: Admin.abortTransaction
   (WriteTxnMarkers with an ABORT marker, at the partition's leader)
 """
@@ -25,8 +26,9 @@ from aiohttp import web
 from kraft.api.errors import invalid_request
 from kraft.api.messages.node import InitProducerIdResponse
 from kraft.api.messages.txn import (
-    AbortTransactionRequest, AbortTransactionResponse, AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, DescribeProducersResponse,
-    EndTxnRequest, FindTransactionCoordinatorResponse, InitTransactionRequest, ListTransactionsResponse,
+    AbortTransactionRequest, AbortTransactionResponse, AddOffsetsToTxnRequest, AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse, DescribeProducersManyResponse, DescribeProducersRequest, DescribeProducersResponse,
+    EndTxnRequest, PartitionProducersResult, FindTransactionCoordinatorResponse, InitTransactionRequest, ListTransactionsResponse,
     ProducerState, TransactionAck, TransactionalId, TransactionDescription, TxnOffsetCommitRequest,
     TxnPartitionResult, TxnTopicPartition,
 )
@@ -144,6 +146,20 @@ async def describe_producers(request: web.Request) -> web.Response:
         raise answer.error
     return render(request, DescribeProducersResponse(topic=topic, partition=partition, producers=[
         msgspec.convert(p, ProducerState, from_attributes=True) for p in answer.producers]))
+
+
+@routes.post("/v1/producers/describe")
+async def describe_producers_of_partitions(request: web.Request) -> web.Response:
+    """Kafka's DescribeProducers as its admin client sends it: one request per broker, for the
+    partitions that broker leads (no forwarding: each partition is answered on its own)."""
+    body = await read_message(request, DescribeProducersRequest)
+    answers = await services_of(request).replicas.describe_producers(
+        context_of(request), [(p.topic, p.partition) for p in body.partitions])
+    return render(request, DescribeProducersManyResponse(partitions=[PartitionProducersResult(
+        topic=a.topic, partition=a.partition,
+        producers=[msgspec.convert(p, ProducerState, from_attributes=True) for p in a.producers],
+        error_code=None if a.error is None else a.error.error_code,
+        message=None if a.error is None else a.error.message) for a in answers]))
 
 
 @routes.post("/v1/topics/{topic}/partitions/{partition}/abort-transaction")

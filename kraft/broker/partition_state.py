@@ -40,6 +40,8 @@ class PartitionView:
     log_dir: str = ""  # the log directory holding it (JBOD)
     # no transaction open below it: read_committed readers' end (and their group's lag)
     last_stable_offset: int = NO_OFFSET
+    # the last timestamp of the producer of the oldest open transaction (None: none open)
+    oldest_transaction_last_timestamp: int | None = None
 
 
 class PartitionStateReader(Protocol):

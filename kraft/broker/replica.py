@@ -116,7 +116,7 @@ class Replica:
             state.leader, state.leader_epoch, state.replicas, state.isr, leader_state is not None,
             self.offline, self.config.min_insync_replicas, True, plog.log_start_offset, leo,
             plog.high_watermark, plog.size_in_bytes, plog.segment_count, plog.quarantined_count,
-            lag, str(self.data_dir), plog.last_stable_offset,
+            lag, str(self.data_dir), plog.last_stable_offset, plog.oldest_transaction_last_timestamp,
         )
 
     def wait_for_data(self, future: asyncio.Future[None]) -> None:

@@ -45,6 +45,7 @@ from kraft.broker.replication.follower import Append, Backoff, PartitionFetchRes
 from kraft.broker.replication.leader import IsrProposal
 from kraft.broker.replication.partition import (
     Action, CompleteWaiters, Partition, SendAlterPartition, StartFetching, StopFetching,
+    TXN_VERIFICATION_GRACE_MS,
     is_current_registration,
 )
 from kraft.broker.stage_trace import (
@@ -104,6 +105,8 @@ class ReplicationSettings:
     offline_retry_ms: int = 2_000
     # a log directory whose writes fail with ENOSPC this long (none succeeding) goes offline
     log_dir_full_timeout_ms: int = 30_000
+    # transaction.partition.verification.grace.ms (`Partition.awaits_txn_verification`)
+    txn_verification_grace_ms: int = TXN_VERIFICATION_GRACE_MS
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ReplicationSettings:
@@ -111,6 +114,7 @@ class ReplicationSettings:
         return cls(
             replica_lag_time_max_ms=int(config["replica.lag.time.max.ms"]),
             log_dir_full_timeout_ms=int(config["log.dir.full.timeout.ms"]),
+            txn_verification_grace_ms=int(config["transaction.partition.verification.grace.ms"]),
             fetcher=FetcherSettings(
                 max_wait_ms=int(config["replica.fetch.wait.max.ms"]),
                 partition_max_bytes=int(config["replica.fetch.max.bytes"]),
@@ -335,6 +339,7 @@ class ReplicaManager:
                 self.node_id, replica.topic, replica.partition, replica.log,
                 replica_lag_time_max_ms=self.replication.replica_lag_time_max_ms,
                 alter_partition_retry_ms=self.replication.alter_partition_retry_ms,
+                txn_verification_grace_ms=self.replication.txn_verification_grace_ms,
                 is_unfenced=lambda r: self.image.cluster.is_unfenced(r),
                 registered_broker_epoch=self._registered_broker_epoch,
                 can_alter_partition=self.alter_partition is not None,

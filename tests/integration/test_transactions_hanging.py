@@ -4,15 +4,20 @@ lost (`__transaction_state` wiped: a lost disk), so no coordinator will ever wri
 and read_committed readers stop at them. `kraft transactions find-hanging` lists exactly those
 (not a live transaction of the same partition), `abort` (by start offset, and by producer id and
 epoch) writes their ABORT markers, and the last stable offset moves: read_committed readers get
-every committed record and none of the aborted ones."""
+every committed record and none of the aborted ones. KIP-664's PartitionsWithLateTransactionsCount
+counts such a partition until it is aborted."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+import time
 
-from harness import shutdown_all, start_node
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness import shutdown_all, start_node, wait_for
 from kraft.api.client import Admin, Producer
 from kraft.api.client.types import NewTopic
 from transactions_support import committed_values, stable
@@ -39,6 +44,50 @@ def open_transaction(node, transactional_id: str, partition: int, value: bytes) 
     return p
 
 
+def metric(node, name: str, **labels: str) -> float | None:
+    text = requests.get(f"{node.url}/metrics", timeout=10).text
+    return next((s.value for family in text_string_to_metric_families(text) for s in family.samples
+                 if s.name == name and s.labels == labels), None)
+
+
+def late_transactions(node) -> float | None:
+    """KIP-664's kafka.server:type=ReplicaManager,name=PartitionsWithLateTransactionsCount."""
+    return metric(node, "kafka_server_replicamanager_partitionswithlatetransactionscount")
+
+
+def describe_producers_requests(node) -> float:
+    return metric(node, "kafka_network_requestmetrics_requests_total", request="DescribeProducers") or 0
+
+
+def test_a_hanging_transaction_counts_as_late_until_it_is_aborted(tmp_path) -> None:
+    """The gauge counts a partition whose open transaction's producer last wrote more than
+    transaction.max.timeout.ms + 5 minutes (20 minutes by default) ago: here its batch carries a timestamp an
+    hour old, and its coordinator's state is lost so nothing aborts it."""
+    node = start_node(tmp_path, transaction_state_log_num_partitions=1)
+    try:
+        with Admin(node.bootstrap) as admin:
+            admin.create_topics([NewTopic(TOPIC, 2, 1)])
+        lost = Producer(node.bootstrap, transactional_id="lost", linger_ms=0)
+        lost.init_transactions()
+        lost.begin_transaction()
+        an_hour_ago = int(time.time() * 1000) - 3_600_000
+        lost.send(TOPIC, b"hanging", partition=1, timestamp_ms=an_hour_ago).get(timeout=30)
+        node.kill()
+        for directory in node.data_dir.rglob("__transaction_state-*"):
+            shutil.rmtree(directory)
+        node.start()
+        lost.close(timeout=0)
+        fresh = open_transaction(node, "fresh", 0, b"fresh")  # open, but not for long: not late
+
+        assert wait_for(lambda: late_transactions(node) == 1, 30, what="the hanging transaction to count")
+        assert table(node, "abort", "--topic", TOPIC, "--partition", "1", "--start-offset", "0") == []
+        assert wait_for(lambda: late_transactions(node) == 0, 30, what="the aborted transaction to stop counting")
+        fresh.commit_transaction()
+        fresh.close()
+    finally:
+        shutdown_all([node])
+
+
 def test_hanging_transactions_are_found_and_aborted(tmp_path) -> None:
     node = start_node(tmp_path, transaction_state_log_num_partitions=1)
     try:
@@ -62,7 +111,9 @@ def test_hanging_transactions_are_found_and_aborted(tmp_path) -> None:
                 plain.send(TOPIC, f"after-{partition}".encode(), partition=partition).get(timeout=30)
         assert committed_values(node.bootstrap, TOPIC, 2) == ["before-0", "before-1"]  # held at offset 1
 
+        asked = describe_producers_requests(node)
         header, *rows = table(node, "find-hanging", "--topic", TOPIC, "--max-transaction-timeout", "0")
+        assert describe_producers_requests(node) == asked + 1  # both partitions' leader asked once
         assert header == ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
                           "LastTimestamp", "Duration(min)"]
         assert [row[:2] + row[3:6] for row in rows] == [[TOPIC, "0", "0", "-1", "1"], [TOPIC, "1", "0", "-1", "1"]]

@@ -40,8 +40,9 @@ HIGH_WATERMARK = -1  # DeleteRecords' offset for "up to the high watermark"
 # AlterPartition refusals that prove nothing was applied: the controller checked this request at
 # the current partition epoch (so no identical copy committed before it) and refused its content
 NOT_APPLIED_ERRORS = frozenset({"INVALID_REQUEST", "INELIGIBLE_REPLICA", "OPERATION_NOT_ATTEMPTED"})
-# how long a new leader answers a transaction's unverified first batch with a retriable error,
-# for the coordinator's verification to reach it (KIP-890, docs/transactions.md)
+# the default of transaction.partition.verification.grace.ms: how long a new leader answers a
+# transaction's unverified first batch with a retriable error, for the coordinator's verification
+# to reach it (KIP-890, docs/transactions.md)
 TXN_VERIFICATION_GRACE_MS = 30_000
 
 
@@ -140,6 +141,7 @@ class Partition:
     def __init__(
         self, node_id: int, topic: str, partition: int, log: ReplicaLog, *,
         replica_lag_time_max_ms: int, alter_partition_retry_ms: int,
+        txn_verification_grace_ms: int = TXN_VERIFICATION_GRACE_MS,
         is_unfenced: Callable[[int], bool] = lambda _: True,
         registered_broker_epoch: Callable[[int], int | None] | None = None,
         can_alter_partition: bool = True,
@@ -154,6 +156,7 @@ class Partition:
         self.log = log
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.alter_partition_retry_ms = alter_partition_retry_ms
+        self.txn_verification_grace_ms = txn_verification_grace_ms
         self.is_unfenced = is_unfenced
         self.registered_broker_epoch = registered_broker_epoch
         self.can_alter_partition = can_alter_partition
@@ -328,9 +331,10 @@ class Partition:
         """Whether a transactional batch refused for lacking its coordinator's verification
         (KIP-890) may still get it here: the partition had a leader before this one (epoch > 0),
         whose verifications stayed in that leader's memory, and this broker took over less than
-        `TXN_VERIFICATION_GRACE_MS` ago, so the coordinator's new one may be on its way."""
+        `txn_verification_grace_ms` ago, so the coordinator's new one may be on its way."""
         state = self.leader_state
-        return state is not None and state.leader_epoch > 0 and now_ms - state.since_ms < TXN_VERIFICATION_GRACE_MS
+        return (state is not None and state.leader_epoch > 0
+                and now_ms - state.since_ms < self.txn_verification_grace_ms)
 
     def produce_completed(self, leader_epoch: int, next_offset: int) -> bool | None:
         """An acks=all produce appended at `leader_epoch` up to `next_offset`: True once the high

@@ -28,11 +28,11 @@ from txn_testing import TxnWorkload, read_all, transactional_batch, visible_valu
 
 
 def header(pid: int, seq: int, offset: int, count: int = 1, epoch: int = 0, transactional: bool = True,
-           control: bool = False) -> BatchHeader:
+           control: bool = False, ts: int = 0) -> BatchHeader:
     return BatchHeader(
         base_offset=offset, batch_length=49, partition_leader_epoch=0, magic=MAGIC, crc=0,
         attributes=(TRANSACTIONAL_FLAG if transactional or control else 0) | (0x20 if control else 0),
-        last_offset_delta=count - 1, base_timestamp=0, max_timestamp=0, producer_id=pid,
+        last_offset_delta=count - 1, base_timestamp=ts, max_timestamp=ts, producer_id=pid,
         producer_epoch=epoch, base_sequence=-1 if control else seq, record_count=count,
     )
 
@@ -63,6 +63,23 @@ def test_a_transactional_batch_needs_the_coordinators_verification() -> None:
     state.update(*marker(7, 3, commit=False))  # a marker clears an unused verification too
     with pytest.raises(InvalidTxnStateError):
         state.check(header(7, 2, 4))
+
+
+def test_the_oldest_open_transaction_is_aged_by_its_producers_last_batch() -> None:
+    """KIP-664's late-transaction check ages the transaction that started first, by its
+    producer's last write (Kafka's oldestTxnLastTimestamp)."""
+    state = ProducerStateManager()
+    assert state.oldest_transaction_last_timestamp() is None
+    for pid in (7, 9):
+        state.verify_transaction(pid, 0)
+    state.update(header(7, 0, 0, ts=1_000))
+    state.update(header(9, 0, 1, ts=2_000))
+    state.update(header(7, 1, 2, ts=3_000))
+    assert state.oldest_transaction_last_timestamp() == 3_000
+    state.update(*marker(7, 3, commit=False))
+    assert state.oldest_transaction_last_timestamp() == 2_000
+    state.update(*marker(9, 4, commit=True))
+    assert state.oldest_transaction_last_timestamp() is None
 
 
 def test_a_plain_batch_of_a_producer_in_a_transaction_is_refused() -> None:

@@ -15,14 +15,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from kraft.controller.raft_transport import RaftChannelCounts
 from loop_turns import loop_turns
 from kraft.controller.raft_quorum import QuorumStatus, VoterStatus
 from kraft.metrics import (
-    NULL_METRICS, UNKNOWN_TOPIC, VIEW_SLICE, IsrChangeCounter, LinuxIoCollector, NodeMetrics, RaftCollector,
-    RaftStats, SampledStat,
+    LATE_TRANSACTION_BUFFER_MS, NULL_METRICS, UNKNOWN_TOPIC, VIEW_SLICE, IsrChangeCounter, LinuxIoCollector, NodeMetrics, RaftCollector,
+    RaftStats, ReplicaManagerCollector, SampledStat,
 )
 from kraft.broker.partition_state import PartitionView
 from kraft.log.config import LogConfig
@@ -84,6 +84,7 @@ class FakeLog:
     size_in_bytes: int = 0
     segments: tuple = (object(),)
     quarantined: tuple = ()
+    oldest_transaction_last_timestamp: int | None = None
 
 
 @dataclass
@@ -129,7 +130,8 @@ class FakeReplicaManager:
         lags = [plog.log_end_offset - leo for m, leo in replica.follower_leos.items() if m in reg.replicas]
         return PartitionView(*args, True, plog.log_start_offset, plog.log_end_offset,
                              plog.high_watermark, plog.size_in_bytes, len(plog.segments),
-                             len(plog.quarantined), max(lags, default=0), "/data")
+                             len(plog.quarantined), max(lags, default=0), "/data",
+                             oldest_transaction_last_timestamp=plog.oldest_transaction_last_timestamp)
 
 
 class FakeLoader:
@@ -186,6 +188,29 @@ def with_broker(image: MetadataImage, replicas: dict, **kwargs: Any) -> tuple[No
 
 
 # -- replica manager and log ---------------------------------------------------------------
+
+
+def test_partitions_with_late_transactions_count_the_led_ones_open_past_the_max_timeout() -> None:
+    """KIP-664's PartitionsWithLateTransactionsCount: on the leader, a transaction whose producer
+    last wrote more than transaction.max.timeout.ms + 5 minutes ago (Kafka's buffer)."""
+    image = build(cluster() + [
+        Topic(name="a", topic_id="A", controller_epoch=1),
+        partition("A", 0, (1, 2), (1, 2), 1),
+        partition("A", 1, (1, 2), (1, 2), 1),
+        partition("A", 2, (1, 2), (1, 2), 1),
+        partition("A", 3, (2, 1), (2, 1), 2),
+    ])
+    replicas = {
+        ("a", 0): FakeReplica(log=FakeLog(oldest_transaction_last_timestamp=39_999)),  # late
+        ("a", 1): FakeReplica(log=FakeLog(oldest_transaction_last_timestamp=40_000)),  # exactly the limit
+        ("a", 2): FakeReplica(log=FakeLog()),  # none open
+        ("a", 3): FakeReplica(log=FakeLog(oldest_transaction_last_timestamp=0)),  # followed: its leader counts it
+    }
+    registry = CollectorRegistry()
+    registry.register(ReplicaManagerCollector(NODE, FakeReplicaManager(image, replicas), lambda: image, True,
+                                              max_transaction_timeout_ms=60_000,
+                                              wall_clock_ms=lambda: 100_000 + LATE_TRANSACTION_BUFFER_MS))
+    assert registry.get_sample_value("kafka_server_replicamanager_partitionswithlatetransactionscount") == 1
 
 
 def test_replica_manager_counts_follow_the_image_and_local_replicas() -> None:

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kraft.broker.replica_manager import ReplicationSettings
 from kraft.config import (
     CONFIG_KEYS, ConfigError, load_config, parse_host_port, parse_properties, parse_voters,
     validate_topic_configs,
@@ -79,6 +80,9 @@ def test_retention_precedence_ms_over_minutes_over_hours() -> None:
     ("metadata.mode=etcd", "metadata.mode"),
     ("log.flush.offset.checkpoint.interval.ms=0", "log.flush.offset.checkpoint.interval.ms"),
     ("log.flush.offset.checkpoint.interval.ms=soon", "log.flush.offset.checkpoint.interval.ms"),
+    ("transaction.partition.verification.grace.ms=-1", "transaction.partition.verification.grace.ms"),
+    ("transaction.partition.verification.grace.ms=30s", "transaction.partition.verification.grace.ms"),
+    ("transaction.partition.verification.grace.ms=2147483648", "transaction.partition.verification.grace.ms"),
 ])
 def test_bad_keys_and_values_name_the_key(override: str, key: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -160,6 +164,13 @@ def test_producer_id_expiration_is_a_broker_key() -> None:
     for key in ("producer.id.expiration.ms", "transactional.id.expiration.ms"):
         with pytest.raises(ConfigError, match=key):
             load_config(overrides=[f"{key}=0"])
+
+
+def test_txn_verification_grace_is_a_broker_key() -> None:
+    # KIP-890's window in which a new partition leader answers the retriable NOT_ENOUGH_REPLICAS
+    assert ReplicationSettings.from_config(load_config()).txn_verification_grace_ms == 30_000
+    config = load_config(overrides=["transaction.partition.verification.grace.ms=0"])
+    assert ReplicationSettings.from_config(config).txn_verification_grace_ms == 0
 
 
 def test_broker_compression_type_is_the_topics_default() -> None:

@@ -74,6 +74,17 @@ def test_only_a_new_leader_of_a_partition_that_had_one_waits_for_a_transactions_
     assert not p.awaits_txn_verification(5_000 + TXN_VERIFICATION_GRACE_MS)
 
 
+def test_the_txn_verification_grace_is_the_partitions_setting(tmp_path: Path) -> None:
+    """transaction.partition.verification.grace.ms replaces the default window."""
+    plog = PartitionLog.open(tmp_path / "t-0", LogConfig(), 0)
+    p = Partition(1, "t", 0, plog, replica_lag_time_max_ms=LAG,
+                  alter_partition_retry_ms=500, txn_verification_grace_ms=1_000)
+    p.apply_registration(state(2, leader_epoch=0), now_ms=0)
+    p.apply_registration(state(1, leader_epoch=1), now_ms=5_000)
+    assert p.awaits_txn_verification(5_999)
+    assert not p.awaits_txn_verification(6_000)
+
+
 def test_make_follower_starts_fetching_and_a_deposed_leader_wakes_its_waiters(tmp_path: Path) -> None:
     p = core(tmp_path)
     p.apply_registration(state(1), now_ms=0)
