@@ -7,13 +7,17 @@ from the exec, from the harness's clock and from the node's own log lines:
 
     python scripts/restart_timeline.py --rounds 3
 
-Prints one line per round and the median of each stage. Wall clock (the node's log has
+Prints one line per round and the median of each stage. With `--history FILE` it starts nothing
+and reads a `kraft-bench chaos` run instead: for every fault that restarts a node (kill,
+torn-write, log-dir) the same stages from the harness's restart (its `heal` event) in the node
+log copied next to the history, and the run's time back to full ISR. Wall clock (the node's log has
 millisecond UTC timestamps), so the harness and the node line up on one host.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import statistics
 import threading
@@ -61,10 +65,7 @@ def _log_marks(log: Path, since: float) -> tuple[dict[str, float], list[str]]:
     marks: dict[str, float] = {}
     held: list[str] = []
     for line in log.read_text(errors="replace").splitlines():
-        m = STAMP.match(line)
-        if not m:
-            continue
-        at = datetime.fromisoformat(m.group(1)).replace(tzinfo=timezone.utc).timestamp()
+        at = _stamp(line)
         if at < since - 0.001:
             continue
         for name, text in MARKS.items():
@@ -93,10 +94,41 @@ def one_round(cluster: LocalCluster, victim: int) -> dict[str, Any]:
     return {"stages": stages, "held_up": held}
 
 
+RESTARTS = ("kill", "torn-write", "log-dir")
+
+
+def chaos_timelines(history: Path) -> None:
+    events = [json.loads(line) for line in history.read_text().splitlines() if line.strip()]
+    wall_start = next(e["wall_start"] for e in events if e["k"] == "run")
+    recovered = {(e["fault"], e["target"], i): e for i, e in enumerate(events) if e["k"] == "recovered"}
+    for i, e in enumerate(events):
+        if e["k"] != "heal" or e["fault"] not in RESTARTS:
+            continue
+        restart = wall_start + e["t"]
+        back = next((r for (f, t, j), r in recovered.items() if j > i and f == e["fault"] and t == e["target"]), None)
+        marks, held = _log_marks(Path(f"{history}.node-{e['target']}.log"), restart)
+        stages = {name: marks[name] - restart for name in MARKS if name in marks}
+        if back is not None:
+            stages["full_isr"] = back["seconds"]
+        print(f"{e['fault']} node {e['target']} at t={e['t']:.1f}: " + ", ".join(f"{k} {v:.2f}" for k, v in stages.items()))
+        for line in held:
+            if _stamp(line) < restart + stages.get("full_isr", 60):
+                print("    " + line)
+
+
+def _stamp(line: str) -> float:
+    m = STAMP.match(line)
+    return datetime.fromisoformat(m.group(1)).replace(tzinfo=timezone.utc).timestamp() if m else 0.0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--history", type=Path, help="a kraft-bench chaos history: read it, start nothing")
     args = parser.parse_args()
+    if args.history is not None:
+        chaos_timelines(args.history)
+        return
     with LocalCluster(3, overrides=OVERRIDES) as cluster:
         requests.post(f"{cluster.nodes[1].url}/v1/topics",
                       json={"name": TOPIC, "partitions": PARTITIONS, "replication_factor": 3}, timeout=30)
