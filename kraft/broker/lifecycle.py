@@ -259,7 +259,8 @@ class BrokerLifecycle:
         at once, so the controller unfences it now rather than at the next startup heartbeat
         (Kafka's setReadyToUnfence schedules the next communication immediately)."""
         epoch = self.broker_epoch
-        if self.fenced and 0 <= epoch <= offset and self._ready_epoch != epoch:
+        starting = self._machine.state in (BrokerState.STARTING, BrokerState.RECOVERY)  # not shutting down
+        if starting and self.fenced and 0 <= epoch <= offset and self._ready_epoch != epoch:
             self._ready_epoch = epoch
             self.heartbeat_now()
 
