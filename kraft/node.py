@@ -277,9 +277,10 @@ class Node:
             metadata_cache=self.view,
             log_dirs=self.log_dirs,
         )
-        if self.lifecycle is not None:
-            self.lifecycle.offline_report = lambda: self.replica_manager.offline_report
-            self.replica_manager.on_log_dir_failure = self.lifecycle.heartbeat_now
+        if (lifecycle := self.lifecycle) is not None:
+            lifecycle.offline_report = lambda: self.replica_manager.offline_report
+            self.loader.on_image(lambda image: lifecycle.on_metadata_offset(image.offset))
+            self.replica_manager.on_log_dir_failure = lifecycle.heartbeat_now
         if self.zk is not None:
             self.replica_manager.on_log_dir_failure = self._report_log_dir_failure_to_zk
         info = NodeInfo(

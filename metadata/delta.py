@@ -57,9 +57,13 @@ class LocalReplicaChanges:
     deletes: set[TopicPartition] = field(default_factory=set)
     topic_ids: dict[str, str] = field(default_factory=dict)  # name -> id, for leaders and followers
     config_topics: set[str] = field(default_factory=set)  # live topics whose configs changed
+    # other brokers this delta registered or unfenced and that are now unfenced: a leader
+    # proposes a caught-up one for the ISR at once (no partition of its changed)
+    unfenced_brokers: set[int] = field(default_factory=set)
 
     def __len__(self) -> int:
-        return len(self.leaders) + len(self.followers) + len(self.deletes) + len(self.config_topics)
+        return (len(self.leaders) + len(self.followers) + len(self.deletes) + len(self.config_topics)
+                + len(self.unfenced_brokers))
 
 
 class _Invalid(Exception):
@@ -438,6 +442,8 @@ class MetadataDelta:
                     changes.deletes.add((tc.name, p))
         changes.config_topics.update(name for kind, name in self._configs
                                      if kind == "topic" and self._topic_id(name) is not None)
+        changes.unfenced_brokers.update(b for b, reg in self._brokers.items()
+                                        if b != broker_id and reg is not None and not reg.fenced)
         return changes
 
 

@@ -17,7 +17,7 @@ from click.core import ParameterSource
 from kraft.api.client import Admin, KraftError
 from kraft.api.client.security import from_kafka_properties
 from kraft.api.client.transport import parse_bootstrap
-from kraft.api.version import kraft_version
+from kraft.api.version import version_option  # noqa: F401 - every tool's --version, imported from here
 
 # Admin calls from the CLI give up sooner than a long-running client would (Kafka: 60 s).
 CLI_API_TIMEOUT_MS = 15_000
@@ -84,11 +84,6 @@ class KraftGroup(KraftErrorsMixin, click.Group):
 
 class KraftCommand(KraftErrorsMixin, click.Command):
     pass
-
-
-# Kafka's tools print the bare version (`kafka-topics.sh --version` -> `3.7.0`).
-version_option = click.version_option(kraft_version(), "--version", message="%(version)s",
-                                      help="Print the version and exit.")
 
 
 def _check_bootstrap(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:

@@ -1,6 +1,7 @@
 """The broker's life with the controller (Kafka's `BrokerLifecycleManager`): register with an
 incarnation id (broker epoch, endpoints: the HTTP API's first, then the Kafka listeners', rack), heartbeat every `broker.heartbeat.interval.ms`
-(the first heartbeat once caught up with the registration unfences the broker), register again
+(the first heartbeat once caught up with the registration unfences the broker; it goes out as soon
+as the node's published metadata holds the registration, `on_metadata_offset`), register again
 when the controller no longer knows our epoch, and on a controlled shutdown ask to be fenced
 (`want_shutdown`) so leaderships move before the process stops. The states are Kafka's
 (`broker_state.BrokerStateMachine`).
@@ -151,6 +152,7 @@ class BrokerLifecycle:
         # heartbeat (KIP-858's OfflineLogDirs; see `kraft/broker/log_dirs.py`)
         self.offline_report: Callable[[], OfflineReport] = lambda: ((), ())
         self._wake: asyncio.Event | None = None  # on the lifecycle thread's loop: heartbeat now
+        self._ready_epoch = -1  # the broker epoch whose registration the published metadata holds
         self.incarnation_id = uuid.uuid4().hex
         self.broker_epoch = -1
         self.fenced = True
@@ -250,6 +252,17 @@ class BrokerLifecycle:
         self.fenced = True
         self.broker_epoch = answer["broker_epoch"]
         log.info("registered broker %d, epoch %d", self.broker_id, self.broker_epoch)
+
+    def on_metadata_offset(self, offset: int) -> None:
+        """The node published metadata up to `offset` (on the node's loop). Once that holds this
+        broker's registration (the controller's test of caught up) while it is fenced, heartbeat
+        at once, so the controller unfences it now rather than at the next startup heartbeat
+        (Kafka's setReadyToUnfence schedules the next communication immediately)."""
+        epoch = self.broker_epoch
+        starting = self._machine.state in (BrokerState.STARTING, BrokerState.RECOVERY)  # not shutting down
+        if starting and self.fenced and 0 <= epoch <= offset and self._ready_epoch != epoch:
+            self._ready_epoch = epoch
+            self.heartbeat_now()
 
     def heartbeat_now(self) -> None:
         """A log directory failed: tell the controller at once rather than at the next interval

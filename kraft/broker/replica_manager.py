@@ -309,6 +309,11 @@ class ReplicaManager:
                     self._set_config(replica, config)
         for i in range(0, len(opening), OPEN_BATCH):
             self._spawn(lambda batch=opening[i:i + OPEN_BATCH]: self._open_replicas(batch))
+        if changes.unfenced_brokers:
+            # a restarted broker that caught up while fenced rejoins the ISR now, not at its next
+            # fetch (which a caught-up follower's long poll holds for up to
+            # replica.fetch.wait.max.ms) or the next ISR check (issue 26)
+            self._spawn(lambda: self.check_isr(frozenset(changes.unfenced_brokers)))
         if self.log_dirs.offline:
             self._report_offline()
 
@@ -1176,12 +1181,16 @@ class ReplicaManager:
             await asyncio.sleep(self.replication.isr_check_interval_ms / 1000)
             await self.check_isr()
 
-    async def check_isr(self) -> None:
+    async def check_isr(self, joining: frozenset[int] | None = None) -> None:
         """One pass of the isr-expiration task over every local replica, `ISR_CHECK_SLICE` at a
         time with a loop turn between slices: a pass over 50k replicas in one go stalled the
         loop ~170 ms every 15 s (requests and metadata waited), and the pass grows with the
-        replicas a broker holds."""
+        replicas a broker holds. `joining` (brokers just unfenced): only the partitions led here
+        with one of them a replica outside the ISR."""
         replicas = list(self._replicas.values())
+        if joining is not None:
+            replicas = [r for r in replicas if r.core is not None and r.core.is_leader
+                        and not joining.isdisjoint(set(r.state.replicas) - set(r.state.isr))]
         for start in range(0, len(replicas), ISR_CHECK_SLICE):
             if start:
                 await asyncio.sleep(0)

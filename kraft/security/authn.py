@@ -32,7 +32,6 @@ from collections import Counter, OrderedDict
 from typing import Any, Callable
 
 from aiohttp import web
-from cryptography import x509
 
 from kraft.security import scram
 from kraft.security.principal import Rule, map_subject
@@ -83,6 +82,8 @@ class ClientAuthenticator:
         der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
         if not der:
             return ANONYMOUS
+        from cryptography import x509  # here: only a TLS listener with client certificates needs it, not every start
+
         subject = x509.load_der_x509_certificate(der).subject.rfc4514_string()
         name = map_subject(self.rules, subject)
         if name is None:

@@ -251,7 +251,7 @@ BENCH = [sys.executable, "-c", "from kraft.bench import main; main()"]
 def test_version_on_every_command(node, path) -> None:
     """`kraft`, each of its subcommands, `kraft-node` and `kraft-bench` (and each of its subcommands)
     print the bare version, as Kafka's tools do, and exit 0."""
-    from kraft.api.cli.common import kraft_version
+    from kraft.api.version import kraft_version
 
     if path and path[0] == "kraft-node":
         proc = subprocess.run(NODE + ["--version"], capture_output=True, text=True, timeout=60)

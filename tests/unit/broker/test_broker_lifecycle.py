@@ -106,3 +106,35 @@ async def test_a_failed_log_directory_is_reported_at_once() -> None:
         assert controller.offline[-1] == (["dir-b"], [("t", 0), ("t", 3)])
     finally:
         await lifecycle.stop(controlled=False)
+
+
+class CatchingUpController(Controller):
+    """Unfences the broker at the first heartbeat whose metadata offset holds its registration
+    (the offset of its RegisterBroker record is its epoch), as the real controller does."""
+
+    async def broker_heartbeat(self, broker_id: int, broker_epoch: int, offset: int, **kw: Any) -> dict[str, Any]:
+        answer = await super().broker_heartbeat(broker_id, broker_epoch, offset, **kw)
+        caught_up = offset >= broker_epoch
+        return {**answer, "is_caught_up": caught_up, "is_fenced": not caught_up}
+
+
+async def test_a_broker_heartbeats_as_soon_as_its_metadata_holds_its_registration(monkeypatch) -> None:
+    """Kafka's setReadyToUnfence: the heartbeat that gets a starting broker unfenced goes out when
+    its published metadata reaches its registration, not at the next interval. Both intervals are
+    a minute here, so only that event can unfence it within the wait below."""
+    monkeypatch.setattr("kraft.broker.lifecycle.STARTUP_HEARTBEAT_MS", 60_000)
+    controller = CatchingUpController()
+    published = [0]
+    lifecycle = BrokerLifecycle(LifecycleChannel(controller), 1, ("127.0.0.1", 9092), None,
+                                heartbeat_interval_ms=60_000, metadata_offset=lambda: published[0])
+    await lifecycle.start()
+    try:
+        await wait_until(lambda: len(controller.heartbeats) == 1, 10, what="the first heartbeat")
+        assert lifecycle.fenced and lifecycle.state == "STARTING"
+        lifecycle.on_metadata_offset(3)  # not yet at the registration (epoch 7): no heartbeat
+        published[0] = controller.epoch
+        lifecycle.on_metadata_offset(controller.epoch)
+        assert await lifecycle.wait_unfenced(30)
+        assert lifecycle.state == "RUNNING" and len(controller.heartbeats) == 2
+    finally:
+        await lifecycle.stop(controlled=False)

@@ -201,6 +201,19 @@ def test_registering_needs_kio_types_for_every_version() -> None:
     assert table.ranges == {18: (0, 4)} and not table.supports(3, 0)
 
 
+def test_every_served_version_has_kio_types_that_load() -> None:
+    """Registration checks kio's index only (a node does not import every type at start), so the
+    types of every version the node serves are loaded here."""
+    from kio.index import load_request_schema, load_response_schema
+
+    from kraft.kafka.api_table import served_registry
+
+    for key, (low, high) in served_registry().api_versions.ranges.items():
+        for version in range(low, high + 1):
+            assert load_request_schema(key, version).__version__ == version
+            assert load_response_schema(key, version).__api_key__ == key
+
+
 # -- nothing but the protocol's own error escapes -----------------------------------------------
 
 

@@ -76,6 +76,27 @@ async def test_acks_all_times_out_then_isr_shrinks_and_expands(cluster: Cluster)
     assert cluster.controller.partition().partition_epoch >= 4
 
 
+async def test_an_unfenced_caught_up_follower_rejoins_the_isr_without_waiting_for_its_next_fetch(tmp_path) -> None:
+    """A restarted broker catches up while fenced (it may not join the ISR yet, KIP-841); once the
+    controller unfences it, its leader proposes it for the ISR from that metadata, as it would at
+    a fetch. The followers here are played by the test: after broker 3's one fetch nobody fetches
+    again, and the ISR check runs every 60 s (half of replica.lag.time.max.ms), so only the
+    unfencing itself can expand the ISR."""
+    cluster = Cluster(tmp_path, lag_ms=120_000)
+    await cluster.start(running=(1,))
+    try:
+        leader = cluster.nodes[1]
+        cluster.controller.fence(3)
+        assert isr(cluster) == (1, 2)
+        [caught_up] = await leader.replica_fetch(3, 103, [_entry(0, current_leader_epoch=0)], 0, 0, 1 << 20)
+        assert caught_up.error_code is None
+        assert isr(cluster) == (1, 2) and cluster.controller.refused == []  # fenced: not eligible, not proposed
+        cluster.controller.unfence(3)
+        await until(lambda: isr(cluster) == (1, 2, 3), what="broker 3 back in the ISR")
+    finally:
+        await cluster.close()
+
+
 async def test_deposed_leader_truncates_its_unacknowledged_suffix(cluster: Cluster) -> None:
     assert (await cluster.produce(1, b"committed")).error_code is None
     await until(lambda: all(cluster.log(b).log_end_offset == 1 for b in (2, 3)), what="replicated")
