@@ -1,0 +1,271 @@
+"""The skeleton the seeded simulations share (`replication/simulation.py`,
+`controlplane/simulation.py`): a deterministic asyncio event loop on a simulated clock, and the
+world around it (timers, a lossy network, a step counter that checks invariants after every step).
+
+`SimLoop` is a real asyncio loop (FoundationDB's and TigerBeetle's way of running production
+code under simulation): `time()` is the simulated clock, which jumps to the next timer when
+nothing is ready; timers due at the same instant run in the order they were set (the seed
+decides the instants); `run_in_executor` (so `asyncio.to_thread`) runs the function at once,
+on the loop's thread; there are no sockets. Every handle belongs to the process whose context
+scheduled it (`PROCESS`, inherited by the tasks and callbacks that process creates): a handle of
+a process that died (kill -9) never runs, and one of a paused process (SIGSTOP) waits until it
+continues. After every handle the world's `after_step` runs (the invariants), and the first
+exception a handle raises (an invariant, or kraft's code failing outside a task) stops the run
+and is raised by `run_until`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import heapq
+import itertools
+import math
+import random
+import weakref
+from typing import Any, Callable, Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+class Process(Protocol):
+    def alive(self) -> bool: ...
+
+    def resumes_at_ms(self) -> int:
+        """When a paused process continues (at or before now: it runs)."""
+        ...
+
+
+# the process a handle belongs to (None: the world: clients, the network, the fault injector)
+PROCESS: contextvars.ContextVar[Process | None] = contextvars.ContextVar("sim_process", default=None)
+
+# exceptions asyncio reports when garbage collects what a dead process left behind
+_GC_REPORTS = ("never retrieved", "destroyed but it is pending")
+
+
+_contexts: weakref.WeakKeyDictionary[Any, contextvars.Context] = weakref.WeakKeyDictionary()
+_WORLD = contextvars.Context()
+
+
+def context_of(process: Process | None) -> contextvars.Context:
+    """The context of `process`'s handles (one per process: made once, it is cheap to reuse)."""
+    if process is None:
+        return _WORLD
+    context = _contexts.get(process)
+    if context is None:
+        context = _contexts[process] = contextvars.Context()
+        context.run(PROCESS.set, process)
+    return context
+
+
+def as_process(process: Process | None, run: Callable[[], T]) -> T:
+    """`run()` as `process`: what it schedules (tasks, timers, callbacks) belongs to it."""
+    if PROCESS.get() is process:
+        return run()
+    return context_of(process).run(run)
+
+
+class _Timer(asyncio.TimerHandle):
+    """Ordered by (when, the order timers were set): equal instants run first-come first-served."""
+
+    __slots__ = ("_seq",)
+
+    def __init__(self, when: float, seq: float, callback: Callable[..., Any], args: tuple[Any, ...],
+                 loop: SimLoop, context: contextvars.Context | None) -> None:
+        super().__init__(when, callback, args, loop, context)
+        self._seq = seq
+
+    def __lt__(self, other: Any) -> bool:
+        return (self._when, self._seq) < (other._when, other._seq)
+
+    def __le__(self, other: Any) -> bool:
+        return (self._when, self._seq) <= (other._when, other._seq)
+
+    def __gt__(self, other: Any) -> bool:
+        return (self._when, self._seq) > (other._when, other._seq)
+
+    def __ge__(self, other: Any) -> bool:
+        return (self._when, self._seq) >= (other._when, other._seq)
+
+
+class _Clock:
+    """The loop's selector: instead of waiting for I/O, the clock moves to the next timer."""
+
+    def __init__(self, loop: SimLoop) -> None:
+        self.loop = loop
+
+    def select(self, timeout: float | None) -> list[Any]:
+        loop = self.loop
+        if timeout is None:
+            raise RuntimeError("the simulation has nothing left to run")
+        if timeout > 0 and loop._scheduled:
+            loop.now_s = max(loop.now_s, loop._scheduled[0]._when)
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+class SimLoop(asyncio.BaseEventLoop):
+    def __init__(self, after_step: Callable[[], None]) -> None:
+        super().__init__()
+        self.now_s = 0.0
+        self._selector = _Clock(self)
+        self._after_step = after_step
+        self._seqs = itertools.count()
+        self.failure: BaseException | None = None
+        self.set_exception_handler(self._on_exception)
+
+    def time(self) -> float:
+        return self.now_s
+
+    def _process_events(self, event_list: list[Any]) -> None:
+        pass
+
+    def _write_to_self(self) -> None:
+        pass
+
+    def call_soon(self, callback: Callable[..., Any], *args: Any,
+                  context: contextvars.Context | None = None) -> asyncio.Handle:
+        context = contextvars.copy_context() if context is None else context
+        return super().call_soon(self._gated(callback, context), *args, context=context)
+
+    def call_at(self, when: float, callback: Callable[..., Any], *args: Any,
+                context: contextvars.Context | None = None) -> asyncio.TimerHandle:
+        context = contextvars.copy_context() if context is None else context
+        return self._push(when, next(self._seqs), self._gated(callback, context), args, context)
+
+    def _push(self, when: float, seq: float, callback: Callable[..., Any], args: tuple[Any, ...],
+              context: contextvars.Context | None) -> asyncio.TimerHandle:
+        self._check_closed()
+        timer = _Timer(when, seq, callback, args, self, context)
+        heapq.heappush(self._scheduled, timer)
+        timer._scheduled = True
+        return timer
+
+    def run_in_executor(self, executor: Any, func: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """At once, on this thread (a thread's timing is not the seed's)."""
+        future: asyncio.Future[T] = self.create_future()
+        try:
+            future.set_result(func(*args))
+        except Exception as e:
+            future.set_exception(e)
+        return future
+
+    def _gated(self, callback: Callable[..., Any], context: contextvars.Context) -> Callable[..., None]:
+        process = context.get(PROCESS)
+
+        def step(*args: Any) -> None:
+            if process is not None:
+                if not process.alive():
+                    return  # killed: what it had scheduled is gone
+                resume = process.resumes_at_ms() / 1000
+                if resume > self.now_s:  # stopped: runs when continued
+                    self._push(resume, next(self._seqs), step, args, context)
+                    return
+            try:
+                callback(*args)
+                self._after_step()
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as e:
+                self._fail(e)
+        return step
+
+    def _fail(self, error: BaseException) -> None:
+        if self.failure is None:
+            self.failure = error
+        self.stop()
+
+    def _on_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if any(report in context.get("message", "") for report in _GC_REPORTS):
+            return
+        self._fail(context.get("exception") or RuntimeError(context.get("message")))
+
+    def run_until(self, end_s: float) -> None:
+        """Run every handle due at or before `end_s` (those set meanwhile too); the clock ends there."""
+        stop = self._push(end_s, math.inf, self.stop, (), None)
+        try:
+            self.run_forever()
+        finally:
+            stop.cancel()
+        self.now_s = max(self.now_s, end_s)
+        if self.failure is not None:
+            raise self.failure
+
+
+class NetworkSettings(Protocol):
+    drop: float
+    duplicate: float
+    max_delay_ms: int
+
+
+class SimWorld:
+    """A seeded world on a `SimLoop`: timers, a network that drops, duplicates and delays (so
+    reorders) messages while `faults` is on, the step counter and the trace. Subclasses check
+    their invariants in `after_step`."""
+
+    def __init__(self, seed: int, network: NetworkSettings, trace: bool = False) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.trace = trace
+        self.network = network
+        self.steps = 0
+        self.faults = True  # off for the heal
+        self.counts: dict[str, int] = {}
+        self.loop = SimLoop(self._stepped)
+
+    @property
+    def now(self) -> int:
+        """The simulated clock, in ms."""
+        return round(self.loop.now_s * 1000)
+
+    def _stepped(self) -> None:
+        self.steps += 1
+        self.after_step()
+
+    def after_step(self) -> None:
+        raise NotImplementedError
+
+    def _at(self, time_ms: int, run: Callable[[], None], process: Process | None = None) -> None:
+        """`run` at `time_ms`, as `process` (None: the world)."""
+        self.loop.call_at(time_ms / 1000, run, context=context_of(process))
+
+    def _every(self, interval: int, run: Callable[[], None], process: Process | None = None) -> None:
+        """A timer of `process` (dies with it, waits while it is paused) or of the world, every
+        `interval // 2`..`interval` ms."""
+        def tick() -> None:
+            run()
+            self._at(self.now + self.rng.randint(interval // 2, interval), tick, process)
+        self._at(self.now + self.rng.randint(1, interval), tick, process)
+
+    def _delays(self, what: str, src: int, dst: int, lossy: bool = True) -> list[int]:
+        """The delays of the copies of one message that arrive (none: dropped)."""
+        s = self.network
+        lossy = lossy and self.faults
+        if lossy and self.rng.random() < s.drop:
+            self._count("dropped")
+            self._log(f"drop {what} {src}->{dst}")
+            return []
+        copies = 2 if lossy and self.rng.random() < s.duplicate else 1
+        if copies == 2:
+            self._count("duplicated")
+        delays = []
+        for _ in range(copies):
+            delay = self.rng.randint(1, s.max_delay_ms) if self.faults else 1
+            long_delay: float = getattr(s, "long_delay", 0.0)
+            if lossy and long_delay and self.rng.random() < long_delay:
+                delay = self.rng.randint(*getattr(s, "long_delay_ms"))
+                self._count("held_up")
+            delays.append(delay)
+        return delays
+
+    def run_until(self, end_ms: int) -> None:
+        self.loop.run_until(end_ms / 1000)
+
+    def _log(self, message: str) -> None:
+        if self.trace:
+            print(f"{self.now:>7} {message}")
+
+    def _count(self, what: str) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
