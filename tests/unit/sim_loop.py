@@ -65,53 +65,16 @@ def as_process(process: Process | None, run: Callable[[], T]) -> T:
     return context_of(process).run(run)
 
 
-class _Timer(asyncio.TimerHandle):
-    """Ordered by (when, the order timers were set): equal instants run first-come first-served."""
-
-    __slots__ = ("_seq",)
-
-    def __init__(self, when: float, seq: float, callback: Callable[..., Any], args: tuple[Any, ...],
-                 loop: SimLoop, context: contextvars.Context | None) -> None:
-        super().__init__(when, callback, args, loop, context)
-        self._seq = seq
-
-    def __lt__(self, other: Any) -> bool:
-        return (self._when, self._seq) < (other._when, other._seq)
-
-    def __le__(self, other: Any) -> bool:
-        return (self._when, self._seq) <= (other._when, other._seq)
-
-    def __gt__(self, other: Any) -> bool:
-        return (self._when, self._seq) > (other._when, other._seq)
-
-    def __ge__(self, other: Any) -> bool:
-        return (self._when, self._seq) >= (other._when, other._seq)
-
-
-class _Clock:
-    """The loop's selector: instead of waiting for I/O, the clock moves to the next timer."""
-
-    def __init__(self, loop: SimLoop) -> None:
-        self.loop = loop
-
-    def select(self, timeout: float | None) -> list[Any]:
-        loop = self.loop
-        if timeout is None:
-            raise RuntimeError("the simulation has nothing left to run")
-        if timeout > 0 and loop._scheduled:
-            loop.now_s = max(loop.now_s, loop._scheduled[0]._when)
-        return []
-
-    def close(self) -> None:
-        pass
-
-
 class SimLoop(asyncio.BaseEventLoop):
+    """An asyncio loop whose clock is simulated; `_run_once` is asyncio's, with the simulated
+    clock's jump instead of a selector, timers ordered by (when, the order they were set) and
+    each handle gated by its process."""
+
     def __init__(self, after_step: Callable[[], None]) -> None:
         super().__init__()
         self.now_s = 0.0
-        self._selector = _Clock(self)
         self._after_step = after_step
+        self._timers: list[tuple[float, float, asyncio.Handle]] = []  # (when, seq, handle)
         self._seqs = itertools.count()
         self.failure: BaseException | None = None
         self.set_exception_handler(self._on_exception)
@@ -119,27 +82,14 @@ class SimLoop(asyncio.BaseEventLoop):
     def time(self) -> float:
         return self.now_s
 
-    def _process_events(self, event_list: list[Any]) -> None:
-        pass
-
     def _write_to_self(self) -> None:
         pass
 
-    def call_soon(self, callback: Callable[..., Any], *args: Any,
-                  context: contextvars.Context | None = None) -> asyncio.Handle:
-        context = contextvars.copy_context() if context is None else context
-        return super().call_soon(self._gated(callback, context), *args, context=context)
-
     def call_at(self, when: float, callback: Callable[..., Any], *args: Any,
                 context: contextvars.Context | None = None) -> asyncio.TimerHandle:
-        context = contextvars.copy_context() if context is None else context
-        return self._push(when, next(self._seqs), self._gated(callback, context), args, context)
-
-    def _push(self, when: float, seq: float, callback: Callable[..., Any], args: tuple[Any, ...],
-              context: contextvars.Context | None) -> asyncio.TimerHandle:
         self._check_closed()
-        timer = _Timer(when, seq, callback, args, self, context)
-        heapq.heappush(self._scheduled, timer)
+        timer = asyncio.TimerHandle(when, callback, args, self, context)
+        heapq.heappush(self._timers, (when, next(self._seqs), timer))
         timer._scheduled = True
         return timer
 
@@ -152,25 +102,36 @@ class SimLoop(asyncio.BaseEventLoop):
             future.set_exception(e)
         return future
 
-    def _gated(self, callback: Callable[..., Any], context: contextvars.Context) -> Callable[..., None]:
-        process = context.get(PROCESS)
-
-        def step(*args: Any) -> None:
+    def _run_once(self) -> None:
+        ready, timers = self._ready, self._timers
+        if not ready and not self._stopping:  # nothing to do now: the clock jumps to the next timer
+            while timers and timers[0][2]._cancelled:
+                heapq.heappop(timers)
+            if not timers:
+                raise RuntimeError("the simulation has nothing left to run")
+            self.now_s = max(self.now_s, timers[0][0])
+        while timers and timers[0][0] <= self.now_s:
+            handle = heapq.heappop(timers)[2]
+            if not handle._cancelled:
+                handle._scheduled = False  # type: ignore[attr-defined]
+                ready.append(handle)
+        for _ in range(len(ready)):
+            handle = ready.popleft()
+            if handle._cancelled:
+                continue
+            process = handle._context.get(PROCESS)  # type: ignore[attr-defined]
             if process is not None:
                 if not process.alive():
-                    return  # killed: what it had scheduled is gone
+                    continue  # killed: what it had scheduled is gone
                 resume = process.resumes_at_ms() / 1000
                 if resume > self.now_s:  # stopped: runs when continued
-                    self._push(resume, next(self._seqs), step, args, context)
-                    return
+                    heapq.heappush(timers, (resume, next(self._seqs), handle))
+                    continue
+            handle._run()  # an exception goes to `_on_exception`
             try:
-                callback(*args)
                 self._after_step()
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except BaseException as e:
+            except Exception as e:
                 self._fail(e)
-        return step
 
     def _fail(self, error: BaseException) -> None:
         if self.failure is None:
@@ -184,7 +145,8 @@ class SimLoop(asyncio.BaseEventLoop):
 
     def run_until(self, end_s: float) -> None:
         """Run every handle due at or before `end_s` (those set meanwhile too); the clock ends there."""
-        stop = self._push(end_s, math.inf, self.stop, (), None)
+        stop = asyncio.TimerHandle(end_s, self.stop, (), self, _WORLD)
+        heapq.heappush(self._timers, (end_s, math.inf, stop))
         try:
             self.run_forever()
         finally:
