@@ -59,7 +59,7 @@ import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 if __package__ in (None, ""):  # run as a script: the repository root on the path
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
@@ -83,11 +83,9 @@ from kraft.controller.quorum import stamp_proposal
 from kraft.controller.raft_quorum import QuorumTimeoutError
 from kraft.controller.raft_state import BatchOutcome, MetadataLogState, NoStateMachine, apply_batch, claim_record
 from kraft.controller.service import ControllerService
-from kraft.coordinator.loader import LoaderSettings, load
-from kraft.coordinator.result import CoordinatorRecord
+from kraft.coordinator.runtime import CoordinatorRuntime, RuntimeSettings
 from kraft.errors import KraftError
-from kraft.log.batch import build_batch
-from kraft.server.records import FetchPartitionResult, PartitionOffsets
+from kraft.server.records import FetchPartitionResult, PartitionOffsets, ProduceEntry, ProducePartitionResult
 from kraft.log.config import LogConfig
 from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta, apply_records
 from kraft.metadata.errors import MetadataError
@@ -287,132 +285,139 @@ class SimReplicaManager:
             self.sim.check_one_leader(node, (state.topic_id, key[1]), core)
 
 
-class LeaderLogReader:
-    """The read side of the coordinator runtime's `PartitionWriter` over a leader's log in
-    memory: what the real loader (`kraft.coordinator.loader.load`) reads."""
-
-    def __init__(self, log: MemoryLog) -> None:
-        self.log = log
-
-    async def offsets(self, topic: str, partition: int) -> PartitionOffsets:
-        log = self.log
-        return PartitionOffsets(log.log_start_offset, log.high_watermark, log.log_end_offset)
-
-    async def read_committed(self, topic: str, partition: int, offset: int, max_bytes: int,
-                             max_wait_ms: int) -> FetchPartitionResult:
-        log = self.log
-        info = log.read(offset, max_bytes, max_offset=log.high_watermark)
-        return FetchPartitionResult(topic, partition, log.high_watermark, log.log_start_offset,
-                                    log.log_end_offset, info.records)
-
-
-def run_to_completion(coroutine: Any) -> Any:
-    """A coroutine that never waits (its reads answer at once), run without an event loop."""
-    try:
-        coroutine.send(None)
-    except StopIteration as done:
-        return done.value
-    coroutine.close()
-    raise RuntimeError("the coroutine waited")
-
-
-@dataclass
-class OffsetsContext:
-    """One `__consumer_offsets` partition led here (the coordinator runtime's context)."""
-
-    leader_epoch: int
-    shard: GroupShard | None = None  # None: loading
-    pending: tuple[int, tuple[CoordinatorRecord, ...], Callable[[bool], None]] | None = None  # a write
-
-
-class SimGroupCoordinator:
-    """The coordinator runtime's job for the group coordinator (`CoordinatorRuntime`), one write
-    at a time per partition: elections and resignations from the real publisher, loads by the
-    real loader into a real `GroupShard` once the high watermark reached the log end, and
-    OffsetCommit by the shard's handler, appended with acks=all and replayed once committed."""
+class SimPartitionWriter:
+    """The coordinator runtime's `PartitionWriter` over this node's partitions in memory: an
+    acks=all append to the leader's log, answered once the high watermark passed it (False from
+    `produce_completed`: the leader epoch ended), and reads below the high watermark that wait
+    for it (the loader's long poll). Waits are settled by the node's `tick`."""
 
     def __init__(self, sim: Simulation, node: Node) -> None:
         self.sim = sim
         self.node = node
-        self.contexts: dict[int, OffsetsContext] = {}
+        self._waits: list[tuple[Callable[[], Any], int, asyncio.Future[Any]]] = []  # (check, deadline, future)
 
-    def on_election(self, partition: int, leader_epoch: int) -> None:
-        context = self.contexts.get(partition)
-        if context is None or context.leader_epoch != leader_epoch:
-            self._fail_pending(context)
-            self.contexts[partition] = OffsetsContext(leader_epoch)
+    def _leader(self, topic: str, partition: int) -> tuple[Partition, MemoryLog] | None:
+        core = self.node.cores.get((topic, partition))
+        log = self.node.logs.get((topic, partition))
+        return None if core is None or log is None or not core.is_leader else (core, log)
 
-    def on_resignation(self, partition: int) -> None:
-        self._fail_pending(self.contexts.pop(partition, None))
-
-    @staticmethod
-    def _fail_pending(context: OffsetsContext | None) -> None:
-        if context is not None and context.pending is not None:
-            context.pending[2](False)
-            context.pending = None
-
-    def _core(self, partition: int, context: OffsetsContext) -> Partition | None:
-        core = self.node.cores.get((OFFSETS_TOPIC, partition))
-        if core is None or not core.is_leader or core.leader_epoch != context.leader_epoch:
-            return None
-        return core
+    async def _until(self, check: Callable[[], Any], timeout_ms: int) -> Any:
+        """`check()` once it is not None (None after the timeout)."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waits.append((check, self.sim.now + timeout_ms, future))
+        return await future
 
     def tick(self) -> None:
-        """Loads that can complete, writes whose fate is known."""
-        for partition, context in sorted(self.contexts.items()):
-            core = self._core(partition, context)
-            log = self.node.logs.get((OFFSETS_TOPIC, partition))
-            if core is None or log is None:
+        waits, self._waits = self._waits, []
+        for check, deadline, future in waits:
+            outcome = None if future.done() else check()
+            if future.done():
                 continue
-            if context.shard is None and log.high_watermark >= log.log_end_offset:
-                shard = GroupShard(partition, self, GroupConfig(), 7 * 24 * 3600 * 1000, 600_000)
-                run_to_completion(load(LeaderLogReader(log), OFFSETS_TOPIC, partition, shard, LoaderSettings()))
-                context.shard = shard
-                self.sim.check_loaded_offsets(self.node, partition, context.leader_epoch, shard)
-            if context.pending is not None:
-                next_offset, records, done = context.pending
-                completed = core.produce_completed(context.leader_epoch, next_offset)
-                if completed is not None:
-                    context.pending = None
-                    if completed and context.shard is not None:
-                        for record in records:
-                            context.shard.replay(record)
-                    else:
-                        context.shard = None  # the log may hold what the shard does not: reload
-                    done(bool(completed))
+            if outcome is not None or self.sim.now >= deadline:
+                future.set_result(outcome)
+            else:
+                self._waits.append((check, deadline, future))
 
-    def commit(self, group_id: str, offset: int, done: Callable[[bool], None]) -> None:
-        """OffsetCommit of `offset` for the group's (`sim`, 0) by a member-less committer."""
-        partition = 0
-        context = self.contexts.get(partition)
-        core = None if context is None else self._core(partition, context)
-        if context is None or core is None or context.shard is None or context.pending is not None:
-            done(False)  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / the queue is busy
-            return
+    async def produce(self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int, *,
+                      coordinator: bool = False) -> list[ProducePartitionResult]:
+        [entry] = entries
+        led = self._leader(entry.topic, entry.partition)
+        if led is None:
+            return [ProducePartitionResult(entry.topic, entry.partition, -1, -1, "NOT_LEADER_OR_FOLLOWER")]
+        core, log = led
+        leader_epoch = core.leader_epoch
         try:
-            result = context.shard.commit_offsets(group_id, "", -1, {("sim", 0): (offset, "")}, self.sim.now)
-        except KraftError:
-            done(False)
-            return
-        log = self.node.logs[(OFFSETS_TOPIC, partition)]
-        batch = build_batch([(key, value, [], 1_700_000_000_000) for key, value in result.records])
-        try:
-            info = log.append_as_leader(batch, context.leader_epoch, self.sim.now)
-        except ValueError:
-            done(False)
-            return
-        records = tuple(CoordinatorRecord(info.first_offset + i, key, value, -1)
-                        for i, (key, value) in enumerate(result.records))
-        context.pending = (info.last_offset + 1, records, done)
-        self.sim.perform(self.node, (OFFSETS_TOPIC, partition), core.on_leader_append(self.sim.now))
+            info = log.append_as_leader(entry.records, leader_epoch, self.sim.now)
+        except ValueError as e:
+            return [ProducePartitionResult(entry.topic, entry.partition, -1, -1, "CORRUPT_MESSAGE", str(e))]
+        self.sim.perform(self.node, (entry.topic, entry.partition), core.on_leader_append(self.sim.now))
+        completed = await self._until(lambda: core.produce_completed(leader_epoch, info.last_offset + 1),
+                                      timeout_ms)
+        error = {True: None, False: "NOT_LEADER_OR_FOLLOWER", None: "REQUEST_TIMED_OUT"}[completed]
+        return [ProducePartitionResult(entry.topic, entry.partition, info.first_offset if completed else -1,
+                                       log.log_start_offset, error)]
 
-    # `GroupEnvironment` (offset commits read neither)
+    async def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                               coordinator_epoch: int, commit: bool, timeout_ms: int) -> int:
+        raise NotImplementedError("no transactions here")
+
+    async def offsets(self, topic: str, partition: int) -> PartitionOffsets:
+        led = self._leader(topic, partition)
+        if led is None:
+            raise KraftError("NOT_LEADER_OR_FOLLOWER", f"{topic}-{partition} is not led here")
+        log = led[1]
+        return PartitionOffsets(log.log_start_offset, log.high_watermark, log.log_end_offset)
+
+    async def read_committed(self, topic: str, partition: int, offset: int, max_bytes: int,
+                             max_wait_ms: int) -> FetchPartitionResult:
+        def read() -> FetchPartitionResult | None:
+            led = self._leader(topic, partition)
+            if led is None:
+                return FetchPartitionResult(topic, partition, -1, -1, -1, b"", error_code="NOT_LEADER_OR_FOLLOWER")
+            log = led[1]
+            if log.high_watermark <= offset:
+                return None
+            info = log.read(offset, max_bytes, max_offset=log.high_watermark)
+            return FetchPartitionResult(topic, partition, log.high_watermark, log.log_start_offset,
+                                        log.log_end_offset, info.records)
+        return await self._until(read, max_wait_ms) or FetchPartitionResult(
+            topic, partition, -1, -1, -1, b"", error_code="NOT_LEADER_OR_FOLLOWER")
+
+
+class SimGroupCoordinator(CoordinatorRuntime[GroupShard]):
+    """The real coordinator runtime of `__consumer_offsets` (elections and resignations from the
+    real publisher, loads by the real loader into a real `GroupShard`, one write at a time per
+    partition, answered once committed) over `SimPartitionWriter`; a load is checked against the
+    offset commits acknowledged before."""
+
+    def __init__(self, sim: Simulation, node: Node) -> None:
+        self.sim = sim
+        self.node = node
+        self.partition_writer = SimPartitionWriter(sim, node)
+        self._epochs: dict[int, int] = {}  # partition -> the leader epoch of its election
+        super().__init__(OFFSETS_TOPIC, self.partition_writer, self._new_shard, lambda: sim.now,
+                         RuntimeSettings(write_timeout_ms=sim.settings.request_timeout_ms))
+
+    def on_election(self, partition: int, leader_epoch: int) -> None:
+        self._epochs[partition] = leader_epoch
+        super().on_election(partition, leader_epoch)
+
+    def _new_shard(self, partition: int) -> GroupShard:
+        return CheckedShard(partition, self, self._epochs[partition])
+
+
+class GroupEnv:
+    """The group shards' `GroupEnvironment`: member-less offset commits need none of it."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
     @property
     def image(self) -> MetadataImage:
         return self.node.cache.image
 
     def regex_topics(self, image: MetadataImage) -> Any:
         raise NotImplementedError
+
+    def group_changed(self, partition: int, group_id: str) -> None:
+        pass
+
+    def unloaded(self, partition: int) -> None:
+        pass
+
+
+class CheckedShard(GroupShard):
+    """A group shard whose load the simulation checks: it holds every acknowledged commit."""
+
+    def __init__(self, partition: int, coordinator: SimGroupCoordinator, leader_epoch: int) -> None:
+        super().__init__(partition, GroupEnv(coordinator.node), GroupConfig(), 7 * 24 * 3600 * 1000, 600_000)
+        self.coordinator = coordinator
+        self.leader_epoch = leader_epoch
+
+    def on_loaded(self, now_ms: int) -> Any:
+        c = self.coordinator
+        c.sim.check_loaded_offsets(c.node, self.partition, self.leader_epoch, self)
+        return super().on_loaded(now_ms)
 
 
 class NoMetrics:
@@ -565,7 +570,7 @@ class Simulation(SimWorld):
         self._every(s.metadata_interval_ms, lambda: self._fetch_metadata(node), node.process)
         self._every(s.fetch_interval_ms, lambda: self._fetch_partitions(node), node.process)
         self._every(s.replica_lag_time_max_ms // 2, lambda: self._isr_check(node), node.process)
-        self._every(s.coordinator_tick_ms, node.groups.tick, node.process)
+        self._every(s.coordinator_tick_ms, node.groups.partition_writer.tick, node.process)
 
     def crash(self, node: Node) -> None:
         self._count("crash")
@@ -1044,11 +1049,24 @@ class Simulation(SimWorld):
 
         def request() -> None:
             assert coordinator.groups is not None
-            coordinator.groups.commit(GROUP, offset, lambda ok: self.send(
-                coordinator.id, CLIENT, "commit answer", lambda: answered(ok)))
+            groups = coordinator.groups
+            self.loop.create_task(self._offset_commit(groups, offset, lambda ok: self.send(
+                coordinator.id, CLIENT, "commit answer", lambda: answered(ok))))
 
         self.send(CLIENT, coordinator.id, f"commit {offset}", request)
         self._at(self.now + self.settings.request_timeout_ms, lambda: self._give_up_commit(offset))
+
+    @staticmethod
+    async def _offset_commit(groups: SimGroupCoordinator, offset: int, done: Callable[[bool], None]) -> None:
+        """OffsetCommit of `offset` for the group's (`sim`, 0) by a member-less committer, through
+        the coordinator runtime's write queue."""
+        try:
+            await groups.write(0, "offset_commit", lambda shard, now: shard.commit_offsets(
+                GROUP, "", -1, {("sim", 0): (offset, "")}, now))
+        except KraftError:
+            done(False)  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / the append failed
+            return
+        done(True)
 
     def _give_up_commit(self, offset: int) -> None:
         if self._next_commit == offset:
