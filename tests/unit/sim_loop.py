@@ -73,6 +73,7 @@ class SimLoop(asyncio.BaseEventLoop):
     def __init__(self, after_step: Callable[[], None]) -> None:
         super().__init__()
         self.now_s = 0.0
+        self.now_ms = 0  # the same, rounded (read far more often than the clock moves)
         self._after_step = after_step
         self._timers: list[tuple[float, float, asyncio.Handle]] = []  # (when, seq, handle)
         self._seqs = itertools.count()
@@ -109,7 +110,7 @@ class SimLoop(asyncio.BaseEventLoop):
                 heapq.heappop(timers)
             if not timers:
                 raise RuntimeError("the simulation has nothing left to run")
-            self.now_s = max(self.now_s, timers[0][0])
+            self._set_clock(timers[0][0])
         while timers and timers[0][0] <= self.now_s:
             handle = heapq.heappop(timers)[2]
             if not handle._cancelled:
@@ -133,6 +134,10 @@ class SimLoop(asyncio.BaseEventLoop):
             except Exception as e:
                 self._fail(e)
 
+    def _set_clock(self, now_s: float) -> None:
+        if now_s > self.now_s:
+            self.now_s, self.now_ms = now_s, round(now_s * 1000)
+
     def _fail(self, error: BaseException) -> None:
         if self.failure is None:
             self.failure = error
@@ -151,7 +156,7 @@ class SimLoop(asyncio.BaseEventLoop):
             self.run_forever()
         finally:
             stop.cancel()
-        self.now_s = max(self.now_s, end_s)
+        self._set_clock(end_s)
         if self.failure is not None:
             raise self.failure
 
@@ -180,7 +185,7 @@ class SimWorld:
     @property
     def now(self) -> int:
         """The simulated clock, in ms."""
-        return round(self.loop.now_s * 1000)
+        return self.loop.now_ms
 
     def _stepped(self) -> None:
         self.steps += 1
