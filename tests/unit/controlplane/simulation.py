@@ -88,7 +88,6 @@ from kraft.errors import KraftError
 from kraft.server.records import FetchPartitionResult, PartitionOffsets, ProduceEntry, ProducePartitionResult
 from kraft.log.config import LogConfig
 from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta, apply_records
-from kraft.metadata.errors import MetadataError
 from kraft.metadata.image import MetadataImage
 from kraft.metadata.records import NO_LEADER, Endpoint
 from tests.unit.replication.memory_log import MemoryLog
@@ -490,6 +489,7 @@ class Simulation(SimWorld):
         self._reference = MetadataLogState()
         self.images: dict[int, MetadataImage] = {-1: MetadataImage.EMPTY}  # at batch ends
         self._last_image = MetadataImage.EMPTY
+        self.committed_topic_ids: set[str] = set()  # every topic created in the committed log
         self.active_of_epoch: dict[int, int] = {}
         self.leader_of_epoch: dict[tuple[str, int, int], int] = {}  # (topic id, partition, epoch)
         self.topics_created = 0
@@ -824,6 +824,7 @@ class Simulation(SimWorld):
                     self._fail(f"controller {node.id}: {what} raised {type(e).__name__}: {e}")
                 reply(error, {"leader": getattr(e, "leader_id", None)})
                 return
+            self._check_answer(node, what, response)
             reply(None, response)
 
         self.loop.create_task(serve())
@@ -1106,7 +1107,24 @@ class Simulation(SimWorld):
                 entries = zip(range(outcome.first_offset, outcome.last_offset + 1), entry.batch)
                 _, self._last_image = apply_records(self._last_image, entries)
                 self.images[self._last_image.offset] = self._last_image
+                self.committed_topic_ids.update(t.topic_id for t in self._last_image.topics.by_name.values())
                 self._check_committed_image(self._last_image)
+
+    def _check_answer(self, node: Node, what: str, response: dict[str, Any]) -> None:
+        """A controller answers a write only once its records are committed."""
+        committed = self._last_image
+        if what == "register" and response["broker_epoch"] > committed.offset:
+            self._fail(f"controller {node.id} answered a registration at offset {response['broker_epoch']}, "
+                       f"the log is committed up to {committed.offset}")
+        elif what == "create_topics" and response["topic_id"] not in self.committed_topic_ids:
+            self._fail(f"controller {node.id} answered the creation of {response['name']}, not committed")
+        elif what == "alter_partition":
+            reg = committed.partition(response["topic"], response["partition"])
+            topic = committed.topic_by_name(response["topic"])
+            if (topic is not None and topic.topic_id == response["topic_id"] and reg is not None
+                    and reg.partition_epoch < response["partition_epoch"]):
+                self._fail(f"controller {node.id} answered AlterPartition at partition epoch "
+                           f"{response['partition_epoch']}, committed: {reg.partition_epoch}")
 
     def _check_committed_image(self, image: MetadataImage) -> None:
         for name, topic in image.topics.by_name.items():
