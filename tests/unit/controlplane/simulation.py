@@ -3,24 +3,28 @@ controller and the brokers that follow it (FoundationDB's and TigerBeetle's simu
 rafttest), with invariants checked after every step.
 
 Three combined nodes (controller + broker in one process, as `kraft-node --role controller,broker`
-runs them; a crash takes both roles down). What is kraft's own code:
+runs them; a crash takes both roles down), on a real asyncio loop whose clock is simulated
+(`tests/unit/sim_loop.py`): a killed process's tasks and timers never run again, a paused one's
+wait. What is kraft's own code:
 
+- the active controller's asyncio shell, `ControllerService` with its `CommitQueue` (request
+  groups, the session task that fences expired brokers, answers once committed and published),
+  writing through `SimQuorum` (the `Quorum` surface over one voter of the modelled Raft);
 - the replicated state machine's rule: every committed Raft entry goes through
   `kraft.controller.raft_state.apply_batch` (`metadata/log_rules.admit`: controller fencing by
   epoch, request-id dedup, batch shape), and the claim a new Raft leader commits before acting is
   `raft_state.claim_record`;
-- the controller's request handlers (`kraft.controller.handlers`: register_broker,
-  broker_heartbeat, fence_broker, create_topics, alter_partition with KIP-903 broker epochs,
-  elect_leaders), validated in groups against the image plus the records of the requests before
-  them as `commit_queue` does, and broker sessions in the real `BrokerHeartbeatManager`;
+- under the service, the controller's request handlers (`kraft.controller.handlers`:
+  register_broker, broker_heartbeat, fence_broker, create_topics, alter_partition with KIP-903
+  broker epochs, elect_leaders) and broker sessions in the real `BrokerHeartbeatManager`;
 - on every node a real `MetadataLoader` (records -> `MetadataDelta` -> `MetadataImage`): the
   controller's is fed the applied entries and serves brokers from its bounded tail (`read`, or
   `SnapshotNeededError` and a snapshot); the broker's is fed what it fetched and publishes through
   the real `BrokerMetadataPublisher` to a replica manager shell driving the real `Partition` cores
   (make leader / follower, leader epochs, fetches with records and diverging epochs, ISR shrink
-  and expand with AlterPartition) over `memory_log.MemoryLog`, and to the group coordinator: a
-  real `GroupShard` per `__consumer_offsets` partition led here, loaded by the real loader
-  (`kraft.coordinator.loader.load`), taking OffsetCommit with acks=all; the broker's lifecycle is
+  and expand with AlterPartition) over `memory_log.MemoryLog`, and to the group coordinator: the
+  real `CoordinatorRuntime` (loads by the real loader into a real `GroupShard`, OffsetCommit
+  through its write queue with acks=all) over `SimPartitionWriter`; the broker's lifecycle is
   the real `BrokerStateMachine`.
 
 What is modelled: Raft itself. pysyncobj, which kraft runs, ticks in a thread of its own and talks
@@ -31,12 +35,13 @@ majority), with what kraft adds to pysyncobj: an AppendEntries never deletes ent
 (`raft_journal.py`), and a voter whose journal write fails resigns and neither campaigns nor votes
 until a write succeeds. The term, vote and log survive a crash (the journal is fsynced); the commit
 index and everything applied do not (a restarted node replays once it learns the commit index).
-There is no Raft log compaction. The coordinator runtime's asyncio tasks are replaced by its rule
-(one write at a time per partition, replayed once committed). The network drops, delays (so
+There is no Raft log compaction. The replica manager's shell is this module's
+(`SimReplicaManager`). The network drops, delays (so
 reorders) and duplicates every message; nodes crash and restart, pause (SIGSTOP) and continue;
 journals fail for a while. Partition logs survive crashes (kill -9, no power loss).
 
-Invariants after every step: at most one active controller per controller epoch, ever; every
+Invariants after every step: a controller answers a write only once it is committed; at most
+one active controller per controller epoch, ever; every
 node's committed Raft log is a prefix of the longest committed log, which never changes (so no
 committed metadata record is lost or changed); every controller's and broker's published image
 equals the image of that prefix of the committed metadata log (`apply_records` from nothing);

@@ -1,8 +1,9 @@
 """The control-plane simulation (`simulation.py`): a modelled three-voter Raft quorum under lost,
 delayed, duplicated and reordered messages, crashed, paused and restarted nodes and failing
-journals, driving kraft's replicated-state rule, controller handlers, broker sessions, metadata
-loaders, broker publisher, Partition cores and broker state machine; the invariants are checked
-after every step. A failing seed prints its one-line reproduction
+journals, driving kraft's controller service and commit queue, replicated-state rule, controller
+handlers, broker sessions, metadata loaders, broker publisher, Partition cores, coordinator
+runtime and broker state machine on a simulated asyncio loop; the invariants are checked after
+every step. A failing seed prints its one-line reproduction
 (`python3 tests/unit/controlplane/simulation.py --seed N --trace`); fix the cause and add the seed
 to REGRESSION_SEEDS with what it found."""
 
@@ -31,7 +32,7 @@ REGRESSION_SEEDS: dict[int, str] = {
     30231: "a zombie coordinator loaded older offsets (the check's scope)",
 }
 
-SWEEP_SEEDS = int(os.environ.get("KRAFT_CP_SIM_SEEDS", "1000"))  # ~60 ms of CPU a seed
+SWEEP_SEEDS = int(os.environ.get("KRAFT_CP_SIM_SEEDS", "1000"))  # ~80 ms of CPU a seed
 SWEEP_CHUNKS = 4  # so that `-n 2` runs the sweep on both cores
 # the deeper sweep runs only when asked (the full suite does not deselect `slow`, and CI's
 # budget is the sweep above)
@@ -69,6 +70,7 @@ def test_no_invariant_breaks(chunk: int) -> None:
     assert sum(s.counts.get("crash", 0) for s in sims) > len(sims)
     assert sum(s.counts.get("journal_failure", 0) for s in sims) > len(sims) // 2
     assert sum(s.counts.get("alter_partition", 0) for s in sims) > len(sims)
+    assert sum(s.counts.get("offset_commit", 0) for s in sims) > len(sims)
     assert sum(len(s.active_of_epoch) for s in sims) > 2 * len(sims)
 
 
