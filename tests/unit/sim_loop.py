@@ -23,6 +23,7 @@ import itertools
 import math
 import random
 import weakref
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -34,6 +35,21 @@ class Process(Protocol):
     def resumes_at_ms(self) -> int:
         """When a paused process continues (at or before now: it runs)."""
         ...
+
+
+@dataclass(frozen=True, eq=False)
+class Incarnation:
+    """One incarnation of a simulated process: `owner` (a node, a broker) has `alive`,
+    `incarnation` (one more at every restart) and, if it can be paused, `paused_until` (ms)."""
+
+    owner: Any
+    incarnation: int
+
+    def alive(self) -> bool:
+        return bool(self.owner.alive) and self.owner.incarnation == self.incarnation
+
+    def resumes_at_ms(self) -> int:
+        return int(getattr(self.owner, "paused_until", 0))
 
 
 # the process a handle belongs to (None: the world: clients, the network, the fault injector)
@@ -82,6 +98,11 @@ class SimLoop(asyncio.BaseEventLoop):
 
     def time(self) -> float:
         return self.now_s
+
+    def __del__(self) -> None:
+        # not closed: a dead process's coroutines, closed when collected after the loop, may
+        # still schedule callbacks (never run) instead of raising "Event loop is closed"
+        pass
 
     def _write_to_self(self) -> None:
         pass

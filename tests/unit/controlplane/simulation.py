@@ -96,7 +96,7 @@ from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta, apply_recor
 from kraft.metadata.image import MetadataImage
 from kraft.metadata.records import NO_LEADER, Endpoint
 from tests.unit.replication.memory_log import MemoryLog
-from tests.unit.sim_loop import SimWorld, as_process
+from tests.unit.sim_loop import Incarnation, SimWorld, as_process
 
 CLIENT = 0  # the clients' address on the simulated network
 GROUP = "sim-group"
@@ -143,20 +143,6 @@ class SimSettings:
 class Entry:
     term: int
     batch: tuple[dict[str, Any], ...]
-
-
-@dataclass(frozen=True, eq=False)
-class NodeProcess:
-    """One incarnation of a node's process (`sim_loop.Process`)."""
-
-    node: Node
-    incarnation: int
-
-    def alive(self) -> bool:
-        return self.node.alive and self.node.incarnation == self.incarnation
-
-    def resumes_at_ms(self) -> int:
-        return self.node.paused_until
 
 
 class SimQuorum:
@@ -461,7 +447,7 @@ class Node:
     active_term: int = -1  # the term whose claim applied
     claimed_epoch: int = 0
     claim_index: int = 0  # the Raft index of this term's claim (0: none pending)
-    process: NodeProcess | None = None  # this incarnation's (what it schedules dies with it)
+    process: Incarnation | None = None  # this incarnation's (what it schedules dies with it)
     quorum: SimQuorum | None = None
     service: ControllerService | None = None
     rng: random.Random = field(default_factory=random.Random)
@@ -550,7 +536,7 @@ class Simulation(SimWorld):
         node.controller_loader.on_image(lambda image: node.published.append(("controller", image)))
         node.active_term, node.claimed_epoch, node.claim_index = -1, 0, 0
         node.rng = random.Random(self.rng.getrandbits(64))
-        node.process = NodeProcess(node, node.incarnation)
+        node.process = Incarnation(node, node.incarnation)
         node.quorum = SimQuorum(self, node)
         node.service = ControllerService(
             node.id, node.quorum, node.controller_loader, self.controller_settings, rng=node.rng,

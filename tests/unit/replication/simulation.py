@@ -69,7 +69,7 @@ from kraft.metadata.records import (
     UnfenceBroker,
 )
 from tests.unit.replication.memory_log import MemoryLog
-from tests.unit.sim_loop import SimWorld
+from tests.unit.sim_loop import Incarnation, SimWorld
 
 TOPIC = "sim"
 TOPIC_ID = "t-sim"
@@ -160,20 +160,6 @@ class TxnClient:
     in_flight: bool = False  # a write or the marker waits for its acknowledgement
     failed: bool = False  # a write of this transaction failed: it must abort
     decision: bool | None = None  # True COMMIT / False ABORT, decided, marker not yet acknowledged
-
-
-@dataclass(frozen=True, eq=False)
-class BrokerProcess:
-    """One incarnation of a broker's process (`sim_loop.Process`): its timers die with it."""
-
-    broker: Broker
-    incarnation: int
-
-    def alive(self) -> bool:
-        return self.broker.alive and self.broker.incarnation == self.incarnation
-
-    def resumes_at_ms(self) -> int:
-        return 0  # never paused here
 
 
 class Simulation(SimWorld):
@@ -318,7 +304,7 @@ class Simulation(SimWorld):
     # -- brokers: the replica manager's, fetchers' and lifecycle's jobs ---------------------------
 
     def _start_broker(self, broker: Broker) -> None:
-        process = BrokerProcess(broker, broker.incarnation)
+        process = Incarnation(broker, broker.incarnation)
         self._apply_image(broker, broker.snapshot)
         s = self.settings
         self._every(s.metadata_interval_ms, lambda: self._fetch_metadata(broker), process)
