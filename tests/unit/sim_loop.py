@@ -4,8 +4,9 @@ world around it (timers, a lossy network, a step counter that checks invariants 
 
 `SimLoop` is a real asyncio loop (FoundationDB's and TigerBeetle's way of running production
 code under simulation): `time()` is the simulated clock, which jumps to the next timer when
-nothing is ready; timers due at the same instant run in the order they were set (the seed
-decides the instants); `run_in_executor` (so `asyncio.to_thread`) runs the function at once,
+nothing is ready; timers due at the same instant run in an order drawn from the seed (asyncio
+leaves it undefined), or in the order they were set (the seed still decides the instants);
+callbacks made ready run first-come first-served, as asyncio promises; `run_in_executor` (so `asyncio.to_thread`) runs the function at once,
 on the loop's thread; there are no sockets. Every handle belongs to the process whose context
 scheduled it (`PROCESS`, inherited by the tasks and callbacks that process creates): a handle of
 a process that died (kill -9) never runs, and one of a paused process (SIGSTOP) waits until it
@@ -24,7 +25,7 @@ import math
 import random
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, TypeVar
+from typing import Any, Callable, Iterator, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -86,13 +87,15 @@ class SimLoop(asyncio.BaseEventLoop):
     clock's jump instead of a selector, timers ordered by (when, the order they were set) and
     each handle gated by its process."""
 
-    def __init__(self, after_step: Callable[[], None]) -> None:
+    def __init__(self, after_step: Callable[[], None], ties: random.Random | None = None) -> None:
+        """`ties`: timers due at the same instant run in an order drawn from it (asyncio leaves
+        that order undefined); None: in the order they were set."""
         super().__init__()
         self.now_s = 0.0
         self.now_ms = 0  # the same, rounded (read far more often than the clock moves)
         self._after_step = after_step
         self._timers: list[tuple[float, float, asyncio.Handle]] = []  # (when, seq, handle)
-        self._seqs = itertools.count()
+        self._seqs: Iterator[float] = itertools.count() if ties is None else iter(ties.random, None)
         self.failure: BaseException | None = None
         self.set_exception_handler(self._on_exception)
 
@@ -135,7 +138,8 @@ class SimLoop(asyncio.BaseEventLoop):
         while timers and timers[0][0] <= self.now_s:
             handle = heapq.heappop(timers)[2]
             if not handle._cancelled:
-                handle._scheduled = False  # type: ignore[attr-defined]
+                if isinstance(handle, asyncio.TimerHandle):  # else a paused process's ready callback
+                    handle._scheduled = False
                 ready.append(handle)
         for _ in range(len(ready)):
             handle = ready.popleft()
@@ -193,7 +197,9 @@ class SimWorld:
     reorders) messages while `faults` is on, the step counter and the trace. Subclasses check
     their invariants in `after_step`."""
 
-    def __init__(self, seed: int, network: NetworkSettings, trace: bool = False) -> None:
+    def __init__(self, seed: int, network: NetworkSettings, trace: bool = False,
+                 shuffle_ties: bool = False) -> None:
+        """`shuffle_ties`: timers due at the same ms run in a seeded order (else in the order set)."""
         self.seed = seed
         self.rng = random.Random(seed)
         self.trace = trace
@@ -201,7 +207,7 @@ class SimWorld:
         self.steps = 0
         self.faults = True  # off for the heal
         self.counts: dict[str, int] = {}
-        self.loop = SimLoop(self._stepped)
+        self.loop = SimLoop(self._stepped, random.Random(f"{seed}:ties") if shuffle_ties else None)
 
     @property
     def now(self) -> int:

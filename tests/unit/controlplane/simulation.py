@@ -467,7 +467,7 @@ class Node:
 
 class Simulation(SimWorld):
     def __init__(self, seed: int, settings: SimSettings = SimSettings(), trace: bool = False) -> None:
-        super().__init__(seed, settings, trace)
+        super().__init__(seed, settings, trace, shuffle_ties=True)
         self.settings = settings
         self.log_config = LogConfig(min_insync_replicas=2)
         self.controller_settings = handlers.ControllerSettings(
