@@ -485,7 +485,8 @@ class Simulation(SimWorld):
         self.leader_of_epoch: dict[tuple[str, int, int], int] = {}  # (topic id, partition, epoch)
         self.topics_created = 0
         self._violation: str | None = None
-        self.acked_commit = -1  # the highest offset commit acknowledged to the group's consumer
+        # the latest acknowledged offset commit, as (when the coordinator wrote it, offset)
+        self.acked_commit = (-1, -1)
         self._next_commit = 0
         self._committing = False
         for node in self.nodes.values():
@@ -1033,32 +1034,39 @@ class Simulation(SimWorld):
         self._committing, self._next_commit = True, self._next_commit + 1
         offset, coordinator = self._next_commit, self.nodes[view.leader]
 
-        def answered(ok: bool) -> None:
+        def answered(written_ms: int | None) -> None:
             self._committing = False
-            if ok:
-                self.acked_commit = max(self.acked_commit, offset)
+            if written_ms is not None:
+                self.acked_commit = max(self.acked_commit, (written_ms, offset))
                 self._count("offset_commit")
 
         def request() -> None:
             assert coordinator.groups is not None
             groups = coordinator.groups
-            self.loop.create_task(self._offset_commit(groups, offset, lambda ok: self.send(
-                coordinator.id, CLIENT, "commit answer", lambda: answered(ok))))
+            self.loop.create_task(self._offset_commit(groups, offset, lambda written_ms: self.send(
+                coordinator.id, CLIENT, "commit answer", lambda: answered(written_ms))))
 
         self.send(CLIENT, coordinator.id, f"commit {offset}", request)
         self._at(self.now + self.settings.request_timeout_ms, lambda: self._give_up_commit(offset))
 
     @staticmethod
-    async def _offset_commit(groups: SimGroupCoordinator, offset: int, done: Callable[[bool], None]) -> None:
+    async def _offset_commit(groups: SimGroupCoordinator, offset: int,
+                             done: Callable[[int | None], None]) -> None:
         """OffsetCommit of `offset` for the group's (`sim`, 0) by a member-less committer, through
-        the coordinator runtime's write queue."""
+        the coordinator runtime's write queue: `done(the coordinator's clock when it wrote it)`,
+        or `done(None)` when it failed."""
+        written = [-1]
+
+        def commit(shard: GroupShard, now: int) -> Any:
+            written[0] = now
+            return shard.commit_offsets(GROUP, "", -1, {("sim", 0): (offset, "")}, now)
+
         try:
-            await groups.write(0, "offset_commit", lambda shard, now: shard.commit_offsets(
-                GROUP, "", -1, {("sim", 0): (offset, "")}, now))
+            await groups.write(0, "offset_commit", commit)
         except KraftError:
-            done(False)  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / the append failed
+            done(None)  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / the append failed
             return
-        done(True)
+        done(written[0])
 
     def _give_up_commit(self, offset: int) -> None:
         if self._next_commit == offset:
@@ -1066,7 +1074,10 @@ class Simulation(SimWorld):
 
     def check_loaded_offsets(self, node: Node, partition: int, leader_epoch: int, shard: GroupShard) -> None:
         """A coordinator that loaded the group as the partition's leader in the committed metadata
-        holds every acknowledged commit. (A broker that missed its leadership moving, paused
+        holds the latest acknowledged commit, or one written after it: OffsetCommit is
+        last-writer-wins, so an older commit held up in the network (its coordinator paused) may
+        land after a newer one, in Kafka too. Writes of a partition are serialized, so the
+        coordinator's clock orders them. (A broker that missed its leadership moving, paused
         while its metadata was old, loads as a leader of an older epoch: it may answer stale
         offsets until its metadata moves on, as in Kafka; a commit it took is not acknowledged,
         its high watermark held by followers that left it, else the next load at the current
@@ -1077,10 +1088,11 @@ class Simulation(SimWorld):
             return
         group = shard.groups.get(GROUP)
         held = group.offsets.get(("sim", 0)) if group is not None else None
-        loaded = -1 if held is None else held.offset
-        if loaded < self.acked_commit:
-            self._fail(f"node {node.id} loaded group {GROUP} at offset {loaded}, {self.acked_commit} was "
-                       "acknowledged: a committed offset went back")
+        loaded = (-1, -1) if held is None else (held.commit_timestamp_ms, held.offset)
+        if loaded[0] < self.acked_commit[0]:
+            self._fail(f"node {node.id} loaded group {GROUP} at offset {loaded[1]} (written at {loaded[0]} ms), "
+                       f"{self.acked_commit[1]} was acknowledged (written at {self.acked_commit[0]} ms): a "
+                       "committed offset went back")
 
     # -- invariants -------------------------------------------------------------------------------
 
