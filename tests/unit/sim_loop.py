@@ -6,8 +6,8 @@ world around it (timers, a lossy network, a step counter that checks invariants 
 code under simulation): `time()` is the simulated clock, which jumps to the next timer when
 nothing is ready; timers due at the same instant run in an order drawn from the seed (asyncio
 leaves it undefined), or in the order they were set (the seed still decides the instants);
-callbacks made ready run first-come first-served, as asyncio promises; `run_in_executor` (so `asyncio.to_thread`) runs the function at once,
-on the loop's thread; there are no sockets. Every handle belongs to the process whose context
+callbacks made ready run first-come first-served, as asyncio promises; `run_in_executor` (so
+`asyncio.to_thread`) runs the function at once, on the loop's thread; there are no sockets. Every handle belongs to the process whose context
 scheduled it (`PROCESS`, inherited by the tasks and callbacks that process creates): a handle of
 a process that died (kill -9) never runs, and one of a paused process (SIGSTOP) waits until it
 continues. After every handle the world's `after_step` runs (the invariants), and the first
@@ -56,7 +56,7 @@ class Incarnation:
 # the process a handle belongs to (None: the world: clients, the network, the fault injector)
 PROCESS: contextvars.ContextVar[Process | None] = contextvars.ContextVar("sim_process", default=None)
 
-# exceptions asyncio reports when garbage collects what a dead process left behind
+# what asyncio reports when the garbage collector takes what a dead process left behind
 _GC_REPORTS = ("never retrieved", "destroyed but it is pending")
 
 
@@ -84,8 +84,8 @@ def as_process(process: Process | None, run: Callable[[], T]) -> T:
 
 class SimLoop(asyncio.BaseEventLoop):
     """An asyncio loop whose clock is simulated; `_run_once` is asyncio's, with the simulated
-    clock's jump instead of a selector, timers ordered by (when, the order they were set) and
-    each handle gated by its process."""
+    clock's jump instead of a selector, timers ordered by (when, a seeded draw or the order
+    they were set) and each handle gated by its process."""
 
     def __init__(self, after_step: Callable[[], None], ties: random.Random | None = None) -> None:
         """`ties`: timers due at the same instant run in an order drawn from it (asyncio leaves
