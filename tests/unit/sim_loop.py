@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import heapq
+import inspect
 import itertools
 import math
 import random
@@ -98,6 +99,7 @@ class SimLoop(asyncio.BaseEventLoop):
         self._seqs: Iterator[float] = itertools.count() if ties is None else iter(ties.random, None)
         self.failure: BaseException | None = None
         self.set_exception_handler(self._on_exception)
+        self._tasks: weakref.WeakKeyDictionary[Any, list[asyncio.Task[Any]]] = weakref.WeakKeyDictionary()
 
     def time(self) -> float:
         return self.now_s
@@ -117,6 +119,23 @@ class SimLoop(asyncio.BaseEventLoop):
         heapq.heappush(self._timers, (when, next(self._seqs), timer))
         timer._scheduled = True
         return timer
+
+    def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        task = super().create_task(coro, **kwargs)
+        process = (kwargs.get("context") or contextvars.copy_context()).get(PROCESS)
+        if process is not None:
+            tasks = self._tasks.setdefault(process, [])
+            tasks[:] = [t for t in tasks if not t.done()] if len(tasks) > 64 else tasks
+            tasks.append(task)
+        return task
+
+    def killed(self, process: Process) -> None:
+        """`process` died: its tasks never run again; those that never started are closed (no
+        code runs), so that they are not reported as never awaited."""
+        for task in self._tasks.pop(process, ()):
+            coro = task.get_coro()
+            if inspect.iscoroutine(coro) and inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
+                coro.close()
 
     def run_in_executor(self, executor: Any, func: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """At once, on this thread (a thread's timing is not the seed's)."""

@@ -519,6 +519,9 @@ class Simulation(SimWorld):
     def run(self) -> Simulation:
         self.run_until(self.settings.duration_ms)
         self.heal()
+        for node in self.nodes.values():  # the run is over: what never started never will
+            assert node.process is not None
+            self.loop.killed(node.process)
         return self
 
     def after_step(self) -> None:
@@ -569,6 +572,8 @@ class Simulation(SimWorld):
         self._log(f"CRASH node {node.id}")
         node.alive = False
         node.incarnation += 1  # its timers stop; nothing it had queued is answered
+        assert node.process is not None
+        self.loop.killed(node.process)
         self._at(self.now + self.rng.randint(*self.settings.restart_after_ms), lambda: self._restart(node))
 
     def _restart(self, node: Node) -> None:
