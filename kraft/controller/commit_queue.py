@@ -95,8 +95,11 @@ def _build_one(request: _Request, image: MetadataImage, epoch: int, request_id: 
 
 class CommitQueue:
     def __init__(self, quorum: Quorum, loader: MetadataLoader, active_epoch: Callable[[], int | None],
-                 leader_id: Callable[[], int | None], node_id: int) -> None:
+                 leader_id: Callable[[], int | None], node_id: int,
+                 new_request_id: Callable[[], str] | None = None) -> None:
         self._quorum = quorum
+        # the id of a request that carries none (a seeded simulation draws its own)
+        self._new_request_id = new_request_id or (lambda: uuid.uuid4().hex)
         self._loader = loader
         self._active_epoch = active_epoch
         self._leader_id = leader_id
@@ -260,7 +263,7 @@ class CommitQueue:
                                  or {"request_id": request.request_id, "duplicate": True}))
                 continue
             try:
-                outcome = _build_one(request, image, epoch, request.request_id or uuid.uuid4().hex)
+                outcome = _build_one(request, image, epoch, request.request_id or self._new_request_id())
             except Exception as e:  # MetadataError and the like: this request's answer
                 outcomes.append((request, e))
                 continue

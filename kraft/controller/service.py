@@ -64,7 +64,10 @@ class ControllerService:
         rng: random.Random | None = None,
         clock_ms: Callable[[], int] = monotonic_ms,
         session_check_interval_ms: int | None = None,
+        new_request_id: Callable[[], str] | None = None,
     ) -> None:
+        """`clock_ms`, `rng` and `new_request_id` (the id of a request that carries none): a
+        seeded simulation passes its own."""
         self.node_id = node_id
         self.settings = settings
         self._quorum = quorum
@@ -75,7 +78,8 @@ class ControllerService:
         self._session_check_interval_ms = session_check_interval_ms or max(
             50, min(1000, settings.broker_session_timeout_ms // 4))
         self._heartbeats = BrokerHeartbeatManager(settings.broker_session_timeout_ms)
-        self._commits = CommitQueue(quorum, loader, self._active_epoch, self.leader_id, node_id)
+        self._commits = CommitQueue(quorum, loader, self._active_epoch, self.leader_id, node_id,
+                                    new_request_id)
         self._session_epoch: int | None = None  # the epoch whose broker sessions we track
         self._session_task: asyncio.Task[None] | None = None
         loader.attach(quorum)

@@ -3,24 +3,28 @@ controller and the brokers that follow it (FoundationDB's and TigerBeetle's simu
 rafttest), with invariants checked after every step.
 
 Three combined nodes (controller + broker in one process, as `kraft-node --role controller,broker`
-runs them; a crash takes both roles down). What is kraft's own code:
+runs them; a crash takes both roles down), on a real asyncio loop whose clock is simulated
+(`tests/unit/sim_loop.py`): a killed process's tasks and timers never run again, a paused one's
+wait. What is kraft's own code:
 
+- the active controller's asyncio shell, `ControllerService` with its `CommitQueue` (request
+  groups, the session task that fences expired brokers, answers once committed and published),
+  writing through `SimQuorum` (the `Quorum` surface over one voter of the modelled Raft);
 - the replicated state machine's rule: every committed Raft entry goes through
   `kraft.controller.raft_state.apply_batch` (`metadata/log_rules.admit`: controller fencing by
   epoch, request-id dedup, batch shape), and the claim a new Raft leader commits before acting is
   `raft_state.claim_record`;
-- the controller's request handlers (`kraft.controller.handlers`: register_broker,
-  broker_heartbeat, fence_broker, create_topics, alter_partition with KIP-903 broker epochs,
-  elect_leaders), validated in groups against the image plus the records of the requests before
-  them as `commit_queue` does, and broker sessions in the real `BrokerHeartbeatManager`;
+- under the service, the controller's request handlers (`kraft.controller.handlers`:
+  register_broker, broker_heartbeat, fence_broker, create_topics, alter_partition with KIP-903
+  broker epochs, elect_leaders) and broker sessions in the real `BrokerHeartbeatManager`;
 - on every node a real `MetadataLoader` (records -> `MetadataDelta` -> `MetadataImage`): the
   controller's is fed the applied entries and serves brokers from its bounded tail (`read`, or
   `SnapshotNeededError` and a snapshot); the broker's is fed what it fetched and publishes through
   the real `BrokerMetadataPublisher` to a replica manager shell driving the real `Partition` cores
   (make leader / follower, leader epochs, fetches with records and diverging epochs, ISR shrink
-  and expand with AlterPartition) over `memory_log.MemoryLog`, and to the group coordinator: a
-  real `GroupShard` per `__consumer_offsets` partition led here, loaded by the real loader
-  (`kraft.coordinator.loader.load`), taking OffsetCommit with acks=all; the broker's lifecycle is
+  and expand with AlterPartition) over `memory_log.MemoryLog`, and to the group coordinator: the
+  real `CoordinatorRuntime` (loads by the real loader into a real `GroupShard`, OffsetCommit
+  through its write queue with acks=all) over `SimPartitionWriter`; the broker's lifecycle is
   the real `BrokerStateMachine`.
 
 What is modelled: Raft itself. pysyncobj, which kraft runs, ticks in a thread of its own and talks
@@ -31,12 +35,13 @@ majority), with what kraft adds to pysyncobj: an AppendEntries never deletes ent
 (`raft_journal.py`), and a voter whose journal write fails resigns and neither campaigns nor votes
 until a write succeeds. The term, vote and log survive a crash (the journal is fsynced); the commit
 index and everything applied do not (a restarted node replays once it learns the commit index).
-There is no Raft log compaction. The coordinator runtime's asyncio tasks are replaced by its rule
-(one write at a time per partition, replayed once committed). The network drops, delays (so
+There is no Raft log compaction. The replica manager's shell is this module's
+(`SimReplicaManager`). The network drops, delays (so
 reorders) and duplicates every message; nodes crash and restart, pause (SIGSTOP) and continue;
 journals fail for a while. Partition logs survive crashes (kill -9, no power loss).
 
-Invariants after every step: at most one active controller per controller epoch, ever; every
+Invariants after every step: a controller answers a write only once it is committed; at most
+one active controller per controller epoch, ever; every
 node's committed Raft log is a prefix of the longest committed log, which never changes (so no
 committed metadata record is lost or changed); every controller's and broker's published image
 equals the image of that prefix of the committed metadata log (`apply_records` from nothing);
@@ -52,14 +57,14 @@ Replay a seed with a trace: `python3 tests/unit/controlplane/simulation.py --see
 from __future__ import annotations
 
 import argparse
-import heapq
+import asyncio
 import logging
 import random
 import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 if __package__ in (None, ""):  # run as a script: the repository root on the path
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
@@ -77,25 +82,24 @@ from kraft.broker.replication.partition import (
     Action, Partition, ReplicaState, SendAlterPartition, StartFetching, StopFetching, is_current_registration,
 )
 from kraft.controller import handlers
-from kraft.controller.handlers import ControllerResult
-from kraft.controller.heartbeats import BrokerHeartbeatManager
+from kraft.controller.errors import InvalidBatchError, MetadataStorageError, NotControllerError
 from kraft.controller.metadata_loader import MetadataLoader, SnapshotNeededError
-from kraft.controller.raft_state import MetadataLogState, NoStateMachine, apply_batch, claim_record
-from kraft.coordinator.loader import LoaderSettings, load
-from kraft.coordinator.result import CoordinatorRecord
+from kraft.controller.quorum import stamp_proposal
+from kraft.controller.raft_quorum import QuorumTimeoutError
+from kraft.controller.raft_state import BatchOutcome, MetadataLogState, NoStateMachine, apply_batch, claim_record
+from kraft.controller.service import ControllerService
+from kraft.coordinator.runtime import CoordinatorRuntime, RuntimeSettings
 from kraft.errors import KraftError
-from kraft.log.batch import build_batch
-from kraft.server.records import FetchPartitionResult, PartitionOffsets
+from kraft.server.records import FetchPartitionResult, PartitionOffsets, ProduceEntry, ProducePartitionResult
 from kraft.log.config import LogConfig
 from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta, apply_records
-from kraft.metadata.errors import MetadataError
 from kraft.metadata.image import MetadataImage
 from kraft.metadata.records import NO_LEADER, Endpoint
 from tests.unit.replication.memory_log import MemoryLog
+from tests.unit.sim_loop import Incarnation, SimWorld, as_process
 
 CLIENT = 0  # the clients' address on the simulated network
 GROUP = "sim-group"
-Build = Callable[[MetadataImage], ControllerResult]
 Reply = Callable[[str | None, dict[str, Any] | None], None]  # (error code, response)
 
 
@@ -141,20 +145,93 @@ class Entry:
     batch: tuple[dict[str, Any], ...]
 
 
-@dataclass
-class Request:
-    name: str
-    build: Build
-    reply: Reply
-    request_id: str
+class SimQuorum:
+    """The `Quorum` the real `ControllerService` writes through, over one voter of the modelled
+    Raft, with `RaftQuorum`'s surface: the active controller is the Raft leader whose claim of
+    this term applied; a proposal is appended to the leader's journal and answered once applied
+    here (KAFKA_STORAGE_ERROR when the journal write fails, NOT_CONTROLLER when the leader steps
+    down first, REQUEST_TIMED_OUT after the request timeout: the outcome is unknown)."""
 
+    def __init__(self, sim: Simulation, node: Node) -> None:
+        self.sim = sim
+        self.node = node
+        self._batch_callbacks: list[Callable[[list[tuple[int, dict[str, Any]]]], None]] = []
+        self._proposals: dict[int, asyncio.Future[BatchOutcome]] = {}  # Raft index -> its outcome
 
-@dataclass
-class InFlight:
-    index: int  # the Raft index of the proposal
-    term: int
-    epoch: int
-    built: list[tuple[Request, ControllerResult]]
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def on_commit_batch(self, callback: Callable[[list[tuple[int, dict[str, Any]]]], None]) -> None:
+        self._batch_callbacks.append(callback)
+
+    def on_snapshot(self, callback: Callable[[int, Any], None]) -> None:
+        pass  # no Raft snapshots here
+
+    def leader(self) -> int | None:
+        return self.node.leader_id
+
+    def active_controller(self) -> tuple[int, int] | None:
+        state = self.node.log_state
+        return None if state.controller_id is None else (state.controller_id, state.controller_epoch)
+
+    def is_active_controller(self) -> bool:
+        node = self.node
+        return (node.role == "leader" and node.active_term == node.term
+                and node.log_state.controller_id == node.id)
+
+    @property
+    def metadata_offset(self) -> int:
+        return self.node.log_state.offset
+
+    @property
+    def storage_error(self) -> str | None:
+        return "the journal write failed" if self.node.standing_aside else None
+
+    def _redirect_id(self) -> int | None:
+        leader = self.node.leader_id
+        return leader if leader != self.node.id else None
+
+    async def propose(self, records: list[dict[str, Any]], request_id: str | None = None) -> int:
+        node = self.node
+        if not self.is_active_controller():
+            raise NotControllerError(f"node {node.id} is not the active controller", self._redirect_id())
+        batch = stamp_proposal(records, node.log_state.controller_epoch, request_id, node.id)
+        index = self.sim._append(node, tuple(batch))
+        if index is None:
+            raise MetadataStorageError("metadata log append failed: the journal write failed")
+        future: asyncio.Future[BatchOutcome] = asyncio.get_running_loop().create_future()
+        self._proposals[index] = future
+        try:
+            outcome = await asyncio.wait_for(future, self.sim.settings.request_timeout_ms / 1000)
+        except asyncio.TimeoutError:
+            raise QuorumTimeoutError("no commit within the request timeout; outcome unknown") from None
+        finally:
+            self._proposals.pop(index, None)
+        if outcome.status in ("applied", "duplicate"):
+            return outcome.last_offset
+        if outcome.status == "fenced":
+            raise NotControllerError(outcome.reason, outcome.controller_id)
+        raise InvalidBatchError(outcome.reason)
+
+    def applied(self, index: int, batch: list[dict[str, Any]], outcome: BatchOutcome) -> None:
+        """The Raft entry at `index` applied here: its records to the loader, its proposer answered."""
+        if outcome.applied:
+            entries = list(zip(range(outcome.first_offset, outcome.last_offset + 1), batch))
+            for callback in self._batch_callbacks:
+                callback(entries)
+        future = self._proposals.pop(index, None)
+        if future is not None and not future.done():
+            future.set_result(outcome)
+
+    def discard(self) -> None:
+        """The leader stepped down: its proposals not applied yet are not committed by it."""
+        proposals, self._proposals = self._proposals, {}
+        for future in proposals.values():
+            if not future.done():
+                future.set_exception(NotControllerError("not committed: DISCARDED", self._redirect_id()))
 
 
 class SimReplicaManager:
@@ -198,132 +275,139 @@ class SimReplicaManager:
             self.sim.check_one_leader(node, (state.topic_id, key[1]), core)
 
 
-class LeaderLogReader:
-    """The read side of the coordinator runtime's `PartitionWriter` over a leader's log in
-    memory: what the real loader (`kraft.coordinator.loader.load`) reads."""
-
-    def __init__(self, log: MemoryLog) -> None:
-        self.log = log
-
-    async def offsets(self, topic: str, partition: int) -> PartitionOffsets:
-        log = self.log
-        return PartitionOffsets(log.log_start_offset, log.high_watermark, log.log_end_offset)
-
-    async def read_committed(self, topic: str, partition: int, offset: int, max_bytes: int,
-                             max_wait_ms: int) -> FetchPartitionResult:
-        log = self.log
-        info = log.read(offset, max_bytes, max_offset=log.high_watermark)
-        return FetchPartitionResult(topic, partition, log.high_watermark, log.log_start_offset,
-                                    log.log_end_offset, info.records)
-
-
-def run_to_completion(coroutine: Any) -> Any:
-    """A coroutine that never waits (its reads answer at once), run without an event loop."""
-    try:
-        coroutine.send(None)
-    except StopIteration as done:
-        return done.value
-    coroutine.close()
-    raise RuntimeError("the coroutine waited")
-
-
-@dataclass
-class OffsetsContext:
-    """One `__consumer_offsets` partition led here (the coordinator runtime's context)."""
-
-    leader_epoch: int
-    shard: GroupShard | None = None  # None: loading
-    pending: tuple[int, tuple[CoordinatorRecord, ...], Callable[[bool], None]] | None = None  # a write
-
-
-class SimGroupCoordinator:
-    """The coordinator runtime's job for the group coordinator (`CoordinatorRuntime`), one write
-    at a time per partition: elections and resignations from the real publisher, loads by the
-    real loader into a real `GroupShard` once the high watermark reached the log end, and
-    OffsetCommit by the shard's handler, appended with acks=all and replayed once committed."""
+class SimPartitionWriter:
+    """The coordinator runtime's `PartitionWriter` over this node's partitions in memory: an
+    acks=all append to the leader's log, answered once the high watermark passed it (False from
+    `produce_completed`: the leader epoch ended), and reads below the high watermark that wait
+    for it (the loader's long poll). Waits are settled by the node's `tick`."""
 
     def __init__(self, sim: Simulation, node: Node) -> None:
         self.sim = sim
         self.node = node
-        self.contexts: dict[int, OffsetsContext] = {}
+        self._waits: list[tuple[Callable[[], Any], int, asyncio.Future[Any]]] = []  # (check, deadline, future)
 
-    def on_election(self, partition: int, leader_epoch: int) -> None:
-        context = self.contexts.get(partition)
-        if context is None or context.leader_epoch != leader_epoch:
-            self._fail_pending(context)
-            self.contexts[partition] = OffsetsContext(leader_epoch)
+    def _leader(self, topic: str, partition: int) -> tuple[Partition, MemoryLog] | None:
+        core = self.node.cores.get((topic, partition))
+        log = self.node.logs.get((topic, partition))
+        return None if core is None or log is None or not core.is_leader else (core, log)
 
-    def on_resignation(self, partition: int) -> None:
-        self._fail_pending(self.contexts.pop(partition, None))
-
-    @staticmethod
-    def _fail_pending(context: OffsetsContext | None) -> None:
-        if context is not None and context.pending is not None:
-            context.pending[2](False)
-            context.pending = None
-
-    def _core(self, partition: int, context: OffsetsContext) -> Partition | None:
-        core = self.node.cores.get((OFFSETS_TOPIC, partition))
-        if core is None or not core.is_leader or core.leader_epoch != context.leader_epoch:
-            return None
-        return core
+    async def _until(self, check: Callable[[], Any], timeout_ms: int) -> Any:
+        """`check()` once it is not None (None after the timeout)."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waits.append((check, self.sim.now + timeout_ms, future))
+        return await future
 
     def tick(self) -> None:
-        """Loads that can complete, writes whose fate is known."""
-        for partition, context in sorted(self.contexts.items()):
-            core = self._core(partition, context)
-            log = self.node.logs.get((OFFSETS_TOPIC, partition))
-            if core is None or log is None:
+        waits, self._waits = self._waits, []
+        for check, deadline, future in waits:
+            outcome = None if future.done() else check()
+            if future.done():
                 continue
-            if context.shard is None and log.high_watermark >= log.log_end_offset:
-                shard = GroupShard(partition, self, GroupConfig(), 7 * 24 * 3600 * 1000, 600_000)
-                run_to_completion(load(LeaderLogReader(log), OFFSETS_TOPIC, partition, shard, LoaderSettings()))
-                context.shard = shard
-                self.sim.check_loaded_offsets(self.node, partition, context.leader_epoch, shard)
-            if context.pending is not None:
-                next_offset, records, done = context.pending
-                completed = core.produce_completed(context.leader_epoch, next_offset)
-                if completed is not None:
-                    context.pending = None
-                    if completed and context.shard is not None:
-                        for record in records:
-                            context.shard.replay(record)
-                    else:
-                        context.shard = None  # the log may hold what the shard does not: reload
-                    done(bool(completed))
+            if outcome is not None or self.sim.now >= deadline:
+                future.set_result(outcome)
+            else:
+                self._waits.append((check, deadline, future))
 
-    def commit(self, group_id: str, offset: int, done: Callable[[bool], None]) -> None:
-        """OffsetCommit of `offset` for the group's (`sim`, 0) by a member-less committer."""
-        partition = 0
-        context = self.contexts.get(partition)
-        core = None if context is None else self._core(partition, context)
-        if context is None or core is None or context.shard is None or context.pending is not None:
-            done(False)  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / the queue is busy
-            return
+    async def produce(self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int, *,
+                      coordinator: bool = False) -> list[ProducePartitionResult]:
+        [entry] = entries
+        led = self._leader(entry.topic, entry.partition)
+        if led is None:
+            return [ProducePartitionResult(entry.topic, entry.partition, -1, -1, "NOT_LEADER_OR_FOLLOWER")]
+        core, log = led
+        leader_epoch = core.leader_epoch
         try:
-            result = context.shard.commit_offsets(group_id, "", -1, {("sim", 0): (offset, "")}, self.sim.now)
-        except KraftError:
-            done(False)
-            return
-        log = self.node.logs[(OFFSETS_TOPIC, partition)]
-        batch = build_batch([(key, value, [], 1_700_000_000_000) for key, value in result.records])
-        try:
-            info = log.append_as_leader(batch, context.leader_epoch, self.sim.now)
-        except ValueError:
-            done(False)
-            return
-        records = tuple(CoordinatorRecord(info.first_offset + i, key, value, -1)
-                        for i, (key, value) in enumerate(result.records))
-        context.pending = (info.last_offset + 1, records, done)
-        self.sim.perform(self.node, (OFFSETS_TOPIC, partition), core.on_leader_append(self.sim.now))
+            info = log.append_as_leader(entry.records, leader_epoch, self.sim.now)
+        except ValueError as e:
+            return [ProducePartitionResult(entry.topic, entry.partition, -1, -1, "CORRUPT_MESSAGE", str(e))]
+        self.sim.perform(self.node, (entry.topic, entry.partition), core.on_leader_append(self.sim.now))
+        completed = await self._until(lambda: core.produce_completed(leader_epoch, info.last_offset + 1),
+                                      timeout_ms)
+        error = {True: None, False: "NOT_LEADER_OR_FOLLOWER", None: "REQUEST_TIMED_OUT"}[completed]
+        return [ProducePartitionResult(entry.topic, entry.partition, info.first_offset if completed else -1,
+                                       log.log_start_offset, error)]
 
-    # `GroupEnvironment` (offset commits read neither)
+    async def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                               coordinator_epoch: int, commit: bool, timeout_ms: int) -> int:
+        raise NotImplementedError("no transactions here")
+
+    async def offsets(self, topic: str, partition: int) -> PartitionOffsets:
+        led = self._leader(topic, partition)
+        if led is None:
+            raise KraftError("NOT_LEADER_OR_FOLLOWER", f"{topic}-{partition} is not led here")
+        log = led[1]
+        return PartitionOffsets(log.log_start_offset, log.high_watermark, log.log_end_offset)
+
+    async def read_committed(self, topic: str, partition: int, offset: int, max_bytes: int,
+                             max_wait_ms: int) -> FetchPartitionResult:
+        def read() -> FetchPartitionResult | None:
+            led = self._leader(topic, partition)
+            if led is None:
+                return FetchPartitionResult(topic, partition, -1, -1, -1, b"", error_code="NOT_LEADER_OR_FOLLOWER")
+            log = led[1]
+            if log.high_watermark <= offset:
+                return None
+            info = log.read(offset, max_bytes, max_offset=log.high_watermark)
+            return FetchPartitionResult(topic, partition, log.high_watermark, log.log_start_offset,
+                                        log.log_end_offset, info.records)
+        return await self._until(read, max_wait_ms) or FetchPartitionResult(
+            topic, partition, -1, -1, -1, b"", error_code="NOT_LEADER_OR_FOLLOWER")
+
+
+class SimGroupCoordinator(CoordinatorRuntime[GroupShard]):
+    """The real coordinator runtime of `__consumer_offsets` (elections and resignations from the
+    real publisher, loads by the real loader into a real `GroupShard`, one write at a time per
+    partition, answered once committed) over `SimPartitionWriter`; a load is checked against the
+    offset commits acknowledged before."""
+
+    def __init__(self, sim: Simulation, node: Node) -> None:
+        self.sim = sim
+        self.node = node
+        self.partition_writer = SimPartitionWriter(sim, node)
+        self._epochs: dict[int, int] = {}  # partition -> the leader epoch of its election
+        super().__init__(OFFSETS_TOPIC, self.partition_writer, self._new_shard, lambda: sim.now,
+                         RuntimeSettings(write_timeout_ms=sim.settings.request_timeout_ms))
+
+    def on_election(self, partition: int, leader_epoch: int) -> None:
+        self._epochs[partition] = leader_epoch
+        super().on_election(partition, leader_epoch)
+
+    def _new_shard(self, partition: int) -> GroupShard:
+        return CheckedShard(partition, self, self._epochs[partition])
+
+
+class GroupEnv:
+    """The group shards' `GroupEnvironment`: member-less offset commits need none of it."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
     @property
     def image(self) -> MetadataImage:
         return self.node.cache.image
 
     def regex_topics(self, image: MetadataImage) -> Any:
         raise NotImplementedError
+
+    def group_changed(self, partition: int, group_id: str) -> None:
+        pass
+
+    def unloaded(self, partition: int) -> None:
+        pass
+
+
+class CheckedShard(GroupShard):
+    """A group shard whose load the simulation checks: it holds every acknowledged commit."""
+
+    def __init__(self, partition: int, coordinator: SimGroupCoordinator, leader_epoch: int) -> None:
+        super().__init__(partition, GroupEnv(coordinator.node), GroupConfig(), 7 * 24 * 3600 * 1000, 600_000)
+        self.coordinator = coordinator
+        self.leader_epoch = leader_epoch
+
+    def on_loaded(self, now_ms: int) -> Any:
+        c = self.coordinator
+        c.sim.check_loaded_offsets(c.node, self.partition, self.leader_epoch, self)
+        return super().on_loaded(now_ms)
 
 
 class NoMetrics:
@@ -363,10 +447,9 @@ class Node:
     active_term: int = -1  # the term whose claim applied
     claimed_epoch: int = 0
     claim_index: int = 0  # the Raft index of this term's claim (0: none pending)
-    session_epoch: int | None = None
-    heartbeats: BrokerHeartbeatManager | None = None
-    queue: list[Request] = field(default_factory=list)
-    in_flight: InFlight | None = None
+    process: Incarnation | None = None  # this incarnation's (what it schedules dies with it)
+    quorum: SimQuorum | None = None
+    service: ControllerService | None = None
     rng: random.Random = field(default_factory=random.Random)
     # the broker
     broker_loader: MetadataLoader = field(default_factory=MetadataLoader)
@@ -382,18 +465,10 @@ class Node:
     published: list[tuple[str, MetadataImage]] = field(default_factory=list)  # images to check
 
 
-class Simulation:
+class Simulation(SimWorld):
     def __init__(self, seed: int, settings: SimSettings = SimSettings(), trace: bool = False) -> None:
-        self.seed = seed
+        super().__init__(seed, settings, trace, shuffle_ties=True)
         self.settings = settings
-        self.rng = random.Random(seed)
-        self.trace = trace
-        self.now = 0
-        self.steps = 0
-        self._queue: list[tuple[int, int, Callable[[], None]]] = []
-        self._seq = 0
-        self.faults = True
-        self.counts: dict[str, int] = {}
         self.log_config = LogConfig(min_insync_replicas=2)
         self.controller_settings = handlers.ControllerSettings(
             broker_session_timeout_ms=settings.session_timeout_ms, default_replication_factor=3,
@@ -405,45 +480,30 @@ class Simulation:
         self._reference = MetadataLogState()
         self.images: dict[int, MetadataImage] = {-1: MetadataImage.EMPTY}  # at batch ends
         self._last_image = MetadataImage.EMPTY
+        self.committed_topic_ids: set[str] = set()  # every topic created in the committed log
         self.active_of_epoch: dict[int, int] = {}
         self.leader_of_epoch: dict[tuple[str, int, int], int] = {}  # (topic id, partition, epoch)
         self.topics_created = 0
         self._violation: str | None = None
-        self.acked_commit = -1  # the highest offset commit acknowledged to the group's consumer
+        # the latest acknowledged offset commit, as (when the coordinator wrote it, offset)
+        self.acked_commit = (-1, -1)
         self._next_commit = 0
         self._committing = False
         for node in self.nodes.values():
             self._boot(node)
-        self._every(None, settings.admin_interval_ms, self._admin)
-        self._every(None, settings.commit_interval_ms, self._commit_offset)
-        self._every(None, settings.fault_interval_ms, self._inject_fault)
+        self._every(settings.admin_interval_ms, self._admin)
+        self._every(settings.commit_interval_ms, self._commit_offset)
+        self._every(settings.fault_interval_ms, self._inject_fault)
 
-    # -- the scheduler ----------------------------------------------------------------------------
-
-    def _at(self, time: int, run: Callable[[], None]) -> None:
-        self._seq += 1
-        heapq.heappush(self._queue, (time, self._seq, run))
-
-    def _every(self, node: Node | None, interval: int, run: Callable[[], None]) -> None:
-        """A timer of a node's process (dies with it) or of the world (node None)."""
-        incarnation = None if node is None else node.incarnation
-
-        def tick() -> None:
-            if node is not None and not self._alive(node, incarnation):
-                return
-            if node is not None and node.paused_until > self.now:  # SIGSTOP: runs when continued
-                self._at(node.paused_until, tick)
-                return
-            run()
-            self._at(self.now + self.rng.randint(interval // 2, interval), tick)
-        self._at(self.now + self.rng.randint(1, interval), tick)
+    # -- the network and the run -----------------------------------------------------------------
 
     @staticmethod
     def _alive(node: Node, incarnation: int | None) -> bool:
         return node.alive and node.incarnation == incarnation
 
     def send(self, src: int, dst: int, what: str, deliver: Callable[[], None]) -> None:
-        """One message: lost when its destination is down when it arrives, or by the network."""
+        """One message: lost when its destination is down when it arrives, or by the network;
+        delivered as the destination's process (what it starts belongs to that process)."""
         target = self.nodes.get(dst)  # None: the clients, never down
 
         def arrive() -> None:
@@ -451,40 +511,21 @@ class Simulation:
                 self._at(target.paused_until, arrive)
             elif target is None or target.alive:
                 self._log(f"deliver {what} {src}->{dst}")
-                deliver()
+                as_process(None if target is None else target.process, deliver)
 
-        s = self.settings
-        if self.faults and src != dst and self.rng.random() < s.drop:
-            self._count("dropped")
-            return
-        copies = 2 if self.faults and src != dst and self.rng.random() < s.duplicate else 1
-        for _ in range(copies):
-            delay = self.rng.randint(1, s.max_delay_ms) if self.faults else 1
+        for delay in self._delays(what, src, dst, lossy=src != dst):
             self._at(self.now + delay, arrive)
 
     def run(self) -> Simulation:
         self.run_until(self.settings.duration_ms)
         self.heal()
+        for node in self.nodes.values():  # the run is over: what never started never will
+            assert node.process is not None
+            self.loop.killed(node.process)
         return self
 
-    def run_until(self, end_ms: int) -> None:
-        while self._queue and self._queue[0][0] <= end_ms:
-            time, _, run = heapq.heappop(self._queue)
-            self.now = max(self.now, time)
-            self.steps += 1
-            run()
-            self.check_invariants()
-        self.now = max(self.now, end_ms)
-
-    def _log(self, message: str) -> None:
-        if self.trace:
-            print(f"{self.now:>6} {message}")
-
-    def _count(self, what: str) -> None:
-        self.counts[what] = self.counts.get(what, 0) + 1
-
-    def _request_id(self) -> str:
-        return uuid.UUID(int=self.rng.getrandbits(128)).hex
+    def after_step(self) -> None:
+        self.check_invariants()
 
     # -- processes --------------------------------------------------------------------------------
 
@@ -494,12 +535,18 @@ class Simulation:
         node.alive = True
         node.role, node.leader_id, node.commit_index, node.votes = "follower", None, 0, set()
         node.applied_index, node.log_state = 0, MetadataLogState()
-        node.controller_loader = MetadataLoader(max_retained_records=s.controller_tail_records)
+        # the loader's slices by wall-clock time are not the seed's: by record count only
+        node.controller_loader = MetadataLoader(max_retained_records=s.controller_tail_records, slice_seconds=1e9)
         node.controller_loader.on_image(lambda image: node.published.append(("controller", image)))
-        node.active_term, node.claimed_epoch, node.claim_index, node.session_epoch = -1, 0, 0, None
-        node.heartbeats = BrokerHeartbeatManager(s.session_timeout_ms)
-        node.queue, node.in_flight = [], None
+        node.active_term, node.claimed_epoch, node.claim_index = -1, 0, 0
         node.rng = random.Random(self.rng.getrandbits(64))
+        node.process = Incarnation(node, node.incarnation)
+        node.quorum = SimQuorum(self, node)
+        node.service = ControllerService(
+            node.id, node.quorum, node.controller_loader, self.controller_settings, rng=node.rng,
+            clock_ms=lambda: self.now, session_check_interval_ms=s.session_check_ms,
+            new_request_id=lambda rng=node.rng: uuid.UUID(int=rng.getrandbits(128)).hex)
+        as_process(node.process, lambda: self.loop.create_task(node.service.start()))
         node.standing_aside = False
         node.broker_loader = MetadataLoader(max_retained_records=0)
         node.broker_loader.on_image(lambda image: node.published.append(("broker", image)))
@@ -513,19 +560,20 @@ class Simulation:
         node.broker_epoch, node.registering = -1, False
         node.controller_guess = self.rng.choice(self.ids)
         self._reset_election_timer(node)
-        self._every(node, s.append_period_ms, lambda: self._raft_tick(node))
-        self._every(node, s.session_check_ms, lambda: self._check_sessions(node))
-        self._every(node, s.heartbeat_interval_ms, lambda: self._broker_heartbeat(node))
-        self._every(node, s.metadata_interval_ms, lambda: self._fetch_metadata(node))
-        self._every(node, s.fetch_interval_ms, lambda: self._fetch_partitions(node))
-        self._every(node, s.replica_lag_time_max_ms // 2, lambda: self._isr_check(node))
-        self._every(node, s.coordinator_tick_ms, node.groups.tick)
+        self._every(s.append_period_ms, lambda: self._raft_tick(node), node.process)
+        self._every(s.heartbeat_interval_ms, lambda: self._broker_heartbeat(node), node.process)
+        self._every(s.metadata_interval_ms, lambda: self._fetch_metadata(node), node.process)
+        self._every(s.fetch_interval_ms, lambda: self._fetch_partitions(node), node.process)
+        self._every(s.replica_lag_time_max_ms // 2, lambda: self._isr_check(node), node.process)
+        self._every(s.coordinator_tick_ms, node.groups.partition_writer.tick, node.process)
 
     def crash(self, node: Node) -> None:
         self._count("crash")
         self._log(f"CRASH node {node.id}")
         node.alive = False
         node.incarnation += 1  # its timers stop; nothing it had queued is answered
+        assert node.process is not None
+        self.loop.killed(node.process)
         self._at(self.now + self.rng.randint(*self.settings.restart_after_ms), lambda: self._restart(node))
 
     def _restart(self, node: Node) -> None:
@@ -578,7 +626,7 @@ class Simulation:
             node.term, node.voted_for = term, None
         if node.role == "leader":
             self._log(f"node {node.id} steps down in term {node.term}")
-            self._fail_requests(node, "NOT_CONTROLLER")
+            node.quorum.discard()
         node.role, node.leader_id = "follower", leader
         node.active_term, node.claim_index = -1, 0
 
@@ -738,13 +786,10 @@ class Simulation:
             node.applied_index += 1
             self._apply(node, node.applied_index, node.log[node.applied_index - 1])
 
-    # -- the replicated state machine and the controller (real) -----------------------------------
+    # -- the replicated state machine (real), under the controller service (real) ---------------
 
     def _apply(self, node: Node, index: int, entry: Entry) -> None:
         outcome = apply_batch(node.log_state, list(entry.batch), NoStateMachine())
-        if outcome.applied:
-            entries = list(zip(range(outcome.first_offset, outcome.last_offset + 1), entry.batch))
-            node.controller_loader.apply_batch(entries)
         if index == node.claim_index and node.role == "leader":
             node.claim_index = 0
             if outcome.applied:
@@ -752,140 +797,39 @@ class Simulation:
                 self._log(f"node {node.id} is the active controller, epoch {node.claimed_epoch}")
             else:  # someone claimed first: go above
                 self._claim(node, max(node.claimed_epoch + 1, outcome.controller_epoch + 1))
-        flight = node.in_flight
-        if flight is not None and index == flight.index:
-            node.in_flight = None
-            image = node.controller_loader.image
-            if not outcome.applied or image.controller_epoch != flight.epoch:
-                self._answer_all(flight.built, "NOT_CONTROLLER")
-            else:
-                for request, result in flight.built:
-                    response = result.response_from_image(image) if result.response_from_image else result.response
-                    request.reply(None, response)
-            self._commit_next(node)
+        node.quorum.applied(index, list(entry.batch), outcome)
 
     def active_epoch(self, node: Node) -> int | None:
-        """`ControllerService._active_epoch`: Raft leader whose claim of this term applied, and
-        whose image holds it."""
-        if not node.alive or node.role != "leader" or node.active_term != node.term:
+        """The checks' view of `ControllerService._active_epoch` (without its side effect): the
+        Raft leader whose claim of this term applied, and whose image holds it."""
+        if not node.alive or not node.quorum.is_active_controller():
             return None
         image = node.controller_loader.image
-        if image.controller_id != node.id or image.controller_epoch != node.claimed_epoch:
+        if image.controller_id != node.id or image.controller_epoch != node.log_state.controller_epoch:
             return None
-        if node.session_epoch != image.controller_epoch:
-            node.session_epoch = image.controller_epoch
-            assert node.heartbeats is not None
-            node.heartbeats.reset(image.cluster.brokers, self.now)  # a fresh session for everyone
         return image.controller_epoch
 
-    def _redirect(self, node: Node) -> int | None:
-        if node.leader_id is not None:
-            return node.leader_id
-        return node.controller_loader.image.controller_id
-
-    def submit(self, node: Node, name: str, build: Build, reply: Reply) -> None:
-        """`CommitQueue.run`: queue a request; it is answered once committed and applied here."""
-        if self.active_epoch(node) is None:
-            reply("NOT_CONTROLLER", {"leader": self._redirect(node)})
-            return
-        node.queue.append(Request(name, build, reply, self._request_id()))
-        self._commit_next(node)
-
-    def _commit_next(self, node: Node) -> None:
-        """One group at a time: each request built against the image plus the records of the
-        requests before it, the group's records proposed as one batch (`CommitQueue`)."""
-        if node.in_flight is not None or not node.queue:
-            return
-        group, node.queue = node.queue, []
-        epoch = self.active_epoch(node)
-        if epoch is None:
-            self._answer_all([(r, None) for r in group], "NOT_CONTROLLER")
-            return
-        image = node.controller_loader.image
-        built: list[tuple[Request, ControllerResult]] = []
-        records: list[dict[str, Any]] = []
-        for request in group:
+    def _serve(self, node: Node, what: str, call: Callable[[ControllerService], Awaitable[dict[str, Any]]],
+               reply: Reply) -> None:
+        """A request arriving at `node`'s controller, answered by its `ControllerService`."""
+        async def serve() -> None:
             try:
-                result = request.build(image)
-            except MetadataError as e:
-                request.reply(e.error_code, None)
-                continue
-            stamped = [r.stamped(epoch, request.request_id) for r in result.records]
-            if stamped:
-                _, image = apply_records(image, ((image.offset + 1 + i, r) for i, r in enumerate(stamped)))
-            built.append((request, result))
-            records += [r.to_dict() for r in stamped]
-        if not records:
-            for request, result in built:
-                request.reply(None, result.response_from_image(image) if result.response_from_image
-                              else result.response)
-            return
-        index = self._append(node, tuple(records))
-        if index is None:
-            self._answer_all(built, "KAFKA_STORAGE_ERROR")
-            return
-        node.in_flight = InFlight(index, node.term, epoch, built)
-
-    def _answer_all(self, built: list[tuple[Request, Any]], error: str) -> None:
-        for request, _ in built:
-            request.reply(error, None)
-
-    def _fail_requests(self, node: Node, error: str) -> None:
-        flight, node.in_flight = node.in_flight, None
-        queued, node.queue = node.queue, []
-        self._answer_all([*(flight.built if flight else ()), *((r, None) for r in queued)], error)
-
-    def _check_sessions(self, node: Node) -> None:
-        """`ControllerService.check_sessions`: fence brokers whose session expired."""
-        if self.active_epoch(node) is None:
-            return
-        assert node.heartbeats is not None
-        heartbeats = node.heartbeats
-        image = node.controller_loader.image
-        for broker_id in heartbeats.expired([b.broker_id for b in image.live_brokers()], self.now):
-            def build(image: MetadataImage, b: int = broker_id) -> ControllerResult:
-                if heartbeats.is_alive(b, self.now):
-                    return ControllerResult((), {"broker_id": b, "fenced": False})
-                return handlers.fence_broker(image, self.controller_settings, b)
-            self._log(f"controller {node.id}: session of broker {broker_id} expired")
-            self.submit(node, "fence", build, lambda error, response: None)
-
-    # -- the controller's request handlers, as they arrive ----------------------------------------
-
-    def _serve_heartbeat(self, node: Node, broker_id: int, broker_epoch: int, offset: int, reply: Reply) -> None:
-        """`ControllerService.broker_heartbeat`: answered from the image unless it changes state."""
-        heartbeats = node.heartbeats
-        assert heartbeats is not None
-
-        def build(image: MetadataImage) -> ControllerResult:
-            result = handlers.broker_heartbeat(image, self.controller_settings, broker_id, broker_epoch, offset)
-            heartbeats.touch(broker_id, self.now)
-            return result
-
-        if self.active_epoch(node) is not None:
-            try:
-                quick = build(node.controller_loader.image)
-            except MetadataError:
-                quick = None
-            if quick is not None and not quick.records:
-                reply(None, quick.response)
+                response = await call(node.service)
+            except Exception as e:
+                error = getattr(e, "error_code", None)
+                if error is None:  # not an answer: kraft's code failed
+                    self._fail(f"controller {node.id}: {what} raised {type(e).__name__}: {e}")
+                reply(error, {"leader": getattr(e, "leader_id", None)})
                 return
-        self.submit(node, "heartbeat", build, reply)
+            self._check_answer(node, what, response)
+            reply(None, response)
 
-    def _serve_register(self, node: Node, broker_id: int, incarnation: str, reply: Reply) -> None:
-        def done(error: str | None, response: dict[str, Any] | None) -> None:
-            if error is None and node.heartbeats is not None:
-                node.heartbeats.touch(broker_id, self.now)
-            reply(error, response)
-
-        self.submit(node, "register", lambda image: handlers.register_broker(
-            image, self.controller_settings, broker_id, incarnation,
-            [Endpoint("HTTP", "127.0.0.1", 9000 + broker_id)]), done)
+        self.loop.create_task(serve())
 
     def _serve_metadata(self, node: Node, from_offset: int) -> tuple[str, Any]:
         """The controller's metadata stream: records from its loader's tail, or its image."""
-        if self.active_epoch(node) is None:
-            return "NOT_CONTROLLER", self._redirect(node)
+        if not node.service.is_active:
+            return "NOT_CONTROLLER", node.service.leader_id()
         loader = node.controller_loader
         try:
             return "records", [(o, r) for o, r in loader.read(from_offset, 50)]
@@ -929,7 +873,9 @@ class Simulation:
                     self._log(f"broker {node.id} registered at epoch {node.broker_epoch}")
 
             self._to_controller(node, "register",
-                                lambda c, reply: self._serve_register(c, node.id, incarnation, reply), registered)
+                                lambda c, reply: self._serve(c, "register", lambda service: service.register_broker(
+                                    node.id, incarnation, [Endpoint("HTTP", "127.0.0.1", 9000 + node.id)]), reply),
+                                registered)
             self._at(self.now + self.settings.request_timeout_ms, lambda: setattr(node, "registering", False))
             return
         epoch, offset = node.broker_epoch, node.broker_loader.image.offset
@@ -943,8 +889,8 @@ class Simulation:
             elif error is None and response is not None:
                 node.state.on_heartbeat_answer(response["is_caught_up"], response["is_fenced"])
 
-        self._to_controller(node, "heartbeat", lambda c, reply: self._serve_heartbeat(c, node.id, epoch, offset, reply),
-                            answered)
+        self._to_controller(node, "heartbeat", lambda c, reply: self._serve(
+            c, "heartbeat", lambda service: service.broker_heartbeat(node.id, epoch, offset), reply), answered)
 
     def _fetch_metadata(self, node: Node) -> None:
         loader = node.broker_loader
@@ -985,9 +931,9 @@ class Simulation:
                 committed = leader_and_isr(response) if error is None and response is not None else None
                 self.perform(node, key, core.on_alter_partition_response(proposal, error, committed))
 
-        self._to_controller(node, f"alter partition {key}", lambda c, reply: self.submit(
-            c, "alter_partition", lambda image: handlers.alter_partition(
-                image, node.id, epoch, key[0], key[1], proposal.leader_epoch, proposal.partition_epoch,
+        self._to_controller(node, f"alter partition {key}", lambda c, reply: self._serve(
+            c, "alter_partition", lambda service: service.alter_partition(
+                node.id, epoch, key[0], key[1], proposal.leader_epoch, proposal.partition_epoch,
                 list(proposal.new_isr_with_epochs)), reply), answered)
 
     def _fetch_partitions(self, node: Node) -> None:
@@ -1061,32 +1007,26 @@ class Simulation:
             return
         target = self.nodes[self.rng.choice(self.ids)]
         draw, name = self.rng.random(), f"topic-{self.rng.randint(0, 15)}"  # sometimes one that exists
-        build: Build
+        call: Callable[[ControllerService], Awaitable[dict[str, Any]]]
         if target.cache.image.topic_by_name(OFFSETS_TOPIC) is None:  # the coordinator's, on first use
-            build = lambda image, rng=target.rng: handlers.create_topics(
-                image, self.controller_settings, rng, OFFSETS_TOPIC, 1, 3, None, False, None)
-            what = "create_topics"
+            call, what = (lambda service: service.create_topics(OFFSETS_TOPIC, 1, 3)), "create_topics"
         elif draw < 0.5 and self.topics_created < 12:
             rf = self.rng.choice((2, 3))
-            build = lambda image, rng=target.rng: handlers.create_topics(
-                image, self.controller_settings, rng, name, 2, rf, None, False, None)
-            what = "create_topics"
+            call, what = (lambda service: service.create_topics(name, 2, rf)), "create_topics"
         elif draw < 0.6:
-            build, what = (lambda image: handlers.delete_topic(image, name)), "delete_topic"
+            call, what = (lambda service: service.delete_topic(name)), "delete_topic"
         elif draw < 0.7:
             count = self.rng.randint(2, 4)
-            build = lambda image, rng=target.rng: handlers.create_partitions(
-                image, self.controller_settings, rng, name, count)
-            what = "create_partitions"
+            call, what = (lambda service: service.create_partitions(name, count)), "create_partitions"
         else:
-            build, what = (lambda image: handlers.elect_leaders(image)), "elect_leaders"
+            call, what = (lambda service: service.elect_leaders()), "elect_leaders"
 
         def answered(error: str | None, response: Any) -> None:
             if error is None and what == "create_topics":
                 self.topics_created += 1
 
         self.send(CLIENT, target.id, what,
-                  lambda: self.submit(target, what, build, answered))
+                  lambda: self._serve(target, what, call, answered))
 
     def _commit_offset(self) -> None:
         """A member-less consumer commits ever higher offsets to the coordinator it finds in a
@@ -1099,19 +1039,39 @@ class Simulation:
         self._committing, self._next_commit = True, self._next_commit + 1
         offset, coordinator = self._next_commit, self.nodes[view.leader]
 
-        def answered(ok: bool) -> None:
+        def answered(written_ms: int | None) -> None:
             self._committing = False
-            if ok:
-                self.acked_commit = max(self.acked_commit, offset)
+            if written_ms is not None:
+                self.acked_commit = max(self.acked_commit, (written_ms, offset))
                 self._count("offset_commit")
 
         def request() -> None:
             assert coordinator.groups is not None
-            coordinator.groups.commit(GROUP, offset, lambda ok: self.send(
-                coordinator.id, CLIENT, "commit answer", lambda: answered(ok)))
+            groups = coordinator.groups
+            self.loop.create_task(self._offset_commit(groups, offset, lambda written_ms: self.send(
+                coordinator.id, CLIENT, "commit answer", lambda: answered(written_ms))))
 
         self.send(CLIENT, coordinator.id, f"commit {offset}", request)
         self._at(self.now + self.settings.request_timeout_ms, lambda: self._give_up_commit(offset))
+
+    @staticmethod
+    async def _offset_commit(groups: SimGroupCoordinator, offset: int,
+                             done: Callable[[int | None], None]) -> None:
+        """OffsetCommit of `offset` for the group's (`sim`, 0) by a member-less committer, through
+        the coordinator runtime's write queue: `done(the coordinator's clock when it wrote it)`,
+        or `done(None)` when it failed."""
+        written = [-1]
+
+        def commit(shard: GroupShard, now: int) -> Any:
+            written[0] = now
+            return shard.commit_offsets(GROUP, "", -1, {("sim", 0): (offset, "")}, now)
+
+        try:
+            await groups.write(0, "offset_commit", commit)
+        except KraftError:
+            done(None)  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / the append failed
+            return
+        done(written[0])
 
     def _give_up_commit(self, offset: int) -> None:
         if self._next_commit == offset:
@@ -1119,7 +1079,10 @@ class Simulation:
 
     def check_loaded_offsets(self, node: Node, partition: int, leader_epoch: int, shard: GroupShard) -> None:
         """A coordinator that loaded the group as the partition's leader in the committed metadata
-        holds every acknowledged commit. (A broker that missed its leadership moving, paused
+        holds the latest acknowledged commit, or one written after it: OffsetCommit is
+        last-writer-wins, so an older commit held up in the network (its coordinator paused) may
+        land after a newer one, in Kafka too. Writes of a partition are serialized, so the
+        coordinator's clock orders them. (A broker that missed its leadership moving, paused
         while its metadata was old, loads as a leader of an older epoch: it may answer stale
         offsets until its metadata moves on, as in Kafka; a commit it took is not acknowledged,
         its high watermark held by followers that left it, else the next load at the current
@@ -1130,10 +1093,11 @@ class Simulation:
             return
         group = shard.groups.get(GROUP)
         held = group.offsets.get(("sim", 0)) if group is not None else None
-        loaded = -1 if held is None else held.offset
-        if loaded < self.acked_commit:
-            self._fail(f"node {node.id} loaded group {GROUP} at offset {loaded}, {self.acked_commit} was "
-                       "acknowledged: a committed offset went back")
+        loaded = (-1, -1) if held is None else (held.commit_timestamp_ms, held.offset)
+        if loaded[0] < self.acked_commit[0]:
+            self._fail(f"node {node.id} loaded group {GROUP} at offset {loaded[1]} (written at {loaded[0]} ms), "
+                       f"{self.acked_commit[1]} was acknowledged (written at {self.acked_commit[0]} ms): a "
+                       "committed offset went back")
 
     # -- invariants -------------------------------------------------------------------------------
 
@@ -1151,7 +1115,24 @@ class Simulation:
                 entries = zip(range(outcome.first_offset, outcome.last_offset + 1), entry.batch)
                 _, self._last_image = apply_records(self._last_image, entries)
                 self.images[self._last_image.offset] = self._last_image
+                self.committed_topic_ids.update(t.topic_id for t in self._last_image.topics.by_name.values())
                 self._check_committed_image(self._last_image)
+
+    def _check_answer(self, node: Node, what: str, response: dict[str, Any]) -> None:
+        """A controller answers a write only once its records are committed."""
+        committed = self._last_image
+        if what == "register" and response["broker_epoch"] > committed.offset:
+            self._fail(f"controller {node.id} answered a registration at offset {response['broker_epoch']}, "
+                       f"the log is committed up to {committed.offset}")
+        elif what == "create_topics" and response["topic_id"] not in self.committed_topic_ids:
+            self._fail(f"controller {node.id} answered the creation of {response['name']}, not committed")
+        elif what == "alter_partition":
+            reg = committed.partition(response["topic"], response["partition"])
+            topic = committed.topic_by_name(response["topic"])
+            if (topic is not None and topic.topic_id == response["topic_id"] and reg is not None
+                    and reg.partition_epoch < response["partition_epoch"]):
+                self._fail(f"controller {node.id} answered AlterPartition at partition epoch "
+                           f"{response['partition_epoch']}, committed: {reg.partition_epoch}")
 
     def _check_committed_image(self, image: MetadataImage) -> None:
         for name, topic in image.topics.by_name.items():

@@ -1,8 +1,9 @@
 """The control-plane simulation (`simulation.py`): a modelled three-voter Raft quorum under lost,
 delayed, duplicated and reordered messages, crashed, paused and restarted nodes and failing
-journals, driving kraft's replicated-state rule, controller handlers, broker sessions, metadata
-loaders, broker publisher, Partition cores and broker state machine; the invariants are checked
-after every step. A failing seed prints its one-line reproduction
+journals, driving kraft's controller service and commit queue, replicated-state rule, controller
+handlers, broker sessions, metadata loaders, broker publisher, Partition cores, coordinator
+runtime and broker state machine on a simulated asyncio loop; the invariants are checked after
+every step. A failing seed prints its one-line reproduction
 (`python3 tests/unit/controlplane/simulation.py --seed N --trace`); fix the cause and add the seed
 to REGRESSION_SEEDS with what it found."""
 
@@ -22,16 +23,25 @@ REGRESSION_SEEDS: dict[int, str] = {
     # (its Raft model and its checks), and keep the situations they found in the sweep:
     # A vote answer read the voter's term when it arrived, not when it was given: a late "yes"
     # of an earlier term counted in the candidate's next campaign and elected a second leader
-    # in one term (a committed entry changed). Seeds 10059 and 20122 found it first.
-    207: "a late vote of an earlier term elected a second Raft leader (the model's bug)",
+    # in one term (a committed entry changed). Seeds 207, 10059 and 20122 found it first; on the
+    # asyncio loop of the real shells (timers of the same ms in a seeded order), 259 of seeds
+    # 0-999 finds it.
+    259: "a late vote of an earlier term elected a second Raft leader (the model's bug)",
+    # Offset commits 4, 5 and 6 waited in the network while their coordinator was paused and
+    # arrived in the same ms, 6 first: 6 was acknowledged, then 5 overwrote it (OffsetCommit is
+    # last-writer-wins, in Kafka too). The check now asks for the latest acknowledged commit or
+    # one written after it, by the coordinator's clock.
+    916: "an older offset commit held up in the network overwrote a newer one (the check's scope)",
     # A broker paused past its session woke on metadata answers that waited while it was
     # stopped and loaded __consumer_offsets-0 as leader at its old epoch 0, without the commits
     # acknowledged since by the leader at epoch 1: Kafka's stale window (it cannot acknowledge a
     # commit); the committed-offsets check applies to loads at the committed leader epoch.
+    # (Found with the simulation's copies of the shells; on the asyncio loop this seed no longer
+    # makes a stale load: not re-found yet, it needs a sweep of tens of thousands of seeds.)
     30231: "a zombie coordinator loaded older offsets (the check's scope)",
 }
 
-SWEEP_SEEDS = int(os.environ.get("KRAFT_CP_SIM_SEEDS", "1000"))  # ~60 ms of CPU a seed
+SWEEP_SEEDS = int(os.environ.get("KRAFT_CP_SIM_SEEDS", "1000"))  # ~100-150 ms of CPU a seed
 SWEEP_CHUNKS = 4  # so that `-n 2` runs the sweep on both cores
 # the deeper sweep runs only when asked (the full suite does not deselect `slow`, and CI's
 # budget is the sweep above)
@@ -69,6 +79,7 @@ def test_no_invariant_breaks(chunk: int) -> None:
     assert sum(s.counts.get("crash", 0) for s in sims) > len(sims)
     assert sum(s.counts.get("journal_failure", 0) for s in sims) > len(sims) // 2
     assert sum(s.counts.get("alter_partition", 0) for s in sims) > len(sims)
+    assert sum(s.counts.get("offset_commit", 0) for s in sims) > len(sims)
     assert sum(len(s.active_of_epoch) for s in sims) > 2 * len(sims)
 
 

@@ -37,7 +37,6 @@ Replay a seed with a trace: `python3 tests/unit/replication/simulation.py --seed
 from __future__ import annotations
 
 import argparse
-import heapq
 import logging
 import random
 import sys
@@ -70,6 +69,7 @@ from kraft.metadata.records import (
     UnfenceBroker,
 )
 from tests.unit.replication.memory_log import MemoryLog
+from tests.unit.sim_loop import Incarnation, SimWorld
 
 TOPIC = "sim"
 TOPIC_ID = "t-sim"
@@ -162,18 +162,11 @@ class TxnClient:
     decision: bool | None = None  # True COMMIT / False ABORT, decided, marker not yet acknowledged
 
 
-class Simulation:
+class Simulation(SimWorld):
     def __init__(self, seed: int, settings: SimSettings = SimSettings(), trace: bool = False) -> None:
-        self.seed = seed
+        super().__init__(seed, settings, trace)
         self.settings = settings
-        self.rng = random.Random(seed)
-        self.trace = trace
-        self.now = 0
-        self.steps = 0
-        self._queue: list[tuple[int, int, str, Callable[[], None]]] = []  # time, seq, what, run
-        self._seq = 0
         self._ids = 0
-        self.faults = True  # off for the heal
         self.config = LogConfig(min_insync_replicas=settings.min_insync_replicas)
         ids = tuple(range(1, settings.brokers + 1))
         self.broker_ids = ids
@@ -205,7 +198,6 @@ class Simulation:
         self.pending: list[PendingProduce] = []
         self.produced = 0
         self.produced_acks_all = 0
-        self.counts: dict[str, int] = {}
         # transactions: the decided outcome of each, the transaction of each transactional value
         self.txn_clients = [TxnClient(5_000 + i) for i in range(settings.transactional_producers)]
         self.txn_outcome: dict[int, bool] = {}
@@ -214,28 +206,13 @@ class Simulation:
         self._checked_lso: dict[int, tuple[object, int]] = {}  # broker -> (log version, offset)
         for b in ids:
             self._start_broker(self.brokers[b])
-        self._every(CONTROLLER, 0, 100, "session check", self._expire_sessions)
-        self._every(CONTROLLER, 0, settings.produce_interval_ms, "produce", self._produce)
+        self._every(100, self._expire_sessions)
+        self._every(settings.produce_interval_ms, self._produce)
         for client in self.txn_clients:
-            self._every(CONTROLLER, 0, settings.txn_interval_ms, "transaction",
-                        lambda c=client: self._transaction_step(c))
-        self._every(CONTROLLER, 0, settings.fault_interval_ms, "fault", self._inject_fault)
+            self._every(settings.txn_interval_ms, lambda c=client: self._transaction_step(c))
+        self._every(settings.fault_interval_ms, self._inject_fault)
 
-    # -- the scheduler ----------------------------------------------------------------------------
-
-    def _at(self, time: int, what: str, run: Callable[[], None]) -> None:
-        self._seq += 1
-        heapq.heappush(self._queue, (time, self._seq, what, run))
-
-    def _every(self, owner: int, incarnation: int, interval: int, what: str,
-               run: Callable[[], None]) -> None:
-        """A timer of a broker incarnation (or of the controller/clients: owner 0)."""
-        def tick() -> None:
-            if owner != CONTROLLER and not self._alive(owner, incarnation):
-                return
-            run()
-            self._at(self.now + self.rng.randint(interval // 2, interval), what, tick)
-        self._at(self.now + self.rng.randint(1, interval), what, tick)
+    # -- the network and the run -----------------------------------------------------------------
 
     def _alive(self, b: int, incarnation: int) -> bool:
         broker = self.brokers[b]
@@ -251,42 +228,17 @@ class Simulation:
             self._log(f"deliver {what} {src}->{dst}")
             deliver()
 
-        s = self.settings
-        if self.faults and not reliable and self.rng.random() < s.drop:
-            self._count("dropped")
-            self._log(f"drop {what} {src}->{dst}")
-            return
-        copies = 2 if self.faults and not reliable and self.rng.random() < s.duplicate else 1
-        if copies == 2:
-            self._count("duplicated")
-        for _ in range(copies):
-            delay = self.rng.randint(1, s.max_delay_ms) if self.faults else 1
-            if self.faults and not reliable and s.long_delay and self.rng.random() < s.long_delay:
-                delay = self.rng.randint(*s.long_delay_ms)
-                self._count("held_up")
-            self._at(self.now + delay, what, arrive)
+        for delay in self._delays(what, src, dst, lossy=not reliable):
+            self._at(self.now + delay, arrive)
 
     def run(self) -> Simulation:
         self.run_until(self.settings.duration_ms)
         self.heal()
         return self
 
-    def run_until(self, end_ms: int) -> None:
-        while self._queue and self._queue[0][0] <= end_ms:
-            time, _, _, run = heapq.heappop(self._queue)
-            self.now = max(self.now, time)
-            self.steps += 1
-            run()
-            self._settle_produces()
-            self.check_invariants()
-        self.now = max(self.now, end_ms)
-
-    def _log(self, message: str) -> None:
-        if self.trace:
-            print(f"{self.now:>7} {message}")
-
-    def _count(self, what: str) -> None:
-        self.counts[what] = self.counts.get(what, 0) + 1
+    def after_step(self) -> None:
+        self._settle_produces()
+        self.check_invariants()
 
     def _new_id(self) -> int:
         self._ids += 1
@@ -352,14 +304,14 @@ class Simulation:
     # -- brokers: the replica manager's, fetchers' and lifecycle's jobs ---------------------------
 
     def _start_broker(self, broker: Broker) -> None:
-        b, inc = broker.id, broker.incarnation
+        process = Incarnation(broker, broker.incarnation)
         self._apply_image(broker, broker.snapshot)
         s = self.settings
-        self._every(b, inc, s.metadata_interval_ms, "metadata fetch", lambda: self._fetch_metadata(broker))
-        self._every(b, inc, s.heartbeat_interval_ms, "heartbeat", lambda: self._heartbeat(broker))
-        self._every(b, inc, s.replica_lag_time_max_ms // 2, "isr check", lambda: self._isr_check(broker))
-        self._every(b, inc, self.rng.randint(*s.flush_interval_ms), "flush", lambda: broker.log.flush())
-        self._every(b, inc, 100, "register", lambda: self._register(broker))
+        self._every(s.metadata_interval_ms, lambda: self._fetch_metadata(broker), process)
+        self._every(s.heartbeat_interval_ms, lambda: self._heartbeat(broker), process)
+        self._every(s.replica_lag_time_max_ms // 2, lambda: self._isr_check(broker), process)
+        self._every(self.rng.randint(*s.flush_interval_ms), lambda: broker.log.flush(), process)
+        self._every(100, lambda: self._register(broker), process)
 
     def _register(self, broker: Broker) -> None:
         if broker.registered:
@@ -440,7 +392,7 @@ class Simulation:
                 if broker.fetching != target:
                     broker.fetching = target
                     broker.fetch_request = 0  # the fetcher drops the request in flight
-                    self._at(self.now, "fetch", lambda inc=broker.incarnation: self._fetch(broker, inc))
+                    self._at(self.now, lambda inc=broker.incarnation: self._fetch(broker, inc))
             elif isinstance(action, StopFetching):
                 broker.fetching, broker.fetch_request = None, 0
             elif isinstance(action, SendAlterPartition):
@@ -486,7 +438,7 @@ class Simulation:
                 broker.fetch_request = 0
                 self._fetch(broker, incarnation)
 
-        self._at(self.now + self.settings.request_timeout_ms, "fetch timeout", timeout)
+        self._at(self.now + self.settings.request_timeout_ms, timeout)
         self._send(broker.id, leader, f"fetch {fetch_offset}@{last_fetched_epoch} e{leader_epoch}",
                    lambda: self._serve_fetch(self.brokers[leader], broker, incarnation, request,
                                              replica_epoch, leader_epoch, fetch_offset,
@@ -548,7 +500,7 @@ class Simulation:
             delay = self.settings.fetch_wait_ms
         else:
             delay = 1
-        self._at(self.now + delay, "fetch", lambda: self._fetch(follower, incarnation))
+        self._at(self.now + delay, lambda: self._fetch(follower, incarnation))
 
     # -- clients ----------------------------------------------------------------------------------
 
@@ -751,8 +703,7 @@ class Simulation:
             broker.lost_data = True
         self._log(f"CRASH broker {broker.id} ({'power loss' if power_loss else 'kill'}), log end "
                   f"{broker.log.log_end_offset}")
-        self._at(self.now + self.rng.randint(*self.settings.restart_after_ms), "restart",
-                 lambda: self._restart(broker))
+        self._at(self.now + self.rng.randint(*self.settings.restart_after_ms), lambda: self._restart(broker))
 
     def _restart(self, broker: Broker) -> None:
         if broker.alive:
