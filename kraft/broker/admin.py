@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Mapping
 
 from kraft.errors import KraftError
-from kraft.metadata.errors import MetadataError
 from kraft.broker.metadata_view import BrokerMetadataView
 from kraft.controller.channel import ControllerChannel
 from kraft.server.metadata import TopicDescription
@@ -27,13 +26,8 @@ class LocalAdmin:
         self, name: str, partitions: int | None, replication_factor: int | None,
         configs: Mapping[str, str], assignments: list[list[int]] | None = None,
     ) -> TopicDescription:
-        try:
-            await self.controller.create_topics(name, partitions, replication_factor, dict(configs),
-                                                assignments=assignments)
-        except MetadataError as e:
-            # On the active controller the rules' own error comes back unwrapped; callers that lost a
-            # creation race (FindCoordinator, auto-creation) catch KraftError's TOPIC_ALREADY_EXISTS.
-            raise KraftError(e.error_code, e.message) from None
+        await self.controller.create_topics(name, partitions, replication_factor, dict(configs),
+                                            assignments=assignments)
         return self._visible(name)
 
     async def delete_topic(self, name: str) -> None:

@@ -21,6 +21,7 @@ from kraft.controller.errors import NotControllerError
 from kraft.controller.handlers import ControllerSettings
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.service import ControllerService
+from kraft.metadata.errors import MetadataError
 from kraft.metadata.partition_change import BrokerState
 
 SCRAM_CREDENTIALS_PATH = "/v1/controller/users/scram-credentials"
@@ -49,6 +50,10 @@ class ControllerChannel:
                     return await local(self.local, request_id)
                 except NotControllerError:
                     pass  # deposed meanwhile: the new controller is elsewhere
+                except MetadataError as e:
+                    # The remote path answers KraftError; the local one must too, or a caller that
+                    # catches KraftError (a lost creation race: TOPIC_ALREADY_EXISTS) sees it leak.
+                    raise KraftError(e.error_code, e.message) from None
             remaining = deadline - time.monotonic()
             try:
                 # absent and null mean the same to the controller API ("the default")
