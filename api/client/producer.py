@@ -163,6 +163,8 @@ class Producer:
         self._buffer_memory = buffer_memory
         self._max_block_s = max_block_ms / 1000
         self._closed = False
+        # `send` may take its fast path: nothing to serialize, no transaction to check
+        self._plain = key_serializer is None and value_serializer is None and self._txn is None
         self._sender = Sender(
             self._acc, self._lock, self._space, self._metadata, self._transport,
             SenderConfig(
@@ -268,6 +270,11 @@ class Producer:
         """Queues a record (kafka-python's argument order); the future resolves to RecordMetadata
         or raises KraftError. A topic unknown to the client is looked up first (and created by
         the broker when it allows), for up to max_block_ms."""
+        if (value.__class__ is bytes and key is None and headers is None and partition is None
+                and timestamp_ms is None and self._plain):
+            future = self._try_send_plain(topic, value)
+            if future is not None:
+                return future
         if self._txn is not None:
             self._txn.check_sendable()
         key, value, hdrs, size, timestamp_ms = self._prepare(topic, value, key, headers, timestamp_ms)
@@ -281,6 +288,25 @@ class Producer:
             self._wake = False
         self._woken()
         return future
+
+    def _try_send_plain(self, topic: str, value: bytes) -> RecordFuture | None:
+        """The commonest send, a keyless bytes value into the open batch of its topic's sticky
+        partition, with the same checks as `send`'s but no call per step (a third of the
+        client's CPU per record at 100 B); None when anything else is needed (a new batch, a
+        metadata change, a full buffer, an error to raise): `send` takes over then."""
+        size = len(value) + RECORD_OVERHEAD
+        if size > self._max_record_size or self._closed:
+            return None
+        state = self._topics.get(topic)
+        if state is None or state[0] is not self._metadata.snapshot:
+            return None
+        timestamp_ms = time.time_ns() // 1_000_000
+        with self._lock:
+            acc = self._acc
+            tp = self._sticky_tps.get(topic)
+            if tp is None or acc.buffered_bytes + size > self._buffer_memory:
+                return None
+            return acc.try_append(tp, None, value, (), timestamp_ms, size)
 
     def send_many(
         self,
