@@ -19,13 +19,13 @@ INLINE_BYTES = 1 << 20  # below it a conversion costs less than a thread hop
 T = TypeVar("T")
 
 
-def to_client(stored: bytes) -> bytes:
+def to_client(stored: bytes | memoryview) -> bytes | memoryview:
     """The stored whole batches as v2 batches (a cut trailing batch is left out): the stored
-    bytes themselves when every batch is v2 already."""
+    bytes themselves (a view, not a copy) when every batch is v2 already."""
     batches = list(iter_batches(stored))
     end = batches[-1][0] + batches[-1][1].size_in_bytes if batches else 0
     if all(header.magic == MAGIC_V2 for _, header in batches):
-        return stored if end == len(stored) else stored[:end]
+        return stored if end == len(stored) else memoryview(stored)[:end]
     out = bytearray()
     for pos, header in batches:
         if header.magic == MAGIC_V2:
@@ -35,7 +35,7 @@ def to_client(stored: bytes) -> bytes:
     return bytes(out)
 
 
-async def to_client_all(stored: Sequence[bytes]) -> list[bytes]:
+async def to_client_all(stored: Sequence[bytes | memoryview]) -> list[bytes | memoryview]:
     """`to_client` of each partition's stored batches."""
     return await _off_loop(lambda: [to_client(s) for s in stored], sum(len(s) for s in stored))
 
