@@ -193,3 +193,48 @@ def test_a_voter_with_peers_repairs_a_flipped_byte_in_its_raft_journal(tmp_path:
         names = {f"m{i}" for i in range(6)} | {"after"}
         cluster.wait_for_metadata(lambda m: names <= {t["name"] for t in m["topics"]},
                                   nodes=[voter.node_id], what="every topic on the repaired voter")
+
+
+def test_a_group_consumer_raises_corrupt_message_naming_the_partition_and_offset(tmp_path: Path) -> None:
+    """As Kafka's consumer raises a CorruptRecordException to the application (naming the
+    partition and offset) rather than retrying, kraft's group consumer raises CORRUPT_MESSAGE
+    for a quarantined batch at its position, and after a seek past it reads on."""
+    from kraft.api.client import Consumer, TopicPartition
+    from kraft.errors import KraftError
+
+    node = start_node(tmp_path, log_flush_offset_checkpoint_interval_ms=3_600_000)
+    try:
+        _create(node.url, "rot")
+        _produce(node.url, "rot", 30)  # 3 batches of 10
+        node.kill()
+        [segment] = sorted((node.data_dir / "rot-0").glob("*.log"))
+        data = bytearray(segment.read_bytes())
+        data[100] ^= 0x08  # inside the first batch: offsets [0, 10) quarantined
+        segment.write_bytes(bytes(data))
+        node.start()
+
+        consumer = Consumer("rot", bootstrap_servers=node.bootstrap, group_id="rot-readers",
+                            auto_offset_reset="earliest", enable_auto_commit=False)
+        try:
+            def raised() -> KraftError | None:
+                try:
+                    consumer.poll(timeout_ms=500)
+                except KraftError as e:
+                    return e
+                return None
+
+            error = wait_for(raised, 60, what="the consumer's CORRUPT_MESSAGE")
+            assert error.error_code == "CORRUPT_MESSAGE" and "rot-0 at offset 0" in str(error), error
+            assert (error.extra["topic"], error.extra["partition"], error.extra["offset"]) == ("rot", 0, 0)
+            tp = TopicPartition("rot", 0)
+            assert consumer.position(tp) == 0  # nothing skipped on the consumer's behalf
+            consumer.seek(tp, 10)
+            got: list[tuple[int, bytes]] = []
+            wait_for(lambda: got.extend((r.offset, r.value) for rs in consumer.poll(timeout_ms=500).values()
+                                        for r in rs) or len(got) >= 20, 60, what="the records after the seek")
+            assert [o for o, _ in got] == list(range(10, 30))
+        finally:
+            consumer.close(autocommit=False)
+    finally:
+        if node.running:
+            node.kill()
