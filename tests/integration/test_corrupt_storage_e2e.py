@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from harness import Cluster, partition_offsets, read_values, start_node, wait_for
+from harness import Cluster, NodeProcess, partition_offsets, read_values, start_node, wait_for
 from kraft.log.batch import iter_batches
 
 pytestmark = pytest.mark.cluster
@@ -42,6 +42,29 @@ def _corrupt_read(url: str, topic: str, offset: int) -> str:
     r = _read(url, topic, offset)
     assert r.status_code == 400 and r.json()["error_code"] == "CORRUPT_MESSAGE", r.text
     return r.json()["message"]
+
+
+def _rotten_first_batch(tmp_path: Path, topic: str, count: int) -> NodeProcess:
+    """A node with `count` acked records of `topic` in batches of 10 whose first batch rotted:
+    a bit flipped at position 100 of the active segment before the first recovery-point
+    checkpoint, then a kill -9 and a restart (the node is running)."""
+    node = start_node(tmp_path, log_flush_offset_checkpoint_interval_ms=3_600_000)
+    try:
+        _create(node.url, topic)
+        _produce(node.url, topic, count)
+        node.kill()
+        [segment] = sorted((node.data_dir / f"{topic}-0").glob("*.log"))
+        data = bytearray(segment.read_bytes())
+        [(_, hit)] = [(p, h) for p, h in iter_batches(bytes(data)) if p <= 100 < p + h.size_in_bytes]
+        assert hit.base_offset == 0 and hit.record_count == 10
+        data[100] ^= 0x08
+        segment.write_bytes(bytes(data))
+        node.start()
+    except BaseException:
+        if node.running:
+            node.kill()
+        raise
+    return node
 
 
 def test_a_flipped_byte_in_the_metadata_log_stops_the_lone_node(tmp_path: Path) -> None:
@@ -144,19 +167,8 @@ def test_a_flipped_byte_in_the_active_segment_is_rot_not_a_torn_tail(tmp_path: P
     """Item 15: before the first recovery-point checkpoint, a bit flipped at position 100 of the
     active segment and a kill -9 cut 190 acked records, 18 valid batches among them. Now only the
     hit batch is quarantined; the 18 after it are served."""
-    node = start_node(tmp_path, log_flush_offset_checkpoint_interval_ms=3_600_000)
+    node = _rotten_first_batch(tmp_path, "active", 200)  # 20 batches of 10
     try:
-        _create(node.url, "active")
-        _produce(node.url, "active", 200)  # 20 batches of 10
-        node.kill()
-        [segment] = sorted((node.data_dir / "active-0").glob("*.log"))
-        data = bytearray(segment.read_bytes())
-        [(pos, hit)] = [(p, h) for p, h in iter_batches(bytes(data)) if p <= 100 < p + h.size_in_bytes]
-        assert hit.base_offset == 0 and hit.record_count == 10
-        data[100] ^= 0x08
-        segment.write_bytes(bytes(data))
-
-        node.start()
         assert partition_offsets(node, "active")["log_end_offset"] == 200
         assert "[0, 10)" in _corrupt_read(node.url, "active", 0)
         assert read_values(node.url, "active", 10, 200) == _expected("active", range(10, 200))
@@ -202,17 +214,8 @@ def test_a_group_consumer_raises_corrupt_message_naming_the_partition_and_offset
     from kraft.api.client import Consumer, TopicPartition
     from kraft.errors import KraftError
 
-    node = start_node(tmp_path, log_flush_offset_checkpoint_interval_ms=3_600_000)
+    node = _rotten_first_batch(tmp_path, "rot", 30)  # [0, 10) quarantined
     try:
-        _create(node.url, "rot")
-        _produce(node.url, "rot", 30)  # 3 batches of 10
-        node.kill()
-        [segment] = sorted((node.data_dir / "rot-0").glob("*.log"))
-        data = bytearray(segment.read_bytes())
-        data[100] ^= 0x08  # inside the first batch: offsets [0, 10) quarantined
-        segment.write_bytes(bytes(data))
-        node.start()
-
         consumer = Consumer("rot", bootstrap_servers=node.bootstrap, group_id="rot-readers",
                             auto_offset_reset="earliest", enable_auto_commit=False)
         try:
