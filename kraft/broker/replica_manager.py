@@ -55,7 +55,7 @@ from kraft.broker.stage_trace import (
 from kraft.metrics import NULL_METRICS, MetricsSink
 from kraft.log.config import LogConfig
 from kraft.log.errors import TxnNotVerifiedError
-from kraft.log.partition_log import FetchDataInfo, PartitionLog
+from kraft.log.partition_log import FetchDataInfo, LogAppendInfo, PartitionLog
 from kraft.log.partition_metadata import InconsistentTopicIdError
 from kraft.broker.metadata_view import MetadataCache
 from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta
@@ -619,23 +619,23 @@ class ReplicaManager:
         self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int, *, coordinator: bool = False
     ) -> list[ProducePartitionResult]:
         """`coordinator`: a coordinator's own write for a producer (`PartitionLog.append_as_leader`)."""
-        appended: list[tuple[ProduceEntry, Replica | None, int, int, int, KraftError | None]] = []
+        appended: list[tuple[ProduceEntry, Replica | None, int, LogAppendInfo | None, KraftError | None]] = []
         for entry in entries:
             try:
-                replica, epoch, first_offset, next_offset = await self._append(entry, acks, coordinator)
-                appended.append((entry, replica, epoch, first_offset, next_offset, None))
-                self.metrics.messages_in(entry.topic, next_offset - first_offset, len(entry.records))
+                replica, epoch, info = await self._append(entry, acks, coordinator)
+                appended.append((entry, replica, epoch, info, None))
+                self.metrics.messages_in(entry.topic, info.last_offset + 1 - info.first_offset, len(entry.records))
             except Exception as e:
                 self.metrics.failed_produce(entry.topic)
-                appended.append((entry, None, -1, -1, -1, _as_kraft_error(e)))
+                appended.append((entry, None, -1, None, _as_kraft_error(e)))
         deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
         return list(await asyncio.gather(*(
-            self._produce_result(entry, replica, epoch, first, next_offset, error, acks, deadline)
-            for entry, replica, epoch, first, next_offset, error in appended
+            self._produce_result(entry, replica, epoch, info, error, acks, deadline)
+            for entry, replica, epoch, info, error in appended
         )))
 
-    async def _append(self, entry: ProduceEntry, acks: int, coordinator: bool) -> tuple[Replica, int, int, int]:
-        """Appends as leader; returns the replica, the leader epoch, the first and next offset.
+    async def _append(self, entry: ProduceEntry, acks: int, coordinator: bool) -> tuple[Replica, int, LogAppendInfo]:
+        """Appends as leader; returns the replica, the leader epoch and what was appended.
         Past INLINE_APPEND_BYTES the append runs in a thread: validating a Kafka producer's v2
         batches parses every record (log/validator.py), seconds for a 100 MiB request."""
         return await self._append_as_leader(
@@ -645,11 +645,11 @@ class ReplicaManager:
 
     async def _append_as_leader(self, topic: str, partition: int, acks: int,
                                 write: Callable[[PartitionLog, int], Any],
-                                inline: bool = True) -> tuple[Replica, int, int, int]:
+                                inline: bool = True) -> tuple[Replica, int, LogAppendInfo]:
         """`write(log, leader_epoch)` on the partition this broker leads, under its lock (a produce's
         batches or a transaction marker), in a thread unless `inline` (the log is thread-safe; the
-        lock keeps the partition's appends in order); the replica, leader epoch, first and next
-        offset."""
+        lock keeps the partition's appends in order); the replica, leader epoch and what `write`
+        appended."""
         replica = await self._leader_replica(topic, partition)
         refused = replica.core.check_produce(acks)
         if refused is not None:
@@ -694,7 +694,7 @@ class ReplicaManager:
             self.trace.record(LEADER_APPEND, topic, partition, info.last_offset + 1)
             replica.wake_appended()
             self._perform(replica, core.on_leader_append(self.clock_ms()))
-        return replica, leader_epoch, info.first_offset, info.last_offset + 1
+        return replica, leader_epoch, info
 
     # -- transactions (the partition side of the transaction coordinator's requests) -----------
 
@@ -704,15 +704,15 @@ class ReplicaManager:
         ABORT marker and answers its offset once the high watermark passed it (acks=all, as
         Kafka's coordinator writes markers). Raises KraftError (INVALID_PRODUCER_EPOCH and
         TRANSACTION_COORDINATOR_FENCED from the log, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT...)."""
-        replica, leader_epoch, first, next_offset = await self._append_as_leader(
+        replica, leader_epoch, info = await self._append_as_leader(
             topic, partition, -1,
             lambda plog, epoch: plog.append_control(producer_id, producer_epoch, coordinator_epoch,
                                                     commit, epoch, now_ms()))
         deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
-        error = await self._await_high_watermark(replica, leader_epoch, next_offset, deadline)
+        error = await self._await_high_watermark(replica, leader_epoch, info.last_offset + 1, deadline)
         if error is not None:
             raise error
-        return first
+        return info.first_offset
 
     async def verify_transaction(self, topic: str, partition: int, producer_id: int,
                                  producer_epoch: int) -> None:
@@ -726,18 +726,19 @@ class ReplicaManager:
             replica.log.verify_transaction(producer_id, producer_epoch)
 
     async def _produce_result(
-        self, entry: ProduceEntry, replica: Replica | None, leader_epoch: int, first_offset: int,
-        next_offset: int, error: KraftError | None, acks: int, deadline: float,
+        self, entry: ProduceEntry, replica: Replica | None, leader_epoch: int, info: LogAppendInfo | None,
+        error: KraftError | None, acks: int, deadline: float,
     ) -> ProducePartitionResult:
-        if error is None and replica is not None and acks == -1:
-            error = await self._await_high_watermark(replica, leader_epoch, next_offset, deadline)
-        if error is not None or replica is None:
+        if error is None and replica is not None and info is not None and acks == -1:
+            error = await self._await_high_watermark(replica, leader_epoch, info.last_offset + 1, deadline)
+        if error is not None or replica is None or info is None:
             assert error is not None
             return ProducePartitionResult(entry.topic, entry.partition, -1, -1, error.error_code, error.message)
-        base_offset = -1 if acks == 0 else first_offset
+        base_offset = -1 if acks == 0 else info.first_offset
         log_start_offset = replica.log.log_start_offset if replica.log is not None else -1
-        self.trace.record(PRODUCE_ANSWERED, entry.topic, entry.partition, next_offset)
-        return ProducePartitionResult(entry.topic, entry.partition, base_offset, log_start_offset)
+        self.trace.record(PRODUCE_ANSWERED, entry.topic, entry.partition, info.last_offset + 1)
+        return ProducePartitionResult(entry.topic, entry.partition, base_offset, log_start_offset,
+                                      log_append_time=info.log_append_time)
 
     async def _await_high_watermark(
         self, replica: Replica, leader_epoch: int, target: int, deadline: float
