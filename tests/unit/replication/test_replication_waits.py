@@ -14,6 +14,7 @@ came from a wake-up, not a timeout.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -27,8 +28,9 @@ from kraft.api.client.types import TopicPartition
 from kraft.api.routes.replication_channel import CHANNELS
 from kraft.bench.trace import CLIENT_ACK, CLIENT_ENQUEUE, CLIENT_SEND, WAY, StageIndex
 from kraft.broker.stage_trace import StageTrace
+from kraft.log.batch import build_batch
 from kraft.metadata.records import Partition
-from kraft.server.records import FetchEntry
+from kraft.server.records import FetchEntry, ProduceEntry
 from tests.unit.replication.replication_cluster import TOPIC, TOPIC_ID, Cluster, values_of
 
 PARKED_MS = 600_000  # a long poll that only a wake-up can end within the test's bound
@@ -143,6 +145,56 @@ async def test_acks_all_is_woken_by_the_high_watermark_that_covers_it_only(leade
     assert (await asyncio.wait_for(second, HANG_GUARD_S)).base_offset == 1
     asked_for_second = [args for args in checks.args if args[1] == 2]
     assert len(asked_for_second) == 2  # when appended, then at the advance to 2; not at 1
+
+
+async def idempotent(cluster: Cluster, sequence: int, value: bytes) -> Any:
+    """One idempotent producer's one-record batch at `sequence` to the leader, acks=1."""
+    batch = build_batch([(None, value, [], 1_700_000_000_000)], producer_id=7, producer_epoch=0,
+                        base_sequence=sequence)
+    [result] = await cluster.nodes[1].produce([ProduceEntry(TOPIC, 0, batch)], 1, PARKED_MS)
+    return result
+
+
+async def test_requests_overtaking_their_predecessors_wait_for_them_not_refused(tmp_path: Path) -> None:
+    """A producer's requests in flight travel on separate connections; two that arrive before
+    their predecessor (sequences 3 and 2 before 1) wait for it and are appended in sequence
+    order: none refused, so none retried."""
+    cluster = Cluster(tmp_path)
+    cluster.settings = dataclasses.replace(cluster.settings, sequence_wait_ms=PARKED_MS)
+    await cluster.start(running=(1,))
+    try:
+        assert (await idempotent(cluster, 0, b"s0")).error_code is None
+        replica = cluster.nodes[1].replica(TOPIC, 0)
+
+        def waiting() -> int:  # the appends waited for (the replica is slotted: no patching)
+            return len(replica._append_waiters or ())
+
+        third = asyncio.ensure_future(idempotent(cluster, 3, b"s3"))
+        await until(lambda: third.done() or waiting() == 1, "sequence 3 refused or waiting")
+        second = asyncio.ensure_future(idempotent(cluster, 2, b"s2"))
+        await until(lambda: second.done() or waiting() == 2, "sequence 2 refused or waiting")
+        assert not third.done() and not second.done()  # both wait: neither was refused
+        first = await idempotent(cluster, 1, b"s1")
+        results = [first, await asyncio.wait_for(second, HANG_GUARD_S), await asyncio.wait_for(third, HANG_GUARD_S)]
+        assert [(r.error_code, r.base_offset) for r in results] == [(None, 1), (None, 2), (None, 3)]
+        assert values_of(cluster.raw(1, 4)) == [b"s0", b"s1", b"s2", b"s3"]
+    finally:
+        await cluster.close()
+
+
+async def test_a_predecessor_that_never_comes_is_out_of_order_after_the_wait(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path)
+    cluster.settings = dataclasses.replace(cluster.settings, sequence_wait_ms=50)
+    await cluster.start(running=(1,))
+    try:
+        assert (await idempotent(cluster, 0, b"s0")).error_code is None
+        lost = await asyncio.wait_for(idempotent(cluster, 2, b"s2"), HANG_GUARD_S)
+        assert lost.error_code == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+        assert not cluster.nodes[1].replica(TOPIC, 0)._append_waiters  # its wake-up is gone
+        assert (await idempotent(cluster, 1, b"s1")).error_code is None  # nothing written meanwhile
+        assert values_of(cluster.raw(1, 2)) == [b"s0", b"s1"]
+    finally:
+        await cluster.close()
 
 
 async def test_fetches_serve_the_stored_batches_byte_for_byte(c: Cluster) -> None:
