@@ -974,9 +974,13 @@ class ReplicaManager:
         max_bytes: int, record_positions: bool, wake: asyncio.Future[None], replicas: list[Replica],
     ) -> tuple[list[FetchPartitionResult], bool]:
         """One pass over the partitions: the results, and whether to answer now regardless of
-        size (an error, a diverging epoch, a high watermark to pass on). Each partition's replica
+        size (an error, a diverging epoch, a log start to pass on). Each partition's replica
         is added to `replicas` with `wake` registered on it before it is read: resolved by its
-        next append (a follower) or high-watermark advance (a consumer)."""
+        next append (a follower) or high-watermark advance (a consumer). A high watermark newer
+        than the follower's is not news: as in Kafka's DelayedFetch, the follower learns it with
+        its next data or at max_wait_ms. Answering it at once cost each append a second
+        exchange with every follower, and the follower's fetch was then not parked when the
+        next append came (docs/benchmarks.md, "Third round")."""
         results: list[FetchPartitionResult] = []
         news = False
         budget = max_bytes
@@ -1008,7 +1012,6 @@ class ReplicaManager:
             results.append(result)
             news = news or result.error_code is not None or result.diverging_epoch is not None
             if replica_id != NO_REPLICA and result.error_code is None:
-                news = news or min(result.high_watermark, entry.fetch_offset) > entry.high_watermark
                 # the follower would move its log start (a DeleteRecords waits for it)
                 news = news or (entry.log_start_offset >= 0 and
                                 min(result.log_start_offset, entry.fetch_offset) > entry.log_start_offset)

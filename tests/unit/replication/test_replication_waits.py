@@ -128,6 +128,30 @@ async def test_an_append_while_the_fetch_waits_for_another_partitions_lock_wakes
     assert values_of(first.records) == [b"meanwhile"]
 
 
+async def test_a_parked_follower_fetch_learns_the_high_watermark_with_the_next_data(leader_only: Cluster) -> None:
+    """The advance a follower's report causes does not answer the other follower's parked fetch
+    (it used to: a second exchange per append with every follower, and the fetch was not parked
+    when the next append came); that fetch carries the new high watermark with the next data."""
+    leader = leader_only.nodes[1]
+    replica = leader.replica(TOPIC, 0)
+    await reported(leader, 2)
+    await reported(leader, 3)
+    acked = asyncio.ensure_future(leader_only.produce(1, b"a", timeout_ms=PARKED_MS))
+    await until(lambda: leader_only.log(1).log_end_offset == 1, "appended")
+    for follower in (2, 3):  # both fetch the record
+        await leader.replica_fetch(follower, 100 + follower, [follower_entry(0)], 0, 1, 1 << 20)
+    parked = asyncio.ensure_future(leader.replica_fetch(2, 102, [follower_entry(1)], PARKED_MS, 1, 1 << 20))
+    await until(lambda: len(replica._append_waiters or ()) == 1, "follower 2's fetch parked")
+    await leader.replica_fetch(3, 103, [follower_entry(1)], 0, 1, 1 << 20)  # follower 3 has it: HW 1
+    assert leader_only.log(1).high_watermark == 1
+    assert (await asyncio.wait_for(acked, HANG_GUARD_S)).base_offset == 0
+    [waiting] = replica._append_waiters or ()  # follower 2's wake-up, not resolved by the advance
+    assert not waiting.done() and not parked.done()
+    assert (await leader_only.produce(1, b"b", acks=1)).error_code is None
+    [answer] = await asyncio.wait_for(parked, HANG_GUARD_S)
+    assert values_of(answer.records) == [b"b"] and answer.high_watermark == 1
+
+
 async def test_acks_all_is_woken_by_the_high_watermark_that_covers_it_only(leader_only: Cluster) -> None:
     leader = leader_only.nodes[1]
     core = leader.replica(TOPIC, 0).core
