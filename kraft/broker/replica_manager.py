@@ -980,7 +980,7 @@ class ReplicaManager:
         than the follower's is not news: as in Kafka's DelayedFetch, the follower learns it with
         its next data or at max_wait_ms. Answering it at once cost each append a second
         exchange with every follower, and the follower's fetch was then not parked when the
-        next append came (docs/benchmarks.md, "Third round")."""
+        next append came (docs/benchmarks.md, "Third round: a quiet machine")."""
         results: list[FetchPartitionResult] = []
         news = False
         budget = max_bytes
