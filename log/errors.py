@@ -47,7 +47,7 @@ class KafkaStorageError(LogError):
 
 
 class SequenceError(LogError):
-    """An idempotent producer's batch its sequence cannot take now. `ahead`: the batch starts past
+    """An idempotent batch refused by its producer's sequence state. `ahead`: the batch starts past
     the sequence the partition expects next, so its predecessor may still be on its way (sent
     on another connection): the leader may wait for it before refusing (docs/idempotence.md)."""
 
