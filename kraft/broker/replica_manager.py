@@ -632,10 +632,10 @@ class ReplicaManager:
                 self.metrics.failed_produce(entry.topic)
                 appended.append((entry, None, -1, -1, -1, _as_kraft_error(e)))
         deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
-        return list(await asyncio.gather(*(
-            self._produce_result(entry, replica, epoch, first, next_offset, error, acks, deadline)
-            for entry, replica, epoch, first, next_offset, error in appended
-        )))
+        # one after the other, not a task each (two turns of the loop per task): the waits share
+        # one deadline and each returns at once once its high watermark was reached meanwhile
+        return [await self._produce_result(entry, replica, epoch, first, next_offset, error, acks, deadline)
+                for entry, replica, epoch, first, next_offset, error in appended]
 
     async def _append(self, entry: ProduceEntry, acks: int, coordinator: bool) -> tuple[Replica, int, int, int]:
         """Appends as leader; returns the replica, the leader epoch, the first and next offset.
@@ -673,8 +673,9 @@ class ReplicaManager:
                     replica.forget_waiter(appended)
                     raise
             try:  # registered under the lock, so the predecessor's append cannot be missed
-                await asyncio.wait_for(appended, deadline - loop.time())
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(deadline - loop.time()):
+                    await appended
+            except TimeoutError:
                 pass  # one last try: refused now unless the predecessor came just in time
             finally:
                 replica.forget_waiter(appended)
@@ -828,9 +829,10 @@ class ReplicaManager:
                 replica.wait_for_data(future)
             else:
                 replica.wait_for_high_watermark(future, target)
-            try:
-                await asyncio.wait_for(future, remaining)
-            except asyncio.TimeoutError:
+            try:  # the future itself, not wait_for: its callback cost a turn of the loop per wake-up
+                async with asyncio.timeout(remaining):
+                    await future
+            except TimeoutError:
                 pass
             finally:
                 replica.forget_waiter(future)
@@ -950,9 +952,10 @@ class ReplicaManager:
                 remaining = deadline - loop.time()
                 if total >= min_bytes or remaining <= 0 or news:
                     return results
-                try:
-                    await asyncio.wait_for(future, remaining)
-                except asyncio.TimeoutError:
+                try:  # the future itself, not wait_for: its callback cost a turn per wake-up
+                    async with asyncio.timeout(remaining):
+                        await future
+                except TimeoutError:
                     pass
             finally:
                 for replica in replicas:

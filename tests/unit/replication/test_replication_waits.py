@@ -31,7 +31,7 @@ from kraft.broker.stage_trace import StageTrace
 from kraft.log.batch import build_batch
 from kraft.metadata.records import Partition
 from kraft.server.records import FetchEntry, ProduceEntry
-from tests.unit.replication.replication_cluster import TOPIC, TOPIC_ID, Cluster, values_of
+from tests.unit.replication.replication_cluster import TOPIC, TOPIC_ID, Cluster, batch_of, values_of
 
 PARKED_MS = 600_000  # a long poll that only a wake-up can end within the test's bound
 HANG_GUARD_S = 30
@@ -219,6 +219,43 @@ async def test_a_predecessor_that_never_comes_is_out_of_order_after_the_wait(tmp
         assert values_of(cluster.raw(1, 2)) == [b"s0", b"s1"]
     finally:
         await cluster.close()
+
+
+async def turns_until(done: Callable[[], bool]) -> int:
+    """Turns of the event loop until `done()`: each `sleep(0)` lets everything ready run once.
+    A hop through the loop waits behind whatever else is ready there, so the hot path counts
+    them, not time."""
+    turns = 0
+    while not done():
+        await asyncio.sleep(0)
+        turns += 1
+        assert turns < 1000, "never done"
+    return turns
+
+
+async def test_acks_all_and_a_parked_fetch_answer_in_the_turn_after_their_event(leader_only: Cluster) -> None:
+    """The produce waiting on acks=all answers in the loop's turn after the advance that covers
+    it, and the parked follower fetch in the turn after the append (the append's own task takes
+    the first): no task per partition, no extra turn per wake-up (asyncio.wait_for's callback
+    cost one)."""
+    leader = leader_only.nodes[1]
+    await reported(leader, 2)
+    await reported(leader, 3)
+    acked = asyncio.ensure_future(leader.produce([ProduceEntry(TOPIC, 0, batch_of(b"a"))], -1, PARKED_MS))
+    await until(lambda: leader_only.log(1).log_end_offset == 1, "appended")
+    for follower in (2, 3):  # max_wait_ms 0: no suspension; the second report advances the HW
+        await leader.replica_fetch(follower, 100 + follower, [follower_entry(1)], 0, 1, 1 << 20)
+    assert leader_only.log(1).high_watermark == 1
+    assert await turns_until(acked.done) == 1
+    [result] = acked.result()
+    assert result.error_code is None and result.base_offset == 0
+    parked = asyncio.ensure_future(leader.replica_fetch(2, 102, [follower_entry(1, high_watermark=1)],
+                                                        PARKED_MS, 1, 1 << 20))
+    await until(lambda: len(leader.replica(TOPIC, 0)._append_waiters or ()) == 1, "follower 2's fetch parked")
+    appended = asyncio.ensure_future(leader.produce([ProduceEntry(TOPIC, 0, batch_of(b"b"))], 1, PARKED_MS))
+    assert await turns_until(parked.done) == 2
+    assert values_of(parked.result()[0].records) == [b"b"]
+    await appended
 
 
 async def test_fetches_serve_the_stored_batches_byte_for_byte(c: Cluster) -> None:
