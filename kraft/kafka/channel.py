@@ -47,12 +47,13 @@ CLOSE_LINGER_S = 1.0
 
 
 class _Answer:
-    """What one request's handling gives: the bytes to send, the throttle to mute for, and
-    whether the connection closes once they are sent."""
+    """What one request's handling gives: the buffers to send (written as they are, so a Fetch
+    answer's stored batches are not joined into one copy), the throttle to mute for, and whether
+    the connection closes once they are sent."""
 
     __slots__ = ("data", "throttle_ms", "close")
 
-    def __init__(self, data: bytes, throttle_ms: int = 0, close: bool = False) -> None:
+    def __init__(self, data: list[bytes | memoryview], throttle_ms: int = 0, close: bool = False) -> None:
         self.data, self.throttle_ms, self.close = data, throttle_ms, close
 
 
@@ -180,7 +181,7 @@ class KafkaChannel(asyncio.Protocol):
         answer: asyncio.Future[_Answer]
         if isinstance(event, AnswerReady):
             answer = self.loop.create_future()
-            answer.set_result(_Answer(event.data))
+            answer.set_result(_Answer([event.data]))
         elif isinstance(event, TokenReceived):
             answer = self.loop.create_task(self._raw_token(event.token))
         else:
@@ -214,7 +215,7 @@ class KafkaChannel(asyncio.Protocol):
                 continue
             result = head.result()
             assert self.transport is not None
-            self.transport.write(result.data)
+            self.transport.writelines(result.data)
             if result.close:
                 self._close(after_answer=True)
             elif result.throttle_ms > 0:
@@ -236,7 +237,7 @@ class KafkaChannel(asyncio.Protocol):
         context = self._context(request)
         response = await self.listener.registry.handler(request.api_key)(context, request.body)
         if response is None:  # Produce with acks=0: the client expects no answer
-            return _Answer(b"")
+            return _Answer([])
         throttle = getattr(response, "throttle_time", None)
         throttle_ms = 0 if throttle is None else int(throttle.total_seconds() * 1000)
         return _Answer(self.core.send(request, response), throttle_ms)
@@ -281,9 +282,9 @@ class KafkaChannel(asyncio.Protocol):
         try:
             answer = await self.sasl.authenticate(token)
         except SaslAuthenticationFailed as e:
-            return self._failed(e, b"")
+            return self._failed(e, [])
         self._maybe_authenticated()
-        return _Answer(frame(answer))
+        return _Answer([frame(answer)])
 
     def _maybe_authenticated(self) -> None:
         assert self.sasl is not None
@@ -291,7 +292,7 @@ class KafkaChannel(asyncio.Protocol):
             self.principal = self.sasl.principal
             self.core.sasl_done()
 
-    def _failed(self, error: SaslAuthenticationFailed, data: bytes) -> _Answer:
+    def _failed(self, error: SaslAuthenticationFailed, data: list[bytes | memoryview]) -> _Answer:
         self.listener.authentication_failed()
         self._log_refusal("SASL authentication failed", error)
         return _Answer(data, close=True)
