@@ -6,12 +6,15 @@ and its answer (api/routes/replication_channel.py has the leader's end).
 return None at once (the fetcher's partitions changed: it sends a new fetch, which supersedes the
 parked one at the leader). A lost connection, an answer not in time or a refused fetch raise,
 and the next fetch opens a new channel.
+
+`FetchChannel` is what the fetcher needs of a channel: a seeded simulation gives it one whose
+fetches are its own messages (tests/unit/controlplane/simulation.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import aiohttp
 import msgpack
@@ -23,6 +26,19 @@ CHANNEL_PATH = "/v1/replication"
 
 class ChannelError(RuntimeError):
     pass
+
+
+class FetchChannel(Protocol):
+    """One follower's channel to one leader, one fetch at a time."""
+
+    async def fetch(self, endpoint: tuple[str, int], body: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
+        """The leader's answer to `body` (a replica fetch), or None when `interrupt`ed; raises
+        when there is none in `timeout_s`."""
+        ...
+
+    def interrupt(self) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 class ReplicationChannel:

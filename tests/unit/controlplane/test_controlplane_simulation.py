@@ -1,8 +1,9 @@
 """The control-plane simulation (`simulation.py`): a modelled three-voter Raft quorum under lost,
 delayed, duplicated and reordered messages, crashed, paused and restarted nodes and failing
 journals, driving kraft's controller service and commit queue, replicated-state rule, controller
-handlers, broker sessions, metadata loaders, broker publisher, Partition cores, coordinator
-runtime and broker state machine on a simulated asyncio loop; the invariants are checked after
+handlers, broker sessions, metadata loaders, broker publisher, replica manager (with its Partition
+cores and follower fetchers), coordinator runtime and broker state machine on a simulated asyncio
+loop; the invariants are checked after
 every step. A failing seed prints its one-line reproduction
 (`python3 tests/unit/controlplane/simulation.py --seed N --trace`); fix the cause and add the seed
 to REGRESSION_SEEDS with what it found."""
@@ -80,6 +81,7 @@ def test_no_invariant_breaks(chunk: int) -> None:
     assert sum(s.counts.get("journal_failure", 0) for s in sims) > len(sims) // 2
     assert sum(s.counts.get("alter_partition", 0) for s in sims) > len(sims)
     assert sum(s.counts.get("offset_commit", 0) for s in sims) > len(sims)
+    assert sum(s.counts.get("acked_produce", 0) for s in sims) > len(sims)
     assert sum(len(s.active_of_epoch) for s in sims) > 2 * len(sims)
 
 
