@@ -7,8 +7,8 @@ return None at once (the fetcher's partitions changed: it sends a new fetch, whi
 parked one at the leader). A lost connection, an answer not in time or a refused fetch raise,
 and the next fetch opens a new channel.
 
-`FetchChannel` is what the fetcher needs of a channel: a seeded simulation gives it one whose
-fetches are its own messages (tests/unit/controlplane/simulation.py).
+`FetchChannel` is what the fetcher needs of a channel. A seeded simulation runs this one with
+its own messages in place of the WebSocket (`_open`; tests/unit/controlplane/simulation.py).
 """
 
 from __future__ import annotations
@@ -105,15 +105,18 @@ class ReplicationChannel:
         error: BaseException = ChannelError("the leader closed the replication channel")
         try:
             async for msg in ws:
-                if msg.type != aiohttp.WSMsgType.BINARY:
-                    continue
-                answer = msgpack.unpackb(msg.data, raw=False)
-                waiting = self._waiting
-                if waiting is not None and not waiting.done() and answer.get("id") == self._id:
-                    waiting.set_result(answer)  # an older id: superseded, its fetch is gone
+                if msg.type == aiohttp.WSMsgType.BINARY:
+                    self._received(msgpack.unpackb(msg.data, raw=False))
         except Exception as e:
             error = e
         finally:
             waiting = self._waiting
             if waiting is not None and not waiting.done():
                 waiting.set_exception(error)
+
+    def _received(self, answer: dict[str, Any]) -> None:
+        """An answer from the leader: taken when it is the fetch waited for's (an older id was
+        superseded: its fetch is gone)."""
+        waiting = self._waiting
+        if waiting is not None and not waiting.done() and answer.get("id") == self._id:
+            waiting.set_result(answer)

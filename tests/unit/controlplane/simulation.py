@@ -27,8 +27,8 @@ wait. What is kraft's own code:
   produces completed by the high watermark's advance, ISR shrink (its ISR task) and expand sent
   through the real `ControllerAlterPartition`, truncation on a diverging epoch; its I/O replaced
   through its seams: logs from `open_log` (`memory_log.MemoryLog`, which outlives a crash), each
-  follower's channel to a leader from `open_fetch_channel` (`SimFetchChannel`: a fetch is a
-  message, answered at the leader in the wire's shapes), AlterPartition through
+  follower's channel to a leader from `open_fetch_channel` (`SimFetchChannel`: the real
+  `ReplicationChannel` whose fetches are messages, answered at the leader in the wire's shapes), AlterPartition through
   `SimControllerFront` (a message to the controller's service);
 - the group coordinator: the real `CoordinatorRuntime` (loads by the real loader into a real
   `GroupShard`, OffsetCommit through its write queue with acks=all) writing through the replica
@@ -74,6 +74,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
+import msgpack
 import msgspec
 
 if __package__ in (None, ""):  # run as a script: the repository root on the path
@@ -88,7 +89,7 @@ from kraft.broker.metadata_view import MetadataCache
 from kraft.broker.replica import Replica
 from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraft.broker.replication.alter_partition import ControllerAlterPartition
-from kraft.broker.replication.channel import ChannelError
+from kraft.broker.replication.channel import ReplicationChannel
 from kraft.broker.replication.fetcher import FetcherSettings
 from kraft.controller import handlers
 from kraft.controller.errors import InvalidBatchError, MetadataStorageError, NotControllerError
@@ -291,50 +292,29 @@ class CheckedReplicaManager(ReplicaManager):
                                       replica.core.leader_epoch)
 
 
-class SimFetchChannel:
-    """A follower's replication channel to one leader (`FetchChannel`, as `ReplicationChannel`):
-    each fetch is a simulation message (lost, delayed, duplicated like any), numbered; the answer
-    with the number of the fetch waited for is taken, any other dropped; `interrupt` ends the
-    wait at once; no answer within the timeout raises."""
+class SimFetchChannel(ReplicationChannel):
+    """A follower's real `ReplicationChannel` to one leader (numbered fetches, the answer to the
+    fetch waited for taken and any other dropped, `interrupt`, the timeout), with the
+    simulation's network for its WebSocket: each fetch is a message (lost, delayed, duplicated
+    like any), answered at the leader by `Simulation.serve_replica_fetch`."""
 
     def __init__(self, sim: Simulation, node: Node, leader_id: int) -> None:
+        super().__init__(node.id, leader_id, _no_sockets, _no_sockets)
         self.sim = sim
         self.node = node
-        self.leader_id = leader_id
-        self._id = 0
-        self._waiting: asyncio.Future[dict[str, Any] | None] | None = None
 
-    async def fetch(self, endpoint: tuple[str, int], body: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
-        self._id += 1
-        fetch_id, sim, node, leader_id = self._id, self.sim, self.node, self.leader_id
-        waiting = self._waiting = asyncio.get_running_loop().create_future()
-        raw = _encode({"id": fetch_id, "fetch": body})
+    async def _open(self, endpoint: tuple[str, int], timeout_s: float) -> Any:
+        return self  # nothing to connect: `send_bytes` is the simulation's network
 
-        def answered(answer: bytes) -> None:
-            decoded = msgspec.msgpack.decode(answer)
-            if self._waiting is waiting and not waiting.done() and decoded.get("id") == fetch_id:
-                waiting.set_result(decoded)
+    async def send_bytes(self, data: bytes) -> None:
+        sim, follower, leader = self.sim, self.node.id, self.leader_id
+        sim.send(follower, leader, "fetch", lambda: sim.serve_replica_fetch(
+            sim.nodes[leader], follower, data, lambda answer: sim.send(
+                leader, follower, "fetch answer", lambda: self._received(msgpack.unpackb(answer, raw=False)))))
 
-        sim.send(node.id, leader_id, f"fetch #{fetch_id}", lambda: sim.serve_replica_fetch(
-            sim.nodes[leader_id], node.id, raw, lambda answer: sim.send(
-                leader_id, node.id, f"fetch answer #{fetch_id}", lambda: answered(answer))))
-        try:
-            async with asyncio.timeout(timeout_s):
-                answer = await waiting
-        except TimeoutError:
-            raise ChannelError(f"no answer within {timeout_s:g} s") from None
-        finally:
-            self._waiting = None
-        if answer is not None and answer.get("error_code"):
-            raise ChannelError(f"{answer['error_code']}: {answer.get('message')}")
-        return None if answer is None else answer["fetch"]
 
-    def interrupt(self) -> None:
-        if self._waiting is not None and not self._waiting.done():
-            self._waiting.set_result(None)
-
-    async def close(self) -> None:
-        pass
+def _no_sockets() -> Any:
+    raise AssertionError("the simulation opens no sockets")
 
 
 class SimControllerFront:
