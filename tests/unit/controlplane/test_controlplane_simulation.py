@@ -48,7 +48,7 @@ REGRESSION_SEEDS: dict[int, str] = {
     30231: "a zombie coordinator loaded older offsets (the check's scope)",
 }
 
-SWEEP_SEEDS = int(os.environ.get("KRAFT_CP_SIM_SEEDS", "1000"))  # ~100-150 ms of CPU a seed
+SWEEP_SEEDS = int(os.environ.get("KRAFT_CP_SIM_SEEDS", "1000"))  # ~150-200 ms of CPU a seed
 SWEEP_CHUNKS = 4  # so that `-n 2` runs the sweep on both cores
 # the deeper sweep runs only when asked (the full suite does not deselect `slow`, and CI's
 # budget is the sweep above)
