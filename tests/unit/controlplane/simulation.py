@@ -28,8 +28,8 @@ wait. What is kraft's own code:
   through the real `ControllerAlterPartition`, truncation on a diverging epoch; its I/O replaced
   through its seams: logs from `open_log` (`memory_log.MemoryLog`, which outlives a crash), each
   follower's channel to a leader from `open_fetch_channel` (`SimFetchChannel`: the real
-  `ReplicationChannel` whose fetches are messages, answered at the leader in the wire's shapes), AlterPartition through
-  `SimControllerFront` (a message to the controller's service);
+  `ReplicationChannel` whose fetches are messages, answered at the leader in the wire's
+  shapes), AlterPartition through `SimControllerFront` (a message to the controller's service);
 - the group coordinator: the real `CoordinatorRuntime` (loads by the real loader into a real
   `GroupShard`, OffsetCommit through its write queue with acks=all) writing through the replica
   manager; the broker's lifecycle is the real `BrokerStateMachine`.
