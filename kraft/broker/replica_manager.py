@@ -40,6 +40,7 @@ from kraft.broker.log_dirs import LogDir, LogDirs
 from kraft.broker.partition_state import PartitionView
 from kraft.broker.replica import Replica, ReplicaState
 from kraft.broker.replication.alter_partition import AlterPartitionChannel
+from kraft.broker.replication.channel import FetchChannel
 from kraft.broker.replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from kraft.broker.replication.follower import Append, Backoff, PartitionFetchResponse
 from kraft.broker.replication.leader import IsrProposal
@@ -71,6 +72,8 @@ log = logging.getLogger("kraft.broker")
 
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
+# opens a partition's log: (its directory, its config, the topic id it must belong to)
+LogFactory = Callable[[Path, LogConfig, str], PartitionLog]
 DELETED_SUFFIX = "-delete"
 STRAY_SUFFIX = "-stray"  # Kafka's: a directory of another incarnation of the topic, set aside
 OPEN_BATCH = 256  # new logs opened per thread hop
@@ -88,6 +91,11 @@ def set_aside_name(name: str, suffix: str = DELETED_SUFFIX) -> str:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def open_partition_log(directory: Path, config: LogConfig, topic_id: str) -> PartitionLog:
+    """The default `LogFactory`: the log on disk (recovered if it was not closed cleanly)."""
+    return PartitionLog.open(directory, config, now_ms(), topic_id=topic_id)
 
 
 def monotonic_ms() -> int:
@@ -145,6 +153,8 @@ class ReplicaManager:
         recovery_point_checkpoint_interval_ms: int = 60_000,
         metadata_cache: MetadataCache | None = None,
         log_dirs: LogDirs | None = None,
+        open_log: LogFactory = open_partition_log,
+        open_fetch_channel: Callable[[int], FetchChannel] | None = None,
     ) -> None:
         """`alter_partition` reaches the active controller (None: ISRs never change, enough for
         single-replica partitions); `broker_epoch` is this broker's registration epoch, sent with
@@ -153,7 +163,9 @@ class ReplicaManager:
         times follower lag (monotonic); `recovery_point_checkpoint_interval_ms` is Kafka's
         log.flush.offset.checkpoint.interval.ms; `metadata_cache` holds the broker's image (set
         by `BrokerMetadataPublisher`; default: a cache of its own); `log_dirs` are the log
-        directories, loaded (default: `data_dir` alone)."""
+        directories, loaded (default: `data_dir` alone). `open_log` and `open_fetch_channel` (a
+        follower's channel to a leader, default `ReplicationChannel`) are the I/O a seeded
+        simulation replaces (tests/unit/controlplane/simulation.py)."""
         self.node_id = node_id
         self.data_dir = data_dir
         self.log_dirs = log_dirs or LogDirs([data_dir], node_id)  # not loaded: writes nothing
@@ -170,6 +182,7 @@ class ReplicaManager:
         self.clock_ms = clock_ms
         self.broker_epoch = broker_epoch
         self.metadata_cache = metadata_cache or MetadataCache()
+        self._open_log = open_log
         self._replicas: dict[TopicPartition, Replica] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._retention_task: asyncio.Task[None] | None = None
@@ -182,7 +195,8 @@ class ReplicaManager:
         self._closed = False
         self._stopping = False  # `begin_shutdown` ran: the node no longer serves
         self.fetchers = ReplicaFetcherManager(
-            node_id, self, self._broker_endpoint, broker_epoch or (lambda: -1), replication.fetcher
+            node_id, self, self._broker_endpoint, broker_epoch or (lambda: -1), replication.fetcher,
+            open_fetch_channel,
         )
         self.metrics: MetricsSink = NULL_METRICS
         self.trace: StageTrace = NO_TRACE  # the node sets its own when stage.trace.events > 0
@@ -518,12 +532,10 @@ class ReplicaManager:
             state = replica.state
             try:
                 try:
-                    plog = PartitionLog.open(replica.directory, replica.config, now_ms(),
-                                             topic_id=state.topic_id)
+                    plog = self._open_log(replica.directory, replica.config, state.topic_id)
                 except InconsistentTopicIdError as e:
                     self._set_aside_stray(replica, e)
-                    plog = PartitionLog.open(replica.directory, replica.config, now_ms(),
-                                             topic_id=state.topic_id)
+                    plog = self._open_log(replica.directory, replica.config, state.topic_id)
             except Exception as e:
                 opened.append(e)
                 continue

@@ -312,8 +312,11 @@ class ControllerService:
             try:
                 await self.check_sessions()
             except Exception as e:
-                if getattr(e, "error_code", None) == "NOT_CONTROLLER":
-                    continue  # lost leadership meanwhile; the next active controller fences
+                if getattr(e, "error_code", None) in ("NOT_CONTROLLER", "KAFKA_STORAGE_ERROR"):
+                    # lost leadership meanwhile, or the metadata log cannot be written (the
+                    # quorum logged that once, and a voter stands aside): the fence is tried
+                    # again at the next check, or by the next active controller
+                    continue
                 log.exception("broker session check failed")
 
     async def allocate_producer_ids(

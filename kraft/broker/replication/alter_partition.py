@@ -32,16 +32,18 @@ class ControllerFront(Protocol):
 
 
 class ControllerAlterPartition:
-    def __init__(self, controller: ControllerFront, broker_id: int,
-                 broker_epoch: Callable[[], int]) -> None:
+    def __init__(self, controller: ControllerFront, broker_id: int, broker_epoch: Callable[[], int],
+                 new_request_id: Callable[[], str] | None = None) -> None:
+        """`new_request_id`: each request's id (a seeded simulation draws its own)."""
         self.controller = controller
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
+        self._new_request_id = new_request_id or (lambda: uuid.uuid4().hex)
 
     async def alter_partition(self, topic: str, partition: int, proposal: IsrProposal) -> LeaderAndIsr | None:
         answer = await self.controller.alter_partition(
             self.broker_id, self.broker_epoch(), topic, partition, proposal.leader_epoch,
-            proposal.partition_epoch, list(proposal.new_isr_with_epochs), request_id=uuid.uuid4().hex,
+            proposal.partition_epoch, list(proposal.new_isr_with_epochs), request_id=self._new_request_id(),
         )
         return leader_and_isr(answer)
 

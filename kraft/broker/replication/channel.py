@@ -6,12 +6,15 @@ and its answer (api/routes/replication_channel.py has the leader's end).
 return None at once (the fetcher's partitions changed: it sends a new fetch, which supersedes the
 parked one at the leader). A lost connection, an answer not in time or a refused fetch raise,
 and the next fetch opens a new channel.
+
+`FetchChannel` is what the fetcher needs of a channel. A seeded simulation runs this one with
+its own messages in place of the WebSocket (`_open`; tests/unit/controlplane/simulation.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import aiohttp
 import msgpack
@@ -23,6 +26,19 @@ CHANNEL_PATH = "/v1/replication"
 
 class ChannelError(RuntimeError):
     pass
+
+
+class FetchChannel(Protocol):
+    """One follower's channel to one leader, one fetch at a time."""
+
+    async def fetch(self, endpoint: tuple[str, int], body: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
+        """The leader's answer to `body` (a replica fetch), or None when `interrupt`ed; raises
+        when there is none in `timeout_s`."""
+        ...
+
+    def interrupt(self) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 class ReplicationChannel:
@@ -89,15 +105,18 @@ class ReplicationChannel:
         error: BaseException = ChannelError("the leader closed the replication channel")
         try:
             async for msg in ws:
-                if msg.type != aiohttp.WSMsgType.BINARY:
-                    continue
-                answer = msgpack.unpackb(msg.data, raw=False)
-                waiting = self._waiting
-                if waiting is not None and not waiting.done() and answer.get("id") == self._id:
-                    waiting.set_result(answer)  # an older id: superseded, its fetch is gone
+                if msg.type == aiohttp.WSMsgType.BINARY:
+                    self._received(msgpack.unpackb(msg.data, raw=False))
         except Exception as e:
             error = e
         finally:
             waiting = self._waiting
             if waiting is not None and not waiting.done():
                 waiting.set_exception(error)
+
+    def _received(self, answer: dict[str, Any]) -> None:
+        """An answer from the leader: taken when it is the fetch waited for's (an older id was
+        superseded: its fetch is gone)."""
+        waiting = self._waiting
+        if waiting is not None and not waiting.done() and answer.get("id") == self._id:
+            waiting.set_result(answer)

@@ -8,21 +8,21 @@ replica fetch, and hands each partition's answer back to the owner, which append
 (`follower.py` decides which). A partition whose answer says "not now" (stale epoch, leader not
 ready) sits out `backoff_ms`; a failed request backs the whole loop off. Adding or removing a
 partition interrupts the long poll at once, so a leader change takes effect without waiting for
-`max_wait_ms`. Bounded: one request in flight per leader, sizes from settings.
+`max_wait_ms`. Bounded: one request in flight per leader, sizes from settings. Back-offs are
+timed by the event loop's clock (a simulation's loop has a simulated one).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 import aiohttp
 import msgpack
 
-from kraft.broker.replication.channel import ReplicationChannel
+from kraft.broker.replication.channel import FetchChannel, ReplicationChannel
 from kraft.broker.replication.follower import PartitionFetchResponse
 from kraft.broker.replication.leader import EpochEndOffset
 from kraft.security.peers import PLAIN_PEERS
@@ -77,7 +77,7 @@ class LeaderFetcher:
     """The partitions followed from one leader broker, and the loop fetching them."""
 
     leader_id: int
-    channel: ReplicationChannel
+    channel: FetchChannel
     partitions: dict[TopicPartition, int] = field(default_factory=dict)  # -> leader epoch
     delayed_until: dict[TopicPartition, float] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -98,7 +98,10 @@ class ReplicaFetcherManager:
         endpoint_of: Callable[[int], tuple[str, int] | None],
         broker_epoch: Callable[[], int],
         settings: FetcherSettings = FetcherSettings(),
+        open_channel: Callable[[int], FetchChannel] | None = None,
     ) -> None:
+        """`open_channel(leader_id)`: the channel fetches from that leader go through (default: a
+        `ReplicationChannel`, falling back to `POST /v1/fetch`)."""
         self.node_id = node_id
         self.owner = owner
         self.endpoint_of = endpoint_of
@@ -107,6 +110,8 @@ class ReplicaFetcherManager:
         self._fetchers: dict[int, LeaderFetcher] = {}
         self._leader_of: dict[TopicPartition, int] = {}
         self._session: aiohttp.ClientSession | None = None
+        self._open_channel = open_channel or (lambda leader_id: ReplicationChannel(
+            self.node_id, leader_id, self._session_or_new, lambda: self.security))
         self._closed = False
         self.security = PLAIN_PEERS  # the node installs TLS and its credential: leaders serve nodes only
 
@@ -123,8 +128,7 @@ class ReplicaFetcherManager:
             self.remove(tp)
         fetcher = self._fetchers.get(leader_id)
         if fetcher is None:
-            channel = ReplicationChannel(self.node_id, leader_id, self._session_or_new, lambda: self.security)
-            fetcher = self._fetchers[leader_id] = LeaderFetcher(leader_id, channel)
+            fetcher = self._fetchers[leader_id] = LeaderFetcher(leader_id, self._open_channel(leader_id))
             fetcher.task = asyncio.get_running_loop().create_task(self._run(fetcher))
         fetcher.partitions[tp] = leader_epoch
         fetcher.delayed_until.pop(tp, None)
@@ -192,7 +196,8 @@ class ReplicaFetcherManager:
 
     async def _fetch_once(self, fetcher: LeaderFetcher) -> bool:
         """One request and its processing; False when there was nothing to fetch or it failed."""
-        now = time.monotonic()
+        loop = asyncio.get_running_loop()
+        now = loop.time()
         requested: dict[TopicPartition, int] = {}
         entries = []
         for tp, epoch in fetcher.partitions.items():
@@ -220,7 +225,7 @@ class ReplicaFetcherManager:
                 continue  # reassigned while the request was in flight
             ok = await self.owner.on_fetch_response(tp, epoch, parse_partition_response(item))  # type: ignore[arg-type]
             if not ok:
-                fetcher.delayed_until[tp] = time.monotonic() + self.settings.backoff_ms / 1000  # type: ignore[index]
+                fetcher.delayed_until[tp] = loop.time() + self.settings.backoff_ms / 1000  # type: ignore[index]
         return True
 
     async def _exchange(self, fetcher: LeaderFetcher, endpoint: tuple[str, int],

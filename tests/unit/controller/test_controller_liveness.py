@@ -5,6 +5,7 @@ that a late heartbeat still stops, and sessions that a stalled controller does n
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 
 import pytest
@@ -12,6 +13,7 @@ from controller_fake_quorum import FakeQuorum
 from harness import wait_until
 from test_controller_service import SESSION_MS, Clock, add_brokers, error_of, members, started_controller
 
+from kraft.controller.errors import MetadataStorageError
 from kraft.controller.handlers import ControllerSettings
 from kraft.controller.metadata_loader import MetadataLoader
 from kraft.controller.service import ControllerService
@@ -216,3 +218,37 @@ async def test_an_unfenced_broker_does_not_lead_its_offline_replicas(ctl) -> Non
     assert ctl.image.partition("solo", 0).leader == -1
     await ctl.broker_heartbeat(1, epochs[1], ctl.image.offset, offline_replicas=[("solo", 0)])
     assert ctl.image.partition("solo", 0).leader == -1 and ctl.image.partition("solo", 1).leader == 1
+
+
+class FailingJournal(FakeQuorum):
+    """A metadata log whose appends fail while `failing` (a full or failed disk)."""
+
+    def __init__(self) -> None:
+        super().__init__(node_id=1)
+        self.failing = False
+        self.refused = 0
+
+    async def propose(self, records, request_id=None):
+        if self.failing:
+            self.refused += 1
+            raise MetadataStorageError("metadata log append failed: the journal write failed")
+        return await super().propose(records, request_id)
+
+
+async def test_the_session_task_does_not_log_a_failed_journal_again(caplog) -> None:
+    """The quorum logs a journal that cannot be written once; the session task's fences that it
+    refuses meanwhile are tried again at the next check, not logged as errors at every check
+    (found by the control-plane simulation)."""
+    quorum = FailingJournal()
+    service = ControllerService(1, quorum, MetadataLoader(), ControllerSettings(broker_session_timeout_ms=100),
+                                session_check_interval_ms=20)
+    await service.start()
+    try:
+        await add_brokers(service, [1])
+        quorum.failing = True  # broker 1 heartbeats no more: its fence is refused at every check
+        await wait_until(lambda: quorum.refused >= 2, what="two fences refused by the journal")
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+        quorum.failing = False
+        await wait_until(lambda: service.image.cluster.broker(1).fenced, what="the fence once the journal heals")
+    finally:
+        await service.close()

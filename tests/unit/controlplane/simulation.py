@@ -20,12 +20,19 @@ wait. What is kraft's own code:
 - on every node a real `MetadataLoader` (records -> `MetadataDelta` -> `MetadataImage`): the
   controller's is fed the applied entries and serves brokers from its bounded tail (`read`, or
   `SnapshotNeededError` and a snapshot); the broker's is fed what it fetched and publishes through
-  the real `BrokerMetadataPublisher` to a replica manager shell driving the real `Partition` cores
-  (make leader / follower, leader epochs, fetches with records and diverging epochs, ISR shrink
-  and expand with AlterPartition) over `memory_log.MemoryLog`, and to the group coordinator: the
-  real `CoordinatorRuntime` (loads by the real loader into a real `GroupShard`, OffsetCommit
-  through its write queue with acks=all) over `SimPartitionWriter`; the broker's lifecycle is
-  the real `BrokerStateMachine`.
+  the real `BrokerMetadataPublisher`;
+- behind the publisher, the broker's real `ReplicaManager` (`CheckedReplicaManager` only hooks
+  checks in): replicas made leader or follower from the image by their `Partition` cores, its
+  follower fetchers (`ReplicaFetcherManager`) long-polling each leader's `replica_fetch`, acks=all
+  produces completed by the high watermark's advance, ISR shrink (its ISR task) and expand sent
+  through the real `ControllerAlterPartition`, truncation on a diverging epoch; its I/O replaced
+  through its seams: logs from `open_log` (`memory_log.MemoryLog`, which outlives a crash), each
+  follower's channel to a leader from `open_fetch_channel` (`SimFetchChannel`: the real
+  `ReplicationChannel` whose fetches are messages, answered at the leader in the wire's
+  shapes), AlterPartition through `SimControllerFront` (a message to the controller's service);
+- the group coordinator: the real `CoordinatorRuntime` (loads by the real loader into a real
+  `GroupShard`, OffsetCommit through its write queue with acks=all) writing through the replica
+  manager; the broker's lifecycle is the real `BrokerStateMachine`.
 
 What is modelled: Raft itself. pysyncobj, which kraft runs, ticks in a thread of its own and talks
 over TCP, so it cannot be driven step by step; this module has a small Raft (leader election with
@@ -35,9 +42,8 @@ majority), with what kraft adds to pysyncobj: an AppendEntries never deletes ent
 (`raft_journal.py`), and a voter whose journal write fails resigns and neither campaigns nor votes
 until a write succeeds. The term, vote and log survive a crash (the journal is fsynced); the commit
 index and everything applied do not (a restarted node replays once it learns the commit index).
-There is no Raft log compaction. The replica manager's shell is this module's
-(`SimReplicaManager`). The network drops, delays (so
-reorders) and duplicates every message; nodes crash and restart, pause (SIGSTOP) and continue;
+There is no Raft log compaction. The network drops, delays (so reorders) and duplicates every
+message; nodes crash and restart, pause (SIGSTOP) and continue;
 journals fail for a while. Partition logs survive crashes (kill -9, no power loss).
 
 Invariants after every step: a controller answers a write only once it is committed; at most
@@ -49,7 +55,9 @@ in every committed image every partition with a leader is led by an ISR member t
 no broker process ever applies a lower leader epoch to a partition than one it applied before, and
 no two brokers lead a partition at the same leader epoch; a coordinator that loads a group at the
 partition's committed leader epoch holds every offset commit acknowledged before (committed
-offsets never go back). After the run the faults stop and the cluster must heal.
+offsets never go back); kraft's code logs no error. After the run the faults stop and the cluster
+must heal, and then every acks=all write a producer saw acknowledged is in every ISR member's log
+at its offset (unless its topic was deleted).
 
 Replay a seed with a trace: `python3 tests/unit/controlplane/simulation.py --seed 1234 --trace`.
 """
@@ -64,7 +72,10 @@ import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable
+
+import msgpack
+import msgspec
 
 if __package__ in (None, ""):  # run as a script: the repository root on the path
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
@@ -75,12 +86,11 @@ from kraft.broker.groups.membership import GroupConfig
 from kraft.broker.groups.shard import GroupShard
 from kraft.broker.metadata_publisher import BrokerMetadataPublisher
 from kraft.broker.metadata_view import MetadataCache
-from kraft.broker.replication.alter_partition import leader_and_isr
-from kraft.broker.replication.follower import PartitionFetchResponse
-from kraft.broker.replication.leader import IsrProposal
-from kraft.broker.replication.partition import (
-    Action, Partition, ReplicaState, SendAlterPartition, StartFetching, StopFetching, is_current_registration,
-)
+from kraft.broker.replica import Replica
+from kraft.broker.replica_manager import ReplicaManager, ReplicationSettings
+from kraft.broker.replication.alter_partition import ControllerAlterPartition
+from kraft.broker.replication.channel import ReplicationChannel
+from kraft.broker.replication.fetcher import FetcherSettings
 from kraft.controller import handlers
 from kraft.controller.errors import InvalidBatchError, MetadataStorageError, NotControllerError
 from kraft.controller.metadata_loader import MetadataLoader, SnapshotNeededError
@@ -90,15 +100,23 @@ from kraft.controller.raft_state import BatchOutcome, MetadataLogState, NoStateM
 from kraft.controller.service import ControllerService
 from kraft.coordinator.runtime import CoordinatorRuntime, RuntimeSettings
 from kraft.errors import KraftError
-from kraft.server.records import FetchPartitionResult, PartitionOffsets, ProduceEntry, ProducePartitionResult
+from kraft.server.records import ProduceEntry
+from kraft.api.messages.batch import ReplicationAnswer, ReplicationFetch
+from kraft.api.routes.batch import fetch_call, fetch_response
+from kraft.log.batch import build_batch
 from kraft.log.config import LogConfig
 from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta, apply_records
 from kraft.metadata.image import MetadataImage
+from kraft.metadata.partition_change import BrokerState as IsrMember
 from kraft.metadata.records import NO_LEADER, Endpoint
 from tests.unit.replication.memory_log import MemoryLog
 from tests.unit.sim_loop import Incarnation, SimWorld, as_process
 
 CLIENT = 0  # the clients' address on the simulated network
+SIM_DATA_DIR = Path("/nonexistent/kraft-controlplane-sim")  # never touched: logs are in memory
+NEVER_MS = 10**9  # retention and recovery-point checkpoints: none here (logs in memory)
+_encode = msgspec.msgpack.Encoder().encode
+_decode_fetch = msgspec.msgpack.Decoder(ReplicationFetch).decode
 GROUP = "sim-group"
 Reply = Callable[[str | None, dict[str, Any] | None], None]  # (error code, response)
 
@@ -123,13 +141,15 @@ class SimSettings:
     session_check_ms: int = 80
     metadata_interval_ms: int = 30
     controller_tail_records: int = 40  # the controller's loader tail: older offsets need a snapshot
-    fetch_interval_ms: int = 40
+    replica_fetch_wait_ms: int = 100  # replica.fetch.wait.max.ms
+    replica_fetch_backoff_ms: int = 40  # replica.fetch.backoff.ms
+    replica_fetch_timeout_ms: int = 100  # beyond the wait: a lost fetch costs less than the lag time
     replica_lag_time_max_ms: int = 300
     alter_partition_retry_ms: int = 250
     request_timeout_ms: int = 300
     admin_interval_ms: int = 150  # a client's create-topics / preferred election
     commit_interval_ms: int = 40  # a group's offset commits
-    coordinator_tick_ms: int = 10
+    produce_interval_ms: int = 50  # a producer's acks=all writes
     fault_interval_ms: int = 600
     restart_after_ms: tuple[int, int] = (50, 700)
     journal_failure_ms: tuple[int, int] = (50, 600)
@@ -234,138 +254,116 @@ class SimQuorum:
                 future.set_exception(NotControllerError("not committed: DISCARDED", self._redirect_id()))
 
 
-class SimReplicaManager:
-    """The replica manager's reaction to metadata (`ReplicaManager.apply_delta` / `_apply_role`),
-    for logs in memory: the real `Partition` core per replica, its actions performed by the
-    simulation (fetching, AlterPartition)."""
+class CheckedReplicaManager(ReplicaManager):
+    """The real `ReplicaManager` of a simulated broker, with two checks hooked in (nothing of its
+    own rules): before it applies a metadata delta, no registration's leader epoch goes back in
+    this process; after it applies a replica's role, no other broker ever led that partition at
+    the same leader epoch."""
 
     def __init__(self, sim: Simulation, node: Node) -> None:
+        s = sim.settings
+        settings = ReplicationSettings(
+            replica_lag_time_max_ms=s.replica_lag_time_max_ms,
+            alter_partition_retry_ms=s.alter_partition_retry_ms,
+            fetcher=FetcherSettings(max_wait_ms=s.replica_fetch_wait_ms, backoff_ms=s.replica_fetch_backoff_ms,
+                                    request_timeout_ms=s.replica_fetch_timeout_ms))
+        super().__init__(
+            node.id, SIM_DATA_DIR / f"node-{node.id}", sim.log_config,
+            retention_check_interval_ms=NEVER_MS, fetch_max_bytes=1 << 20, replication=settings,
+            alter_partition=ControllerAlterPartition(
+                SimControllerFront(sim, node), node.id, lambda: node.broker_epoch,
+                new_request_id=lambda: uuid.UUID(int=node.rng.getrandbits(128)).hex),
+            broker_epoch=lambda: node.broker_epoch, clock_ms=lambda: sim.now,
+            recovery_point_checkpoint_interval_ms=NEVER_MS, metadata_cache=node.cache,
+            open_log=lambda directory, config, topic_id: sim.open_log(node, directory, config, topic_id),
+            open_fetch_channel=lambda leader_id: SimFetchChannel(sim, node, leader_id))
         self.sim = sim
         self.node = node
 
     def apply_delta(self, changes: LocalReplicaChanges, image: MetadataImage) -> None:
-        node = self.node
-        for key in changes.deletes:
-            core = node.cores.pop(key, None)
-            node.logs.pop(key, None)
-            node.fetching.pop(key, None)
-            if core is not None:
-                core.stop()
         for key, reg in (*changes.leaders.items(), *changes.followers.items()):
-            state = ReplicaState(changes.topic_ids[key[0]], reg.leader, reg.leader_epoch,
-                                 reg.partition_epoch, reg.replicas, reg.isr, reg.removing_replicas)
-            log = node.logs.get(key)
-            if log is None or node.log_topic_ids.get(key) != state.topic_id:
-                log = node.logs[key] = MemoryLog(self.sim.log_config)
-                node.log_topic_ids[key] = state.topic_id
-                node.cores.pop(key, None)
-            core = node.cores.get(key)
-            if core is None:
-                core = node.cores[key] = Partition(
-                    node.id, key[0], key[1], log,
-                    replica_lag_time_max_ms=self.sim.settings.replica_lag_time_max_ms,
-                    alter_partition_retry_ms=self.sim.settings.alter_partition_retry_ms,
-                    is_unfenced=lambda r: node.cache.image.cluster.is_unfenced(r),
-                    registered_broker_epoch=lambda r: getattr(node.cache.image.cluster.broker(r),
-                                                              "broker_epoch", None),
-                )
-            may_lead = is_current_registration(image, node.id, node.broker_epoch)
-            self.sim.check_leader_epoch(node, (state.topic_id, key[1]), reg.leader_epoch)
-            self.sim.perform(node, key, core.apply_registration(state, self.sim.now, may_lead=may_lead))
-            self.sim.check_one_leader(node, (state.topic_id, key[1]), core)
+            self.sim.check_leader_epoch(self.node, (changes.topic_ids[key[0]], key[1]), reg.leader_epoch)
+        super().apply_delta(changes, image)
+
+    def _apply_role(self, replica: Replica) -> None:
+        super()._apply_role(replica)
+        if replica.core is not None and replica.core.is_leader:
+            self.sim.check_one_leader(self.node, (replica.state.topic_id, replica.partition),
+                                      replica.core.leader_epoch)
 
 
-class SimPartitionWriter:
-    """The coordinator runtime's `PartitionWriter` over this node's partitions in memory: an
-    acks=all append to the leader's log, answered once the high watermark passed it (False from
-    `produce_completed`: the leader epoch ended), and reads below the high watermark that wait
-    for it (the loader's long poll). Waits are settled by the node's `tick`."""
+class SimFetchChannel(ReplicationChannel):
+    """A follower's real `ReplicationChannel` to one leader (numbered fetches, the answer to the
+    fetch waited for taken and any other dropped, `interrupt`, the timeout), with the
+    simulation's network for its WebSocket: each fetch is a message (lost, delayed, duplicated
+    like any), answered at the leader by `Simulation.serve_replica_fetch`."""
+
+    def __init__(self, sim: Simulation, node: Node, leader_id: int) -> None:
+        super().__init__(node.id, leader_id, _no_sockets, _no_sockets)
+        self.sim = sim
+        self.node = node
+
+    async def _open(self, endpoint: tuple[str, int], timeout_s: float) -> Any:
+        return self  # nothing to connect: `send_bytes` is the simulation's network
+
+    async def send_bytes(self, data: bytes) -> None:
+        sim, follower, leader = self.sim, self.node.id, self.leader_id
+        sim.send(follower, leader, "fetch", lambda: sim.serve_replica_fetch(
+            sim.nodes[leader], follower, data, lambda answer: sim.send(
+                leader, follower, "fetch answer", lambda: self._received(msgpack.unpackb(answer, raw=False)))))
+
+
+def _no_sockets() -> Any:
+    raise AssertionError("the simulation opens no sockets")
+
+
+class SimControllerFront:
+    """The controller as `ControllerAlterPartition` reaches it (`ControllerFront`): the request
+    is a message to the controller this broker believes active, served by its real
+    `ControllerService`; a refusal raises its error, no answer within the request timeout
+    REQUEST_TIMED_OUT (the outcome unknown, as over HTTP)."""
 
     def __init__(self, sim: Simulation, node: Node) -> None:
         self.sim = sim
         self.node = node
-        self._waits: list[tuple[Callable[[], Any], int, asyncio.Future[Any]]] = []  # (check, deadline, future)
 
-    def _leader(self, topic: str, partition: int) -> tuple[Partition, MemoryLog] | None:
-        core = self.node.cores.get((topic, partition))
-        log = self.node.logs.get((topic, partition))
-        return None if core is None or log is None or not core.is_leader else (core, log)
+    async def alter_partition(self, broker_id: int, broker_epoch: int, topic: str, partition: int,
+                              leader_epoch: int, partition_epoch: int, new_isr: list[IsrMember], *,
+                              request_id: str | None = None) -> dict[str, Any]:
+        sim = self.sim
+        sim._count("alter_partition")
+        answer: asyncio.Future[tuple[str | None, Any]] = asyncio.get_running_loop().create_future()
 
-    async def _until(self, check: Callable[[], Any], timeout_ms: int) -> Any:
-        """`check()` once it is not None (None after the timeout)."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waits.append((check, self.sim.now + timeout_ms, future))
-        return await future
+        def answered(error: str | None, response: Any) -> None:
+            if not answer.done():
+                answer.set_result((error, response))
 
-    def tick(self) -> None:
-        waits, self._waits = self._waits, []
-        for check, deadline, future in waits:
-            outcome = None if future.done() else check()
-            if future.done():
-                continue
-            if outcome is not None or self.sim.now >= deadline:
-                future.set_result(outcome)
-            else:
-                self._waits.append((check, deadline, future))
-
-    async def produce(self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int, *,
-                      coordinator: bool = False) -> list[ProducePartitionResult]:
-        [entry] = entries
-        led = self._leader(entry.topic, entry.partition)
-        if led is None:
-            return [ProducePartitionResult(entry.topic, entry.partition, -1, -1, "NOT_LEADER_OR_FOLLOWER")]
-        core, log = led
-        leader_epoch = core.leader_epoch
+        sim._to_controller(self.node, f"alter partition {topic}-{partition}", lambda c, reply: sim._serve(
+            c, "alter_partition", lambda service: service.alter_partition(
+                broker_id, broker_epoch, topic, partition, leader_epoch, partition_epoch, new_isr,
+                request_id=request_id), reply), answered)
         try:
-            info = log.append_as_leader(entry.records, leader_epoch, self.sim.now)
-        except ValueError as e:
-            return [ProducePartitionResult(entry.topic, entry.partition, -1, -1, "CORRUPT_MESSAGE", str(e))]
-        self.sim.perform(self.node, (entry.topic, entry.partition), core.on_leader_append(self.sim.now))
-        completed = await self._until(lambda: core.produce_completed(leader_epoch, info.last_offset + 1),
-                                      timeout_ms)
-        error = {True: None, False: "NOT_LEADER_OR_FOLLOWER", None: "REQUEST_TIMED_OUT"}[completed]
-        return [ProducePartitionResult(entry.topic, entry.partition, info.first_offset if completed else -1,
-                                       log.log_start_offset, error)]
-
-    async def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
-                               coordinator_epoch: int, commit: bool, timeout_ms: int) -> int:
-        raise NotImplementedError("no transactions here")
-
-    async def offsets(self, topic: str, partition: int) -> PartitionOffsets:
-        led = self._leader(topic, partition)
-        if led is None:
-            raise KraftError("NOT_LEADER_OR_FOLLOWER", f"{topic}-{partition} is not led here")
-        log = led[1]
-        return PartitionOffsets(log.log_start_offset, log.high_watermark, log.log_end_offset)
-
-    async def read_committed(self, topic: str, partition: int, offset: int, max_bytes: int,
-                             max_wait_ms: int) -> FetchPartitionResult:
-        def read() -> FetchPartitionResult | None:
-            led = self._leader(topic, partition)
-            if led is None:
-                return FetchPartitionResult(topic, partition, -1, -1, -1, b"", error_code="NOT_LEADER_OR_FOLLOWER")
-            log = led[1]
-            if log.high_watermark <= offset:
-                return None
-            info = log.read(offset, max_bytes, max_offset=log.high_watermark)
-            return FetchPartitionResult(topic, partition, log.high_watermark, log.log_start_offset,
-                                        log.log_end_offset, info.records)
-        return await self._until(read, max_wait_ms) or FetchPartitionResult(
-            topic, partition, -1, -1, -1, b"", error_code="NOT_LEADER_OR_FOLLOWER")
+            async with asyncio.timeout(sim.settings.request_timeout_ms / 1000):
+                error, response = await answer
+        except TimeoutError:
+            raise KraftError("REQUEST_TIMED_OUT", "no answer from the controller") from None
+        if error is not None:
+            raise KraftError(error, f"AlterPartition of {topic}-{partition} refused")
+        return response
 
 
 class SimGroupCoordinator(CoordinatorRuntime[GroupShard]):
     """The real coordinator runtime of `__consumer_offsets` (elections and resignations from the
     real publisher, loads by the real loader into a real `GroupShard`, one write at a time per
-    partition, answered once committed) over `SimPartitionWriter`; a load is checked against the
-    offset commits acknowledged before."""
+    partition, answered once committed) over the broker's `ReplicaManager`; a load is checked
+    against the offset commits acknowledged before."""
 
     def __init__(self, sim: Simulation, node: Node) -> None:
         self.sim = sim
         self.node = node
-        self.partition_writer = SimPartitionWriter(sim, node)
         self._epochs: dict[int, int] = {}  # partition -> the leader epoch of its election
-        super().__init__(OFFSETS_TOPIC, self.partition_writer, self._new_shard, lambda: sim.now,
+        assert node.replicas is not None
+        super().__init__(OFFSETS_TOPIC, node.replicas, self._new_shard, lambda: sim.now,
                          RuntimeSettings(write_timeout_ms=sim.settings.request_timeout_ms))
 
     def on_election(self, partition: int, leader_epoch: int) -> None:
@@ -410,6 +408,19 @@ class CheckedShard(GroupShard):
         return super().on_loaded(now_ms)
 
 
+class KraftErrors(logging.Handler):
+    """An ERROR logged by kraft's code fails the run (`Simulation.run_until`)."""
+
+    def __init__(self, sim: Simulation) -> None:
+        super().__init__(logging.ERROR)
+        self.sim = sim
+
+    def emit(self, record: logging.LogRecord) -> None:
+        failure = "" if record.exc_info is None or record.exc_info[1] is None else (
+            f" ({type(record.exc_info[1]).__name__}: {record.exc_info[1]})")
+        self.sim.note_violation(f"kraft logged an error ({record.name}): {record.getMessage()}{failure}")
+
+
 class NoMetrics:
     def on_delta(self, delta: MetadataDelta) -> None:
         pass
@@ -424,9 +435,8 @@ class Node:
     term: int = 0
     voted_for: int | None = None
     log: list[Entry] = field(default_factory=list)
-    # partition logs, durable (no power loss here: kill -9 only)
-    logs: dict[tuple[str, int], MemoryLog] = field(default_factory=dict)
-    log_topic_ids: dict[tuple[str, int], str] = field(default_factory=dict)
+    # partition logs, durable (no power loss here: kill -9 only): directory name -> (topic id, log)
+    logs: dict[str, tuple[str, MemoryLog]] = field(default_factory=dict)
     journal_failed_until: int = 0
     paused_until: int = 0  # SIGSTOP until then
     # the process
@@ -458,8 +468,8 @@ class Node:
     broker_epoch: int = -1
     registering: bool = False
     controller_guess: int = 1
-    cores: dict[tuple[str, int], Partition] = field(default_factory=dict)
-    fetching: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)  # -> (leader, epoch)
+    replicas: CheckedReplicaManager | None = None
+    held_fetches: dict[int, asyncio.Task[None]] = field(default_factory=dict)  # follower -> its fetch held here
     leader_epochs: dict[tuple[str, int], int] = field(default_factory=dict)  # by topic id: this process applied
     groups: SimGroupCoordinator | None = None
     published: list[tuple[str, MetadataImage]] = field(default_factory=list)  # images to check
@@ -489,10 +499,14 @@ class Simulation(SimWorld):
         self.acked_commit = (-1, -1)
         self._next_commit = 0
         self._committing = False
+        # acks=all writes acknowledged to the producer: (topic id, topic, partition, offset, value)
+        self.acked_writes: list[tuple[str, str, int, int, bytes]] = []
+        self._produced = 0
         for node in self.nodes.values():
             self._boot(node)
         self._every(settings.admin_interval_ms, self._admin)
         self._every(settings.commit_interval_ms, self._commit_offset)
+        self._every(settings.produce_interval_ms, self._produce)
         self._every(settings.fault_interval_ms, self._inject_fault)
 
     # -- the network and the run -----------------------------------------------------------------
@@ -551,10 +565,12 @@ class Simulation(SimWorld):
         node.broker_loader = MetadataLoader(max_retained_records=0)
         node.broker_loader.on_image(lambda image: node.published.append(("broker", image)))
         node.cache = MetadataCache()
-        node.cores, node.fetching, node.leader_epochs = {}, {}, {}
+        node.held_fetches, node.leader_epochs = {}, {}
+        node.replicas = CheckedReplicaManager(self, node)
+        as_process(node.process, lambda: self.loop.call_soon(node.replicas.start))  # its ISR task
         node.groups = SimGroupCoordinator(self, node)
         node.broker_loader.install_publisher(BrokerMetadataPublisher(
-            node.id, node.cache, SimReplicaManager(self, node), {OFFSETS_TOPIC: node.groups}, NoMetrics()))
+            node.id, node.cache, node.replicas, {OFFSETS_TOPIC: node.groups}, NoMetrics()))
         node.state = BrokerStateMachine()
         node.state.start()
         node.broker_epoch, node.registering = -1, False
@@ -563,9 +579,6 @@ class Simulation(SimWorld):
         self._every(s.append_period_ms, lambda: self._raft_tick(node), node.process)
         self._every(s.heartbeat_interval_ms, lambda: self._broker_heartbeat(node), node.process)
         self._every(s.metadata_interval_ms, lambda: self._fetch_metadata(node), node.process)
-        self._every(s.fetch_interval_ms, lambda: self._fetch_partitions(node), node.process)
-        self._every(s.replica_lag_time_max_ms // 2, lambda: self._isr_check(node), node.process)
-        self._every(s.coordinator_tick_ms, node.groups.partition_writer.tick, node.process)
 
     def crash(self, node: Node) -> None:
         self._count("crash")
@@ -912,78 +925,40 @@ class Simulation(SimWorld):
 
         self._to_controller(node, "metadata fetch", serve, answered)
 
-    def perform(self, node: Node, key: tuple[str, int], actions: list[Action] | tuple[Action, ...]) -> None:
-        for action in actions:
-            if isinstance(action, StartFetching):
-                node.fetching[key] = (action.leader_id, action.leader_epoch)
-            elif isinstance(action, StopFetching):
-                node.fetching.pop(key, None)
-            elif isinstance(action, SendAlterPartition):
-                self._alter_partition(node, key, action.proposal)
+    def open_log(self, node: Node, directory: Path, config: LogConfig, topic_id: str) -> Any:
+        """The broker's `LogFactory`: the partition's log, which outlives the broker's crashes;
+        one of an earlier topic of the same name is replaced by an empty log (kraft sets it aside
+        as a stray)."""
+        held = node.logs.get(directory.name)
+        if held is None or held[0] != topic_id:
+            held = node.logs[directory.name] = (topic_id, MemoryLog(config))
+        held[1].config = config
+        return held[1]
 
-    def _alter_partition(self, node: Node, key: tuple[str, int], proposal: IsrProposal) -> None:
-        epoch, incarnation = node.broker_epoch, node.incarnation
-        self._count("alter_partition")
+    def serve_replica_fetch(self, leader: Node, replica_id: int, raw: bytes, reply: Callable[[bytes], None]) -> None:
+        """The leader's end of a replication channel (api/routes/replication_channel.py): a new
+        fetch supersedes the one held for that follower; each is answered by the broker's real
+        `ReplicaManager.replica_fetch` (the long poll), in the wire's shapes."""
+        held = leader.held_fetches.pop(replica_id, None)
+        if held is not None:
+            held.cancel()
+        message = _decode_fetch(raw)
+        assert leader.replicas is not None
+        replicas = leader.replicas
 
-        def answered(error: str | None, response: dict[str, Any] | None) -> None:
-            core = node.cores.get(key)
-            if core is not None and self._alive(node, incarnation):
-                committed = leader_and_isr(response) if error is None and response is not None else None
-                self.perform(node, key, core.on_alter_partition_response(proposal, error, committed))
+        async def serve() -> None:
+            call = fetch_call(message.fetch)
+            try:
+                results = await replicas.replica_fetch(call.replica_id, call.replica_epoch, call.entries,
+                                                       call.max_wait_ms, call.min_bytes, call.max_bytes)
+            except KraftError as e:
+                reply(_encode(ReplicationAnswer(id=message.id, error_code=e.error_code, message=e.message)))
+                return
+            except Exception as e:  # not an answer: kraft's code failed
+                self._fail(f"broker {leader.id}: a replica fetch raised {type(e).__name__}: {e}")
+            reply(_encode(ReplicationAnswer(id=message.id, fetch=fetch_response(call, results, 0))))
 
-        self._to_controller(node, f"alter partition {key}", lambda c, reply: self._serve(
-            c, "alter_partition", lambda service: service.alter_partition(
-                node.id, epoch, key[0], key[1], proposal.leader_epoch, proposal.partition_epoch,
-                list(proposal.new_isr_with_epochs)), reply), answered)
-
-    def _fetch_partitions(self, node: Node) -> None:
-        """The follower fetchers."""
-        for key, (leader, leader_epoch) in sorted(node.fetching.items()):
-            core = node.cores.get(key)
-            if core is not None and core.is_following(leader_epoch):
-                self._fetch(node, key, leader, leader_epoch, core)
-
-    def _fetch(self, node: Node, key: tuple[str, int], leader: int, leader_epoch: int, core: Partition) -> None:
-        offset, last_epoch, _ = core.fetch_position()
-        replica_epoch, incarnation = node.broker_epoch, node.incarnation
-
-        def answered(response: PartitionFetchResponse) -> None:
-            core = node.cores.get(key)
-            # an answer to a fetch from another position (a copy, or an earlier one) is dropped,
-            # as the fetcher drops answers to requests it no longer waits for
-            if (self._alive(node, incarnation) and core is not None and core.is_following(leader_epoch)
-                    and core.fetch_position()[0] == offset):
-                core.on_fetch_response(response, self.now)
-
-        def serve() -> None:
-            response = self._serve_fetch(self.nodes[leader], node.id, key, replica_epoch, leader_epoch, offset,
-                                         last_epoch)
-            if response is not None:
-                self.send(leader, node.id, f"fetch answer {key}", lambda: answered(response))
-
-        self.send(node.id, leader, f"fetch {key} {offset}@{last_epoch}", serve)
-
-    def _serve_fetch(self, leader: Node, replica_id: int, key: tuple[str, int], replica_epoch: int,
-                     leader_epoch: int, offset: int, last_epoch: int) -> PartitionFetchResponse | None:
-        registration = leader.cache.image.cluster.broker(replica_id)
-        core = leader.cores.get(key)
-        if (core is None or not core.is_leader or core.check_leader_epoch(leader_epoch) is not None
-                or registration is None or registration.broker_epoch != replica_epoch):
-            return None  # the follower backs off and retries (the error's content does not matter here)
-        decision = core.on_fetch_request(replica_id, offset, last_epoch, self.now, replica_epoch=replica_epoch)
-        if decision.error is not None:
-            return None
-        plog = leader.logs[key]
-        if decision.diverging is not None:
-            return PartitionFetchResponse(plog.high_watermark, plog.log_start_offset, plog.log_end_offset, b"",
-                                          decision.diverging)
-        self.perform(leader, key, decision.actions)
-        return PartitionFetchResponse(plog.high_watermark, plog.log_start_offset, plog.log_end_offset,
-                                      plog.read(offset, 1 << 20).records)
-
-    def _isr_check(self, node: Node) -> None:
-        for key, core in sorted(node.cores.items()):
-            self.perform(node, key, core.maybe_shrink_isr(self.now))
+        leader.held_fetches[replica_id] = self.loop.create_task(serve())
 
     def check_leader_epoch(self, node: Node, key: tuple[str, int], epoch: int) -> None:
         """Before a broker process applies a partition's registration (`key`: topic id, partition)."""
@@ -992,13 +967,12 @@ class Simulation(SimWorld):
             self._fail(f"broker {node.id}: {key} leader epoch went back from {previous} to {epoch}")
         node.leader_epochs[key] = epoch
 
-    def check_one_leader(self, node: Node, key: tuple[str, int], core: Partition) -> None:
-        """After a core applied a registration: one leader per leader epoch, ever (cores become
-        leaders only there)."""
-        if core.is_leader:
-            owner = self.leader_of_epoch.setdefault((*key, core.leader_epoch), node.id)
-            if owner != node.id:
-                self._fail(f"{key} led by {owner} and {node.id} at leader epoch {core.leader_epoch}")
+    def check_one_leader(self, node: Node, key: tuple[str, int], leader_epoch: int) -> None:
+        """After a broker became a partition's leader (`key`: topic id, partition): one leader
+        per leader epoch, ever (a replica becomes leader only when its role is applied)."""
+        owner = self.leader_of_epoch.setdefault((*key, leader_epoch), node.id)
+        if owner != node.id:
+            self._fail(f"{key} led by {owner} and {node.id} at leader epoch {leader_epoch}")
 
     # -- the admin client -------------------------------------------------------------------------
 
@@ -1076,6 +1050,58 @@ class Simulation(SimWorld):
     def _give_up_commit(self, offset: int) -> None:
         if self._next_commit == offset:
             self._committing = False
+
+    def _produce(self) -> None:
+        """A producer writes one batch with acks=all to a partition of a topic it finds in a
+        broker's metadata, at the leader named there; what is acknowledged is remembered for the
+        check after the heal (`check_acknowledged_writes`)."""
+        if not self.faults:
+            return
+        image = self.nodes[self.rng.choice(self.ids)].cache.image
+        names = sorted(name for name in image.topics.by_name if name != OFFSETS_TOPIC)
+        if not names:
+            return
+        name = self.rng.choice(names)
+        partitions = image.topics.by_name[name].partitions
+        index = self.rng.choice(sorted(partitions))
+        target = self.nodes.get(partitions[index].leader)
+        if target is None:
+            return
+        self._produced += 1
+        value = f"{self.seed}:{self._produced}".encode()
+        batch = build_batch([(None, value, [], 1_700_000_000_000 + self.now)])
+
+        async def produce() -> None:
+            assert target.replicas is not None
+            replica = target.replicas.replica(name, index)  # the topic id of what it appends to
+            [result] = await target.replicas.produce([ProduceEntry(name, index, batch)], -1,
+                                                     self.settings.request_timeout_ms)
+            acked = None if result.error_code is not None or replica is None else (
+                replica.state.topic_id, name, index, result.base_offset, value)
+            self.send(target.id, CLIENT, f"produce answer {result.error_code}", lambda: self._acknowledged(acked))
+
+        self.send(CLIENT, target.id, f"produce {name}-{index}", lambda: self.loop.create_task(produce()))
+
+    def _acknowledged(self, write: tuple[str, str, int, int, bytes] | None) -> None:
+        if write is not None:
+            self._count("acked_produce")
+            self.acked_writes.append(write)
+
+    def check_acknowledged_writes(self) -> None:
+        """Once healed (every partition's ISR full): each acks=all write the producer saw
+        acknowledged is in every ISR member's log, at its offset, unless its topic was deleted."""
+        image = self._last_image
+        for topic_id, name, index, offset, value in self.acked_writes:
+            topic = image.topic_by_name(name)
+            if topic is None or topic.topic_id != topic_id:
+                continue
+            for broker in topic.partitions[index].isr:
+                held = self.nodes[broker].logs.get(f"{name}-{index}")
+                record = held[1].records().get(offset) if held is not None and held[0] == topic_id else None
+                if record is None or record[1] != value:
+                    self._fail(f"{name}-{index} offset {offset}: acknowledged {value!r} (acks=all), broker "
+                               f"{broker} of the ISR {list(topic.partitions[index].isr)} holds "
+                               f"{None if record is None else record[1]!r}")
 
     def check_loaded_offsets(self, node: Node, partition: int, leader_epoch: int, shard: GroupShard) -> None:
         """A coordinator that loaded the group as the partition's leader in the committed metadata
@@ -1173,8 +1199,26 @@ class Simulation(SimWorld):
     def _fail(self, message: str) -> None:
         # kept too: a check that runs inside a metadata publisher raises into the loader, which
         # logs a failing publisher and goes on; the step's end raises it again
-        self._violation = self._violation or f"seed {self.seed}, t={self.now}ms, step {self.steps}: {message}"
+        self.note_violation(message)
         raise InvariantViolation(self._violation)
+
+    def note_violation(self, message: str) -> None:
+        """The run fails at the end of this step (the first violation is the one reported)."""
+        self._violation = self._violation or f"seed {self.seed}, t={self.now}ms, step {self.steps}: {message}"
+
+    def run_until(self, end_ms: int) -> None:
+        """Runs with an error logged by kraft's code as a violation: kraft logs the exceptions
+        its background work swallows (a replica manager's task, an ISR check) at ERROR."""
+        kraft_log = logging.getLogger("kraft")
+        errors, level = KraftErrors(self), kraft_log.level
+        kraft_log.addHandler(errors)
+        if kraft_log.getEffectiveLevel() > logging.ERROR:
+            kraft_log.setLevel(logging.ERROR)
+        try:
+            super().run_until(end_ms)
+        finally:
+            kraft_log.removeHandler(errors)
+            kraft_log.setLevel(level)
 
     # -- the end ----------------------------------------------------------------------------------
 
@@ -1191,6 +1235,7 @@ class Simulation(SimWorld):
         while self.now < end:
             self.run_until(self.now + 250)
             if self._healed():
+                self.check_acknowledged_writes()
                 return
         raise InvariantViolation(f"seed {self.seed}: the cluster did not heal: " + self.describe())
 

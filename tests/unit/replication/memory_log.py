@@ -43,6 +43,8 @@ class StoredBatch:
 
 
 class MemoryLog:
+    on_disk = False  # the replica manager's retention and checkpoint passes skip it
+
     def __init__(self, config: LogConfig) -> None:
         self.config = config
         self.leader_epoch_cache = LeaderEpochFileCache(None)
@@ -62,6 +64,9 @@ class MemoryLog:
 
     def take_read_quarantine(self) -> bool:
         return False  # the simulation's log is never corrupt
+
+    def close(self) -> None:
+        pass
 
     # -- offsets ----------------------------------------------------------------------------------
 
@@ -94,13 +99,14 @@ class MemoryLog:
 
     # -- append -----------------------------------------------------------------------------------
 
-    def append_as_leader(self, batches: bytes, leader_epoch: int, now_ms: int) -> LogAppendInfo:
+    def append_as_leader(self, batches: bytes, leader_epoch: int, now_ms: int, *,
+                         coordinator: bool = False) -> LogAppendInfo:
         validator = LogValidator(self.config)
         validated = validator.validate_for_leader(batches, now_ms)
         latest = self.leader_epoch_cache.latest_epoch
         if latest is not None and leader_epoch < latest:
             raise ValueError(f"leader epoch {leader_epoch} is below the latest epoch {latest}")
-        verdicts = self._producer_state.check_batches([h for _, h in validated.batches])
+        verdicts = self._producer_state.check_batches([h for _, h in validated.batches], coordinator=coordinator)
         assert not any(isinstance(v, Duplicate) for v in verdicts), "the simulation never retries a batch"
         validated = validator.assign_offsets(validated, self._log_end_offset, leader_epoch, now_ms)
         if latest != leader_epoch:
