@@ -314,6 +314,7 @@ def validate_for_append(
     *,
     timestamp_before_max_ms: int = TIMESTAMP_BEFORE_MAX_MS,
     timestamp_after_max_ms: int = TIMESTAMP_AFTER_MAX_MS,
+    framed: BatchHeader | None = None,
 ) -> bytes | bytearray | memoryview:
     """Checks one producer v2 batch as Kafka's LogValidator does and returns what to store: the
     batch itself when nothing needs changing (the usual case), else a copy with the header's max
@@ -324,8 +325,9 @@ def validate_for_append(
     Raises CorruptRecordError (framing, CRC, malformed records), RecordTooLargeError
     (max.message.bytes), InvalidRecordError (counts, offsets, codec, control batches, sequence,
     keyless records on compacted topics), InvalidTimestampError (CreateTime outside
-    message.timestamp.before/after.max.ms)."""
-    header = validate_framing(batch)
+    message.timestamp.before/after.max.ms). `framed`: the batch's header when the caller has
+    checked its framing and CRC already (LogValidator does, for both formats)."""
+    header = validate_framing(batch) if framed is None else framed
     if header.size_in_bytes != len(batch):
         raise CorruptRecordError(f"{len(batch) - header.size_in_bytes} bytes after the batch")
     _check_size(header, config)
