@@ -200,8 +200,9 @@ class KafkaChannel(asyncio.Protocol):
         self._flush()
 
     def _flush(self) -> None:
-        """Writes the answers at the head that are ready, in request order; a mute holds the
-        rest back too."""
+        """Writes the answers at the head that are ready, in request order, in one write (a
+        client that pipelines is woken once, not once an answer); a mute holds the rest back too."""
+        ready: list[bytes] = []
         while self._answers and self._answers[0].done() and not self._muted():
             head = self._answers.popleft()
             if self.closed:
@@ -210,16 +211,25 @@ class KafkaChannel(asyncio.Protocol):
                 error = head.exception() if not head.cancelled() else "cancelled"
                 log.error("Kafka request from %s failed: %r; closing the connection", self.client_host, error,
                           exc_info=None if head.cancelled() else head.exception())
+                self._write(ready)
                 self._close()
                 continue
             result = head.result()
-            assert self.transport is not None
-            self.transport.write(result.data)
+            ready.append(result.data)
             if result.close:
+                self._write(ready)
                 self._close(after_answer=True)
             elif result.throttle_ms > 0:
                 self._mute(result.throttle_ms)
+        self._write(ready)
         self._pump()
+
+    def _write(self, ready: list[bytes]) -> None:
+        """The answers in `ready`, in order, as one write; then `ready` is empty."""
+        if ready:
+            assert self.transport is not None
+            self.transport.write(ready[0] if len(ready) == 1 else b"".join(ready))
+            ready.clear()
 
     def _mute(self, throttle_ms: int) -> None:
         """KIP-219: the throttled answer is sent at once, then nothing more is read, started or

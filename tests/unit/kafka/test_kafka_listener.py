@@ -236,6 +236,40 @@ async def test_pipelined_requests_are_answered_in_request_order() -> None:
         assert [(c, r.cluster_id) for c, r in answers] == [(i, str(i)) for i in range(5)]
 
 
+async def test_answers_ready_together_go_out_in_one_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipelining client (librdkafka keeps 5 produce requests in flight) is woken once for the
+    answers that are ready together, not once an answer."""
+    server_writes: list[bytes] = []
+    from asyncio import selector_events
+
+    write = selector_events._SelectorSocketTransport.write
+
+    def counted(self: Any, data: Any) -> None:
+        if not isinstance(self.get_protocol(), asyncio.StreamReaderProtocol):  # the node's side
+            server_writes.append(bytes(data))
+        write(self, data)
+
+    monkeypatch.setattr(selector_events._SelectorSocketTransport, "write", counted)
+    gates = {i: asyncio.Event() for i in range(5)}
+
+    async def by_correlation(context: RequestContext, request: Any) -> Any:
+        await gates[context.correlation_id].wait()
+        return _metadata_response(cluster_id=str(context.correlation_id))
+
+    async with serving(by_correlation) as server:
+        reader, writer = await server.connect()
+        writer.write(b"".join(metadata_request(i) for i in range(5)))
+        await wait_until(lambda: len(server.contexts) == 5, what="all five handled at once")
+        for i in reversed(range(1, 5)):  # the head's answer last: then all five are ready
+            gates[i].set()
+            await asyncio.sleep(0)
+        gates[0].set()
+        answers = [read_response(await read_frame(reader), METADATA, 12) for _ in range(5)]
+        assert [c for c, _ in answers] == list(range(5))
+        assert len(server_writes) == 1
+        writer.close()
+
+
 async def test_queued_max_requests_bounds_what_one_connection_has_in_flight() -> None:
     release = asyncio.Event()
     async with serving(_held_until(release), limits=KafkaLimits(max_queued_requests=3)) as server:
