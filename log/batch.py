@@ -341,12 +341,14 @@ def stamp(buf: bytearray | memoryview, pos: int, base_offset: int, leader_epoch:
 
 
 def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, timestamp: int) -> None:
-    """Marks the batch at `pos` LogAppendTime with `timestamp` and recomputes its CRC, as Kafka's
-    broker does for topics with message.timestamp.type=LogAppendTime."""
-    attributes, last_offset_delta, _, _ = _TIMESTAMPS.unpack_from(buf, pos + ATTRIBUTES_POS)
+    """Marks the batch at `pos` LogAppendTime with `timestamp` as its max timestamp and recomputes
+    its CRC, as Kafka's broker does for topics with message.timestamp.type=LogAppendTime
+    (DefaultRecordBatch.setMaxTimestamp: the base timestamp stays the producer's; readers take
+    the max timestamp as every record's)."""
+    attributes, last_offset_delta, base_timestamp, _ = _TIMESTAMPS.unpack_from(buf, pos + ATTRIBUTES_POS)
     _TIMESTAMPS.pack_into(
         buf, pos + ATTRIBUTES_POS, attributes | TIMESTAMP_TYPE_FLAG, last_offset_delta,
-        timestamp, timestamp,
+        base_timestamp, timestamp,
     )
     _CRC.pack_into(buf, pos + _CRC_POS, compute_crc(buf, pos, size))
 

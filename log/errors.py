@@ -46,7 +46,17 @@ class KafkaStorageError(LogError):
     error_code = "KAFKA_STORAGE_ERROR"
 
 
-class OutOfOrderSequenceError(LogError):
+class SequenceError(LogError):
+    """An idempotent batch refused by its producer's sequence state. `ahead`: the batch starts past
+    the sequence the partition expects next, so its predecessor may still be on its way (sent
+    on another connection): the leader may wait for it before refusing (docs/idempotence.md)."""
+
+    def __init__(self, message: str, *, ahead: bool = False) -> None:
+        super().__init__(message)
+        self.ahead = ahead
+
+
+class OutOfOrderSequenceError(SequenceError):
     """An idempotent producer's batch does not continue its sequence (a batch was lost)."""
 
     error_code = "OUT_OF_ORDER_SEQUENCE_NUMBER"
@@ -58,7 +68,7 @@ class InvalidProducerEpochError(LogError):
     error_code = "INVALID_PRODUCER_EPOCH"
 
 
-class UnknownProducerIdError(LogError):
+class UnknownProducerIdError(SequenceError):
     """A producer the partition has no state for sent a batch not starting at sequence 0."""
 
     error_code = "UNKNOWN_PRODUCER_ID"

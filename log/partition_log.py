@@ -60,6 +60,7 @@ class LogAppendInfo:
     record_count: int
     valid_bytes: int
     duplicate: bool = False  # every batch was a retry of an appended one: nothing was written
+    log_append_time: int = -1  # a LogAppendTime topic's time stamped on the batches (-1: CreateTime)
 
 
 @dataclass(frozen=True)
@@ -251,6 +252,8 @@ class PartitionLog:
                 if latest != leader_epoch:
                     self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
                 info = self._append(validated, now_ms)
+                if self._config.log_append_time:  # what assign_offsets stamped (Kafka's ProduceResponse field)
+                    info = replace(info, log_append_time=now_ms)
                 if all(fresh):
                     return info
             else:

@@ -218,7 +218,7 @@ class ProducerStateManager:
                     raise InvalidProducerEpochError(
                         f"producer {pid} epoch {header.producer_epoch} is fenced: the current epoch is {state[0]}")
             else:
-                _check_sequence(header, None if state is None else state[:2])
+                _check_sequence(header, None if state is None else state[:2], first=pid not in pending)
             if header.is_transactional and not (open_txn and state[0] == header.producer_epoch) \
                     and self._verified.get(pid) != header.producer_epoch:
                 raise TxnNotVerifiedError(
@@ -408,13 +408,15 @@ class ProducerStateManager:
         return manager
 
 
-def _check_sequence(header: BatchHeader, current: tuple[int, int] | None) -> None:
+def _check_sequence(header: BatchHeader, current: tuple[int, int] | None, first: bool) -> None:
+    """`first`: the request's first batch of this producer; a refusal says whether it is `ahead`
+    of the expected sequence (its predecessor could still come, in another request)."""
     pid, epoch, sequence = header.producer_id, header.producer_epoch, header.base_sequence
     if current is None:
         if sequence != 0:
             raise UnknownProducerIdError(
                 f"producer {pid} is unknown to this partition (expired or never seen) and its "
-                f"batch starts at sequence {sequence}, not 0"
+                f"batch starts at sequence {sequence}, not 0", ahead=first,
             )
         return
     current_epoch, current_last = current
@@ -425,11 +427,13 @@ def _check_sequence(header: BatchHeader, current: tuple[int, int] | None) -> Non
     if epoch > current_epoch:
         if sequence != 0:
             raise OutOfOrderSequenceError(
-                f"producer {pid} new epoch {epoch} must start at sequence 0, not {sequence}"
+                f"producer {pid} new epoch {epoch} must start at sequence 0, not {sequence}", ahead=first,
             )
         return
-    if sequence != increment_sequence(current_last, 1):
+    expected = increment_sequence(current_last, 1)
+    if sequence != expected:
+        gap = (sequence - expected) % (INT32_MAX + 1)  # sequences wrap: ahead is the nearer half
         raise OutOfOrderSequenceError(
             f"producer {pid} epoch {epoch}: sequence {sequence} does not follow "
-            f"{current_last} (expected {increment_sequence(current_last, 1)})"
+            f"{current_last} (expected {expected})", ahead=first and gap < (INT32_MAX + 1) // 2,
         )

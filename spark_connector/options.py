@@ -37,8 +37,7 @@ SOURCE_OPTIONS = (
 )
 SINK_OPTIONS = (
     BOOTSTRAP, "topic", "includeHeaders", "exactlyOnce", "kraft.transactional.id.prefix", "kraft.transaction.timeout.ms",
-    "kraft.acks", "kraft.compression.type", "kraft.batch.size", "kraft.request.timeout.ms",
-    "kraft.test.commit.gate", *SECURITY_OPTIONS,
+    "kraft.acks", "kraft.compression.type", "kraft.batch.size", "kraft.request.timeout.ms", *SECURITY_OPTIONS,
 )
 
 
@@ -258,7 +257,6 @@ class SinkOptions:
     security: ClientSecurity = PLAINTEXT
     transactional_id_prefix: str | None = None  # the transactional sink (spark_connector/transactional.py)
     transaction_timeout_ms: int = 60_000
-    commit_gate: str | None = None  # a test hook: holds the driver's EndTxns (transactional.py)
 
 
 def parse_sink_options(options: Mapping[str, str], streaming: bool) -> SinkOptions:
@@ -299,5 +297,4 @@ def parse_sink_options(options: Mapping[str, str], streaming: bool) -> SinkOptio
         security=parse_security(opts),
         transactional_id_prefix=prefix,
         transaction_timeout_ms=_int(opts, "kraft.transaction.timeout.ms", 60_000),  # type: ignore[arg-type]
-        commit_gate=opts.get("kraft.test.commit.gate"),
     )

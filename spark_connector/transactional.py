@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 
 # the epoch was fenced before the driver's EndTxn: a newer attempt's init, or the timeout's abort
 FENCED = frozenset({"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
+# the test harness's hook (tests/spark/conftest.py sets it before Spark starts, so the driver's
+# Python workers inherit it): not a sink option, so no query's configuration can turn it on
+COMMIT_GATES_ENV = "KRAFT_SPARK_TEST_COMMIT_GATES"
 _GATE_POLL_S = 0.05
 
 
@@ -148,7 +151,7 @@ def end_transactions(options: SinkOptions, prepared: Sequence[PreparedTransactio
     admin = _admin(options)
     try:
         for index, txn in enumerate(prepared):
-            _wait_at_gate(options.commit_gate, batch_id, index, options.transaction_timeout_ms)
+            _wait_at_gate(options.transactional_id_prefix, batch_id, index, options.transaction_timeout_ms)
             try:
                 admin.end_transaction(txn, commit)
             except KraftError as e:
@@ -166,12 +169,16 @@ def end_transactions(options: SinkOptions, prepared: Sequence[PreparedTransactio
     log.info("micro-batch %d: %s %d transactions", batch_id, "committed" if commit else "aborted", len(prepared))
 
 
-def _wait_at_gate(gate: str | None, batch_id: int, index: int, timeout_ms: int) -> None:
-    """Test hook (`kraft.test.commit.gate`, a directory): before EndTxn `index` of a micro-batch
-    the driver writes its pid to `reached-{batch_id}-{index}` and waits while the file `allow`
-    holds a number <= index (at most `timeout_ms`: by then the broker aborted the transactions)."""
-    if gate is None:
+def _wait_at_gate(prefix: str | None, batch_id: int, index: int, timeout_ms: int) -> None:
+    """Test hook: with the environment variable COMMIT_GATES_ENV naming a directory that holds a
+    directory named after the sink's transactional id prefix, before EndTxn `index` of a
+    micro-batch the driver writes its pid to `reached-{batch_id}-{index}` there and waits while
+    the file `allow` holds a number <= index (at most `timeout_ms`: by then the broker aborted
+    the transactions)."""
+    root = os.environ.get(COMMIT_GATES_ENV)
+    if root is None or prefix is None or not Path(root, prefix).is_dir():
         return
+    gate = Path(root, prefix)
     Path(gate, f"reached-{batch_id}-{index}").write_text(str(os.getpid()))
     allow = Path(gate, "allow")
     deadline = time.monotonic() + timeout_ms / 1000

@@ -125,7 +125,7 @@ class CaptureBroker:
                         continue
                     response = self._answer(event.request)
                     if response is not None:
-                        writer.write(connection.send(event.request, response))
+                        writer.writelines(connection.send(event.request, response))
                 await writer.drain()
         except (KafkaProtocolError, ConnectionError):
             pass

@@ -633,8 +633,10 @@ class Consumer:
                 self._warn_retry(KraftError(code, f"{tp.topic}-{tp.partition}: {p.get('message') or 'fetch failed'}"))
                 self._metadata.request_update()
                 continue
-            if code:
-                raise KraftError(code, p.get("message") or f"fetch of {tp.topic}-{tp.partition} failed")
+            if code:  # the application decides (a CORRUPT_MESSAGE: seek past it), as Kafka's consumer raises
+                raise KraftError(code, f"fetch of {tp.topic}-{tp.partition} at offset {fetch_offset} failed: "
+                                       f"{p.get('message') or code}", topic=tp.topic, partition=tp.partition,
+                                 offset=fetch_offset)
             if p.get("high_watermark") is not None:
                 self.high_watermarks[tp] = int(p["high_watermark"])
             try:
@@ -643,7 +645,9 @@ class Consumer:
                     tp, p.get("records") or b"", fetch_offset,
                     None if aborted is None else [(a["producer_id"], a["first_offset"]) for a in aborted])
             except Exception as e:  # CorruptRecordError and friends carry a Kafka name
-                raise KraftError(getattr(e, "error_code", "CORRUPT_MESSAGE"), f"{tp.topic}-{tp.partition}: {e}") from e
+                raise KraftError(getattr(e, "error_code", "CORRUPT_MESSAGE"),
+                                 f"{tp.topic}-{tp.partition} at offset {fetch_offset}: {e}", topic=tp.topic,
+                                 partition=tp.partition, offset=fetch_offset) from e
             if self._key_deserializer is not None or self._value_deserializer is not None:
                 records = [self._deserialized(r) for r in records]
             if records or next_offset != fetch_offset:

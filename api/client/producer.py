@@ -157,12 +157,15 @@ class Producer:
         self._space = threading.Condition(self._lock)
         self._sticky = StickyPartitioner()
         self._sticky_tps: dict[str, TopicPartition] = {}  # the sticky partition per topic (lock held)
-        self._wake = False  # a new batch opened: wake the sender once the lock is released
+        self._wake = False  # a new batch opened: yield to the sender once the lock is released
+        self._wake_sender = False  # ... and its leader has a request to spare: wake the sender too
         self._topics: dict[str, tuple[ClusterSnapshot, int, list[TopicPartition]]] = {}
         self._max_record_size = min(max_request_size, buffer_memory)
         self._buffer_memory = buffer_memory
         self._max_block_s = max_block_ms / 1000
         self._closed = False
+        # `send` may take its fast path: nothing to serialize, no transaction to check
+        self._plain = key_serializer is None and value_serializer is None and self._txn is None
         self._sender = Sender(
             self._acc, self._lock, self._space, self._metadata, self._transport,
             SenderConfig(
@@ -268,6 +271,11 @@ class Producer:
         """Queues a record (kafka-python's argument order); the future resolves to RecordMetadata
         or raises KraftError. A topic unknown to the client is looked up first (and created by
         the broker when it allows), for up to max_block_ms."""
+        if (value.__class__ is bytes and key is None and headers is None and partition is None
+                and timestamp_ms is None and self._plain):
+            future = self._try_send_plain(topic, value)
+            if future is not None:
+                return future
         if self._txn is not None:
             self._txn.check_sendable()
         key, value, hdrs, size, timestamp_ms = self._prepare(topic, value, key, headers, timestamp_ms)
@@ -278,9 +286,28 @@ class Producer:
             future = self._append(topic, state, partition, key, value, hdrs, timestamp_ms, size)
             if not self._wake:
                 return future
-            self._wake = False
-        self._woken()
+            wake_sender, self._wake, self._wake_sender = self._wake_sender, False, False
+        self._woken(wake_sender)
         return future
+
+    def _try_send_plain(self, topic: str, value: bytes) -> RecordFuture | None:
+        """The commonest send, a keyless bytes value into the open batch of its topic's sticky
+        partition, with the same checks as `send`'s but no call per step (an eighth of `send`'s
+        CPU at 100 B); None when anything else is needed (a new batch, a
+        metadata change, a full buffer, an error to raise): `send` takes over then."""
+        size = len(value) + RECORD_OVERHEAD
+        if size > self._max_record_size or self._closed:
+            return None
+        state = self._topics.get(topic)
+        if state is None or state[0] is not self._metadata.snapshot:
+            return None
+        timestamp_ms = time.time_ns() // 1_000_000
+        with self._lock:
+            acc = self._acc
+            tp = self._sticky_tps.get(topic)
+            if tp is None or acc.buffered_bytes + size > self._buffer_memory:
+                return None
+            return acc.try_append(tp, None, value, (), timestamp_ms, size)
 
     def send_many(
         self,
@@ -307,9 +334,9 @@ class Producer:
             append = self._append
             futures = [append(topic, state, partition, key, value, hdrs, ts, size)
                        for key, value, hdrs, size, ts in prepared]
-            woke, self._wake = self._wake, False
+            woke, wake_sender, self._wake, self._wake_sender = self._wake, self._wake_sender, False, False
         if woke:
-            self._woken()
+            self._woken(wake_sender)
         return futures
 
     def _prepare(self, topic: str, value: Any, key: Any, headers: HeadersIn,
@@ -345,7 +372,7 @@ class Producer:
     ) -> RecordFuture:
         """Appends one prepared record to its partition's batch (lock held); sets `_wake` when a
         new batch opened."""
-        _, count, tps = state
+        snapshot, count, tps = state
         if partition is not None:
             if partition.__class__ is not int or not 0 <= partition < count:
                 raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"partition {partition!r} of {topic!r} does not exist ({count} partitions)")
@@ -361,24 +388,35 @@ class Producer:
             tp = self._sticky_tps.get(topic)
             future = None if tp is None else acc.try_append(tp, key, value, hdrs, timestamp_ms, size)
             if future is None:
-                future = self._append_sticky(topic, count, tps, key, value, hdrs, timestamp_ms, size)
+                future = self._append_sticky(snapshot, topic, count, tps, key, value, hdrs, timestamp_ms, size)
             return future
         future = acc.try_append(tp, key, value, hdrs, timestamp_ms, size)
         if future is None:
             future = acc.append_new_batch(tp, key, value, hdrs, timestamp_ms, size, now_ms())
-            self._wake = True
+            self._opened(snapshot, tp)
         return future
 
-    def _woken(self) -> None:
-        self._sender.wakeup()
+    def _opened(self, snapshot: ClusterSnapshot, tp: TopicPartition) -> None:
+        """A new batch of `tp` opened (lock held). The sender is woken for it only when its
+        leader has a request to spare: with every request in flight, the I/O worker that gets
+        an answer drains the leader's next batches itself and wakes the sender after, so a
+        wake-up now would only cost the sender thread a round (at 1 KiB records, a quarter of
+        the client's CPU)."""
+        self._wake = True
+        if not self._sender.leader_busy(snapshot.leader_id(tp)):
+            self._wake_sender = True
+
+    def _woken(self, wake_sender: bool) -> None:
+        if wake_sender:
+            self._sender.wakeup()
         # A new batch means the previous one is complete: yield the GIL so the sender's threads
         # run now, not after the 5 ms switch interval of a caller that sends in a tight loop
         # (without this the buffer fills up and acks=1 latency is ~0.5 s at full speed).
         time.sleep(0)
 
     def _append_sticky(
-        self, topic: str, count: int, tps: list[TopicPartition], key: bytes | None, value: bytes | None,
-        headers: Headers, timestamp_ms: int, size: int,
+        self, snapshot: ClusterSnapshot, topic: str, count: int, tps: list[TopicPartition], key: bytes | None,
+        value: bytes | None, headers: Headers, timestamp_ms: int, size: int,
     ) -> RecordFuture:
         """A keyless record whose sticky partition has no room (lock held): KIP-480 moves on to
         another partition when the sticky one needs a new batch."""
@@ -390,7 +428,7 @@ class Producer:
             future = acc.try_append(tps[p], key, value, headers, timestamp_ms, size)
             if future is None:
                 future = acc.append_new_batch(tps[p], key, value, headers, timestamp_ms, size, now_ms())
-                self._wake = True
+                self._opened(snapshot, tps[p])
         self._sticky_tps[topic] = tps[p]
         return future
 

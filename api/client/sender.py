@@ -177,6 +177,11 @@ class Sender:
     def wakeup(self) -> None:
         self._wakeup.set()
 
+    def leader_busy(self, leader: int | None) -> bool:
+        """Every request `leader` may have is in flight (lock held): the I/O worker answered
+        first drains its next batches (`_produce`), so a new batch for it needs no wake-up."""
+        return leader is not None and self._in_flight.get(leader, 0) >= self._config.max_in_flight
+
     def begin_flush(self) -> None:
         with self._lock:
             self._flushes += 1

@@ -59,6 +59,8 @@ class ProducePartitionResponse(Message):
     log_start_offset: int
     error_code: str | None = None
     message: str | None = None
+    log_append_time: Annotated[int, Meta(description="the broker's time stamped on the records of a topic with "
+                                                     "message.timestamp.type=LogAppendTime (-1: CreateTime)")] = -1
 
 
 class ProduceResponse(Message):

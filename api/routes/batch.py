@@ -56,7 +56,8 @@ async def produce(request: web.Request) -> web.Response:
                                                         body.transactional_id)
     return render(request, ProduceResponse(partitions=[
         ProducePartitionResponse(topic=r.topic, partition=r.partition, base_offset=r.base_offset,
-                                 log_start_offset=r.log_start_offset, error_code=r.error_code, message=r.message)
+                                 log_start_offset=r.log_start_offset, error_code=r.error_code, message=r.message,
+                                 log_append_time=r.log_append_time)
         for r in result.partitions
     ], throttle_time_ms=await hold_back(result.throttle_time_ms)))
 

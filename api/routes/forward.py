@@ -169,7 +169,8 @@ async def produce_remote(request: web.Request, peer: Peer, entries: Sequence[Pro
         return await forward_partitions(
             request, peer, "/v1/produce", body, timeout_ms, "the records may or may not be stored",
             lambda p: ProducePartitionResult(p["topic"], p["partition"], p.get("base_offset", -1),
-                                    p.get("log_start_offset", -1), p.get("error_code"), p.get("message")))
+                                    p.get("log_start_offset", -1), p.get("error_code"), p.get("message"),
+                                    log_append_time=p.get("log_append_time", -1)))
     except KraftError as error:
         return [ProducePartitionResult(e.topic, e.partition, -1, -1, error.error_code, error.message)
                 for e in entries]

@@ -128,8 +128,13 @@ def kafka_consume(client: str, bootstrap: str, topic: str, num_records: int, tim
     if client == CONFLUENT:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+        # queued.min.messages as librdkafka's own rdkafka_performance sets it: with the default
+        # (100,000) a consumer whose application drains slower than the broker answers finds its
+        # queue full and backs off fetch.queue.backoff.ms (1 s) each time, which measures that
+        # pause, not the broker (docs/benchmarks.md, issue 23's consume section)
         consumer: Any = Consumer({"bootstrap.servers": _bootstrap(bootstrap), "group.id": "kraft-bench",
-                                  "enable.auto.commit": False, "isolation.level": isolation_level})
+                                  "enable.auto.commit": False, "isolation.level": isolation_level,
+                                  "queued.min.messages": 1_000_000})
         partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
 

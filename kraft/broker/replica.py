@@ -11,7 +11,8 @@ never from a stale role.
 Three kinds of waiters: high-watermark waiters (consumer long polls, DeleteRecords: woken at every
 advance), waits for a high watermark target (acks=all produces: woken by the advance that covers
 their batch, Kafka's DelayedProduce, or a role change), and append waiters (follower long polls,
-woken by new data or a new high watermark: Kafka's DelayedFetch). `view()` is the frozen copy
+woken by new data, a new log start or a role change, not by a high-watermark advance: Kafka's
+DelayedFetch; and produces waiting for their predecessor's sequence). `view()` is the frozen copy
 readers get (`kraft/broker/partition_state.py`).
 
 A broker holds one Replica per local partition (hundreds of thousands at scale), so it is slotted
@@ -126,7 +127,7 @@ class Replica:
         self._hw_waiters.append(future)
 
     def wait_for_append(self, future: asyncio.Future[None]) -> None:
-        """Resolves `future` at the next append, high-watermark advance or role change."""
+        """Resolves `future` at the next append (or log start move) or role change."""
         if self._append_waiters is None:
             self._append_waiters = []
         self._append_waiters.append(future)
@@ -157,11 +158,12 @@ class Replica:
         self._append_waiters = None
 
     def wake_high_watermark(self, high_watermark: int) -> None:
-        """The high watermark advanced to `high_watermark`: every long poll answers, and the
-        waits for a target it reached; the others keep waiting without a wake-up."""
+        """The high watermark advanced to `high_watermark`: every consumer long poll answers, and
+        the waits for a target it reached; the others keep waiting without a wake-up. Followers'
+        long polls are not woken: they learn the high watermark with their next data, as
+        Kafka's followers do (a wake-up per advance doubled the replication exchanges)."""
         _resolve(self._hw_waiters)
-        _resolve(self._append_waiters)
-        self._hw_waiters = self._append_waiters = None
+        self._hw_waiters = None
         targets = self._hw_targets
         while targets and targets[0][0] <= high_watermark:
             future = heapq.heappop(targets)[2]

@@ -54,8 +54,8 @@ from kraft.broker.stage_trace import (
 )
 from kraft.metrics import NULL_METRICS, MetricsSink
 from kraft.log.config import LogConfig
-from kraft.log.errors import TxnNotVerifiedError
-from kraft.log.partition_log import FetchDataInfo, PartitionLog
+from kraft.log.errors import SequenceError, TxnNotVerifiedError
+from kraft.log.partition_log import FetchDataInfo, LogAppendInfo, PartitionLog
 from kraft.log.partition_metadata import InconsistentTopicIdError
 from kraft.broker.metadata_view import MetadataCache
 from kraft.metadata.delta import LocalReplicaChanges, MetadataDelta
@@ -107,6 +107,9 @@ class ReplicationSettings:
     log_dir_full_timeout_ms: int = 30_000
     # transaction.partition.verification.grace.ms (`Partition.awaits_txn_verification`)
     txn_verification_grace_ms: int = TXN_VERIFICATION_GRACE_MS
+    # how long an idempotent batch ahead of its producer's sequence waits for its predecessor
+    # (on another connection) before OUT_OF_ORDER_SEQUENCE_NUMBER (docs/idempotence.md)
+    sequence_wait_ms: int = 200
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ReplicationSettings:
@@ -619,41 +622,69 @@ class ReplicaManager:
         self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int, *, coordinator: bool = False
     ) -> list[ProducePartitionResult]:
         """`coordinator`: a coordinator's own write for a producer (`PartitionLog.append_as_leader`)."""
-        appended: list[tuple[ProduceEntry, Replica | None, int, int, int, KraftError | None]] = []
+        appended: list[tuple[ProduceEntry, Replica | None, int, LogAppendInfo | None, KraftError | None]] = []
         for entry in entries:
             try:
-                replica, epoch, first_offset, next_offset = await self._append(entry, acks, coordinator)
-                appended.append((entry, replica, epoch, first_offset, next_offset, None))
-                self.metrics.messages_in(entry.topic, next_offset - first_offset, len(entry.records))
+                replica, epoch, info = await self._append(entry, acks, coordinator)
+                appended.append((entry, replica, epoch, info, None))
+                self.metrics.messages_in(entry.topic, info.last_offset + 1 - info.first_offset, len(entry.records))
             except Exception as e:
                 self.metrics.failed_produce(entry.topic)
-                appended.append((entry, None, -1, -1, -1, _as_kraft_error(e)))
+                appended.append((entry, None, -1, None, _as_kraft_error(e)))
         deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
-        return list(await asyncio.gather(*(
-            self._produce_result(entry, replica, epoch, first, next_offset, error, acks, deadline)
-            for entry, replica, epoch, first, next_offset, error in appended
-        )))
+        # one after the other, not a task each (two turns of the loop per task): the waits share
+        # one deadline and each returns at once once its high watermark was reached meanwhile
+        return [await self._produce_result(entry, replica, epoch, info, error, acks, deadline)
+                for entry, replica, epoch, info, error in appended]
 
-    async def _append(self, entry: ProduceEntry, acks: int, coordinator: bool) -> tuple[Replica, int, int, int]:
-        """Appends as leader; returns the replica, the leader epoch, the first and next offset.
+    async def _append(self, entry: ProduceEntry, acks: int, coordinator: bool) -> tuple[Replica, int, LogAppendInfo]:
+        """Appends as leader; returns the replica, the leader epoch and what was appended.
         Past INLINE_APPEND_BYTES the append runs in a thread: validating a Kafka producer's v2
-        batches parses every record (log/validator.py), seconds for a 100 MiB request."""
+        batches parses every record (log/validator.py), seconds for a 100 MiB request. A batch
+        ahead of its producer's sequence waits up to `sequence_wait_ms` for its predecessor."""
         return await self._append_as_leader(
             entry.topic, entry.partition, acks,
             lambda plog, epoch: plog.append_as_leader(entry.records, epoch, now_ms(), coordinator=coordinator),
-            inline=len(entry.records) < INLINE_APPEND_BYTES)
+            inline=len(entry.records) < INLINE_APPEND_BYTES,
+            sequence_wait_ms=self.replication.sequence_wait_ms)
 
     async def _append_as_leader(self, topic: str, partition: int, acks: int,
                                 write: Callable[[PartitionLog, int], Any],
-                                inline: bool = True) -> tuple[Replica, int, int, int]:
+                                inline: bool = True, sequence_wait_ms: int = 0) -> tuple[Replica, int, LogAppendInfo]:
         """`write(log, leader_epoch)` on the partition this broker leads, under its lock (a produce's
         batches or a transaction marker), in a thread unless `inline` (the log is thread-safe; the
-        lock keeps the partition's appends in order); the replica, leader epoch, first and next
-        offset."""
+        lock keeps the partition's appends in order); the replica, leader epoch and what `write`
+        appended. An idempotent batch that starts past its producer's next sequence is written
+        once its predecessor is, if that comes within `sequence_wait_ms` (each append wakes it
+        to try again): the producer's requests in flight travel on separate connections and
+        may arrive out of order (docs/idempotence.md)."""
         replica = await self._leader_replica(topic, partition)
         refused = replica.core.check_produce(acks)
         if refused is not None:
             raise refused
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + sequence_wait_ms / 1000
+        while True:
+            appended: asyncio.Future[None] = loop.create_future()
+            try:
+                return await self._write_as_leader(replica, topic, partition, write, inline, appended)
+            except SequenceError as e:
+                if not e.ahead or loop.time() >= deadline:
+                    replica.forget_waiter(appended)
+                    raise
+            try:  # registered under the lock, so the predecessor's append cannot be missed
+                async with asyncio.timeout(deadline - loop.time()):
+                    await appended
+            except TimeoutError:
+                pass  # one last try: refused now unless the predecessor came just in time
+            finally:
+                replica.forget_waiter(appended)
+
+    async def _write_as_leader(self, replica: Replica, topic: str, partition: int,
+                               write: Callable[[PartitionLog, int], Any], inline: bool,
+                               appended: asyncio.Future[None]) -> tuple[Replica, int, LogAppendInfo]:
+        """`_append_as_leader`'s write under the lock; a batch ahead of its sequence registers
+        `appended` for the partition's next append before its refusal is raised."""
         async with replica.lock:
             core = replica.core
             if replica.log is None or core is None or core.leader_state is None:
@@ -663,6 +694,10 @@ class ReplicaManager:
             try:
                 info = (write(replica.log, leader_epoch) if inline
                         else await asyncio.to_thread(write, replica.log, leader_epoch))
+            except SequenceError as e:
+                if e.ahead:
+                    replica.wait_for_append(appended)
+                raise
             except TxnNotVerifiedError as e:
                 if core.awaits_txn_verification(self.clock_ms()):
                     # Kafka's answer while the coordinator cannot tell yet: its clients retry it
@@ -694,7 +729,7 @@ class ReplicaManager:
             self.trace.record(LEADER_APPEND, topic, partition, info.last_offset + 1)
             replica.wake_appended()
             self._perform(replica, core.on_leader_append(self.clock_ms()))
-        return replica, leader_epoch, info.first_offset, info.last_offset + 1
+        return replica, leader_epoch, info
 
     # -- transactions (the partition side of the transaction coordinator's requests) -----------
 
@@ -704,15 +739,15 @@ class ReplicaManager:
         ABORT marker and answers its offset once the high watermark passed it (acks=all, as
         Kafka's coordinator writes markers). Raises KraftError (INVALID_PRODUCER_EPOCH and
         TRANSACTION_COORDINATOR_FENCED from the log, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT...)."""
-        replica, leader_epoch, first, next_offset = await self._append_as_leader(
+        replica, leader_epoch, info = await self._append_as_leader(
             topic, partition, -1,
             lambda plog, epoch: plog.append_control(producer_id, producer_epoch, coordinator_epoch,
                                                     commit, epoch, now_ms()))
         deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
-        error = await self._await_high_watermark(replica, leader_epoch, next_offset, deadline)
+        error = await self._await_high_watermark(replica, leader_epoch, info.last_offset + 1, deadline)
         if error is not None:
             raise error
-        return first
+        return info.first_offset
 
     async def verify_transaction(self, topic: str, partition: int, producer_id: int,
                                  producer_epoch: int) -> None:
@@ -726,18 +761,19 @@ class ReplicaManager:
             replica.log.verify_transaction(producer_id, producer_epoch)
 
     async def _produce_result(
-        self, entry: ProduceEntry, replica: Replica | None, leader_epoch: int, first_offset: int,
-        next_offset: int, error: KraftError | None, acks: int, deadline: float,
+        self, entry: ProduceEntry, replica: Replica | None, leader_epoch: int, info: LogAppendInfo | None,
+        error: KraftError | None, acks: int, deadline: float,
     ) -> ProducePartitionResult:
-        if error is None and replica is not None and acks == -1:
-            error = await self._await_high_watermark(replica, leader_epoch, next_offset, deadline)
-        if error is not None or replica is None:
+        if error is None and replica is not None and info is not None and acks == -1:
+            error = await self._await_high_watermark(replica, leader_epoch, info.last_offset + 1, deadline)
+        if error is not None or replica is None or info is None:
             assert error is not None
             return ProducePartitionResult(entry.topic, entry.partition, -1, -1, error.error_code, error.message)
-        base_offset = -1 if acks == 0 else first_offset
+        base_offset = -1 if acks == 0 else info.first_offset
         log_start_offset = replica.log.log_start_offset if replica.log is not None else -1
-        self.trace.record(PRODUCE_ANSWERED, entry.topic, entry.partition, next_offset)
-        return ProducePartitionResult(entry.topic, entry.partition, base_offset, log_start_offset)
+        self.trace.record(PRODUCE_ANSWERED, entry.topic, entry.partition, info.last_offset + 1)
+        return ProducePartitionResult(entry.topic, entry.partition, base_offset, log_start_offset,
+                                      log_append_time=info.log_append_time)
 
     async def _await_high_watermark(
         self, replica: Replica, leader_epoch: int, target: int, deadline: float
@@ -794,9 +830,10 @@ class ReplicaManager:
                 replica.wait_for_data(future)
             else:
                 replica.wait_for_high_watermark(future, target)
-            try:
-                await asyncio.wait_for(future, remaining)
-            except asyncio.TimeoutError:
+            try:  # the future itself, not wait_for: its callback cost a turn of the loop per wake-up
+                async with asyncio.timeout(remaining):
+                    await future
+            except TimeoutError:
                 pass
             finally:
                 replica.forget_waiter(future)
@@ -916,9 +953,10 @@ class ReplicaManager:
                 remaining = deadline - loop.time()
                 if total >= min_bytes or remaining <= 0 or news:
                     return results
-                try:
-                    await asyncio.wait_for(future, remaining)
-                except asyncio.TimeoutError:
+                try:  # the future itself, not wait_for: its callback cost a turn per wake-up
+                    async with asyncio.timeout(remaining):
+                        await future
+                except TimeoutError:
                     pass
             finally:
                 for replica in replicas:
@@ -940,9 +978,13 @@ class ReplicaManager:
         max_bytes: int, record_positions: bool, wake: asyncio.Future[None], replicas: list[Replica],
     ) -> tuple[list[FetchPartitionResult], bool]:
         """One pass over the partitions: the results, and whether to answer now regardless of
-        size (an error, a diverging epoch, a high watermark to pass on). Each partition's replica
+        size (an error, a diverging epoch, a log start to pass on). Each partition's replica
         is added to `replicas` with `wake` registered on it before it is read: resolved by its
-        next append (a follower) or high-watermark advance (a consumer)."""
+        next append (a follower) or high-watermark advance (a consumer). A high watermark newer
+        than the follower's is not news: as in Kafka's DelayedFetch, the follower learns it with
+        its next data or at max_wait_ms. Answering it at once cost each append a second
+        exchange with every follower, and the follower's fetch was then not parked when the
+        next append came (docs/benchmarks.md, "Third round: a quiet machine")."""
         results: list[FetchPartitionResult] = []
         news = False
         budget = max_bytes
@@ -974,7 +1016,6 @@ class ReplicaManager:
             results.append(result)
             news = news or result.error_code is not None or result.diverging_epoch is not None
             if replica_id != NO_REPLICA and result.error_code is None:
-                news = news or min(result.high_watermark, entry.fetch_offset) > entry.high_watermark
                 # the follower would move its log start (a DeleteRecords waits for it)
                 news = news or (entry.log_start_offset >= 0 and
                                 min(result.log_start_offset, entry.fetch_offset) > entry.log_start_offset)

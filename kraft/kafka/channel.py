@@ -23,20 +23,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.errors import ErrorCode
 
 from kraft.kafka.codec import Request
 from kraft.kafka.connection import AnswerReady, Event, KafkaConnection, RequestReceived, TokenReceived
+from kraft.kafka.api_versions import API_VERSIONS
 from kraft.kafka.dispatch import api_name
 from kraft.kafka.errors import KafkaProtocolError
 from kraft.kafka.frames import frame
 from kraft.kafka.sasl import (
-    FAILED_MESSAGE, SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslAuthenticationFailed, SaslExchange, State,
+    FAILED_MESSAGE, SASL_HANDSHAKE, SaslAuthenticationFailed, SaslExchange, State,
     authenticate_response,
 )
-from kraft.server.request_context import MAX_CLIENT_ID_CHARS, RequestContext
+from kraft.server.request_context import ANONYMOUS, MAX_CLIENT_ID_CHARS, RequestContext
 
 if TYPE_CHECKING:
     from kraft.kafka.listener import KafkaListener
@@ -47,12 +48,13 @@ CLOSE_LINGER_S = 1.0
 
 
 class _Answer:
-    """What one request's handling gives: the bytes to send, the throttle to mute for, and
-    whether the connection closes once they are sent."""
+    """What one request's handling gives: the buffers to send (written as they are, so a Fetch
+    answer's stored batches are not joined into one copy), the throttle to mute for, and whether
+    the connection closes once they are sent."""
 
     __slots__ = ("data", "throttle_ms", "close")
 
-    def __init__(self, data: bytes, throttle_ms: int = 0, close: bool = False) -> None:
+    def __init__(self, data: list[bytes | memoryview], throttle_ms: int = 0, close: bool = False) -> None:
         self.data, self.throttle_ms, self.close = data, throttle_ms, close
 
 
@@ -62,6 +64,7 @@ class KafkaChannel(asyncio.Protocol):
         self.client_host = client_host
         self.loop = asyncio.get_running_loop()
         self.sasl = SaslExchange(listener.sasl_mechanisms, listener.credentials) if listener.uses_sasl else None
+        self._sasl_step = listener.registry.count(self._sasl_step_uncounted)
         self.core = KafkaConnection(listener.registry.api_versions, listener.max_frame_bytes, sasl=self.sasl is not None,
                                     max_frame_bytes_before_auth=listener.max_frame_bytes_before_auth)
         self.principal: str | None = None  # known once authenticated
@@ -180,7 +183,7 @@ class KafkaChannel(asyncio.Protocol):
         answer: asyncio.Future[_Answer]
         if isinstance(event, AnswerReady):
             answer = self.loop.create_future()
-            answer.set_result(_Answer(event.data))
+            answer.set_result(_Answer([event.data]))
         elif isinstance(event, TokenReceived):
             answer = self.loop.create_task(self._raw_token(event.token))
         else:
@@ -202,7 +205,7 @@ class KafkaChannel(asyncio.Protocol):
     def _flush(self) -> None:
         """Writes the answers at the head that are ready, in request order, in one write (a
         client that pipelines is woken once, not once an answer); a mute holds the rest back too."""
-        ready: list[bytes] = []
+        ready: list[bytes | memoryview] = []
         while self._answers and self._answers[0].done() and not self._muted():
             head = self._answers.popleft()
             if self.closed:
@@ -215,7 +218,7 @@ class KafkaChannel(asyncio.Protocol):
                 self._close()
                 continue
             result = head.result()
-            ready.append(result.data)
+            ready.extend(result.data)
             if result.close:
                 self._write(ready)
                 self._close(after_answer=True)
@@ -224,11 +227,12 @@ class KafkaChannel(asyncio.Protocol):
         self._write(ready)
         self._pump()
 
-    def _write(self, ready: list[bytes]) -> None:
-        """The answers in `ready`, in order, as one write; then `ready` is empty."""
+    def _write(self, ready: list[bytes | memoryview]) -> None:
+        """The answers' buffers in `ready`, in order, as one write (not joined: a Fetch answer's
+        stored batches are not copied); then `ready` is empty."""
         if ready:
             assert self.transport is not None
-            self.transport.write(ready[0] if len(ready) == 1 else b"".join(ready))
+            self.transport.writelines(ready)
             ready.clear()
 
     def _mute(self, throttle_ms: int) -> None:
@@ -242,48 +246,47 @@ class KafkaChannel(asyncio.Protocol):
     async def _serve(self, request: Request) -> _Answer:
         if self.sasl is not None and self.sasl.state is not State.COMPLETE:
             return await self._sasl_request(request)
-        assert self.principal is not None
-        context = self._context(request)
-        response = await self.listener.registry.handler(request.api_key)(context, request.body)
+        response = await self.listener.registry.handler(request.api_key)(self._context(request), request.body)
         if response is None:  # Produce with acks=0: the client expects no answer
-            return _Answer(b"")
+            return _Answer([])
         throttle = getattr(response, "throttle_time", None)
         throttle_ms = 0 if throttle is None else int(throttle.total_seconds() * 1000)
         return _Answer(self.core.send(request, response), throttle_ms)
 
     def _context(self, request: Request) -> RequestContext:
-        assert self.principal is not None
+        """The request's context; before a SASL exchange is done, the principal is ANONYMOUS."""
         return RequestContext(
-            principal=self.principal, client_address=self.client_host, listener_name=self.listener.name,
+            principal=self.principal or ANONYMOUS, client_address=self.client_host, listener_name=self.listener.name,
             security_protocol=self.listener.security_protocol,
             client_id=(request.client_id or "")[:MAX_CLIENT_ID_CHARS],
             api=api_name(request.api_key, request.api_version), api_version=request.api_version,
             correlation_id=request.correlation_id)
 
     async def _sasl_request(self, request: Request) -> _Answer:
-        """ApiVersions, SaslHandshake and SaslAuthenticate of an exchange in progress."""
-        assert self.sasl is not None
-        if request.api_key == SASL_HANDSHAKE:
-            response = self.sasl.handshake(request.body)
-            failed = self.sasl.state is State.FAILED
-            if failed:
+        """ApiVersions, SaslHandshake and SaslAuthenticate of an exchange in progress, each
+        counted in the request metrics as the registry's handlers are."""
+        handler = self.listener.registry.handler(request.api_key) if request.api_key == API_VERSIONS \
+            else self._sasl_step
+        response = await handler(self._context(request), request.body)
+        if self.sasl is not None and self.sasl.state is State.FAILED:
+            if request.api_key == SASL_HANDSHAKE:
                 self._log_refusal("unsupported SASL mechanism", request.body.mechanism)
-            return _Answer(self.core.send(request, response), close=failed)
-        if request.api_key == SASL_AUTHENTICATE:
-            version = request.api_version
-            try:
-                token = await self.sasl.authenticate(request.body.auth_bytes)
-            except SaslAuthenticationFailed as e:
-                return self._failed(e, self.core.send(request, authenticate_response(
-                    version, ErrorCode.sasl_authentication_failed, FAILED_MESSAGE)))
-            self._maybe_authenticated()
-            return _Answer(self.core.send(request, authenticate_response(version, auth_bytes=token)))
-        context = RequestContext(principal="User:ANONYMOUS", client_address=self.client_host,
-                                 listener_name=self.listener.name, security_protocol=self.listener.security_protocol,
-                                 api="ApiVersions", api_version=request.api_version,
-                                 correlation_id=request.correlation_id)
-        response = await self.listener.registry.handler(request.api_key)(context, request.body)
+            return _Answer(self.core.send(request, response), close=True)
         return _Answer(self.core.send(request, response))
+
+    async def _sasl_step_uncounted(self, context: RequestContext, body: Any) -> Any:
+        """The answer to a SaslHandshake or SaslAuthenticate of the exchange (`sasl.state` is
+        FAILED after one that ends it)."""
+        assert self.sasl is not None
+        if context.api == "SaslHandshake":
+            return self.sasl.handshake(body)
+        try:
+            token = await self.sasl.authenticate(body.auth_bytes)
+        except SaslAuthenticationFailed as e:
+            self._authentication_failed(e)
+            return authenticate_response(context.api_version, ErrorCode.sasl_authentication_failed, FAILED_MESSAGE)
+        self._maybe_authenticated()
+        return authenticate_response(context.api_version, auth_bytes=token)
 
     async def _raw_token(self, token: bytes) -> _Answer:
         """A bare token after SaslHandshake v0; a failure closes without an answer (Kafka)."""
@@ -291,9 +294,10 @@ class KafkaChannel(asyncio.Protocol):
         try:
             answer = await self.sasl.authenticate(token)
         except SaslAuthenticationFailed as e:
-            return self._failed(e, b"")
+            self._authentication_failed(e)
+            return _Answer([], close=True)
         self._maybe_authenticated()
-        return _Answer(frame(answer))
+        return _Answer([frame(answer)])
 
     def _maybe_authenticated(self) -> None:
         assert self.sasl is not None
@@ -301,10 +305,9 @@ class KafkaChannel(asyncio.Protocol):
             self.principal = self.sasl.principal
             self.core.sasl_done()
 
-    def _failed(self, error: SaslAuthenticationFailed, data: bytes) -> _Answer:
+    def _authentication_failed(self, error: SaslAuthenticationFailed) -> None:
         self.listener.authentication_failed()
         self._log_refusal("SASL authentication failed", error)
-        return _Answer(data, close=True)
 
     # -- closing --------------------------------------------------------------------------------
 

@@ -6,11 +6,14 @@ body schemas are the ones Kafka's generated code would pick, both from kio. A re
 the header version of its schema (v0, or v1 when flexible; ApiVersions always v0, which kio's
 types say through `__header_schema__`). Keys and versions outside the broker's ApiVersions table
 raise UnsupportedVersionError; see `api_versions.parse_or_downgrade` for Kafka's answer to those.
+
+`response_buffers` encodes an answer as a list of buffers for the transport's `writelines`: the
+small fields joined, and every large value (a Fetch answer's records: the stored batches, up to
+fetch.max.bytes) kept as the buffer it is, never copied into the answer.
 """
 
 from __future__ import annotations
 
-import io
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -20,9 +23,10 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
 from kraft.kafka.errors import InvalidRequestError, UnsupportedVersionError
-from kraft.kafka.frames import frame
+from kraft.kafka.frames import size_prefix
 
 _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id: the same in every header
+BY_REFERENCE = 64 << 10  # below it a copy costs less than one more buffer in the transport's writev
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +85,46 @@ def parse_request(frame_bytes: bytes, schema: type[Any]) -> Request:
     return Request(header, body)
 
 
-def encode_response(correlation_id: int, response: Any) -> bytes:
-    """The framed response: size, the response header of the response's schema, the body."""
-    buffer = io.BytesIO()
+class _Buffers:
+    """A write target for kio's writers: small writes are joined, a write of BY_REFERENCE bytes
+    or more is kept as the caller's buffer (bytes or a read-only memoryview of them), so it is
+    neither copied nor mutated afterwards."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes | memoryview] = []
+        self.size = 0
+        self._small = bytearray()
+
+    def write(self, data: bytes | memoryview) -> int:
+        size = len(data)
+        if size >= BY_REFERENCE:
+            self._flush()
+            self.parts.append(data)
+        else:
+            self._small += data
+        self.size += size
+        return size
+
+    def _flush(self) -> None:
+        if self._small:
+            self.parts.append(bytes(self._small))
+            self._small.clear()
+
+    def buffers(self) -> list[bytes | memoryview]:
+        self._flush()
+        return self.parts
+
+
+def response_buffers(correlation_id: int, response: Any) -> list[bytes | memoryview]:
+    """The framed response as buffers to write in order: the 4-byte size, the response header of
+    the response's schema and the body, large values by reference."""
+    buffer = _Buffers()
     header_type = response.__header_schema__
     entity_writer(header_type)(buffer, header_type(correlation_id=i32(correlation_id)))
     entity_writer(type(response))(buffer, response)
-    return frame(buffer.getvalue())
+    return [size_prefix(buffer.size), *buffer.buffers()]
+
+
+def encode_response(correlation_id: int, response: Any) -> bytes:
+    """The framed response as one bytes object: size, response header, body."""
+    return b"".join(response_buffers(correlation_id, response))

@@ -5,7 +5,7 @@
 version) or `TokenReceived` (a bare SASL token: on a SASL listener, after a SaslHandshake v0 and
 until `sasl_done()`, frames are tokens, not requests, KIP-43). Each event carries the size of its
 frame, which the caller accounts for until it answered. `send(request, response)` returns the
-framed response bytes. A KafkaProtocolError (frame
+framed response as buffers to write in order (a Fetch answer's records by reference). A KafkaProtocolError (frame
 size, malformed request, unsupported key or version of an API other than ApiVersions) closes the
 connection: the caller drops the socket, as Kafka's SocketServer does.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraft.kafka.api_versions import API_VERSIONS, ApiVersionsTable
-from kraft.kafka.codec import Request, encode_response, parse_request, peek_header, request_schema
+from kraft.kafka.codec import Request, parse_request, peek_header, request_schema, response_buffers
 from kraft.kafka.errors import KafkaProtocolError, UnsupportedVersionError
 from kraft.kafka.frames import SOCKET_REQUEST_MAX_BYTES, FrameDecoder
 from kraft.kafka.sasl import SASL_HANDSHAKE
@@ -82,9 +82,10 @@ class KafkaConnection:
             self.closed = True
             raise
 
-    def send(self, request: Request, response: Any) -> bytes:
-        """The framed bytes of `response` (a kio response type) to `request`."""
-        return encode_response(request.correlation_id, response)
+    def send(self, request: Request, response: Any) -> list[bytes | memoryview]:
+        """The framed `response` (a kio response type) to `request`, as buffers for the transport's
+        `writelines`: the stored batches of a Fetch answer are not copied into it."""
+        return response_buffers(request.correlation_id, response)
 
     def _event(self, frame: bytes) -> Event:
         if self.raw_tokens:

@@ -8,6 +8,10 @@ with Kafka's check of the v3+ client software name and version), and SaslHandsha
 SaslAuthenticate as Kafka's `KafkaApis` answers them: once a connection is past authentication
 (or on a listener without SASL) they are ILLEGAL_SASL_STATE; the SASL exchange itself is the
 connection's (kraft/kafka/sasl.py).
+
+`count_requests(wrap)` makes `wrap` (the request metrics' `counted`) part of every handler, the
+built-in ones included, and `count` available to the connection for the SASL exchange it answers
+itself: every request is counted through that one wrapper, as Kafka counts ApiVersions and SASL.
 """
 
 from __future__ import annotations
@@ -35,9 +39,14 @@ def api_name(api_key: int, api_version: int) -> str:
     return load_response_schema(api_key, api_version).__name__.removesuffix("Response")
 
 
+def _uncounted(handler: Handler) -> Handler:
+    return handler
+
+
 class HandlerRegistry:
     def __init__(self) -> None:
         self.api_versions = ApiVersionsTable()
+        self.count: Callable[[Handler], Handler] = _uncounted
         self._handlers: dict[int, Handler] = {API_VERSIONS: self._answer_api_versions}
         self.register(SASL_HANDSHAKE, *SASL_HANDSHAKE_VERSIONS, _outside_sasl_exchange)
         self.register(SASL_AUTHENTICATE, *SASL_AUTHENTICATE_VERSIONS, _outside_sasl_exchange)
@@ -45,7 +54,14 @@ class HandlerRegistry:
     def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None:
         """Serves `api_key` at those versions with `handler`; ValueError as ApiVersionsTable.register."""
         self.api_versions.register(api_key, min_version, max_version)
-        self._handlers[api_key] = handler
+        self._handlers[api_key] = self.count(handler)
+
+    def count_requests(self, wrap: Callable[[Handler], Handler]) -> None:
+        """Every handler, those registered already and those to come, wrapped by `wrap` (once)."""
+        if self.count is not _uncounted:
+            raise ValueError("the registry's requests are counted already")
+        self.count = wrap
+        self._handlers = {key: wrap(handler) for key, handler in self._handlers.items()}
 
     def handler(self, api_key: int) -> Handler:
         """The handler of a key the table supports (the connection refuses the others first)."""

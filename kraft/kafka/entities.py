@@ -120,3 +120,8 @@ def error_response(api_key: int, version: int, error: KraftError, throttle_ms: i
     if "error_message" in names:
         data["error_message"] = error.message
     return build(schema, data)
+
+
+def timestamp(value: int) -> datetime.datetime:
+    """A time in ms since the epoch as kio's (UTC) timestamp."""
+    return datetime.datetime.fromtimestamp(value / 1000, tz=datetime.timezone.utc)

@@ -71,6 +71,11 @@ class FrameDecoder:
             self.state = State.SIZE
 
 
+def size_prefix(size: int) -> bytes:
+    """The 4 bytes in front of a frame of `size` bytes."""
+    return _SIZE.pack(size)
+
+
 def frame(payload: bytes | bytearray) -> bytes:
     """`payload` with its 4-byte size in front."""
-    return _SIZE.pack(len(payload)) + payload
+    return size_prefix(len(payload)) + payload

@@ -4,9 +4,10 @@ HTTP listener charges it) answered as `throttle_time_ms`, and an error the handl
 answered at the response's top level (Kafka's getErrorResponse; an unexpected exception is
 UNKNOWN_SERVER_ERROR, logged) when the response has one.
 
-`counted` is the one request-metrics path of the Kafka listener: kraft/kafka/handlers.py wraps
-every registered handler with it, so each request is counted once under Kafka's RequestMetrics
-name of its API (kraft/server/request_metrics.py) with its top-level error.
+`counted` is the one request-metrics path of the Kafka listener: kraft/kafka/handlers.py makes it
+the registry's wrapper of every handler (ApiVersions and SASL included, and the SASL exchange the
+connection answers itself), so each request is counted once under Kafka's RequestMetrics name of
+its API (kraft/server/request_metrics.py) with its top-level error.
 
 A handler module describes an API as `KafkaApi(api_key, min_version, max_version, answer)`,
 where `answer(services, context, request)` returns the response as plain data
@@ -96,12 +97,3 @@ def counted(services: BrokerServices, handler: Handler) -> Handler:
                 services.metrics.observe_request(ctx, error, time.monotonic() - started)
     return serve
 
-
-class CountedRegistry:
-    """A registry whose every handler is `counted`."""
-
-    def __init__(self, registry: Registry, services: BrokerServices) -> None:
-        self.registry, self.services = registry, services
-
-    def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None:
-        self.registry.register(api_key, min_version, max_version, counted(self.services, handler))

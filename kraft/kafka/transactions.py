@@ -21,13 +21,12 @@ and epoch. ListTransactions v1's duration filter (KIP-994) and v2's transactiona
 
 from __future__ import annotations
 
-import datetime
 import time
 from collections import defaultdict
 from typing import Any, Awaitable, Callable, Iterable, Mapping, TypeVar
 
 from kraft.errors import KraftError
-from kraft.kafka.entities import error_code
+from kraft.kafka.entities import error_code, timestamp
 from kraft.kafka.handling import KafkaApi
 from kraft.metadata.acl import TOPIC
 from kraft.server.access import ADD_PARTITIONS_TO_TXN, NAMED, rule_of
@@ -140,10 +139,6 @@ async def txn_offset_commit(services: BrokerServices, ctx: RequestContext, reque
                                 lambda p, e: {"partition_index": p, "error_code": error_code(e)})}
 
 
-def _timestamp(ms: int) -> datetime.datetime:
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
-
-
 async def describe_transactions(services: BrokerServices, ctx: RequestContext, request: Any) -> Mapping[str, Any]:
     states = []
     for tid in request.transactional_ids:
@@ -151,11 +146,11 @@ async def describe_transactions(services: BrokerServices, ctx: RequestContext, r
             d = await services.transactions.describe(ctx, tid)
         except KraftError as e:
             states.append({"error_code": error_code(e), "transactional_id": tid, "transaction_state": "",
-                           "transaction_timeout": 0, "transaction_start_time": _timestamp(-1),
+                           "transaction_timeout": 0, "transaction_start_time": timestamp(-1),
                            "producer_id": -1, "producer_epoch": -1, "topics": []})
             continue
         states.append({"error_code": error_code(None), "transactional_id": tid, "transaction_state": d.state,
-                       "transaction_timeout": d.timeout_ms, "transaction_start_time": _timestamp(d.start_timestamp),
+                       "transaction_timeout": d.timeout_ms, "transaction_start_time": timestamp(d.start_timestamp),
                        "producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
                        "topics": _by_topic(((t, p, p) for t, p in d.partitions), "topic", "partitions",
                                            lambda p, _: p)})

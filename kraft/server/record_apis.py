@@ -145,10 +145,12 @@ class RecordApis:
         refused = self.auth.refused(ctx, _WRITE, topics)
         if refused:  # logged and counted once for the request, as the authorizer's denials are
             failed = dict.fromkeys(refused, self.auth.failure(ctx, _WRITE.operation, TOPIC, refused))
-        allowed = [name for name in topics if name not in failed]
-        created = await asyncio.gather(*(self.topics.topic_or_create(ctx, PRODUCE, name) for name in allowed),
-                                       return_exceptions=True)
-        for name, outcome in zip(allowed, created):
+        # the topics that exist, looked up inline: a task per topic (gather) cost every produce
+        # two more turns of the event loop, each behind whatever else was ready to run
+        missing = [name for name in topics if name not in failed and not self.topics.exists(name)]
+        created = await asyncio.gather(*(self.topics.topic_or_create(ctx, PRODUCE, name) for name in missing),
+                                       return_exceptions=True) if missing else ()
+        for name, outcome in zip(missing, created):
             if isinstance(outcome, asyncio.CancelledError):
                 raise outcome
             if isinstance(outcome, BaseException):

@@ -67,6 +67,10 @@ class TopicApis:
             raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
         return topic
 
+    def exists(self, name: str) -> bool:
+        """Whether topic `name` exists (an invalid name names none)."""
+        return self.view.topic(name) is not None
+
     async def topic_or_create(self, ctx: RequestContext, api: str, name: str) -> TopicDescription:
         """The topic, auto-created with the broker defaults when auto.create.topics.enable, as
         API `api` allows it (Create on the cluster or the topic)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from harness import Cluster, partition_offsets, read_values, start_node, wait_for
+from harness import Cluster, NodeProcess, partition_offsets, read_values, start_node, wait_for
 from kraft.log.batch import iter_batches
 
 pytestmark = pytest.mark.cluster
@@ -42,6 +42,29 @@ def _corrupt_read(url: str, topic: str, offset: int) -> str:
     r = _read(url, topic, offset)
     assert r.status_code == 400 and r.json()["error_code"] == "CORRUPT_MESSAGE", r.text
     return r.json()["message"]
+
+
+def _rotten_first_batch(tmp_path: Path, topic: str, count: int) -> NodeProcess:
+    """A node with `count` acked records of `topic` in batches of 10 whose first batch rotted:
+    a bit flipped at position 100 of the active segment before the first recovery-point
+    checkpoint, then a kill -9 and a restart (the node is running)."""
+    node = start_node(tmp_path, log_flush_offset_checkpoint_interval_ms=3_600_000)
+    try:
+        _create(node.url, topic)
+        _produce(node.url, topic, count)
+        node.kill()
+        [segment] = sorted((node.data_dir / f"{topic}-0").glob("*.log"))
+        data = bytearray(segment.read_bytes())
+        [(_, hit)] = [(p, h) for p, h in iter_batches(bytes(data)) if p <= 100 < p + h.size_in_bytes]
+        assert hit.base_offset == 0 and hit.record_count == 10
+        data[100] ^= 0x08
+        segment.write_bytes(bytes(data))
+        node.start()
+    except BaseException:
+        if node.running:
+            node.kill()
+        raise
+    return node
 
 
 def test_a_flipped_byte_in_the_metadata_log_stops_the_lone_node(tmp_path: Path) -> None:
@@ -144,19 +167,8 @@ def test_a_flipped_byte_in_the_active_segment_is_rot_not_a_torn_tail(tmp_path: P
     """Item 15: before the first recovery-point checkpoint, a bit flipped at position 100 of the
     active segment and a kill -9 cut 190 acked records, 18 valid batches among them. Now only the
     hit batch is quarantined; the 18 after it are served."""
-    node = start_node(tmp_path, log_flush_offset_checkpoint_interval_ms=3_600_000)
+    node = _rotten_first_batch(tmp_path, "active", 200)  # 20 batches of 10
     try:
-        _create(node.url, "active")
-        _produce(node.url, "active", 200)  # 20 batches of 10
-        node.kill()
-        [segment] = sorted((node.data_dir / "active-0").glob("*.log"))
-        data = bytearray(segment.read_bytes())
-        [(pos, hit)] = [(p, h) for p, h in iter_batches(bytes(data)) if p <= 100 < p + h.size_in_bytes]
-        assert hit.base_offset == 0 and hit.record_count == 10
-        data[100] ^= 0x08
-        segment.write_bytes(bytes(data))
-
-        node.start()
         assert partition_offsets(node, "active")["log_end_offset"] == 200
         assert "[0, 10)" in _corrupt_read(node.url, "active", 0)
         assert read_values(node.url, "active", 10, 200) == _expected("active", range(10, 200))
@@ -193,3 +205,39 @@ def test_a_voter_with_peers_repairs_a_flipped_byte_in_its_raft_journal(tmp_path:
         names = {f"m{i}" for i in range(6)} | {"after"}
         cluster.wait_for_metadata(lambda m: names <= {t["name"] for t in m["topics"]},
                                   nodes=[voter.node_id], what="every topic on the repaired voter")
+
+
+def test_a_group_consumer_raises_corrupt_message_naming_the_partition_and_offset(tmp_path: Path) -> None:
+    """As Kafka's consumer raises a CorruptRecordException to the application (naming the
+    partition and offset) rather than retrying, kraft's group consumer raises CORRUPT_MESSAGE
+    for a quarantined batch at its position, and after a seek past it reads on."""
+    from kraft.api.client import Consumer, TopicPartition
+    from kraft.errors import KraftError
+
+    node = _rotten_first_batch(tmp_path, "rot", 30)  # [0, 10) quarantined
+    try:
+        consumer = Consumer("rot", bootstrap_servers=node.bootstrap, group_id="rot-readers",
+                            auto_offset_reset="earliest", enable_auto_commit=False)
+        try:
+            def raised() -> KraftError | None:
+                try:
+                    consumer.poll(timeout_ms=500)
+                except KraftError as e:
+                    return e
+                return None
+
+            error = wait_for(raised, 60, what="the consumer's CORRUPT_MESSAGE")
+            assert error.error_code == "CORRUPT_MESSAGE" and "rot-0 at offset 0" in str(error), error
+            assert (error.extra["topic"], error.extra["partition"], error.extra["offset"]) == ("rot", 0, 0)
+            tp = TopicPartition("rot", 0)
+            assert consumer.position(tp) == 0  # nothing skipped on the consumer's behalf
+            consumer.seek(tp, 10)
+            got: list[tuple[int, bytes]] = []
+            wait_for(lambda: got.extend((r.offset, r.value) for rs in consumer.poll(timeout_ms=500).values()
+                                        for r in rs) or len(got) >= 20, 60, what="the records after the seek")
+            assert [o for o, _ in got] == list(range(10, 30))
+        finally:
+            consumer.close(autocommit=False)
+    finally:
+        if node.running:
+            node.kill()

@@ -140,6 +140,9 @@ BLOCKS: dict[tuple[str, str], Skip | Run] = {
              "checkout (tests/integration/test_bench_peers.py runs `kraft-bench peers` small)"),
     ("docs/benchmarks.md", "kraft-bench compare-metadata --partitions 10000 --runs 1 --samples 50 --json cmp.json"):
         Skip("needs ZooKeeper and minutes (tests/zookeeper runs compare-metadata small)"),
+    ("docs/benchmarks.md", "# each run: a fresh node, B=127.0.0.1:<its port>"):
+        Skip("a recipe: fresh nodes between the runs, and py-spy attaches to the node (ptrace rights) "
+             "(tests/integration/test_bench_kafka_clients.py runs produce and consume with both clients small)"),
     ("docs/benchmarks.md", "kraft-bench produce --local-cluster 3 --topic prof --partitions 6 --replication-factor 3 "
                            "--acks all \\"):
         Skip("py-spy attaches to processes (ptrace rights); the profiles are not needed to check the flags"),

@@ -91,6 +91,30 @@ def test_confluent_kafka_admin_idempotent_producer_and_consumer(node: NodeProces
     assert all(tp.error is None and tp.offset == 0 for tp in found), found
 
 
+def test_log_append_time_is_answered_to_the_producer_and_read_by_the_consumer(node: NodeProcess) -> None:
+    """message.timestamp.type=LogAppendTime as Kafka: the producer's delivery report carries the
+    broker's append time (ProduceResponse's log_append_time, LOG_APPEND_TIME), every record reads
+    back with it, over the Kafka protocol and over HTTP."""
+    admin = AdminClient({"bootstrap.servers": bootstrap(node)})
+    admin.create_topics([NewTopic("appended", num_partitions=1, replication_factor=1,
+                                  config={"message.timestamp.type": "LogAppendTime"})])["appended"].result(30)
+    before = int(time.time() * 1000)
+    producer = Producer({"bootstrap.servers": bootstrap(node), "linger.ms": 50})
+    reports: list[Any] = []
+    for i in range(3):
+        producer.produce("appended", value=b"v%d" % i, timestamp=1_000 + i,
+                         on_delivery=lambda err, msg: reports.append((err, msg.timestamp())))
+    assert producer.flush(30) == 0
+    assert all(err is None for err, _ in reports), reports
+    [(kind, appended)] = {ts for _, ts in reports}  # one batch, one append time
+    assert kind == confluent_kafka.TIMESTAMP_LOG_APPEND_TIME and before <= appended <= int(time.time() * 1000)
+    got = consume(node, "appended", [TopicPartition("appended", 0, 0)], 3)
+    assert [m.timestamp() for m in got] == [(confluent_kafka.TIMESTAMP_LOG_APPEND_TIME, appended)] * 3
+    answer = requests.get(f"{node.url}/v1/topics/appended/partitions/0/records", params={"offset": 0},
+                          timeout=10).json()
+    assert [r["timestamp"] for r in answer["records"]] == [appended] * 3
+
+
 def test_kafka_python_admin_creates_and_deletes(node: NodeProcess) -> None:
     kafka = pytest.importorskip("kafka")
     from kafka.admin import KafkaAdminClient, NewTopic as KpNewTopic

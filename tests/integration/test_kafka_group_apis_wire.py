@@ -119,6 +119,41 @@ def test_offsets_list_describe_delete_of_a_classic_group(node) -> None:
     asyncio.run(scenario())
 
 
+def test_a_commit_to_an_unknown_topic_or_partition_is_refused_on_both_apis(node) -> None:
+    """Kafka's handleOffsetCommitRequest: a partition of a topic that does not exist, or one the
+    topic lacks, answers UNKNOWN_TOPIC_OR_PARTITION and is not stored; the others are committed.
+    The HTTP API answers the same per offset, and a commit with nothing committed is one 404."""
+    topic, group = f"gu-{uuid.uuid4().hex[:6]}", f"unknown-{uuid.uuid4().hex[:6]}"
+    missing = f"never-{uuid.uuid4().hex[:6]}"
+    with Admin(node.bootstrap) as admin:
+        admin.create_topic(topic, 2, 1)
+
+    async def scenario() -> None:
+        conn = await Connection.open(node.bootstrap)
+        try:
+            answered = await commit(conn, group, "", -1, {0: 3, 1: 4, 2: 9}, topic)
+            answered.update(await commit(conn, group, "", -1, {0: 1}, missing))
+            assert answered == {(topic, 0): ErrorCode.none, (topic, 1): ErrorCode.none,
+                                (topic, 2): ErrorCode.unknown_topic_or_partition,
+                                (missing, 0): ErrorCode.unknown_topic_or_partition}
+        finally:
+            conn.close()
+
+    asyncio.run(scenario())
+    url = f"{node.url}/v1/groups/{group}/offsets"
+    partial = requests.post(url, json={"offsets": [{"topic": topic, "partition": 0, "offset": 5, "metadata": ""},
+                                                   {"topic": missing, "partition": 0, "offset": 5, "metadata": ""}]},
+                            timeout=10)
+    assert partial.status_code == 200, partial.text
+    assert {(o["topic"], o["partition"]): o.get("error_code") for o in partial.json()["offsets"]} == \
+        {(topic, 0): None, (missing, 0): "UNKNOWN_TOPIC_OR_PARTITION"}
+    refused = requests.post(url, json={"offsets": [{"topic": topic, "partition": 7, "offset": 5, "metadata": ""}]},
+                            timeout=10)
+    assert (refused.status_code, refused.json()["error_code"]) == (404, "UNKNOWN_TOPIC_OR_PARTITION"), refused.text
+    stored = requests.get(url, timeout=10).json()["offsets"]
+    assert {(o["topic"], o["partition"]): o["offset"] for o in stored} == {(topic, 0): 5, (topic, 1): 4}
+
+
 def test_a_kip848_group_over_the_kafka_protocol(node) -> None:
     topic, group = f"ga-{uuid.uuid4().hex[:6]}", f"kip848-{uuid.uuid4().hex[:6]}"
     with Admin(node.bootstrap) as admin:

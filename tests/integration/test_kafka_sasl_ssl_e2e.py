@@ -169,3 +169,28 @@ def _first_error(consumer: Consumer) -> KafkaError | None:
     message = consumer.poll(0.5)
     return None if message is None else message.error()
 
+
+
+def request_counts(node: SecureNode) -> dict[tuple[str, str], float]:
+    """kafka_network_requestmetrics_errors_total by (request, error), scraped from /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = node.session().get(f"{node.url}/metrics", timeout=10).text
+    return {(s.labels["request"], s.labels["error"]): s.value for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name == "kafka_network_requestmetrics_errors_total"}
+
+
+def test_api_versions_and_sasl_requests_are_counted_in_the_request_metrics(node):
+    """Kafka counts ApiVersions, SaslHandshake and SaslAuthenticate in its RequestMetrics like any
+    request: a client that logs in, and one with a wrong password, show in /metrics."""
+    before = request_counts(node)
+    admin = AdminClient(confluent_config(node, ALICE, "SCRAM-SHA-256"))
+    admin.list_topics(timeout=30)
+    config = kafka_python_config(node, (ALICE[0], "wrong"), "SCRAM-SHA-512")
+    del config["bootstrap_servers"]
+    with pytest.raises(kafka.errors.SaslAuthenticationFailedError):
+        kafka_python_connect(node.port, host="localhost", **config)
+    after = request_counts(node)
+    grown = {key for key, value in after.items() if value > before.get(key, 0)}
+    assert {("ApiVersions", "NONE"), ("SaslHandshake", "NONE"), ("SaslAuthenticate", "NONE"),
+            ("SaslAuthenticate", "SASL_AUTHENTICATION_FAILED")} <= grown, sorted(grown)

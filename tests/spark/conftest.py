@@ -44,13 +44,24 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KraftFixture]:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def commit_gates(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The transactional sink's test hook (spark_connector/transactional.py): a directory named
+    after a sink's transactional id prefix in here holds that sink's driver before each EndTxn.
+    Set before Spark starts: the driver's Python workers inherit the JVM's environment."""
+    return tmp_path_factory.mktemp("commit-gates")
+
+
+@pytest.fixture(scope="session")
+def spark(commit_gates: Path) -> Iterator[Any]:
     pytest.importorskip("pyspark", reason="needs the spark extra: pip install .[spark]")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
     from kraft import spark_connector
+    from kraft.spark_connector.transactional import COMMIT_GATES_ENV
+
+    os.environ[COMMIT_GATES_ENV] = str(commit_gates)
 
     session = (
         SparkSession.builder.master("local[2]")

@@ -148,3 +148,6 @@ def test_sink_options():
             parse_sink_options({**txn, **bad}, streaming=streaming)
     with pytest.raises(KraftError, match="unknown option.*subscribe"):
         parse_sink_options({**BOOT, "subscribe": "x"}, streaming=False)
+    # the transactional sink's test hook is no option: no query's configuration reaches it
+    with pytest.raises(KraftError, match="unknown option.*kraft.test.commit.gate"):
+        parse_sink_options({**txn, "kraft.test.commit.gate": "/tmp/gate"}, streaming=True)

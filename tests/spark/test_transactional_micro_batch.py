@@ -4,9 +4,9 @@ read_committed reader still sees none of it until the driver's commit; a driver 
 its EndTxns leaves the committed task's rows visible (the documented window) and the restart from
 the checkpoint ends with every row exactly once.
 
-The driver's commit is held by the sink's test hook `kraft.test.commit.gate` (a directory: the
-driver writes `reached-{batch}-{i}` with its pid before EndTxn i and waits while `allow` holds a
-number <= i); the broker is not mocked."""
+The driver's commit is held by the sink's test hook (the `commit_gates` fixture: in a directory
+named after the sink's transactional id prefix, the driver writes `reached-{batch}-{i}` with its
+pid before EndTxn i and waits while `allow` holds a number <= i); the broker is not mocked."""
 
 from __future__ import annotations
 
@@ -35,16 +35,13 @@ def fill_source(broker: Any) -> tuple[str, list[set[bytes]]]:
     return source, values
 
 
-def start_copy(spark: Any, broker: Any, source: str, sink: str, checkpoint: Path, prefix: str,
-               gate: Path | None) -> Any:
+def start_copy(spark: Any, broker: Any, source: str, sink: str, checkpoint: Path, prefix: str) -> Any:
     """One availableNow run: the whole source is micro-batch 0, one task per source partition."""
     df = (spark.readStream.format("kraft").option("kraft.bootstrap.servers", broker.bootstrap)
           .option("subscribe", source).option("startingOffsets", "earliest").load().selectExpr("value"))
     writer = (df.writeStream.format("kraft").option("kraft.bootstrap.servers", broker.bootstrap)
               .option("topic", sink).option("kraft.transactional.id.prefix", prefix)
               .option("checkpointLocation", str(checkpoint)))
-    if gate is not None:
-        writer = writer.option("kraft.test.commit.gate", str(gate))
     return writer.trigger(availableNow=True).start()
 
 
@@ -69,10 +66,11 @@ def reached(gate: Path, batch: int, index: int) -> int:
     return int(wait_for(path.read_text, 10))
 
 
-def test_a_read_committed_reader_sees_nothing_of_a_micro_batch_until_the_driver_commits(spark, broker, tmp_path):
+def test_a_read_committed_reader_sees_nothing_of_a_micro_batch_until_the_driver_commits(spark, broker, tmp_path,
+                                                                                         commit_gates):
     source, values = fill_source(broker)
     sink = broker.new_topic(partitions=2, prefix="txn-sink")
-    gate = tmp_path / "gate"
+    gate = commit_gates / "atomic-"
     gate.mkdir()
     (gate / "allow").write_text("0")
     seen: list[int] = []
@@ -84,7 +82,7 @@ def test_a_read_committed_reader_sees_nothing_of_a_micro_batch_until_the_driver_
 
     reader = threading.Thread(target=poll, daemon=True)
     reader.start()
-    query = start_copy(spark, broker, source, sink, tmp_path / "cp", "atomic-", gate)
+    query = start_copy(spark, broker, source, sink, tmp_path / "cp", "atomic-")
     try:
         reached(gate, 0, 0)
         assert len(ongoing(broker, "atomic-")) == 2  # both tasks wrote; their transactions are open
@@ -103,14 +101,14 @@ def test_a_read_committed_reader_sees_nothing_of_a_micro_batch_until_the_driver_
     assert ongoing(broker, "atomic-") == set()
 
 
-def test_a_driver_killed_between_end_txns_ends_exactly_once_after_a_restart(spark, broker, tmp_path):
+def test_a_driver_killed_between_end_txns_ends_exactly_once_after_a_restart(spark, broker, tmp_path, commit_gates):
     source, values = fill_source(broker)
     sink = broker.new_topic(partitions=2, prefix="txn-sink")
     checkpoint = tmp_path / "cp"
-    gate = tmp_path / "gate"
+    gate = commit_gates / "killed-"
     gate.mkdir()
     (gate / "allow").write_text("1")  # the first EndTxn goes through, the driver stops before the second
-    query = start_copy(spark, broker, source, sink, checkpoint, "killed-", gate)
+    query = start_copy(spark, broker, source, sink, checkpoint, "killed-")
     try:
         driver = reached(gate, 0, 1)
         assert len(ongoing(broker, "killed-")) == 1  # one task committed, the other still open
@@ -125,7 +123,8 @@ def test_a_driver_killed_between_end_txns_ends_exactly_once_after_a_restart(spar
     wait_for(lambda: set(broker.committed_values(sink)) in (values[0], values[1]), 30,
              what="the committed task's rows (its markers follow its EndTxn)")
 
-    finish(start_copy(spark, broker, source, sink, checkpoint, "killed-", None))  # replays micro-batch 0
+    (gate / "allow").unlink()  # the restart's driver commits at once
+    finish(start_copy(spark, broker, source, sink, checkpoint, "killed-"))  # replays micro-batch 0
     copied = broker.committed_values(sink)
     assert sorted(copied) == sorted(values[0] | values[1])  # every row, each once
     assert ongoing(broker, "killed-") == set()

@@ -214,13 +214,19 @@ class GroupCoordinator:
         self, group_id: str, member_id: str, member_epoch: int, offsets: list[OffsetCommitEntry],
         group_instance_id: str | None = None,
     ) -> CommitOffsetsResult:
-        """`member_epoch` is a classic group's generation id."""
-        self._check_partitions((e.topic, e.partition) for e in offsets)
+        """`member_epoch` is a classic group's generation id. Kafka's handleOffsetCommitRequest: a
+        partition that does not exist answers UNKNOWN_TOPIC_OR_PARTITION and the others are
+        committed (none left: the group is not asked)."""
+        known = [e for e in offsets if self.image.partition(e.topic, e.partition) is not None]
+        unknown = tuple(CommittedOffset(e.topic, e.partition, e.offset, "UNKNOWN_TOPIC_OR_PARTITION")
+                        for e in offsets if self.image.partition(e.topic, e.partition) is None)
+        if not known:
+            return CommitOffsetsResult(unknown)
         partition, _ = await self._shard(group_id)
-        commits = {(e.topic, e.partition): (e.offset, e.metadata) for e in offsets}
+        commits = {(e.topic, e.partition): (e.offset, e.metadata) for e in known}
         await self.runtime.write(partition, "commit-offsets", lambda shard, now: shard.commit_offsets(
             group_id, member_id, member_epoch, commits, now, group_instance_id))
-        return CommitOffsetsResult(tuple(CommittedOffset(e.topic, e.partition, e.offset) for e in offsets))
+        return CommitOffsetsResult(tuple(CommittedOffset(e.topic, e.partition, e.offset) for e in known) + unknown)
 
     async def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                                            offsets: list[OffsetCommitEntry]) -> None:

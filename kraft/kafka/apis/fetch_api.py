@@ -86,7 +86,7 @@ def fetch(services: BrokerServices) -> Any:
     return handle
 
 
-def _partition(response: type, cls: type, index: int, r: FetchPartitionResult | None, records: bytes,
+def _partition(response: type, cls: type, index: int, r: FetchPartitionResult | None, records: bytes | memoryview,
                committed: bool) -> Any:
     if r is None:  # refused; empty records as Kafka's MemoryRecords.EMPTY (librdkafka cannot parse null)
         return entity(cls, partition_index=index, error_code=code("TOPIC_AUTHORIZATION_FAILED"), high_watermark=-1,

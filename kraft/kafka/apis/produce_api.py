@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from kraft.kafka.apis.common import Api, as_ms, code, entity, error_of, ms, nested, response_of
+from kraft.kafka.entities import timestamp
 from kraft.server.records import ProduceEntry, ProducePartitionResult
 from kraft.server.request_context import RequestContext
 from kraft.server.services import BrokerServices
@@ -67,7 +68,8 @@ def _response(request: Any, answers: dict[tuple[str, int], ProducePartitionResul
             r = answers[(topic.name, p.index)]
             partitions.append(entity(
                 partition_cls, index=p.index, error_code=code(r.error_code), base_offset=r.base_offset,
-                log_append_time=None, log_start_offset=r.log_start_offset,
+                log_append_time=None if r.log_append_time < 0 else timestamp(r.log_append_time),
+                log_start_offset=r.log_start_offset,
                 record_errors=tuple(entity(batch_error_cls, batch_index=e.batch_index,
                                            batch_index_error_message=e.message) for e in r.record_errors)
                 if batch_error_cls is not None else (),

@@ -80,3 +80,34 @@ def test_a_request_is_written_only_after_the_one_drained_before_it() -> None:
     assert writes == [first, second]
     order.written(1, first)  # a second call (the error path's) changes nothing
     assert order.ticket(1) == 2
+
+
+def test_a_new_batch_for_a_leader_with_every_request_in_flight_does_not_wake_the_sender(broker: FakeBroker) -> None:
+    """The I/O worker answered first drains the leader's next batches itself, so batches opened
+    while the leader has no request to spare cost no sender wake-up (counted), and are still
+    sent without one: no flush, no linger timer."""
+    broker.create_topic("t")
+    in_gate, release = threading.Event(), threading.Event()
+
+    def gate() -> None:
+        in_gate.set()
+        release.wait(30)
+
+    broker.produce_gate = gate
+    with Producer(broker.bootstrap, linger_ms=0, batch_size=100) as producer:  # one record per batch
+        first = producer.send("t", b"first")
+        assert in_gate.wait(30), "the first request never reached the broker"
+        wakeups = 0
+        wakeup = producer._sender.wakeup
+
+        def counted() -> None:
+            nonlocal wakeups
+            wakeups += 1
+            wakeup()
+
+        producer._sender.wakeup = counted  # type: ignore[method-assign]
+        queued = [producer.send("t", b"queued%d" % i) for i in range(20)]
+        assert wakeups == 0
+        release.set()
+        offsets = [f.get(timeout=10).offset for f in [first, *queued]]  # no flush: the worker sends them
+    assert offsets == list(range(21))

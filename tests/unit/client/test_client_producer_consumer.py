@@ -297,3 +297,27 @@ def test_full_buffer_blocks_send_until_batches_drain(broker: FakeBroker) -> None
         futures = [producer.send("m", b"x" * 100) for _ in range(50)]
         assert futures[0].result(timeout=10).offset == 0
     assert broker.end_offset("m", 0) == 50
+
+
+def test_plain_sends_into_an_open_batch_skip_the_general_path(broker: FakeBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`send`'s fast path (a keyless bytes value into the open batch: the bench's and most
+    applications' send) takes the record without `_prepare`/`_append`, and stores the same
+    records the general path would; a serializer, a key or a closed producer go the general way."""
+    broker.create_topic("fast", 1)
+    calls = []
+    prepare = Producer._prepare
+    monkeypatch.setattr(Producer, "_prepare", lambda self, *a: calls.append(a) or prepare(self, *a))
+    with Producer(broker.bootstrap, linger_ms=10_000, batch_size=100_000) as producer:
+        futures = [producer.send("fast", b"v%d" % i) for i in range(100)]
+        assert len(calls) == 1  # the first record opens the batch; the other 99 join it directly
+        producer.flush(timeout=10)
+    assert [f.result().offset for f in futures] == list(range(100))
+    assert [r.value for r in stored(broker, "fast", 0)] == [b"v%d" % i for i in range(100)]
+    assert all(r.key is None and r.headers == () for r in stored(broker, "fast", 0))
+    with pytest.raises(KraftError) as closed:
+        producer.send("fast", b"x")
+    assert closed.value.error_code == "INVALID_REQUEST"
+    with Producer(broker.bootstrap, value_serializer=lambda v: v.upper()) as upper:
+        upper.send("fast", b"a")
+        upper.send("fast", b"b").result(timeout=10)
+    assert [r.value for r in stored(broker, "fast", 0)][-2:] == [b"A", b"B"]

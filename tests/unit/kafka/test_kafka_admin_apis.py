@@ -20,7 +20,7 @@ from kraft.kafka.api_versions import ApiVersionsTable
 from kraft.kafka.codec import encode_response
 from request_metrics_support import RecordedRequests
 from kraft.kafka.entities import build
-from kraft.kafka.handling import CountedRegistry
+from kraft.kafka.handling import counted
 from kraft.metadata.acl import AclBindingFilter, StandardAcl
 from kraft.server.authorization import Authorization
 from kraft.server.controller_apis import ControllerApis
@@ -152,10 +152,11 @@ class Registry:
     def __init__(self) -> None:
         self.handlers: dict[int, Any] = {}
         self.table = ApiVersionsTable()
+        self.services: Any = None
 
     def register(self, api_key: int, low: int, high: int, handler: Any) -> None:
         self.table.register(api_key, low, high)
-        self.handlers[api_key] = handler
+        self.handlers[api_key] = counted(self.services, handler)  # as the node's registry does
 
 
 class Node:
@@ -171,7 +172,8 @@ class Node:
             security=SecurityApis(self.acls, self.users, auth), controller=ControllerApis(self.controller, auth),
             replicas=ReplicaAdminApis(Replicas(), [log_dir], auth), metrics=self.metrics)  # type: ignore[arg-type]
         self.registry = Registry()
-        register_admin_apis(CountedRegistry(self.registry, services), services)  # as handlers.py does
+        self.registry.services = services
+        register_admin_apis(self.registry, services)
 
     async def ask(self, api_key: int, version: int, body: Mapping[str, Any], ctx: RequestContext = ALICE) -> Any:
         request = build(load_request_schema(api_key, version), body)

@@ -22,3 +22,15 @@ def test_the_table_lists_each_served_key_once_with_its_range() -> None:
     assert "| DescribeAcls | 29 | 1-3 |" in lines and "| DescribeProducers | 61 | 0 |" in lines
     assert "| ApiVersions | 18 | 0-4 |" in lines
     assert len({line.split("|")[2] for line in lines}) == len(lines)
+
+
+def test_no_feature_is_advertised_whose_semantics_are_not_served() -> None:
+    """KIP-890 part 2: a client uses Produce v12 (the partition added by the produce) and the
+    EndTxn v5 epoch bump only when ApiVersions finalizes `transaction.version` 2. Produce v12 is
+    not served, so no feature level is advertised (docs/kafka-protocol.md, "What the clients
+    negotiate")."""
+    registry = served_registry()
+    for version in (3, 4):
+        answer = registry.api_versions.response(version)
+        assert answer.supported_features == () and answer.finalized_features == ()
+    assert registry.api_versions.ranges[0][1] < 12  # Produce

@@ -120,3 +120,12 @@ async def test_a_large_fetch_answer_is_converted_off_the_event_loop() -> None:
     answer = await _counting_loop_turns(records, fetch(_services(records))(CTX.for_api("Fetch", 12), _fetch_request()))
     assert [p.records for t in answer.responses for p in t.partitions] == [BATCH] * PARTITIONS
     assert records.loop_turns.turns > records.turns_when_called + 1  # others ran while it was converted
+
+
+async def test_a_large_answer_of_v2_batches_is_served_without_a_thread_hop() -> None:
+    """Nothing to convert, whatever the answer's size (PARTITIONS batches over INLINE_BYTES each):
+    the handler answers in the same loop turn as the read."""
+    records = Records(LoopTurns(), stored=BATCH)
+    answer = await _counting_loop_turns(records, fetch(_services(records))(CTX.for_api("Fetch", 12), _fetch_request()))
+    assert [p.records for t in answer.responses for p in t.partitions] == [BATCH] * PARTITIONS
+    assert records.loop_turns.turns == records.turns_when_called  # no other task ran after the read

@@ -118,7 +118,7 @@ def test_non_flexible_request_header_v1_with_a_null_client_id() -> None:
 def test_response_header_versions() -> None:
     connection = KafkaConnection(_table())
     [event] = connection.receive_data(frame(API_VERSIONS_V3))
-    data = connection.send(event.request, connection.api_versions.response(3))
+    data = b"".join(connection.send(event.request, connection.api_versions.response(3)))
     size, correlation_id = struct.unpack_from(">ii", data)
     assert size == len(data) - 4 and correlation_id == 7
     # ApiVersions answers with header v0 even when flexible: the body starts right after the id
@@ -126,6 +126,31 @@ def test_response_header_versions() -> None:
     v12 = MetadataResponseV12(throttle_time=datetime.timedelta(0), brokers=(), topics=())
     flexible = encode_response(9, v12)
     assert struct.unpack_from(">i", flexible, 4)[0] == 9 and flexible[8] == 0  # header v1: no tags
+
+
+@pytest.mark.parametrize("version", [4, 12])
+def test_a_fetch_answer_keeps_large_records_by_reference_and_reads_back(version: int) -> None:
+    """The stored batches of a Fetch answer go to the transport as the buffer they are (no copy
+    into the answer); small ones are joined with the fields; either way the buffers in order
+    are the answer kio reads back, framed."""
+    from kio.index import load_response_schema
+
+    from kraft.kafka.codec import BY_REFERENCE, response_buffers
+    from kraft.kafka.entities import build
+
+    stored = bytes(range(256)) * (BY_REFERENCE // 256 + 3)
+    for records, by_reference in ((memoryview(stored)[7:], True), (stored[:100], False)):
+        schema = load_response_schema(1, version)
+        response = build(schema, dict(throttle_time=0, error_code=0, session_id=0, responses=[dict(
+            topic="t", partitions=[dict(partition_index=0, error_code=0, high_watermark=9, last_stable_offset=9,
+                                        log_start_offset=0, aborted_transactions=None, records=records)])]))
+        buffers = response_buffers(5, response)
+        assert any(b is records for b in buffers) is by_reference
+        data = b"".join(buffers)
+        assert struct.unpack_from(">i", data)[0] == len(data) - 4
+        header, size = entity_reader(schema.__header_schema__)(data, 4)
+        body, _ = entity_reader(schema)(data, 4 + size)
+        assert header.correlation_id == 5 and body.responses[0].partitions[0].records == bytes(records)
 
 
 def test_api_versions_answer_lists_the_table_in_every_version() -> None:

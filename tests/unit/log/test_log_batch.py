@@ -85,11 +85,11 @@ def test_stamp_changes_offset_and_epoch_without_breaking_crc() -> None:
     assert [r.offset for r in decode_records(batch)] == [1234, 1235, 1236]
 
 
-def test_log_append_time_rewrites_timestamps_and_crc() -> None:
+def test_log_append_time_stamps_the_max_timestamp_and_crc() -> None:
     batch = bytearray(make_batch(2, ts=5))
     set_log_append_time(batch, 0, len(batch), 999)
     h = validate_batch(batch)
-    assert h.is_log_append_time and h.max_timestamp == 999
+    assert h.is_log_append_time and (h.base_timestamp, h.max_timestamp) == (5, 999)
     assert [r.timestamp for r in decode_records(batch)] == [999, 999]
 
 

@@ -81,6 +81,25 @@ def test_out_of_order_unknown_and_fenced_batches_are_refused() -> None:
     assert leader.state.check(header(-1, -1, -1)) == APPEND  # not idempotent: never checked
 
 
+def ahead(state: ProducerStateManager, *headers: BatchHeader) -> bool:
+    """Whether the refusal of `headers` (one request) says a predecessor could still come."""
+    with pytest.raises((OutOfOrderSequenceError, UnknownProducerIdError)) as refused:
+        state.check_batches(headers)
+    return refused.value.ahead
+
+
+def test_a_refusal_says_whether_the_batch_is_ahead_of_its_predecessor() -> None:
+    """The leader waits for the predecessor of a batch ahead of the expected sequence (sent on
+    another connection), not for one behind it or after a gap inside its own request."""
+    leader = Leader()
+    assert ahead(leader.state, header(7, 0, 5))  # unknown producer: sequence 0 may be on its way
+    leader.append(header(7, 0, 0, count=2))
+    assert ahead(leader.state, header(7, 0, 3))  # expected 2
+    assert not ahead(leader.state, header(7, 0, 1, count=2))  # behind: half written before
+    assert ahead(leader.state, header(7, 1, 4))  # a new epoch's sequence 0 may be on its way
+    assert not ahead(leader.state, header(7, 0, 2), header(7, 0, 4))  # the gap is in the request
+
+
 def test_the_last_five_batches_keep_their_offsets_older_ones_are_duplicates_without() -> None:
     leader = Leader()
     for seq in range(0, 14, 2):

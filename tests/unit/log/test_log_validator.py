@@ -18,6 +18,7 @@ from kraft.log.batch import (
     encode_batch,
     stamp,
     validate_batch,
+    validate_stored,
 )
 from kraft.log.config import LogConfig
 from kraft.log.errors import (
@@ -26,6 +27,7 @@ from kraft.log.errors import (
     InvalidTimestampError,
     RecordTooLargeError,
 )
+from kraft.log.records import decode_records as decode_either
 from kraft.log.validator import LogValidator
 from log_testing import make_batch
 
@@ -47,10 +49,21 @@ def test_stamps_consecutive_offsets_and_epoch() -> None:
     assert stamped.record_count == 5 and stamped.size_in_bytes == len(blob)
 
 
-def test_log_append_time_topic_overwrites_timestamps() -> None:
+@pytest.mark.parametrize("v2", [False, True], ids=["kraft", "v2"])
+def test_log_append_time_stamps_the_max_timestamp_and_keeps_the_first(v2: bool) -> None:
+    """Kafka's LogValidator with LogAppendTime (DefaultRecordBatch.setMaxTimestamp): the
+    timestamp-type bit and the max timestamp are the append time, the base timestamp stays the
+    producer's; readers take the max timestamp as every record's (as Kafka's do)."""
     validator = LogValidator(LogConfig(message_timestamp_type="LogAppendTime"))
-    stamped = validator.assign_offsets(validator.validate_for_leader(make_batch(2)), 0, 0, now_ms=777)
-    assert stamped.max_timestamp == 777 and stamped.batches[0][1].is_log_append_time
+    now = 1_700_000_000_000
+    stamped = validator.assign_offsets(validator.validate_for_leader(make_batch(2, ts=5, v2=v2), now_ms=now),
+                                       0, 0, now_ms=now)
+    pos, header = stamped.batches[0]
+    assert stamped.max_timestamp == now and header.is_log_append_time
+    assert (header.base_timestamp, header.max_timestamp) == (5, now)
+    assert BatchHeader.parse(stamped.buffer, pos) == header  # what is stored
+    validate_stored(stamped.buffer, pos)  # the CRC covers the change
+    assert [r.timestamp for r in decode_either(stamped.buffer, pos)] == [now, now]
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ came from a wake-up, not a timeout.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -27,9 +28,10 @@ from kraft.api.client.types import TopicPartition
 from kraft.api.routes.replication_channel import CHANNELS
 from kraft.bench.trace import CLIENT_ACK, CLIENT_ENQUEUE, CLIENT_SEND, WAY, StageIndex
 from kraft.broker.stage_trace import StageTrace
+from kraft.log.batch import build_batch
 from kraft.metadata.records import Partition
-from kraft.server.records import FetchEntry
-from tests.unit.replication.replication_cluster import TOPIC, TOPIC_ID, Cluster, values_of
+from kraft.server.records import FetchEntry, ProduceEntry
+from tests.unit.replication.replication_cluster import TOPIC, TOPIC_ID, Cluster, batch_of, values_of
 
 PARKED_MS = 600_000  # a long poll that only a wake-up can end within the test's bound
 HANG_GUARD_S = 30
@@ -126,6 +128,30 @@ async def test_an_append_while_the_fetch_waits_for_another_partitions_lock_wakes
     assert values_of(first.records) == [b"meanwhile"]
 
 
+async def test_a_parked_follower_fetch_learns_the_high_watermark_with_the_next_data(leader_only: Cluster) -> None:
+    """The advance a follower's report causes does not answer the other follower's parked fetch
+    (it used to: a second exchange per append with every follower, and the fetch was not parked
+    when the next append came); that fetch carries the new high watermark with the next data."""
+    leader = leader_only.nodes[1]
+    replica = leader.replica(TOPIC, 0)
+    await reported(leader, 2)
+    await reported(leader, 3)
+    acked = asyncio.ensure_future(leader_only.produce(1, b"a", timeout_ms=PARKED_MS))
+    await until(lambda: leader_only.log(1).log_end_offset == 1, "appended")
+    for follower in (2, 3):  # both fetch the record
+        await leader.replica_fetch(follower, 100 + follower, [follower_entry(0)], 0, 1, 1 << 20)
+    parked = asyncio.ensure_future(leader.replica_fetch(2, 102, [follower_entry(1)], PARKED_MS, 1, 1 << 20))
+    await until(lambda: len(replica._append_waiters or ()) == 1, "follower 2's fetch parked")
+    await leader.replica_fetch(3, 103, [follower_entry(1)], 0, 1, 1 << 20)  # follower 3 has it: HW 1
+    assert leader_only.log(1).high_watermark == 1
+    assert (await asyncio.wait_for(acked, HANG_GUARD_S)).base_offset == 0
+    [waiting] = replica._append_waiters or ()  # follower 2's wake-up, not resolved by the advance
+    assert not waiting.done() and not parked.done()
+    assert (await leader_only.produce(1, b"b", acks=1)).error_code is None
+    [answer] = await asyncio.wait_for(parked, HANG_GUARD_S)
+    assert values_of(answer.records) == [b"b"] and answer.high_watermark == 1
+
+
 async def test_acks_all_is_woken_by_the_high_watermark_that_covers_it_only(leader_only: Cluster) -> None:
     leader = leader_only.nodes[1]
     core = leader.replica(TOPIC, 0).core
@@ -143,6 +169,93 @@ async def test_acks_all_is_woken_by_the_high_watermark_that_covers_it_only(leade
     assert (await asyncio.wait_for(second, HANG_GUARD_S)).base_offset == 1
     asked_for_second = [args for args in checks.args if args[1] == 2]
     assert len(asked_for_second) == 2  # when appended, then at the advance to 2; not at 1
+
+
+async def idempotent(cluster: Cluster, sequence: int, value: bytes) -> Any:
+    """One idempotent producer's one-record batch at `sequence` to the leader, acks=1."""
+    batch = build_batch([(None, value, [], 1_700_000_000_000)], producer_id=7, producer_epoch=0,
+                        base_sequence=sequence)
+    [result] = await cluster.nodes[1].produce([ProduceEntry(TOPIC, 0, batch)], 1, PARKED_MS)
+    return result
+
+
+async def test_requests_overtaking_their_predecessors_wait_for_them_not_refused(tmp_path: Path) -> None:
+    """A producer's requests in flight travel on separate connections; two that arrive before
+    their predecessor (sequences 3 and 2 before 1) wait for it and are appended in sequence
+    order: none refused, so none retried."""
+    cluster = Cluster(tmp_path)
+    cluster.settings = dataclasses.replace(cluster.settings, sequence_wait_ms=PARKED_MS)
+    await cluster.start(running=(1,))
+    try:
+        assert (await idempotent(cluster, 0, b"s0")).error_code is None
+        replica = cluster.nodes[1].replica(TOPIC, 0)
+
+        def waiting() -> int:  # the appends waited for (the replica is slotted: no patching)
+            return len(replica._append_waiters or ())
+
+        third = asyncio.ensure_future(idempotent(cluster, 3, b"s3"))
+        await until(lambda: third.done() or waiting() == 1, "sequence 3 refused or waiting")
+        second = asyncio.ensure_future(idempotent(cluster, 2, b"s2"))
+        await until(lambda: second.done() or waiting() == 2, "sequence 2 refused or waiting")
+        assert not third.done() and not second.done()  # both wait: neither was refused
+        first = await idempotent(cluster, 1, b"s1")
+        results = [first, await asyncio.wait_for(second, HANG_GUARD_S), await asyncio.wait_for(third, HANG_GUARD_S)]
+        assert [(r.error_code, r.base_offset) for r in results] == [(None, 1), (None, 2), (None, 3)]
+        assert values_of(cluster.raw(1, 4)) == [b"s0", b"s1", b"s2", b"s3"]
+    finally:
+        await cluster.close()
+
+
+async def test_a_predecessor_that_never_comes_is_out_of_order_after_the_wait(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path)
+    cluster.settings = dataclasses.replace(cluster.settings, sequence_wait_ms=50)
+    await cluster.start(running=(1,))
+    try:
+        assert (await idempotent(cluster, 0, b"s0")).error_code is None
+        lost = await asyncio.wait_for(idempotent(cluster, 2, b"s2"), HANG_GUARD_S)
+        assert lost.error_code == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+        assert not cluster.nodes[1].replica(TOPIC, 0)._append_waiters  # its wake-up is gone
+        assert (await idempotent(cluster, 1, b"s1")).error_code is None  # nothing written meanwhile
+        assert values_of(cluster.raw(1, 2)) == [b"s0", b"s1"]
+    finally:
+        await cluster.close()
+
+
+async def turns_until(done: Callable[[], bool]) -> int:
+    """Turns of the event loop until `done()`: each `sleep(0)` lets everything ready run once.
+    A hop through the loop waits behind whatever else is ready there, so the hot path counts
+    them, not time."""
+    turns = 0
+    while not done():
+        await asyncio.sleep(0)
+        turns += 1
+        assert turns < 1000, "never done"
+    return turns
+
+
+async def test_acks_all_and_a_parked_fetch_answer_in_the_turn_after_their_event(leader_only: Cluster) -> None:
+    """The produce waiting on acks=all answers in the loop's turn after the advance that covers
+    it, and the parked follower fetch in the turn after the append (the append's own task takes
+    the first): no task per partition, no extra turn per wake-up (asyncio.wait_for's callback
+    cost one)."""
+    leader = leader_only.nodes[1]
+    await reported(leader, 2)
+    await reported(leader, 3)
+    acked = asyncio.ensure_future(leader.produce([ProduceEntry(TOPIC, 0, batch_of(b"a"))], -1, PARKED_MS))
+    await until(lambda: leader_only.log(1).log_end_offset == 1, "appended")
+    for follower in (2, 3):  # max_wait_ms 0: no suspension; the second report advances the HW
+        await leader.replica_fetch(follower, 100 + follower, [follower_entry(1)], 0, 1, 1 << 20)
+    assert leader_only.log(1).high_watermark == 1
+    assert await turns_until(acked.done) == 1
+    [result] = acked.result()
+    assert result.error_code is None and result.base_offset == 0
+    parked = asyncio.ensure_future(leader.replica_fetch(2, 102, [follower_entry(1, high_watermark=1)],
+                                                        PARKED_MS, 1, 1 << 20))
+    await until(lambda: len(leader.replica(TOPIC, 0)._append_waiters or ()) == 1, "follower 2's fetch parked")
+    appended = asyncio.ensure_future(leader.produce([ProduceEntry(TOPIC, 0, batch_of(b"b"))], 1, PARKED_MS))
+    assert await turns_until(parked.done) == 2
+    assert values_of(parked.result()[0].records) == [b"b"]
+    await appended
 
 
 async def test_fetches_serve_the_stored_batches_byte_for_byte(c: Cluster) -> None:

@@ -6,8 +6,9 @@ parts below the services (the authorizer's ACLs, the replica manager, the coordi
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Sequence
+from typing import Any, Sequence
 
 import pytest
 
@@ -129,6 +130,29 @@ async def test_produce_refuses_only_the_partitions_of_a_topic_that_may_not_be_wr
     assert acls.denials == ["TOPIC"]  # once for the request
     assert caplog.text.count("Principal = User:alice is Denied operation = Write from host = 10.0.0.8 on resource = "
                              "Topic:LITERAL:b for request = Produce") == 1
+
+
+async def test_a_produce_to_existing_topics_starts_no_task() -> None:
+    """The hot path: each task is two more turns of the event loop, behind whatever else is ready
+    to run there; only a missing topic's lookup-or-create runs as one (concurrently with others)."""
+    apis, replicas = records_apis(Acls(), "a", "b")
+    loop = asyncio.get_running_loop()
+    started: list[Any] = []
+
+    def counting(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        started.append(coro)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    previous = loop.get_task_factory()
+    loop.set_task_factory(counting)
+    try:
+        answer = await apis.produce(NODE_2, [ProduceEntry("a", 0, b"x"), ProduceEntry("b", 0, b"x"),
+                                             ProduceEntry("gone", 0, b"x")], 1, 1000)
+    finally:
+        loop.set_task_factory(previous)
+    assert [r.error_code for r in answer.partitions] == [None, None, "UNKNOWN_TOPIC_OR_PARTITION"]
+    assert [(e.topic, e.partition) for e in replicas.produced] == [("a", 0), ("b", 0)]
+    assert len(started) == 1  # "gone"'s
 
 
 async def test_produce_and_fetch_charge_the_contexts_quota_entity_and_nodes_go_free() -> None:
