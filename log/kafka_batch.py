@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from kraft.log import compression as codec
+from kraft.log import kafka_fast_parse
 from kraft.log.batch import (
     ATTRIBUTES_POS,
     CONTROL_FLAG,
@@ -313,6 +314,7 @@ def validate_for_append(
     *,
     timestamp_before_max_ms: int = TIMESTAMP_BEFORE_MAX_MS,
     timestamp_after_max_ms: int = TIMESTAMP_AFTER_MAX_MS,
+    framed: BatchHeader | None = None,
 ) -> bytes | bytearray | memoryview:
     """Checks one producer v2 batch as Kafka's LogValidator does and returns what to store: the
     batch itself when nothing needs changing (the usual case), else a copy with the header's max
@@ -323,8 +325,9 @@ def validate_for_append(
     Raises CorruptRecordError (framing, CRC, malformed records), RecordTooLargeError
     (max.message.bytes), InvalidRecordError (counts, offsets, codec, control batches, sequence,
     keyless records on compacted topics), InvalidTimestampError (CreateTime outside
-    message.timestamp.before/after.max.ms)."""
-    header = validate_framing(batch)
+    message.timestamp.before/after.max.ms). `framed`: the batch's header when the caller has
+    checked its framing and CRC already (LogValidator does, for both formats)."""
+    header = validate_framing(batch) if framed is None else framed
     if header.size_in_bytes != len(batch):
         raise CorruptRecordError(f"{len(batch) - header.size_in_bytes} bytes after the batch")
     _check_size(header, config)
@@ -343,12 +346,18 @@ def validate_for_append(
     if header.producer_id >= 0 and header.base_sequence < 0:
         raise InvalidRecordError(f"invalid sequence number {header.base_sequence} for producer {header.producer_id}")
     codec.name(header.compression_code)  # InvalidRecordError for codes 5-7
-    rows = _rows(batch, 0, header, MAX_DECOMPRESSED_BYTES)
+    target = config.target_compression
+    recompress = target is not None and codec.CODES[target] != header.compression_code
     # the per-record rules column-wise, at C speed (every produced record passes here)
-    offset_deltas, timestamp_deltas, keys, _, _ = zip(*rows)
-    if offset_deltas != tuple(range(count)):
-        expected = next(i for i, delta in enumerate(offset_deltas) if delta != i)
-        raise InvalidRecordError(f"record has offset delta {offset_deltas[expected]}, expected {expected}")
+    fast = None if recompress else kafka_fast_parse.timestamp_deltas_and_keys(batch, header)
+    if fast is not None:  # offset deltas 0..n-1 already, the records as the Python parser reads them
+        timestamp_deltas, keys = fast
+    else:
+        rows = _rows(batch, 0, header, MAX_DECOMPRESSED_BYTES)
+        offset_deltas, timestamp_deltas, keys, _, _ = zip(*rows)
+        if offset_deltas != tuple(range(count)):
+            expected = next(i for i, delta in enumerate(offset_deltas) if delta != i)
+            raise InvalidRecordError(f"record has offset delta {offset_deltas[expected]}, expected {expected}")
     if config.compact and None in keys:
         raise InvalidRecordError("compacted topic cannot accept a record without a key")
     base = header.base_timestamp
@@ -361,8 +370,7 @@ def validate_for_append(
             _check_timestamp(timestamp, now_ms, timestamp_before_max_ms, timestamp_after_max_ms)
 
     out: bytes | bytearray | memoryview = batch
-    target = config.target_compression
-    if target is not None and codec.CODES[target] != header.compression_code:
+    if recompress:
         out = reframe(header, encode_records(rows), codec.CODES[target])
         _check_size(BatchHeader.parse(out), config)
     if config.log_append_time:

@@ -185,7 +185,7 @@ class LogValidator:
             end = pos + header.size_in_bytes
             if from_producer and header.magic == MAGIC_V2:
                 view = memoryview(buf)[pos:end]
-                checked = kafka_batch.validate_for_append(view, self.config, now_ms)
+                checked = kafka_batch.validate_for_append(view, self.config, now_ms, framed=header)
                 if checked is not view:
                     changed[pos] = checked
             batches.append((pos, header))

@@ -203,8 +203,9 @@ class KafkaChannel(asyncio.Protocol):
         self._flush()
 
     def _flush(self) -> None:
-        """Writes the answers at the head that are ready, in request order; a mute holds the
-        rest back too."""
+        """Writes the answers at the head that are ready, in request order, in one write (a
+        client that pipelines is woken once, not once an answer); a mute holds the rest back too."""
+        ready: list[bytes | memoryview] = []
         while self._answers and self._answers[0].done() and not self._muted():
             head = self._answers.popleft()
             if self.closed:
@@ -213,16 +214,26 @@ class KafkaChannel(asyncio.Protocol):
                 error = head.exception() if not head.cancelled() else "cancelled"
                 log.error("Kafka request from %s failed: %r; closing the connection", self.client_host, error,
                           exc_info=None if head.cancelled() else head.exception())
+                self._write(ready)
                 self._close()
                 continue
             result = head.result()
-            assert self.transport is not None
-            self.transport.writelines(result.data)
+            ready.extend(result.data)
             if result.close:
+                self._write(ready)
                 self._close(after_answer=True)
             elif result.throttle_ms > 0:
                 self._mute(result.throttle_ms)
+        self._write(ready)
         self._pump()
+
+    def _write(self, ready: list[bytes | memoryview]) -> None:
+        """The answers' buffers in `ready`, in order, as one write (not joined: a Fetch answer's
+        stored batches are not copied); then `ready` is empty."""
+        if ready:
+            assert self.transport is not None
+            self.transport.writelines(ready)
+            ready.clear()
 
     def _mute(self, throttle_ms: int) -> None:
         """KIP-219: the throttled answer is sent at once, then nothing more is read, started or

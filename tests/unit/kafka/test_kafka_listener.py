@@ -218,7 +218,9 @@ async def test_an_idle_connection_is_closed_and_a_busy_one_is_not() -> None:
 # -- pipelining and bounds --------------------------------------------------------------------------
 
 
-async def test_pipelined_requests_are_answered_in_request_order() -> None:
+async def _five_pipelined_finishing_last_to_first() -> list[tuple[int, Any]]:
+    """Five pipelined Metadata requests whose handlers finish last to first (so the head's answer
+    is ready last, with the four others); the five answers as read."""
     gates = {i: asyncio.Event() for i in range(5)}
 
     async def by_correlation(context: RequestContext, request: Any) -> Any:
@@ -229,11 +231,46 @@ async def test_pipelined_requests_are_answered_in_request_order() -> None:
         reader, writer = await server.connect()
         writer.write(b"".join(metadata_request(i) for i in range(5)))
         await wait_until(lambda: len(server.contexts) == 5, what="all five handled at once")
-        for i in reversed(range(5)):  # finishing last to first
+        for i in reversed(range(5)):
             gates[i].set()
             await asyncio.sleep(0)
         answers = [read_response(await read_frame(reader), METADATA, 12) for _ in range(5)]
-        assert [(c, r.cluster_id) for c, r in answers] == [(i, str(i)) for i in range(5)]
+        writer.close()
+    return answers
+
+
+async def test_pipelined_requests_are_answered_in_request_order() -> None:
+    answers = await _five_pipelined_finishing_last_to_first()
+    assert [(c, r.cluster_id) for c, r in answers] == [(i, str(i)) for i in range(5)]
+
+
+async def test_answers_ready_together_go_out_in_one_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipelining client (librdkafka keeps 5 produce requests in flight) is woken once for the
+    answers that are ready together, not once an answer."""
+    from asyncio import selector_events
+
+    server_writes: list[str] = []
+    transport = selector_events._SelectorSocketTransport
+    inside: list[bool] = []  # writelines may call write (Python 3.11): one write, counted once
+
+    def counting(name: str) -> Any:
+        original = getattr(transport, name)
+
+        def counted(self: Any, data: Any) -> None:
+            if not inside and not isinstance(self.get_protocol(), asyncio.StreamReaderProtocol):  # the node's
+                server_writes.append(name)
+            inside.append(True)
+            try:
+                original(self, data)
+            finally:
+                inside.pop()
+        return counted
+
+    for name in ("write", "writelines"):
+        monkeypatch.setattr(transport, name, counting(name))
+    answers = await _five_pipelined_finishing_last_to_first()
+    assert [c for c, _ in answers] == list(range(5))
+    assert len(server_writes) == 1
 
 
 async def test_queued_max_requests_bounds_what_one_connection_has_in_flight() -> None:
