@@ -24,9 +24,9 @@ from kraft.server.access import (
 )
 from kraft.server.authorization import Authorization
 from kraft.server.groups import (
-    CommitOffsetsResult, CommittedOffset, DeleteGroupResult, DeleteOffsetsResult, FetchOffsetsResult, FindCoordinatorResult,
+    CommitOffsetsResult, DeleteGroupResult, DeleteOffsetsResult, FetchOffsetsResult, FindCoordinatorResult,
     ClassicDescription, GroupDescription, GroupHeartbeat, GroupService, HeartbeatResult, ListGroupsResult,
-    OffsetCommitEntry, OffsetReset, ResetOffsetsResult,
+    OffsetCommitEntry, OffsetReset, ResetOffsetsResult, not_committed,
 )
 from kraft.server.request_context import RequestContext
 
@@ -88,10 +88,12 @@ class GroupApis:
             return await self.groups.commit_offsets(group_id, member_id, member_epoch, offsets, group_instance_id)
         error = self.auth.failure(ctx, _COMMIT_TOPICS.operation, TOPIC, refused).error_code
         allowed = [e for e in offsets if e.topic not in refused]
-        committed = CommitOffsetsResult(()) if not allowed else await self.groups.commit_offsets(
-            group_id, member_id, member_epoch, allowed, group_instance_id)
-        return CommitOffsetsResult(committed.offsets + tuple(
-            CommittedOffset(e.topic, e.partition, e.offset, error) for e in offsets if e.topic in refused))
+        try:
+            committed = CommitOffsetsResult(()) if not allowed else await self.groups.commit_offsets(
+                group_id, member_id, member_epoch, allowed, group_instance_id)
+        except KraftError as e:  # the group's refusal: the refused topics keep their own error
+            committed = CommitOffsetsResult(not_committed(allowed, e.error_code))
+        return CommitOffsetsResult(committed.offsets + not_committed((e for e in offsets if e.topic in refused), error))
 
     async def fetch_offsets(self, ctx: RequestContext, group_id: str, topics: list[str] | None) -> FetchOffsetsResult:
         """Describe on the group; topics the principal may not Describe are left out of a fetch

@@ -6,6 +6,7 @@ find the coordinator. Listeners encode the answers in their own wire shapes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Protocol
 
 from kraft.broker.groups.classic import JoinRequest, JoinResult
@@ -94,6 +95,11 @@ class CommittedOffset:
 @dataclass(frozen=True)
 class CommitOffsetsResult:
     offsets: tuple[CommittedOffset, ...]
+
+
+def not_committed(entries: Iterable[OffsetCommitEntry], error_code: str) -> tuple[CommittedOffset, ...]:
+    """Each entry answered `error_code` (the group refused the commit they were in)."""
+    return tuple(CommittedOffset(e.topic, e.partition, e.offset, error_code) for e in entries)
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from kraft.server.groups import (
     ClassicDescription, ClassicMemberDescription, CommitOffsetsResult, CommittedOffset, DeleteGroupResult, DeleteOffsetsResult, FetchOffsetsResult,
     FindCoordinatorResult, GroupDescription, GroupHeartbeat, GroupOffset, GroupSummary, HeartbeatResult,
     ListGroupsResult, MemberDescription, NodeEndpoint, OffsetCommitEntry, OffsetLag, OffsetReset, ResetOffset,
-    ResetOffsetsResult, by_topic,
+    ResetOffsetsResult, by_topic, not_committed,
 )
 
 log = logging.getLogger("kraft.groups")
@@ -216,16 +216,23 @@ class GroupCoordinator:
     ) -> CommitOffsetsResult:
         """`member_epoch` is a classic group's generation id. Kafka's handleOffsetCommitRequest: a
         partition that does not exist answers UNKNOWN_TOPIC_OR_PARTITION and the others are
-        committed (none left: the group is not asked)."""
+        committed (none left: the group is not asked); a group-level refusal (ILLEGAL_GENERATION,
+        UNKNOWN_MEMBER_ID...) answers the known ones and leaves the unknown ones theirs."""
         known = [e for e in offsets if self.image.partition(e.topic, e.partition) is not None]
-        unknown = tuple(CommittedOffset(e.topic, e.partition, e.offset, "UNKNOWN_TOPIC_OR_PARTITION")
-                        for e in offsets if self.image.partition(e.topic, e.partition) is None)
+        unknown = not_committed((e for e in offsets if self.image.partition(e.topic, e.partition) is None),
+                                "UNKNOWN_TOPIC_OR_PARTITION")
         if not known:
             return CommitOffsetsResult(unknown)
         partition, _ = await self._shard(group_id)
         commits = {(e.topic, e.partition): (e.offset, e.metadata) for e in known}
-        await self.runtime.write(partition, "commit-offsets", lambda shard, now: shard.commit_offsets(
-            group_id, member_id, member_epoch, commits, now, group_instance_id))
+        try:
+            await self.runtime.write(partition, "commit-offsets", lambda shard, now: shard.commit_offsets(
+                group_id, member_id, member_epoch, commits, now, group_instance_id))
+        except (KraftError, GroupError) as e:  # the shard's membership checks raise GroupError
+            if not unknown:
+                raise  # the group's error answers the whole commit
+            # Kafka checks the topics before the group: the unknown ones keep their own error
+            return CommitOffsetsResult(not_committed(known, e.error_code) + unknown)
         return CommitOffsetsResult(tuple(CommittedOffset(e.topic, e.partition, e.offset) for e in known) + unknown)
 
     async def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
