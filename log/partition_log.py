@@ -257,7 +257,10 @@ class PartitionLog:
                 if all(fresh):
                     return info
             else:
-                info = LogAppendInfo(-1, -1, -1, 0, 0, duplicate=True)
+                # Kafka answers a retry with the first append's time, as with its offsets
+                first = next((v for v in verdicts if v.first_offset >= 0), None)
+                stamped_at = first.timestamp if first is not None and self._config.log_append_time else -1
+                info = LogAppendInfo(-1, -1, -1, 0, 0, duplicate=True, log_append_time=stamped_at)
             stamped = iter(validated.batches)
             spans = [(v.first_offset, v.last_offset) if isinstance(v, Duplicate)
                      else _span(next(stamped)[1]) for v in verdicts]

@@ -88,11 +88,13 @@ class Append:
 
 @dataclass(frozen=True)
 class Duplicate:
-    """The batch was appended before: append nothing, answer with its original offsets (-1 when
-    the batch is older than the ones kept)."""
+    """The batch was appended before: append nothing, answer with its original offsets and
+    max timestamp (Kafka answers that as the log append time; -1 when the batch is older than
+    the ones kept)."""
 
     first_offset: int
     last_offset: int
+    timestamp: int = -1
 
 
 APPEND = Append()
@@ -106,6 +108,7 @@ class BatchMetadata:
     last_sequence: int
     first_offset: int
     last_offset: int
+    timestamp: int = -1  # the batch's max timestamp as appended (-1: a snapshot without it)
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,7 @@ class ProducerStateEntry:
         last = last_sequence(header)
         for batch in self.batches:
             if batch.first_sequence == header.base_sequence and batch.last_sequence == last:
-                return Duplicate(batch.first_offset, batch.last_offset)
+                return Duplicate(batch.first_offset, batch.last_offset, batch.timestamp)
         if header.base_sequence <= last <= self.last_sequence:  # no wrap: wholly written before
             return UNKNOWN_OFFSETS_DUPLICATE
         return None
@@ -313,7 +316,8 @@ class ProducerStateManager:
                 completed = self._end_transaction(entry, header.base_offset, marker)
         else:
             entry.batches.append(BatchMetadata(
-                header.base_sequence, last_sequence(header), header.base_offset, header.last_offset
+                header.base_sequence, last_sequence(header), header.base_offset, header.last_offset,
+                header.max_timestamp,
             ))
             if header.is_transactional and not entry.in_transaction:
                 entry.current_txn_first_offset = header.base_offset
@@ -372,7 +376,8 @@ class ProducerStateManager:
         `unreplicated()`'s."""
         return [
             [e.producer_id, e.producer_epoch, e.last_timestamp,
-             [[b.first_sequence, b.last_sequence, b.first_offset, b.last_offset] for b in e.batches],
+             [[b.first_sequence, b.last_sequence, b.first_offset, b.last_offset, b.timestamp]
+              for b in e.batches],
              e.current_txn_first_offset, e.coordinator_epoch]
             for e in self._producers.values()
         ]

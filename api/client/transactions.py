@@ -191,10 +191,15 @@ class TransactionManager:
         entries = [{"topic": tp.topic, "partition": tp.partition, "offset": int(getattr(o, "offset", o))}
                    for tp, o in sorted(offsets.items())]
         try:
-            group.request("POST", "/txn-offsets", self._producer_body(
+            answer = group.request("POST", "/txn-offsets", self._producer_body(
                 transactional_id=self.transactional_id, offsets=entries))
         except KraftError as e:
             raise self.fail(e) from None
+        # the broker answers each offset; one it did not add leaves the transaction to abort
+        refused = [o for o in (answer or {}).get("offsets", ()) if o.get("error_code")]
+        if refused:
+            raise self.fail(KraftError(refused[0]["error_code"], "offsets not added to the transaction: " + ", ".join(
+                f"{o['topic']}-{o['partition']} ({o['error_code']})" for o in refused)))
 
     def end(self, commit: bool) -> None:
         """EndTxn (answered once the coordinator logged PrepareCommit/PrepareAbort)."""

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
+from kraft.api.messages.groups import CommittedOffset
 from kraft.api.messages.common import (
     INT32_MAX, INT64_MAX, GroupId, Message, Node, PartitionNumber, TimeoutMs, TopicName, TransactionalId,
     check_topic_name,
@@ -128,6 +129,13 @@ class TxnOffsetCommitRequest(TransactionProducer, forbid_unknown_fields=True):
     offsets: Annotated[list[TxnOffsetCommitEntry], Meta(min_length=1, max_length=MAX_MARKERS_PER_REQUEST)]
 
 
+class TxnOffsetCommitResponse(Message):
+    """Each offset's answer (Kafka's TxnOffsetCommit): `error_code` set when it was not added
+    (UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED, or the group's error beside those)."""
+
+    offsets: list[CommittedOffset]
+
+
 class TransactionDescription(Message):
     """Kafka's DescribeTransactions state (kafka-transactions.sh describe's columns)."""
 
@@ -205,4 +213,4 @@ class FindTransactionCoordinatorResponse(Message):
 
 
 class TransactionAck(Message):
-    """Done (AddOffsetsToTxn, EndTxn, TxnOffsetCommit answer nothing else)."""
+    """Done (AddOffsetsToTxn and EndTxn answer nothing else)."""

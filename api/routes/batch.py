@@ -2,8 +2,8 @@
 over the record services (kraft/server/record_apis.py: Produce, Fetch).
 
 Bodies are msgpack (JSON with base64 works too). Work here is per partition and per batch, never
-per record: batch framing and CRCs are checked for the whole request before anything is appended,
-and per-partition outcomes (unknown partition, not leader, not enough replicas) come back as
+per record: per-partition outcomes (a batch that fails its framing or CRC: CORRUPT_MESSAGE, checked
+once, by the leader's validator; unknown partition, not leader, not enough replicas) come back as
 `error_code`/`message` inside a 200 answer, as Kafka does. A throttled answer is held back by the
 throttle time the services computed, and says it.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from kraft.api.errors import KraftError, invalid_request
+from kraft.api.errors import invalid_request
 from kraft.api.messages.batch import (
     AbortedTransaction, DivergingEpoch, FetchPartitionResponse, FetchRequest, FetchResponse, ProducePartitionResponse, ProduceRequest,
     ProduceResponse,
@@ -21,26 +21,10 @@ from kraft.api.messages.common import READ_COMMITTED, Node
 from kraft.api.routes.services import context_of, services_of
 from kraft.api.throttle import hold_back
 from kraft.api.wire import read_message, render
-from kraft.log.batch import validate_stored
-from kraft.log.errors import LogError
 from kraft.server import record_apis
 from kraft.server.records import NO_REPLICA, FetchEntry, FetchPartitionResult, ProduceEntry
 
 routes = web.RouteTableDef()
-
-
-def _check_batches(records: bytes, index: int) -> None:
-    """Every batch well framed with a valid CRC, no trailing bytes: else the request is refused."""
-    where = f"$.partitions[{index}].records"
-    if not records:
-        raise invalid_request(f"{where} is empty: send at least one batch")
-    pos = 0
-    view = memoryview(records)
-    while pos < len(records):
-        try:
-            pos += validate_stored(view, pos).size_in_bytes
-        except LogError as e:
-            raise KraftError(e.error_code, f"{where}: {e}") from None
 
 
 @routes.post("/v1/produce")
@@ -48,7 +32,9 @@ async def produce(request: web.Request) -> web.Response:
     body = await read_message(request, ProduceRequest)
     entries = []
     for i, p in enumerate(body.partitions):
-        _check_batches(p.records, i)
+        if not p.records:
+            raise invalid_request(f"$.partitions[{i}].records is empty: send at least one batch")
+        # framing and CRCs are the leader's validator's to check (every path's), per partition
         entries.append(ProduceEntry(p.topic, p.partition, p.records))
     # a topic the principal may not write answers its own partitions (Kafka's rule); transactional
     # batches without a transactional id the principal may write refuse the whole request

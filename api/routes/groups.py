@@ -24,7 +24,7 @@ from kraft.api.routes.services import context_of, services_of
 from kraft.api.wire import read_message, read_query, render
 from kraft.errors import KraftError
 from kraft.server.group_apis import GroupApis
-from kraft.server.groups import GroupHeartbeat, OffsetCommitEntry, OffsetReset
+from kraft.server.groups import CommitOffsetsResult, GroupHeartbeat, OffsetCommitEntry, OffsetReset
 from kraft.server.request_context import MAX_CLIENT_ID_CHARS
 
 routes = web.RouteTableDef()
@@ -99,11 +99,16 @@ async def commit_offsets(request: web.Request) -> web.Response:
     entries = [OffsetCommitEntry(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets]
     answer = await _groups(request).commit_offsets(context_of(request), group_id, body.member_id, body.member_epoch,
                                                    entries)
+    return render(request, _wire(some_committed(answer), CommitOffsetsResponse))
+
+
+def some_committed(answer: CommitOffsetsResult) -> CommitOffsetsResult:
+    """The answer when an offset was committed; else one error answers (raised)."""
     refused = [o for o in answer.offsets if o.error_code]
-    if refused and len(refused) == len(answer.offsets):  # nothing committed: one error answers
+    if refused and len(refused) == len(answer.offsets):
         code = refused[0].error_code or "UNKNOWN_SERVER_ERROR"
         raise KraftError(code, f"no offset committed ({code}) for topics [{', '.join(sorted({o.topic for o in refused}))}]")
-    return render(request, _wire(answer, CommitOffsetsResponse))
+    return answer
 
 
 @routes.get("/v1/groups/{group}/offsets")

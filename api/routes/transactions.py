@@ -30,10 +30,11 @@ from kraft.api.messages.txn import (
     AddPartitionsToTxnResponse, DescribeProducersManyResponse, DescribeProducersRequest, DescribeProducersResponse,
     EndTxnRequest, PartitionProducersResult, FindTransactionCoordinatorResponse, InitTransactionRequest, ListTransactionsResponse,
     ProducerState, TransactionAck, TransactionalId, TransactionDescription, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
     TxnPartitionResult, TxnTopicPartition,
 )
 from kraft.api.routes.forward import proxy, remote_leader
-from kraft.api.routes.groups import group_id_of
+from kraft.api.routes.groups import group_id_of, some_committed
 from kraft.api.routes.records import partition_number
 from kraft.api.routes.services import context_of, services_of
 from kraft.api.wire import read_message, render
@@ -124,10 +125,10 @@ async def list_transactions(request: web.Request) -> web.Response:
 async def txn_offset_commit(request: web.Request) -> web.Response:
     group_id = group_id_of(request)
     body = await read_message(request, TxnOffsetCommitRequest)
-    await _transactions(request).commit_offsets(
+    answer = await _transactions(request).commit_offsets(
         context_of(request), group_id, body.transactional_id, body.producer_id, body.producer_epoch,
         [OffsetCommitEntry(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets])
-    return render(request, TransactionAck())
+    return render(request, msgspec.convert(some_committed(answer), TxnOffsetCommitResponse, from_attributes=True))
 
 
 def _partition(request: web.Request) -> tuple[str, int]:

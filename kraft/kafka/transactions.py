@@ -6,8 +6,10 @@ are `apis/producer_ids_api.py`'s; DescribeProducers is `replica_admin.py`'s.
 
 Errors are placed where Kafka places them: AddPartitionsToTxn and TxnOffsetCommit answer each
 partition (AddPartitionsToTxn: a topic the principal may not Write gets TOPIC_AUTHORIZATION_FAILED
-and the others OPERATION_NOT_ATTEMPTED; any other failure, and any failure of a TxnOffsetCommit,
-which commits all or nothing, is every partition's), the others at the top level. Requests older
+and the others OPERATION_NOT_ATTEMPTED; any other failure is every partition's. TxnOffsetCommit:
+a topic the principal may not Read gets TOPIC_AUTHORIZATION_FAILED, an unknown partition
+UNKNOWN_TOPIC_OR_PARTITION, and the others are committed or get the group's error), the others
+at the top level. Requests older
 than KIP-588's versions get INVALID_PRODUCER_EPOCH where newer ones get PRODUCER_FENCED
 (`fenced_for_version`), as Kafka answers old clients.
 
@@ -123,20 +125,23 @@ async def end_txn(services: BrokerServices, ctx: RequestContext, request: Any) -
 
 
 async def txn_offset_commit(services: BrokerServices, ctx: RequestContext, request: Any) -> Mapping[str, Any]:
-    """The offsets join the transaction at the group's coordinator; the group sees them when the
-    transaction commits. v3's member id, generation and instance id are not checked against the
-    group (a transactional commit is fenced by the producer epoch; docs/kafka-protocol.md)."""
+    """The offsets join the transaction at the group's coordinator, each partition answered on
+    its own; the group sees them when the transaction commits. v3's member id, generation and
+    instance id are not checked against the group (a transactional commit is fenced by the
+    producer epoch; docs/kafka-protocol.md)."""
     entries = [OffsetCommitEntry(t.name, int(p.partition_index), int(p.committed_offset), p.committed_metadata or "")
                for t in request.topics for p in t.partitions]
-    error = None
+    errors: dict[tuple[str, int], str | KraftError | None]
     try:
-        await _call(ctx, TXN_OFFSET_COMMIT_KEY, lambda: services.transactions.commit_offsets(
+        committed = await _call(ctx, TXN_OFFSET_COMMIT_KEY, lambda: services.transactions.commit_offsets(
             ctx, request.group_id, request.transactional_id, int(request.producer_id), int(request.producer_epoch),
             entries))
-    except KraftError as e:
-        error = e  # nothing is committed: every partition's answer
-    return {"topics": _by_topic(((x.topic, x.partition, error) for x in entries), "name", "partitions",
-                                lambda p, e: {"partition_index": p, "error_code": error_code(e)})}
+    except KraftError as e:  # the whole commit refused: every partition's answer
+        errors = {(x.topic, x.partition): e for x in entries}
+    else:  # each partition answered on its own (handleTxnOffsetCommitRequest)
+        errors = {(o.topic, o.partition): o.error_code for o in committed.offsets}
+    return {"topics": _by_topic(((x.topic, x.partition, errors.get((x.topic, x.partition))) for x in entries),
+                                "name", "partitions", lambda p, e: {"partition_index": p, "error_code": error_code(e)})}
 
 
 async def describe_transactions(services: BrokerServices, ctx: RequestContext, request: Any) -> Mapping[str, Any]:

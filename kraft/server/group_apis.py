@@ -13,6 +13,7 @@ offset fetches, as Kafka leaves them out. Offset resets are commits (OffsetCommi
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from kraft.errors import KraftError
 from kraft.metadata.acl import GROUP, TOPIC
@@ -20,13 +21,13 @@ from kraft.broker.groups.classic import JoinRequest, JoinResult
 from kraft.server.access import (
     CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR,
     GROUP_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, LISTED, NAMED, OFFSET_COMMIT, OFFSET_DELETE,
-    OFFSET_FETCH, SYNC_GROUP, rule_of,
+    OFFSET_FETCH, SYNC_GROUP, Rule, rule_of,
 )
 from kraft.server.authorization import Authorization
 from kraft.server.groups import (
-    CommitOffsetsResult, CommittedOffset, DeleteGroupResult, DeleteOffsetsResult, FetchOffsetsResult, FindCoordinatorResult,
+    CommitOffsetsResult, DeleteGroupResult, DeleteOffsetsResult, FetchOffsetsResult, FindCoordinatorResult,
     ClassicDescription, GroupDescription, GroupHeartbeat, GroupService, HeartbeatResult, ListGroupsResult,
-    OffsetCommitEntry, OffsetReset, ResetOffsetsResult,
+    OffsetCommitEntry, OffsetReset, ResetOffsetsResult, commit_per_partition,
 )
 from kraft.server.request_context import RequestContext
 
@@ -49,6 +50,17 @@ _SYNC = rule_of(SYNC_GROUP, GROUP, NAMED)
 _HEARTBEAT = rule_of(HEARTBEAT, GROUP, NAMED)
 _LEAVE = rule_of(LEAVE_GROUP, GROUP, NAMED)
 _DESCRIBE_CLASSIC = rule_of(DESCRIBE_GROUPS, GROUP, NAMED)
+
+
+def topic_refusal(auth: Authorization, ctx: RequestContext, rule: Rule,
+                  offsets: list[OffsetCommitEntry]) -> Callable[[OffsetCommitEntry], str | None]:
+    """A commit's per-topic Read check (Kafka's filterByAuthorized): TOPIC_AUTHORIZATION_FAILED
+    for the entries of a refused topic, the denial logged and counted once for the request."""
+    refused = set(auth.refused(ctx, rule, {e.topic for e in offsets}))
+    if not refused:
+        return lambda entry: None
+    error = auth.failure(ctx, rule.operation, TOPIC, refused).error_code
+    return lambda entry: error if entry.topic in refused else None
 
 
 class GroupApis:
@@ -83,15 +95,9 @@ class GroupApis:
         Read on the group, else the whole commit is refused; a topic the principal may not Read
         answers its partitions TOPIC_AUTHORIZATION_FAILED and the others are committed."""
         self.auth.require(ctx, _COMMIT, (group_id,))
-        refused = self.auth.refused(ctx, _COMMIT_TOPICS, {e.topic for e in offsets})
-        if not refused:
-            return await self.groups.commit_offsets(group_id, member_id, member_epoch, offsets, group_instance_id)
-        error = self.auth.failure(ctx, _COMMIT_TOPICS.operation, TOPIC, refused).error_code
-        allowed = [e for e in offsets if e.topic not in refused]
-        committed = CommitOffsetsResult(()) if not allowed else await self.groups.commit_offsets(
-            group_id, member_id, member_epoch, allowed, group_instance_id)
-        return CommitOffsetsResult(committed.offsets + tuple(
-            CommittedOffset(e.topic, e.partition, e.offset, error) for e in offsets if e.topic in refused))
+        return await commit_per_partition(
+            offsets, topic_refusal(self.auth, ctx, _COMMIT_TOPICS, offsets),
+            lambda allowed: self.groups.commit_offsets(group_id, member_id, member_epoch, allowed, group_instance_id))
 
     async def fetch_offsets(self, ctx: RequestContext, group_id: str, topics: list[str] | None) -> FetchOffsetsResult:
         """Describe on the group; topics the principal may not Describe are left out of a fetch

@@ -5,10 +5,12 @@ find the coordinator. Listeners encode the answers in their own wire shapes."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from kraft.broker.groups.classic import JoinRequest, JoinResult
+from kraft.errors import KraftError
 
 # subscribed_topic_regex: longer is INVALID_REGULAR_EXPRESSION from the coordinator (Kafka sets no
 # bound; this one keeps what a member makes every coordinator compile and store small)
@@ -94,6 +96,28 @@ class CommittedOffset:
 @dataclass(frozen=True)
 class CommitOffsetsResult:
     offsets: tuple[CommittedOffset, ...]
+
+
+async def commit_per_partition(
+    offsets: list[OffsetCommitEntry], own_error: Callable[[OffsetCommitEntry], str | None],
+    commit: Callable[[list[OffsetCommitEntry]], Awaitable[CommitOffsetsResult]],
+) -> CommitOffsetsResult:
+    """Kafka's OffsetCommit and TxnOffsetCommit rule (KafkaApis checks the topics before the
+    group): an entry with its `own_error` (an unknown partition, a topic the principal may not
+    Read) answers it and is not committed; `commit` takes the others (none: not called). Its
+    refusal (the group's error) answers each of them, and is raised when no entry had its own."""
+    own = [(e, code) for e in offsets if (code := own_error(e)) is not None]
+    failed = tuple(CommittedOffset(e.topic, e.partition, e.offset, code) for e, code in own)
+    rest = [e for e in offsets if own_error(e) is None]
+    if not rest:
+        return CommitOffsetsResult(failed)
+    try:
+        committed = (await commit(rest)).offsets
+    except KraftError as e:
+        if not failed:
+            raise
+        committed = tuple(CommittedOffset(x.topic, x.partition, x.offset, e.error_code) for x in rest)
+    return CommitOffsetsResult(committed + failed)
 
 
 @dataclass(frozen=True)

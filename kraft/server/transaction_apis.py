@@ -23,7 +23,8 @@ from kraft.server.access import (
     WRITE_TXN_MARKERS, rule_of,
 )
 from kraft.server.authorization import Authorization
-from kraft.server.groups import OffsetCommitEntry
+from kraft.server.group_apis import topic_refusal
+from kraft.server.groups import CommitOffsetsResult, OffsetCommitEntry, commit_per_partition
 from kraft.server.request_context import RequestContext
 from kraft.server.transactions import (
     FindTransactionCoordinatorResult, PartitionError, TopicPartition, TransactionalOffsets,
@@ -121,14 +122,19 @@ class TransactionApis:
                                                       bump_epoch)
 
     async def commit_offsets(self, ctx: RequestContext, group_id: str, transactional_id: str, producer_id: int,
-                             producer_epoch: int, offsets: list[OffsetCommitEntry]) -> None:
-        """Kafka's TxnOffsetCommit, to the group's coordinator."""
+                             producer_epoch: int, offsets: list[OffsetCommitEntry]) -> CommitOffsetsResult:
+        """Kafka's TxnOffsetCommit, to the group's coordinator. As handleTxnOffsetCommitRequest:
+        Write on the transactional id and Read on the group, else the whole commit is refused;
+        a topic the principal may not Read answers its partitions TOPIC_AUTHORIZATION_FAILED
+        (and an unknown partition UNKNOWN_TOPIC_OR_PARTITION), the others join the transaction."""
         self.auth.require(ctx, _COMMIT, (transactional_id,))
         self.auth.require(ctx, _COMMIT_GROUP, (group_id,))
-        self.auth.require(ctx, _COMMIT_TOPICS, {e.topic for e in offsets})
-        if self._groups is None:
+        groups = self._groups
+        if groups is None:
             raise KraftError("COORDINATOR_NOT_AVAILABLE", "this node runs no group coordinator")
-        await self._groups.commit_transactional_offsets(group_id, producer_id, producer_epoch, offsets)
+        return await commit_per_partition(
+            offsets, topic_refusal(self.auth, ctx, _COMMIT_TOPICS, offsets),
+            lambda allowed: groups.commit_transactional_offsets(group_id, producer_id, producer_epoch, allowed))
 
     # -- describing ---------------------------------------------------------------------------
 

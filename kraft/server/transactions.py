@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Protocol
 
-from kraft.server.groups import NodeEndpoint, OffsetCommitEntry
+from kraft.server.groups import CommitOffsetsResult, NodeEndpoint, OffsetCommitEntry
 
 TopicPartition = tuple[str, int]
 
@@ -101,7 +101,7 @@ class TransactionalOffsets(Protocol):
     """The group coordinator's side: TxnOffsetCommit."""
 
     async def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
-                                           offsets: list[OffsetCommitEntry]) -> None: ...
+                                           offsets: list[OffsetCommitEntry]) -> CommitOffsetsResult: ...
 
 
 class TransactionPartitions(Protocol):

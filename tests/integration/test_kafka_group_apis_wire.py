@@ -154,6 +154,28 @@ def test_a_commit_to_an_unknown_topic_or_partition_is_refused_on_both_apis(node)
     assert {(o["topic"], o["partition"]): o["offset"] for o in stored} == {(topic, 0): 5, (topic, 1): 4}
 
 
+def test_a_commit_the_group_refuses_still_answers_unknown_partitions_their_own_error(node) -> None:
+    """Kafka's handleOffsetCommitRequest checks the topics before the group: with a stale
+    generation, the known partitions answer ILLEGAL_GENERATION, a partition that does not exist
+    UNKNOWN_TOPIC_OR_PARTITION (it used to answer the group's error too)."""
+    topic, group = f"gi-{uuid.uuid4().hex[:6]}", f"stale-{uuid.uuid4().hex[:6]}"
+    with Admin(node.bootstrap) as admin:
+        admin.create_topic(topic, 1, 1)
+
+    async def scenario() -> None:
+        conn = await Connection.open(node.bootstrap)
+        try:
+            member_id, _, _ = await classic_member(conn, group, topic)
+            assert await commit(conn, group, member_id, 0, {0: 6, 5: 1}, topic) == \
+                {(topic, 0): ErrorCode.illegal_generation, (topic, 5): ErrorCode.unknown_topic_or_partition}
+            assert await commit(conn, group, "ghost", 1, {0: 6, 5: 1}, topic) == \
+                {(topic, 0): ErrorCode.unknown_member_id, (topic, 5): ErrorCode.unknown_topic_or_partition}
+        finally:
+            conn.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_kip848_group_over_the_kafka_protocol(node) -> None:
     topic, group = f"ga-{uuid.uuid4().hex[:6]}", f"kip848-{uuid.uuid4().hex[:6]}"
     with Admin(node.bootstrap) as admin:

@@ -100,6 +100,15 @@ def wire_ask(sock: socket.socket, api_key: int, version: int, body: dict[str, An
     return read_response(read_frame_blocking(sock), api_key, version)[1]
 
 
+def wire_init(sock: socket.socket, tid: str) -> Any:
+    """InitProducerId of `tid`, retried while the coordinator's topic is created (on first use)."""
+    def init() -> Any:
+        answer = wire_ask(sock, 22, 4, {"transactional_id": tid, "transaction_timeout": 60_000})
+        return answer if answer.error_code.name == "none" else None
+
+    return wait_for(init, TIMEOUT_S, what="InitProducerId (the coordinator's topic is created on first use)")
+
+
 def kraft_cli(node: NodeProcess, *args: str) -> list[list[str]]:
     proc = subprocess.run([sys.executable, "-c", "from kraft.api.cli import main; main()", *args,
                            "--bootstrap-server", node.bootstrap], capture_output=True, text=True, timeout=TIMEOUT_S)
@@ -229,11 +238,7 @@ def test_a_transactional_batch_on_the_wire_needs_its_partition_added_first(node:
         def ask(api_key: int, version: int, body: dict[str, Any]) -> Any:
             return wire_ask(sock, api_key, version, body)
 
-        def init() -> Any:
-            answer = ask(22, 4, {"transactional_id": tid, "transaction_timeout": 60_000})
-            return answer if answer.error_code.name == "none" else None
-
-        ids = wait_for(init, TIMEOUT_S, what="InitProducerId (the coordinator's topic is created on first use)")
+        ids = wire_init(sock, tid)
         batch = encode_batch([Record(0, int(time.time() * 1000), b"k", b"v")], base_offset=0,
                              attributes=TRANSACTIONAL_FLAG, producer_id=ids.producer_id,
                              producer_epoch=ids.producer_epoch, base_sequence=0)
@@ -260,6 +265,41 @@ def test_a_transactional_batch_on_the_wire_needs_its_partition_added_first(node:
         assert ended.error_code.name == "none"
     wait_for(lambda: kafka_values(node, topic, "read_committed") == [], TIMEOUT_S, what="the abort")
     assert kafka_values(node, topic, "read_uncommitted") == ["v"]
+
+
+def test_a_txn_offset_commit_answers_each_partition_on_its_own(node: NodeProcess) -> None:
+    """Kafka's handleTxnOffsetCommitRequest: a partition that does not exist (of a topic that
+    does, or of one that does not) answers UNKNOWN_TOPIC_OR_PARTITION and the others join the
+    transaction (the whole commit used to be refused); the commit makes them the group's."""
+    topic, group, tid = new_topic(node), f"g-{uuid.uuid4().hex[:6]}", f"tx-off-{uuid.uuid4().hex[:6]}"
+    missing = f"never-{uuid.uuid4().hex[:6]}"
+    host, port = node.bootstrap.split(":")
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
+        def ask(api_key: int, version: int, body: dict[str, Any]) -> Any:
+            return wire_ask(sock, api_key, version, body)
+
+        ids = wire_init(sock, tid)
+        producer = {"transactional_id": tid, "producer_id": ids.producer_id, "producer_epoch": ids.producer_epoch}
+        # the group's FindCoordinator creates __consumer_offsets, as a client asks it first
+        wait_for(lambda: ask(10, 3, {"key": group, "key_type": 0}).error_code.name == "none", TIMEOUT_S,
+                 what="FindCoordinator of the group")
+        wait_for(lambda: ask(25, 3, {**producer, "group_id": group}).error_code.name == "none", TIMEOUT_S,
+                 what="AddOffsetsToTxn")
+
+        def partitions(*offsets: tuple[int, int]) -> list[dict[str, Any]]:
+            return [{"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
+                     "committed_metadata": ""} for p, o in offsets]
+
+        answer = ask(28, 3, {**producer, "group_id": group, "generation_id": -1, "member_id": "",
+                             "group_instance_id": None, "topics": [
+                                 {"name": topic, "partitions": partitions((0, 11), (PARTITIONS + 4, 3))},
+                                 {"name": missing, "partitions": partitions((0, 5))}]})
+        assert {(t.name, p.partition_index): p.error_code.name for t in answer.topics for p in t.partitions} == {
+            (topic, 0): "none", (topic, PARTITIONS + 4): "unknown_topic_or_partition",
+            (missing, 0): "unknown_topic_or_partition"}
+        ended = ask(26, 3, {**producer, "committed": True})
+        assert ended.error_code.name == "none", ended
+    wait_for(lambda: group_offset(node.bootstrap, group, topic) == 11, TIMEOUT_S, what="the committed offset")
 
 
 def test_a_read_committed_offset_fetch_waits_for_the_transactions_end(node: NodeProcess) -> None:

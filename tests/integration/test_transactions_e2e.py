@@ -80,6 +80,28 @@ def test_three_partitions_and_a_group_offset_are_all_or_nothing(node, commit: bo
         p.close()
 
 
+def test_txn_offsets_answer_an_unknown_partition_on_its_own(node) -> None:
+    """POST /v1/groups/{group}/txn-offsets answers each offset (Kafka's TxnOffsetCommit): an
+    unknown partition UNKNOWN_TOPIC_OR_PARTITION, the known one added (the whole commit used to be
+    refused); the client then leaves the transaction to abort, which drops the added offset."""
+    topic, group, tid = new_topic(node), f"g-{uuid.uuid4().hex[:6]}", f"tx-{uuid.uuid4().hex[:6]}"
+    p = producer(node, tid)
+    try:
+        p.begin_transaction()
+        with pytest.raises(KraftError) as refused:
+            p.send_offsets_to_transaction({TopicPartition(topic, 0): 17, TopicPartition(topic, 9): 3}, group)
+        assert refused.value.error_code == "UNKNOWN_TOPIC_OR_PARTITION", refused.value
+        assert f"{topic}-9 (UNKNOWN_TOPIC_OR_PARTITION)" in str(refused.value)
+        assert f"{topic}-0 " not in str(refused.value)
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send_offsets_to_transaction({TopicPartition(topic, 0): 21}, group)
+        p.commit_transaction()
+        wait_for(lambda: group_offset(node.bootstrap, group, topic) == 21, 30, what="the group's offset")
+    finally:
+        p.close()
+
+
 def test_a_zombie_with_the_old_epoch_is_fenced(node) -> None:
     topic, tid = new_topic(node), f"tx-{uuid.uuid4().hex[:6]}"
     zombie = producer(node, tid)

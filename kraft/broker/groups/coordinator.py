@@ -51,7 +51,7 @@ from kraft.server.groups import (
     ClassicDescription, ClassicMemberDescription, CommitOffsetsResult, CommittedOffset, DeleteGroupResult, DeleteOffsetsResult, FetchOffsetsResult,
     FindCoordinatorResult, GroupDescription, GroupHeartbeat, GroupOffset, GroupSummary, HeartbeatResult,
     ListGroupsResult, MemberDescription, NodeEndpoint, OffsetCommitEntry, OffsetLag, OffsetReset, ResetOffset,
-    ResetOffsetsResult, by_topic,
+    ResetOffsetsResult, by_topic, commit_per_partition,
 )
 
 log = logging.getLogger("kraft.groups")
@@ -210,32 +210,38 @@ class GroupCoordinator:
             if self.image.partition(topic, partition) is None:
                 raise KraftError("UNKNOWN_TOPIC_OR_PARTITION", f"{topic}-{partition} does not exist")
 
+    async def _commit_known(self, group_id: str, offsets: list[OffsetCommitEntry], what: str,
+                            write: Callable[[GroupShard, dict[tuple[str, int], tuple[int, str]], int], object]
+                            ) -> CommitOffsetsResult:
+        """Kafka's rule for both commits: a partition that does not exist answers
+        UNKNOWN_TOPIC_OR_PARTITION, the others go to the shard (`write`: its commit of them)."""
+        async def commit(known: list[OffsetCommitEntry]) -> CommitOffsetsResult:
+            partition, _ = await self._shard(group_id)
+            commits = {(e.topic, e.partition): (e.offset, e.metadata) for e in known}
+            await self.runtime.write(partition, what, lambda shard, now: write(shard, commits, now))
+            return CommitOffsetsResult(tuple(CommittedOffset(e.topic, e.partition, e.offset) for e in known))
+
+        def unknown(entry: OffsetCommitEntry) -> str | None:
+            return "UNKNOWN_TOPIC_OR_PARTITION" if self.image.partition(entry.topic, entry.partition) is None else None
+        return await commit_per_partition(offsets, unknown, commit)
+
     async def commit_offsets(
         self, group_id: str, member_id: str, member_epoch: int, offsets: list[OffsetCommitEntry],
         group_instance_id: str | None = None,
     ) -> CommitOffsetsResult:
         """`member_epoch` is a classic group's generation id. Kafka's handleOffsetCommitRequest: a
         partition that does not exist answers UNKNOWN_TOPIC_OR_PARTITION and the others are
-        committed (none left: the group is not asked)."""
-        known = [e for e in offsets if self.image.partition(e.topic, e.partition) is not None]
-        unknown = tuple(CommittedOffset(e.topic, e.partition, e.offset, "UNKNOWN_TOPIC_OR_PARTITION")
-                        for e in offsets if self.image.partition(e.topic, e.partition) is None)
-        if not known:
-            return CommitOffsetsResult(unknown)
-        partition, _ = await self._shard(group_id)
-        commits = {(e.topic, e.partition): (e.offset, e.metadata) for e in known}
-        await self.runtime.write(partition, "commit-offsets", lambda shard, now: shard.commit_offsets(
-            group_id, member_id, member_epoch, commits, now, group_instance_id))
-        return CommitOffsetsResult(tuple(CommittedOffset(e.topic, e.partition, e.offset) for e in known) + unknown)
+        committed (none left: the group is not asked); a group-level refusal (ILLEGAL_GENERATION,
+        UNKNOWN_MEMBER_ID...) answers the known ones and leaves the unknown ones theirs."""
+        return await self._commit_known(group_id, offsets, "commit-offsets", lambda shard, commits, now: (
+            shard.commit_offsets(group_id, member_id, member_epoch, commits, now, group_instance_id)))
 
     async def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
-                                           offsets: list[OffsetCommitEntry]) -> None:
-        """Kafka's TxnOffsetCommit: held until the transaction's marker (GroupShard)."""
-        self._check_partitions((e.topic, e.partition) for e in offsets)
-        partition, _ = await self._shard(group_id)
-        commits = {(e.topic, e.partition): (e.offset, e.metadata) for e in offsets}
-        await self.runtime.write(partition, "txn-offset-commit", lambda shard, now: shard.commit_transactional_offsets(
-            group_id, producer_id, producer_epoch, commits, now))
+                                           offsets: list[OffsetCommitEntry]) -> CommitOffsetsResult:
+        """Kafka's TxnOffsetCommit: held until the transaction's marker (GroupShard); per
+        partition as handleTxnOffsetCommitRequest (`_commit_known`)."""
+        return await self._commit_known(group_id, offsets, "txn-offset-commit", lambda shard, commits, now: (
+            shard.commit_transactional_offsets(group_id, producer_id, producer_epoch, commits, now)))
 
     async def write_txn_marker(self, partition: int, producer_id: int, producer_epoch: int,
                                coordinator_epoch: int, commit: bool) -> None:

@@ -24,7 +24,7 @@ from kraft.kafka.handlers import register_handlers
 from kraft.log import kafka_batch
 from kraft.log.batch import TRANSACTIONAL_FLAG, Record
 from kraft.server.authorization import Authorization
-from kraft.server.groups import NodeEndpoint, OffsetCommitEntry
+from kraft.server.groups import CommitOffsetsResult, CommittedOffset, NodeEndpoint, OffsetCommitEntry
 from kraft.server.metadata import BrokerDescription, ClusterDescription
 from kraft.server.quotas import Quotas
 from kraft.server.record_apis import RecordApis
@@ -132,10 +132,11 @@ class Groups:
         self.error: KraftError | None = None
 
     async def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
-                                           offsets: list[OffsetCommitEntry]) -> None:
+                                           offsets: list[OffsetCommitEntry]) -> CommitOffsetsResult:
         if self.error is not None:
             raise self.error
         self.commits.append((group_id, producer_id, producer_epoch, offsets))
+        return CommitOffsetsResult(tuple(CommittedOffset(e.topic, e.partition, e.offset) for e in offsets))
 
 
 class Authorizer:
@@ -374,6 +375,25 @@ async def test_txn_offset_commit_failures_are_every_partitions() -> None:
     answer = await not_coordinator.ask(TXN_COMMIT, 0, _commit_body(0))
     assert {e for _, _, e in _commit_errors(answer)} == {ErrorCode.not_coordinator}
     assert node.groups.commits == []
+
+
+async def test_txn_offset_commit_answers_an_unauthorized_topic_on_its_own() -> None:
+    """handleTxnOffsetCommitRequest: a topic the principal may not Read answers its partitions
+    TOPIC_AUTHORIZATION_FAILED and the others are committed, or get the group's error."""
+    body = _commit_body(3)
+    body["topics"].append({"name": "u", "partitions": [{"partition_index": 0, "committed_offset": 9,
+                                                         "committed_leader_epoch": -1, "committed_metadata": ""}]})
+    node = Node(("READ", "TOPIC", "u"))
+    answer = await node.ask(TXN_COMMIT, 3, body)
+    assert _commit_errors(answer) == [(TOPIC, 0, ErrorCode.none), (TOPIC, 1, ErrorCode.none),
+                                      ("u", 0, ErrorCode.topic_authorization_failed)]
+    assert node.groups.commits == [(GROUP, 1000, 0, [OffsetCommitEntry(TOPIC, 0, 17, "m"),
+                                                     OffsetCommitEntry(TOPIC, 1, 4, "")])]
+    node.groups.error = KraftError("INVALID_PRODUCER_EPOCH", "epoch 3 is fenced")
+    answer = await node.ask(TXN_COMMIT, 3, body)
+    assert _commit_errors(answer) == [(TOPIC, 0, ErrorCode.invalid_producer_epoch),
+                                      (TOPIC, 1, ErrorCode.invalid_producer_epoch),
+                                      ("u", 0, ErrorCode.topic_authorization_failed)]
 
 
 async def test_describe_transactions_answers_each_id() -> None:

@@ -34,6 +34,24 @@ def test_a_retried_batch_is_answered_with_its_original_offsets_and_written_once(
     assert values(log) == [b"v0", b"v1", b"v2", b"v3"]
 
 
+def test_a_retry_on_a_log_append_time_topic_answers_the_first_append_time(open_log) -> None:
+    """Kafka answers a duplicate with its batch metadata's time, as with its offsets; it
+    survives a restart through the producer state snapshot."""
+    log = open_log(message_timestamp_type="LogAppendTime")
+    first = log.append_as_leader(batch(0), 0, 5_000)
+    retry = log.append_as_leader(batch(0), 0, 9_000)
+    assert (first.log_append_time, retry.duplicate, retry.log_append_time) == (5_000, True, 5_000)
+    log.close()
+    assert open_log(message_timestamp_type="LogAppendTime").append_as_leader(
+        batch(0), 0, 9_000).log_append_time == 5_000
+
+
+def test_a_retry_on_a_create_time_topic_answers_no_log_append_time(open_log) -> None:
+    log = open_log()
+    log.append_as_leader(batch(0), 0, 5_000)
+    assert log.append_as_leader(batch(0), 0, 9_000).log_append_time == -1
+
+
 def test_errors_write_nothing(open_log) -> None:
     log = open_log()
     log.append_as_leader(batch(0, epoch=3), 0, 0)

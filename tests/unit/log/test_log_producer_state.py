@@ -57,7 +57,7 @@ def test_in_sequence_batches_append_and_a_retry_gets_its_original_offsets() -> N
     leader = Leader()
     assert leader.append(header(7, 0, 0, count=3)) == (0, 2)
     assert leader.append(header(7, 0, 3, count=2)) == (3, 4)
-    assert leader.state.check(header(7, 0, 0, count=3)) == Duplicate(0, 2)
+    assert leader.state.check(header(7, 0, 0, count=3)) == Duplicate(0, 2, 0)
     assert leader.append(header(7, 0, 3, count=2)) == (3, 4)
     assert leader.log_end_offset == 5
 
@@ -104,7 +104,7 @@ def test_the_last_five_batches_keep_their_offsets_older_ones_are_duplicates_with
     leader = Leader()
     for seq in range(0, 14, 2):
         leader.append(header(1, 0, seq, count=2))
-    assert leader.state.check(header(1, 0, 4, count=2)) == Duplicate(4, 5)
+    assert leader.state.check(header(1, 0, 4, count=2)) == Duplicate(4, 5, 0)
     assert leader.state.check(header(1, 0, 2, count=2)) == UNKNOWN_OFFSETS_DUPLICATE
     assert leader.state.check(header(1, 0, 1, count=5)) == UNKNOWN_OFFSETS_DUPLICATE  # other split
     with pytest.raises(OutOfOrderSequenceError):
@@ -117,14 +117,14 @@ def test_a_new_epoch_forgets_the_old_epochs_batches() -> None:
     leader.append(header(1, 1, 0))
     with pytest.raises(InvalidProducerEpochError):
         leader.state.check(header(1, 0, 0))
-    assert leader.state.check(header(1, 1, 0)) == Duplicate(1, 1)
+    assert leader.state.check(header(1, 1, 0)) == Duplicate(1, 1, 0)
 
 
 def test_check_batches_sees_the_earlier_batches_of_the_request() -> None:
     state = ProducerStateManager()
     state.update(header(1, 0, 0, offset=0))
     verdicts = state.check_batches([header(1, 0, 0), header(1, 0, 1), header(1, 0, 2), header(2, 0, 0)])
-    assert verdicts == (Duplicate(0, 0), APPEND, APPEND, APPEND)
+    assert verdicts == (Duplicate(0, 0, 0), APPEND, APPEND, APPEND)
     with pytest.raises(OutOfOrderSequenceError):
         state.check_batches([header(1, 0, 1), header(1, 0, 3)])
     assert state.entry(1).last_sequence == 0  # checking changed nothing
@@ -136,7 +136,7 @@ def test_sequences_wrap_at_int32_max() -> None:
     state = ProducerStateManager()
     state.update(header(1, 0, INT32_MAX - 1, count=3))  # sequences INT32_MAX - 1, INT32_MAX, 0
     assert state.check(header(1, 0, 1)) == APPEND
-    assert state.check(header(1, 0, INT32_MAX - 1, count=3)) == Duplicate(0, 2)
+    assert state.check(header(1, 0, INT32_MAX - 1, count=3)) == Duplicate(0, 2, 0)
     assert state.check(header(1, 0, 0)) == UNKNOWN_OFFSETS_DUPLICATE  # written, in the wrap
 
 
