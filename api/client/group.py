@@ -25,6 +25,7 @@ from kraft.api.client.retry import call_with_retries
 from kraft.api.client.transport import Address, Transport
 from kraft.api.client.types import OffsetAndMetadata, TopicPartition
 from kraft.api.errors import KraftError
+from kraft.api.errors import KraftError
 
 log = logging.getLogger("kraft.client.group")
 REDISCOVER = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "NETWORK_EXCEPTION",
@@ -95,7 +96,15 @@ class GroupCoordinatorClient:
             else:
                 entry["offset"] = int(o)
             entries.append(entry)
-        self.request("POST", "/offsets", {"member_id": member_id, "member_epoch": member_epoch, "offsets": entries})
+        answer = self.request("POST", "/offsets", {"member_id": member_id, "member_epoch": member_epoch,
+                                                   "offsets": entries})
+        # the coordinator answers each offset (Kafka's per-partition errors): a refused one is
+        # the caller's error, as kafka-python's commit raises a partition's error
+        refused = [o for o in (answer or {}).get("offsets", ()) if o.get("error_code")]
+        if refused:
+            raise KraftError(refused[0]["error_code"], "offsets not committed: " + ", ".join(
+                f"{o['topic']}-{o['partition']} ({o['error_code']})" for o in refused),
+                partitions=[f"{o['topic']}-{o['partition']}" for o in refused])
 
     def committed_with_metadata(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
         wanted = set(tps)

@@ -214,3 +214,25 @@ def test_a_kip848_group_over_the_kafka_protocol(node) -> None:
             conn.close()
 
     asyncio.run(scenario())
+
+
+def test_the_python_consumer_raises_an_offset_the_coordinator_refused(node) -> None:
+    """kraft's consumer committing offsets of a partition that does not exist beside one that
+    does: the one is committed, the other raised to the application with its partition, as
+    kafka-python's commit raises a partition's error (the 200 answer's per-offset error used to
+    be ignored)."""
+    from kraft.api.client import Consumer, TopicPartition
+    from kraft.api.errors import KraftError
+
+    topic, group = f"gc-{uuid.uuid4().hex[:6]}", f"client-{uuid.uuid4().hex[:6]}"
+    with Admin(node.bootstrap) as admin:
+        admin.create_topic(topic, 1, 1)
+    consumer = Consumer(bootstrap_servers=node.bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        with pytest.raises(KraftError) as refused:
+            consumer.commit({TopicPartition(topic, 0): 3, TopicPartition(topic, 5): 4})
+        assert refused.value.error_code == "UNKNOWN_TOPIC_OR_PARTITION"
+        assert refused.value.extra["partitions"] == [f"{topic}-5"]
+        assert consumer.committed(TopicPartition(topic, 0)) == 3
+    finally:
+        consumer.close()
