@@ -33,6 +33,14 @@ def node(tmp_path_factory):
     shutdown_all([n])
 
 
+def topic_and_group(node, topic_prefix: str, group_prefix: str, partitions: int) -> tuple[str, str]:
+    """A new topic of `partitions` (RF 1) and a new group's name."""
+    topic, group = f"{topic_prefix}-{uuid.uuid4().hex[:6]}", f"{group_prefix}-{uuid.uuid4().hex[:6]}"
+    with Admin(node.bootstrap) as admin:
+        admin.create_topic(topic, partitions, 1)
+    return topic, group
+
+
 async def classic_member(conn: Connection, group: str, topic: str) -> tuple[str, bytes, bytes]:
     """A one-member classic group, Stable: (member id, its metadata, its assignment)."""
     metadata = encode_subscription((topic,))
@@ -58,9 +66,7 @@ async def commit(conn: Connection, group: str, member_id: str, generation: int, 
 
 
 def test_offsets_list_describe_delete_of_a_classic_group(node) -> None:
-    topic, group = f"ga-{uuid.uuid4().hex[:6]}", f"classic-{uuid.uuid4().hex[:6]}"
-    with Admin(node.bootstrap) as admin:
-        admin.create_topic(topic, 2, 1)
+    topic, group = topic_and_group(node, "ga", "classic", 2)
 
     async def scenario() -> None:
         conn = await Connection.open(node.bootstrap)
@@ -123,10 +129,8 @@ def test_a_commit_to_an_unknown_topic_or_partition_is_refused_on_both_apis(node)
     """Kafka's handleOffsetCommitRequest: a partition of a topic that does not exist, or one the
     topic lacks, answers UNKNOWN_TOPIC_OR_PARTITION and is not stored; the others are committed.
     The HTTP API answers the same per offset, and a commit with nothing committed is one 404."""
-    topic, group = f"gu-{uuid.uuid4().hex[:6]}", f"unknown-{uuid.uuid4().hex[:6]}"
+    topic, group = topic_and_group(node, "gu", "unknown", 2)
     missing = f"never-{uuid.uuid4().hex[:6]}"
-    with Admin(node.bootstrap) as admin:
-        admin.create_topic(topic, 2, 1)
 
     async def scenario() -> None:
         conn = await Connection.open(node.bootstrap)
@@ -158,9 +162,7 @@ def test_a_commit_the_group_refuses_still_answers_unknown_partitions_their_own_e
     """Kafka's handleOffsetCommitRequest checks the topics before the group: with a stale
     generation, the known partitions answer ILLEGAL_GENERATION, a partition that does not exist
     UNKNOWN_TOPIC_OR_PARTITION (it used to answer the group's error too)."""
-    topic, group = f"gi-{uuid.uuid4().hex[:6]}", f"stale-{uuid.uuid4().hex[:6]}"
-    with Admin(node.bootstrap) as admin:
-        admin.create_topic(topic, 1, 1)
+    topic, group = topic_and_group(node, "gi", "stale", 1)
 
     async def scenario() -> None:
         conn = await Connection.open(node.bootstrap)
@@ -177,9 +179,7 @@ def test_a_commit_the_group_refuses_still_answers_unknown_partitions_their_own_e
 
 
 def test_a_kip848_group_over_the_kafka_protocol(node) -> None:
-    topic, group = f"ga-{uuid.uuid4().hex[:6]}", f"kip848-{uuid.uuid4().hex[:6]}"
-    with Admin(node.bootstrap) as admin:
-        admin.create_topic(topic, 2, 1)
+    topic, group = topic_and_group(node, "ga", "kip848", 2)
     topic_id = uuid.UUID(requests.get(f"{node.url}/v1/topics/{topic}", timeout=10).json()["topic_id"])
 
     async def scenario() -> None:
@@ -224,9 +224,7 @@ def test_the_python_consumer_raises_an_offset_the_coordinator_refused(node) -> N
     from kraft.api.client import Consumer, TopicPartition
     from kraft.api.errors import KraftError
 
-    topic, group = f"gc-{uuid.uuid4().hex[:6]}", f"client-{uuid.uuid4().hex[:6]}"
-    with Admin(node.bootstrap) as admin:
-        admin.create_topic(topic, 1, 1)
+    topic, group = topic_and_group(node, "gc", "client", 1)
     consumer = Consumer(bootstrap_servers=node.bootstrap, group_id=group, enable_auto_commit=False)
     try:
         with pytest.raises(KraftError) as refused:
