@@ -318,9 +318,12 @@ class BrokerLifecycle:
             planned = time.monotonic() + interval
             assert self._wake is not None
             try:
-                await asyncio.wait_for(self._wake.wait(), interval)
+                # not asyncio.wait_for: on 3.11 it drops a cancellation that comes in the turn the
+                # event is set (a wake-up as `stop` cancels us), and `stop` would wait forever
+                async with asyncio.timeout(interval):
+                    await self._wake.wait()
                 planned = time.monotonic()
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._wake.clear()
 

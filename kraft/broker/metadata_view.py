@@ -56,8 +56,9 @@ class MetadataCache:
             waiter = loop.create_future()
             self._waiters.append(waiter)
             try:
-                await asyncio.wait_for(waiter, remaining)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(remaining):
+                    await waiter
+            except TimeoutError:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
         return found

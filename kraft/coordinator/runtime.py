@@ -204,8 +204,9 @@ class CoordinatorRuntime(Generic[S]):
             if ctx.state is CoordinatorState.ACTIVE:
                 return ctx.shard
             try:
-                await asyncio.wait_for(ctx.settled.wait(), max(0.0, deadline - loop.time()))
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(max(0.0, deadline - loop.time())):
+                    await ctx.settled.wait()
+            except TimeoutError:
                 raise KraftError("COORDINATOR_LOAD_IN_PROGRESS",
                                  f"{self.topic}-{partition} is still loading") from None
 

@@ -470,8 +470,9 @@ class GroupCoordinator:
                 return result
             changed = self.waits.event(partition, group_id)
             try:
-                await asyncio.wait_for(changed.wait(), max(0.0, deadline - loop.time()))
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(max(0.0, deadline - loop.time())):
+                    await changed.wait()
+            except TimeoutError:
                 raise KraftError("REBALANCE_IN_PROGRESS", f"group {group_id!r} did not complete its "
                                  "rebalance in time: join again") from None
 

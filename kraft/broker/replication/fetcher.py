@@ -189,9 +189,10 @@ class ReplicaFetcherManager:
             await fetcher.channel.close()
 
     async def _wait_changed(self, fetcher: LeaderFetcher, timeout_s: float) -> None:
-        try:
-            await asyncio.wait_for(fetcher.changed.wait(), timeout_s)
-        except asyncio.TimeoutError:
+        try:  # not asyncio.wait_for, which on 3.11 can drop the cancellation that stops the fetcher
+            async with asyncio.timeout(timeout_s):
+                await fetcher.changed.wait()
+        except TimeoutError:
             pass
 
     async def _fetch_once(self, fetcher: LeaderFetcher) -> bool:

@@ -3,6 +3,7 @@ and the heartbeats on a thread of their own, so a busy node loop delays none of 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from typing import Any
@@ -138,3 +139,22 @@ async def test_a_broker_heartbeats_as_soon_as_its_metadata_holds_its_registratio
         assert lifecycle.state == "RUNNING" and len(controller.heartbeats) == 2
     finally:
         await lifecycle.stop(controlled=False)
+
+
+async def test_a_heartbeat_asked_for_as_the_broker_stops_does_not_keep_it_running() -> None:
+    """The heartbeat loop waited for its next heartbeat with Python 3.11's asyncio.wait_for, which
+    returns the inner result, dropping the cancellation, when the inner wait completes in the same
+    turn as the cancel: a wake-up (heartbeat_now: a new registration published, a failed log
+    directory) in the turn `stop` set its event kept the loop heartbeating after `stop` cancelled
+    it, and `stop` waited forever for the thread (seen as a node whose teardown hung). Here the
+    wake-up and the stop are set in one callback on the lifecycle's loop, the turn that loses the
+    cancellation."""
+    lifecycle = BrokerLifecycle(LifecycleChannel(Controller()), 1, ("127.0.0.1", 9092), None,
+                                heartbeat_interval_ms=60_000, metadata_offset=lambda: 10)
+    await lifecycle.start()
+    assert await lifecycle.wait_unfenced(10)
+    loop, wake, stopping = lifecycle._loop, lifecycle._wake, lifecycle._stopping
+    assert loop is not None and wake is not None and stopping is not None
+    loop.call_soon_threadsafe(lambda: (wake.set(), stopping.set()))
+    await asyncio.wait_for(lifecycle.stop(controlled=False), 30)
+    assert lifecycle.state == "SHUTTING_DOWN"
