@@ -18,20 +18,29 @@ the two to the same answers).
 from __future__ import annotations
 
 from collections import deque
+from functools import cache
 from itertools import repeat
 from operator import attrgetter, sub
+from typing import Any
 
 from kraft.log.batch import HEADER_SIZE, BatchHeader
 
-try:
-    from aiokafka.record._crecords.default_records import (  # type: ignore[import-not-found]
-        DefaultRecordBatch,
-        DefaultRecordBatchBuilder,
-    )
-except ImportError:  # no aiokafka, or one installed without its C extensions
-    DefaultRecordBatch = DefaultRecordBatchBuilder = None
+AVAILABLE = True  # False: the Python parser decides every batch (tests compare the two)
 
-AVAILABLE = DefaultRecordBatch is not None
+
+@cache
+def codec() -> tuple[Any, Any] | None:
+    """aiokafka's (DefaultRecordBatch, DefaultRecordBatchBuilder), or None without it (or without
+    its C extensions). Imported at the first produced batch, not when the node starts: aiokafka
+    pulls in its whole client, which a node that never serves a Kafka producer has no use for."""
+    try:
+        from aiokafka.record._crecords.default_records import (  # type: ignore[import-not-found]
+            DefaultRecordBatch,
+            DefaultRecordBatchBuilder,
+        )
+    except ImportError:
+        return None
+    return DefaultRecordBatch, DefaultRecordBatchBuilder
 
 # aiokafka's parser reads a varint's bytes before checking its bounds: an over-read past a
 # truncated records section must land on zeros of our own allocation (a varint ends at a zero)
@@ -49,6 +58,10 @@ def timestamp_deltas_and_keys(
     else None (the Python parser decides)."""
     if not AVAILABLE or header.compression_code or header.is_log_append_time:
         return None  # LogAppendTime: aiokafka reads every record's timestamp as the max one
+    classes = codec()
+    if classes is None:
+        return None
+    DefaultRecordBatch, DefaultRecordBatchBuilder = classes
     size = header.size_in_bytes
     padded = bytearray(size + _PADDING)
     padded[:size] = batch
