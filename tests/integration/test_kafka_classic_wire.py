@@ -68,7 +68,7 @@ def test_two_members_join_sync_heartbeat_and_leave(node) -> None:
             assert follower.members == ()
 
             waiting = asyncio.create_task(sync(b, group, id_b, 1, {}))
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)  # a window: the follower's SyncGroup must still be waiting
             assert not waiting.done()  # the follower waits for the leader's assignment
             mine = await sync(a, group, id_a, 1, {id_a: b"assign-a", id_b: b"assign-b"})
             assert (mine.error_code, mine.assignment) == (ErrorCode.none, b"assign-a")

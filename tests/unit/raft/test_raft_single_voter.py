@@ -131,7 +131,7 @@ async def test_close_waits_for_the_dump_writer_so_a_restart_loses_nothing(
     install = pysyncobj.serializer.atomicReplace
 
     def slow_install(source: str, target: str) -> None:  # runs in the forked writer
-        time.sleep(2)
+        time.sleep(2)  # the subject: a dump writer that outlives the proposals
         install(source, target)
 
     monkeypatch.setattr(pysyncobj.serializer, "atomicReplace", slow_install)

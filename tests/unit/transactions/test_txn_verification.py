@@ -83,7 +83,7 @@ async def test_pushes_stop_when_the_transaction_ends_and_the_markers_wait_for_on
     await asyncio.sleep(0)
     h.meta = replace(ONGOING, state=TxnState.PREPARE_COMMIT)  # EndTxn: the markers follow
     settled = asyncio.ensure_future(h.verifications.settle("tx"))
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # a window: settle must still wait for the request in flight
     assert not settled.done()  # the request in flight lands first
     h.gate.set()
     await asyncio.wait_for(settled, 5)
