@@ -80,6 +80,12 @@ def closed_by_peer(sock: socket.socket, timeout: float = 10.0) -> bool:
         return False
 
 
+# What every test node runs with unless a test sets it: Kafka's own test brokers
+# (TestUtils.createBrokerConfig) take group.initial.rebalance.delay.ms=0, since the 3 s that let
+# a real deployment's members arrive together is a wait at every new group's first join.
+TEST_NODE_DEFAULTS: dict[str, Any] = {"group.initial.rebalance.delay.ms": 0}
+
+
 @dataclass
 class NodeProcess:
     """One `kraft-node` process. `args` are extra command-line flags; `overrides` are --override."""
@@ -121,7 +127,7 @@ class NodeProcess:
             cmd += ["--controller-listen", f"127.0.0.1:{self.controller_port}"]
         if self.quorum:
             cmd += ["--controller-quorum", self.quorum]
-        for key, value in self.overrides.items():
+        for key, value in {**TEST_NODE_DEFAULTS, **self.overrides}.items():
             cmd += ["--override", f"{key}={value}"]
         return cmd + self.args
 
