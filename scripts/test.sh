@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs, then runs it (pytest -n 2 over tests/; arguments go to pytest).
+# Installs what the test suite needs, then runs it (pytest -n 2 over tests/, the 30 slowest tests
+# listed at the end; arguments go to pytest).
 #
 # Debian packages, each installed with apt-get only when missing:
 #   Java 17+ (openjdk-17-jre-headless) for the Spark tests (tests/spark)
@@ -95,4 +96,5 @@ if command -v npm >/dev/null 2>&1; then
     echo "scripts/test.sh: installing tests/js's packages (npm ci)" >&2
     (cd tests/js && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
-"$PYTHON" -m pytest -n 2 --dist loadgroup -q "$@"
+# --durations: every run ends with its slowest tests, where the suite's time budget goes (docs/testing.md)
+"$PYTHON" -m pytest -n 2 --dist loadgroup -q --durations=30 "$@"
