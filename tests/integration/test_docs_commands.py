@@ -17,7 +17,8 @@ Substitutions: the doc's ports (9092, 9193, ..., 19092, 29092, ..., and ZooKeepe
 `kraft-node`, `kraft-bench`, `python` and `python3` run this checkout with this interpreter;
 `$KRAFT_BOOTSTRAP_SERVER` points the tools' default `--bootstrap-server` (127.0.0.1:9092) at the
 doc's node; `Run(scale=True)` caps `--num-records`, `--partitions`, `--runs` and `--samples` (SCALED: a
-benchmark's figures need the full size, its flags and output do not).
+benchmark's figures need the full size, its flags and output do not), and a command that, scaled, is
+one the session ran already (and shows no output) is not run again.
 
 Shown output: comment lines right after a command (no blank line between) are its output, with
 `# ` removed (`kraft topics --create ...` then `# Created topic clicks.`); in a `$ `-prompt block,
@@ -433,14 +434,21 @@ def _python_step(block: Block, ports: Ports, scripts: Path) -> Step:
 def _script(runnable: list[tuple[Block, Run]], ports: Ports,
             scripts: Path) -> tuple[str, list[tuple[Block, Run, Step]]]:
     parts, index = ["exec 2>&1 </dev/null"], []
+    scaled_steps: dict[str, int] = {}  # a scaled command's words -> the step that runs it
     for block, treatment in runnable:
         for step in [_python_step(block, ports, scripts)] if block.python else steps(block):
             command = ports.substitute(step.command, treatment.cluster)
+            i = len(index)
             if treatment.scale:
                 for flag, cap in SCALED.items():
                     command = re.sub(rf"{flag} (\d+)", lambda m, flag=flag, cap=cap: f"{flag} {min(int(m.group(1)), cap)}",
                                      command)
-            i = len(index)
+                # two lines that differ only in their sizes are one command once scaled: run again
+                # (a cluster started again), it would check nothing new
+                words = " ".join(shlex.split(command, comments=True))
+                if words in scaled_steps and not step.shown:
+                    command = f": the same command as step {scaled_steps[words]}"
+                scaled_steps.setdefault(words, i)
             index.append((block, treatment, step))
             parts.append(f"printf '\\n@@step {i}@@\\n'\n{command}\nprintf '\\n@@end {i} %s@@\\n' \"$?\"")
     return "\n".join(parts) + "\n", index
