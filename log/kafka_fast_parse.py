@@ -17,7 +17,7 @@ Either way the verdict is the Python parser's; this only makes the common case f
 aiokafka's codec is imported by `load`, which imports aiokafka's whole client (~25 ms of CPU in a
 node, more under load): the node calls it in a thread at its first Produce request
 (kraft/kafka/apis/produce_api.py), and until it is loaded the Python parser decides every batch,
-so neither a starting node nor its event loop ever waits for that import.
+so neither a starting node nor a produced batch waits for that import.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ transactional id (the service's `transactional_refusal`).
 
 The first Produce request starts the import of aiokafka's record codec in a thread, for the
 records' parse at C speed (log/kafka_fast_parse.py); the batches that come before it is loaded are
-parsed in Python, so the event loop never waits for that import."""
+parsed in Python, so no request waits for that import (the loop still yields the GIL to it in
+stretches: docs/benchmarks.md)."""
 
 from __future__ import annotations
 
