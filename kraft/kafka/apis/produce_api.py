@@ -8,14 +8,21 @@ A transactional produce (a transactional id: its batches carry the transactional
 and epoch, checked by the partition's producer state, KIP-890's verification included) needs
 Write on the transactional id, else every partition answers
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED; so does a produce of transactional batches without a
-transactional id (the service's `transactional_refusal`)."""
+transactional id (the service's `transactional_refusal`).
+
+The first Produce request starts the import of aiokafka's record codec in a thread, for the
+records' parse at C speed (log/kafka_fast_parse.py); the batches that come before it is loaded are
+parsed in Python, so no request waits for that import (the loop still yields the GIL to it in
+stretches: docs/benchmarks.md)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kraft.kafka.apis.common import Api, as_ms, code, entity, error_of, ms, nested, response_of
 from kraft.kafka.entities import timestamp
+from kraft.log import kafka_fast_parse
 from kraft.server.records import ProduceEntry, ProducePartitionResult
 from kraft.server.request_context import RequestContext
 from kraft.server.services import BrokerServices
@@ -25,7 +32,11 @@ NO_RESPONSE = None  # acks=0: the channel sends nothing back
 
 
 def produce(services: BrokerServices) -> Any:
+    codec_loading: list[asyncio.Future[bool]] = []  # the one import, kept referenced until done
+
     async def handle(ctx: RequestContext, request: Any) -> Any:
+        if not codec_loading:
+            codec_loading.append(asyncio.get_running_loop().run_in_executor(None, kafka_fast_parse.load))
         acks, timeout_ms = int(request.acks), as_ms(request.timeout)
         partitions = [(t.name, p) for t in request.topic_data for p in t.partition_data]
         answers: dict[tuple[str, int], ProducePartitionResult] = {}

@@ -8,6 +8,9 @@ from __future__ import annotations
 import asyncio
 import datetime
 import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from kio.index import load_request_schema
@@ -87,10 +90,7 @@ async def _counting_loop_turns(records: Records, call: Any) -> Any:
 
 async def test_a_produce_hands_the_producers_batches_to_the_log_as_sent() -> None:
     records = Records(LoopTurns())
-    request = build(load_request_schema(0, 9), {
-        "transactional_id": None, "acks": -1, "timeout": 1000,
-        "topic_data": [{"name": "t", "partition_data": [{"index": p, "records": BATCH} for p in range(PARTITIONS)]}]})
-    answer = await _counting_loop_turns(records, produce(_services(records))(CTX.for_api("Produce", 9), request))
+    answer = await _counting_loop_turns(records, produce(_services(records))(CTX.for_api("Produce", 9), _produce_request()))
     assert [p.error_code for t in answer.responses for p in t.partition_responses] == [ErrorCode.none] * PARTITIONS
     assert [e.records for e in records.appended] == [BATCH] * PARTITIONS
 
@@ -129,3 +129,50 @@ async def test_a_large_answer_of_v2_batches_is_served_without_a_thread_hop() -> 
     answer = await _counting_loop_turns(records, fetch(_services(records))(CTX.for_api("Fetch", 12), _fetch_request()))
     assert [p.records for t in answer.responses for p in t.partitions] == [BATCH] * PARTITIONS
     assert records.loop_turns.turns == records.turns_when_called  # no other task ran after the read
+
+
+# In a fresh interpreter (aiokafka not imported yet): the first Produce request, while it is
+# handled, starts the import of aiokafka's record codec; the import runs in another thread than
+# the event loop's, once, and the codec ends up loaded.
+_FIRST_PRODUCE = """
+import asyncio, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+import test_kafka_batch_conversion as t
+from kraft.log import kafka_fast_parse
+
+assert "aiokafka" not in sys.modules
+importers = []
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "aiokafka":
+            importers.append(threading.current_thread() is threading.main_thread())
+        return None
+
+sys.meta_path.insert(0, Watch())
+
+async def main():
+    records = t.Records(t.LoopTurns())
+    for _ in range(2):
+        await t.produce(t._services(records))(t.CTX.for_api("Produce", 9), t._produce_request())
+    deadline = time.monotonic() + 60
+    while not kafka_fast_parse.loaded():
+        assert time.monotonic() < deadline, "aiokafka's codec was never loaded"
+        await asyncio.sleep(0.01)
+
+asyncio.run(main())
+print(importers)
+"""
+
+
+def _produce_request() -> Any:
+    return build(load_request_schema(0, 9), {
+        "transactional_id": None, "acks": -1, "timeout": 1000,
+        "topic_data": [{"name": "t", "partition_data": [{"index": p, "records": BATCH} for p in range(PARTITIONS)]}]})
+
+
+def test_the_first_produce_loads_the_record_codec_off_the_event_loop() -> None:
+    proc = subprocess.run([sys.executable, "-c", _FIRST_PRODUCE, str(Path(__file__).parent)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["[False]"]  # imported once, not on the loop's thread
