@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from typing import Any
 
 import click
 
