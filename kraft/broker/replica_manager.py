@@ -679,6 +679,7 @@ class ReplicaManager:
         if refused is not None:
             raise refused
         loop = asyncio.get_running_loop()
+        waited = False  # counted once a batch, however many appends wake it
         while True:
             appended: asyncio.Future[None] = loop.create_future()
             try:
@@ -687,6 +688,9 @@ class ReplicaManager:
                 if not e.ahead or loop.time() >= waits_until:
                     replica.forget_waiter(appended)
                     raise
+            if not waited:
+                waited = True
+                self.metrics.sequence_wait(topic)
             try:  # registered under the lock, so the predecessor's append cannot be missed
                 async with asyncio.timeout(waits_until - loop.time()):
                     await appended
