@@ -76,6 +76,9 @@ class MetricsSink:
     def failed_produce(self, topic: str) -> None:
         """A produce to one partition failed."""
 
+    def sequence_wait(self, topic: str) -> None:
+        """An idempotent batch ahead of its producer's sequence waited for its predecessor."""
+
     def observe_request(self, ctx: RequestContext, error: str, seconds: float) -> None:
         """One request answered with `error` (a Kafka error name, NONE on success) after
         `seconds`, counted under its Kafka API (Produce, FetchConsumer, ...: `request_name`)."""
@@ -796,6 +799,9 @@ class NodeMetrics(MetricsSink):
                                        "Failed produce requests (per partition).", by_topic)
         self._failed_fetch = counter(topic_metrics + "failedfetchrequests",
                                      "Failed fetch requests (per partition).", by_topic)
+        self._sequence_waits = counter("kraft_produce_sequence_waits",
+                                       "Idempotent batches that arrived ahead of their producer's sequence and "
+                                       "waited for their predecessor.", by_topic)
         self._total_produce = counter(topic_metrics + "totalproducerequests",
                                       "Produce requests (per partition), failed ones included.", by_topic)
         self._total_fetch = counter(topic_metrics + "totalfetchrequests",
@@ -839,7 +845,7 @@ class NodeMetrics(MetricsSink):
         self._per_topic = (self._messages_in, self._bytes_in, self._bytes_out,
                            self._replication_bytes_in, self._replication_bytes_out,
                            self._failed_produce, self._failed_fetch, self._total_produce,
-                           self._total_fetch)
+                           self._total_fetch, self._sequence_waits)
 
     def _topic(self, metric: Counter, topic: str) -> Counter:
         return metric.labels(topic) if self.topic_labels else metric
@@ -951,6 +957,9 @@ class NodeMetrics(MetricsSink):
     def failed_produce(self, topic: str) -> None:
         self._failed(self._total_produce, topic)
         self._failed(self._failed_produce, topic)
+
+    def sequence_wait(self, topic: str) -> None:
+        self._topic(self._sequence_waits, topic).inc()
 
     def observe_request(self, ctx: RequestContext, error: str, seconds: float) -> None:
         request = request_name(ctx)

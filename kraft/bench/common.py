@@ -389,6 +389,10 @@ class Observers:
 
             self._profiler = Profiler({"bench": os.getpid(), **pids}, self._stem or Path(f"kraft-bench-{name}"))
 
+    @property
+    def tracing(self) -> bool:
+        return self._collector is not None
+
     def start(self) -> None:
         if self._collector is not None:
             self._collector.start()

@@ -9,9 +9,13 @@ extra's (and the dev one's)."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from kraft.api.client.types import TopicPartition
 from kraft.bench.histogram import LatencyHistogram
+
+if TYPE_CHECKING:
+    from kraft.bench.trace import TracedRecord
 
 KRAFT, KAFKA_PYTHON, CONFLUENT = "kraft", "kafka-python", "confluent-kafka"
 CLIENTS = (KRAFT, KAFKA_PYTHON, CONFLUENT)
@@ -19,25 +23,37 @@ _POLL_EVERY = 1024  # confluent-kafka: serve delivery reports every this many se
 
 
 class _Acks:
-    """Each record's ack latency (its own send to its delivery report) and the failures."""
+    """Each record's ack latency (its own send to its delivery report) and the failures; with
+    `trace`, each acknowledged record's way for `kraft-bench --trace` (TracedRecord: the client
+    does not say when its request went out, so the send stage is the `send()` call's time)."""
 
-    def __init__(self) -> None:
+    def __init__(self, topic: str, trace: bool) -> None:
         self.histogram = LatencyHistogram()
         self.failed = 0
+        self.topic = topic
+        self.traced: list[TracedRecord] | None = [] if trace else None
+
+    def _acked(self, latency_s: float, partition: int, offset: int) -> None:
+        self.histogram.record_us(round(latency_s * 1e6))
+        if self.traced is not None:
+            acked_ns = time.time_ns()
+            sent_ns = acked_ns - round(latency_s * 1e9)
+            self.traced.append((TopicPartition(self.topic, partition), offset, sent_ns, sent_ns, acked_ns))
 
     def callback(self, sent: float) -> Callable[..., None]:
-        def done(error: Any, *_: Any) -> None:
+        def done(error: Any, metadata: Any = None) -> None:
             if error is None:
-                self.histogram.record_us(round((time.perf_counter() - sent) * 1e6))
+                self._acked(time.perf_counter() - sent, metadata.partition, metadata.offset)
             else:
                 self.failed += 1
         return done
 
     def delivered(self, error: Any, message: Any) -> None:
         """confluent-kafka's one delivery callback for every record: librdkafka times each record
-        from its `produce()` call (`Message.latency`), so no closure per record is needed."""
+        from its `produce()` call to now (`Message.latency`: to this report's serving, inside a
+        `poll` or `flush`), so no closure per record is needed."""
         if error is None:
-            self.histogram.record_us(round(message.latency() * 1e6))
+            self._acked(message.latency(), message.partition(), message.offset())
         else:
             self.failed += 1
 
@@ -48,12 +64,17 @@ def _bootstrap(bootstrap: str) -> str:
 
 def kafka_produce(client: str, bootstrap: str, topic: str, payload: bytes, num_records: int, *, acks: str,
                   batch_size: int, linger_ms: int, compression: str, idempotence: bool,
-                  max_in_flight: int | None, throughput: int,
-                  progress: Callable[[int, int], None]) -> tuple[float, LatencyHistogram, int]:
-    """Sends `num_records` copies of `payload` (paced to `throughput` records/s when > 0) and
-    waits for every delivery: (elapsed seconds, ack latency, failed records)."""
+                  max_in_flight: int | None, throughput: int, progress: Callable[[int, int], None],
+                  warmup_records: int = 0, measuring: Callable[[], None] = lambda: None,
+                  trace: bool = False) -> tuple[float, LatencyHistogram, int, list[TracedRecord]]:
+    """Sends `warmup_records`, then `num_records` copies of `payload` (paced to `throughput`
+    records/s when > 0) with one producer, and waits for every delivery; `measuring()` is called
+    between the two. The measured part's (elapsed seconds, ack latency, failed records, and with
+    `trace` every acknowledged record's way). The warm-up shares the producer, as in Kafka's
+    KIP-1052: a new idempotent librdkafka producer holds its first records until it has a
+    producer id, up to half a second (its PID timer) when no broker connection was up yet."""
     acks_value = "all" if acks in ("all", "-1") else acks
-    acks_seen = _Acks()
+    acks_seen = _Acks(topic, trace=False)
     if client == CONFLUENT:
         from confluent_kafka import Producer as ConfluentProducer
 
@@ -61,7 +82,7 @@ def kafka_produce(client: str, bootstrap: str, topic: str, payload: bytes, num_r
             "bootstrap.servers": _bootstrap(bootstrap), "acks": acks_value, "linger.ms": linger_ms,
             "batch.size": batch_size, "compression.type": compression, "enable.idempotence": idempotence,
             "max.in.flight.requests.per.connection": max_in_flight or 5, "queue.buffering.max.messages": 1_000_000,
-            "on_delivery": acks_seen.delivered})
+            "on_delivery": lambda error, message: acks_seen.delivered(error, message)})
         producer.list_topics(topic, timeout=30)  # metadata before the clock starts
 
         def send(value: bytes, sent: float) -> None:
@@ -72,8 +93,12 @@ def kafka_produce(client: str, bootstrap: str, topic: str, payload: bytes, num_r
                 except BufferError:  # the local queue is full: serve deliveries, then retry
                     producer.poll(0.01)
 
-        def flush() -> None:
-            producer.flush()
+        flush = producer.flush
+        close: Callable[[], None] = lambda: None
+        # confluent-kafka times a record when its delivery report is served (`Message.latency()`
+        # is read then), so a paced run waits in `poll`, which serves each report as it arrives:
+        # a sleep would add the time to the next poll (up to _POLL_EVERY records) to every latency
+        wait: Callable[[float], Any] = producer.poll
     elif client == KAFKA_PYTHON:
         from kafka import KafkaProducer
 
@@ -86,28 +111,38 @@ def kafka_produce(client: str, bootstrap: str, topic: str, payload: bytes, num_r
 
         def send(value: bytes, sent: float) -> None:
             done = acks_seen.callback(sent)
-            producer.send(topic, value).add_callback(lambda _: done(None)).add_errback(done)
+            producer.send(topic, value).add_callback(lambda metadata: done(None, metadata)).add_errback(done)
 
-        def flush() -> None:
-            producer.flush()
-            producer.close()
+        flush, close, wait = producer.flush, producer.close, time.sleep
     else:
         raise ValueError(f"not a Kafka client: {client!r} (one of {KAFKA_PYTHON}, {CONFLUENT})")
-    clock = time.perf_counter
-    interval = 1 / throughput if throughput > 0 else 0.0
-    start = clock()
-    for i in range(num_records):
-        if interval:
-            ahead = start + i * interval - clock()
-            if ahead > 0:
-                time.sleep(ahead)
-        send(payload, clock())
-        if i % _POLL_EVERY == 0:
-            if client == CONFLUENT:
-                producer.poll(0)
-            progress(i, i * len(payload))
-    flush()
-    return clock() - start, acks_seen.histogram, acks_seen.failed
+
+    def run(count: int) -> float:
+        clock = time.perf_counter
+        interval = 1 / throughput if throughput > 0 else 0.0
+        start = clock()
+        for i in range(count):
+            if interval:
+                ahead = start + i * interval - clock()
+                if ahead > 0:
+                    wait(ahead)
+            send(payload, clock())
+            if i % _POLL_EVERY == 0:
+                if client == CONFLUENT:
+                    producer.poll(0)
+                progress(i, i * len(payload))
+        flush()
+        return clock() - start
+
+    try:
+        if warmup_records:
+            run(warmup_records)
+        acks_seen = _Acks(topic, trace)
+        measuring()
+        elapsed = run(num_records)
+    finally:
+        close()
+    return elapsed, acks_seen.histogram, acks_seen.failed, acks_seen.traced or []
 
 
 def drain(poll: Callable[[int], tuple[int, int]], num_records: int, timeout_ms: int,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from typing import Any
 
 import click
 
@@ -93,17 +92,13 @@ def measure_produce(
                   idempotence=settings["enable_idempotence"] or transactions is not None, max_in_flight=max_in_flight,
                   client=client)
     if client != KRAFT:
-        def run(count: int) -> tuple[float, Any, int]:
-            return kafka_produce(client, bootstrap, topic, payload, count, acks=acks, batch_size=batch_size,
-                                 linger_ms=linger_ms, compression=compression,
-                                 idempotence=settings["enable_idempotence"], max_in_flight=max_in_flight,
-                                 throughput=throughput, progress=progress.update)
-        if warmup_records:
-            run(warmup_records)
-        if observers is not None:
-            observers.start()
-        elapsed, histogram, failed = run(num_records)
-        extra = observers.finish(list) if observers is not None else {}  # no per-batch trace from these clients
+        elapsed, histogram, failed, traced = kafka_produce(
+            client, bootstrap, topic, payload, num_records, acks=acks, batch_size=batch_size, linger_ms=linger_ms,
+            compression=compression, idempotence=settings["enable_idempotence"], max_in_flight=max_in_flight,
+            throughput=throughput, progress=progress.update, warmup_records=warmup_records,
+            measuring=observers.start if observers is not None else lambda: None,
+            trace=observers is not None and observers.tracing)
+        extra = observers.finish(lambda: traced) if observers is not None else {}
         return BenchResult("produce", params, num_records - failed, (num_records - failed) * len(payload), elapsed,
                            histogram, failed, extra)
     latencies = AckLatencyRecorder()

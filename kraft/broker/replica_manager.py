@@ -633,41 +633,45 @@ class ReplicaManager:
     async def produce(
         self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int, *, coordinator: bool = False
     ) -> list[ProducePartitionResult]:
-        """`coordinator`: a coordinator's own write for a producer (`PartitionLog.append_as_leader`)."""
+        """`coordinator`: a coordinator's own write for a producer (`PartitionLog.append_as_leader`).
+        `timeout_ms` bounds the whole request, its batches' sequence waits as its acks=all wait
+        (Kafka's request timeout: one deadline)."""
+        deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
         appended: list[tuple[ProduceEntry, Replica | None, int, LogAppendInfo | None, KraftError | None]] = []
         for entry in entries:
             try:
-                replica, epoch, info = await self._append(entry, acks, coordinator)
+                replica, epoch, info = await self._append(entry, acks, coordinator, deadline)
                 appended.append((entry, replica, epoch, info, None))
                 self.metrics.messages_in(entry.topic, info.last_offset + 1 - info.first_offset, len(entry.records))
             except Exception as e:
                 self.metrics.failed_produce(entry.topic)
                 appended.append((entry, None, -1, None, _as_kraft_error(e)))
-        deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
         # one after the other, not a task each (two turns of the loop per task): the waits share
         # one deadline and each returns at once once its high watermark was reached meanwhile
         return [await self._produce_result(entry, replica, epoch, info, error, acks, deadline)
                 for entry, replica, epoch, info, error in appended]
 
-    async def _append(self, entry: ProduceEntry, acks: int, coordinator: bool) -> tuple[Replica, int, LogAppendInfo]:
+    async def _append(self, entry: ProduceEntry, acks: int, coordinator: bool,
+                      deadline: float) -> tuple[Replica, int, LogAppendInfo]:
         """Appends as leader; returns the replica, the leader epoch and what was appended.
         Past INLINE_APPEND_BYTES the append runs in a thread: validating a Kafka producer's v2
         batches parses every record (log/validator.py), seconds for a 100 MiB request. A batch
-        ahead of its producer's sequence waits up to `sequence_wait_ms` for its predecessor."""
+        ahead of its producer's sequence waits up to `sequence_wait_ms` for its predecessor, and
+        not past the request's `deadline` (loop time)."""
         return await self._append_as_leader(
             entry.topic, entry.partition, acks,
             lambda plog, epoch: plog.append_as_leader(entry.records, epoch, now_ms(), coordinator=coordinator),
             inline=len(entry.records) < INLINE_APPEND_BYTES,
-            sequence_wait_ms=self.replication.sequence_wait_ms)
+            waits_until=min(deadline, asyncio.get_running_loop().time() + self.replication.sequence_wait_ms / 1000))
 
     async def _append_as_leader(self, topic: str, partition: int, acks: int,
-                                write: Callable[[PartitionLog, int], Any],
-                                inline: bool = True, sequence_wait_ms: int = 0) -> tuple[Replica, int, LogAppendInfo]:
+                                write: Callable[[PartitionLog, int], Any], inline: bool = True,
+                                waits_until: float = 0.0) -> tuple[Replica, int, LogAppendInfo]:
         """`write(log, leader_epoch)` on the partition this broker leads, under its lock (a produce's
         batches or a transaction marker), in a thread unless `inline` (the log is thread-safe; the
         lock keeps the partition's appends in order); the replica, leader epoch and what `write`
         appended. An idempotent batch that starts past its producer's next sequence is written
-        once its predecessor is, if that comes within `sequence_wait_ms` (each append wakes it
+        once its predecessor is, if that comes by `waits_until` (loop time; each append wakes it
         to try again): the producer's requests in flight travel on separate connections and
         may arrive out of order (docs/idempotence.md)."""
         replica = await self._leader_replica(topic, partition)
@@ -675,17 +679,20 @@ class ReplicaManager:
         if refused is not None:
             raise refused
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + sequence_wait_ms / 1000
+        waited = False  # counted once a batch, however many appends wake it
         while True:
             appended: asyncio.Future[None] = loop.create_future()
             try:
                 return await self._write_as_leader(replica, topic, partition, write, inline, appended)
             except SequenceError as e:
-                if not e.ahead or loop.time() >= deadline:
+                if not e.ahead or loop.time() >= waits_until:
                     replica.forget_waiter(appended)
                     raise
+            if not waited:
+                waited = True
+                self.metrics.sequence_wait(topic)
             try:  # registered under the lock, so the predecessor's append cannot be missed
-                async with asyncio.timeout(deadline - loop.time()):
+                async with asyncio.timeout(waits_until - loop.time()):
                     await appended
             except TimeoutError:
                 pass  # one last try: refused now unless the predecessor came just in time

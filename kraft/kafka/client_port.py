@@ -71,6 +71,7 @@ class ClientPortProtocol(asyncio.Protocol):
             return
         self._admitted = True
         self.port.connections += 1
+        _no_delay(transport)
         self._timeout = asyncio.get_running_loop().call_later(self.port.first_bytes_timeout_s, transport.close)
 
     def data_received(self, data: bytes) -> None:
@@ -133,6 +134,15 @@ class ClientPortProtocol(asyncio.Protocol):
     def resume_writing(self) -> None:
         if self.target is not None:
             self.target.resume_writing()
+
+
+def _no_delay(transport: asyncio.BaseTransport) -> None:
+    """TCP_NODELAY: an answer goes out when written, not after the client's delayed ACK of the
+    one before (Nagle's algorithm: up to 40 ms on Linux). asyncio sets it only on sockets whose
+    protocol number is TCP, which those accepted from `socket.create_server` lack."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class ClientSite(web.BaseSite):

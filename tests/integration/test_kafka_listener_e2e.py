@@ -200,3 +200,54 @@ def test_tls_client_port_serves_kafka_and_https_and_sasl_ssl_authenticates(tmp_p
             assert closed_by_peer(sock)
     finally:
         shutdown_all([n])
+
+
+def _sequence_waits(node: NodeProcess, topic: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = requests.get(f"{node.url}/metrics", timeout=10).text
+    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
+               if s.name == "kraft_produce_sequence_waits_total" and s.labels.get("topic") == topic)
+
+
+def test_an_idempotent_producers_pipelined_requests_are_appended_in_order_and_never_parked(tmp_path):
+    """Five acks=all Produce requests of one idempotent producer, pipelined on one connection
+    (sequences 0-4): answered in order, appended in order, and none waited at the leader for its
+    predecessor (kraft_produce_sequence_waits_total stays 0: the connection's requests reach the
+    log in the order they came). A batch whose predecessor never comes is the one that waits, and
+    is refused when the request's timeout ends it."""
+    from kraft.log.batch import Record
+    from kraft.log.kafka_batch import encode_batch
+
+    n = NodeProcess(node_id=1, data_dir=tmp_path / "data-1", wait_ready_on_start=True,
+                    overrides={"controller.quorum.secret": CLUSTER_SECRET})
+    try:
+        n.start()
+        created = requests.post(f"{n.url}/v1/topics", json={"name": "piped", "partitions": 1}, timeout=10)
+        assert created.status_code in (200, 201), created.text
+        host, port = n.bootstrap.split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(request_bytes(22, 4, 1, transactional_id=None, transaction_timeout=60_000,
+                                       producer_id=-1, producer_epoch=-1))
+            _, ids = read_response(read_frame_blocking(sock), 22, 4)
+            assert ids.error_code == ErrorCode.none
+
+            def produce(correlation_id: int, sequence: int, timeout_ms: int = 30_000) -> bytes:
+                batch = encode_batch([Record(0, int(time.time() * 1000), None, f"v{sequence}".encode())],
+                                     base_offset=0, producer_id=ids.producer_id,
+                                     producer_epoch=ids.producer_epoch, base_sequence=sequence)
+                return request_bytes(0, 9, correlation_id, transactional_id=None, acks=-1, timeout=timeout_ms,
+                                     topic_data=[{"name": "piped", "partition_data": [{"index": 0, "records": batch}]}])
+
+            sock.sendall(b"".join(produce(10 + s, s) for s in range(5)))
+            answers = [read_response(read_frame_blocking(sock), 0, 9) for _ in range(5)]
+            assert [(c, r.responses[0].partition_responses[0].error_code, r.responses[0].partition_responses[0].base_offset)
+                    for c, r in answers] == [(10 + s, ErrorCode.none, s) for s in range(5)]
+            assert _sequence_waits(n, "piped") == 0
+
+            sock.sendall(produce(20, 6, timeout_ms=100))  # sequence 5 never comes
+            _, lost = read_response(read_frame_blocking(sock), 0, 9)
+            assert lost.responses[0].partition_responses[0].error_code == ErrorCode.out_of_order_sequence_number
+            assert _sequence_waits(n, "piped") == 1
+    finally:
+        shutdown_all([n])

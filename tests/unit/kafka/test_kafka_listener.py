@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import socket
 import ssl
 import struct
 from pathlib import Path
@@ -75,7 +76,9 @@ async def serving(handler: Any = None, protocol: str = "PLAINTEXT", limits: Kafk
 
     http_server = web.Server(http)
     port = ClientPort(http_server, listener, limits.connections, limits.idle_ms / 1000)
-    server = await asyncio.get_running_loop().create_server(port, "127.0.0.1", 0, ssl=tls)
+    # bound as the node binds its listeners (kraft/kafka/node_listeners.py), then served
+    server = await asyncio.get_running_loop().create_server(port, sock=socket.create_server(("127.0.0.1", 0)),
+                                                            ssl=tls)
     try:
         yield Server(listener, server.sockets[0].getsockname()[1], contexts)
     finally:
@@ -271,6 +274,22 @@ async def test_answers_ready_together_go_out_in_one_write(monkeypatch: pytest.Mo
     answers = await _five_pipelined_finishing_last_to_first()
     assert [c for c, _ in answers] == list(range(5))
     assert len(server_writes) == 1
+
+
+async def test_accepted_connections_send_small_answers_at_once() -> None:
+    """TCP_NODELAY on every accepted connection: with Nagle's algorithm an answer written while
+    an earlier one is unacknowledged waits for the client's delayed ACK (up to 40 ms on Linux).
+    asyncio sets it only on sockets whose protocol number is TCP, and `socket.create_server`'s
+    (the node's listeners') accepted sockets have none (uvloop sets it either way)."""
+    async with serving() as server:
+        reader, writer = await server.connect()
+        writer.write(metadata_request(1))
+        await read_frame(reader)
+        [channel] = server.listener.channels
+        assert channel.transport is not None
+        accepted = channel.transport.get_extra_info("socket")
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        writer.close()
 
 
 async def test_queued_max_requests_bounds_what_one_connection_has_in_flight() -> None:

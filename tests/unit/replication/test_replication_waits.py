@@ -221,6 +221,26 @@ async def test_a_predecessor_that_never_comes_is_out_of_order_after_the_wait(tmp
         await cluster.close()
 
 
+async def test_the_sequence_wait_ends_with_the_requests_timeout(tmp_path: Path) -> None:
+    """The wait for a predecessor counts against the produce request's timeout (one deadline for
+    the request, Kafka's request timeout): with a ten-minute sequence wait, a request of 50 ms
+    is refused when its own time is up, and nothing of it is written."""
+    cluster = Cluster(tmp_path)
+    cluster.settings = dataclasses.replace(cluster.settings, sequence_wait_ms=PARKED_MS)
+    await cluster.start(running=(1,))
+    try:
+        assert (await idempotent(cluster, 0, b"s0")).error_code is None
+        ahead = build_batch([(None, b"s2", [], 1_700_000_000_000)], producer_id=7, producer_epoch=0, base_sequence=2)
+        for acks in (1, -1):
+            [result] = await asyncio.wait_for(
+                cluster.nodes[1].produce([ProduceEntry(TOPIC, 0, ahead)], acks, 50), HANG_GUARD_S)
+            assert result.error_code == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+        assert not cluster.nodes[1].replica(TOPIC, 0)._append_waiters
+        assert values_of(cluster.raw(1, 1)) == [b"s0"]
+    finally:
+        await cluster.close()
+
+
 async def turns_until(done: Callable[[], bool]) -> int:
     """Turns of the event loop until `done()`: each `sleep(0)` lets everything ready run once.
     A hop through the loop waits behind whatever else is ready there, so the hot path counts
