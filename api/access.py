@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import cache, cached_property
 
 from kraft.metadata.acl import CLUSTER as CLUSTER_TYPE, GROUP, TOPIC, TRANSACTIONAL_ID
 from kraft.server.access import (
@@ -49,7 +50,7 @@ class RouteAccess:
     without: tuple[str, ...] = ()  # the API's `when` cases this route never meets
     only: str = ""  # the one `when` case of the API this route serves (its other rules never apply)
 
-    @property
+    @cached_property  # the table is fixed: derived once, not on every request
     def access(self) -> Access:
         if self.node_only:
             return Access((NODE_RULE,))
@@ -170,7 +171,8 @@ def path_parameters(route: str) -> dict[str, str]:
     return {PATH_RESOURCES[p]: p for p in re.findall(r"\{(\w+)\}", route) if p in PATH_RESOURCES}
 
 
-def up_front(route: str, entry: RouteAccess) -> list[tuple[Rule, str | None]]:
+@cache  # bounded by the routes; derived once instead of on every request
+def up_front(route: str, entry: RouteAccess) -> tuple[tuple[Rule, str | None], ...]:
     """The rules the middleware applies before the handler runs, each with the path parameter
     naming its resource (None: the cluster, or the cluster's own nodes)."""
     named = path_parameters(route)
@@ -182,7 +184,7 @@ def up_front(route: str, entry: RouteAccess) -> list[tuple[Rule, str | None]]:
             found.append((rule, None))
         elif rule.resource_type in named and not rule.names:
             found.append((rule, named[rule.resource_type]))
-    return found
+    return tuple(found)
 
 
 # -- the table of docs/security.md ---------------------------------------------------------------

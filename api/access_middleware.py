@@ -1,12 +1,13 @@
-"""The HTTP listener's request context and authorization middlewares.
+"""The HTTP listener's request context and authorization, two steps of the request layer
+(`request_middleware`, api/server.py).
 
-`context_middleware` (after authentication) builds the request's RequestContext: the principal
+`request_context` (after authentication) builds the request's RequestContext: the principal
 and node the security middleware found, the client's address (through a forwarding node, the
 client's, believed only under the node signature), the listener, Kafka's client id (the
 `X-Kraft-Client-Id` header) and the Kafka API the route plays (api/access.py; a route playing
 none is named by its path, a request that matched no route `Unknown`).
 
-`authorization_middleware` (innermost) meets every request with its route's entry of the access
+`authorized` (last, before the handler) meets every request with its route's entry of the access
 table before the handler runs:
 - a request only the active controller answers that reaches another node is forwarded there
   whole, with the client's principal and address (KIP-590): the controller authorizes the
@@ -72,23 +73,24 @@ def client_host(request: web.Request) -> str:
     return request.remote or ""
 
 
-@web.middleware
-async def context_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+def request_context(request: web.Request) -> RequestContext:
+    """The context of an authenticated request."""
     listener_name, protocol = request.app[LISTENER]
-    request[CONTEXT] = RequestContext(
+    return RequestContext(
         principal=principal_of(request), client_address=client_host(request), listener_name=listener_name,
         security_protocol=protocol, client_id=request.headers.get(CLIENT_ID_HEADER, "")[:MAX_CLIENT_ID_CHARS],
         api=_api_name(request), api_version=HTTP_API_VERSION, node_id=request.get(NODE_ID),
         forwarded_by=request.get(FORWARDED_BY))
-    return await handler(request)
 
 
-@web.middleware
-async def authorization_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+def authorized(request: web.Request, handler: Handler) -> Awaitable[web.StreamResponse]:
+    """The answer to `request` (with its context set): its handler's once the route's up-front
+    rules pass (a refusal raises), or the active controller's through a forward. Not a
+    coroutine itself: the caller awaits the handler's directly."""
     entry = entry_of(request)
     if entry is not None:
         if entry.controller and (controller := remote_controller(request)) is not None:
-            return await proxy(request, controller)
+            return proxy(request, controller)
         ctx, authorization = request[CONTEXT], services_of(request).authorization
         for rule, parameter in up_front(request.match_info.route.resource.canonical, entry):
             if rule.source == NODES:
@@ -97,4 +99,4 @@ async def authorization_middleware(request: web.Request, handler: Handler) -> we
                 authorization.require(ctx, rule)
             else:
                 authorization.require(ctx, rule, (request.match_info[parameter],))
-    return await handler(request)
+    return handler(request)

@@ -1,6 +1,6 @@
-"""The node's HTTP listener: the application (routes, the error, security, context, quota,
-metrics and authorization middlewares) over the node's services, and `HttpListener`, the
-`Listener` (kraft/server/listener.py) that serves it on the client port.
+"""The node's HTTP listener: the application (routes, the error, security and request
+middlewares) over the node's services, and `HttpListener`, the `Listener`
+(kraft/server/listener.py) that serves it on the client port.
 
 `build_app` takes the services (kraft/server) and returns an aiohttp Application. The error
 middleware turns every failure into the error body of `api/errors.py`: KraftErrors and exceptions
@@ -8,10 +8,13 @@ carrying a Kafka `error_code` keep their name, aiohttp's own HTTP errors map to 
 METHOD_NOT_ALLOWED / MESSAGE_TOO_LARGE / INVALID_REQUEST, a body that cannot be read as sent (not
 the gzip its Content-Encoding says) is INVALID_REQUEST logged in one line, and anything else is a
 logged 500 UNKNOWN_SERVER_ERROR: a bad request never takes the node down. A body left unread (a
-refused request's) is never drained: the answer closes the connection (`SERVER_OPTIONS`). With
-the services' metrics, the request-metrics middleware (inside the error one, so it sees the
-error) counts every answer under its RequestContext. Innermost, the authorization middleware
-applies each route's rules of api/access.py before its handler runs.
+refused request's) is never drained: the answer closes the connection (`SERVER_OPTIONS`).
+After authentication (api/security.py), one request middleware does, in this order: the
+request's context (api/access_middleware.py), its request quota (api/throttle.py), its request
+metrics (inside the error middleware, so they see the error: every answer is counted under its
+RequestContext) and, last, each route's rules of api/access.py before its handler runs. It was
+four middlewares; each layer cost every request a coroutine and a call, and every resumption
+of the handler a pass through it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any, Awaitable, Callable, Iterable
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
-from kraft.api.access_middleware import LISTENER, authorization_middleware, context_middleware
+from kraft.api.access_middleware import LISTENER, authorized, request_context
 from kraft.api.errors import KraftError, from_exception, invalid_request
 from kraft.api.routes import (
     acls, batch, controller, delete_records, forward, groups, health, log_dirs, metadata, metrics, openapi, producers,
@@ -33,9 +36,9 @@ from kraft.api.routes import (
 )
 from kraft.api.routes import transactions as transactions_routes
 from kraft.api.routes.metrics import UNCOUNTED
-from kraft.api.routes.services import SERVICES, context_of, services_of
+from kraft.api.routes.services import CONTEXT, SERVICES, context_of, services_of
 from kraft.api.security import SECURITY, peer, security_middleware
-from kraft.api.throttle import request_quota_middleware
+from kraft.api.throttle import throttled
 from kraft.api.wire import render_error
 from kraft.kafka.client_port import ClientPort, ClientSite
 from kraft.kafka.node_listeners import KafkaListeners
@@ -115,14 +118,24 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 
 @web.middleware
-async def request_metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def request_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Context, request quota, request metrics and authorization, in that order."""
+    request[CONTEXT] = ctx = request_context(request)
+    quotas = services_of(request).quotas
+    if quotas.applies(ctx):
+        return await throttled(ctx, quotas, _counted(request, handler))
+    return await _counted(request, handler)
+
+
+async def _counted(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The authorized answer, counted in the request metrics (its refusals too)."""
     resource = request.match_info.route.resource
     if resource is not None and resource.canonical in UNCOUNTED:
-        return await handler(request)
+        return await authorized(request, handler)
     started = time.monotonic()
     error = "NONE"
     try:
-        return await handler(request)
+        return await authorized(request, handler)
     except web.HTTPException as exc:
         if exc.status >= 400:
             error = _from_http_exception(exc).error_code
@@ -146,10 +159,7 @@ def build_app(services: BrokerServices, listener_name: str = "CLIENT", security_
     middlewares = [error_middleware]
     if services.node_security is not None:
         middlewares.append(security_middleware)
-    middlewares.append(context_middleware)  # after authentication: the context names the principal
-    middlewares.append(request_quota_middleware)  # charges the context's quota entity
-    middlewares.append(request_metrics_middleware)
-    middlewares.append(authorization_middleware)  # innermost: request metrics count its refusals
+    middlewares.append(request_middleware)  # after authentication: the context names the principal
     app = web.Application(middlewares=middlewares, client_max_size=services.node.max_request_bytes)
     app[SERVICES] = services
     app[LISTENER] = (listener_name, security_protocol)

@@ -4,21 +4,21 @@ it (`hold_back`) and reports it: `throttle_time_ms` in produce and fetch answers
 carry it; brokers since Kafka 2.0 hold the throttled client back for that long).
 
 `request_percentage` charges the time the request's handler ran on the event loop (the node's one
-request thread), not the time it waited (long polls, replication): `request_quota_middleware`
-times each resumption of the handler. Over the quota, the answer is held back by the throttle
-time, reported in the `X-Kraft-Throttle-Time-Ms` header. The cluster's own nodes are never
-throttled.
+request thread), not the time it waited (long polls, replication): `throttled` (a step of the
+request layer, api/server.py) times each resumption of the handler. Over the quota, the answer is
+held back by the throttle time, reported in the `X-Kraft-Throttle-Time-Ms` header. The cluster's
+own nodes are never throttled, and nothing is timed while no client quota is configured.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable
+from typing import Awaitable
 
 from aiohttp import web
 
-from kraft.api.routes.services import context_of, services_of
-from kraft.server.quotas import REQUEST, TimedAwait
+from kraft.server.quotas import REQUEST, Quotas, TimedAwait
+from kraft.server.request_context import RequestContext
 
 THROTTLE_HEADER = "X-Kraft-Throttle-Time-Ms"
 
@@ -30,14 +30,10 @@ async def hold_back(throttle_ms: int) -> int:
     return throttle_ms
 
 
-@web.middleware
-async def request_quota_middleware(request: web.Request,
-                                   handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-                                   ) -> web.StreamResponse:
-    ctx, quotas = context_of(request), services_of(request).quotas
-    if not quotas.enabled or ctx.is_node:
-        return await handler(request)
-    timed = TimedAwait(handler(request))
+async def throttled(ctx: RequestContext, quotas: Quotas, answer: Awaitable[web.StreamResponse]) -> web.StreamResponse:
+    """`answer` timed step by step and charged to the context's request quota (the caller checked
+    `quotas.applies(ctx)`), held back by the throttle time when over it."""
+    timed = TimedAwait(answer)
     response = await timed
     throttle_ms = await hold_back(quotas.throttle_time(ctx, REQUEST, timed.busy_s * 1000))
     if throttle_ms > 0 and not response.prepared:

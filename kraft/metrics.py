@@ -778,6 +778,10 @@ class NodeMetrics(MetricsSink):
         self._refreshers: list[Callable[[], Any]] = []
         self._replica_manager: Any = None
         self._candidate_since: float | None = None
+        # labelled children, bound once: prometheus_client's `labels` (a lock, a tuple, a dict
+        # look-up) cost each produce request several times over; a topic's go with the topic
+        self._topic_children: dict[tuple[Counter, str], Counter] = {}
+        self._request_children: dict[tuple[str, str], tuple[Counter, Counter, Histogram]] = {}
 
         by_topic = ("topic",) if topic_labels else ()
 
@@ -848,7 +852,12 @@ class NodeMetrics(MetricsSink):
                            self._total_fetch, self._sequence_waits)
 
     def _topic(self, metric: Counter, topic: str) -> Counter:
-        return metric.labels(topic) if self.topic_labels else metric
+        if not self.topic_labels:
+            return metric
+        child = self._topic_children.get((metric, topic))
+        if child is None:
+            child = self._topic_children[(metric, topic)] = metric.labels(topic)
+        return child
 
     def _failed(self, metric: Counter, topic: str) -> None:
         rm = self._replica_manager
@@ -884,6 +893,7 @@ class NodeMetrics(MetricsSink):
         created = {name for name, _index, old, _reg in delta.changed_partitions() if old is None}
         for topic in delta.deleted_topics.values():  # a re-created name starts again at 0
             for metric in self._per_topic:
+                self._topic_children.pop((metric, topic.name), None)
                 try:
                     metric.remove(topic.name)
                 except KeyError:
@@ -962,10 +972,15 @@ class NodeMetrics(MetricsSink):
         self._topic(self._sequence_waits, topic).inc()
 
     def observe_request(self, ctx: RequestContext, error: str, seconds: float) -> None:
-        request = request_name(ctx)
-        self._requests.labels(request).inc()
-        self._errors.labels(request, error).inc()
-        self._total_time.labels(request).observe(seconds * 1000)
+        key = (request_name(ctx), error)  # both bounded: Kafka's API names, Kafka's error names
+        children = self._request_children.get(key)
+        if children is None:
+            children = self._request_children[key] = (
+                self._requests.labels(key[0]), self._errors.labels(*key), self._total_time.labels(key[0]))
+        requests, errors, total_time = children
+        requests.inc()
+        errors.inc()
+        total_time.observe(seconds * 1000)
 
     def raft_commit(self, seconds: float) -> None:
         self._commit_latency.observe(seconds * 1000)

@@ -375,7 +375,7 @@ class Node:
             manager = ClientQuotaManager(lambda: self.loader.image.client_quotas,
                                          config["quota.window.size.seconds"] * 1000, config["quota.window.num"])
             QuotaMetrics(manager, lambda: int(time.monotonic() * 1000), self.metrics.registry)
-            quotas = Quotas(manager)
+            quotas = Quotas(manager, configured=lambda: bool(self.loader.image.client_quotas.entities))
         topics = TopicApis(info, self.view, admin, authorization)
         acls = None if self.zk is not None else AclAdmin(self.channel, lambda: self.loader.image)
         users = None if self.zk is not None else ScramUsers(lambda: self.loader.image, self.channel)

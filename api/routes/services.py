@@ -1,5 +1,5 @@
 """How the HTTP routes reach the node: its services (kraft/server, one `BrokerServices` per app)
-and each request's RequestContext, built by `api.access_middleware.context_middleware`."""
+and each request's RequestContext, built by `api.access_middleware.request_context`."""
 
 from __future__ import annotations
 

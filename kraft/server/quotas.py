@@ -29,19 +29,25 @@ class QuotaService(Protocol):
 
 
 class Quotas:
-    def __init__(self, service: QuotaService | None = None, clock_ms: Callable[[], int] = monotonic_ms) -> None:
-        """Without a `service` (ZooKeeper mode keeps no quotas) nothing is ever throttled."""
+    def __init__(self, service: QuotaService | None = None, clock_ms: Callable[[], int] = monotonic_ms,
+                 configured: Callable[[], bool] = lambda: True) -> None:
+        """Without a `service` (ZooKeeper mode keeps no quotas) nothing is ever throttled.
+        `configured` says whether the cluster has any client quota at all: with none, as in
+        Kafka's ClientQuotaManager without quotas, nothing is recorded or timed."""
         self.service = service
         self.clock_ms = clock_ms
+        self.configured = configured
 
-    @property
-    def enabled(self) -> bool:
-        return self.service is not None
+    def applies(self, ctx: RequestContext) -> bool:
+        """Whether a request in `ctx` can be throttled: a client's, with some quota configured
+        (the listeners time a request's handler only then)."""
+        return self.service is not None and not ctx.is_node and self.configured()
 
     def throttle_time(self, ctx: RequestContext, kind: str, value: float) -> int:
         """Records `value` of `kind` against the context's quota entity; the throttle time in ms."""
-        if self.service is None or ctx.is_node:
+        if not self.applies(ctx):
             return 0
+        assert self.service is not None
         return self.service.record(kind, ctx.principal, ctx.client_id, value, self.clock_ms())
 
 

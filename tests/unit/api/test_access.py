@@ -14,9 +14,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from kraft.api.access import ACCESS, NODE_PREFIXES, is_node_route, markdown_table, up_front
-from kraft.api.access_middleware import authorization_middleware
 from kraft.api.openapi import ROUTES
-from kraft.api.server import error_middleware
+from kraft.api.routes.services import SERVICES
+from kraft.api.server import build_app
 from kraft.config import STANDARD_AUTHORIZER
 from kraft.metadata.acl import SUPPORTED_OPERATIONS
 from kraft.server.access import API_ACCESS, CLUSTER, LISTED, NAMED, NODES
@@ -82,12 +82,14 @@ def test_security_md_shows_the_table() -> None:
         "docs/security.md's permission table differs: paste `python -m kraft.api.access` into it"
 
 
-async def test_a_route_without_a_rule_is_refused() -> None:
+async def test_a_route_without_a_rule_is_refused(make_client) -> None:
     async def handler(request: web.Request) -> web.Response:
         return web.json_response({"served": True})
 
-    app = web.Application(middlewares=[error_middleware, authorization_middleware])
-    app.router.add_get("/v1/unlisted", handler)
+    unlisted = web.RouteTableDef()
+    unlisted.get("/v1/unlisted")(handler)
+    node = await make_client()
+    app = build_app(node.server.app[SERVICES], extra_routes=[unlisted])
     async with TestClient(TestServer(app)) as client:
         answer = await client.get("/v1/unlisted")
         body = await answer.json()

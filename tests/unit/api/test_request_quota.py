@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
+import pytest
+
+from conftest import ClientFactory
+from kraft.api import throttle
 from kraft.server.quotas import TimedAwait
 
 
@@ -39,3 +44,32 @@ async def test_an_exception_passes_through() -> None:
         assert str(e) == "no"
     else:
         raise AssertionError("the exception was lost")
+
+
+async def test_a_request_is_timed_only_once_a_client_quota_exists(make_client: ClientFactory,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka's ClientQuotaManager records nothing while no quota is configured: the timing of
+    every step of every request (and a quota look-up) cost each request for nothing. Counted: the
+    timed requests, none before a quota exists, every one after."""
+    timed: list[object] = []
+
+    class Counted(TimedAwait):
+        def __init__(self, coro: Any) -> None:
+            timed.append(coro)
+            super().__init__(coro)
+
+    monkeypatch.setattr(throttle, "TimedAwait", Counted)
+    client = await make_client()
+    for _ in range(3):
+        assert (await client.get("/v1/metadata")).status == 200
+    assert timed == []
+    resp = await client.post("/v1/client-quotas", json={"entries": [
+        {"entity": {"user": "someone-else"}, "ops": [{"key": "request_percentage", "value": 50}]}]})
+    assert resp.status == 200, await resp.text()
+    deadline = time.monotonic() + 10
+    while not (await (await client.get("/v1/client-quotas")).json())["entries"]:
+        assert time.monotonic() < deadline, "the quota never reached the node's image"
+        await asyncio.sleep(0.01)
+    timed.clear()
+    assert (await client.get("/v1/metadata")).status == 200
+    assert len(timed) == 1

@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics import MetricWrapperBase
 
 from kraft.controller.raft_transport import RaftChannelCounts
 from loop_turns import loop_turns
@@ -359,8 +360,11 @@ def test_per_topic_counters_exist_at_zero_from_creation_to_deletion() -> None:
     assert value(s, t + "failedfetchrequests_total", topic="b") == 0
     recreated = build([Topic(name="a", topic_id="A2", controller_epoch=1),
                        partition("A2", 0, (1,), (1,), 1)], deleted)
+    rm.image = recreated
     loader.publish(recreated)
     assert value(scrape(metrics), t + "failedproducerequests_total", topic="a") == 0
+    metrics.failed_produce("a")  # the bound child of the deleted topic's series is not reused
+    assert value(scrape(metrics), t + "failedproducerequests_total", topic="a") == 1
 
 
 def test_per_topic_counters_follow_delta_records_not_just_snapshots() -> None:
@@ -436,6 +440,27 @@ def test_request_metrics_count_errors_and_latency_in_ms() -> None:
                  error="NOT_LEADER_OR_FOLLOWER") == 1
     assert value(s, "kafka_network_requestmetrics_totaltimems_sum", request="Produce") == pytest.approx(204)
     assert value(s, "kafka_network_requestmetrics_totaltimems_bucket", request="Produce", le="5.0") == 1
+
+
+def test_request_and_topic_metrics_bind_their_labels_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """prometheus_client's `labels` (a lock and a look-up) ran three times per answered request
+    and three times per produced partition: the children are bound at their first use."""
+    metrics = NodeMetrics(NODE)
+    calls = []
+    real = MetricWrapperBase.labels
+
+    def counted(self: MetricWrapperBase, *values: str) -> MetricWrapperBase:
+        calls.append(values)
+        return real(self, *values)
+
+    monkeypatch.setattr(MetricWrapperBase, "labels", counted)
+    for _ in range(3):
+        metrics.observe_request(request("Produce"), "NONE", 0.001)
+        metrics.messages_in("t", 1, 10)
+    assert len(calls) == 6  # requests, errors, total time; messages, bytes, produce requests of the topic
+    s = scrape(metrics)
+    assert value(s, "kafka_network_requestmetrics_requests_total", request="Produce") == 3
+    assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic="t") == 3
 
 
 def test_a_fetch_counts_as_kafkas_request_metrics_name_it() -> None:
