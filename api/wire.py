@@ -99,33 +99,33 @@ _BODY = web.RequestKey("body", object)  # a body read by `read_body` (bytes or b
 
 async def read_body(request: web.Request) -> bytes | bytearray:
     """The body with at most one copy made here: the parser's one chunk itself when it came in
-    one, else the chunks gathered into one bytearray (aiohttp's `read()` gathers into a
-    bytearray and copies that into bytes). A msgpack `memoryview` field decoded from a bytearray
-    is a writable view of it, which the log stamps in place (docs/benchmarks.md, the 1 KiB
-    path). A body a middleware read already (`request.read()`: a node signature's digest) is
-    taken from there; read here, it is kept for the next `read_body`, not for `request.read()`.
-    Bounded by the application's `client_max_size` (413), as `read()`."""
+    one, else the parser's chunks joined into one bytearray. Taken one chunk at a time
+    (`readchunk`): aiohttp's `readany` joins the chunks it holds into new bytes first, and
+    `read()` gathers into a bytearray and copies that into bytes. A msgpack `memoryview` field
+    decoded from a bytearray is a writable view of it, which the log stamps in place
+    (docs/benchmarks.md, the 1 KiB path). A body a middleware read already (`request.read()`:
+    a node signature's digest) is taken from there; read here, it is kept for the next
+    `read_body`, not for `request.read()`. Bounded by the application's `client_max_size`
+    (413), as `read()`."""
     if _BODY in request:
         return request[_BODY]  # type: ignore[no-any-return]
-    if request.content.is_eof():  # read by request.read() before, or empty
-        return await request.read()
+    if request.content.at_eof():  # read by request.read() before, or empty (not `is_eof`: that is
+        return await request.read()  # true too when the whole body is buffered, unread)
     limit = request.client_max_size
     chunks: list[bytes] = []
     size = 0
-    while chunk := await request.content.readany():
+    while True:
+        chunk, end_of_http_chunk = await request.content.readchunk()
+        if not chunk:
+            if end_of_http_chunk:  # a chunked body's chunk boundary: more may follow
+                continue
+            break
         chunks.append(chunk)
         size += len(chunk)
         if limit and size > limit:
             raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=size)
-    if len(chunks) == 1:
-        body: bytes | bytearray = chunks[0]
-    else:
-        body = bytearray(size)
-        view = memoryview(body)
-        at = 0
-        for chunk in chunks:
-            view[at:at + len(chunk)] = chunk
-            at += len(chunk)
+    # bytearray.join: one pass, into memory it does not zero first (bytearray(size) would)
+    body: bytes | bytearray = chunks[0] if len(chunks) == 1 else bytearray().join(chunks)
     request[_BODY] = body
     return body
 

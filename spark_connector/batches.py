@@ -8,16 +8,13 @@ nothing per record outlives the packing.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections import deque
-from itertools import accumulate, count, islice, repeat
-from operator import add
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import msgpack
 
-from kraft.log.batch import frame_rows, new_row_packer
+from kraft.log.batch import ROW_OVERHEAD as RECORD_OVERHEAD, frame_rows, new_row_packer, pack_rows, row_ends
 
-RECORD_OVERHEAD = 16  # msgpack framing per record, for batch sizing
+__all__ = ["RECORD_OVERHEAD", "PartitionBatches", "row_ends"]
 _MAX_PACKER_HINT = 4 * 1024 * 1024
 
 
@@ -52,13 +49,8 @@ class PartitionBatches:
                 self._base_timestamp = self._max_timestamp = timestamp
             self._max_timestamp = max(self._max_timestamp, timestamp)
             stop = min(n, bisect_left(ends, before + self.batch_size - self._size, start) + 1)
-            rows = zip(
-                count(self._count), repeat(timestamp - self._base_timestamp),
-                repeat(None) if keys is None else islice(keys, start, stop),
-                islice(values, start, stop),
-                repeat(()) if headers is None else islice(headers, start, stop),
-            )
-            deque(map(self._packer.pack, rows), maxlen=0)
+            pack_rows(self._packer.pack, self._count, timestamp - self._base_timestamp, values, start, stop,
+                      keys, headers)
             end = int(ends[stop - 1])
             self._count += stop - start
             self._size += end - before
@@ -88,7 +80,3 @@ class PartitionBatches:
         self.framed_records = 0
         return taken
 
-
-def row_ends(sizes: Iterable[int]) -> list[int]:
-    """`ends` for `PartitionBatches.add` from per-row payload sizes."""
-    return list(accumulate(map(add, sizes, repeat(RECORD_OVERHEAD))))

@@ -6,7 +6,7 @@ It imports no server code: only the shared batch codec (`kraft.log.batch`), the 
 
 from kraft.api.client.admin import Admin, CreatedTopic, TopicConfigs
 from kraft.api.client.consumer import Consumer
-from kraft.api.client.futures import RecordFuture
+from kraft.api.client.futures import RecordFuture, RecordFutures
 from kraft.api.client.producer import Producer
 from kraft.api.client.transactions import PreparedTransaction, TransactionAbortableError, TransactionFatalError
 from kraft.api.client.transport import NoBrokersAvailable
@@ -49,6 +49,7 @@ __all__ = [
     "PreparedTransaction",
     "Producer",
     "RecordFuture",
+    "RecordFutures",
     "RecordMetadata",
     "TopicConfigs",
     "TopicDescription",

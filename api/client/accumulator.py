@@ -22,6 +22,7 @@ lock.
 from __future__ import annotations
 
 import itertools
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
@@ -31,10 +32,7 @@ import msgpack
 from kraft.api.client.futures import ProduceResult, RecordFuture
 from kraft.api.client.idempotence import BatchSequence
 from kraft.api.client.types import Headers, TopicPartition
-from kraft.log.batch import HEADER_SIZE, frame_rows, new_row_packer
-
-# Per-record bytes beyond key and value in the msgpack payload (array header, deltas, headers).
-RECORD_OVERHEAD = 16
+from kraft.log.batch import HEADER_SIZE, ROW_OVERHEAD as RECORD_OVERHEAD, frame_rows, new_row_packer, pack_rows
 # A batch's packer starts with room for this much (it grows for an oversized record).
 _MAX_PACKER_HINT = 1024 * 1024
 
@@ -131,17 +129,62 @@ class RecordAccumulator:
     ) -> RecordFuture:
         """Opens a new batch of `tp` (the previous open one takes no more records) holding the
         record; the sender should be woken (a linger timer starts, or a full batch waits)."""
+        batch = self._new_batch(tp, timestamp, now_ms)
+        batch.pack((0, 0, key, value, headers))
+        batch.record_count = 1
+        batch.size += size
+        self.buffered_bytes += size
+        return RecordFuture(batch.result, 0, timestamp)
+
+    def _new_batch(self, tp: TopicPartition, timestamp: int, now_ms: int) -> ProducerBatch:
         packer = new_row_packer(self._packer_hint)
         batch = ProducerBatch(tp, now_ms, ProduceResult(tp), timestamp, packer, packer.pack, timestamp,
                               number=next(self._numbers))
         self._batches.setdefault(tp, deque()).append(batch)
         self._open[tp] = batch
         self.incomplete.add(batch)
-        batch.pack((0, 0, key, value, headers))
-        batch.record_count = 1
+        return batch
+
+    def try_append_values(
+        self, tp: TopicPartition, values: list[bytes], ends: list[int], start: int, timestamp: int, room: int,
+    ) -> tuple[ProduceResult, int, int] | None:
+        """Appends keyless, headerless `values[start:]` to the open batch of `tp` as far as they
+        fit in it and in `room` more buffered bytes, in one pass (`ends`: `row_ends` of the
+        values); (the batch's result, the first one's index in it, the index after the last
+        appended) or None when not even the first fits (then `append_values_new_batch`)."""
+        batch = self._open.get(tp)
+        if batch is None:
+            return None
+        return self._pack_values(batch, values, ends, start, timestamp, room, False)
+
+    def append_values_new_batch(
+        self, tp: TopicPartition, values: list[bytes], ends: list[int], start: int, timestamp: int, room: int,
+        now_ms: int,
+    ) -> tuple[ProduceResult, int, int]:
+        """`try_append_values` into a new batch of `tp`, which holds at least the first value."""
+        result = self._pack_values(self._new_batch(tp, timestamp, now_ms), values, ends, start, timestamp, room, True)
+        assert result is not None
+        return result
+
+    def _pack_values(
+        self, batch: ProducerBatch, values: list[bytes], ends: list[int], start: int, timestamp: int, room: int,
+        at_least_one: bool,
+    ) -> tuple[ProduceResult, int, int] | None:
+        before = ends[start - 1] if start else 0
+        stop = bisect_right(ends, before + min(self.batch_size - batch.size, room), start)
+        if stop == start:
+            if not at_least_one:
+                return None
+            stop = start + 1
+        index = batch.record_count
+        pack_rows(batch.pack, index, timestamp - batch.base_timestamp, values, start, stop)
+        if timestamp > batch.max_timestamp:
+            batch.max_timestamp = timestamp
+        size = ends[stop - 1] - before
+        batch.record_count = index + stop - start
         batch.size += size
         self.buffered_bytes += size
-        return RecordFuture(batch.result, 0, timestamp)
+        return batch.result, index, stop
 
     def append(
         self,

@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from typing import Any, Callable
+from bisect import bisect_right
+from typing import Any, Callable, Iterator, Sequence, overload
 
 from kraft.api.client.types import RecordMetadata, TopicPartition
 from kraft.api.errors import KraftError
@@ -139,3 +140,59 @@ class RecordFuture:
 
         self.produce_result.add_done_callback(on_done)
         return self
+
+
+class RecordFutures(Sequence[RecordFuture]):
+    """`Producer.send_many`'s futures, one per record in order, made when read: it keeps one
+    entry per run of consecutive records in one batch (a batch's worth of records at a time),
+    not an object per record. Each record's future reports its own batch's outcome."""
+
+    __slots__ = ("timestamp", "_starts", "_runs", "_count")
+
+    def __init__(self, timestamp: int) -> None:
+        self.timestamp = timestamp  # every record's
+        self._starts: list[int] = []  # each run's first record, by position in the call
+        self._runs: list[tuple[ProduceResult, int]] = []  # each run's batch and its first index in it
+        self._count = 0
+
+    def add(self, result: ProduceResult, first_index: int, count: int) -> None:
+        """The next `count` records went to `result`'s batch at indexes from `first_index`."""
+        runs = self._runs
+        if runs and runs[-1][0] is result and runs[-1][1] + self._count - self._starts[-1] == first_index:
+            self._count += count  # the previous run goes on
+            return
+        self._starts.append(self._count)
+        runs.append((result, first_index))
+        self._count += count
+
+    def runs(self) -> Iterator[tuple[ProduceResult, int, int]]:
+        """(batch result, first index in the batch, record count) of each run, in order."""
+        ends = self._starts[1:] + [self._count]
+        for (result, first), start, end in zip(self._runs, self._starts, ends):
+            yield result, first, end - start
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, i: int) -> RecordFuture: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[RecordFuture]: ...
+
+    def __getitem__(self, i: int | slice) -> RecordFuture | list[RecordFuture]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._count))]
+        if i < 0:
+            i += self._count
+        if not 0 <= i < self._count:
+            raise IndexError("record index out of range")
+        run = bisect_right(self._starts, i) - 1
+        result, first = self._runs[run]
+        return RecordFuture(result, first + i - self._starts[run], self.timestamp)
+
+    def __iter__(self) -> Iterator[RecordFuture]:
+        timestamp = self.timestamp
+        for result, first, count in self.runs():
+            for index in range(first, first + count):
+                yield RecordFuture(result, index, timestamp)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 from kraft.api.client.accumulator import RECORD_OVERHEAD, RecordAccumulator
 from kraft.api.client.cluster import ClusterSnapshot, MetadataCache
 from kraft.api.client.compat import check_unused_configs, serializing
 from kraft.api.client.security import pop_security
-from kraft.api.client.futures import RecordFuture
+from kraft.api.client.futures import RecordFuture, RecordFutures
 from kraft.api.client.idempotence import MAX_IN_FLIGHT_IDEMPOTENT
 from kraft.api.client.sender import Sender, SenderConfig, now_ms
 from kraft.api.client.transactions import PreparedTransaction, TransactionManager
@@ -25,9 +25,10 @@ from kraft.api.client.transport import Transport
 from kraft.api.client.types import Headers, TopicPartition
 from kraft.api.errors import KraftError
 from kraft.api.partitioner import StickyPartitioner, partition_for_key
-from kraft.log.batch import COMPRESSIONS
+from kraft.log.batch import COMPRESSIONS, row_ends
 
 MAX_TIMESTAMP = 2**63  # timestamps are int64 milliseconds, and never negative (as in Kafka)
+_Appended = TypeVar("_Appended")
 
 
 def _nones() -> Iterator[None]:
@@ -279,9 +280,7 @@ class Producer:
         if self._txn is not None:
             self._txn.check_sendable()
         key, value, hdrs, size, timestamp_ms = self._prepare(topic, value, key, headers, timestamp_ms)
-        state = self._topics.get(topic)
-        if state is None or state[0] is not self._metadata.snapshot:
-            state = self._topic_state(topic)
+        state = self._state(topic)
         with self._lock:
             future = self._append(topic, state, partition, key, value, hdrs, timestamp_ms, size)
             if not self._wake:
@@ -316,28 +315,86 @@ class Producer:
         keys: Iterable[Any] | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
-    ) -> list[RecordFuture]:
+    ) -> RecordFutures:
         """Queues `values` (with `keys`, paired in order, when given) as `send` would one by one,
         for an application that already holds many records: the topic's metadata is looked up and
         the producer's lock taken once, and the records share one timestamp (now, unless given).
-        Returns their futures in order."""
+        Every record is checked before any is queued (a bad one raises as `send` would, naming
+        its position). Returns their futures in order, each reporting its own record's outcome.
+        Keyless bytes values (no serializer) are packed a batch at a time, in one pass."""
         if self._txn is not None:
             self._txn.check_sendable()
         if timestamp_ms is None:
             timestamp_ms = time.time_ns() // 1_000_000
-        prepared = [self._prepare(topic, value, key, None, timestamp_ms)
-                    for value, key in zip(values, keys if keys is not None else _nones())]
-        state = self._topics.get(topic)
-        if state is None or state[0] is not self._metadata.snapshot:
-            state = self._topic_state(topic)
+        if not isinstance(values, list):
+            values = list(values)
+        if keys is None and partition is None and self._key_serializer is None and self._value_serializer is None:
+            ends = self._plain_ends(values, timestamp_ms)
+            if ends is not None:
+                return self._send_values(topic, values, ends, timestamp_ms)
+        prepared = []
+        for position, (value, key) in enumerate(zip(values, keys if keys is not None else _nones())):
+            try:
+                prepared.append(self._prepare(topic, value, key, None, timestamp_ms))
+            except KraftError as e:
+                raise KraftError(e.error_code, f"record {position}: {e.message}") from None
+        state = self._state(topic)
+        futures = RecordFutures(timestamp_ms)
         with self._lock:
-            append = self._append
-            futures = [append(topic, state, partition, key, value, hdrs, ts, size)
-                       for key, value, hdrs, size, ts in prepared]
+            append, add = self._append, futures.add
+            for key, value, hdrs, size, ts in prepared:
+                future = append(topic, state, partition, key, value, hdrs, ts, size)
+                add(future.produce_result, future.index, 1)
             woke, wake_sender, self._wake, self._wake_sender = self._wake, self._wake_sender, False, False
         if woke:
             self._woken(wake_sender)
         return futures
+
+    def _plain_ends(self, values: list[Any], timestamp_ms: int) -> list[int] | None:
+        """`row_ends` of `values` when `send_many` may pack them a batch at a time: all bytes,
+        none too large, a valid timestamp, an open producer; None: the per-record path (which
+        raises for what is wrong)."""
+        if (not values or self._closed or timestamp_ms.__class__ is not int
+                or not 0 <= timestamp_ms < MAX_TIMESTAMP or set(map(type, values)) != {bytes}):
+            return None
+        sizes = list(map(len, values))
+        if max(sizes) + RECORD_OVERHEAD > self._max_record_size:
+            return None
+        return row_ends(sizes)
+
+    def _send_values(self, topic: str, values: list[bytes], ends: list[int], timestamp_ms: int) -> RecordFutures:
+        """Keyless `values` into the sticky partition's batches, a batch's worth per pack, moving
+        on to another partition when one needs a new batch, as `send` one by one would (KIP-480)."""
+        snapshot, count, tps = self._state(topic)
+        futures = RecordFutures(timestamp_ms)
+        acc = self._acc
+        start, n = 0, len(values)
+        with self._lock:
+            while start < n:
+                first = ends[start] - (ends[start - 1] if start else 0)
+                if acc.buffered_bytes + first > self._buffer_memory:
+                    self._wait_for_space(first)
+                room = self._buffer_memory - acc.buffered_bytes
+                tp = self._sticky_tps.get(topic)
+                appended = None if tp is None else acc.try_append_values(tp, values, ends, start, timestamp_ms, room)
+                if appended is None:
+                    appended = self._append_sticky(
+                        snapshot, topic, count, tps,
+                        lambda tp: acc.try_append_values(tp, values, ends, start, timestamp_ms, room),
+                        lambda tp: acc.append_values_new_batch(tp, values, ends, start, timestamp_ms, room, now_ms()))
+                result, index, stop = appended
+                futures.add(result, index, stop - start)
+                start = stop
+            woke, wake_sender, self._wake, self._wake_sender = self._wake, self._wake_sender, False, False
+        if woke:
+            self._woken(wake_sender)
+        return futures
+
+    def _state(self, topic: str) -> tuple[ClusterSnapshot, int, list[TopicPartition]]:
+        state = self._topics.get(topic)
+        if state is None or state[0] is not self._metadata.snapshot:
+            state = self._topic_state(topic)
+        return state
 
     def _prepare(self, topic: str, value: Any, key: Any, headers: HeadersIn,
                  timestamp_ms: int | None) -> tuple[bytes | None, bytes | None, Headers, int, int]:
@@ -388,7 +445,9 @@ class Producer:
             tp = self._sticky_tps.get(topic)
             future = None if tp is None else acc.try_append(tp, key, value, hdrs, timestamp_ms, size)
             if future is None:
-                future = self._append_sticky(snapshot, topic, count, tps, key, value, hdrs, timestamp_ms, size)
+                future = self._append_sticky(
+                    snapshot, topic, count, tps, lambda tp: acc.try_append(tp, key, value, hdrs, timestamp_ms, size),
+                    lambda tp: acc.append_new_batch(tp, key, value, hdrs, timestamp_ms, size, now_ms()))
             return future
         future = acc.try_append(tp, key, value, hdrs, timestamp_ms, size)
         if future is None:
@@ -415,22 +474,22 @@ class Producer:
         time.sleep(0)
 
     def _append_sticky(
-        self, snapshot: ClusterSnapshot, topic: str, count: int, tps: list[TopicPartition], key: bytes | None,
-        value: bytes | None, headers: Headers, timestamp_ms: int, size: int,
-    ) -> RecordFuture:
-        """A keyless record whose sticky partition has no room (lock held): KIP-480 moves on to
-        another partition when the sticky one needs a new batch."""
-        acc = self._acc
+        self, snapshot: ClusterSnapshot, topic: str, count: int, tps: list[TopicPartition],
+        attempt: Callable[[TopicPartition], _Appended | None], open_new: Callable[[TopicPartition], _Appended],
+    ) -> _Appended:
+        """Keyless records whose sticky partition has no room (lock held): KIP-480 moves on to
+        another partition when the sticky one needs a new batch. `attempt` appends to a
+        partition's open batch (None: no room), `open_new` to a new batch of it."""
         p = self._sticky.partition(topic, count)
-        future = acc.try_append(tps[p], key, value, headers, timestamp_ms, size)
-        if future is None:
+        appended = attempt(tps[p])
+        if appended is None:
             p = self._sticky.on_new_batch(topic, count, p)
-            future = acc.try_append(tps[p], key, value, headers, timestamp_ms, size)
-            if future is None:
-                future = acc.append_new_batch(tps[p], key, value, headers, timestamp_ms, size, now_ms())
+            appended = attempt(tps[p])
+            if appended is None:
+                appended = open_new(tps[p])
                 self._opened(snapshot, tps[p])
         self._sticky_tps[topic] = tps[p]
-        return future
+        return appended
 
     def _wait_for_space(self, size: int) -> None:
         """Blocks (lock held by the caller) until buffer memory frees up, like Kafka's max.block.ms."""

@@ -23,6 +23,7 @@ from urllib.parse import urlencode
 
 import msgpack
 
+from kraft.api.client.packed_body import PackedBody, send_parts
 from kraft.api.client.protocol_mismatch import plain_client_mismatch, tls_client_mismatch
 from kraft.api.client.security import PLAINTEXT, ClientSecurity
 from kraft.api.errors import KraftError
@@ -107,6 +108,19 @@ def error_from_response(response: ResponseLike) -> KraftError:
     )
     text = response.content[:200].decode("utf-8", "replace")
     return KraftError(code, f"HTTP {response.status_code}: {text}")
+
+
+def _request_parts(conn: http.client.HTTPConnection, method: str, path: str, headers: Mapping[str, str],
+                   body: PackedBody) -> None:
+    """`conn.request` for a body in parts: the head through http.client, the parts written as
+    they are (a `body` of bytes would be one buffer: the parts joined, a copy of the records)."""
+    conn.putrequest(method, path)
+    for name, value in headers.items():
+        conn.putheader(name, value)
+    conn.putheader("Content-Length", str(body.size))
+    conn.endheaders()
+    assert conn.sock is not None  # endheaders connected it
+    send_parts(conn.sock, body.parts)
 
 
 def _peer_closed(conn: http.client.HTTPConnection) -> bool:
@@ -242,10 +256,13 @@ class Transport:
     ) -> Any:
         if params:
             path = f"{path}?{urlencode(params)}"
-        data = None if body is None else _packb(body)
+        data = None if body is None or isinstance(body, PackedBody) else _packb(body)
         conn = self._connection(address, timeout_s or self.request_timeout_s)
         try:
-            conn.request(method, path, body=data, headers=self._headers)
+            if isinstance(body, PackedBody):
+                _request_parts(conn, method, path, self._headers, body)
+            else:
+                conn.request(method, path, body=data, headers=self._headers)
             if on_sent is not None:
                 on_sent()
             response = conn.getresponse()

@@ -9,6 +9,7 @@ import json
 import operator
 import os
 from array import array
+from itertools import repeat
 import random
 import string
 import sys
@@ -22,7 +23,7 @@ import click
 
 from kraft.api.cli.common import version_option
 from kraft.api.client import Admin, ConsumerRecord, KraftError, RecordFuture
-from kraft.api.client.futures import ProduceResult
+from kraft.api.client.futures import ProduceResult, RecordFutures
 from kraft.api.client.types import TopicPartition
 from kraft.bench.histogram import LatencyHistogram
 from kraft.bench.kafka_clients import CLIENTS, KRAFT
@@ -71,12 +72,23 @@ class AckLatencyRecorder:
 
     def on_send(self, future: RecordFuture) -> None:
         if future.produce_result is not self._current:
-            self._close_run()
-            result = self._current = future.produce_result
-            run = self._run = _Run(result, len(self._sends), future.index)
-            self._runs.append(run)
-            result.add_done_callback(lambda r, run=run: self._on_done(run, r))
+            self._start_run(future.produce_result, future.index)
         self._sends.append(self._clock())
+
+    def on_send_many(self, futures: RecordFutures, sent: float) -> None:
+        """The records of one `send_many` call, all sent when the call started (`sent`, this
+        recorder's clock: the latency of each counts the whole call)."""
+        for result, first, count in futures.runs():
+            if result is not self._current:
+                self._start_run(result, first)
+            self._sends.extend(repeat(sent, count))
+
+    def _start_run(self, result: ProduceResult, first_in_batch: int) -> None:
+        self._close_run()
+        self._current = result
+        run = self._run = _Run(result, len(self._sends), first_in_batch)
+        self._runs.append(run)
+        result.add_done_callback(lambda r, run=run: self._on_done(run, r))
 
     def pause(self) -> None:
         """Ends the current run (the next send starts a new one): call it before sleeping."""

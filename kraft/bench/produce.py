@@ -25,6 +25,10 @@ from kraft.bench.kafka_clients import KRAFT, kafka_produce
 @observe_options
 @click.option("--throughput", type=int, default=-1, show_default=True,
               help="Records/s, paced evenly (each record at its own due time); -1 for no cap.")
+@click.option("--send-many", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Queue records with Producer.send_many, this many per call (an application holding many "
+                   "records; each record's latency counts from its call's start); 0: send one at a time. "
+                   "Not with --throughput or --transactional.")
 @click.option("--warmup-records", type=click.IntRange(min=0), default=0, show_default=True,
               help="Send and acknowledge this many records first, outside the measurement (Kafka's KIP-1052).")
 @click.option("--transactional", is_flag=True,
@@ -41,7 +45,8 @@ def produce(
     bootstrap_server: str, topic: str, num_records: int, record_size: int, partitions: int,
     replication_factor: int, json_path: str | None, acks: str, batch_size: int, linger_ms: int,
     compression: str, idempotence: bool | None, max_in_flight: int | None, local_cluster: int | None, trace: bool,
-    profile: bool, profile_pids: tuple[int, ...], throughput: int, warmup_records: int, transactional: bool,
+    profile: bool, profile_pids: tuple[int, ...], throughput: int, send_many: int, warmup_records: int,
+    transactional: bool,
     transactional_id: str | None, commit_every: int, transaction_duration_ms: int | None, clients: tuple[str, ...],
     print_format: str,
 ) -> None:
@@ -53,6 +58,8 @@ def produce(
         raise click.UsageError("--transactional needs --acks all (a transactional producer is idempotent)")
     if transactional and set(clients) != {KRAFT}:
         raise click.UsageError("--transactional runs with --client kraft only")
+    if send_many and (transactional or throughput > 0 or set(clients) != {KRAFT}):
+        raise click.UsageError("--send-many runs with --client kraft only, without --throughput or --transactional")
     txn = Transactions(transactional_id or f"kraft-bench-{uuid.uuid4().hex[:8]}", commit_every,
                        transaction_duration_ms) if transactional else None
     results = []
@@ -64,8 +71,8 @@ def produce(
                 bootstrap, topic, num_records=num_records, record_size=record_size, partitions=partitions,
                 replication_factor=replication_factor, acks=acks, batch_size=batch_size, linger_ms=linger_ms,
                 compression=compression, idempotence=idempotence, max_in_flight=max_in_flight,
-                throughput=throughput, warmup_records=warmup_records, observers=observers, transactions=txn,
-                client=client))
+                throughput=throughput, send_many=send_many, warmup_records=warmup_records, observers=observers,
+                transactions=txn, client=client))
     report_runs(results, json_path, lambda r: [producer_perf_summary(r)] if print_format == "kafka" else None)
     errors = sum(r.errors for r in results)
     if errors:
@@ -76,19 +83,20 @@ def measure_produce(
     bootstrap: str, topic: str, *, num_records: int, record_size: int = 100, partitions: int = 1,
     replication_factor: int = 1, acks: str = "1", batch_size: int = 65536, linger_ms: int = 5,
     compression: str = "none", idempotence: bool | None = None, max_in_flight: int | None = None,
-    throughput: int = -1, warmup_records: int = 0, observers: Observers | None = None,
+    throughput: int = -1, send_many: int = 0, warmup_records: int = 0, observers: Observers | None = None,
     transactions: Transactions | None = None, client: str = KRAFT,
 ) -> BenchResult:
     """One produce run against `bootstrap` (the topic created if needed) with `client`;
     `observers` watch the measured part (after the warm-up); `transactions`: a transactional
-    producer's (kraft's client only)."""
+    producer's (kraft's client only); `send_many`: records per `Producer.send_many` call (0: `send`
+    one at a time; unpaced, not transactional)."""
     ensure_topic(bootstrap, topic, partitions, replication_factor)
     payload = make_payload(record_size, random.Random(0))
     progress = Progress(f"produce ({client})")
     settings = producer_settings(acks, idempotence, max_in_flight)
     params = dict(topic=topic, num_records=num_records, record_size=record_size, partitions=partitions,
                   replication_factor=replication_factor, acks=acks, batch_size=batch_size, linger_ms=linger_ms,
-                  compression=compression, throughput=throughput, warmup_records=warmup_records,
+                  compression=compression, throughput=throughput, send_many=send_many, warmup_records=warmup_records,
                   idempotence=settings["enable_idempotence"] or transactions is not None, max_in_flight=max_in_flight,
                   client=client)
     if client != KRAFT:
@@ -111,10 +119,12 @@ def measure_produce(
             producer.init_transactions()
         if warmup_records:  # connections, the logs' first files, the followers' fetchers
             warmup = None if transactions is None else transactions.fresh()
-            _send_all(producer, topic, payload, warmup_records, throughput, AckLatencyRecorder(), progress, warmup)
+            _send_all(producer, topic, payload, warmup_records, throughput, AckLatencyRecorder(), progress, warmup,
+                      send_many)
         if observers is not None:
             observers.start()
-        elapsed = _send_all(producer, topic, payload, num_records, throughput, latencies, progress, transactions)
+        elapsed = _send_all(producer, topic, payload, num_records, throughput, latencies, progress, transactions,
+                            send_many)
     failed = latencies.failed_records
     extra = observers.finish(latencies.traced_records) if observers is not None else {}
     return BenchResult(
@@ -170,11 +180,23 @@ class Transactions:
 
 
 def _send_all(producer: Producer, topic: str, payload: bytes, num_records: int, throughput: int,
-              latencies: AckLatencyRecorder, progress: Progress, transactions: Transactions | None = None) -> float:
+              latencies: AckLatencyRecorder, progress: Progress, transactions: Transactions | None = None,
+              send_many: int = 0) -> float:
     """Sends every record (paced: record i at start + i / throughput, never in bursts ahead of
-    time), flushes (commits, when transactional), and returns the elapsed seconds."""
+    time; `send_many` records per call when set), flushes (commits, when transactional), and
+    returns the elapsed seconds."""
     send, on_send, clock = producer.send, latencies.on_send, time.perf_counter
     start = clock()
+    if send_many:
+        values = [payload] * send_many
+        for i in range(0, num_records, send_many):
+            sent = clock()
+            batch = values if num_records - i >= send_many else values[:num_records - i]
+            latencies.on_send_many(producer.send_many(topic, batch), sent)
+            progress.update(i, i * len(payload))
+        latencies.pause()
+        producer.flush()
+        return clock() - start
     interval = 1 / throughput if throughput > 0 else 0.0
     for i in range(num_records):
         if interval:

@@ -10,6 +10,11 @@
 | RF 3 acks=all, 100 B | 3-node local cluster, 6 partitions | NATS JetStream R3 |
 | RF 3 acks=all paced at 20k rec/s | the same, `--throughput`, warm-up | NATS JetStream R3, paced |
 
+Each side uses its client's batch call where the workload is bulk: the unpaced produce rows
+queue kraft's records with `Producer.send_many`, `--send-many` (1,000) per call, as Redis's are
+pipelined `PIPELINE` (1,000) per round trip and NATS's published asynchronously with
+`MAX_PENDING` (4,000) acks outstanding; the paced row sends one record at a time on both sides.
+
 A peer that is not installed gets "missing" in its cells and a line saying how to install it;
 the kraft rows still run.
 """
@@ -99,26 +104,29 @@ def _timed(row: Row, who: str, run: Callable[[], BenchResult]) -> BenchResult:
               help="Records of the paced latency row (after a tenth as many of warm-up).")
 @click.option("--throughput", type=click.IntRange(min=1), default=20_000, show_default=True,
               help="Records/s of the paced latency row.")
+@click.option("--send-many", type=click.IntRange(min=0), default=redis_streams.PIPELINE, show_default=True,
+              help="kraft's records per Producer.send_many call in the unpaced produce rows (Redis pipelines "
+                   "as many per round trip); 0: Producer.send one at a time.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True),
               help="Write every row (both sides' summaries, ratio, load) as JSON here.")
 def peers(only: tuple[str, ...], records: int, records_1k: int, rf3_records: int, paced_records: int,
-          throughput: int, json_path: str | None) -> None:
+          throughput: int, send_many: int, json_path: str | None) -> None:
     """Issue 25's table in one run: kraft beside Redis Streams (one node) and NATS JetStream R3
     (three nodes), each pair back to back, with the ratio and the load average of each figure."""
     groups = set(only or GROUPS)
     rows: list[Row] = []
     if "one-node" in groups:
-        rows += _one_node_rows(records, records_1k)
+        rows += _one_node_rows(records, records_1k, send_many)
     if "rf3" in groups:
-        rows += _rf3_rows(rf3_records, paced_records, throughput)
-    _print(rows)
+        rows += _rf3_rows(rf3_records, paced_records, throughput, send_many)
+    _print(rows, send_many)
     if json_path:
         with open(json_path, "w") as f:
             json.dump([r.summary() for r in rows], f, indent=2, sort_keys=True)
             f.write("\n")
 
 
-def _one_node_rows(records: int, records_1k: int) -> list[Row]:
+def _one_node_rows(records: int, records_1k: int, send_many: int) -> list[Row]:
     produce = Row("one node, produce 100 B, 6 partitions", "rec/s", "≥ 4×", peer_name="Redis Streams")
     consume = Row("one node, consume 100 B", "rec/s", "≥ 2×", peer_name="Redis Streams")
     large = Row("one node, produce 1 KiB", "MB/s", "≥ 2×", peer_name="Redis Streams")
@@ -127,11 +135,13 @@ def _one_node_rows(records: int, records_1k: int) -> list[Row]:
     with LocalCluster(1) as cluster, (nullcontext() if missing else redis_streams.redis_server()) as client:
         b = cluster.bootstrap
         runs = [
-            (produce, lambda: measure_produce(b, "peers-100b", num_records=records, partitions=6),
+            (produce, lambda: measure_produce(b, "peers-100b", num_records=records, partitions=6,
+                                              send_many=send_many),
              lambda: redis_streams.produce(client, "s100", records, 100, 6)),
             (consume, lambda: measure_consume(b, "peers-100b", num_records=records, partitions=6)[0],
              lambda: redis_streams.consume(client, "s100", records, 6)),
-            (large, lambda: measure_produce(b, "peers-1k", num_records=records_1k, record_size=1024),
+            (large, lambda: measure_produce(b, "peers-1k", num_records=records_1k, record_size=1024,
+                                            send_many=send_many),
              lambda: redis_streams.produce(client, "s1k", records_1k, 1024, 1)),
         ]
         for row, kraft_run, peer_run in runs:
@@ -143,7 +153,7 @@ def _one_node_rows(records: int, records_1k: int) -> list[Row]:
     return rows
 
 
-def _rf3_rows(records: int, paced_records: int, throughput: int) -> list[Row]:
+def _rf3_rows(records: int, paced_records: int, throughput: int, send_many: int) -> list[Row]:
     bulk = Row("3 nodes, RF 3, acks=all, 100 B", "rec/s", "≥ 20×", peer_name="NATS JetStream R3")
     paced = Row(f"RF 3 acks=all ack latency, paced at {throughput:,} rec/s", "p99 ms",
                 "p50 ≤ 2 ms, p99 ≤ 5 ms, p99.9 ≤ 20 ms", peer_name="NATS JetStream R3")
@@ -153,7 +163,8 @@ def _rf3_rows(records: int, paced_records: int, throughput: int) -> list[Row]:
     with LocalCluster(3) as cluster:
         b = cluster.bootstrap
         bulk.kraft = _timed(bulk, "kraft", lambda: measure_produce(
-            b, "peers-rf3", num_records=records, partitions=6, replication_factor=3, acks="all"))
+            b, "peers-rf3", num_records=records, partitions=6, replication_factor=3, acks="all",
+            send_many=send_many))
         paced.kraft = _timed(paced, "kraft", lambda: measure_produce(
             b, "peers-lat", num_records=paced_records, partitions=6, replication_factor=3, acks="all",
             linger_ms=0, throughput=throughput, warmup_records=warmup))
@@ -174,7 +185,7 @@ async def _nats_rows(bulk: Row, paced: Row, records: int, paced_records: int, th
     return bulk_result, paced_result
 
 
-def _print(rows: list[Row]) -> None:
+def _print(rows: list[Row], send_many: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -188,5 +199,9 @@ def _print(rows: list[Row]) -> None:
     console.print(table)
     console.print("ratio: kraft's figure over the peer's (rec/s, MB/s); for latency the peer's p99 over kraft's. "
                   "load: the 1-minute load average when the figure was taken.")
+    kraft_call = f"Producer.send_many, {send_many:,} records per call" if send_many else "Producer.send, one at a time"
+    console.print(f"batch calls, unpaced produce rows: kraft {kraft_call}; Redis XADD pipelined "
+                  f"{redis_streams.PIPELINE:,} per round trip; NATS publish_async, {nats_jetstream.MAX_PENDING:,} "
+                  "acks outstanding. The paced row sends one record at a time on both sides.")
     for reason in sorted({r.peer_missing for r in rows if r.peer_missing}):
         console.print(f"peer missing: {reason}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import msgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -146,7 +147,8 @@ def test_produce_body_concatenates_batches_per_partition() -> None:
         r = (b"k", f"v{i}".encode(), (("h", b"1"),), 1000 + i)
         acc.append(T0, r, 40, 0)
     batches = acc.drain({1}, LEADERS, 10_000, 0)[1]
-    body, by_tp = produce_body(batches, CONFIG)
+    packed, by_tp = produce_body(batches, CONFIG)
+    body = msgpack.unpackb(b"".join(packed.parts))
     assert list(by_tp) == [T0] and body["acks"] == 1
     [entry] = body["partitions"]
     assert len(list(iter_batches(entry["records"]))) == 5  # one record per 100-byte batch
@@ -155,13 +157,35 @@ def test_produce_body_concatenates_batches_per_partition() -> None:
     assert records[3].timestamp == 1003 and records[0].headers == (("h", b"1"),)
 
 
+def test_produce_body_is_msgpacks_body_with_the_batches_as_parts_of_their_own() -> None:
+    """The parts are the bytes msgpack packs for the body (bin headers of each size included),
+    and each batch is its own part, the producer's framed bytes themselves: nothing joined."""
+    for config in (CONFIG, replace(CONFIG, transactional_id="t-1")):
+        acc = RecordAccumulator(batch_size=200_000, linger_ms=0)
+        tps = [TopicPartition("a", 0), TopicPartition("b", 3), TopicPartition("c", 1)]
+        for tp, size in zip(tps, (100, 1_000, 100_000)):  # records bins of bin8, bin16, bin32
+            acc.append(tp, (None, b"x" * size, (), 1000), size + RECORD_OVERHEAD, 0)
+            acc.append(tp, (None, b"y", (), 1001), 1 + RECORD_OVERHEAD, 0)
+        batches = acc.drain({1}, lambda tp: 1, 10_000_000, 0)[1]
+        packed, by_tp = produce_body(batches, config)
+        expected = {"acks": config.acks, "timeout_ms": config.request_timeout_ms, "partitions": [
+            {"topic": tp.topic, "partition": tp.partition, "records": b"".join(b.encoded for b in bl)}
+            for tp, bl in by_tp.items()]}
+        if config.transactional_id is not None:
+            expected["transactional_id"] = config.transactional_id
+        assert b"".join(packed.parts) == msgpack.packb(expected, use_bin_type=True)
+        assert packed.size == len(b"".join(packed.parts))
+        assert all(any(part is b.encoded for part in packed.parts) for b in batches)
+
+
 def test_a_transactional_producers_body_names_its_transactional_id() -> None:
     """The broker refuses transactional batches without the request's transactional id (Kafka's
     rule): a transactional producer's body names it, an idempotent or plain one's names none."""
     for config, transactional_id in ((replace(CONFIG, transactional_id="billing-1"), "billing-1"), (CONFIG, None)):
         acc = RecordAccumulator(batch_size=100, linger_ms=0)
         acc.append(T0, rec(), 40, 0)
-        body, _ = produce_body(acc.drain({1}, LEADERS, 10_000, 0)[1], config)
+        packed, _ = produce_body(acc.drain({1}, LEADERS, 10_000, 0)[1], config)
+        body = msgpack.unpackb(b"".join(packed.parts))
         assert body.get("transactional_id") == transactional_id
         [(_, header)] = iter_batches(body["partitions"][0]["records"])
         assert header.is_transactional == (transactional_id is not None)

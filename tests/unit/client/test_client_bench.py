@@ -9,7 +9,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from kraft.api.client.futures import ProduceResult, RecordFuture
+from kraft.api.client.futures import ProduceResult, RecordFuture, RecordFutures
 from kraft.api.client.types import TopicPartition
 from client_fake_broker import FakeBroker
 from kraft.api.client import Producer
@@ -56,6 +56,28 @@ def test_ack_latency_of_every_record_from_its_own_send() -> None:
     assert rec.failed_records == 0
     # what --trace follows: the first record of each run of sends into one batch, its offset
     assert [(t, offset) for t, offset, *_ in rec.traced_records()] == [(tp, 0), (tp, 5)]
+
+
+def test_send_many_records_are_timed_from_their_calls_start() -> None:
+    clock = FakeClock()
+    rec = AckLatencyRecorder(clock)
+    tp = TopicPartition("t", 0)
+    a, b = ProduceResult(tp), ProduceResult(tp)
+    first = RecordFutures(0)
+    first.add(a, 0, 3)
+    first.add(b, 0, 2)  # the call filled batch a and opened b
+    rec.on_send_many(first, 0.001)
+    second = RecordFutures(0)
+    second.add(b, 2, 4)  # the next call goes on in batch b
+    rec.on_send_many(second, 0.004)
+    clock.now = 0.010
+    a.complete(0)
+    clock.now = 0.020
+    b.complete(3)
+    hist = rec.histogram()
+    # a's 3 records 9 ms (from 1 ms), b's first 2 19 ms, b's next 4 16 ms (from 4 ms)
+    assert hist.count == 9 and (hist.min_us, hist.percentile_us(50), hist.max_us) == (9000, 16000, 19000)
+    assert [(t, offset) for t, offset, *_ in rec.traced_records()] == [(tp, 0), (tp, 3)]  # one run per batch
 
 
 def test_failed_batches_are_counted_not_timed() -> None:
@@ -131,6 +153,20 @@ def test_produce_then_consume_commands(broker: FakeBroker, tmp_path: Path) -> No
     assert consumed.exit_code == 0, consumed.output
     summary = json.loads(out.read_text())
     assert summary["records"] == 2000 and summary["mb_per_sec"] > 0
+
+
+def test_produce_with_send_many(broker: FakeBroker, tmp_path: Path) -> None:
+    out = tmp_path / "many.json"
+    result = CliRunner().invoke(main, ["produce", "--bootstrap-server", broker.bootstrap, "--topic", "many",
+                                       "--num-records", "2500", "--send-many", "1000", "--partitions", "3",
+                                       "--json", str(out)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(out.read_text())
+    assert summary["records"] == 2500 and summary["errors"] == 0 and summary["send_many"] == 1000
+    assert sum(broker.end_offset("many", p) for p in range(3)) == 2500
+    refused = CliRunner().invoke(main, ["produce", "--bootstrap-server", broker.bootstrap, "--topic", "many",
+                                        "--send-many", "10", "--throughput", "100"])
+    assert refused.exit_code == 2 and "--send-many" in refused.output
 
 
 def test_e2e_command(broker: FakeBroker, tmp_path: Path) -> None:

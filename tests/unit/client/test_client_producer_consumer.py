@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kraft.api.client import Admin, Consumer, KraftError, Producer, TopicPartition
+from kraft.api.client.futures import ProduceResult, RecordFutures
 from kraft.api.client.producer import normalize_headers, parse_acks, to_bytes
 from kraft.api.partitioner import partition_for_key
 from client_fake_broker import FakeBroker
@@ -54,6 +55,86 @@ def test_send_many_queues_records_as_sends_would(broker: FakeBroker) -> None:
     assert len(list(iter_batches(broker.records("many", 0)))) > 1  # batch_size still cuts batches
     for key, f in zip(keys, keyed):
         assert f.result().partition == partition_for_key(key, 6)
+
+
+def test_send_many_packs_keyless_values_a_batch_at_a_time_as_sends_would(broker: FakeBroker) -> None:
+    broker.create_topic("bulk", 4)
+    values = [b"v%04d" % i + b"x" * (i % 50) for i in range(1000)]  # sizes vary: batches cut by bytes
+    with Producer(broker.bootstrap, linger_ms=10_000, batch_size=2000, buffer_memory=5000) as producer:
+        futures = producer.send_many("bulk", values, timestamp_ms=1234)
+        producer.flush(timeout=10)  # buffer_memory made it wait for space on the way
+    assert len(futures) == 1000 and futures[-1].index == futures[999].index
+    metas = [f.result() for f in futures]
+    partitions = [m.partition for m in metas]
+    runs = [p for i, p in enumerate(partitions) if i == 0 or partitions[i - 1] != p]
+    assert len(runs) > 10 and all(a != b for a, b in zip(runs, runs[1:]))  # KIP-480: a new batch moves on
+    for p in set(partitions):
+        mine = [(m.offset, v) for m, v in zip(metas, values) if m.partition == p]
+        assert [offset for offset, _ in mine] == list(range(len(mine)))  # in call order
+        assert [r.value for r in stored(broker, "bulk", p)] == [v for _, v in mine]
+        assert {r.timestamp for r in stored(broker, "bulk", p)} == {1234}
+    assert {m.timestamp for m in metas} == {1234} and [f.result() for f in futures] == metas
+
+
+def test_send_many_reports_each_records_own_outcome(broker: FakeBroker) -> None:
+    broker.create_topic("part", 1)
+    broker.fail_next("produce", "CORRUPT_MESSAGE", partition_level=True)  # the first request's batch only
+    values = [b"r%03d" % i for i in range(100)]
+    with Producer(broker.bootstrap, linger_ms=10_000, batch_size=300, max_request_size=400) as producer:
+        futures = producer.send_many("part", values)
+        producer.flush(timeout=10)
+    failed = [f.failed() for f in futures]
+    first_ok = failed.index(False)
+    assert 0 < first_ok < 100 and not any(failed[first_ok:])  # the failed batch's records, no other
+    assert all(f.exception().error_code == "CORRUPT_MESSAGE" for f in futures[:first_ok])
+    assert [f.get().offset for f in futures[first_ok:]] == list(range(100 - first_ok))
+    assert [r.value for r in stored(broker, "part", 0)] == values[first_ok:]
+
+
+def test_send_many_keyed_records_keep_their_order_per_partition(broker: FakeBroker) -> None:
+    broker.create_topic("ordered", 3)
+    keys = [f"k{i % 7}".encode() for i in range(300)]
+    values = [b"%d" % i for i in range(300)]
+    with Producer(broker.bootstrap, batch_size=400) as producer:
+        futures = producer.send_many("ordered", values, keys=keys)
+        metas = [f.result(timeout=10) for f in futures]
+    for p in range(3):
+        expected = [v for k, v, m in zip(keys, values, metas) if partition_for_key(k, 3) == p]
+        assert [m.partition for k, m in zip(keys, metas) if partition_for_key(k, 3) == p] == [p] * len(expected)
+        assert [r.value for r in stored(broker, "ordered", p)] == expected
+
+
+def test_send_many_names_the_bad_record_and_queues_nothing(broker: FakeBroker) -> None:
+    broker.create_topic("bad", 1)
+    with Producer(broker.bootstrap, max_request_size=1000) as producer:
+        for values in (["ok", b"fine", 7], [b"ok", b"fine", b"x" * 2000]):
+            with pytest.raises(KraftError) as refused:
+                producer.send_many("bad", values)
+            assert "record 2:" in refused.value.message
+        with pytest.raises(KraftError, match="INVALID_TIMESTAMP"):
+            producer.send_many("bad", [b"ok"], timestamp_ms=-1)
+        producer.send_many("bad", [b"last"])
+        producer.flush(timeout=10)
+    assert [r.value for r in stored(broker, "bad", 0)] == [b"last"]
+
+
+def test_record_futures_read_as_a_list_of_each_records_future() -> None:
+    tp = TopicPartition("t", 0)
+    a, b = ProduceResult(tp), ProduceResult(TopicPartition("t", 1))
+    futures = RecordFutures(7)
+    futures.add(a, 4, 2)
+    futures.add(a, 6, 1)  # goes on in the same run
+    futures.add(b, 0, 2)
+    assert len(futures) == 5 and list(futures.runs()) == [(a, 4, 3), (b, 0, 2)]
+    expected = [(a, 4), (a, 5), (a, 6), (b, 0), (b, 1)]
+    assert [(f.produce_result, f.index) for f in futures] == expected
+    assert [(futures[i].produce_result, futures[i].index) for i in range(5)] == expected
+    assert (futures[-1].produce_result, futures[-1].index) == (b, 1) and futures[2].timestamp == 7
+    assert [(f.produce_result, f.index) for f in futures[1:4]] == expected[1:4]
+    a.complete(100)
+    b.complete(-1, error=KraftError("CORRUPT_MESSAGE", "bad"))
+    assert [f.get().offset for f in futures[:3]] == [104, 105, 106]
+    assert all(f.exception().error_code == "CORRUPT_MESSAGE" for f in futures[3:])
 
 
 def test_keyless_records_stick_to_one_partition_per_batch(broker: FakeBroker) -> None:
