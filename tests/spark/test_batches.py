@@ -131,3 +131,24 @@ def test_a_kafka_producers_v2_batch_builds_the_same_columns():
     assert table["offset"] == [11, 12, 13]
     assert table["key"] == [b"k1", b"k2", b"k3"]
     assert table["headers"] == [[{"key": "h", "value": b"x"}], [], [{"key": "h", "value": b"x"}]]
+
+
+def test_column_builder_offsets_with_gaps_and_ranges():
+    """A compacted batch's offsets have gaps (a tuple), an uncompacted one's are a range: both
+    come out as the records' offsets, cut to [lo, hi)."""
+    from kraft.log.batch import encode_batch, frame_rows
+
+    compacted = encode_batch([[0, 0, b"k", b"a", []], [3, 1, b"k", b"b", []], [7, 2, b"k", b"c", []]],
+                             base_offset=100, last_offset_delta=7, base_timestamp=1_000, max_timestamp=1_002)
+    packer = new_row_packer()
+    for delta in range(3):
+        packer.pack((delta, 0, None, b"v", ()))
+    consecutive = frame_rows(packer.getbuffer(), 3, base_timestamp=5, max_timestamp=5, base_offset=108)
+    builder = ColumnBuilder("t", 0, arrow_schema(source_schema(False)))
+    builder.add_batch(compacted, 0, 103, 200)
+    builder.add_batch(consecutive, 0, 0, 110)
+    table = builder.build().to_pydict()
+    assert len(builder) == 4
+    assert table["offset"] == [103, 107, 108, 109]
+    assert table["value"] == [b"b", b"c", b"v", b"v"]
+    assert table["timestampType"] == [0, 0, 0, 0]
