@@ -6,8 +6,11 @@ partition leader. Retriable errors (leader moved, broker down) refresh the metad
 a deadline; a broker that cannot be reached (connection refused, reset or timed out: a restart) is
 such an error, as a disconnect is for Kafka's clients, so the metadata and health calls too are
 retried for up to the request timeout, with a backoff growing from 50 ms to 1 s (Kafka's
-`reconnect.backoff.ms` to `reconnect.backoff.max.ms`). A `BrokerClient` owns a `requests.Session`:
-create it where it is used (inside Spark's `read()`/`write()` or on the driver), never pickle it.
+`reconnect.backoff.ms` to `reconnect.backoff.max.ms`). Requests go through the Python client's
+`Transport` (http.client keep-alive connections): it reads an 8 MiB fetch answer in one piece,
+where `requests` iterates over it in 10 KiB chunks, a third of the source's Python time per record
+(docs/benchmarks.md, issue 25). A `BrokerClient` owns its connections: create it where it is used
+(inside Spark's `read()`/`write()` or on the driver), never pickle it.
 """
 
 from __future__ import annotations
@@ -17,17 +20,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
 
-import msgpack
-import requests
-
 from kraft.api.client.fetcher import READ_COMMITTED, READ_UNCOMMITTED
 from kraft.api.client.security import PLAINTEXT, ClientSecurity
+from kraft.api.client.transport import Transport, parse_address
 from kraft.api.errors import KraftError
 from kraft.spark_connector.offsets import TopicPartition
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-MSGPACK = "application/msgpack"
+_UNREACHABLE = frozenset({"NETWORK_EXCEPTION", "REQUEST_TIMED_OUT"})
 _RETRY_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)  # Kafka's reconnect.backoff.ms 50 -> .max.ms 1000
 
 
@@ -71,43 +72,22 @@ class BrokerClient:
         self._bootstrap = list(bootstrap_servers)
         self._isolation_level = isolation_level
         self._timeout_s = request_timeout_ms / 1000
-        self._session = requests.Session()
-        self._scheme = security.scheme
-        self._session.headers.update(security.headers())
-        if security.uses_tls:
-            self._session.verify = security.cafile or True
-            self._session.trust_env = False  # else REQUESTS_CA_BUNDLE would override ssl_cafile
-            if security.certfile:
-                self._session.cert = (security.certfile, security.keyfile or security.certfile)
+        self._transport = Transport(self._bootstrap, request_timeout_ms, security)
         self._view: ClusterView | None = None
 
     def close(self) -> None:
-        self._session.close()
+        self._transport.close()
 
     # -- plumbing ---------------------------------------------------------------------------
 
     def _call(self, server: str, method: str, path: str, body: Any = None,
               params: dict[str, Any] | None = None, timeout_s: float | None = None) -> Any:
-        headers = {"Accept": MSGPACK}
-        data = None
-        if body is not None:
-            headers["Content-Type"] = MSGPACK
-            data = msgpack.packb(body, use_bin_type=True)
         try:
-            response = self._session.request(method, f"{self._scheme}://{server}{path}", data=data, params=params,
-                                             headers=headers, timeout=timeout_s or self._timeout_s)
-        except requests.RequestException as e:
-            raise KraftError("NETWORK_EXCEPTION", f"{method} {path} to {server}: {e}") from None
-        if response.headers.get("Content-Type", "").startswith(MSGPACK):
-            answer = msgpack.unpackb(response.content, raw=False)
-        else:
-            try:
-                answer = response.json()
-            except ValueError:
-                answer = {"error_code": "UNKNOWN_SERVER_ERROR", "message": response.text[:500]}
-        if response.status_code >= 400:
-            raise KraftError.from_dict(answer if isinstance(answer, dict) else {"message": str(answer)})
-        return answer
+            address = parse_address(server)
+        except ValueError as e:
+            raise KraftError("INVALID_CONFIG", str(e)) from None
+        return self._transport.request(method, path, body, params=params, address=address,
+                                       timeout_s=timeout_s or self._timeout_s)
 
     def retrying(self, action: Callable[[], T], deadline_s: float) -> T:
         """Runs `action`, retrying retriable errors with fresh metadata until `deadline_s`
@@ -145,13 +125,14 @@ class BrokerClient:
 
     def _ask_any(self, path: str) -> Any:
         """`GET path` of the first server that answers (the known brokers, then the bootstrap
-        ones); NETWORK_EXCEPTION (retriable) naming each failure when none does."""
+        ones); NETWORK_EXCEPTION (retriable) naming each failure when none does. A server that
+        does not answer in time counts as unreachable (a paused node accepts connections)."""
         errors = []
         for server in self._servers():
             try:
                 return self._call(server, "GET", path)
             except KraftError as e:
-                if e.error_code != "NETWORK_EXCEPTION":
+                if e.error_code not in _UNREACHABLE:
                     raise
                 errors.append(e.message)
         raise KraftError("NETWORK_EXCEPTION", f"no broker answered GET {path}: {'; '.join(errors)}")

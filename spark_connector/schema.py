@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from itertools import repeat
-from typing import Any
+from typing import Any, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -55,6 +55,20 @@ def arrow_schema(schema: StructType) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
+_counting = pa.array([], pa.int64())  # 0, 1, 2, ...: consecutive offsets are a slice of it plus the first
+
+
+def _int64s(offsets: Sequence[int]) -> pa.Array:
+    """`offsets` as an Arrow int64 array; a range by Arrow kernels, without a Python int a record."""
+    global _counting
+    if not isinstance(offsets, range) or offsets.step != 1:
+        return pa.array(offsets, pa.int64())
+    n = len(offsets)
+    if len(_counting) < n:
+        _counting = pa.array(range(max(n, 2 * len(_counting), 1024)), pa.int64())
+    return pc.add(_counting.slice(0, n), pa.scalar(offsets.start, pa.int64()))
+
+
 class ColumnBuilder:
     """Accumulates the records of one topic-partition column-wise, batch by batch (with
     `kraft.log.records.decode_columns`, compressed or not), then builds one Arrow batch from whole
@@ -67,13 +81,16 @@ class ColumnBuilder:
         self.with_headers = "headers" in schema.names
         self.keys: list[bytes | None] = []
         self.values: list[bytes | None] = []
-        self.offsets: list[int] = []
+        # Offsets and timestamp types as Arrow pieces, one a batch: a batch's offsets are usually
+        # consecutive, and its records share one timestamp type, so neither needs a Python int a record.
+        self.offsets: list[pa.Array] = []
         self.timestamps: list[int] = []
-        self.timestamp_types: list[int] = []
+        self.timestamp_types: list[pa.Array] = []
         self.headers: list[Any] = []
+        self._count = 0
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return self._count
 
     def add_batch(self, buf: bytes, pos: int, lo: int, hi: int) -> None:
         """Adds the records with offsets in [lo, hi) of the batch at `pos`."""
@@ -81,12 +98,15 @@ class ColumnBuilder:
         first = bisect_left(columns.offsets, lo)
         last = bisect_left(columns.offsets, hi)
         count = last - first
+        if not count:
+            return
+        self._count += count
         self.keys.extend(columns.keys[first:last])
         self.values.extend(columns.values[first:last])
-        self.offsets.extend(columns.offsets[first:last])
+        self.offsets.append(_int64s(columns.offsets[first:last]))
         self.timestamps.extend(columns.timestamps[first:last])
         ts_type = TIMESTAMP_TYPE_LOG_APPEND_TIME if columns.header.is_log_append_time else TIMESTAMP_TYPE_CREATE_TIME
-        self.timestamp_types.extend(repeat(ts_type, count))
+        self.timestamp_types.append(pa.repeat(pa.scalar(ts_type, pa.int32()), count))
         if self.with_headers:
             headers = columns.headers[first:last]
             if headers.count(()) == count:
@@ -95,16 +115,16 @@ class ColumnBuilder:
                 self.headers.extend([{"key": k, "value": v} for k, v in h] for h in headers)
 
     def build(self) -> pa.RecordBatch:
-        n = len(self.offsets)
+        n = self._count
         try:
             columns = [
                 pa.array(self.keys, pa.binary()),
                 pa.array(self.values, pa.binary()),
                 pa.repeat(pa.scalar(self.topic, pa.string()), n),
                 pa.repeat(pa.scalar(self.partition, pa.int32()), n),
-                pa.array(self.offsets, pa.int64()),
+                pa.concat_arrays(self.offsets) if self.offsets else pa.array([], pa.int64()),
                 pc.multiply(pa.array(self.timestamps, pa.int64()), 1000).cast(self.schema.field("timestamp").type),
-                pa.array(self.timestamp_types, pa.int32()),
+                pa.concat_arrays(self.timestamp_types) if self.timestamp_types else pa.array([], pa.int32()),
             ]
             if self.with_headers:
                 columns.append(pa.array(self.headers, self.schema.field("headers").type))

@@ -123,19 +123,19 @@ class _Producer:
         names = {n.lower(): i for i, n in enumerate(batch.schema.names)}
         n = batch.num_rows
         value_column = _binary_column(batch, names["value"])
-        values = value_column.to_pylist()
-        keys = _binary_column(batch, names["key"]).to_pylist() if "key" in names else None
         headers = None
         if "headers" in names:
             headers = [tuple((h["key"], h["value"]) for h in hs) if hs else ()
                        for hs in batch.column(names["headers"]).to_pylist()]
         now_ms = int(time.time() * 1000)
         topic = self.options.topic
-        if topic is not None and "partition" not in names and keys is None and self.idempotent is None:
+        if topic is not None and "partition" not in names and "key" not in names and self.idempotent is None:
             # The common bulk case: one topic, keyless, so the whole Arrow batch sticks together.
             tp = (topic, self.route(topic, None, None, None))
-            self._batches(tp).add(values, _row_ends(value_column), now_ms, None, headers)
+            self._batches(tp).add(value_column, _row_ends(value_column), now_ms, None, headers)
         else:
+            values = value_column.to_pylist()
+            keys = _binary_column(batch, names["key"]).to_pylist() if "key" in names else None
             topics = repeat(topic, n) if topic else batch.column(names["topic"]).to_pylist()
             fixed = batch.column(names["partition"]).to_pylist() if "partition" in names else repeat(None, n)
             groups: dict[TopicPartition, list[int]] = {}

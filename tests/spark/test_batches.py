@@ -4,10 +4,12 @@ source's ColumnBuilder reads them back column-wise."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraft.log.batch import decode_columns, iter_batches
+from kraft.log.batch import decode_columns, iter_batches, new_row_packer
+from kraft.spark_connector.arrow_rows import pack_rows
 from kraft.spark_connector.batches import RECORD_OVERHEAD, PartitionBatches, row_ends
 from kraft.spark_connector.schema import ColumnBuilder, arrow_schema, source_schema
 
@@ -68,6 +70,43 @@ def test_batches_hold_the_rows_in_order_cut_at_batch_size(chunks, batch_size, co
     assert set(table["partition"]) <= {2} and set(table["topic"]) <= {"t"}
 
 
+_PAYLOAD = st.one_of(st.none(), st.binary(max_size=300), st.sampled_from([b"x" * 0xFFFF, b"y" * 0x10000]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    chunks=st.lists(st.lists(st.tuples(_PAYLOAD, _PAYLOAD), max_size=40), min_size=1, max_size=4),
+    keyed=st.booleans(),
+    batch_size=st.integers(min_value=1, max_value=200_000),
+    first_timestamp=st.integers(min_value=0, max_value=1 << 41),
+)
+def test_rows_given_as_arrow_columns_make_the_bytes_msgpack_packs(chunks, keyed, batch_size, first_timestamp):
+    """The Arrow-kernel packing (arrow_rows.py) against msgpack's, batch for batch: offset deltas
+    across the msgpack int formats, bin 8/16 headers, nulls, timestamps, and the fallback for a key
+    or value over 64 KiB."""
+    by_arrow = PartitionBatches(batch_size, "none")
+    by_msgpack = PartitionBatches(batch_size, "none")
+    for i, rows in enumerate(chunks):
+        if not rows:
+            continue
+        keys, values = (list(c) for c in zip(*rows))
+        ends = row_ends(len(k or b"") * keyed + len(v or b"") for k, v in rows)
+        timestamp = first_timestamp + 1_000 * i
+        by_arrow.add(pa.array(values, pa.binary()), ends, timestamp, pa.array(keys, pa.binary()) if keyed else None)
+        by_msgpack.add(values, ends, timestamp, keys if keyed else None)
+    assert by_arrow.take() == by_msgpack.take()
+
+
+def test_arrow_packing_covers_every_offset_delta_format():
+    """Deltas 127/128 (fixint/uint 8), 255/256 (uint 8/16), 65535/65536 (uint 16/32)."""
+    values = pa.array([b"v"] * 3)
+    for first in (126, 254, 65534):
+        packer = new_row_packer()
+        for delta in range(first, first + 3):
+            packer.pack((delta, 7, None, b"v", ()))
+        assert bytes(pack_rows(first, 7, None, values)) == packer.bytes()
+
+
 def test_take_leaves_the_builder_empty_and_sequences_go_on():
     batches = PartitionBatches(1 << 20, "none", 5, 0)
     batches.add([b"a", b"b"], row_ends([1, 1]), 1)
@@ -92,3 +131,24 @@ def test_a_kafka_producers_v2_batch_builds_the_same_columns():
     assert table["offset"] == [11, 12, 13]
     assert table["key"] == [b"k1", b"k2", b"k3"]
     assert table["headers"] == [[{"key": "h", "value": b"x"}], [], [{"key": "h", "value": b"x"}]]
+
+
+def test_column_builder_offsets_with_gaps_and_ranges():
+    """A compacted batch's offsets have gaps (a tuple), an uncompacted one's are a range: both
+    come out as the records' offsets, cut to [lo, hi)."""
+    from kraft.log.batch import encode_batch, frame_rows
+
+    compacted = encode_batch([[0, 0, b"k", b"a", []], [3, 1, b"k", b"b", []], [7, 2, b"k", b"c", []]],
+                             base_offset=100, last_offset_delta=7, base_timestamp=1_000, max_timestamp=1_002)
+    packer = new_row_packer()
+    for delta in range(3):
+        packer.pack((delta, 0, None, b"v", ()))
+    consecutive = frame_rows(packer.getbuffer(), 3, base_timestamp=5, max_timestamp=5, base_offset=108)
+    builder = ColumnBuilder("t", 0, arrow_schema(source_schema(False)))
+    builder.add_batch(compacted, 0, 103, 200)
+    builder.add_batch(consecutive, 0, 0, 110)
+    table = builder.build().to_pydict()
+    assert len(builder) == 4
+    assert table["offset"] == [103, 107, 108, 109]
+    assert table["value"] == [b"b", b"c", b"v", b"v"]
+    assert table["timestampType"] == [0, 0, 0, 0]
