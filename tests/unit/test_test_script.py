@@ -60,7 +60,7 @@ def test_not_root_in_a_virtualenv(tmp_path: Path) -> None:
         assert line in proc.stderr
     assert record.splitlines()[1:] == [
         "-m pip install -q --disable-pip-version-check -e .[dev,spark,zk,bench] PIP_BREAK_SYSTEM_PACKAGES=",
-        "-m pytest -n 2 --dist loadgroup -q -k something PIP_BREAK_SYSTEM_PACKAGES=",
+        "-m pytest -n 2 --dist loadgroup -q --durations=30 -k something PIP_BREAK_SYSTEM_PACKAGES=",
     ]
 
 
