@@ -60,16 +60,18 @@ def register(registry: Registry, services: BrokerServices, apis: Iterable[KafkaA
 
 
 async def respond(services: BrokerServices, api_key: int, answer: Answer, ctx: RequestContext, request: Any) -> Any:
-    timed = TimedAwait(answer(services, ctx, request))
+    # timed only while a client quota can apply (as the HTTP listener; Kafka's ClientQuotaManager
+    # records nothing without quotas)
+    timed = TimedAwait(answer(services, ctx, request)) if services.quotas.applies(ctx) else None
     error: KraftError | None = None
     data: Mapping[str, Any] = {}
     try:
-        data = await timed
+        data = await (timed if timed is not None else answer(services, ctx, request))
     except Exception as e:  # noqa: BLE001 - answered as Kafka does, UNKNOWN_SERVER_ERROR for a bug
         error = from_exception(e)
         if error.error_code == "UNKNOWN_SERVER_ERROR":
             log.error("%s request from %s failed", ctx.api, ctx.client_address, exc_info=e)
-    throttle_ms = services.quotas.throttle_time(ctx, REQUEST, timed.busy_s * 1000)
+    throttle_ms = 0 if timed is None else services.quotas.throttle_time(ctx, REQUEST, timed.busy_s * 1000)
     if error is None:
         return build(load_response_schema(api_key, ctx.api_version), {**data, "throttle_time": throttle_ms})
     response = error_response(api_key, ctx.api_version, error, throttle_ms)

@@ -20,11 +20,12 @@ from kraft.kafka.api_versions import ApiVersionsTable
 from kraft.kafka.codec import encode_response
 from request_metrics_support import RecordedRequests
 from kraft.kafka.entities import build
+from kraft.kafka import handling
 from kraft.kafka.handling import counted
 from kraft.metadata.acl import AclBindingFilter, StandardAcl
 from kraft.server.authorization import Authorization
 from kraft.server.controller_apis import ControllerApis
-from kraft.server.quotas import Quotas
+from kraft.server.quotas import Quotas, TimedAwait
 from kraft.server.replica_admin import ActiveProducer, ReplicaAdminApis
 from kraft.server.request_context import RequestContext
 from kraft.server.security_admin import (
@@ -161,13 +162,13 @@ class Registry:
 
 class Node:
     def __init__(self, *allowed: tuple[str, str, str], authorizer: bool = True, throttle_ms: int = 0,
-                 log_dir: str = "/") -> None:
+                 log_dir: str = "/", quotas_configured: bool = True) -> None:
         self.acls, self.users, self.controller = AclStore(), Users(), Controller()
         self.quota = Throttle(throttle_ms)
         self.metrics = RecordedRequests()
         auth = Authorization(Authorizer(*allowed) if authorizer else None)
         services = BrokerServices(
-            node=None, metadata=None, authorization=auth, quotas=Quotas(self.quota),  # type: ignore[arg-type]
+            node=None, metadata=None, authorization=auth, quotas=Quotas(self.quota, configured=lambda: quotas_configured),  # type: ignore[arg-type]
             records=None, topics=None, groups=None, transactions=None,  # type: ignore[arg-type]
             security=SecurityApis(self.acls, self.users, auth), controller=ControllerApis(self.controller, auth),
             replicas=ReplicaAdminApis(Replicas(), [log_dir], auth), metrics=self.metrics)  # type: ignore[arg-type]
@@ -243,6 +244,28 @@ async def test_a_throttled_request_answers_its_throttle_time_and_is_counted() ->
     refused = Node()
     await refused.ask(29, 3, acl_filter())
     assert refused.metrics.observed == [("DescribeAcls", "CLUSTER_AUTHORIZATION_FAILED")]
+
+
+async def test_a_request_is_neither_timed_nor_charged_while_no_client_quota_exists(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the HTTP listener and Kafka's ClientQuotaManager: without any quota nothing is timed
+    (a TimedAwait per request, two clock reads per step) or recorded. Counted."""
+    timed: list[object] = []
+
+    class Counted(TimedAwait):
+        def __init__(self, coro: Any) -> None:
+            timed.append(coro)
+            super().__init__(coro)
+
+    monkeypatch.setattr(handling, "TimedAwait", Counted)
+    node = Node(*EVERYTHING, throttle_ms=250, quotas_configured=False)
+    described = await node.ask(29, 3, acl_filter())
+    assert described.throttle_time == datetime.timedelta(0)
+    assert node.quota.recorded == [] and timed == []
+    charged = Node(*EVERYTHING, throttle_ms=250)
+    assert (await charged.ask(29, 3, acl_filter())).throttle_time == datetime.timedelta(milliseconds=250)
+    assert len(timed) == 1
+    assert node.metrics.observed == [("DescribeAcls", "NONE")]
 
 
 @pytest.mark.parametrize("version", [0, 1])
